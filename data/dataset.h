@@ -1,0 +1,33 @@
+// Dataset: random access to labelled samples, the one interface every on-disk
+// format (IDX, CIFAR, NPY, CSV, image folders) and the synthetic source implement.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ops/shape.h"
+
+namespace trainer::data {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual std::int64_t size() const = 0;
+  // Shape of one sample, without the batch dimension ([1, 28, 28], [3, 32, 32], [13]).
+  virtual Shape sample_shape() const = 0;
+  // Number of classes for classification data; 0 for regression targets.
+  virtual std::int64_t num_classes() const = 0;
+  // Shape of one regression target (empty for class labels).
+  virtual Shape target_shape() const { return {}; }
+  // Writes sample `index` as float32 (raw values, before transforms) into `sample`
+  // (numel(sample_shape()) floats) and its class into `label` (or, for regression,
+  // numel(target_shape()) floats into `target`). Thread-safe; throws
+  // std::runtime_error naming the file and sample on bad data.
+  virtual void read(std::int64_t index, float* sample, std::int64_t* label,
+                    float* target = nullptr) const = 0;
+  // Where the data comes from, for logs and errors ("/usr/share/.../train-images-idx3-ubyte.gz").
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace trainer::data

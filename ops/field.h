@@ -1,0 +1,88 @@
+// FieldSpec: the one description of a typed, documented, constrained setting.
+// Op attributes (conv2d.stride) and configuration fields (optimizer.lr) are both
+// declared as FieldSpecs; parsing, validation, defaults, JSON Schema and the
+// generated reference all read them. FieldValue is a parsed value of a field.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace trainer {
+
+enum class FieldType {
+  boolean,
+  integer,
+  number,
+  string,
+  enumeration,  // a string from `choices`
+  int_list,     // also accepts a single integer, broadcast by the consumer
+  number_list,
+  string_list,
+};
+
+const char* field_type_name(FieldType type);  // "integer", "list of integers", ...
+
+struct FieldSpec {
+  std::string name;
+  FieldType type = FieldType::number;
+  std::string doc;
+  // The default as YAML text ("0.1", "[1, 1]", "relu"); empty and !required means
+  // "no value" (the field is optional and absent).
+  std::string default_yaml;
+  bool required = false;
+  std::optional<double> min;  // for integer/number and every element of lists
+  std::optional<double> max;
+  bool min_exclusive = false;
+  std::vector<std::string> choices;  // enumeration values, or suggested strings
+  std::optional<std::size_t> list_length;  // exact list length, when fixed
+
+  // Builder-style helpers so declarations read as one line each.
+  FieldSpec& def(std::string yaml) { default_yaml = std::move(yaml); return *this; }
+  FieldSpec& req() { required = true; return *this; }
+  FieldSpec& at_least(double v) { min = v; return *this; }
+  FieldSpec& above(double v) { min = v; min_exclusive = true; return *this; }
+  FieldSpec& at_most(double v) { max = v; return *this; }
+  FieldSpec& one_of(std::vector<std::string> c) { choices = std::move(c); return *this; }
+  FieldSpec& length(std::size_t n) { list_length = n; return *this; }
+};
+
+inline FieldSpec field(std::string name, FieldType type, std::string doc) {
+  FieldSpec s;
+  s.name = std::move(name);
+  s.type = type;
+  s.doc = std::move(doc);
+  return s;
+}
+
+using FieldValue = std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>,
+                                std::vector<double>, std::vector<std::string>>;
+
+// Parsed attributes of one op instance, keyed by FieldSpec::name. Every declared
+// attribute is present (defaults filled) once a layer has been validated.
+class Attrs {
+ public:
+  void set(const std::string& name, FieldValue value) { values_[name] = std::move(value); }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+
+  bool get_bool(const std::string& name) const { return std::get<bool>(at(name)); }
+  std::int64_t get_int(const std::string& name) const;
+  double get_number(const std::string& name) const;
+  const std::string& get_string(const std::string& name) const {
+    return std::get<std::string>(at(name));
+  }
+  // An int_list attribute; a scalar integer is broadcast to `n` entries.
+  std::vector<std::int64_t> get_ints(const std::string& name, std::size_t n) const;
+
+  const std::map<std::string, FieldValue>& values() const { return values_; }
+
+ private:
+  const FieldValue& at(const std::string& name) const;
+  std::map<std::string, FieldValue> values_;
+};
+
+}  // namespace trainer

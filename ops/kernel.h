@@ -1,0 +1,86 @@
+// Kernel: one op instance compiled for one backend with fixed shapes. Created
+// once at lowering (oneDNN primitives, cuDNN descriptors and algorithm choice
+// happen in the constructor), then called every step with the same buffers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+#include "ops/tensor.h"
+
+namespace trainer {
+
+// What a kernel is compiled for.
+struct KernelContext {
+  const OpDef* op = nullptr;
+  const Attrs* attrs = nullptr;
+  std::vector<Shape> inputs;
+  std::vector<TensorRef> param_decls;  // shapes/dtypes of the params (data is null)
+  Shape output;
+  DType dtype = DType::f32;  // compute/storage type of activations
+  bool training = true;      // false: an eval-only program (no backward will be called)
+};
+
+// The buffers of one call. Built once at lowering and reused every step.
+// Backward semantics: every gradient output is OVERWRITTEN (never accumulated);
+// a null grad_inputs[i]/grad_params[i] means "not wanted".
+struct KernelArgs {
+  std::vector<TensorRef> inputs;
+  std::vector<TensorRef> params;  // in OpSignature::params order, state included
+  TensorRef output;
+  std::vector<void*> saved;  // buffers of saved_bytes(), alive from forward to backward
+  void* workspace = nullptr;  // workspace_bytes(), scratch within one call
+  TensorRef grad_output;
+  std::vector<TensorRef> grad_inputs;
+  std::vector<TensorRef> grad_params;
+  bool training = true;         // batchnorm batch statistics, dropout active
+  std::uint64_t seed = 0;       // per-step, per-node seed for stochastic ops
+  std::int64_t valid_rows = -1;  // losses: rows beyond this are padding (-1: all)
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // Sizes of buffers the forward call fills for the backward call (pool indices,
+  // batchnorm mean/variance, dropout mask).
+  virtual std::vector<std::size_t> saved_bytes() const { return {}; }
+  virtual std::size_t workspace_bytes() const { return 0; }
+  virtual void forward(const KernelArgs& args) = 0;
+  virtual void backward(const KernelArgs& args) = 0;
+  // The implementation chosen ("onednn:jit:avx512_core", "cudnn:algo=1"), for the manifest.
+  virtual std::string implementation() const { return "reference"; }
+};
+
+using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelContext&)>;
+
+// A backend is a named table of kernel factories, one per op name.
+class Backend {
+ public:
+  explicit Backend(std::string name) : name_(std::move(name)) {}
+  virtual ~Backend() = default;
+  const std::string& name() const { return name_; }
+  void add_kernel(const std::string& op, KernelFactory factory) { kernels_[op] = std::move(factory); }
+  bool has_kernel(const std::string& op) const { return kernels_.count(op) != 0; }
+  std::unique_ptr<Kernel> make_kernel(const KernelContext& ctx) const;
+
+  // Memory of this backend (host memory for CPU, device memory for CUDA).
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* ptr) = 0;
+  virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void synchronize() {}
+
+ private:
+  std::string name_;
+  std::map<std::string, KernelFactory> kernels_;
+};
+
+// The CPU backend (always built).
+Backend& cpu_backend();
+
+}  // namespace trainer

@@ -1,0 +1,45 @@
+// The op registry and the backend kernel table.
+#include <algorithm>
+#include <stdexcept>
+
+#include "ops/defs/defs.h"
+#include "ops/kernel.h"
+#include "ops/op.h"
+
+namespace trainer {
+
+void OpRegistry::add(OpDef def) {
+  if (find(def.name)) throw std::logic_error("op '" + def.name + "' registered twice");
+  defs_.push_back(std::move(def));
+}
+
+const OpDef* OpRegistry::find(const std::string& name) const {
+  for (const auto& d : defs_)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+std::vector<std::string> OpRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& d : defs_) out.push_back(d.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const OpRegistry& op_registry() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_builtin_ops(r);
+    return r;
+  }();
+  return registry;
+}
+
+std::unique_ptr<Kernel> Backend::make_kernel(const KernelContext& ctx) const {
+  auto it = kernels_.find(ctx.op->name);
+  if (it == kernels_.end())
+    throw std::runtime_error("backend '" + name_ + "' has no kernel for op '" + ctx.op->name + "'");
+  return it->second(ctx);
+}
+
+}  // namespace trainer

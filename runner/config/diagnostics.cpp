@@ -1,0 +1,74 @@
+// Diagnostic formatting and the "did you mean" search.
+#include "runner/config/diagnostics.h"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+namespace trainer::config {
+
+std::string format(const Diagnostic& d) {
+  std::string out = to_string(d.mark) + ": error: ";
+  if (!d.key_path.empty()) out += d.key_path + ": ";
+  out += d.message;
+  if (!d.suggestion.empty()) out += "\n    " + d.suggestion;
+  return out;
+}
+
+void Diagnostics::add(Mark mark, std::string key_path, std::string message,
+                      std::string suggestion) {
+  list_.push_back({std::move(mark), std::move(key_path), std::move(message),
+                   std::move(suggestion)});
+}
+
+std::string Diagnostics::format_all() const {
+  std::string out;
+  for (const auto& d : list_) out += format(d) + "\n";
+  return out;
+}
+
+void Diagnostics::throw_if_any() const {
+  if (!list_.empty()) throw ConfigError(*this);
+}
+
+ConfigError::ConfigError(Diagnostics diagnostics)
+    : std::runtime_error(diagnostics.format_all()), diagnostics_(std::move(diagnostics)) {}
+
+namespace {
+
+// Optimal string alignment distance: insertions, deletions, substitutions and
+// transpositions of adjacent characters each cost one; case is ignored.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  const auto lower = [](char c) { return std::tolower(static_cast<unsigned char>(c)); };
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) && lower(a[i - 2]) == lower(b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_distance = std::string::npos;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  // Close enough: at most a third of the longer word, and never more than 3 edits.
+  const std::size_t limit = std::min<std::size_t>(3, std::max(word.size(), best.size()) / 3 + 1);
+  return best_distance <= limit ? best : std::string{};
+}
+
+}  // namespace trainer::config

@@ -1,0 +1,4 @@
+// The `trainer` command line.
+#include "runner/cli.h"
+
+int main(int argc, char** argv) { return trainer::run_cli(argc, argv); }

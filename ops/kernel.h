@@ -12,6 +12,7 @@
 
 #include "ops/op.h"
 #include "ops/tensor.h"
+#include "ops/update.h"
 
 namespace trainer {
 
@@ -74,6 +75,8 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void synchronize() {}
+  // Whole-model vector work of the training step (optimizer, norms, accumulation).
+  virtual VectorOps& vector_ops() = 0;
 
  private:
   std::string name_;

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/vector_ops.h"
 #include "ops/kernel.h"
 
 namespace trainer {
@@ -26,6 +27,7 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);
   }
+  VectorOps& vector_ops() override { return cpu_vector_ops(); }
 };
 
 }  // namespace

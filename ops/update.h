@@ -1,0 +1,51 @@
+// The training step's whole-model vector work, done by each backend over all
+// parameters at once: optimizer updates (one call for every parameter), the
+// global gradient norm with a non-finite check, scaling and accumulation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace trainer {
+
+enum class OptimizerKind { sgd, adam, adamw };
+
+// One parameter with its gradient and optimizer state, all float32 of the same size.
+struct ParamSlot {
+  float* param = nullptr;
+  float* grad = nullptr;
+  float* state0 = nullptr;  // sgd: momentum buffer; adam: first moment
+  float* state1 = nullptr;  // adam: second moment (null for sgd)
+  std::int64_t size = 0;
+  bool weight_decay = true;  // false for biases and normalization parameters
+};
+
+struct OptimizerStep {
+  OptimizerKind kind = OptimizerKind::sgd;
+  float lr = 0.1f;
+  float momentum = 0.0f;
+  bool nesterov = false;
+  float weight_decay = 0.0f;  // sgd/adam: L2 added to the gradient; adamw: decoupled
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  std::int64_t step = 1;      // 1-based optimizer step, for Adam bias correction
+  float grad_scale = 1.0f;    // gradients are multiplied by this first (unscale, clip, average)
+};
+
+class VectorOps {
+ public:
+  virtual ~VectorOps() = default;
+  virtual void optimizer_step(const std::vector<ParamSlot>& slots, const OptimizerStep& step) = 0;
+  // Sum of squares of all tensors (float32) in double precision; `finite` is set
+  // to false when any element is inf or NaN.
+  virtual double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) = 0;
+  // dst[i] += src[i] (float32, same size).
+  virtual void accumulate(const TensorRef& dst, const TensorRef& src) = 0;
+  virtual void fill(const TensorRef& dst, float value) = 0;
+};
+
+}  // namespace trainer

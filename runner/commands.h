@@ -1,0 +1,25 @@
+// The subcommands behind the CLI, one file each under runner/commands/.
+// Each returns the exit code (0 ok, 1 runtime failure, 2 usage or config error).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+struct CommandArgs {
+  std::string config_path;
+  std::vector<std::string> overrides;  // "optimizer.lr=3e-4"
+  std::string out_dir;                 // run: --out
+  std::string resume_dir;              // run: --resume
+  std::int64_t steps = 0;              // time: number of steps (0: default)
+};
+
+int command_run(const CommandArgs& args);
+int command_plan(const CommandArgs& args);
+int command_time(const CommandArgs& args);
+int command_sweep(const CommandArgs& args);
+int command_doctor();
+
+}  // namespace trainer

@@ -1,12 +1,113 @@
-// Placeholder until the CUDA backend lands: proves the CUDA toolkit links.
-#include <cuda_runtime_api.h>
+// The CUDA backend: cudaMalloc memory, host-to-device copies on a copy stream
+// ordered before compute by events, and the table of CUDA kernels.
+#include "ops/cuda/cuda_backend.h"
 
-namespace trainer::cuda {
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
 
-int runtime_version() {
-  int v = 0;
-  cudaRuntimeGetVersion(&v);
-  return v;
+#include "ops/cuda/check.h"
+#include "ops/cuda/context.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/vector_ops.h"
+
+namespace trainer {
+namespace cuda {
+
+void require_device(int device) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice) {
+    cudaGetLastError();
+    int driver = 0;
+    cudaDriverGetVersion(&driver);
+    if (driver == 0)
+      throw std::runtime_error(
+          "cannot use GPU " + std::to_string(device) +
+          ": no NVIDIA driver is installed on this machine (driver version 0); "
+          "run on a machine with an NVIDIA GPU and driver, or use devices: [cpu]");
+    if (status == cudaErrorNoDevice)
+      throw std::runtime_error("cannot use GPU " + std::to_string(device) +
+                               ": the NVIDIA driver reports no GPU; use devices: [cpu]");
+    throw std::runtime_error("cannot use GPU " + std::to_string(device) +
+                             ": the NVIDIA driver (version " + std::to_string(driver) +
+                             ") is older than this build's CUDA runtime; update the driver");
+  }
+  check(status, "cudaGetDeviceCount");
+  if (device < 0 || device >= count) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    throw std::runtime_error(
+        "GPU " + std::to_string(device) + " does not exist: " + std::to_string(count) +
+        " GPU(s) visible" +
+        (visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : std::string()) +
+        "; valid indices are 0.." + std::to_string(count - 1));
+  }
 }
 
-}  // namespace trainer::cuda
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device)
+      : Backend("cuda:" + std::to_string(device)),
+        ctx_(device),
+        vector_ops_(make_vector_ops(ctx_)) {
+    register_cuda_kernels(*this, ctx_);
+  }
+
+  void* allocate(std::size_t bytes) override {
+    ctx_.device.activate();
+    return device_malloc(bytes);
+  }
+  void release(void* ptr) override {
+    if (ptr) check(cudaFree(ptr), "cudaFree");
+  }
+  // The copy waits for the compute work queued so far (it may overwrite a
+  // buffer that work reads) and compute work queued later waits for the copy.
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    ctx_.device.activate();
+    ctx_.compute_done.record(ctx_.compute.get());
+    ctx_.compute_done.make_wait(ctx_.copy.get());
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_.copy.get()),
+          "cudaMemcpyAsync(host to device)");
+    ctx_.copy_done.record(ctx_.copy.get());
+    ctx_.copy_done.make_wait(ctx_.compute.get());
+  }
+  // Returns once the data is on the host (after the compute work queued so far).
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    ctx_.device.activate();
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.compute.get()),
+          "cudaMemcpyAsync(device to host)");
+    ctx_.compute.synchronize();
+  }
+  void synchronize() override {
+    ctx_.device.activate();
+    ctx_.copy.synchronize();
+    ctx_.compute.synchronize();
+  }
+  VectorOps& vector_ops() override { return *vector_ops_; }
+
+ private:
+  CudaContext ctx_;
+  std::unique_ptr<VectorOps> vector_ops_;
+};
+
+}  // namespace
+}  // namespace cuda
+
+Backend& cuda_backend(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<cuda::CudaBackend>> backends;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = backends[device];
+  if (!slot) {
+    cuda::require_device(device);
+    slot = std::make_unique<cuda::CudaBackend>(device);
+  }
+  return *slot;
+}
+
+}  // namespace trainer

@@ -1,0 +1,78 @@
+// Owned cuDNN descriptors: tensor, filter and convolution, each set up in one call.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/unique_handle.h"
+
+namespace trainer::cuda {
+
+// A dense NCHW float tensor.
+class TensorDescriptor {
+ public:
+  TensorDescriptor(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
+                   cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+    cudnnTensorDescriptor_t d = nullptr;
+    check(cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor");
+    handle_ = Owned(d);
+    check(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, static_cast<int>(n),
+                                     static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)),
+          "cudnnSetTensor4dDescriptor");
+  }
+  cudnnTensorDescriptor_t get() const { return handle_.get(); }
+
+ private:
+  using Owned = UniqueHandle<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
+  Owned handle_;
+};
+
+// Convolution weights [out, in/groups, kh, kw].
+class FilterDescriptor {
+ public:
+  FilterDescriptor(std::int64_t k, std::int64_t c, std::int64_t h, std::int64_t w,
+                   cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+    cudnnFilterDescriptor_t d = nullptr;
+    check(cudnnCreateFilterDescriptor(&d), "cudnnCreateFilterDescriptor");
+    handle_ = Owned(d);
+    check(cudnnSetFilter4dDescriptor(d, type, CUDNN_TENSOR_NCHW, static_cast<int>(k),
+                                     static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)),
+          "cudnnSetFilter4dDescriptor");
+  }
+  cudnnFilterDescriptor_t get() const { return handle_.get(); }
+
+ private:
+  using Owned = UniqueHandle<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
+  Owned handle_;
+};
+
+struct Conv2dGeometry {
+  int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int groups = 1;
+};
+
+// A 2-D cross-correlation (what frameworks call convolution) with float accumulation.
+class ConvolutionDescriptor {
+ public:
+  ConvolutionDescriptor(const Conv2dGeometry& g, bool allow_tensor_ops) {
+    cudnnConvolutionDescriptor_t d = nullptr;
+    check(cudnnCreateConvolutionDescriptor(&d), "cudnnCreateConvolutionDescriptor");
+    handle_ = Owned(d);
+    check(cudnnSetConvolution2dDescriptor(d, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h,
+                                          g.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+          "cudnnSetConvolution2dDescriptor");
+    check(cudnnSetConvolutionGroupCount(d, g.groups), "cudnnSetConvolutionGroupCount");
+    // Without tensor ops cuDNN keeps fp32 math exact (no TF32).
+    check(cudnnSetConvolutionMathType(d, allow_tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+          "cudnnSetConvolutionMathType");
+  }
+  cudnnConvolutionDescriptor_t get() const { return handle_.get(); }
+
+ private:
+  using Owned = UniqueHandle<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
+  Owned handle_;
+};
+
+}  // namespace trainer::cuda

@@ -1,0 +1,302 @@
+// CUDA vector work over all parameters: the optimizer step is ONE launch over a
+// device table of parameter chunks; the gradient norm reduces per block then in
+// one block (a fixed order: deterministic); accumulate and fill use float4 when aligned.
+#include "ops/cuda/vector_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/cuda/device_buffer.h"
+#include "ops/cuda/launch.cuh"
+
+namespace trainer::cuda {
+namespace {
+
+constexpr std::int64_t kChunk = 16384;  // elements per block of the multi-tensor launches
+
+struct DeviceSlot {
+  float* param;
+  float* grad;
+  float* state0;
+  float* state1;
+  long long size;
+  float decay_mask;  // 1: weight decay applies; 0: not
+  int vectorized;    // all four pointers 16-byte aligned
+};
+
+struct Chunk {
+  long long slot;  // long long: no padding, so tables compare bytewise
+  long long begin;
+};
+
+struct Hyper {
+  int kind;  // OptimizerKind
+  float lr, momentum, weight_decay, beta1, beta2, eps, grad_scale;
+  int nesterov;
+  float bias_correction1, bias_correction2_sqrt;
+};
+
+__device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, float& p, float g,
+                                           float* s0, float* s1) {
+  const float wd = h.weight_decay * decay_mask;
+  if (h.kind == static_cast<int>(OptimizerKind::sgd)) {
+    float d = g * h.grad_scale + wd * p;
+    if (s0) {
+      const float buf = h.momentum * *s0 + d;
+      *s0 = buf;
+      d = h.nesterov ? d + h.momentum * buf : buf;
+    }
+    p -= h.lr * d;
+    return;
+  }
+  const bool decoupled = h.kind == static_cast<int>(OptimizerKind::adamw);
+  const float gi = g * h.grad_scale + (decoupled ? 0.0f : wd) * p;
+  const float m = h.beta1 * *s0 + (1.0f - h.beta1) * gi;
+  const float v = h.beta2 * *s1 + (1.0f - h.beta2) * gi * gi;
+  *s0 = m;
+  *s1 = v;
+  const float decay = decoupled ? 1.0f - h.lr * wd : 1.0f;
+  const float step_size = h.lr / h.bias_correction1;
+  p = p * decay - step_size * m / (sqrtf(v) / h.bias_correction2_sqrt + h.eps);
+}
+
+__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, Hyper h) {
+  const Chunk c = chunks[blockIdx.x];
+  const DeviceSlot s = slots[c.slot];
+  const long long end = min(c.begin + kChunk, s.size);
+  float scratch1 = 0.0f;  // stands in for the second moment SGD does not have
+  if (s.vectorized) {
+    const long long vec_end = c.begin + (end - c.begin) / 4 * 4;
+    for (long long i = c.begin + 4 * threadIdx.x; i < vec_end; i += 4 * blockDim.x) {
+      float4 p = *reinterpret_cast<float4*>(s.param + i);
+      const float4 g = *reinterpret_cast<const float4*>(s.grad + i);
+      float4 a = s.state0 ? *reinterpret_cast<float4*>(s.state0 + i) : float4{};
+      float4 b = s.state1 ? *reinterpret_cast<float4*>(s.state1 + i) : float4{};
+      const bool has0 = s.state0 != nullptr;
+      update_one(h, s.decay_mask, p.x, g.x, has0 ? &a.x : nullptr, &b.x);
+      update_one(h, s.decay_mask, p.y, g.y, has0 ? &a.y : nullptr, &b.y);
+      update_one(h, s.decay_mask, p.z, g.z, has0 ? &a.z : nullptr, &b.z);
+      update_one(h, s.decay_mask, p.w, g.w, has0 ? &a.w : nullptr, &b.w);
+      *reinterpret_cast<float4*>(s.param + i) = p;
+      if (s.state0) *reinterpret_cast<float4*>(s.state0 + i) = a;
+      if (s.state1) *reinterpret_cast<float4*>(s.state1 + i) = b;
+    }
+    for (long long i = vec_end + threadIdx.x; i < end; i += blockDim.x)
+      update_one(h, s.decay_mask, s.param[i], s.grad[i], s.state0 ? s.state0 + i : nullptr,
+                 s.state1 ? s.state1 + i : &scratch1);
+  } else {
+    for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x)
+      update_one(h, s.decay_mask, s.param[i], s.grad[i], s.state0 ? s.state0 + i : nullptr,
+                 s.state1 ? s.state1 + i : &scratch1);
+  }
+}
+
+struct DeviceTensor {
+  const float* data;
+  long long size;
+};
+
+__device__ double block_sum(double v) {
+  __shared__ double shared[32];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = threadIdx.x < blockDim.x / 32 ? shared[threadIdx.x] : 0.0;
+  if (threadIdx.x < 32)
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void sum_squares_kernel(const DeviceTensor* tensors, const Chunk* chunks,
+                                   double* partials, int* nonfinite) {
+  const Chunk c = chunks[blockIdx.x];
+  const DeviceTensor t = tensors[c.slot];
+  const long long end = min(c.begin + kChunk, t.size);
+  float acc = 0.0f;
+  bool bad = false;
+  for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x) {
+    const float x = t.data[i];
+    bad |= !isfinite(x);
+    acc += x * x;
+  }
+  if (bad) atomicOr(nonfinite, 1);
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+__global__ void sum_partials_kernel(const double* partials, int n, double* out) {
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) acc += partials[i];
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) *out = total;
+}
+
+__global__ void accumulate_kernel(float* dst, const float* src, long long n, int vectorized) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  long long done = 0;
+  if (vectorized) {
+    const long long n4 = n / 4;
+    for (long long i = first; i < n4; i += stride) {
+      float4 d = reinterpret_cast<float4*>(dst)[i];
+      const float4 s = reinterpret_cast<const float4*>(src)[i];
+      d.x += s.x, d.y += s.y, d.z += s.z, d.w += s.w;
+      reinterpret_cast<float4*>(dst)[i] = d;
+    }
+    done = n4 * 4;
+  }
+  for (long long i = done + first; i < n; i += stride) dst[i] += src[i];
+}
+
+__global__ void fill_kernel(float* dst, float value, long long n, int vectorized) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  long long done = 0;
+  if (vectorized) {
+    const long long n4 = n / 4;
+    for (long long i = first; i < n4; i += stride)
+      reinterpret_cast<float4*>(dst)[i] = float4{value, value, value, value};
+    done = n4 * 4;
+  }
+  for (long long i = done + first; i < n; i += stride) dst[i] = value;
+}
+
+// A device copy of a host table, uploaded again only when its content changes
+// (the step's tables are the same every step, so steady state uploads nothing).
+template <typename T>
+class CachedTable {
+ public:
+  const T* upload(const std::vector<T>& host, Stream& stream) {
+    const std::size_t bytes = host.size() * sizeof(T);
+    if (bytes == cached_.size() && std::memcmp(host.data(), cached_.data(), bytes) == 0)
+      return buffer_.as<T>();
+    stream.synchronize();  // the previous table may still be read by queued work
+    if (bytes > buffer_.bytes()) buffer_ = DeviceBuffer(bytes);
+    check(cudaMemcpy(buffer_.data(), host.data(), bytes, cudaMemcpyHostToDevice),
+          "cudaMemcpy(parameter table)");
+    cached_.assign(reinterpret_cast<const unsigned char*>(host.data()),
+                   reinterpret_cast<const unsigned char*>(host.data()) + bytes);
+    return buffer_.as<T>();
+  }
+
+ private:
+  DeviceBuffer buffer_;
+  std::vector<unsigned char> cached_;
+};
+
+template <typename Sized>
+std::vector<Chunk> chunks_of(const std::vector<Sized>& items) {
+  std::vector<Chunk> chunks;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    for (long long b = 0; b < items[i].size; b += kChunk)
+      chunks.push_back({static_cast<long long>(i), b});
+  return chunks;
+}
+
+class CudaVectorOps final : public VectorOps {
+ public:
+  explicit CudaVectorOps(CudaContext& ctx) : ctx_(ctx), result_(sizeof(double) + sizeof(int)) {
+    void* host = nullptr;
+    check(cudaMallocHost(&host, sizeof(double) + sizeof(int)), "cudaMallocHost");
+    host_result_ = PinnedHost(host);
+  }
+
+  void optimizer_step(const std::vector<ParamSlot>& slots, const OptimizerStep& o) override {
+    std::vector<DeviceSlot> table;
+    table.reserve(slots.size());
+    for (const auto& s : slots) {
+      const bool adam = o.kind != OptimizerKind::sgd;
+      if (!s.param || !s.grad || (adam && (!s.state0 || !s.state1)))
+        throw std::invalid_argument("optimizer step: a parameter slot lacks its gradient or state");
+      const bool vec = aligned16(s.param) && aligned16(s.grad) &&
+                       (!s.state0 || aligned16(s.state0)) && (!s.state1 || aligned16(s.state1));
+      table.push_back({s.param, s.grad, s.state0, s.state1, static_cast<long long>(s.size),
+                       s.weight_decay ? 1.0f : 0.0f, vec ? 1 : 0});
+    }
+    const std::vector<Chunk> chunks = chunks_of(table);
+    if (chunks.empty()) return;
+    const DeviceSlot* d_slots = slot_table_.upload(table, ctx_.compute);
+    const Chunk* d_chunks = optimizer_chunks_.upload(chunks, ctx_.compute);
+    Hyper h{};
+    h.kind = static_cast<int>(o.kind);
+    h.lr = o.lr, h.momentum = o.momentum, h.weight_decay = o.weight_decay;
+    h.beta1 = o.beta1, h.beta2 = o.beta2, h.eps = o.eps, h.grad_scale = o.grad_scale;
+    h.nesterov = o.nesterov ? 1 : 0;
+    const double t = static_cast<double>(o.step);
+    h.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
+    h.bias_correction2_sqrt =
+        static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
+    optimizer_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, ctx_.compute.get()>>>(
+        d_slots, d_chunks, h);
+    check_launch("optimizer_kernel");
+  }
+
+  double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) override {
+    std::vector<DeviceTensor> table;
+    for (const auto& t : tensors) table.push_back({t.f32(), static_cast<long long>(t.numel())});
+    const std::vector<Chunk> chunks = chunks_of(table);
+    finite = true;
+    if (chunks.empty()) return 0.0;
+    const DeviceTensor* d_tensors = tensor_table_.upload(table, ctx_.compute);
+    const Chunk* d_chunks = norm_chunks_.upload(chunks, ctx_.compute);
+    if (partials_.bytes() < chunks.size() * sizeof(double))
+      partials_ = DeviceBuffer(chunks.size() * sizeof(double));
+    cudaStream_t stream = ctx_.compute.get();
+    auto* total = result_.as<double>();
+    auto* nonfinite = reinterpret_cast<int*>(total + 1);
+    check(cudaMemsetAsync(nonfinite, 0, sizeof(int), stream), "cudaMemsetAsync");
+    sum_squares_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, stream>>>(
+        d_tensors, d_chunks, partials_.as<double>(), nonfinite);
+    check_launch("sum_squares_kernel");
+    sum_partials_kernel<<<1, 1024, 0, stream>>>(partials_.as<double>(),
+                                                static_cast<int>(chunks.size()), total);
+    check_launch("sum_partials_kernel");
+    check(cudaMemcpyAsync(host_result_.get(), total, sizeof(double) + sizeof(int),
+                          cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync(norm)");
+    ctx_.compute.synchronize();
+    double value = 0.0;
+    int bad = 0;
+    std::memcpy(&value, host_result_.get(), sizeof(double));
+    std::memcpy(&bad, static_cast<char*>(host_result_.get()) + sizeof(double), sizeof(int));
+    finite = bad == 0 && std::isfinite(value);
+    return value;
+  }
+
+  void accumulate(const TensorRef& dst, const TensorRef& src) override {
+    const std::int64_t n = dst.numel();
+    if (n == 0) return;
+    const int vec = aligned16(dst.data) && aligned16(src.data) ? 1 : 0;
+    accumulate_kernel<<<grid_for(n, 4), kBlock, 0, ctx_.compute.get()>>>(dst.f32(), src.f32(), n,
+                                                                         vec);
+    check_launch("accumulate_kernel");
+  }
+
+  void fill(const TensorRef& dst, float value) override {
+    const std::int64_t n = dst.numel();
+    if (n == 0) return;
+    fill_kernel<<<grid_for(n, 4), kBlock, 0, ctx_.compute.get()>>>(dst.f32(), value, n,
+                                                                   aligned16(dst.data) ? 1 : 0);
+    check_launch("fill_kernel");
+  }
+
+ private:
+  using PinnedHost = UniqueHandle<void*, cudaFreeHost>;
+  CudaContext& ctx_;
+  CachedTable<DeviceSlot> slot_table_;
+  CachedTable<Chunk> optimizer_chunks_;
+  CachedTable<DeviceTensor> tensor_table_;
+  CachedTable<Chunk> norm_chunks_;
+  DeviceBuffer partials_;
+  DeviceBuffer result_;
+  PinnedHost host_result_;
+};
+
+}  // namespace
+
+std::unique_ptr<VectorOps> make_vector_ops(CudaContext& ctx) {
+  return std::make_unique<CudaVectorOps>(ctx);
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,447 @@
+// Model section -> graph IR: block expansion, name resolution, attribute
+// validation and shape inference.
+#include "runner/graph/builder.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ops/op.h"
+#include "runner/config/fields.h"
+
+namespace trainer::graph {
+namespace {
+
+using config::Diagnostics;
+using config::Mark;
+using config::Node;
+
+constexpr const char* kInputName = "input";
+
+// Keys a layer may have besides its op's attributes.
+const std::vector<std::string> kLayerKeys = {"type", "name", "inputs"};
+// Keys a block instance has besides the block's parameters.
+const std::vector<std::string> kBlockInstanceKeys = {"block", "name", "inputs", "repeat", "first"};
+
+std::vector<std::string> keys_of(const Node& map) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < map.size(); ++i) out.push_back(map.key_at(i));
+  return out;
+}
+
+// Replaces every scalar "$p" / "${p}" by the value of block parameter p.
+Node substitute(const Node& node, const std::map<std::string, Node>& params) {
+  if (node.is_scalar() && !node.quoted() && !node.text().empty() && node.text()[0] == '$') {
+    std::string name = node.text().substr(1);
+    if (name.size() >= 2 && name.front() == '{' && name.back() == '}')
+      name = name.substr(1, name.size() - 2);
+    auto it = params.find(name);
+    if (it != params.end()) {
+      Node value = it->second;
+      value.set_mark(node.mark());
+      return value;
+    }
+    return node;  // left as is: reported as a bad value by attribute validation
+  }
+  if (node.is_sequence()) {
+    Node out = Node::sequence(node.mark());
+    for (const auto& item : node.items()) out.push_back(substitute(item, params));
+    return out;
+  }
+  if (node.is_map()) {
+    Node out = Node::map(node.mark());
+    for (std::size_t i = 0; i < node.size(); ++i)
+      out.set(node.key_at(i), substitute(node.value_at(i), params), node.key_mark_at(i));
+    return out;
+  }
+  return node;
+}
+
+class Builder {
+ public:
+  Builder(const Node& model, const ModelInput& input, Diagnostics& diags)
+      : model_(model), input_(input), diags_(diags) {}
+
+  Graph build() {
+    if (!model_.is_map()) {
+      diags_.add(model_.mark(), "model", "expected a map with `layers:`");
+      return std::move(graph_);
+    }
+    for (std::size_t i = 0; i < model_.size(); ++i) {
+      static const std::vector<std::string> allowed = {"layers", "blocks", "loss"};
+      const std::string& key = model_.key_at(i);
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        unknown_key(model_.key_mark_at(i), "model." + key, key, allowed);
+    }
+    if (const Node* blocks = model_.find("blocks")) {
+      if (!blocks->is_map())
+        diags_.add(blocks->mark(), "model.blocks", "expected a map of block name to definition");
+      else
+        blocks_ = blocks;
+    }
+
+    Shape input_shape = {input_.batch};
+    input_shape.insert(input_shape.end(), input_.sample_shape.begin(), input_.sample_shape.end());
+    graph_.input = graph_.add_value({kInputName, input_shape, DType::f32, ValueKind::input, -1});
+    if (input_.num_classes > 0) {
+      graph_.labels = graph_.add_value({"labels", {input_.batch}, DType::i64, ValueKind::labels, -1});
+    } else {
+      Shape target = {input_.batch};
+      target.insert(target.end(), input_.target_shape.begin(), input_.target_shape.end());
+      graph_.labels = graph_.add_value({"targets", target, DType::f32, ValueKind::labels, -1});
+    }
+
+    const Node* layers = model_.find("layers");
+    if (!layers || !layers->is_sequence() || layers->items().empty()) {
+      diags_.add(layers ? layers->mark() : model_.mark(), "model.layers",
+                 "expected a non-empty list of layers");
+      return std::move(graph_);
+    }
+    Scope top;
+    top.values[kInputName] = graph_.input;
+    const ValueId last = expand_layers(*layers, "model.layers", "", top, {}, 0);
+    if (last == kNoValue) return std::move(graph_);
+    graph_.logits = last;
+    add_loss(last);
+    return std::move(graph_);
+  }
+
+ private:
+  struct Scope {
+    std::map<std::string, ValueId> values;  // local layer name -> its output
+    std::map<std::string, int> type_counts;
+  };
+
+  void unknown_key(const Mark& mark, const std::string& path, const std::string& key,
+                   const std::vector<std::string>& allowed) {
+    const std::string near = config::nearest(key, allowed);
+    diags_.add(mark, path, "unknown key '" + key + "'",
+               near.empty() ? "valid keys: " + join(allowed) : "did you mean '" + near + "'?");
+  }
+
+  static std::string join(const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+
+  // Expands a list of layers in `scope`; returns the value of the last layer, or
+  // kNoValue when an error stops shape inference.
+  ValueId expand_layers(const Node& list, const std::string& path, const std::string& prefix,
+                        Scope& scope, const std::map<std::string, Node>& params, int depth) {
+    if (depth > 16) {
+      diags_.add(list.mark(), path, "blocks nest more than 16 deep (a block that uses itself?)");
+      return kNoValue;
+    }
+    ValueId previous = scope.values.at(kInputName);
+    for (std::size_t i = 0; i < list.items().size(); ++i) {
+      const std::string item_path = path + "[" + std::to_string(i) + "]";
+      const Node layer = substitute(list.items()[i], params);
+      if (!layer.is_map()) {
+        diags_.add(layer.mark(), item_path, "expected a layer map like {type: linear, ...}");
+        return kNoValue;
+      }
+      const ValueId out = layer.find("block") ? expand_block_instance(layer, item_path, prefix,
+                                                                      scope, previous, depth)
+                                              : add_layer(layer, item_path, prefix, scope, previous);
+      if (out == kNoValue) return kNoValue;
+      previous = out;
+    }
+    return previous;
+  }
+
+  std::string local_name(const Node& layer, const std::string& type, Scope& scope,
+                         const std::string& path) {
+    const int count = ++scope.type_counts[type];
+    if (const Node* name = layer.find("name")) {
+      const std::string& text = name->text();
+      if (!name->is_scalar() || text.empty() || text.find('.') != std::string::npos ||
+          text == kInputName) {
+        diags_.add(name->mark(), path + ".name",
+                   "expected a layer name without dots (and not 'input'), found '" + text + "'");
+        return {};
+      }
+      if (scope.values.count(text)) {
+        diags_.add(name->mark(), path + ".name", "duplicate layer name '" + text + "'");
+        return {};
+      }
+      return text;
+    }
+    return type + std::to_string(count);
+  }
+
+  // Resolves `inputs:` (default: the previous layer) to values.
+  bool resolve_inputs(const Node& layer, const std::string& path, const Scope& scope,
+                      ValueId previous, std::vector<ValueId>& out) {
+    const Node* inputs = layer.find("inputs");
+    if (!inputs) {
+      out = {previous};
+      return true;
+    }
+    std::vector<Node> names;
+    if (inputs->is_scalar())
+      names.push_back(*inputs);
+    else if (inputs->is_sequence())
+      names = inputs->items();
+    else {
+      diags_.add(inputs->mark(), path + ".inputs", "expected a list of layer names");
+      return false;
+    }
+    std::vector<std::string> known;
+    for (const auto& [name, id] : scope.values) known.push_back(name);
+    for (const auto& n : names) {
+      auto it = scope.values.find(n.text());
+      if (!n.is_scalar() || it == scope.values.end()) {
+        const std::string near = config::nearest(n.text(), known);
+        diags_.add(n.mark(), path + ".inputs",
+                   "no earlier layer named '" + n.text() + "' in this scope",
+                   near.empty() ? "earlier layers: " + join(known) : "did you mean '" + near + "'?");
+        return false;
+      }
+      out.push_back(it->second);
+    }
+    return true;
+  }
+
+  ValueId add_layer(const Node& layer, const std::string& path, const std::string& prefix,
+                    Scope& scope, ValueId previous) {
+    const Node* type = layer.find("type");
+    if (!type || !type->is_scalar()) {
+      diags_.add(layer.mark(), path, "a layer needs `type:` (an op) or `block:` (a block name)");
+      return kNoValue;
+    }
+    const OpDef* op = op_registry().find(type->text());
+    if (!op || op->is_loss) {
+      std::vector<std::string> names;
+      for (const auto& d : op_registry().all())
+        if (!d.is_loss) names.push_back(d.name);
+      const std::string near = config::nearest(type->text(), names);
+      diags_.add(type->mark(), path + ".type",
+                 op ? "'" + type->text() + "' is a loss: declare it as `model.loss`"
+                    : "unknown layer type '" + type->text() + "'",
+                 near.empty() ? "known types: " + join(names) : "did you mean '" + near + "'?");
+      return kNoValue;
+    }
+    const std::string name = local_name(layer, op->name, scope, path);
+    if (name.empty()) return kNoValue;
+    std::vector<ValueId> inputs;
+    if (!resolve_inputs(layer, path, scope, previous, inputs)) return kNoValue;
+    const std::size_t errors_before = diags_.size();
+    Attrs attrs = config::read_fields(layer, op->attrs, path, diags_, kLayerKeys);
+    if (diags_.size() != errors_before) return kNoValue;
+    const ValueId out = add_node(*op, prefix + name, std::move(attrs), inputs, layer.mark(), path);
+    if (out != kNoValue) scope.values[name] = out;
+    return out;
+  }
+
+  ValueId add_node(const OpDef& op, const std::string& name, Attrs attrs,
+                   const std::vector<ValueId>& inputs, const Mark& mark, const std::string& path) {
+    const int n = static_cast<int>(inputs.size());
+    if (n < op.min_inputs || (op.max_inputs >= 0 && n > op.max_inputs)) {
+      const std::string want = op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
+                               : op.min_inputs == op.max_inputs
+                                   ? std::to_string(op.min_inputs)
+                                   : std::to_string(op.min_inputs) + " to " +
+                                         std::to_string(op.max_inputs);
+      diags_.add(mark, path, "layer '" + name + "' (" + op.name + ") takes " + want +
+                                 " input(s), got " + std::to_string(n));
+      return kNoValue;
+    }
+    std::vector<Shape> shapes;
+    for (ValueId v : inputs) shapes.push_back(graph_.values[v].shape);
+    OpSignature sig;
+    try {
+      sig = op.signature(shapes, attrs);
+    } catch (const ShapeError& e) {
+      std::string got;
+      for (const auto& s : shapes) got += (got.empty() ? "" : ", ") + to_string(s);
+      diags_.add(mark, path, "layer '" + name + "' (" + op.name + "): " + e.what(),
+                 "input shape" + std::string(shapes.size() > 1 ? "s: " : ": ") + got);
+      return kNoValue;
+    }
+    graph::Node node;
+    node.name = name;
+    node.op = &op;
+    node.attrs = std::move(attrs);
+    node.inputs = inputs;
+    node.forward_flops = sig.forward_flops;
+    node.mark = mark;
+    const int index = static_cast<int>(graph_.nodes.size());
+    for (const auto& decl : sig.params) {
+      Param p;
+      p.name = name + "." + decl.name;
+      p.shape = decl.shape;
+      p.init = decl.init;
+      p.trainable = decl.trainable;
+      p.weight_decay = decl.trainable && decl.shape.size() >= 2;
+      p.node = index;
+      const double receptive = decl.shape.size() > 2
+                                   ? static_cast<double>(numel(decl.shape)) /
+                                         static_cast<double>(decl.shape[0] * decl.shape[1])
+                                   : 1.0;
+      p.fan_out = decl.shape.empty() ? 1.0 : static_cast<double>(decl.shape[0]) * receptive;
+      p.fan_in = decl.shape.size() >= 2 ? static_cast<double>(decl.shape[1]) * receptive
+                                        : p.fan_out;
+      node.params.push_back(static_cast<int>(graph_.params.size()));
+      graph_.params.push_back(std::move(p));
+    }
+    node.output = graph_.add_value({name, sig.output, DType::f32, ValueKind::activation, index});
+    graph_.nodes.push_back(std::move(node));
+    return graph_.nodes.back().output;
+  }
+
+  ValueId expand_block_instance(const Node& inst, const std::string& path,
+                                const std::string& prefix, Scope& scope, ValueId previous,
+                                int depth) {
+    const Node* block_name = inst.find("block");
+    const Node* def = blocks_ && block_name->is_scalar() ? blocks_->find(block_name->text()) : nullptr;
+    if (!def) {
+      const std::vector<std::string> names = blocks_ ? keys_of(*blocks_) : std::vector<std::string>{};
+      const std::string near = config::nearest(block_name->text(), names);
+      diags_.add(block_name->mark(), path + ".block",
+                 "no block named '" + block_name->text() + "' in model.blocks",
+                 near.empty() ? (names.empty() ? "define it under model.blocks"
+                                               : "defined blocks: " + join(names))
+                              : "did you mean '" + near + "'?");
+      return kNoValue;
+    }
+    const std::string def_path = "model.blocks." + block_name->text();
+    const Node* def_layers = def->is_map() ? def->find("layers") : nullptr;
+    if (!def_layers || !def_layers->is_sequence()) {
+      diags_.add(def->mark(), def_path, "a block needs `layers:` (a list) and may have `params:`");
+      return kNoValue;
+    }
+    // Parameter defaults from the definition, then the instance's values.
+    std::map<std::string, Node> params;
+    std::vector<std::string> param_names;
+    if (const Node* p = def->find("params"); p && p->is_map()) {
+      for (std::size_t i = 0; i < p->size(); ++i) {
+        params[p->key_at(i)] = p->value_at(i);
+        param_names.push_back(p->key_at(i));
+      }
+    }
+    for (std::size_t i = 0; i < inst.size(); ++i) {
+      const std::string& key = inst.key_at(i);
+      if (std::find(kBlockInstanceKeys.begin(), kBlockInstanceKeys.end(), key) !=
+          kBlockInstanceKeys.end())
+        continue;
+      if (!params.count(key)) {
+        std::vector<std::string> allowed = param_names;
+        allowed.insert(allowed.end(), kBlockInstanceKeys.begin(), kBlockInstanceKeys.end());
+        unknown_key(inst.key_mark_at(i), path + "." + key, key, allowed);
+        return kNoValue;
+      }
+      params[key] = inst.value_at(i);
+    }
+    std::int64_t repeat = 1;
+    if (const Node* r = inst.find("repeat")) {
+      try {
+        repeat = std::stoll(r->text());
+      } catch (...) {
+        repeat = 0;
+      }
+      if (!r->is_scalar() || repeat < 1 || repeat > 10000) {
+        diags_.add(r->mark(), path + ".repeat",
+                   "expected an integer >= 1, found '" + r->text() + "'");
+        return kNoValue;
+      }
+    }
+    const std::string name = local_name(inst, block_name->text(), scope, path);
+    if (name.empty()) return kNoValue;
+    std::vector<ValueId> inputs;
+    if (!resolve_inputs(inst, path, scope, previous, inputs)) return kNoValue;
+    if (inputs.size() != 1) {
+      diags_.add(inst.mark(), path + ".inputs", "a block instance takes exactly one input");
+      return kNoValue;
+    }
+    ValueId value = inputs[0];
+    for (std::int64_t r = 0; r < repeat; ++r) {
+      std::map<std::string, Node> rep_params = params;
+      if (const Node* first = inst.find("first"); r == 0 && first && first->is_map()) {
+        for (std::size_t i = 0; i < first->size(); ++i) {
+          if (!params.count(first->key_at(i))) {
+            unknown_key(first->key_mark_at(i), path + ".first." + first->key_at(i),
+                        first->key_at(i), param_names);
+            return kNoValue;
+          }
+          rep_params[first->key_at(i)] = first->value_at(i);
+        }
+      }
+      const std::string inner_prefix =
+          prefix + name + "." + (repeat > 1 ? "block" + std::to_string(r + 1) + "." : "");
+      Scope inner;
+      inner.values[kInputName] = value;
+      value = expand_layers(*def_layers, def_path + ".layers", inner_prefix, inner, rep_params,
+                            depth + 1);
+      if (value == kNoValue) return kNoValue;
+    }
+    scope.values[name] = value;
+    return value;
+  }
+
+  void add_loss(ValueId prediction) {
+    Node default_loss = Node::map(model_.mark());
+    default_loss.set("type", Node::scalar("cross_entropy", model_.mark()));
+    const Node* loss = model_.find("loss");
+    if (loss && loss->is_scalar()) {  // `loss: mse` shorthand
+      default_loss = Node::map(loss->mark());
+      default_loss.set("type", *loss);
+      loss = &default_loss;
+    }
+    const Node& spec = loss ? *loss : default_loss;
+    const Node* type = spec.is_map() ? spec.find("type") : nullptr;
+    const OpDef* op = type ? op_registry().find(type->text()) : nullptr;
+    if (!op || !op->is_loss) {
+      std::vector<std::string> losses;
+      for (const auto& d : op_registry().all())
+        if (d.is_loss) losses.push_back(d.name);
+      const std::string near = type ? config::nearest(type->text(), losses) : "";
+      diags_.add(type ? type->mark() : spec.mark(), "model.loss.type",
+                 type ? "unknown loss '" + type->text() + "'" : "expected {type: <loss>}",
+                 near.empty() ? "losses: " + join(losses) : "did you mean '" + near + "'?");
+      return;
+    }
+    if (input_.num_classes > 0 && op->name == "mse") {
+      diags_.add(type->mark(), "model.loss.type",
+                 "mse needs regression targets, but the data has class labels",
+                 "use cross_entropy");
+      return;
+    }
+    const std::size_t errors_before = diags_.size();
+    Attrs attrs = config::read_fields(spec, op->attrs, "model.loss", diags_, {"type"});
+    if (diags_.size() != errors_before) return;
+    if (input_.num_classes > 0 && graph_.values[prediction].shape.size() == 2 &&
+        graph_.values[prediction].shape[1] != input_.num_classes) {
+      diags_.add(graph_.nodes.back().mark, "model.layers",
+                 "the last layer gives " + std::to_string(graph_.values[prediction].shape[1]) +
+                     " outputs but the data has " + std::to_string(input_.num_classes) +
+                     " classes",
+                 "set the last layer's size to " + std::to_string(input_.num_classes));
+      return;
+    }
+    graph_.loss = add_node(*op, "loss", std::move(attrs), {prediction, graph_.labels},
+                           spec.mark(), "model.loss");
+  }
+
+  const Node& model_;
+  const ModelInput& input_;
+  Diagnostics& diags_;
+  const Node* blocks_ = nullptr;
+  Graph graph_;
+};
+
+}  // namespace
+
+Graph build_graph(const config::Node& model, const ModelInput& input,
+                  config::Diagnostics& diagnostics) {
+  return Builder(model, input, diagnostics).build();
+}
+
+std::int64_t Graph::parameter_count(bool trainable_only) const {
+  std::int64_t total = 0;
+  for (const auto& p : params)
+    if (p.trainable || !trainable_only) total += numel(p.shape);
+  return total;
+}
+
+}  // namespace trainer::graph

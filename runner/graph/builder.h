@@ -1,0 +1,28 @@
+// Builds the graph IR from the YAML `model:` section: sequential `layers:`,
+// named layers with `inputs:` (a DAG: residual add, concat), reusable `blocks:`
+// with parameters and `repeat:`, and the `loss:`. Validates every layer against
+// its op's attribute schema and infers every shape; each error names the layer
+// and its position in the YAML.
+#pragma once
+
+#include <cstdint>
+
+#include "runner/config/diagnostics.h"
+#include "runner/config/node.h"
+#include "runner/graph/ir.h"
+
+namespace trainer::graph {
+
+struct ModelInput {
+  std::int64_t batch = 1;
+  Shape sample_shape;        // one sample, without the batch dimension
+  std::int64_t num_classes = 0;  // > 0: integer class labels; 0: regression targets
+  Shape target_shape;        // regression: one target, without the batch dimension
+};
+
+// Returns the graph; every problem found is added to `diagnostics` (the graph is
+// then incomplete and must not be used).
+Graph build_graph(const config::Node& model, const ModelInput& input,
+                  config::Diagnostics& diagnostics);
+
+}  // namespace trainer::graph

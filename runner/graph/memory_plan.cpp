@@ -1,0 +1,121 @@
+// Liveness analysis and offset assignment (largest buffers first, each at the
+// lowest offset that no buffer alive at the same time occupies).
+#include "runner/graph/memory_plan.h"
+
+#include <algorithm>
+
+namespace trainer::graph {
+namespace {
+
+std::size_t align(std::size_t bytes) {
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+void assign_offsets(std::vector<Buffer>& buffers, std::size_t& peak) {
+  std::vector<int> order(buffers.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  std::vector<int> placed;
+  peak = 0;
+  for (int b : order) {
+    Buffer& buf = buffers[b];
+    // Occupied ranges of placed buffers whose lifetimes overlap this one.
+    std::vector<std::pair<std::size_t, std::size_t>> busy;
+    for (int p : placed) {
+      const Buffer& o = buffers[p];
+      if (o.first_step <= buf.last_step && buf.first_step <= o.last_step)
+        busy.emplace_back(o.offset, o.offset + align(o.bytes));
+    }
+    std::sort(busy.begin(), busy.end());
+    std::size_t offset = 0;
+    for (const auto& [start, end] : busy) {
+      if (offset + align(buf.bytes) <= start) break;
+      offset = std::max(offset, end);
+    }
+    buf.offset = offset;
+    peak = std::max(peak, offset + align(buf.bytes));
+    placed.push_back(b);
+  }
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const TrainingGraph& tg,
+                       const std::vector<std::vector<std::size_t>>& saved_bytes,
+                       const std::vector<std::size_t>& workspace_bytes) {
+  const Graph& g = tg.graph;
+  MemoryPlan plan;
+  plan.value_buffer.assign(g.values.size(), -1);
+  plan.saved_buffers.assign(g.nodes.size(), {});
+  const int last = static_cast<int>(tg.schedule.size()) - 1;
+
+  auto buffer_of = [&](ValueId v) -> Buffer& {
+    if (plan.value_buffer[v] < 0) {
+      plan.value_buffer[v] = static_cast<int>(plan.buffers.size());
+      const Value& value = g.values[v];
+      plan.buffers.push_back({value.name, static_cast<std::size_t>(numel(value.shape)) *
+                                              dtype_size(value.dtype),
+                              -1, -1, 0});
+    }
+    return plan.buffers[plan.value_buffer[v]];
+  };
+  auto write = [&](ValueId v, int step) {
+    Buffer& b = buffer_of(v);
+    if (b.first_step < 0 || step < b.first_step) b.first_step = step;
+    b.last_step = std::max(b.last_step, step);
+  };
+  auto read = [&](ValueId v, int step) {
+    Buffer& b = buffer_of(v);
+    b.last_step = std::max(b.last_step, step);
+  };
+
+  // Fed values live through the whole step: the batch, the labels, the loss seed.
+  for (ValueId v : {g.input, g.labels, tg.loss_seed}) {
+    if (v == kNoValue) continue;
+    write(v, 0);
+    read(v, last);
+  }
+  // The loss and the logits are read back after the step (metrics).
+  for (ValueId v : {g.loss, g.logits})
+    if (v != kNoValue) read(v, last);
+
+  for (int s = 0; s <= last; ++s) {
+    const Step& step = tg.schedule[s];
+    const Node& node = g.nodes[step.node];
+    plan.workspace_bytes = std::max(plan.workspace_bytes, workspace_bytes[step.node]);
+    if (step.kind == Step::Kind::forward) {
+      for (ValueId in : node.inputs) read(in, s);
+      write(node.output, s);
+      for (std::size_t i = 0; i < saved_bytes[step.node].size(); ++i) {
+        const int id = static_cast<int>(plan.buffers.size());
+        plan.buffers.push_back({node.name + ".saved" + std::to_string(i),
+                                saved_bytes[step.node][i], s, s, 0});
+        plan.saved_buffers[step.node].push_back(id);
+      }
+    } else {
+      if (node.op->backward_reads.inputs)
+        for (ValueId in : node.inputs) read(in, s);
+      if (node.op->backward_reads.output) read(node.output, s);
+      read(tg.grad_output[step.node], s);
+      for (int id : plan.saved_buffers[step.node])
+        plan.buffers[id].last_step = std::max(plan.buffers[id].last_step, s);
+      for (ValueId gv : tg.grad_inputs[step.node])
+        if (gv != kNoValue) write(gv, s);
+    }
+  }
+  for (auto& b : plan.buffers) {
+    if (b.first_step < 0) b.first_step = 0;
+    if (b.last_step < b.first_step) b.last_step = b.first_step;
+  }
+  assign_offsets(plan.buffers, plan.arena_bytes);
+
+  // The forward pass alone (eval): the same offsets are valid, its peak is what it touches.
+  for (const auto& b : plan.buffers)
+    if (b.first_step < tg.forward_steps)
+      plan.forward_arena_bytes = std::max(plan.forward_arena_bytes, b.offset + align(b.bytes));
+  return plan;
+}
+
+}  // namespace trainer::graph

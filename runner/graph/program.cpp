@@ -1,0 +1,193 @@
+// Lowering: kernels per node, the memory plan, persistent parameter storage
+// and the fixed argument lists of every call.
+#include "runner/graph/program.h"
+
+#include <chrono>
+
+namespace trainer::graph {
+namespace {
+
+constexpr std::size_t align64(std::size_t n) { return (n + 63) / 64 * 64; }
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& options)
+    : tg_(std::move(tg)), backend_(backend), options_(options) {
+  const Graph& g = tg_.graph;
+
+  // 1. Compile a kernel for every scheduled node.
+  kernels_.resize(g.nodes.size());
+  std::vector<std::vector<std::size_t>> saved(g.nodes.size());
+  std::vector<std::size_t> workspace(g.nodes.size(), 0);
+  for (const Step& step : tg_.schedule) {
+    const Node& node = g.nodes[step.node];
+    if (kernels_[step.node]) continue;
+    KernelContext ctx;
+    ctx.op = node.op;
+    ctx.attrs = &node.attrs;
+    for (ValueId in : node.inputs) ctx.inputs.push_back(g.values[in].shape);
+    for (int p : node.params) ctx.param_decls.push_back({nullptr, g.params[p].shape, DType::f32});
+    ctx.output = g.values[node.output].shape;
+    ctx.training = true;
+    kernels_[step.node] = backend_.make_kernel(ctx);
+    saved[step.node] = kernels_[step.node]->saved_bytes();
+    workspace[step.node] = kernels_[step.node]->workspace_bytes();
+  }
+
+  // 2. Plan and allocate the arena.
+  plan_ = plan_memory(tg_, saved, workspace);
+  arena_ = DeviceBuffer(backend_, plan_.arena_bytes);
+  workspace_ = DeviceBuffer(backend_, plan_.workspace_bytes);
+
+  // 3. Persistent storage: values, then gradients, then optimizer state.
+  std::size_t offset = 0;
+  std::vector<std::size_t> value_at(g.params.size()), grad_at(g.params.size(), SIZE_MAX),
+      micro_at(g.params.size(), SIZE_MAX), state_at(g.params.size(), SIZE_MAX);
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    value_at[p] = offset;
+    offset += align64(numel(g.params[p].shape) * sizeof(float));
+  }
+  params_bytes_ = offset;
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    if (!tg_.param_needs_grad[p]) continue;
+    const std::size_t bytes = align64(numel(g.params[p].shape) * sizeof(float));
+    grad_at[p] = offset;
+    offset += bytes;
+    if (options_.accumulate_gradients) {
+      micro_at[p] = offset;
+      offset += bytes;
+    }
+  }
+  grads_bytes_ = offset - params_bytes_;
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    if (!tg_.param_needs_grad[p] || options_.optimizer_state_tensors == 0) continue;
+    state_at[p] = offset;
+    offset += align64(numel(g.params[p].shape) * sizeof(float)) *
+              static_cast<std::size_t>(options_.optimizer_state_tensors);
+  }
+  optimizer_bytes_ = offset - params_bytes_ - grads_bytes_;
+  persistent_ = DeviceBuffer(backend_, offset);
+  params_.resize(g.params.size());
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    const Shape& shape = g.params[p].shape;
+    auto ref = [&](std::size_t at) {
+      return at == SIZE_MAX ? TensorRef{} : TensorRef{persistent_.at(at), shape, DType::f32};
+    };
+    ParamStorage& s = params_[p];
+    s.param = &g.params[p];
+    s.value = ref(value_at[p]);
+    s.grad = ref(grad_at[p]);
+    s.grad_micro = ref(micro_at[p]);
+    s.state0 = ref(state_at[p]);
+    if (state_at[p] != SIZE_MAX && options_.optimizer_state_tensors > 1)
+      s.state1 = ref(state_at[p] + align64(numel(shape) * sizeof(float)));
+  }
+  if (offset) backend_.vector_ops().fill({persistent_.data(), {static_cast<std::int64_t>(offset / 4)}, DType::f32}, 0.0f);
+
+  // 4. Fixed arguments of every call.
+  input_ = value_ref(g.input);
+  labels_ = value_ref(g.labels);
+  loss_ = value_ref(g.loss);
+  logits_ = value_ref(g.logits);
+  loss_seed_ = value_ref(tg_.loss_seed);
+  for (std::size_t s = 0; s < tg_.schedule.size(); ++s) {
+    const Step& step = tg_.schedule[s];
+    const Node& node = g.nodes[step.node];
+    Call call;
+    call.node = step.node;
+    call.backward = step.kind == Step::Kind::backward;
+    call.kernel = kernels_[step.node].get();
+    KernelArgs& a = call.args;
+    for (ValueId in : node.inputs) a.inputs.push_back(value_ref(in));
+    for (int p : node.params) a.params.push_back(params_[p].value);
+    a.output = value_ref(node.output);
+    // Saved buffers are shared between the forward and the backward call of a node.
+    for (int b : plan_.saved_buffers[step.node])
+      a.saved.push_back(arena_.at(plan_.buffers[b].offset));
+    a.workspace = workspace_.data();
+    if (call.backward) {
+      a.grad_output = value_ref(tg_.grad_output[step.node]);
+      for (ValueId gv : tg_.grad_inputs[step.node])
+        a.grad_inputs.push_back(gv == kNoValue ? TensorRef{} : value_ref(gv));
+      for (int p : node.params)
+        a.grad_params.push_back(options_.accumulate_gradients ? params_[p].grad_micro
+                                                              : params_[p].grad);
+    }
+    train_calls_.push_back(call);
+    if (static_cast<int>(s) < tg_.forward_steps) {
+      call.args.training = false;
+      eval_calls_.push_back(std::move(call));
+    }
+  }
+}
+
+TensorRef Program::value_ref(ValueId v) const {
+  if (v == kNoValue) return {};
+  const Value& value = tg_.graph.values[v];
+  const int b = plan_.value_buffer[v];
+  if (b < 0) return {};
+  return {arena_.at(plan_.buffers[b].offset), value.shape, value.dtype};
+}
+
+void Program::set_call_seeds(std::vector<Call>& calls, std::uint64_t step_seed) {
+  for (Call& c : calls)
+    if (tg_.graph.nodes[c.node].op->stochastic)
+      c.args.seed = mix(step_seed ^ mix(static_cast<std::uint64_t>(c.node)));
+}
+
+void Program::train_step(std::uint64_t step_seed, std::int64_t valid_rows) {
+  set_call_seeds(train_calls_, step_seed);
+  for (Call& c : train_calls_) {
+    c.args.valid_rows = valid_rows;
+    if (c.backward)
+      c.kernel->backward(c.args);
+    else
+      c.kernel->forward(c.args);
+  }
+  if (options_.accumulate_gradients) {
+    for (auto& p : params_)
+      if (p.grad) backend_.vector_ops().accumulate(p.grad, p.grad_micro);
+  }
+}
+
+void Program::eval_step(std::int64_t valid_rows) {
+  for (Call& c : eval_calls_) {
+    c.args.valid_rows = valid_rows;
+    c.kernel->forward(c.args);
+  }
+}
+
+void Program::zero_gradients() {
+  for (auto& p : params_)
+    if (p.grad) backend_.vector_ops().fill(p.grad, 0.0f);
+}
+
+void Program::train_step_timed(std::uint64_t step_seed,
+                               const std::function<void(const Call&, double ms)>& on_call) {
+  set_call_seeds(train_calls_, step_seed);
+  for (Call& c : train_calls_) {
+    c.args.valid_rows = -1;
+    backend_.synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    if (c.backward)
+      c.kernel->backward(c.args);
+    else
+      c.kernel->forward(c.args);
+    backend_.synchronize();
+    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+    on_call(c, ms.count());
+  }
+}
+
+std::string Program::implementation_of(int node) const {
+  return kernels_[node] ? kernels_[node]->implementation() : "";
+}
+
+}  // namespace trainer::graph

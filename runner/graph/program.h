@@ -1,0 +1,94 @@
+// Program: a TrainingGraph lowered onto one backend. Kernels are compiled once,
+// every buffer has its place in the arena (memory_plan.h) or in the persistent
+// parameter storage, and each call's arguments are fixed: a training step is a
+// walk over a flat list of kernel calls with no allocation.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "ops/device_buffer.h"
+#include "ops/kernel.h"
+#include "runner/graph/autodiff.h"
+#include "runner/graph/memory_plan.h"
+
+namespace trainer::graph {
+
+struct ParamStorage {
+  const Param* param = nullptr;
+  TensorRef value;
+  TensorRef grad;        // what the optimizer reads (null for state such as running stats)
+  TensorRef grad_micro;  // accumulation > 1: what backward writes, added into `grad`
+  TensorRef state0, state1;  // optimizer state (momentum / Adam moments)
+};
+
+struct Call {
+  int node = -1;
+  bool backward = false;
+  Kernel* kernel = nullptr;
+  KernelArgs args;
+};
+
+struct CompileOptions {
+  int optimizer_state_tensors = 1;  // sgd with momentum: 1; adam: 2; plain sgd: 0
+  bool accumulate_gradients = false;  // accumulation > 1
+};
+
+class Program {
+ public:
+  Program(TrainingGraph tg, Backend& backend, const CompileOptions& options);
+
+  const TrainingGraph& training_graph() const { return tg_; }
+  const Graph& graph() const { return tg_.graph; }
+  const MemoryPlan& memory_plan() const { return plan_; }
+  Backend& backend() const { return backend_; }
+
+  // Buffers fed before and read after a step (in backend memory).
+  const TensorRef& input() const { return input_; }
+  const TensorRef& labels() const { return labels_; }
+  const TensorRef& loss() const { return loss_; }
+  const TensorRef& logits() const { return logits_; }
+  const TensorRef& loss_seed() const { return loss_seed_; }
+  std::vector<ParamStorage>& params() { return params_; }
+  const std::vector<ParamStorage>& params() const { return params_; }
+
+  // Forward and backward of one micro-batch; with accumulate_gradients the
+  // parameter gradients are added into ParamStorage::grad (zero them with
+  // zero_gradients() before the first micro-batch).
+  void train_step(std::uint64_t step_seed, std::int64_t valid_rows = -1);
+  // The forward pass in evaluation mode (running statistics, no dropout).
+  void eval_step(std::int64_t valid_rows);
+  void zero_gradients();
+
+  // Runs the training calls one at a time, reporting each call's duration.
+  void train_step_timed(std::uint64_t step_seed,
+                        const std::function<void(const Call&, double ms)>& on_call);
+
+  const std::vector<Call>& train_calls() const { return train_calls_; }
+  std::size_t persistent_bytes() const { return persistent_.bytes(); }
+  std::size_t params_bytes() const { return params_bytes_; }
+  std::size_t grads_bytes() const { return grads_bytes_; }
+  std::size_t optimizer_bytes() const { return optimizer_bytes_; }
+  std::string implementation_of(int node) const;
+
+ private:
+  TensorRef value_ref(ValueId v) const;
+  void set_call_seeds(std::vector<Call>& calls, std::uint64_t step_seed);
+
+  TrainingGraph tg_;
+  Backend& backend_;
+  CompileOptions options_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;  // per node (null: no kernel)
+  MemoryPlan plan_;
+  DeviceBuffer arena_;
+  DeviceBuffer workspace_;
+  DeviceBuffer persistent_;  // params, grads, optimizer state
+  std::size_t params_bytes_ = 0, grads_bytes_ = 0, optimizer_bytes_ = 0;
+  std::vector<ParamStorage> params_;
+  std::vector<Call> train_calls_;
+  std::vector<Call> eval_calls_;
+  TensorRef input_, labels_, loss_, logits_, loss_seed_;
+};
+
+}  // namespace trainer::graph

@@ -1,0 +1,33 @@
+// linear: y = x W^T + b on a 2-d input [N, in_features].
+#include "ops/defs/def_helpers.h"
+#include "ops/defs/families.h"
+
+namespace trainer::defs {
+
+void register_linear(OpRegistry& registry) {
+  OpDef d;
+  d.name = "linear";
+  d.doc = "Fully connected layer: y = x W^T + b, input [N, in], output [N, out_features].";
+  d.attrs = {
+      field("out_features", FieldType::integer, "Number of output features.").req().at_least(1),
+      field("bias", FieldType::boolean, "Add a learned bias.").def("true"),
+      init_field("init", "kaiming_uniform", "Initializer of the weight."),
+      init_field("bias_init", "zeros", "Initializer of the bias."),
+  };
+  d.signature = [](const std::vector<Shape>& in, const Attrs& a) {
+    const Shape& x = in.at(0);
+    require_rank("linear", x, 2, "a 2-d input [N, features]",
+                 x.size() > 2 ? "add a flatten layer before it" : "");
+    const std::int64_t out = a.get_int("out_features");
+    OpSignature s;
+    s.output = {x[0], out};
+    s.params.push_back({"weight", {out, x[1]}, a.get_string("init"), true});
+    if (a.get_bool("bias")) s.params.push_back({"bias", {out}, a.get_string("bias_init"), true});
+    s.forward_flops = 2.0 * static_cast<double>(x[0] * x[1] * out);
+    return s;
+  };
+  d.backward_reads.inputs = true;
+  registry.add(std::move(d));
+}
+
+}  // namespace trainer::defs

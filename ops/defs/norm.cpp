@@ -1,0 +1,72 @@
+// Normalization layers: batchnorm (batch statistics in training, running
+// statistics in eval) and layernorm (over the last dimension).
+#include "ops/defs/def_helpers.h"
+#include "ops/defs/families.h"
+
+namespace trainer::defs {
+namespace {
+
+OpDef batchnorm() {
+  OpDef d;
+  d.name = "batchnorm";
+  d.doc = "Batch normalization over N (and H, W) per channel; running statistics for eval.";
+  d.attrs = {
+      field("momentum", FieldType::number,
+            "running = (1 - momentum) * running + momentum * batch (unbiased variance).")
+          .def("0.1")
+          .at_least(0)
+          .at_most(1),
+      field("eps", FieldType::number, "Added to the variance before the square root.")
+          .def("1e-5")
+          .above(0),
+  };
+  d.signature = [](const std::vector<Shape>& in, const Attrs&) {
+    const Shape& x = in.at(0);
+    if (x.size() != 2 && x.size() != 4)
+      throw ShapeError("batchnorm needs input [N, C] or [N, C, H, W], got " + to_string(x));
+    const std::int64_t c = x[1];
+    OpSignature s;
+    s.output = x;
+    s.params = {{"weight", {c}, "ones", true},
+                {"bias", {c}, "zeros", true},
+                {"running_mean", {c}, "zeros", false},
+                {"running_var", {c}, "ones", false}};
+    s.forward_flops = flops_of(x, 5);
+    return s;
+  };
+  d.backward_reads.inputs = true;
+  return d;
+}
+
+OpDef layernorm() {
+  OpDef d;
+  d.name = "layernorm";
+  d.doc = "Layer normalization over the last dimension D, with a learned scale and shift [D].";
+  d.attrs = {
+      field("eps", FieldType::number, "Added to the variance before the square root.")
+          .def("1e-5")
+          .above(0),
+  };
+  d.signature = [](const std::vector<Shape>& in, const Attrs&) {
+    const Shape& x = in.at(0);
+    if (x.size() < 2)
+      throw ShapeError("layernorm needs input [N, ..., D] (at least 2-d), got " + to_string(x));
+    const std::int64_t dim = x.back();
+    OpSignature s;
+    s.output = x;
+    s.params = {{"weight", {dim}, "ones", true}, {"bias", {dim}, "zeros", true}};
+    s.forward_flops = flops_of(x, 8);
+    return s;
+  };
+  d.backward_reads.inputs = true;
+  return d;
+}
+
+}  // namespace
+
+void register_norm(OpRegistry& registry) {
+  registry.add(batchnorm());
+  registry.add(layernorm());
+}
+
+}  // namespace trainer::defs

@@ -1,0 +1,82 @@
+// The CUDA stack as `trainer doctor` reports it.
+#include "ops/cuda/device_report.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+namespace trainer::cuda {
+namespace {
+
+// cuDNN 9, cuBLAS and NCCL >= 2.9 all encode major * 10000 + minor * 100 + patch.
+std::string dotted(long long code) {
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+         std::to_string(code % 100);
+}
+
+GpuReport query_gpu(int index) {
+  GpuReport gpu;
+  gpu.index = index;
+  cudaDeviceProp props{};
+  cudaError_t status = cudaGetDeviceProperties(&props, index);
+  if (status != cudaSuccess) {
+    gpu.error = std::string("cudaGetDeviceProperties: ") + cudaGetErrorString(status);
+    cudaGetLastError();
+    return gpu;
+  }
+  gpu.name = props.name;
+  gpu.major = props.major;
+  gpu.minor = props.minor;
+  gpu.memory_total = props.totalGlobalMem;
+  gpu.ecc = props.ECCEnabled != 0;
+  gpu.bf16 = props.major >= 8;
+  gpu.tf32 = props.major >= 8;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  status = cudaSetDevice(index);
+  if (status == cudaSuccess) status = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (status != cudaSuccess) {
+    gpu.error =
+        std::string("cannot open the GPU (busy or in a bad state?): ") + cudaGetErrorString(status);
+    cudaGetLastError();
+  } else {
+    gpu.memory_free = free_bytes;
+  }
+  return gpu;
+}
+
+}  // namespace
+
+std::string cuda_version_string(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+CudaReport cuda_report() {
+  CudaReport r;
+  cudaDriverGetVersion(&r.driver_version);
+  cudaRuntimeGetVersion(&r.runtime_version);
+  r.cudnn_compiled = dotted(CUDNN_VERSION);
+  r.cudnn_loaded = dotted(static_cast<long long>(cudnnGetVersion()));
+  r.cublas_compiled = dotted(CUBLAS_VERSION);
+  r.cublas_loaded = dotted(static_cast<long long>(cublasLtGetVersion()));
+  r.nccl_compiled = dotted(NCCL_VERSION_CODE);
+  int nccl = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess) r.nccl_loaded = dotted(nccl);
+
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  cudaGetLastError();
+  if (r.driver_version == 0) {
+    r.driver_missing = true;
+  } else if (status == cudaErrorInsufficientDriver ||
+             r.driver_version / 1000 < r.runtime_version / 1000) {
+    r.driver_too_old = true;
+  } else if (status != cudaSuccess && status != cudaErrorNoDevice) {
+    r.device_error = std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
+  }
+  if (status == cudaSuccess)
+    for (int i = 0; i < count; ++i) r.gpus.push_back(query_gpu(i));
+  return r;
+}
+
+}  // namespace trainer::cuda

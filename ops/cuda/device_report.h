@@ -1,0 +1,40 @@
+// What `trainer doctor` asks of the CUDA stack, in plain types so the runner
+// needs no CUDA header: driver and runtime versions, the library versions
+// compiled against and loaded, and every visible GPU.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace trainer::cuda {
+
+struct GpuReport {
+  int index = 0;
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  std::size_t memory_total = 0, memory_free = 0;
+  bool ecc = false;
+  bool bf16 = false;  // sm_80 and later
+  bool tf32 = false;  // sm_80 and later
+  std::string error;  // set when the GPU could not be queried
+};
+
+struct CudaReport {
+  int driver_version = 0;   // 0: no driver installed
+  int runtime_version = 0;  // the CUDA runtime this build uses
+  bool driver_missing = false;
+  bool driver_too_old = false;  // driver present but older than the runtime
+  std::string device_error;     // cudaGetDeviceCount's failure, when another one
+  std::string cudnn_compiled, cudnn_loaded;
+  std::string cublas_compiled, cublas_loaded;
+  std::string nccl_compiled, nccl_loaded;
+  std::vector<GpuReport> gpus;
+};
+
+CudaReport cuda_report();
+
+// "13.0" from 13000.
+std::string cuda_version_string(int version);
+
+}  // namespace trainer::cuda

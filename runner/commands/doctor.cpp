@@ -1,0 +1,149 @@
+// `trainer doctor`: what this machine offers for training and whether it works:
+// the CPU (model, ISA, threads), oneDNN, and in a CUDA build the driver, the
+// CUDA runtime, cuDNN / cuBLAS / NCCL and every GPU. Exit 0 when training can
+// run here (on the CPU at least), 1 when something needed is broken.
+#include <cpuid.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "runner/commands.h"
+
+#ifdef TRAINER_WITH_CUDA
+#include "ops/cuda/device_report.h"
+#endif
+
+namespace trainer {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string cpu_isa() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  std::string isa;
+  auto add = [&](bool present, const char* name) {
+    if (present) isa += isa.empty() ? name : std::string(" ") + name;
+  };
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    add(b & (1u << 5), "avx2");
+    add(b & (1u << 16), "avx512f");
+    add(b & (1u << 30), "avx512bw");
+    add(c & (1u << 11), "avx512_vnni");
+    add(d & (1u << 22), "amx_bf16");
+    add(d & (1u << 24), "amx_tile");
+    add(d & (1u << 25), "amx_int8");
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) add(a & (1u << 5), "avx512_bf16");
+  return isa.empty() ? "none of avx2/avx512/amx" : isa;
+}
+
+// CPU training works when oneDNN can create its CPU engine.
+bool report_cpu() {
+  std::printf("CPU\n");
+  std::printf("  model:    %s\n", cpu_model().c_str());
+  std::printf("  ISA:      %s\n", cpu_isa().c_str());
+  const char* omp_threads = std::getenv("OMP_NUM_THREADS");
+  std::printf("  threads:  %u hardware threads%s%s\n", std::thread::hardware_concurrency(),
+              omp_threads ? ", OMP_NUM_THREADS=" : "", omp_threads ? omp_threads : "");
+  const dnnl_version_t* v = dnnl_version();
+  std::printf("  oneDNN:   %d.%d.%d (cpu runtime %s)\n", v->major, v->minor, v->patch,
+              v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "threads");
+  dnnl_engine_t engine = nullptr;
+  const bool ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success;
+  if (engine) dnnl_engine_destroy(engine);
+  std::printf("  status:   %s\n",
+              ok ? "CPU training works" : "BROKEN: oneDNN cannot create a CPU engine");
+  return ok;
+}
+
+#ifdef TRAINER_WITH_CUDA
+// Returns false when the CUDA stack is present but broken.
+bool report_cuda() {
+  const cuda::CudaReport r = cuda::cuda_report();
+  std::printf("CUDA\n");
+  std::printf("  runtime:  %s\n", cuda::cuda_version_string(r.runtime_version).c_str());
+  std::printf("  driver:   %s\n", r.driver_missing
+                                      ? "none (driver version 0)"
+                                      : cuda::cuda_version_string(r.driver_version).c_str());
+  std::printf("  cuDNN:    compiled %s, loaded %s\n", r.cudnn_compiled.c_str(),
+              r.cudnn_loaded.c_str());
+  std::printf("  cuBLAS:   compiled %s, loaded %s\n", r.cublas_compiled.c_str(),
+              r.cublas_loaded.c_str());
+  std::printf("  NCCL:     compiled %s, loaded %s\n", r.nccl_compiled.c_str(),
+              r.nccl_loaded.empty() ? "unknown" : r.nccl_loaded.c_str());
+  if (r.driver_missing) {
+    std::printf(
+        "  status:   no GPU: CUDA driver version is insufficient for CUDA runtime version: no "
+        "NVIDIA driver is installed on this machine (driver version 0). Training runs on the "
+        "CPU (devices: [cpu]); to use a GPU, run on a machine with an NVIDIA GPU and install "
+        "its driver (R580 or newer for CUDA %s).\n",
+        cuda::cuda_version_string(r.runtime_version).c_str());
+    return true;
+  }
+  if (r.driver_too_old) {
+    std::printf(
+        "  status:   BROKEN: CUDA driver version is insufficient for CUDA runtime version: the "
+        "driver supports CUDA %s, this build needs CUDA %s. Update the NVIDIA driver (R580 or "
+        "newer), or use devices: [cpu].\n",
+        cuda::cuda_version_string(r.driver_version).c_str(),
+        cuda::cuda_version_string(r.runtime_version).c_str());
+    return false;
+  }
+  if (!r.device_error.empty()) {
+    std::printf("  status:   BROKEN: cannot list the GPUs: %s\n", r.device_error.c_str());
+    return false;
+  }
+  if (r.gpus.empty()) {
+    std::printf(
+        "  status:   no GPU: the driver is installed but reports no GPU; training runs "
+        "on the CPU\n");
+    return true;
+  }
+  bool ok = true;
+  for (const auto& g : r.gpus) {
+    std::printf(
+        "  GPU %d:    %s, compute capability %d.%d, %.1f GiB total, %.1f GiB free, ECC %s, "
+        "bf16 %s, tf32 %s\n",
+        g.index, g.name.c_str(), g.major, g.minor, static_cast<double>(g.memory_total) / (1 << 30),
+        static_cast<double>(g.memory_free) / (1 << 30), g.ecc ? "on" : "off",
+        g.bf16 ? "yes" : "no (needs sm_80+)", g.tf32 ? "yes" : "no (needs sm_80+)");
+    if (!g.error.empty()) {
+      std::printf("            BROKEN: %s\n", g.error.c_str());
+      ok = false;
+    }
+  }
+  std::printf("  status:   %s\n", ok ? "GPU training available" : "BROKEN: a GPU cannot be used");
+  return ok;
+}
+#endif
+
+}  // namespace
+
+int command_doctor() {
+  std::printf("trainer %s\n", TRAINER_VERSION);
+  const bool cpu_ok = report_cpu();
+#ifdef TRAINER_WITH_CUDA
+  const bool cuda_ok = report_cuda();
+#else
+  std::printf("CUDA\n  status:   not built (configure with -DTRAINER_CUDA=ON for GPU training)\n");
+  const bool cuda_ok = true;
+#endif
+  std::fflush(stdout);
+  return cpu_ok && cuda_ok ? 0 : 1;
+}
+
+}  // namespace trainer

@@ -28,6 +28,10 @@ class Dataset {
                     float* target = nullptr) const = 0;
   // Where the data comes from, for logs and errors ("/usr/share/.../train-images-idx3-ubyte.gz").
   virtual std::string describe() const = 0;
+  // The largest class label in the data (-1 when empty or regression), so the
+  // trainer can check it against the model's classes before training. The
+  // default reads every sample; in-memory sources override it.
+  virtual std::int64_t max_label() const;
 };
 
 }  // namespace trainer::data

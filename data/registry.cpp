@@ -1,16 +1,138 @@
-// The table of data sources and transforms.
+// The table of data sources and transforms: their YAML fields, docs and the
+// functions that open them. Paths listed in `path_fields` are resolved
+// relative to the config file by the config layer before `open` is called.
 #include "data/registry.h"
 
+#include <stdexcept>
+
+#include "data/attr_values.h"
+#include "data/sources.h"
+
 namespace trainer::data {
+namespace {
+
+using FT = FieldType;
+
+FieldSpec classes_field() {
+  return field("classes", FT::integer,
+               "Number of classes; 0 infers it as the largest label + 1. Labels outside "
+               "[0, classes) are an error.")
+      .def("0")
+      .at_least(0);
+}
+
+SourceDef idx_source() {
+  SourceDef d;
+  d.name = "idx";
+  d.doc =
+      "IDX files (MNIST, Fashion-MNIST), raw or .gz: an unsigned-byte image file and a "
+      "label file. Samples are [1, H, W] with raw values 0..255 (add a `scale` transform).";
+  d.fields = {
+      field("images", FT::string, "Path of the images file (idx3-ubyte, optionally .gz).").req(),
+      field("labels", FT::string, "Path of the labels file (idx1-ubyte, optionally .gz).").req(),
+      classes_field()};
+  d.path_fields = {"images", "labels"};
+  d.open = [](const Attrs& a) {
+    return open_idx(required_string(a, "images", "idx source"),
+                    required_string(a, "labels", "idx source"), int_or(a, "classes", 0));
+  };
+  return d;
+}
+
+SourceDef synthetic_source() {
+  SourceDef d;
+  d.name = "synthetic";
+  d.doc =
+      "Random samples uniform in [0, 1) with uniform random labels, a pure function of "
+      "(seed, index); for benchmarks and tests.";
+  d.fields = {
+      field("shape", FT::int_list, "Shape of one sample, e.g. [1, 28, 28].").req().at_least(1),
+      field("classes", FT::integer, "Number of classes.").def("10").at_least(1),
+      field("size", FT::integer, "Number of samples.").def("1024").at_least(1),
+      field("seed", FT::integer, "Seed of the generated data.").def("0").at_least(0)};
+  d.open = [](const Attrs& a) {
+    return make_synthetic(ints_or(a, "shape", {}), int_or(a, "classes", 10),
+                          int_or(a, "size", 1024),
+                          static_cast<std::uint64_t>(int_or(a, "seed", 0)));
+  };
+  return d;
+}
+
+TransformDef transform(std::string name, bool random, std::string doc,
+                       std::vector<FieldSpec> fields) {
+  TransformDef d;
+  d.name = std::move(name);
+  d.random = random;
+  d.doc = std::move(doc);
+  d.fields = std::move(fields);
+  return d;
+}
+
+}  // namespace
 
 const std::vector<SourceDef>& source_defs() {
-  static const std::vector<SourceDef> defs;
+  static const std::vector<SourceDef> defs = {idx_source(), synthetic_source()};
   return defs;
 }
 
 const std::vector<TransformDef>& transform_defs() {
-  static const std::vector<TransformDef> defs;
+  static const std::vector<TransformDef> defs = {
+      transform("scale", false, "Divides every value by `factor` (255 maps bytes to [0, 1]).",
+                {field("factor", FT::number, "The divisor.").def("255").above(0)}),
+      transform("normalize", false,
+                "Per channel (x - mean) / std. Without mean and std they are computed once "
+                "from the training set (after the transforms listed before this one) and "
+                "recorded in the run.",
+                {field("mean", FT::number_list, "Mean per channel (or one for all)."),
+                 field("std", FT::number_list, "Standard deviation per channel (or one for all).")
+                     .above(0)}),
+      transform(
+          "random_crop", true,
+          "Pads every side with `padding` zeros and crops `size` at a random offset. "
+          "Eval: a centre crop when `size` differs from the sample size, else nothing.",
+          {field("size", FT::int_list, "Crop size: [height, width] or one value for both.")
+               .req()
+               .at_least(1),
+           field("padding", FT::integer, "Zero padding on every side.").def("0").at_least(0)}),
+      transform(
+          "random_flip", true, "Flips the image horizontally with probability p.",
+          {field("p", FT::number, "Probability of a flip.").def("0.5").at_least(0).at_most(1)}),
+      transform("random_translate", true,
+                "Shifts the image by up to `max` pixels in each direction, filling with zeros.",
+                {field("max", FT::integer, "Largest shift in pixels.").def("2").at_least(0)}),
+      transform(
+          "random_erasing", true,
+          "With probability p, sets one random rectangle (area fraction in `scale`, "
+          "aspect ratio in `ratio`) of every channel to `value`.",
+          {field("p", FT::number, "Probability of erasing.").def("0.5").at_least(0).at_most(1),
+           field("scale", FT::number_list, "Range of the erased area fraction.")
+               .def("[0.02, 0.33]")
+               .length(2)
+               .above(0),
+           field("ratio", FT::number_list, "Range of the aspect ratio.")
+               .def("[0.3, 3.3]")
+               .length(2)
+               .above(0),
+           field("value", FT::number, "Value written into the rectangle.").def("0")}),
+  };
   return defs;
+}
+
+const SourceDef* find_source(const std::string& name) {
+  for (const auto& d : source_defs()) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<Dataset> open_source(const std::string& type, const Attrs& attrs) {
+  const SourceDef* def = find_source(type);
+  if (!def) {
+    std::string known;
+    for (const auto& d : source_defs()) known += (known.empty() ? "" : ", ") + d.name;
+    throw std::runtime_error("unknown data source type '" + type + "'; known: " + known);
+  }
+  return def->open(attrs);
 }
 
 }  // namespace trainer::data

@@ -34,4 +34,9 @@ struct TransformDef {
 const std::vector<SourceDef>& source_defs();
 const std::vector<TransformDef>& transform_defs();
 
+// The source named `name`, or nullptr.
+const SourceDef* find_source(const std::string& name);
+// Opens a source by type name; an unknown type throws, listing the known ones.
+std::shared_ptr<Dataset> open_source(const std::string& type, const Attrs& attrs);
+
 }  // namespace trainer::data

@@ -1,0 +1,71 @@
+// In-memory dataset: validation at construction, conversion to float32 on read.
+#include "data/array_dataset.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace trainer::data {
+
+ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
+  sample_numel_ = numel(data_.sample_shape);
+  if (sample_numel_ <= 0) {
+    throw std::runtime_error(data_.description + ": empty sample shape " +
+                             to_string(data_.sample_shape));
+  }
+  const std::size_t values = std::visit([](const auto& v) { return v.size(); }, data_.samples);
+  if (values % static_cast<std::size_t>(sample_numel_) != 0) {
+    throw std::runtime_error(data_.description + ": " + std::to_string(values) +
+                             " values do not divide into samples of shape " +
+                             to_string(data_.sample_shape));
+  }
+  size_ = static_cast<std::int64_t>(values) / sample_numel_;
+  const bool regression = !data_.target_shape.empty();
+  const std::int64_t label_count =
+      regression ? static_cast<std::int64_t>(data_.targets.size()) / numel(data_.target_shape)
+                 : static_cast<std::int64_t>(data_.labels.size());
+  if (label_count != size_) {
+    throw std::runtime_error(data_.description + ": " + std::to_string(size_) + " samples but " +
+                             std::to_string(label_count) + (regression ? " targets" : " labels") +
+                             "; the counts must match");
+  }
+  if (regression) {
+    data_.num_classes = 0;
+    return;
+  }
+  for (std::size_t i = 0; i < data_.labels.size(); ++i) {
+    const std::int64_t label = data_.labels[i];
+    if (label < 0 || (data_.num_classes > 0 && label >= data_.num_classes)) {
+      throw std::runtime_error(
+          data_.description + ": label " + std::to_string(label) + " of sample " +
+          std::to_string(i) + " is outside [0, " +
+          (data_.num_classes > 0 ? std::to_string(data_.num_classes) : std::string("inf")) + ")");
+    }
+    max_label_ = std::max(max_label_, label);
+  }
+  if (data_.num_classes == 0) data_.num_classes = max_label_ + 1;
+}
+
+void ArrayDataset::read(std::int64_t index, float* sample, std::int64_t* label,
+                        float* target) const {
+  if (index < 0 || index >= size_) {
+    throw std::out_of_range(data_.description + ": sample index " + std::to_string(index) +
+                            " outside [0, " + std::to_string(size_) + ")");
+  }
+  const std::size_t begin = static_cast<std::size_t>(index * sample_numel_);
+  if (const auto* bytes = std::get_if<std::vector<std::uint8_t>>(&data_.samples)) {
+    const std::uint8_t* src = bytes->data() + begin;
+    for (std::int64_t i = 0; i < sample_numel_; ++i) sample[i] = static_cast<float>(src[i]);
+  } else {
+    const auto& floats = std::get<std::vector<float>>(data_.samples);
+    std::copy_n(floats.data() + begin, sample_numel_, sample);
+  }
+  if (!data_.target_shape.empty()) {
+    const std::int64_t n = numel(data_.target_shape);
+    if (target) std::copy_n(data_.targets.data() + index * n, n, target);
+    if (label) *label = 0;
+  } else if (label) {
+    *label = data_.labels[static_cast<std::size_t>(index)];
+  }
+}
+
+}  // namespace trainer::data

@@ -1,0 +1,47 @@
+// ArrayDataset: a dataset held entirely in memory (samples as uint8 or float32,
+// labels as int64 classes or float32 regression targets). The IDX, CIFAR, NPY
+// and CSV sources read their files once and hand the arrays to this class.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace trainer::data {
+
+struct ArrayData {
+  Shape sample_shape;  // one sample, without the batch dimension
+  std::variant<std::vector<std::uint8_t>, std::vector<float>> samples;  // [N, sample_shape]
+  std::vector<std::int64_t> labels;  // [N] class labels (classification)
+  Shape target_shape;                // non-empty for regression
+  std::vector<float> targets;        // [N, target_shape] (regression)
+  std::int64_t num_classes = 0;      // 0: infer max label + 1 (classification)
+  std::string description;           // files, for logs and errors
+};
+
+class ArrayDataset final : public Dataset {
+ public:
+  // Validates sizes and labels; throws std::runtime_error naming `description`
+  // for a count mismatch or a label outside [0, num_classes).
+  explicit ArrayDataset(ArrayData data);
+
+  std::int64_t size() const override { return size_; }
+  Shape sample_shape() const override { return data_.sample_shape; }
+  std::int64_t num_classes() const override { return data_.num_classes; }
+  Shape target_shape() const override { return data_.target_shape; }
+  void read(std::int64_t index, float* sample, std::int64_t* label,
+            float* target = nullptr) const override;
+  std::string describe() const override { return data_.description; }
+  std::int64_t max_label() const override { return max_label_; }
+
+ private:
+  ArrayData data_;
+  std::int64_t size_ = 0;
+  std::int64_t sample_numel_ = 0;
+  std::int64_t max_label_ = -1;
+};
+
+}  // namespace trainer::data

@@ -1,0 +1,21 @@
+// The Dataset defaults shared by every source.
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace trainer::data {
+
+std::int64_t Dataset::max_label() const {
+  if (!target_shape().empty()) return -1;
+  std::vector<float> sample(static_cast<std::size_t>(numel(sample_shape())));
+  std::int64_t best = -1;
+  for (std::int64_t i = 0; i < size(); ++i) {
+    std::int64_t label = -1;
+    read(i, sample.data(), &label);
+    best = std::max(best, label);
+  }
+  return best;
+}
+
+}  // namespace trainer::data

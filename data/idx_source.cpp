@@ -1,0 +1,97 @@
+// The IDX format (MNIST, Fashion-MNIST): magic 0x000008DD (unsigned bytes, DD
+// dimensions), DD big-endian extents, then the data.
+#include <cstdio>
+#include <stdexcept>
+
+#include "data/array_dataset.h"
+#include "data/file_bytes.h"
+#include "data/sources.h"
+
+namespace trainer::data {
+namespace {
+
+struct IdxArray {
+  Shape shape;
+  std::vector<std::uint8_t> bytes;  // whole file; data starts at `offset`
+  std::size_t offset = 0;
+};
+
+IdxArray read_idx(const std::string& path) {
+  IdxArray a;
+  a.bytes = read_file_bytes(path);
+  if (a.bytes.size() < 4) {
+    throw std::runtime_error("IDX file '" + path +
+                             "' is truncated: " + std::to_string(a.bytes.size()) +
+                             " bytes, the 4-byte magic number is incomplete");
+  }
+  const std::uint32_t magic = read_be32(a.bytes, 0);
+  const std::uint32_t type = (magic >> 8) & 0xFF;
+  const std::uint32_t dims = magic & 0xFF;
+  if ((magic >> 16) != 0 || dims == 0 || dims > 8) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%08X", magic);
+    throw std::runtime_error("'" + path + "' is not an IDX file: magic number " + hex +
+                             " at byte 0 (expected 0x00000801 for labels or 0x00000803 "
+                             "for images)");
+  }
+  if (type != 0x08) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", type);
+    throw std::runtime_error("IDX file '" + path + "': element type " + hex +
+                             " is not supported (only 0x08, unsigned bytes)");
+  }
+  const std::size_t header = 4 + 4 * std::size_t{dims};
+  if (a.bytes.size() < header) {
+    throw std::runtime_error("IDX file '" + path + "' is truncated at byte offset " +
+                             std::to_string(a.bytes.size()) + ": the header needs " +
+                             std::to_string(header) + " bytes");
+  }
+  std::size_t expected = 1;
+  for (std::uint32_t d = 0; d < dims; ++d) {
+    const std::uint32_t extent = read_be32(a.bytes, 4 + 4 * d);
+    a.shape.push_back(extent);
+    expected *= extent;
+  }
+  a.offset = header;
+  if (a.bytes.size() < header + expected) {
+    throw std::runtime_error("IDX file '" + path + "' is truncated at byte offset " +
+                             std::to_string(a.bytes.size()) + ": shape " + to_string(a.shape) +
+                             " needs " + std::to_string(header + expected) + " bytes");
+  }
+  return a;
+}
+
+}  // namespace
+
+std::shared_ptr<Dataset> open_idx(const std::string& images, const std::string& labels,
+                                  std::int64_t classes) {
+  IdxArray image_array = read_idx(images);
+  IdxArray label_array = read_idx(labels);
+  if (image_array.shape.size() < 2) {
+    throw std::runtime_error("IDX images '" + images + "' have shape " +
+                             to_string(image_array.shape) + ", expected [N, H, W] or [N, ...]");
+  }
+  if (label_array.shape.size() != 1) {
+    throw std::runtime_error("IDX labels '" + labels + "' have shape " +
+                             to_string(label_array.shape) + ", expected [N]");
+  }
+  if (image_array.shape[0] != label_array.shape[0]) {
+    throw std::runtime_error("IDX images '" + images + "' hold " +
+                             std::to_string(image_array.shape[0]) + " samples but labels '" +
+                             labels + "' hold " + std::to_string(label_array.shape[0]));
+  }
+  ArrayData data;
+  data.sample_shape.assign(image_array.shape.begin() + 1, image_array.shape.end());
+  if (data.sample_shape.size() == 2) data.sample_shape.insert(data.sample_shape.begin(), 1);
+  const auto first = image_array.bytes.begin() + static_cast<std::ptrdiff_t>(image_array.offset);
+  data.samples =
+      std::vector<std::uint8_t>(first, first + image_array.shape[0] * numel(data.sample_shape));
+  image_array.bytes = {};
+  const std::uint8_t* label_bytes = label_array.bytes.data() + label_array.offset;
+  data.labels.assign(label_bytes, label_bytes + label_array.shape[0]);
+  data.num_classes = classes;
+  data.description = "IDX images '" + images + "' with labels '" + labels + "'";
+  return std::make_shared<ArrayDataset>(std::move(data));
+}
+
+}  // namespace trainer::data

@@ -1,0 +1,81 @@
+// Per-sample transforms (scale, normalize, random crop/flip/translate/erasing)
+// and the Pipeline that chains them. Samples are float32 in [C, H, W] layout
+// ([H, W] counts as one channel; a flat [F] sample has F channels of one value,
+// so `normalize` works per feature on tabular data). A random transform draws
+// only from CounterRng(seed, epoch, sample index, its position in the list),
+// so a batch is bit-identical whichever worker thread built it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/rng.h"
+#include "ops/field.h"
+
+namespace trainer::data {
+
+class Transform {
+ public:
+  virtual ~Transform() = default;
+  virtual Shape output_shape(const Shape& in) const { return in; }
+  // Writes the transformed `in` (shape `in_shape`) into `out`
+  // (numel(output_shape(in_shape)) floats). `in` and `out` never alias.
+  virtual void apply(const float* in, const Shape& in_shape, float* out, CounterRng& rng) const = 0;
+  virtual bool random() const { return false; }
+  virtual std::string describe() const = 0;
+};
+
+// One `{type: name, ...}` transform item, as the config layer hands it over.
+using TransformSpec = std::pair<std::string, Attrs>;
+
+struct ChannelStats {
+  std::vector<double> mean;
+  std::vector<double> std;
+};
+
+// Per-channel mean and standard deviation over every sample of `dataset`
+// (raw values, before transforms).
+ChannelStats compute_channel_mean_std(const Dataset& dataset);
+
+// Scratch space a thread reuses for every sample (no allocation per sample
+// once it has grown to the largest intermediate).
+struct PipelineScratch {
+  std::vector<float> a, b;
+};
+
+class Pipeline {
+ public:
+  Pipeline() = default;
+
+  // Output shape for samples of `in` (throws if a transform cannot take `in`).
+  Shape output_shape(const Shape& in) const;
+  // Applies every transform to one sample.
+  void apply(const float* in, const Shape& in_shape, float* out, std::uint64_t seed,
+             std::int64_t epoch, std::int64_t index, PipelineScratch& scratch) const;
+  bool empty() const { return transforms_.empty(); }
+  // The items with every value resolved (including a computed normalize
+  // mean/std), so the run can record what it used.
+  const std::vector<TransformSpec>& resolved() const { return resolved_; }
+  std::string describe() const;  // "scale(255) normalize(mean=[0.286], std=[0.353])"
+
+ private:
+  friend Pipeline build_pipeline(const std::vector<TransformSpec>&, bool, const Dataset*);
+  std::vector<std::unique_ptr<const Transform>> transforms_;
+  std::vector<TransformSpec> resolved_;
+};
+
+// Builds a pipeline from transform items. `training` false (eval) drops the
+// random transforms, except that random_crop becomes a centre crop when it
+// changes the sample size. A normalize without mean/std computes them once
+// from `stats_source` (the training set) passed through the deterministic
+// transforms before it; pass the training pipeline's resolved() items to the
+// eval pipeline to reuse them. Throws std::runtime_error for an unknown type
+// (listing the known ones) or a value that cannot work with `sample_shape`.
+Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
+                        const Dataset* stats_source);
+
+}  // namespace trainer::data

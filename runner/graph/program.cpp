@@ -18,17 +18,15 @@ std::uint64_t mix(std::uint64_t x) {
 
 }  // namespace
 
-Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& options)
-    : tg_(std::move(tg)), backend_(backend), options_(options) {
-  const Graph& g = tg_.graph;
-
-  // 1. Compile a kernel for every scheduled node.
-  kernels_.resize(g.nodes.size());
-  std::vector<std::vector<std::size_t>> saved(g.nodes.size());
-  std::vector<std::size_t> workspace(g.nodes.size(), 0);
-  for (const Step& step : tg_.schedule) {
+CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend) {
+  const Graph& g = tg.graph;
+  CompiledKernels out;
+  out.kernels.resize(g.nodes.size());
+  out.saved_bytes.resize(g.nodes.size());
+  out.workspace_bytes.assign(g.nodes.size(), 0);
+  for (const Step& step : tg.schedule) {
     const Node& node = g.nodes[step.node];
-    if (kernels_[step.node]) continue;
+    if (out.kernels[step.node]) continue;
     KernelContext ctx;
     ctx.op = node.op;
     ctx.attrs = &node.attrs;
@@ -36,10 +34,25 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     for (int p : node.params) ctx.param_decls.push_back({nullptr, g.params[p].shape, DType::f32});
     ctx.output = g.values[node.output].shape;
     ctx.training = true;
-    kernels_[step.node] = backend_.make_kernel(ctx);
-    saved[step.node] = kernels_[step.node]->saved_bytes();
-    workspace[step.node] = kernels_[step.node]->workspace_bytes();
+    out.kernels[step.node] = backend.make_kernel(ctx);
+    out.saved_bytes[step.node] = out.kernels[step.node]->saved_bytes();
+    out.workspace_bytes[step.node] = out.kernels[step.node]->workspace_bytes();
   }
+  return out;
+}
+
+Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& options)
+    : Program(std::move(tg), CompiledKernels{}, backend, options) {}
+
+Program::Program(TrainingGraph tg, CompiledKernels compiled, Backend& backend,
+                 const CompileOptions& options)
+    : tg_(std::move(tg)), backend_(backend), options_(options) {
+  const Graph& g = tg_.graph;
+  // 1. A kernel for every scheduled node.
+  if (compiled.kernels.empty()) compiled = compile_kernels(tg_, backend_);
+  kernels_ = std::move(compiled.kernels);
+  const auto& saved = compiled.saved_bytes;
+  const auto& workspace = compiled.workspace_bytes;
 
   // 2. Plan and allocate the arena.
   plan_ = plan_memory(tg_, saved, workspace);

@@ -35,9 +35,20 @@ struct CompileOptions {
   bool accumulate_gradients = false;  // accumulation > 1
 };
 
+// Kernels compiled for every scheduled node, with the memory each asks for.
+struct CompiledKernels {
+  std::vector<std::unique_ptr<Kernel>> kernels;  // per node (null: not scheduled)
+  std::vector<std::vector<std::size_t>> saved_bytes;
+  std::vector<std::size_t> workspace_bytes;
+};
+CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend);
+
 class Program {
  public:
   Program(TrainingGraph tg, Backend& backend, const CompileOptions& options);
+  // With kernels compiled already (compile_kernels on the same graph and backend).
+  Program(TrainingGraph tg, CompiledKernels kernels, Backend& backend,
+          const CompileOptions& options);
 
   const TrainingGraph& training_graph() const { return tg_; }
   const Graph& graph() const { return tg_.graph; }

@@ -1,0 +1,37 @@
+// Accuracy counting and the JSON-lines metrics file.
+#include "runner/train/metrics.h"
+
+#include <stdexcept>
+
+namespace trainer::train {
+
+Hits count_hits(const float* logits, const std::int64_t* labels, std::int64_t rows,
+                std::int64_t classes) {
+  Hits h;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t label = labels[r];
+    if (label < 0 || label >= classes) continue;
+    const float* row = logits + r * classes;
+    const float target = row[label];
+    std::int64_t greater = 0;  // classes scored above the label (ties go to the lower index)
+    for (std::int64_t c = 0; c < classes; ++c)
+      if (row[c] > target || (row[c] == target && c < label)) ++greater;
+    ++h.rows;
+    if (greater == 0) ++h.top1;
+    if (greater < 5) ++h.top5;
+  }
+  return h;
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append)
+    : out_(path, append ? std::ios::app : std::ios::trunc) {
+  if (!out_) throw std::runtime_error("cannot write metrics file " + path);
+}
+
+void MetricsWriter::write(const nlohmann::json& record) {
+  if (!out_.is_open()) return;
+  out_ << record.dump() << '\n';
+  out_.flush();
+}
+
+}  // namespace trainer::train

@@ -1,0 +1,33 @@
+// Metrics: accuracy/top-5 from logits, running means over a logging window,
+// and the metrics.jsonl writer (one JSON object per line, flushed per record).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace trainer::train {
+
+// Counts rows whose label is the arg-max (top1) or among the 5 largest logits (top5).
+struct Hits {
+  std::int64_t top1 = 0;
+  std::int64_t top5 = 0;
+  std::int64_t rows = 0;
+};
+Hits count_hits(const float* logits, const std::int64_t* labels, std::int64_t rows,
+                std::int64_t classes);
+
+class MetricsWriter {
+ public:
+  MetricsWriter() = default;
+  explicit MetricsWriter(const std::string& path, bool append = false);
+  void write(const nlohmann::json& record);
+  bool is_open() const { return out_.is_open(); }
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace trainer::train

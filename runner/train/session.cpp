@@ -1,0 +1,160 @@
+// Preparing a session: data sources, pipelines, batch plan and the graph. Also
+// registers the model check that `trainer validate` runs.
+#include "runner/train/session.h"
+
+#include <sstream>
+
+#include "data/registry.h"
+#include "data/split.h"
+#include "runner/config/validate_hooks.h"
+#include "runner/graph/builder.h"
+
+namespace trainer::train {
+namespace {
+
+std::vector<data::TransformSpec> specs_of(const std::vector<config::TypedItem>& items) {
+  std::vector<data::TransformSpec> out;
+  for (const auto& item : items) out.emplace_back(item.type, item.attrs);
+  return out;
+}
+
+std::shared_ptr<data::Dataset> open_source(const config::TypedItem& item, const std::string& key) {
+  for (const auto& def : data::source_defs()) {
+    if (def.name != item.type) continue;
+    try {
+      return def.open(item.attrs);
+    } catch (const std::exception& e) {
+      config::Diagnostics d;
+      d.add(item.mark, key, std::string("cannot open the ") + item.type + " source: " + e.what());
+      throw config::ConfigError(d);
+    }
+  }
+  config::Diagnostics d;
+  d.add(item.mark, key + ".type", "unknown data source '" + item.type + "'");
+  throw config::ConfigError(d);
+}
+
+}  // namespace
+
+config::Mark mark_of(const config::Config& config, const std::string& path) {
+  const config::Node* node = &config.resolved;
+  std::stringstream parts(path);
+  std::string part;
+  config::Mark mark = node->mark();
+  while (std::getline(parts, part, '.')) {
+    node = node ? node->find(part) : nullptr;
+    if (!node) break;
+    mark = node->mark();
+  }
+  if (mark.file.empty()) mark.file = config.source_file;
+  return mark;
+}
+
+BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags) {
+  const auto& t = config.train;
+  BatchPlan b;
+  b.global = t.batch_size;
+  b.world = std::max<std::int64_t>(1, config.devices.cpu ? config.devices.world_size
+                                                         : static_cast<std::int64_t>(config.devices.gpus.size()));
+  const std::int64_t per_rank = b.global / b.world;
+  if (b.global % b.world != 0) {
+    diags.add(mark_of(config, "train.batch_size"), "train.batch_size",
+              "the global batch " + std::to_string(b.global) + " does not divide over " +
+                  std::to_string(b.world) + " ranks",
+              "use a multiple of " + std::to_string(b.world));
+    return b;
+  }
+  if (t.micro_batch_size > 0 && t.accumulation > 0) {
+    if (t.micro_batch_size * t.accumulation != per_rank)
+      diags.add(mark_of(config, "train.micro_batch_size"), "train.micro_batch_size",
+                "micro_batch_size " + std::to_string(t.micro_batch_size) + " x accumulation " +
+                    std::to_string(t.accumulation) + " x world " + std::to_string(b.world) +
+                    " must equal batch_size " + std::to_string(b.global),
+                "set only one of micro_batch_size and accumulation; the other is derived");
+    b.micro = t.micro_batch_size;
+    b.accumulation = t.accumulation;
+  } else if (t.micro_batch_size > 0) {
+    if (per_rank % t.micro_batch_size != 0)
+      diags.add(mark_of(config, "train.micro_batch_size"), "train.micro_batch_size",
+                "micro_batch_size " + std::to_string(t.micro_batch_size) +
+                    " does not divide the per-rank batch " + std::to_string(per_rank),
+                "use a divisor of " + std::to_string(per_rank));
+    b.micro = t.micro_batch_size;
+    b.accumulation = std::max<std::int64_t>(1, per_rank / t.micro_batch_size);
+  } else if (t.accumulation > 0) {
+    if (per_rank % t.accumulation != 0)
+      diags.add(mark_of(config, "train.accumulation"), "train.accumulation",
+                "accumulation " + std::to_string(t.accumulation) +
+                    " does not divide the per-rank batch " + std::to_string(per_rank),
+                "use a divisor of " + std::to_string(per_rank));
+    b.accumulation = t.accumulation;
+    b.micro = std::max<std::int64_t>(1, per_rank / t.accumulation);
+  } else {
+    b.micro = per_rank;
+    b.accumulation = 1;
+  }
+  return b;
+}
+
+Session prepare_session(const config::Config& config) {
+  Session s;
+  s.config = config;
+  config::Diagnostics diags;
+  s.batch = plan_batches(config, diags);
+  diags.throw_if_any();
+  if (!config.data.train) {
+    diags.add(mark_of(config, "data"), "data.train", "no training data source",
+              "add data.train: {type: idx, images: ..., labels: ...}");
+    diags.throw_if_any();
+  }
+  s.train_data = open_source(*config.data.train, "data.train");
+  if (config.data.eval) {
+    s.eval_data = open_source(*config.data.eval, "data.eval");
+  } else if (config.data.split > 0) {
+    auto [train, eval] = data::split_dataset(s.train_data, config.data.split,
+                                             static_cast<std::uint64_t>(config.seed));
+    s.train_data = train;
+    s.eval_data = eval;
+  }
+  try {
+    auto train_pipe = data::build_pipeline(specs_of(config.data.transforms), true, s.train_data.get());
+    // The eval pipeline reuses what the training one resolved (e.g. a computed normalize).
+    std::vector<data::TransformSpec> eval_items =
+        config.data.eval_transforms.empty() ? train_pipe.resolved() : specs_of(config.data.eval_transforms);
+    auto eval_pipe = data::build_pipeline(eval_items, false, s.train_data.get());
+    s.train_pipeline = std::make_shared<const data::Pipeline>(std::move(train_pipe));
+    s.eval_pipeline = std::make_shared<const data::Pipeline>(std::move(eval_pipe));
+    s.sample_shape = s.train_pipeline->output_shape(s.train_data->sample_shape());
+  } catch (const std::runtime_error& e) {
+    diags.add(mark_of(config, "data.transforms"), "data.transforms", e.what());
+    diags.throw_if_any();
+  }
+  s.num_classes = s.train_data->num_classes();
+
+  graph::ModelInput input;
+  input.batch = s.batch.micro;
+  input.sample_shape = s.sample_shape;
+  input.num_classes = s.num_classes;
+  input.target_shape = s.train_data->target_shape();
+  s.graph = graph::build_graph(config.model.node, input, diags);
+  diags.throw_if_any();
+  return s;
+}
+
+namespace {
+
+// `trainer validate` also opens the data and builds the model graph.
+const bool model_check_registered = [] {
+  config::add_validation_hook([](const config::Config& config, config::Diagnostics& diags) {
+    try {
+      prepare_session(config);
+    } catch (const config::ConfigError& e) {
+      for (const auto& d : e.diagnostics().list()) diags.add(d);
+    }
+  });
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace trainer::train

@@ -1,0 +1,47 @@
+// Session: everything a run, a plan or a timing needs, prepared from a
+// validated Config: the opened datasets and transform pipelines, the batch
+// arithmetic (global = micro x accumulation x world), and the model graph.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "data/dataset.h"
+#include "data/transforms.h"
+#include "runner/config/config.h"
+#include "runner/config/diagnostics.h"
+#include "runner/graph/ir.h"
+
+namespace trainer::train {
+
+struct BatchPlan {
+  std::int64_t global = 0;        // samples per optimizer step, all ranks
+  std::int64_t micro = 0;         // samples per forward/backward on one rank
+  std::int64_t accumulation = 1;  // micro-batches per optimizer step
+  std::int64_t world = 1;
+};
+
+struct Session {
+  config::Config config;
+  std::shared_ptr<data::Dataset> train_data;
+  std::shared_ptr<data::Dataset> eval_data;  // null: no evaluation
+  std::shared_ptr<const data::Pipeline> train_pipeline;
+  std::shared_ptr<const data::Pipeline> eval_pipeline;
+  Shape sample_shape;  // after transforms
+  std::int64_t num_classes = 0;
+  BatchPlan batch;
+  graph::Graph graph;
+};
+
+// The mark of a key path in the resolved config ("train.batch_size"), for errors.
+config::Mark mark_of(const config::Config& config, const std::string& path);
+
+// Splits the global batch; reports a batch that does not divide, with the key's position.
+BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags);
+
+// Opens the data (reading headers and files) and builds the model graph.
+// Throws config::ConfigError for anything the user can fix in the YAML, and
+// std::runtime_error for bad data files (the message names the file).
+Session prepare_session(const config::Config& config);
+
+}  // namespace trainer::train

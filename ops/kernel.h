@@ -25,6 +25,10 @@ struct KernelContext {
   Shape output;
   DType dtype = DType::f32;  // compute/storage type of activations
   bool training = true;      // false: an eval-only program (no backward will be called)
+  bool deterministic = false;  // only algorithms that give bit-identical results run to run
+  bool autotune = false;       // time the candidate algorithms once (cudnn.benchmark) instead of
+                               // taking the library's heuristic choice
+  bool allow_tf32 = false;     // float32 GEMMs/convolutions may use TF32 tensor cores
 };
 
 // The buffers of one call. Built once at lowering and reused every step.

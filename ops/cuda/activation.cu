@@ -1,0 +1,136 @@
+// Activations as own elementwise kernels (float4 when aligned): relu, gelu (erf
+// form, like PyTorch's default), silu, sigmoid, tanh and leaky_relu. Backward of
+// relu/sigmoid/tanh reads the output, of gelu/silu/leaky_relu the input.
+#include <string>
+
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
+
+namespace trainer::cuda {
+namespace {
+
+enum class Act { relu, gelu, silu, sigmoid, tanh, leaky_relu };
+
+constexpr bool reads_output(Act a) {
+  return a == Act::relu || a == Act::sigmoid || a == Act::tanh;
+}
+
+template <Act A>
+__device__ __forceinline__ float act(float x, float slope) {
+  if constexpr (A == Act::relu) return x > 0.0f ? x : 0.0f;
+  if constexpr (A == Act::gelu) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  if constexpr (A == Act::silu) return x / (1.0f + expf(-x));
+  if constexpr (A == Act::sigmoid) return 1.0f / (1.0f + expf(-x));
+  if constexpr (A == Act::tanh) return tanhf(x);
+  if constexpr (A == Act::leaky_relu) return x > 0.0f ? x : slope * x;
+  return x;
+}
+
+// `v` is the output for relu/sigmoid/tanh and the input otherwise.
+template <Act A>
+__device__ __forceinline__ float act_grad(float dy, float v, float slope) {
+  if constexpr (A == Act::relu) return v > 0.0f ? dy : 0.0f;
+  if constexpr (A == Act::sigmoid) return dy * v * (1.0f - v);
+  if constexpr (A == Act::tanh) return dy * (1.0f - v * v);
+  if constexpr (A == Act::gelu) {
+    const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+    return dy * (cdf + v * pdf);
+  }
+  if constexpr (A == Act::silu) {
+    const float s = 1.0f / (1.0f + expf(-v));
+    return dy * s * (1.0f + v * (1.0f - s));
+  }
+  if constexpr (A == Act::leaky_relu) return v > 0.0f ? dy : slope * dy;
+  return dy;
+}
+
+template <Act A>
+__global__ void forward_kernel(const float* x, float* y, long long n, float slope, int vec) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  long long done = 0;
+  if (vec) {
+    const long long n4 = n / 4;
+    for (long long i = first; i < n4; i += stride) {
+      float4 v = reinterpret_cast<const float4*>(x)[i];
+      v.x = act<A>(v.x, slope), v.y = act<A>(v.y, slope);
+      v.z = act<A>(v.z, slope), v.w = act<A>(v.w, slope);
+      reinterpret_cast<float4*>(y)[i] = v;
+    }
+    done = n4 * 4;
+  }
+  for (long long i = done + first; i < n; i += stride) y[i] = act<A>(x[i], slope);
+}
+
+template <Act A>
+__global__ void backward_kernel(const float* dy, const float* v, float* dx, long long n,
+                                float slope, int vec) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  long long done = 0;
+  if (vec) {
+    const long long n4 = n / 4;
+    for (long long i = first; i < n4; i += stride) {
+      const float4 g = reinterpret_cast<const float4*>(dy)[i];
+      const float4 a = reinterpret_cast<const float4*>(v)[i];
+      reinterpret_cast<float4*>(dx)[i] =
+          float4{act_grad<A>(g.x, a.x, slope), act_grad<A>(g.y, a.y, slope),
+                 act_grad<A>(g.z, a.z, slope), act_grad<A>(g.w, a.w, slope)};
+    }
+    done = n4 * 4;
+  }
+  for (long long i = done + first; i < n; i += stride) dx[i] = act_grad<A>(dy[i], v[i], slope);
+}
+
+template <Act A>
+class ActivationKernel final : public Kernel {
+ public:
+  ActivationKernel(const KernelContext& k, CudaContext& ctx)
+      : ctx_(ctx),
+        n_(numel(k.output)),
+        slope_(A == Act::leaky_relu ? static_cast<float>(k.attrs->get_number("slope")) : 0.0f) {}
+
+  void forward(const KernelArgs& a) override {
+    if (n_ == 0) return;
+    const int vec = aligned16(a.inputs[0].data) && aligned16(a.output.data);
+    forward_kernel<A><<<grid_for(n_, 4), kBlock, 0, ctx_.compute.get()>>>(
+        a.inputs[0].f32(), a.output.f32(), n_, slope_, vec);
+    check_launch("activation forward");
+  }
+  void backward(const KernelArgs& a) override {
+    if (n_ == 0 || a.grad_inputs.empty() || !a.grad_inputs[0]) return;
+    const float* v = reads_output(A) ? a.output.f32() : a.inputs[0].f32();
+    const int vec =
+        aligned16(a.grad_output.data) && aligned16(v) && aligned16(a.grad_inputs[0].data);
+    backward_kernel<A><<<grid_for(n_, 4), kBlock, 0, ctx_.compute.get()>>>(
+        a.grad_output.f32(), v, a.grad_inputs[0].f32(), n_, slope_, vec);
+    check_launch("activation backward");
+  }
+  std::string implementation() const override { return "cuda:elementwise"; }
+
+ private:
+  CudaContext& ctx_;
+  std::int64_t n_;
+  float slope_;
+};
+
+template <Act A>
+void add(Backend& backend, CudaContext& ctx, const char* name) {
+  backend.add_kernel(name, [&ctx](const KernelContext& k) {
+    return std::make_unique<ActivationKernel<A>>(k, ctx);
+  });
+}
+
+}  // namespace
+
+void register_activation_kernels(Backend& backend, CudaContext& ctx) {
+  add<Act::relu>(backend, ctx, "relu");
+  add<Act::gelu>(backend, ctx, "gelu");
+  add<Act::silu>(backend, ctx, "silu");
+  add<Act::sigmoid>(backend, ctx, "sigmoid");
+  add<Act::tanh>(backend, ctx, "tanh");
+  add<Act::leaky_relu>(backend, ctx, "leaky_relu");
+}
+
+}  // namespace trainer::cuda

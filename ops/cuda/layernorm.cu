@@ -1,0 +1,127 @@
+// layernorm over the last dimension as own kernels: one warp per row for the
+// statistics and the input gradient; one thread per column, looping over rows in
+// order, for the weight and bias gradients (deterministic, no atomics).
+#include <string>
+
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
+
+namespace trainer::cuda {
+namespace {
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void layernorm_forward(const float* x, const float* w, const float* b, float* y,
+                                  float* mean_out, float* rstd_out, long long rows, int d,
+                                  float eps) {
+  const long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (r >= rows) return;
+  const float* xr = x + r * d;
+  float sum = 0.0f;
+  for (int i = lane; i < d; i += 32) sum += xr[i];
+  const float mean = warp_sum(sum) / static_cast<float>(d);
+  float sq = 0.0f;
+  for (int i = lane; i < d; i += 32) sq += (xr[i] - mean) * (xr[i] - mean);
+  const float rstd = rsqrtf(warp_sum(sq) / static_cast<float>(d) + eps);
+  float* yr = y + r * d;
+  for (int i = lane; i < d; i += 32) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+  if (lane == 0) mean_out[r] = mean, rstd_out[r] = rstd;
+}
+
+__global__ void layernorm_backward_input(const float* x, const float* w, const float* dy,
+                                         const float* mean, const float* rstd, float* dx,
+                                         long long rows, int d) {
+  const long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (r >= rows) return;
+  const float* xr = x + r * d;
+  const float* g = dy + r * d;
+  const float m = mean[r], s = rstd[r];
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (int i = lane; i < d; i += 32) {
+    const float gw = g[i] * w[i];
+    sum_g += gw;
+    sum_gx += gw * (xr[i] - m) * s;
+  }
+  sum_g = warp_sum(sum_g) / static_cast<float>(d);
+  sum_gx = warp_sum(sum_gx) / static_cast<float>(d);
+  float* out = dx + r * d;
+  for (int i = lane; i < d; i += 32) {
+    const float xhat = (xr[i] - m) * s;
+    out[i] = s * (g[i] * w[i] - sum_g - xhat * sum_gx);
+  }
+}
+
+__global__ void layernorm_backward_params(const float* x, const float* dy, const float* mean,
+                                          const float* rstd, float* dw, float* db, long long rows,
+                                          int d) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= d) return;
+  float gw = 0.0f, gb = 0.0f;
+  for (long long r = 0; r < rows; ++r) {
+    const float g = dy[r * d + i];
+    gw += g * (x[r * d + i] - mean[r]) * rstd[r];
+    gb += g;
+  }
+  if (dw) dw[i] = gw;
+  if (db) db[i] = gb;
+}
+
+class LayerNormKernel final : public Kernel {
+ public:
+  LayerNormKernel(const KernelContext& k, CudaContext& ctx)
+      : ctx_(ctx),
+        d_(static_cast<int>(k.output.back())),
+        rows_(d_ ? numel(k.output) / d_ : 0),
+        eps_(static_cast<float>(k.attrs->get_number("eps"))) {}
+  std::vector<std::size_t> saved_bytes() const override {
+    return {static_cast<std::size_t>(rows_) * sizeof(float),
+            static_cast<std::size_t>(rows_) * sizeof(float)};
+  }
+  void forward(const KernelArgs& a) override {
+    if (rows_ == 0) return;
+    layernorm_forward<<<grid_for(rows_ * 32), kBlock, 0, ctx_.compute.get()>>>(
+        a.inputs[0].f32(), a.params[0].f32(), a.params[1].f32(), a.output.f32(),
+        static_cast<float*>(a.saved.at(0)), static_cast<float*>(a.saved.at(1)), rows_, d_, eps_);
+    check_launch("layernorm_forward");
+  }
+  void backward(const KernelArgs& a) override {
+    if (rows_ == 0) return;
+    const auto* mean = static_cast<const float*>(a.saved.at(0));
+    const auto* rstd = static_cast<const float*>(a.saved.at(1));
+    if (!a.grad_inputs.empty() && a.grad_inputs[0]) {
+      layernorm_backward_input<<<grid_for(rows_ * 32), kBlock, 0, ctx_.compute.get()>>>(
+          a.inputs[0].f32(), a.params[0].f32(), a.grad_output.f32(), mean, rstd,
+          a.grad_inputs[0].f32(), rows_, d_);
+      check_launch("layernorm_backward_input");
+    }
+    float* dw = a.grad_params.size() > 0 && a.grad_params[0] ? a.grad_params[0].f32() : nullptr;
+    float* db = a.grad_params.size() > 1 && a.grad_params[1] ? a.grad_params[1].f32() : nullptr;
+    if (dw || db) {
+      layernorm_backward_params<<<grid_for(d_), kBlock, 0, ctx_.compute.get()>>>(
+          a.inputs[0].f32(), a.grad_output.f32(), mean, rstd, dw, db, rows_, d_);
+      check_launch("layernorm_backward_params");
+    }
+  }
+  std::string implementation() const override { return "cuda:warp_per_row"; }
+
+ private:
+  CudaContext& ctx_;
+  int d_;
+  std::int64_t rows_;
+  float eps_;
+};
+
+}  // namespace
+
+void register_layernorm_kernels(Backend& backend, CudaContext& ctx) {
+  backend.add_kernel("layernorm", [&ctx](const KernelContext& k) {
+    return std::make_unique<LayerNormKernel>(k, ctx);
+  });
+}
+
+}  // namespace trainer::cuda

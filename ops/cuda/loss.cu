@@ -1,0 +1,244 @@
+// Losses as own kernels, reduced in a fixed order (deterministic):
+// cross_entropy (label smoothing, ignore_index, only the first valid_rows rows;
+// mean over the counted rows; a label outside [0, K) makes the loss NaN so the
+// non-finite check stops the run) and mse (mean over the first valid_rows rows).
+// The backward scales by grad_output[0] (loss scale / accumulation).
+#include <string>
+
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
+
+namespace trainer::cuda {
+namespace {
+
+__device__ float block_reduce_sum(float v) {
+  __shared__ float shared[32];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = threadIdx.x < blockDim.x / 32 ? shared[threadIdx.x] : 0.0f;
+  if (threadIdx.x < 32)
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+struct CeShape {
+  int rows, classes, valid;
+  long long ignore_index;
+  float smoothing;
+};
+
+__device__ __forceinline__ bool counted(const CeShape& s, const long long* labels, int r) {
+  return r < s.valid && labels[r] != s.ignore_index;
+}
+
+// One warp per row: row_loss[r] and row_count[r] (1 when counted).
+__global__ void ce_rows(const float* logits, const long long* labels, CeShape s, float* row_loss,
+                        float* row_count) {
+  const int r =
+      static_cast<int>((static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
+  const int lane = threadIdx.x & 31;
+  if (r >= s.rows) return;
+  if (!counted(s, labels, r)) {
+    if (lane == 0) row_loss[r] = 0.0f, row_count[r] = 0.0f;
+    return;
+  }
+  const float* x = logits + static_cast<long long>(r) * s.classes;
+  float m = -INFINITY;
+  for (int k = lane; k < s.classes; k += 32) m = fmaxf(m, x[k]);
+  m = warp_max(m);
+  float sum_exp = 0.0f, sum_x = 0.0f;
+  for (int k = lane; k < s.classes; k += 32) sum_exp += expf(x[k] - m), sum_x += x[k];
+  sum_exp = warp_sum(sum_exp);
+  sum_x = warp_sum(sum_x);
+  if (lane == 0) {
+    const long long y = labels[r];
+    const float lse = m + logf(sum_exp);
+    float loss = NAN;
+    if (y >= 0 && y < s.classes) {
+      const float nll = lse - x[y];
+      const float uniform = lse - sum_x / static_cast<float>(s.classes);  // mean of -log p
+      loss = (1.0f - s.smoothing) * nll + s.smoothing * uniform;
+    }
+    row_loss[r] = loss;
+    row_count[r] = 1.0f;
+  }
+}
+
+// One block: out[0] = sum(values) / sum(counts) (0 when nothing is counted);
+// with counts null, divides by `divisor`.
+__global__ void mean_of(const float* values, const float* counts, int n, float divisor,
+                        float* out) {
+  float v = 0.0f, c = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    v += values[i];
+    if (counts) c += counts[i];
+  }
+  v = block_reduce_sum(v);
+  c = counts ? block_reduce_sum(c) : divisor;
+  if (threadIdx.x == 0) out[0] = c > 0.0f ? v / c : 0.0f;
+}
+
+__global__ void ce_count(const long long* labels, CeShape s, float* count) {
+  float c = 0.0f;
+  for (int r = threadIdx.x; r < s.rows; r += blockDim.x) c += counted(s, labels, r) ? 1.0f : 0.0f;
+  c = block_reduce_sum(c);
+  if (threadIdx.x == 0) count[0] = c;
+}
+
+__global__ void ce_backward(const float* logits, const long long* labels, CeShape s,
+                            const float* count, const float* grad_output, float* dx) {
+  const int r =
+      static_cast<int>((static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
+  const int lane = threadIdx.x & 31;
+  if (r >= s.rows) return;
+  float* d = dx + static_cast<long long>(r) * s.classes;
+  if (!counted(s, labels, r) || count[0] <= 0.0f) {
+    for (int k = lane; k < s.classes; k += 32) d[k] = 0.0f;
+    return;
+  }
+  const float* x = logits + static_cast<long long>(r) * s.classes;
+  float m = -INFINITY;
+  for (int k = lane; k < s.classes; k += 32) m = fmaxf(m, x[k]);
+  m = warp_max(m);
+  float sum_exp = 0.0f;
+  for (int k = lane; k < s.classes; k += 32) sum_exp += expf(x[k] - m);
+  sum_exp = warp_sum(sum_exp);
+  const float scale = grad_output[0] / count[0];
+  const long long y = labels[r];
+  const float off = s.smoothing / static_cast<float>(s.classes);
+  for (int k = lane; k < s.classes; k += 32) {
+    const float target = (k == y ? 1.0f - s.smoothing : 0.0f) + off;
+    d[k] = (expf(x[k] - m) / sum_exp - target) * scale;
+  }
+}
+
+int valid_of(std::int64_t valid_rows, std::int64_t rows) {
+  return static_cast<int>(valid_rows < 0 ? rows : std::min(valid_rows, rows));
+}
+
+class CrossEntropyKernel final : public Kernel {
+ public:
+  CrossEntropyKernel(const KernelContext& k, CudaContext& ctx) : ctx_(ctx) {
+    s_.rows = static_cast<int>(k.inputs.at(0)[0]);
+    s_.classes = static_cast<int>(k.inputs.at(0)[1]);
+    s_.ignore_index = k.attrs->get_int("ignore_index");
+    s_.smoothing = static_cast<float>(k.attrs->get_number("label_smoothing"));
+  }
+  std::size_t workspace_bytes() const override {
+    return (2 * static_cast<std::size_t>(s_.rows) + 1) * sizeof(float);
+  }
+  void forward(const KernelArgs& a) override {
+    CeShape s = s_;
+    s.valid = valid_of(a.valid_rows, s.rows);
+    float* row_loss = static_cast<float*>(a.workspace);
+    float* row_count = row_loss + s.rows;
+    if (s.rows > 0) {
+      ce_rows<<<grid_for(static_cast<std::int64_t>(s.rows) * 32), kBlock, 0, ctx_.compute.get()>>>(
+          a.inputs[0].f32(), static_cast<const long long*>(a.inputs[1].data), s, row_loss,
+          row_count);
+      check_launch("ce_rows");
+    }
+    mean_of<<<1, 1024, 0, ctx_.compute.get()>>>(row_loss, row_count, s.rows, 0.0f, a.output.f32());
+    check_launch("mean_of");
+  }
+  void backward(const KernelArgs& a) override {
+    if (a.grad_inputs.empty() || !a.grad_inputs[0] || s_.rows == 0) return;
+    CeShape s = s_;
+    s.valid = valid_of(a.valid_rows, s.rows);
+    float* count = static_cast<float*>(a.workspace);
+    const auto* labels = static_cast<const long long*>(a.inputs[1].data);
+    ce_count<<<1, 1024, 0, ctx_.compute.get()>>>(labels, s, count);
+    check_launch("ce_count");
+    ce_backward<<<grid_for(static_cast<std::int64_t>(s.rows) * 32), kBlock, 0,
+                  ctx_.compute.get()>>>(a.inputs[0].f32(), labels, s, count, a.grad_output.f32(),
+                                        a.grad_inputs[0].f32());
+    check_launch("ce_backward");
+  }
+  std::string implementation() const override { return "cuda:softmax_ce"; }
+
+ private:
+  CudaContext& ctx_;
+  CeShape s_{};
+};
+
+constexpr int kMseBlocks = 256;
+
+__global__ void mse_partials(const float* p, const float* t, long long n, float* partials) {
+  float acc = 0.0f;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float d = p[i] - t[i];
+    acc += d * d;
+  }
+  acc = block_reduce_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void mse_backward(const float* p, const float* t, long long n, long long used,
+                             const float* grad_output, float* dp, float* dt) {
+  const float scale = used > 0 ? 2.0f * grad_output[0] / static_cast<float>(used) : 0.0f;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float g = i < used ? (p[i] - t[i]) * scale : 0.0f;
+    if (dp) dp[i] = g;
+    if (dt) dt[i] = -g;
+  }
+}
+
+class MseKernel final : public Kernel {
+ public:
+  MseKernel(const KernelContext& k, CudaContext& ctx)
+      : ctx_(ctx), rows_(k.inputs.at(0)[0]), n_(numel(k.inputs.at(0))) {}
+  std::size_t workspace_bytes() const override { return kMseBlocks * sizeof(float); }
+  void forward(const KernelArgs& a) override {
+    const long long used = used_elements(a.valid_rows);
+    float* partials = static_cast<float*>(a.workspace);
+    mse_partials<<<kMseBlocks, kBlock, 0, ctx_.compute.get()>>>(a.inputs[0].f32(),
+                                                                a.inputs[1].f32(), used, partials);
+    check_launch("mse_partials");
+    mean_of<<<1, kMseBlocks, 0, ctx_.compute.get()>>>(partials, nullptr, kMseBlocks,
+                                                      static_cast<float>(used), a.output.f32());
+    check_launch("mean_of");
+  }
+  void backward(const KernelArgs& a) override {
+    float* dp = a.grad_inputs.size() > 0 && a.grad_inputs[0] ? a.grad_inputs[0].f32() : nullptr;
+    float* dt = a.grad_inputs.size() > 1 && a.grad_inputs[1] ? a.grad_inputs[1].f32() : nullptr;
+    if ((!dp && !dt) || n_ == 0) return;
+    mse_backward<<<grid_for(n_), kBlock, 0, ctx_.compute.get()>>>(
+        a.inputs[0].f32(), a.inputs[1].f32(), n_, used_elements(a.valid_rows), a.grad_output.f32(),
+        dp, dt);
+    check_launch("mse_backward");
+  }
+  std::string implementation() const override { return "cuda:mse"; }
+
+ private:
+  long long used_elements(std::int64_t valid_rows) const {
+    if (rows_ == 0) return 0;
+    return static_cast<long long>(n_ / rows_ * valid_of(valid_rows, rows_));
+  }
+  CudaContext& ctx_;
+  std::int64_t rows_, n_;
+};
+
+}  // namespace
+
+void register_loss_kernels(Backend& backend, CudaContext& ctx) {
+  backend.add_kernel("cross_entropy", [&ctx](const KernelContext& k) {
+    return std::make_unique<CrossEntropyKernel>(k, ctx);
+  });
+  backend.add_kernel(
+      "mse", [&ctx](const KernelContext& k) { return std::make_unique<MseKernel>(k, ctx); });
+}
+
+}  // namespace trainer::cuda

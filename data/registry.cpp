@@ -39,6 +39,105 @@ SourceDef idx_source() {
   return d;
 }
 
+SourceDef cifar_source() {
+  SourceDef d;
+  d.name = "cifar";
+  d.doc =
+      "CIFAR-10 or CIFAR-100 binary batches (data_batch_1.bin ...). Samples are "
+      "[3, 32, 32] with raw values 0..255.";
+  d.fields = {field("files", FT::string_list, "The batch files, in order.").req(),
+              field("variant", FT::enumeration, "Which dataset the files hold.")
+                  .def("cifar10")
+                  .one_of({"cifar10", "cifar100"}),
+              field("label", FT::enumeration, "CIFAR-100 only: fine (100) or coarse (20) labels.")
+                  .def("fine")
+                  .one_of({"fine", "coarse"})};
+  d.path_fields = {"files"};
+  d.open = [](const Attrs& a) {
+    const auto files = strings_or(a, "files", {});
+    const auto variant = string_or(a, "variant", "cifar10") == "cifar100" ? CifarVariant::cifar100
+                                                                          : CifarVariant::cifar10;
+    return open_cifar(files, variant, string_or(a, "label", "fine") == "fine");
+  };
+  return d;
+}
+
+SourceDef npy_source() {
+  SourceDef d;
+  d.name = "npy";
+  d.doc =
+      "A pair of NumPy .npy files: x [N, ...] (uint8, float32/64, int32/64) and y [N] "
+      "integer classes or y [N, ...] float targets (regression).";
+  d.fields = {field("x", FT::string, "Path of the samples array.").req(),
+              field("y", FT::string, "Path of the labels or targets array.").req(),
+              classes_field()};
+  d.path_fields = {"x", "y"};
+  d.open = [](const Attrs& a) {
+    return open_npy(required_string(a, "x", "npy source"), required_string(a, "y", "npy source"),
+                    int_or(a, "classes", 0));
+  };
+  return d;
+}
+
+SourceDef csv_source() {
+  SourceDef d;
+  d.name = "csv";
+  d.doc = "A CSV file of numeric feature columns and one label column. Samples are [F].";
+  d.fields = {
+      field("path", FT::string, "Path of the CSV file.").req(),
+      field("label", FT::string,
+            "Label column: a name (with a header) or a 0-based index (without); empty: the last.")
+          .def("\"\""),
+      field("features", FT::string_list, "Feature columns by name; empty: all but the label.")
+          .def("[]"),
+      field("header", FT::boolean, "The first row names the columns.").def("true"),
+      field("delimiter", FT::string, "The field separator (one character).").def("\",\""),
+      field("regression", FT::boolean, "The label is a float target, not a class.").def("false"),
+      classes_field()};
+  d.path_fields = {"path"};
+  d.open = [](const Attrs& a) {
+    CsvOptions o;
+    o.path = required_string(a, "path", "csv source");
+    o.label = string_or(a, "label", "");
+    o.features = strings_or(a, "features", {});
+    o.header = bool_or(a, "header", true);
+    const std::string delimiter = string_or(a, "delimiter", ",");
+    if (delimiter.size() != 1) {
+      throw std::runtime_error("csv source: delimiter must be one character, got '" + delimiter +
+                               "'");
+    }
+    o.delimiter = delimiter[0];
+    o.regression = bool_or(a, "regression", false);
+    o.classes = int_or(a, "classes", 0);
+    return open_csv(o);
+  };
+  return d;
+}
+
+SourceDef image_folder_source() {
+  SourceDef d;
+  d.name = "image_folder";
+  d.doc =
+      "A folder with one sub-folder per class (sorted names give labels 0, 1, ...) of "
+      "PNG/JPEG images, decoded on the loader threads and resized (bilinear) to `size`.";
+  d.fields = {
+      field("root", FT::string, "The folder holding the class sub-folders.").req(),
+      field("size", FT::int_list, "Output [height, width] (or one value for both).")
+          .req()
+          .at_least(1),
+      field("channels", FT::integer, "1 (grey) or 3 (RGB).").def("3").at_least(1).at_most(3)};
+  d.path_fields = {"root"};
+  d.open = [](const Attrs& a) {
+    const auto size = ints_or(a, "size", {});
+    if (size.empty() || size.size() > 2) {
+      throw std::runtime_error("image_folder source: size must be [height, width] or one value");
+    }
+    return open_image_folder(required_string(a, "root", "image_folder source"), size[0],
+                             size.back(), int_or(a, "channels", 3));
+  };
+  return d;
+}
+
 SourceDef synthetic_source() {
   SourceDef d;
   d.name = "synthetic";
@@ -71,7 +170,9 @@ TransformDef transform(std::string name, bool random, std::string doc,
 }  // namespace
 
 const std::vector<SourceDef>& source_defs() {
-  static const std::vector<SourceDef> defs = {idx_source(), synthetic_source()};
+  static const std::vector<SourceDef> defs = {idx_source(),          cifar_source(),
+                                              npy_source(),          csv_source(),
+                                              image_folder_source(), synthetic_source()};
   return defs;
 }
 

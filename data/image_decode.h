@@ -1,0 +1,24 @@
+// Decoding PNG (libpng) and JPEG (libjpeg-turbo) files into 8-bit pixels, and
+// a bilinear resize into the float32 [C, H, W] layout of a sample.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer::data {
+
+struct Image {
+  std::int64_t height = 0, width = 0, channels = 0;
+  std::vector<std::uint8_t> pixels;  // [height, width, channels]
+};
+
+// Decodes `path` (PNG or JPEG, told apart by content) to `channels` 1 (grey) or
+// 3 (RGB). Throws std::runtime_error naming the path when it cannot.
+Image decode_image(const std::string& path, std::int64_t channels);
+
+// Bilinear resize (pixel centres aligned, edges clamped) of `image` into
+// `out`: [channels, height, width] floats with values 0..255.
+void resize_to_chw(const Image& image, std::int64_t height, std::int64_t width, float* out);
+
+}  // namespace trainer::data

@@ -1,0 +1,99 @@
+// Image folders: root/<class name>/<image>, classes in sorted order; images
+// are listed at open time and decoded on the loader threads when read.
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+#include "data/image_decode.h"
+#include "data/sources.h"
+
+namespace trainer::data {
+namespace {
+
+bool is_image(const std::filesystem::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+class ImageFolderDataset final : public Dataset {
+ public:
+  ImageFolderDataset(std::string root, std::vector<std::string> files,
+                     std::vector<std::int64_t> labels, std::int64_t classes, Shape shape)
+      : root_(std::move(root)),
+        files_(std::move(files)),
+        labels_(std::move(labels)),
+        classes_(classes),
+        shape_(std::move(shape)) {}
+  std::int64_t size() const override { return static_cast<std::int64_t>(files_.size()); }
+  Shape sample_shape() const override { return shape_; }
+  std::int64_t num_classes() const override { return classes_; }
+  void read(std::int64_t index, float* sample, std::int64_t* label, float*) const override {
+    if (index < 0 || index >= size()) {
+      throw std::out_of_range(describe() + ": sample index " + std::to_string(index) +
+                              " outside [0, " + std::to_string(size()) + ")");
+    }
+    const Image image = decode_image(files_[static_cast<std::size_t>(index)], shape_[0]);
+    resize_to_chw(image, shape_[1], shape_[2], sample);
+    if (label) *label = labels_[static_cast<std::size_t>(index)];
+  }
+  std::string describe() const override { return "image folder '" + root_ + "'"; }
+  std::int64_t max_label() const override { return classes_ - 1; }
+
+ private:
+  std::string root_;
+  std::vector<std::string> files_;
+  std::vector<std::int64_t> labels_;
+  std::int64_t classes_;
+  Shape shape_;
+};
+
+}  // namespace
+
+std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t height,
+                                           std::int64_t width, std::int64_t channels) {
+  namespace fs = std::filesystem;
+  if (channels != 1 && channels != 3) {
+    throw std::runtime_error("image folder '" + root + "': channels must be 1 or 3");
+  }
+  if (height < 1 || width < 1) {
+    throw std::runtime_error("image folder '" + root + "': size must be positive");
+  }
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    throw std::runtime_error("image folder '" + root + "' does not exist or is not a directory");
+  }
+  std::vector<fs::path> class_dirs;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (entry.is_directory()) class_dirs.push_back(entry.path());
+  }
+  std::sort(class_dirs.begin(), class_dirs.end());
+  if (class_dirs.empty()) {
+    throw std::runtime_error("image folder '" + root +
+                             "' has no class sub-folders (expected root/<class>/<image>)");
+  }
+  std::vector<std::string> files;
+  std::vector<std::int64_t> labels;
+  for (std::size_t c = 0; c < class_dirs.size(); ++c) {
+    std::vector<std::string> images;
+    for (const auto& entry : fs::directory_iterator(class_dirs[c])) {
+      if (entry.is_regular_file() && is_image(entry.path()))
+        images.push_back(entry.path().string());
+    }
+    if (images.empty()) {
+      throw std::runtime_error("image folder class '" + class_dirs[c].string() +
+                               "' holds no .png, .jpg or .jpeg images");
+    }
+    std::sort(images.begin(), images.end());
+    for (auto& f : images) {
+      files.push_back(std::move(f));
+      labels.push_back(static_cast<std::int64_t>(c));
+    }
+  }
+  return std::make_shared<ImageFolderDataset>(root, std::move(files), std::move(labels),
+                                              static_cast<std::int64_t>(class_dirs.size()),
+                                              Shape{channels, height, width});
+}
+
+}  // namespace trainer::data

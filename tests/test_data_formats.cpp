@@ -1,0 +1,344 @@
+// Tests of the CIFAR, NPY, CSV, image-folder and synthetic sources and of the
+// seeded eval split, on small fixtures written here; errors included.
+// labels: cpu
+#include <catch2/catch.hpp>
+
+#include <cstdio>  // before jpeglib.h
+
+#include <jpeglib.h>
+#include <png.h>
+
+#include <cstring>
+#include <set>
+
+#include "data/registry.h"
+#include "data/sources.h"
+#include "data/split.h"
+#include "test_data_fixtures.h"
+
+using namespace trainer;
+using namespace trainer::data;
+using namespace trainer::data::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::vector<float> sample_of(const Dataset& d, std::int64_t i, std::int64_t* label) {
+  std::vector<float> s(static_cast<std::size_t>(numel(d.sample_shape())));
+  d.read(i, s.data(), label);
+  return s;
+}
+
+// An .npy file: version 1.0 header padded to 64 bytes.
+std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string& shape,
+                                    const void* data, std::size_t bytes,
+                                    const std::string& fortran = "False") {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.push_back(static_cast<std::uint8_t>(header.size() & 0xFF));
+  out.push_back(static_cast<std::uint8_t>(header.size() >> 8));
+  out.insert(out.end(), header.begin(), header.end());
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  out.insert(out.end(), p, p + bytes);
+  return out;
+}
+
+void write_png(const std::string& path, int width, int height, int channels,
+               const std::vector<std::uint8_t>& pixels) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  png_image image;
+  std::memset(&image, 0, sizeof image);
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(width);
+  image.height = static_cast<png_uint_32>(height);
+  image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  REQUIRE(png_image_write_to_file(&image, path.c_str(), 0, pixels.data(), 0, nullptr));
+}
+
+void write_jpeg(const std::string& path, int width, int height,
+                const std::vector<std::uint8_t>& rgb) {
+  jpeg_compress_struct info;
+  jpeg_error_mgr err;
+  info.err = jpeg_std_error(&err);
+  jpeg_create_compress(&info);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  REQUIRE(f);
+  jpeg_stdio_dest(&info, f);
+  info.image_width = static_cast<JDIMENSION>(width);
+  info.image_height = static_cast<JDIMENSION>(height);
+  info.input_components = 3;
+  info.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&info);
+  jpeg_set_quality(&info, 100, TRUE);
+  jpeg_start_compress(&info, TRUE);
+  while (info.next_scanline < info.image_height) {
+    JSAMPROW row = const_cast<std::uint8_t*>(rgb.data()) + info.next_scanline * width * 3;
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  jpeg_destroy_compress(&info);
+  std::fclose(f);
+}
+
+}  // namespace
+
+TEST_CASE("CIFAR-10 and CIFAR-100 binary batches") {
+  TempDir dir;
+  std::vector<std::uint8_t> b10, b100;
+  for (int r = 0; r < 3; ++r) {
+    b10.push_back(static_cast<std::uint8_t>(r + 4));
+    b100.push_back(static_cast<std::uint8_t>(r));       // coarse
+    b100.push_back(static_cast<std::uint8_t>(50 + r));  // fine
+    for (int k = 0; k < 3072; ++k) {
+      b10.push_back(static_cast<std::uint8_t>((k + r) % 251));
+      b100.push_back(static_cast<std::uint8_t>((k * 3 + r) % 256));
+    }
+  }
+  write_bytes(dir.file("a.bin"), b10);
+  write_bytes(dir.file("b.bin"), b10);
+  write_bytes(dir.file("c100.bin"), b100);
+
+  auto d = open_cifar({dir.file("a.bin"), dir.file("b.bin")}, CifarVariant::cifar10);
+  REQUIRE(d->size() == 6);
+  CHECK(d->sample_shape() == Shape{3, 32, 32});
+  CHECK(d->num_classes() == 10);
+  std::int64_t label = -1;
+  auto s = sample_of(*d, 4, &label);  // second file, record 1
+  CHECK(label == 5);
+  CHECK(s[0] == 1.0f);
+  CHECK(s[1024] == float((1024 + 1) % 251));  // first green pixel
+
+  auto fine = open_cifar({dir.file("c100.bin")}, CifarVariant::cifar100, true);
+  auto coarse = open_cifar({dir.file("c100.bin")}, CifarVariant::cifar100, false);
+  CHECK(fine->num_classes() == 100);
+  CHECK(coarse->num_classes() == 20);
+  s = sample_of(*fine, 2, &label);
+  CHECK(label == 52);
+  CHECK(s[5] == float((5 * 3 + 2) % 256));
+  sample_of(*coarse, 2, &label);
+  CHECK(label == 2);
+
+  Attrs a;
+  a.set("files", std::vector<std::string>{dir.file("c100.bin")});
+  a.set("variant", std::string("cifar100"));
+  a.set("label", std::string("coarse"));
+  CHECK(open_source("cifar", a)->num_classes() == 20);
+
+  auto truncated = b10;
+  truncated.resize(3073 * 2 + 100);
+  write_bytes(dir.file("short.bin"), truncated);
+  CHECK_THROWS_WITH(open_cifar({dir.file("short.bin")}, CifarVariant::cifar10),
+                    Contains(dir.file("short.bin")) && Contains("byte offset 6146"));
+  // A CIFAR-100 file read as CIFAR-10 has the wrong record size.
+  CHECK_THROWS_WITH(open_cifar({dir.file("c100.bin")}, CifarVariant::cifar10),
+                    Contains("not a multiple of the 3073-byte record"));
+  CHECK_THROWS_WITH(open_cifar({dir.file("missing.bin")}, CifarVariant::cifar10),
+                    Contains(dir.file("missing.bin")));
+}
+
+TEST_CASE("NPY pairs: uint8, float32 and int64 samples, labels and targets") {
+  TempDir dir;
+  const std::uint8_t x8[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const float xf[] = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
+  const std::int64_t x64[] = {-3, 7, 9, 11};
+  const std::int64_t y64[] = {2, 0, 1};
+  const float yf[] = {0.25f, -1.0f, 8.0f};
+  write_bytes(dir.file("x8.npy"), npy_bytes("|u1", "(3, 2, 2)", x8, sizeof x8));
+  write_bytes(dir.file("xf.npy"), npy_bytes("<f4", "(3, 2)", xf, sizeof xf));
+  write_bytes(dir.file("x64.npy"), npy_bytes("<i8", "(2, 2)", x64, sizeof x64));
+  write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(3,)", y64, sizeof y64));
+  write_bytes(dir.file("y2.npy"), npy_bytes("<i8", "(2,)", y64, 16));
+  write_bytes(dir.file("yf.npy"), npy_bytes("<f4", "(3,)", yf, sizeof yf));
+
+  auto d = open_npy(dir.file("x8.npy"), dir.file("y.npy"));
+  CHECK(d->size() == 3);
+  CHECK(d->sample_shape() == Shape{2, 2});
+  CHECK(d->num_classes() == 3);
+  std::int64_t label = -1;
+  CHECK(sample_of(*d, 1, &label) == std::vector<float>{5, 6, 7, 8});
+  CHECK(label == 0);
+
+  auto f = open_npy(dir.file("xf.npy"), dir.file("yf.npy"));
+  CHECK(f->target_shape() == Shape{1});
+  CHECK(f->num_classes() == 0);
+  std::vector<float> s(2), target(1);
+  f->read(2, s.data(), &label, target.data());
+  CHECK(s == std::vector<float>{4.5f, 5.5f});
+  CHECK(target[0] == 8.0f);
+
+  auto i = open_npy(dir.file("x64.npy"), dir.file("y2.npy"));
+  CHECK(sample_of(*i, 0, &label) == std::vector<float>{-3, 7});
+
+  SECTION("errors") {
+    CHECK_THROWS_WITH(open_npy(dir.file("x8.npy"), dir.file("y2.npy")),
+                      Contains("hold 3 and 2 samples"));
+    write_bytes(dir.file("fortran.npy"), npy_bytes("<f4", "(3, 2)", xf, sizeof xf, "True"));
+    CHECK_THROWS_WITH(open_npy(dir.file("fortran.npy"), dir.file("y.npy")),
+                      Contains(dir.file("fortran.npy")) && Contains("fortran_order"));
+    write_bytes(dir.file("c16.npy"), npy_bytes("<c16", "(3,)", xf, 24));
+    CHECK_THROWS_WITH(open_npy(dir.file("c16.npy"), dir.file("y.npy")),
+                      Contains("dtype '<c16' is not supported"));
+    auto truncated = npy_bytes("<f4", "(3, 2)", xf, sizeof xf);
+    truncated.resize(truncated.size() - 4);
+    write_bytes(dir.file("short.npy"), truncated);
+    CHECK_THROWS_WITH(open_npy(dir.file("short.npy"), dir.file("y.npy")),
+                      Contains("truncated at byte offset " + std::to_string(truncated.size())));
+    write_text(dir.file("text.npy"), "x,y\n1,2\n");
+    CHECK_THROWS_WITH(open_npy(dir.file("text.npy"), dir.file("y.npy")),
+                      Contains(dir.file("text.npy")) && Contains("not a .npy file"));
+    CHECK_THROWS_WITH(open_npy(dir.file("x8.npy"), dir.file("y.npy"), 2),
+                      Contains("label 2 of sample 0 is outside [0, 2)"));
+  }
+}
+
+TEST_CASE("CSV: header, column selection by name, no header, regression, errors") {
+  TempDir dir;
+  write_text(dir.file("a.csv"), "w,h,kind,z\n1.5,2,1,9\n3,4.25,0,8\n\n5,6,2,7\n");
+  CsvOptions o;
+  o.path = dir.file("a.csv");
+  o.label = "kind";
+  auto d = open_csv(o);
+  REQUIRE(d->size() == 3);
+  CHECK(d->sample_shape() == Shape{3});
+  CHECK(d->num_classes() == 3);
+  std::int64_t label = -1;
+  CHECK(sample_of(*d, 1, &label) == std::vector<float>{3, 4.25f, 8});
+  CHECK(label == 0);
+
+  o.features = {"z", "w"};
+  CHECK(sample_of(*open_csv(o), 0, &label) == std::vector<float>{9, 1.5f});
+
+  write_text(dir.file("plain.csv"), "1,2,0\n3,4,1\n");
+  CsvOptions plain;
+  plain.path = dir.file("plain.csv");
+  plain.header = false;
+  auto p = open_csv(plain);
+  CHECK(p->size() == 2);
+  CHECK(sample_of(*p, 1, &label) == std::vector<float>{3, 4});
+  CHECK(label == 1);
+
+  CsvOptions reg;
+  reg.path = dir.file("a.csv");
+  reg.label = "h";
+  reg.regression = true;
+  auto r = open_csv(reg);
+  std::vector<float> s(3), target(1);
+  r->read(1, s.data(), &label, target.data());
+  CHECK(target[0] == 4.25f);
+
+  Attrs attrs;
+  attrs.set("path", dir.file("a.csv"));
+  attrs.set("label", std::string("kind"));
+  attrs.set("features", std::vector<std::string>{"h"});
+  CHECK(open_source("csv", attrs)->sample_shape() == Shape{1});
+
+  SECTION("errors name the file and the line") {
+    write_text(dir.file("ragged.csv"), "a,b,c\n1,2,0\n1,2\n");
+    CsvOptions bad;
+    bad.path = dir.file("ragged.csv");
+    CHECK_THROWS_WITH(open_csv(bad), Contains(dir.file("ragged.csv")) && Contains("line 3") &&
+                                         Contains("has 2 fields, expected 3"));
+    write_text(dir.file("word.csv"), "a,b,c\n1,2,0\n1,x,0\n");
+    bad.path = dir.file("word.csv");
+    CHECK_THROWS_WITH(open_csv(bad), Contains("line 3, column 'b': 'x' is not a number"));
+    write_text(dir.file("label.csv"), "a,c\n1,0.5\n");
+    bad.path = dir.file("label.csv");
+    CHECK_THROWS_WITH(open_csv(bad), Contains("line 2: label '0.5' is not a class"));
+    o.label = "colour";
+    CHECK_THROWS_WITH(open_csv(o), Contains("no column 'colour'") && Contains("w, h, kind, z"));
+    bad.path = dir.file("none.csv");
+    CHECK_THROWS_WITH(open_csv(bad), Contains(dir.file("none.csv")));
+  }
+}
+
+TEST_CASE("image folders: PNG and JPEG, classes by folder, resize, unreadable image") {
+  TempDir dir;
+  // A 4x2 grey PNG gradient in class "cat", a uniform RGB JPEG in class "dog".
+  write_png(dir.file("img/cat/a.png"), 4, 2, 1, {0, 40, 80, 120, 160, 200, 240, 255});
+  write_png(dir.file("img/cat/b.png"), 2, 2, 3, std::vector<std::uint8_t>(12, 90));
+  std::filesystem::create_directories(dir.file("img/dog"));
+  write_jpeg(dir.file("img/dog/c.jpg"), 8, 8, std::vector<std::uint8_t>(8 * 8 * 3, 200));
+  write_text(dir.file("img/dog/notes.txt"), "not an image");
+
+  auto grey = open_image_folder(dir.file("img"), 2, 4, 1);
+  REQUIRE(grey->size() == 3);
+  CHECK(grey->num_classes() == 2);
+  std::int64_t label = -1;
+  CHECK(sample_of(*grey, 0, &label) == std::vector<float>{0, 40, 80, 120, 160, 200, 240, 255});
+  CHECK(label == 0);
+
+  auto rgb = open_image_folder(dir.file("img"), 4, 4, 3);
+  CHECK(rgb->sample_shape() == Shape{3, 4, 4});
+  auto s = sample_of(*rgb, 1, &label);  // 2x2 uniform 90 upsampled
+  for (float v : s) REQUIRE(v == 90.0f);
+  s = sample_of(*rgb, 2, &label);  // uniform JPEG, 8x8 down to 4x4
+  CHECK(label == 1);
+  for (float v : s) REQUIRE(std::abs(v - 200.0f) <= 2.0f);
+
+  // Downsampling by 2 averages neighbouring pixels.
+  auto half = open_image_folder(dir.file("img"), 1, 2, 1);
+  s = sample_of(*half, 0, &label);
+  CHECK(s[0] == Approx((0 + 40 + 160 + 200) / 4.0));
+
+  write_text(dir.file("img/dog/d.png"), "garbage that is not a png");
+  auto broken = open_image_folder(dir.file("img"), 4, 4, 3);
+  CHECK_THROWS_WITH(sample_of(*broken, 3, &label),
+                    Contains(dir.file("img/dog/d.png")) && Contains("neither a PNG nor a JPEG"));
+  auto bytes = std::vector<std::uint8_t>{0xFF, 0xD8, 0xFF, 0xE0, 0, 16, 'J', 'F'};
+  write_bytes(dir.file("img/dog/d.png"), bytes);
+  CHECK_THROWS_WITH(sample_of(*open_image_folder(dir.file("img"), 4, 4, 3), 3, &label),
+                    Contains("cannot decode JPEG image '" + dir.file("img/dog/d.png")));
+  CHECK_THROWS_WITH(open_image_folder(dir.file("nothing"), 4, 4, 3), Contains("does not exist"));
+  std::filesystem::create_directories(dir.file("img/empty"));
+  CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3),
+                    Contains("holds no .png, .jpg or .jpeg images"));
+}
+
+TEST_CASE("synthetic data is a pure function of (seed, index)") {
+  auto a = make_synthetic({2, 3}, 4, 50, 7);
+  auto b = make_synthetic({2, 3}, 4, 50, 7);
+  auto c = make_synthetic({2, 3}, 4, 50, 8);
+  std::int64_t la, lb, lc;
+  std::set<std::int64_t> labels;
+  for (std::int64_t i = 0; i < 50; ++i) {
+    auto sa = sample_of(*a, i, &la);
+    CHECK(sa == sample_of(*b, i, &lb));
+    CHECK(la == lb);
+    labels.insert(la);
+    for (float v : sa) REQUIRE((v >= 0.0f && v < 1.0f));
+  }
+  CHECK(labels.size() == 4);
+  CHECK(sample_of(*a, 3, &la) != sample_of(*c, 3, &lc));
+  Attrs attrs;
+  attrs.set("shape", std::vector<std::int64_t>{1, 8, 8});
+  attrs.set("classes", std::int64_t{3});
+  attrs.set("size", std::int64_t{10});
+  auto d = open_source("synthetic", attrs);
+  CHECK(d->size() == 10);
+  CHECK(d->sample_shape() == Shape{1, 8, 8});
+  CHECK(d->max_label() == 2);
+}
+
+TEST_CASE("split_dataset is seeded, deterministic, disjoint and complete") {
+  auto d = make_synthetic({1}, 3, 100, 1);
+  auto [train, eval] = split_dataset(d, 0.1, 5);
+  CHECK(train->size() == 90);
+  CHECK(eval->size() == 10);
+  const auto& ti = static_cast<const SubsetDataset&>(*train).indices();
+  const auto& ei = static_cast<const SubsetDataset&>(*eval).indices();
+  std::set<std::int64_t> all(ti.begin(), ti.end());
+  all.insert(ei.begin(), ei.end());
+  CHECK(all.size() == 100);
+  auto [train2, eval2] = split_dataset(d, 0.1, 5);
+  CHECK(static_cast<const SubsetDataset&>(*eval2).indices() == ei);
+  auto [train3, eval3] = split_dataset(d, 0.1, 6);
+  CHECK(static_cast<const SubsetDataset&>(*eval3).indices() != ei);
+  std::int64_t l1, l2;
+  CHECK(sample_of(*eval, 3, &l1) == sample_of(*d, ei[3], &l2));
+  CHECK(l1 == l2);
+  CHECK_THROWS_WITH(split_dataset(d, 1.5, 0), Contains("fraction must be in (0, 1)"));
+  CHECK_THROWS_WITH(split_dataset(d, 0.001, 0), Contains("empty train or eval"));
+}

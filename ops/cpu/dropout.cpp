@@ -1,0 +1,71 @@
+// dropout: inverted dropout. The keep mask comes from a counter-based hash of
+// (seed, element index), so a replay with the same seed draws the same mask
+// whatever the thread count; it is saved (one byte per element) for the backward.
+#include <cstring>
+#include <memory>
+
+#include "ops/cpu/families.h"
+
+namespace trainer::cpu {
+namespace {
+
+// splitmix64 finalizer: a well-mixed 64-bit hash of a counter.
+inline std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+class DropoutKernel final : public Kernel {
+ public:
+  explicit DropoutKernel(const KernelContext& ctx) : count_(numel(ctx.output)) {
+    const double p = ctx.attrs->get_number("p");
+    // keep when the top 32 bits of the hash are >= p * 2^32
+    threshold_ = static_cast<std::uint64_t>(p * 4294967296.0);
+    scale_ = static_cast<float>(1.0 / (1.0 - p));
+  }
+  std::vector<std::size_t> saved_bytes() const override {
+    return {static_cast<std::size_t>(count_)};
+  }
+  std::string implementation() const override { return "splitmix64"; }
+
+  void forward(const KernelArgs& a) override {
+    const float* x = a.inputs[0].f32();
+    float* y = a.output.f32();
+    if (!a.training) {
+      if (x != y) std::memmove(y, x, static_cast<std::size_t>(count_) * 4);
+      return;
+    }
+    auto* mask = static_cast<std::uint8_t*>(a.saved[0]);
+    const std::uint64_t base = mix(a.seed + 0x9e3779b97f4a7c15ULL);
+    for (std::int64_t k = 0; k < count_; ++k) {
+      const std::uint64_t h = mix(base + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
+      const std::uint8_t keep = (h >> 32) >= threshold_ ? 1 : 0;
+      mask[k] = keep;
+      y[k] = keep ? x[k] * scale_ : 0.0f;
+    }
+  }
+
+  void backward(const KernelArgs& a) override {
+    if (!a.grad_inputs[0]) return;
+    const auto* mask = static_cast<const std::uint8_t*>(a.saved[0]);
+    const float* dy = a.grad_output.f32();
+    float* dx = a.grad_inputs[0].f32();
+    for (std::int64_t k = 0; k < count_; ++k) dx[k] = mask[k] ? dy[k] * scale_ : 0.0f;
+  }
+
+ private:
+  std::int64_t count_;
+  std::uint64_t threshold_ = 0;
+  float scale_ = 1.0f;
+};
+
+}  // namespace
+
+void register_dropout_kernels(Backend& backend) {
+  backend.add_kernel("dropout", [](const KernelContext& ctx) -> std::unique_ptr<Kernel> {
+    return std::make_unique<DropoutKernel>(ctx);
+  });
+}
+
+}  // namespace trainer::cpu

@@ -1,0 +1,243 @@
+// batchnorm and layernorm on oneDNN normalization primitives. batchnorm: batch
+// statistics in training (saved for the backward, running statistics updated
+// here), running statistics in eval. layernorm: statistics over the last dim.
+#include <algorithm>
+#include <memory>
+
+#include "ops/cpu/families.h"
+#include "ops/cpu/onednn.h"
+
+namespace trainer::cpu {
+namespace {
+
+using bn_fwd = dnnl::batch_normalization_forward;
+using bn_bwd = dnnl::batch_normalization_backward;
+using ln_fwd = dnnl::layer_normalization_forward;
+using ln_bwd = dnnl::layer_normalization_backward;
+using flags = dnnl::normalization_flags;
+
+std::size_t align64(std::size_t n) {
+  return (n + 63) / 64 * 64;
+}
+
+// Workspace layout shared by both kernels: the primitive scratchpad, then
+// stand-ins for gradients nobody asked for (input, scale, shift).
+struct NormWorkspace {
+  std::size_t scratch = 0, dx_bytes = 0, param_bytes = 0;
+  std::size_t dx_offset() const { return align64(scratch); }
+  std::size_t dscale_offset() const { return dx_offset() + align64(dx_bytes); }
+  std::size_t dshift_offset() const { return dscale_offset() + align64(param_bytes); }
+  std::size_t total() const { return dshift_offset() + align64(param_bytes); }
+  static void* at(void* ws, std::size_t offset) { return static_cast<char*>(ws) + offset; }
+};
+
+class BatchNormKernel final : public Kernel {
+ public:
+  explicit BatchNormKernel(const KernelContext& ctx) {
+    const Shape& x = ctx.inputs.at(0);
+    channels_ = x[1];
+    per_channel_ = numel(x) / channels_;
+    momentum_ = static_cast<float>(ctx.attrs->get_number("momentum"));
+    const float eps = static_cast<float>(ctx.attrs->get_number("eps"));
+    const auto data = plain_md(x), stat = plain_md({channels_});
+    const auto attr = user_scratchpad_attr();
+    auto& eng = cpu_engine();
+
+    bn_fwd::primitive_desc eval_pd(
+        bn_fwd::desc(dnnl::prop_kind::forward_inference, data, eps,
+                     flags::use_global_stats | flags::use_scale | flags::use_shift),
+        attr, eng);
+    eval_ = PrimitiveCall(bn_fwd(eval_pd));
+    for (int id : {DNNL_ARG_SRC, DNNL_ARG_DST}) eval_.arg(id, data);
+    for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
+      eval_.arg(id, stat);
+    ws_.scratch = add_scratchpad(eval_, eval_pd);
+    impl_ = impl_name(eval_pd);
+    if (!ctx.training) return;
+
+    bn_fwd::primitive_desc train_pd(bn_fwd::desc(dnnl::prop_kind::forward_training, data, eps,
+                                                 flags::use_scale | flags::use_shift),
+                                    attr, eng);
+    train_ = PrimitiveCall(bn_fwd(train_pd));
+    for (int id : {DNNL_ARG_SRC, DNNL_ARG_DST}) train_.arg(id, data);
+    for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
+      train_.arg(id, stat);
+    ws_.scratch = std::max(ws_.scratch, add_scratchpad(train_, train_pd));
+
+    bn_bwd::primitive_desc bwd_pd(bn_bwd::desc(dnnl::prop_kind::backward, data, data, eps,
+                                               flags::use_scale | flags::use_shift),
+                                  attr, eng, train_pd);
+    bwd_ = PrimitiveCall(bn_bwd(bwd_pd));
+    for (int id : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}) bwd_.arg(id, data);
+    for (int id : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
+                   DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
+      bwd_.arg(id, stat);
+    ws_.scratch = std::max(ws_.scratch, add_scratchpad(bwd_, bwd_pd));
+    ws_.dx_bytes = static_cast<std::size_t>(numel(x)) * 4;
+    ws_.param_bytes = static_cast<std::size_t>(channels_) * 4;
+    impl_ = impl_name(train_pd);
+  }
+
+  // Batch mean and (biased) variance, from the forward to the backward.
+  std::vector<std::size_t> saved_bytes() const override {
+    const auto b = static_cast<std::size_t>(channels_) * 4;
+    return {b, b};
+  }
+  std::size_t workspace_bytes() const override { return ws_.total(); }
+  std::string implementation() const override { return impl_; }
+
+  void forward(const KernelArgs& a) override {
+    const bool train = a.training && train_.valid();
+    PrimitiveCall& call = train ? train_ : eval_;
+    call.bind(DNNL_ARG_SRC, a.inputs[0].data);
+    call.bind(DNNL_ARG_DST, a.output.data);
+    call.bind(DNNL_ARG_SCALE, a.params[0].data);
+    call.bind(DNNL_ARG_SHIFT, a.params[1].data);
+    call.bind(DNNL_ARG_MEAN, train ? a.saved[0] : a.params[2].data);
+    call.bind(DNNL_ARG_VARIANCE, train ? a.saved[1] : a.params[3].data);
+    call.bind_scratchpad(a.workspace);
+    call.execute();
+    if (!train) return;
+    // Running statistics like PyTorch: the unbiased batch variance.
+    const float* mean = static_cast<const float*>(a.saved[0]);
+    const float* var = static_cast<const float*>(a.saved[1]);
+    float* running_mean = a.params[2].f32();
+    float* running_var = a.params[3].f32();
+    const float m = momentum_;
+    const float unbias =
+        per_channel_ > 1 ? static_cast<float>(per_channel_) / static_cast<float>(per_channel_ - 1)
+                         : 1.0f;
+    for (std::int64_t c = 0; c < channels_; ++c) {
+      running_mean[c] = (1 - m) * running_mean[c] + m * mean[c];
+      running_var[c] = (1 - m) * running_var[c] + m * var[c] * unbias;
+    }
+  }
+
+  void backward(const KernelArgs& a) override {
+    void* ws = a.workspace;
+    bwd_.bind(DNNL_ARG_SRC, a.inputs[0].data);
+    bwd_.bind(DNNL_ARG_DIFF_DST, a.grad_output.data);
+    bwd_.bind(DNNL_ARG_MEAN, a.saved[0]);
+    bwd_.bind(DNNL_ARG_VARIANCE, a.saved[1]);
+    bwd_.bind(DNNL_ARG_SCALE, a.params[0].data);
+    bwd_.bind(DNNL_ARG_SHIFT, a.params[1].data);  // oneDNN 2.6 asks for it
+    bwd_.bind(DNNL_ARG_DIFF_SRC,
+              a.grad_inputs[0] ? a.grad_inputs[0].data : NormWorkspace::at(ws, ws_.dx_offset()));
+    bwd_.bind(DNNL_ARG_DIFF_SCALE, a.grad_params[0] ? a.grad_params[0].data
+                                                    : NormWorkspace::at(ws, ws_.dscale_offset()));
+    bwd_.bind(DNNL_ARG_DIFF_SHIFT, a.grad_params[1] ? a.grad_params[1].data
+                                                    : NormWorkspace::at(ws, ws_.dshift_offset()));
+    bwd_.bind_scratchpad(ws);
+    bwd_.execute();
+  }
+
+ private:
+  std::int64_t channels_ = 0, per_channel_ = 0;
+  float momentum_ = 0.1f;
+  NormWorkspace ws_;
+  std::string impl_;
+  PrimitiveCall eval_, train_, bwd_;
+};
+
+class LayerNormKernel final : public Kernel {
+ public:
+  explicit LayerNormKernel(const KernelContext& ctx) {
+    const Shape& x = ctx.inputs.at(0);
+    dim_ = x.back();
+    rows_ = numel(x) / dim_;
+    const float eps = static_cast<float>(ctx.attrs->get_number("eps"));
+    const auto data = plain_md({rows_, dim_}), stat = plain_md({rows_}), param = plain_md({dim_});
+    const auto attr = user_scratchpad_attr();
+    auto& eng = cpu_engine();
+    const auto f = flags::use_scale | flags::use_shift;
+
+    ln_fwd::primitive_desc eval_pd(
+        ln_fwd::desc(dnnl::prop_kind::forward_inference, data, stat, eps, f), attr, eng);
+    eval_ = PrimitiveCall(ln_fwd(eval_pd));
+    for (int id : {DNNL_ARG_SRC, DNNL_ARG_DST}) eval_.arg(id, data);
+    for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT}) eval_.arg(id, param);
+    ws_.scratch = add_scratchpad(eval_, eval_pd);
+    impl_ = impl_name(eval_pd);
+    if (!ctx.training) return;
+
+    ln_fwd::primitive_desc train_pd(
+        ln_fwd::desc(dnnl::prop_kind::forward_training, data, stat, eps, f), attr, eng);
+    train_ = PrimitiveCall(ln_fwd(train_pd));
+    for (int id : {DNNL_ARG_SRC, DNNL_ARG_DST}) train_.arg(id, data);
+    for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT}) train_.arg(id, param);
+    for (int id : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE}) train_.arg(id, stat);
+    ws_.scratch = std::max(ws_.scratch, add_scratchpad(train_, train_pd));
+
+    ln_bwd::primitive_desc bwd_pd(ln_bwd::desc(dnnl::prop_kind::backward, data, data, stat, eps, f),
+                                  attr, eng, train_pd);
+    bwd_ = PrimitiveCall(ln_bwd(bwd_pd));
+    for (int id : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}) bwd_.arg(id, data);
+    for (int id : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE}) bwd_.arg(id, stat);
+    for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
+      bwd_.arg(id, param);
+    ws_.scratch = std::max(ws_.scratch, add_scratchpad(bwd_, bwd_pd));
+    ws_.dx_bytes = static_cast<std::size_t>(numel(x)) * 4;
+    ws_.param_bytes = static_cast<std::size_t>(dim_) * 4;
+    impl_ = impl_name(train_pd);
+  }
+
+  // Per-row mean and variance, from the forward to the backward.
+  std::vector<std::size_t> saved_bytes() const override {
+    const auto b = static_cast<std::size_t>(rows_) * 4;
+    return {b, b};
+  }
+  std::size_t workspace_bytes() const override { return ws_.total(); }
+  std::string implementation() const override { return impl_; }
+
+  void forward(const KernelArgs& a) override {
+    const bool train = a.training && train_.valid() && a.saved.size() == 2;
+    PrimitiveCall& call = train ? train_ : eval_;
+    call.bind(DNNL_ARG_SRC, a.inputs[0].data);
+    call.bind(DNNL_ARG_DST, a.output.data);
+    call.bind(DNNL_ARG_SCALE, a.params[0].data);
+    call.bind(DNNL_ARG_SHIFT, a.params[1].data);
+    if (train) {
+      call.bind(DNNL_ARG_MEAN, a.saved[0]);
+      call.bind(DNNL_ARG_VARIANCE, a.saved[1]);
+    }
+    call.bind_scratchpad(a.workspace);
+    call.execute();
+  }
+
+  void backward(const KernelArgs& a) override {
+    void* ws = a.workspace;
+    bwd_.bind(DNNL_ARG_SRC, a.inputs[0].data);
+    bwd_.bind(DNNL_ARG_DIFF_DST, a.grad_output.data);
+    bwd_.bind(DNNL_ARG_MEAN, a.saved[0]);
+    bwd_.bind(DNNL_ARG_VARIANCE, a.saved[1]);
+    bwd_.bind(DNNL_ARG_SCALE, a.params[0].data);
+    bwd_.bind(DNNL_ARG_SHIFT, a.params[1].data);  // oneDNN 2.6 asks for it
+    bwd_.bind(DNNL_ARG_DIFF_SRC,
+              a.grad_inputs[0] ? a.grad_inputs[0].data : NormWorkspace::at(ws, ws_.dx_offset()));
+    bwd_.bind(DNNL_ARG_DIFF_SCALE, a.grad_params[0] ? a.grad_params[0].data
+                                                    : NormWorkspace::at(ws, ws_.dscale_offset()));
+    bwd_.bind(DNNL_ARG_DIFF_SHIFT, a.grad_params[1] ? a.grad_params[1].data
+                                                    : NormWorkspace::at(ws, ws_.dshift_offset()));
+    bwd_.bind_scratchpad(ws);
+    bwd_.execute();
+  }
+
+ private:
+  std::int64_t dim_ = 0, rows_ = 0;
+  NormWorkspace ws_;
+  std::string impl_;
+  PrimitiveCall eval_, train_, bwd_;
+};
+
+}  // namespace
+
+void register_norm_kernels(Backend& backend) {
+  backend.add_kernel("batchnorm", [](const KernelContext& ctx) -> std::unique_ptr<Kernel> {
+    return std::make_unique<BatchNormKernel>(ctx);
+  });
+  backend.add_kernel("layernorm", [](const KernelContext& ctx) -> std::unique_ptr<Kernel> {
+    return std::make_unique<LayerNormKernel>(ctx);
+  });
+}
+
+}  // namespace trainer::cpu

@@ -1,0 +1,91 @@
+// The shared oneDNN engine/stream, the thread-count control and PrimitiveCall.
+#include "ops/cpu/onednn.h"
+
+#include <dlfcn.h>
+
+#include <stdexcept>
+
+namespace trainer::cpu {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& cpu_stream() {
+  static dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+bool set_cpu_threads(int n) {
+  using SetFn = void (*)(int);
+  auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (!fn || n < 1) return false;
+  fn(n);
+  return true;
+}
+
+int cpu_threads() {
+  using GetFn = int (*)();
+  auto fn = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  return fn ? fn() : 0;
+}
+
+dnnl::memory::desc plain_md(const Shape& shape, dnnl::memory::data_type type) {
+  using tag = dnnl::memory::format_tag;
+  static const tag tags[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde, tag::abcdef};
+  if (shape.empty() || shape.size() > 6)
+    throw std::logic_error("plain_md: rank " + std::to_string(shape.size()) + " not supported");
+  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()), type,
+                            tags[shape.size() - 1]);
+}
+
+std::string impl_name(const dnnl::primitive_desc_base& pd) {
+  return std::string("onednn:") + pd.impl_info_str();
+}
+
+dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void PrimitiveCall::arg(int id, const dnnl::memory::desc& md) {
+  args_.push_back({id, dnnl::memory(md, cpu_engine(), DNNL_MEMORY_NONE), nullptr});
+  exec_args_.clear();
+  for (const auto& a : args_) exec_args_.push_back({a.id, a.memory.get()});
+}
+
+void PrimitiveCall::bind(int id, const void* data) {
+  for (auto& a : args_) {
+    if (a.id != id) continue;
+    if (a.bound != data) {
+      a.memory.set_data_handle(const_cast<void*>(data));
+      a.bound = data;
+    }
+    return;
+  }
+  throw std::logic_error("PrimitiveCall::bind: argument " + std::to_string(id) + " not declared");
+}
+
+void PrimitiveCall::bind_scratchpad(void* workspace) {
+  for (const auto& a : args_)
+    if (a.id == DNNL_ARG_SCRATCHPAD) return bind(DNNL_ARG_SCRATCHPAD, workspace);
+}
+
+void PrimitiveCall::execute() {
+  const dnnl_status_t status = dnnl_primitive_execute(
+      primitive_.get(), cpu_stream().get(), static_cast<int>(exec_args_.size()), exec_args_.data());
+  if (status != dnnl_success)
+    throw std::runtime_error("oneDNN primitive failed to execute (status " +
+                             std::to_string(static_cast<int>(status)) + ")");
+}
+
+std::size_t add_scratchpad(PrimitiveCall& call, const dnnl::primitive_desc_base& pd) {
+  const dnnl::memory::desc md = pd.scratchpad_desc();
+  const std::size_t bytes = md.get_size();
+  if (bytes) call.arg(DNNL_ARG_SCRATCHPAD, md);
+  return bytes;
+}
+
+}  // namespace trainer::cpu

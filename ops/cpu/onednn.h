@@ -1,0 +1,64 @@
+// The shared oneDNN engine and stream of the CPU backend, the thread-count
+// control, and PrimitiveCall: a primitive with its argument list built once, so
+// a step only binds data pointers and executes (no allocation per call).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/shape.h"
+
+namespace trainer::cpu {
+
+dnnl::engine& cpu_engine();
+dnnl::stream& cpu_stream();
+
+// Sets the number of threads oneDNN uses for the calls made from this thread
+// (the Debian oneDNN is built with OpenMP: this is omp_set_num_threads, looked
+// up in the OpenMP runtime oneDNN loads). Returns false when no OpenMP runtime
+// is present; then OMP_NUM_THREADS in the environment decides.
+bool set_cpu_threads(int n);
+int cpu_threads();  // the current OpenMP thread limit, or 0 when unknown
+
+// A plain row-major f32 memory descriptor of `shape` (any rank 1..6).
+dnnl::memory::desc plain_md(const Shape& shape,
+                            dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+
+// The name of the implementation oneDNN chose for `pd`, e.g. "onednn:gemm:jit".
+std::string impl_name(const dnnl::primitive_desc_base& pd);
+
+// A scratchpad-in-user-memory attribute: the scratchpad is the kernel's workspace.
+dnnl::primitive_attr user_scratchpad_attr();
+
+class PrimitiveCall {
+ public:
+  PrimitiveCall() = default;
+  explicit PrimitiveCall(dnnl::primitive primitive) : primitive_(std::move(primitive)) {}
+
+  // Declares an argument of the primitive; its buffer is bound before execute().
+  void arg(int id, const dnnl::memory::desc& md);
+  // Points argument `id` at `data` (unchanged pointers cost nothing).
+  void bind(int id, const void* data);
+  // Binds the scratchpad to `workspace` when this primitive has one.
+  void bind_scratchpad(void* workspace);
+  void execute();  // on the shared stream; CPU execution is synchronous
+  bool valid() const { return static_cast<bool>(primitive_); }
+
+ private:
+  struct Arg {
+    int id;
+    dnnl::memory memory;
+    const void* bound;
+  };
+  dnnl::primitive primitive_;
+  std::vector<Arg> args_;
+  std::vector<dnnl_exec_arg_t> exec_args_;
+};
+
+// Adds DNNL_ARG_SCRATCHPAD to `call` when `pd` needs one; returns its size.
+std::size_t add_scratchpad(PrimitiveCall& call, const dnnl::primitive_desc_base& pd);
+
+}  // namespace trainer::cpu

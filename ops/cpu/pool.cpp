@@ -1,0 +1,148 @@
+// Pooling: maxpool2d and avgpool2d (padding excluded) on oneDNN pooling, the max
+// workspace saved from forward to backward; global_avgpool as a plain loop.
+#include <algorithm>
+#include <memory>
+
+#include "ops/cpu/families.h"
+#include "ops/cpu/onednn.h"
+
+namespace trainer::cpu {
+namespace {
+
+using pool_fwd = dnnl::pooling_forward;
+using pool_bwd = dnnl::pooling_backward;
+
+class PoolKernel final : public Kernel {
+ public:
+  PoolKernel(const KernelContext& ctx, bool max) {
+    const Attrs& at = *ctx.attrs;
+    const auto kernel = at.get_ints("kernel", 2), pad = at.get_ints("padding", 2);
+    auto stride = at.get_ints("stride", 2);
+    for (int k = 0; k < 2; ++k)
+      if (stride[k] == 0) stride[k] = kernel[k];
+    const dnnl::memory::dims strides{stride[0], stride[1]}, kernel_dims{kernel[0], kernel[1]},
+        padding{pad[0], pad[1]};
+    const auto alg =
+        max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+    const auto src = plain_md(ctx.inputs.at(0)), dst = plain_md(ctx.output);
+    const auto attr = user_scratchpad_attr();
+    auto& eng = cpu_engine();
+
+    pool_fwd::primitive_desc eval_pd(pool_fwd::desc(dnnl::prop_kind::forward_inference, alg, src,
+                                                    dst, strides, kernel_dims, padding, padding),
+                                     attr, eng);
+    eval_ = PrimitiveCall(pool_fwd(eval_pd));
+    eval_.arg(DNNL_ARG_SRC, src);
+    eval_.arg(DNNL_ARG_DST, dst);
+    scratch_ = add_scratchpad(eval_, eval_pd);
+    impl_ = impl_name(eval_pd);
+    if (!ctx.training) return;
+
+    pool_fwd::primitive_desc train_pd(pool_fwd::desc(dnnl::prop_kind::forward_training, alg, src,
+                                                     dst, strides, kernel_dims, padding, padding),
+                                      attr, eng);
+    train_ = PrimitiveCall(pool_fwd(train_pd));
+    train_.arg(DNNL_ARG_SRC, src);
+    train_.arg(DNNL_ARG_DST, dst);
+    const auto ws_md = train_pd.workspace_desc();
+    saved_ = ws_md.get_size();
+    if (saved_) train_.arg(DNNL_ARG_WORKSPACE, ws_md);
+    scratch_ = std::max(scratch_, add_scratchpad(train_, train_pd));
+
+    pool_bwd::primitive_desc bwd_pd(
+        pool_bwd::desc(alg, src, dst, strides, kernel_dims, padding, padding), attr, eng, train_pd);
+    bwd_ = PrimitiveCall(pool_bwd(bwd_pd));
+    bwd_.arg(DNNL_ARG_DIFF_DST, dst);
+    bwd_.arg(DNNL_ARG_DIFF_SRC, src);
+    if (saved_) bwd_.arg(DNNL_ARG_WORKSPACE, ws_md);
+    scratch_ = std::max(scratch_, add_scratchpad(bwd_, bwd_pd));
+    impl_ = impl_name(train_pd);
+  }
+
+  // Max pooling: the argmax workspace of the training forward.
+  std::vector<std::size_t> saved_bytes() const override {
+    if (!saved_) return {};
+    return {saved_};
+  }
+  std::size_t workspace_bytes() const override { return scratch_; }
+  std::string implementation() const override { return impl_; }
+
+  void forward(const KernelArgs& a) override {
+    const bool train = a.training && train_.valid();
+    PrimitiveCall& call = train ? train_ : eval_;
+    call.bind(DNNL_ARG_SRC, a.inputs[0].data);
+    call.bind(DNNL_ARG_DST, a.output.data);
+    if (train && saved_) call.bind(DNNL_ARG_WORKSPACE, a.saved[0]);
+    call.bind_scratchpad(a.workspace);
+    call.execute();
+  }
+
+  void backward(const KernelArgs& a) override {
+    if (!a.grad_inputs[0]) return;
+    bwd_.bind(DNNL_ARG_DIFF_DST, a.grad_output.data);
+    bwd_.bind(DNNL_ARG_DIFF_SRC, a.grad_inputs[0].data);
+    if (saved_) bwd_.bind(DNNL_ARG_WORKSPACE, a.saved[0]);
+    bwd_.bind_scratchpad(a.workspace);
+    bwd_.execute();
+  }
+
+ private:
+  std::size_t saved_ = 0, scratch_ = 0;
+  std::string impl_;
+  PrimitiveCall eval_, train_, bwd_;
+};
+
+// Mean over H*W per (n, c): a reduction oneDNN pooling would also do, but this
+// loop is memory-bound and as fast.
+class GlobalAvgPoolKernel final : public Kernel {
+ public:
+  explicit GlobalAvgPoolKernel(const KernelContext& ctx) {
+    const Shape& x = ctx.inputs.at(0);
+    planes_ = x[0] * x[1];
+    hw_ = x[2] * x[3];
+  }
+  std::string implementation() const override { return "loop"; }
+
+  void forward(const KernelArgs& a) override {
+    const float* x = a.inputs[0].f32();
+    float* y = a.output.f32();
+    const float inv = 1.0f / static_cast<float>(hw_);
+    for (std::int64_t p = 0; p < planes_; ++p) {
+      const float* row = x + p * hw_;
+      float s = 0;
+      for (std::int64_t k = 0; k < hw_; ++k) s += row[k];
+      y[p] = s * inv;
+    }
+  }
+
+  void backward(const KernelArgs& a) override {
+    if (!a.grad_inputs[0]) return;
+    const float* dy = a.grad_output.f32();
+    float* dx = a.grad_inputs[0].f32();
+    const float inv = 1.0f / static_cast<float>(hw_);
+    for (std::int64_t p = 0; p < planes_; ++p) {
+      const float g = dy[p] * inv;
+      float* row = dx + p * hw_;
+      for (std::int64_t k = 0; k < hw_; ++k) row[k] = g;
+    }
+  }
+
+ private:
+  std::int64_t planes_ = 0, hw_ = 0;
+};
+
+}  // namespace
+
+void register_pool_kernels(Backend& backend) {
+  backend.add_kernel("maxpool2d", [](const KernelContext& ctx) -> std::unique_ptr<Kernel> {
+    return std::make_unique<PoolKernel>(ctx, true);
+  });
+  backend.add_kernel("avgpool2d", [](const KernelContext& ctx) -> std::unique_ptr<Kernel> {
+    return std::make_unique<PoolKernel>(ctx, false);
+  });
+  backend.add_kernel("global_avgpool", [](const KernelContext& ctx) -> std::unique_ptr<Kernel> {
+    return std::make_unique<GlobalAvgPoolKernel>(ctx);
+  });
+}
+
+}  // namespace trainer::cpu

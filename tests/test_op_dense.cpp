@@ -1,0 +1,124 @@
+// labels: cpu
+// linear and conv2d on the CPU backend: forward against direct reference loops,
+// gradients against finite differences on odd sizes, stride, padding, dilation,
+// groups and without bias; null gradients are skipped.
+#include <catch2/catch.hpp>
+
+#include "tests/op_check.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+struct ConvCase {
+  Shape x;
+  std::int64_t out, groups;
+  Ints kernel, stride, padding, dilation;
+  bool bias;
+};
+
+OpCase conv_case(const ConvCase& c) {
+  return {"conv2d",
+          {{"out_channels", c.out},
+           {"kernel", c.kernel},
+           {"stride", c.stride},
+           {"padding", c.padding},
+           {"dilation", c.dilation},
+           {"groups", c.groups},
+           {"bias", c.bias}},
+          {c.x}};
+}
+
+const std::vector<ConvCase> conv_cases = {
+    {{2, 3, 7, 9}, 4, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
+    {{3, 4, 9, 8}, 6, 2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, true},  // groups, stride, asym kernel
+    {{1, 2, 11, 10}, 3, 1, {3, 3}, {2, 3}, {2, 1}, {2, 2}, false},  // dilation, no bias
+    {{2, 6, 5, 5}, 6, 6, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},     // depthwise
+    {{2, 5, 6, 7}, 3, 1, {1, 1}, {2, 2}, {0, 0}, {1, 1}, true},     // 1x1, stride 2
+};
+
+}  // namespace
+
+TEST_CASE("linear forward matches the reference loop, gradients match finite differences") {
+  for (auto [n, in, out, bias] : std::vector<std::tuple<int, int, int, bool>>{
+           {5, 7, 3, true}, {1, 13, 9, false}, {17, 4, 11, true}}) {
+    INFO("linear " << n << "x" << in << " -> " << out << " bias " << bias);
+    OpRun run(cpu_backend(), {"linear", {{"out_features", std::int64_t{out}}, {"bias", bias}},
+                              {{n, in}}});
+    const auto y = run.forward();
+    const std::vector<float> b = bias ? run.params[1].f : std::vector<float>{};
+    check_close(y.f, linear_reference(run.inputs[0], run.params[0], b), 1e-5, 1e-5, "linear y");
+    check_gradients(run);
+  }
+}
+
+TEST_CASE("linear without an input gradient leaves the input gradient alone") {
+  OpRun run(cpu_backend(), {"linear", {{"out_features", std::int64_t{3}}}, {{4, 5}}});
+  run.forward();
+  HostTensor r = HostTensor::zeros({4, 3});
+  r.f.assign(r.f.size(), 1.0f);
+  const auto g = run.backward(r, true, 7, -1, {false});
+  CHECK(g.inputs[0].f.empty());
+  // d bias = column sums of grad_output = 4 rows of ones.
+  for (float v : g.params[1].f) CHECK(v == Approx(4.0f));
+}
+
+TEST_CASE("conv2d forward matches the direct reference loop") {
+  for (const auto& c : conv_cases) {
+    INFO("conv2d x " << to_string(c.x) << " groups " << c.groups);
+    OpRun run(cpu_backend(), conv_case(c));
+    const auto y = run.forward();
+    const std::vector<float> b = c.bias ? run.params[1].f : std::vector<float>{};
+    const auto want =
+        conv2d_reference(run.inputs[0], run.params[0], b, run.signature().output, c.stride[0],
+                         c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1],
+                         c.groups);
+    check_close(y.f, want, 1e-5, 1e-5, "conv2d y");
+    INFO(run.kernel().implementation());
+    CHECK(run.kernel().implementation().rfind("onednn:", 0) == 0);
+  }
+}
+
+TEST_CASE("conv2d gradients match finite differences") {
+  for (const auto& c : conv_cases) {
+    INFO("conv2d x " << to_string(c.x) << " groups " << c.groups);
+    OpRun run(cpu_backend(), conv_case(c));
+    check_gradients(run);
+  }
+}
+
+TEST_CASE("conv2d on random shapes and attributes") {
+  std::mt19937_64 rng(2024);
+  auto pick = [&](int lo, int hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  for (int t = 0; t < 6; ++t) {
+    const std::int64_t groups = pick(1, 3);
+    ConvCase c{{pick(1, 3), groups * pick(1, 3), pick(5, 12), pick(5, 12)},
+               groups * pick(1, 3),
+               groups,
+               {pick(1, 3), pick(1, 3)},
+               {pick(1, 3), pick(1, 3)},
+               {pick(0, 1), pick(0, 1)},
+               {pick(1, 2), pick(1, 2)},
+               pick(0, 1) == 1};
+    INFO("conv2d x " << to_string(c.x) << " out " << c.out << " groups " << groups << " kernel "
+                     << c.kernel[0] << "x" << c.kernel[1] << " stride " << c.stride[0] << ","
+                     << c.stride[1] << " pad " << c.padding[0] << "," << c.padding[1] << " dil "
+                     << c.dilation[0] << "," << c.dilation[1]);
+    OpRun run(cpu_backend(), conv_case(c));
+    const auto y = run.forward();
+    const std::vector<float> b = c.bias ? run.params[1].f : std::vector<float>{};
+    check_close(y.f,
+                conv2d_reference(run.inputs[0], run.params[0], b, run.signature().output,
+                                 c.stride[0], c.stride[1], c.padding[0], c.padding[1],
+                                 c.dilation[0], c.dilation[1], c.groups),
+                1e-5, 1e-5, "conv2d y");
+    GradCheckOptions o;
+    o.samples_per_tensor = 12;
+    check_gradients(run, o);
+  }
+}

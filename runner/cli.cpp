@@ -1,19 +1,102 @@
-// Command-line parsing (CLI11) and dispatch to the subcommands.
+// Command-line parsing (CLI11) and dispatch to the subcommands. Exit codes:
+// 0 success, 1 runtime failure, 2 usage or configuration error.
 #include "runner/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <functional>
+
+#include "runner/commands.h"
+#include "runner/commands/config_commands.h"
+#include "runner/config/diagnostics.h"
 
 namespace trainer {
+namespace {
+
+constexpr int kUsageError = 2;
+
+CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::string& help,
+                             CommandArgs& args) {
+  CLI::App* sub = app.add_subcommand(name, help);
+  sub->add_option("config", args.config_path, "Experiment YAML file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("overrides", args.overrides,
+                  "KEY=VALUE overrides applied last (optimizer.lr=3e-4, devices=[0,1])");
+  return sub;
+}
+
+// Runs a subcommand, turning errors into messages and exit codes.
+int guarded(const std::function<int()>& command) {
+  try {
+    return command();
+  } catch (const config::ConfigError& e) {
+    std::fputs(e.diagnostics().format_all().c_str(), stderr);
+    const std::size_t n = e.diagnostics().size();
+    std::fprintf(stderr, "%zu error%s\n", n, n == 1 ? "" : "s");
+    return kUsageError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
 
 int run_cli(int argc, char** argv) {
-  CLI::App app{"trainer: declarative deep-learning training"};
+  CLI::App app{"trainer: declarative deep-learning training from one YAML file"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(TRAINER_VERSION));
+
+  CommandArgs args;
+  std::string schema_out = ".";
+
+  CLI::App* run = add_config_command(app, "run", "Train the experiment", args);
+  run->add_option("--out", args.out_dir, "Run directory (default: <output.dir>/<name>/<time>)");
+  run->add_option("--resume", args.resume_dir, "Resume from this run directory's last checkpoint")
+      ->check(CLI::ExistingDirectory);
+  add_config_command(app, "validate",
+                     "Check the config (fields and model); print ok or every error", args);
+  add_config_command(app, "print-config", "Print the resolved config (defaults filled) as YAML",
+                     args);
+  add_config_command(app, "plan",
+                     "Compile the experiment and print shapes, parameters, FLOPs and memory plan",
+                     args);
+  CLI::App* time =
+      add_config_command(app, "time", "Time forward/backward per layer and per step", args);
+  time->add_option("--steps", args.steps, "Number of timed steps")->check(CLI::PositiveNumber);
+  CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args);
+  sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`");
+  sweep->add_option("--parallel", args.parallel, "Runs at once")->check(CLI::PositiveNumber);
+  CLI::App* doctor =
+      app.add_subcommand("doctor", "Report the toolchain, libraries and devices found");
+  CLI::App* schema = app.add_subcommand(
+      "schema", "Write schemas/trainer.schema.json and docs/config-reference.md under DIR");
+  schema->add_option("--out", schema_out, "Output directory (default: the current directory)");
+  CLI::App* version =
+      app.add_subcommand("version", "Print version, commit, build type and backends");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kUsageError;
   }
-  return 0;
+
+  const std::string name = app.get_subcommands().front()->get_name();
+  return guarded([&]() -> int {
+    if (name == "run") return command_run(args);
+    if (name == "validate") return command_validate(args);
+    if (name == "print-config") return command_print_config(args);
+    if (name == "plan") return command_plan(args);
+    if (name == "time") return command_time(args);
+    if (name == "sweep") return command_sweep(args);
+    if (doctor->parsed()) return command_doctor();
+    if (schema->parsed()) return command_schema(schema_out);
+    if (version->parsed()) return command_version();
+    return kUsageError;
+  });
 }
 
 }  // namespace trainer

@@ -14,6 +14,8 @@ struct CommandArgs {
   std::string out_dir;                 // run: --out
   std::string resume_dir;              // run: --resume
   std::int64_t steps = 0;              // time: number of steps (0: default)
+  std::vector<std::string> grid;       // sweep: --grid key=v1,v2 (one entry per --grid)
+  std::int64_t parallel = 1;           // sweep: --parallel N runs at once
 };
 
 int command_run(const CommandArgs& args);

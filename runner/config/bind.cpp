@@ -1,0 +1,156 @@
+// Registry-driven validation of the fixed sections, then the special keys
+// (model, data items, sweep) and the cross-field rules.
+#include "runner/config/bind.h"
+
+#include <algorithm>
+#include <set>
+
+#include "runner/config/data_items.h"
+#include "runner/config/fields.h"
+#include "runner/config/registry.h"
+#include "runner/config/scalar.h"
+
+namespace trainer::config {
+namespace {
+
+std::vector<std::string> special_names(const SectionDef& section) {
+  std::vector<std::string> out = child_sections(section.path);
+  for (const auto& k : section.special_keys) out.push_back(k.name);
+  return out;
+}
+
+// Validates one section map (null: absent) and its sub-sections, binding values
+// and filling defaults in place.
+void bind_section(const SectionDef& section, Node& node, Config& config, Diagnostics& diags) {
+  if (node.is_null()) {
+    const Mark mark = node.mark();
+    node = Node::map(mark);
+  }
+  Node checked = node;
+  std::vector<std::function<void(Config&)>> keyword_binds;
+  for (const auto& field : section.fields) {
+    if (field.keyword.empty()) continue;
+    const Node* value = node.find(field.spec.name);
+    if (value && value->is_scalar() && value->text() == field.keyword) {
+      checked.erase(field.spec.name);
+      keyword_binds.push_back(field.bind_keyword);
+    }
+  }
+  const Attrs attrs =
+      read_fields(checked, field_specs(section), section.path, diags, special_names(section));
+  for (const auto& field : section.fields)
+    if (attrs.has(field.spec.name)) field.bind(config, attrs.values().at(field.spec.name));
+  for (const auto& bind : keyword_binds) bind(config);
+  if (!node.is_map()) return;  // reported by read_fields
+  fill_defaults(node, field_specs(section));
+
+  for (const auto& child : child_sections(section.path)) {
+    const SectionDef* def = find_section(section.path.empty() ? child : section.path + "." + child);
+    Node* child_node = node.find(child);
+    if (!child_node)
+      child_node = &node.set(child, Node::map({"<default>", 0, 0}), {"<default>", 0, 0});
+    bind_section(*def, *child_node, config, diags);
+  }
+}
+
+void bind_model(Node& root, Config& config, Diagnostics& diags) {
+  const Node* model = root.find("model");
+  if (!model) {
+    diags.add(root.mark(), "model", "missing required section 'model' (a map with `layers:`)");
+    return;
+  }
+  if (!model->is_map()) {
+    diags.add(model->mark(), "model", "expected a map with `layers:`, found " + describe(*model));
+    return;
+  }
+  const Node* layers = model->find("layers");
+  if (!layers)
+    diags.add(model->mark(), "model.layers", "missing required key 'layers' (a list of layers)");
+  else if (!layers->is_sequence() || layers->items().empty())
+    diags.add(layers->mark(), "model.layers",
+              "expected a non-empty list of layers, found " + describe(*layers));
+  config.model.node = *model;
+}
+
+void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
+  Node* data = root.find("data");
+  if (!data || !data->is_map()) return;  // reported by the data section itself
+  if (Node* train = data->find("train"))
+    config.data.train = read_source_item(*train, "data.train", diags);
+  else
+    diags.add(data->mark(), "data.train",
+              "missing required key 'train' (the training source {type: <source>, ...})");
+  if (Node* eval = data->find("eval"))
+    config.data.eval = read_source_item(*eval, "data.eval", diags);
+
+  if (Node* transforms = data->find("transforms"))
+    config.data.transforms = read_transform_list(*transforms, "data.transforms", diags);
+  if (Node* eval_transforms = data->find("eval_transforms")) {
+    config.data.eval_transforms =
+        read_transform_list(*eval_transforms, "data.eval_transforms", diags);
+    return;
+  }
+  // Default: the deterministic part of `transforms`.
+  Node list = Node::sequence({"<default>", 0, 0});
+  const Node* transforms = data->find("transforms");
+  for (std::size_t i = 0; i < config.data.transforms.size(); ++i) {
+    const TypedItem& item = config.data.transforms[i];
+    if (is_random_transform(item.type)) continue;
+    config.data.eval_transforms.push_back(item);
+    for (const auto& node : transforms->items())
+      if (node.mark().line == item.mark.line && node.mark().column == item.mark.column &&
+          node.mark().file == item.mark.file)
+        list.push_back(node);
+  }
+  data->set("eval_transforms", std::move(list), {"<default>", 0, 0});
+}
+
+const Node* find_path(const Node& root, const std::string& section, const std::string& key) {
+  const Node* s = root.find(section);
+  return s ? s->find(key) : nullptr;
+}
+
+Mark mark_of(const Node& root, const std::string& section, const std::string& key) {
+  if (const Node* n = find_path(root, section, key)) return n->mark();
+  if (const Node* s = root.find(section)) return s->mark();
+  return root.mark();
+}
+
+void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
+  if (c.train.epochs == 0 && c.train.max_steps == 0)
+    diags.add(mark_of(root, "train", "epochs"), "train.epochs",
+              "nothing to train: set train.epochs > 0 or train.max_steps > 0");
+  if (c.schedule.type == "multistep" && c.schedule.milestones.empty())
+    diags.add(mark_of(root, "schedule", "milestones"), "schedule.milestones",
+              "a multistep schedule needs milestones (a list of increasing steps)");
+  if (!std::is_sorted(c.schedule.milestones.begin(), c.schedule.milestones.end()) ||
+      std::adjacent_find(c.schedule.milestones.begin(), c.schedule.milestones.end()) !=
+          c.schedule.milestones.end())
+    diags.add(mark_of(root, "schedule", "milestones"), "schedule.milestones",
+              "milestones must be strictly increasing");
+  const std::set<std::int64_t> unique(c.devices.gpus.begin(), c.devices.gpus.end());
+  if (unique.size() != c.devices.gpus.size())
+    diags.add(mark_of(root, "devices", "gpus"), "devices.gpus", "a GPU index is listed twice");
+  if (!c.devices.gpus.empty() && c.devices.world_size > 1)
+    diags.add(mark_of(root, "devices", "world_size"), "devices.world_size",
+              "world_size counts CPU ranks; with GPUs there is one rank per listed GPU");
+}
+
+}  // namespace
+
+Config bind_config(Node& root, Diagnostics& diags) {
+  Config config;
+  if (const Node* devices = root.find("devices"); devices && devices->is_scalar()) {
+    diags.add(devices->mark(), "devices",
+              "expected 'cpu' or a list of GPU indices like [0, 1], found " + describe(*devices));
+    root.erase("devices");
+  }
+  bind_section(*find_section(""), root, config, diags);  // recurses into every section
+  bind_model(root, config, diags);
+  bind_data_items(root, config, diags);
+  if (const Node* sweep = root.find("sweep")) config.sweep = *sweep;
+  check_cross_fields(root, config, diags);
+  return config;
+}
+
+}  // namespace trainer::config

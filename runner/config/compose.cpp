@@ -1,0 +1,139 @@
+// extends resolution, deep merge and shorthand expansion.
+#include "runner/config/compose.h"
+
+#include <filesystem>
+
+#include "runner/config/registry.h"
+#include "runner/config/scalar.h"
+#include "runner/config/yaml_reader.h"
+
+namespace trainer::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string identity_of(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(path, ec);
+  return ec ? path : p.string();
+}
+
+bool load_recursive(const std::string& path, const Mark& where, const std::string& where_key,
+                    std::vector<std::string>& chain, Diagnostics& diags, Node& out) {
+  const std::string id = identity_of(path);
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    if (chain[i] != id) continue;
+    std::string cycle;
+    for (std::size_t j = i; j < chain.size(); ++j) cycle += chain[j] + " -> ";
+    diags.add(where, where_key, "extends cycle: " + cycle + id);
+    return false;
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    diags.add(where, where_key,
+              fs::exists(path, ec) ? "'" + path + "' is not a regular file"
+                                   : "file not found: '" + path + "'");
+    return false;
+  }
+  bool ok = true;
+  Node node = read_yaml_file(path, where, diags, &ok);
+  if (!ok) return false;
+  if (node.is_null()) node = Node::map({path, 1, 1});
+  if (!node.is_map()) {
+    diags.add(node.mark(), "",
+              "expected a map of sections (name:, model:, data:, ...) at the top level, found " +
+                  describe(node));
+    return false;
+  }
+  expand_shorthands(node);
+
+  Node merged = Node::map(node.mark());
+  if (const Node* ext = node.find("extends")) {
+    Mark key_mark;
+    for (std::size_t i = 0; i < node.size(); ++i)
+      if (node.key_at(i) == "extends") key_mark = node.key_mark_at(i);
+    std::vector<const Node*> bases;
+    if (ext->is_scalar() && classify(*ext) == ScalarKind::string) {
+      bases.push_back(ext);
+    } else if (ext->is_sequence()) {
+      for (const auto& item : ext->items()) bases.push_back(&item);
+    } else {
+      diags.add(ext->mark(), "extends",
+                "expected a file name or a list of file names, found " + describe(*ext));
+      return false;
+    }
+    chain.push_back(id);
+    bool all_ok = true;
+    for (const Node* base : bases) {
+      if (!base->is_scalar() || classify(*base) != ScalarKind::string) {
+        diags.add(base->mark(), "extends", "expected a file name, found " + describe(*base));
+        all_ok = false;
+        continue;
+      }
+      fs::path base_path = base->text();
+      if (base_path.is_relative()) base_path = fs::path(path).parent_path() / base_path;
+      Node base_tree;
+      if (load_recursive(base_path.lexically_normal().string(), key_mark, "extends", chain, diags,
+                         base_tree))
+        merged = merge_nodes(std::move(merged), base_tree);
+      else
+        all_ok = false;
+    }
+    chain.pop_back();
+    if (!all_ok) return false;
+    node.erase("extends");
+  }
+  out = merge_nodes(std::move(merged), node);
+  out.set_mark(node.mark());
+  return true;
+}
+
+}  // namespace
+
+bool load_composed(const std::string& path, Diagnostics& diags, Node& out) {
+  std::vector<std::string> chain;
+  return load_recursive(path, Mark{path, 0, 0}, "", chain, diags, out);
+}
+
+Node merge_nodes(Node base, const Node& over) {
+  if (!base.is_map() || !over.is_map()) return over;
+  for (std::size_t i = 0; i < over.size(); ++i) {
+    const std::string& key = over.key_at(i);
+    Node* existing = base.find(key);
+    if (existing && existing->is_map() && over.value_at(i).is_map()) {
+      Node merged = merge_nodes(*existing, over.value_at(i));
+      *existing = std::move(merged);
+    } else {
+      base.set(key, over.value_at(i), over.key_mark_at(i));
+    }
+  }
+  base.set_mark(over.mark());
+  return base;
+}
+
+void expand_shorthands(Node& root) {
+  if (!root.is_map()) return;
+  for (const auto& section : config_sections()) {
+    if (section.shorthand.empty() || section.path.find('.') != std::string::npos) continue;
+    Node* node = root.find(section.path);
+    if (node && node->is_scalar()) {
+      Node map = Node::map(node->mark());
+      map.set(section.shorthand, *node, node->mark());
+      *node = std::move(map);
+    }
+  }
+  // devices: cpu -> {gpus: []};  devices: [0, 1] -> {gpus: [0, 1]}
+  if (Node* devices = root.find("devices")) {
+    if (devices->is_scalar() && devices->text() == "cpu") {
+      Node map = Node::map(devices->mark());
+      map.set("gpus", Node::sequence(devices->mark()), devices->mark());
+      *devices = std::move(map);
+    } else if (devices->is_sequence()) {
+      Node map = Node::map(devices->mark());
+      map.set("gpus", *devices, devices->mark());
+      *devices = std::move(map);
+    }
+  }
+}
+
+}  // namespace trainer::config

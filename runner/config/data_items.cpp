@@ -1,0 +1,134 @@
+// `{type: X, ...}` items checked against data/registry.h definitions.
+#include "runner/config/data_items.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "data/registry.h"
+#include "runner/config/fields.h"
+#include "runner/config/scalar.h"
+
+namespace trainer::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ItemDef {
+  const std::string* name;
+  const std::vector<FieldSpec>* fields;
+  const std::vector<std::string>* path_fields;
+};
+
+std::string join_names(const std::vector<std::string>& names) {
+  if (names.empty()) return "(none registered)";
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// A relative path written in `file` is relative to that file's folder; one
+// given on the command line or by a default is relative to the working directory.
+std::string resolve_path(const std::string& path, const std::string& file) {
+  fs::path p = path;
+  if (p.is_absolute()) return p.lexically_normal().string();
+  const bool from_file = !file.empty() && file[0] != '<';
+  if (from_file) p = fs::path(file).parent_path() / p;
+  return fs::absolute(p).lexically_normal().string();
+}
+
+std::optional<TypedItem> read_item(Node& node, const std::string& key_path, const char* what,
+                                   const std::vector<ItemDef>& defs, Diagnostics& diags) {
+  std::vector<std::string> names;
+  for (const auto& d : defs) names.push_back(*d.name);
+  if (!node.is_map()) {
+    diags.add(node.mark(), key_path,
+              std::string("expected a ") + what + " map {type: <" + what + ">, ...}, found " +
+                  describe(node),
+              std::string("known ") + what + " types: " + join_names(names));
+    return std::nullopt;
+  }
+  const Node* type = node.find("type");
+  if (!type) {
+    diags.add(node.mark(), join_key(key_path, "type"),
+              std::string("missing required key 'type' (the ") + what + ")",
+              "known " + std::string(what) + " types: " + join_names(names));
+    return std::nullopt;
+  }
+  const auto def = std::find_if(defs.begin(), defs.end(),
+                                [&](const ItemDef& d) { return *d.name == type->text(); });
+  if (!type->is_scalar() || def == defs.end()) {
+    const std::string near = type->is_scalar() ? nearest(type->text(), names) : "";
+    diags.add(type->mark(), join_key(key_path, "type"),
+              std::string("unknown ") + what + " type " + describe(*type) +
+                  "; known: " + join_names(names),
+              near.empty() ? "" : "did you mean '" + near + "'?");
+    return std::nullopt;
+  }
+  TypedItem item{type->text(), read_fields(node, *def->fields, key_path, diags, {"type"}),
+                 node.mark()};
+  fill_defaults(node, *def->fields);
+  for (const auto& field : *def->path_fields) {
+    Node* value = node.find(field);
+    if (!value || !item.attrs.has(field)) continue;
+    if (auto* one = std::get_if<std::string>(&item.attrs.values().at(field))) {
+      const std::string resolved = resolve_path(*one, value->mark().file);
+      item.attrs.set(field, resolved);
+      *value = Node::scalar(resolved, value->mark(), true);
+    } else if (auto* list = std::get_if<std::vector<std::string>>(&item.attrs.values().at(field))) {
+      std::vector<std::string> resolved;
+      for (std::size_t i = 0; i < list->size(); ++i) {
+        Node& entry = value->items()[i];
+        resolved.push_back(resolve_path((*list)[i], entry.mark().file));
+        entry = Node::scalar(resolved.back(), entry.mark(), true);
+      }
+      item.attrs.set(field, resolved);
+    }
+  }
+  return item;
+}
+
+std::vector<ItemDef> source_item_defs() {
+  std::vector<ItemDef> defs;
+  for (const auto& d : data::source_defs()) defs.push_back({&d.name, &d.fields, &d.path_fields});
+  return defs;
+}
+
+std::vector<ItemDef> transform_item_defs() {
+  static const std::vector<std::string> no_paths;
+  std::vector<ItemDef> defs;
+  for (const auto& d : data::transform_defs()) defs.push_back({&d.name, &d.fields, &no_paths});
+  return defs;
+}
+
+}  // namespace
+
+std::optional<TypedItem> read_source_item(Node& node, const std::string& key_path,
+                                          Diagnostics& diags) {
+  return read_item(node, key_path, "data source", source_item_defs(), diags);
+}
+
+std::vector<TypedItem> read_transform_list(Node& node, const std::string& key_path,
+                                           Diagnostics& diags) {
+  std::vector<TypedItem> out;
+  if (node.is_null()) return out;
+  if (!node.is_sequence()) {
+    diags.add(node.mark(), key_path,
+              "expected a list of transforms [{type: <transform>, ...}], found " + describe(node));
+    return out;
+  }
+  const auto defs = transform_item_defs();
+  for (std::size_t i = 0; i < node.items().size(); ++i) {
+    auto item = read_item(node.items()[i], key_path + "[" + std::to_string(i) + "]", "transform",
+                          defs, diags);
+    if (item) out.push_back(std::move(*item));
+  }
+  return out;
+}
+
+bool is_random_transform(const std::string& type) {
+  for (const auto& d : data::transform_defs())
+    if (d.name == type) return d.random;
+  return false;
+}
+
+}  // namespace trainer::config

@@ -1,0 +1,25 @@
+// Validation of the `data:` items: sources (`data.train`, `data.eval`) and
+// transform lists (`data.transforms`, `data.eval_transforms`), each
+// `{type: <name>, ...}` checked against the FieldSpecs of data/registry.h.
+// Path fields are resolved relative to the YAML file that wrote them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/config/config.h"
+#include "runner/config/diagnostics.h"
+
+namespace trainer::config {
+
+// Validates the source item `node` in place (defaults filled, paths resolved).
+std::optional<TypedItem> read_source_item(Node& node, const std::string& key_path,
+                                          Diagnostics& diags);
+// Validates a list of transform items in place.
+std::vector<TypedItem> read_transform_list(Node& node, const std::string& key_path,
+                                           Diagnostics& diags);
+// Whether a transform type is random (runs on training batches only).
+bool is_random_transform(const std::string& type);
+
+}  // namespace trainer::config

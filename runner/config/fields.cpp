@@ -1,0 +1,292 @@
+// read_fields / parse_field: FieldSpec-driven validation of YAML maps.
+#include "runner/config/fields.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "runner/config/scalar.h"
+#include "runner/config/yaml_reader.h"
+
+namespace trainer::config {
+namespace {
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::string format_number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+bool is_integer_type(FieldType t) {
+  return t == FieldType::integer || t == FieldType::int_list;
+}
+
+// "an integer >= 1", "a number > 0 and <= 1".
+std::string expected_number(const FieldSpec& spec) {
+  std::string out = is_integer_type(spec.type) ? "an integer" : "a number";
+  if (spec.min) out += std::string(spec.min_exclusive ? " > " : " >= ") + format_number(*spec.min);
+  if (spec.max) out += std::string(spec.min ? " and" : "") + " <= " + format_number(*spec.max);
+  return out;
+}
+
+bool in_range(const FieldSpec& spec, double v) {
+  if (std::isnan(v)) return false;
+  if (spec.min && (spec.min_exclusive ? v <= *spec.min : v < *spec.min)) return false;
+  if (spec.max && v > *spec.max) return false;
+  return true;
+}
+
+// One number/integer element (a scalar or a list item).
+template <class T>
+bool parse_number_element(const Node& node, const FieldSpec& spec, const std::string& key_path,
+                          Diagnostics& diags, T& out) {
+  const bool want_int = std::is_integral_v<T>;
+  std::optional<double> value;
+  if (want_int) {
+    if (auto i = as_int(node)) value = static_cast<double>(*i), out = static_cast<T>(*i);
+  } else if (auto d = as_number(node)) {
+    value = *d;
+    out = static_cast<T>(*d);
+  }
+  if (!value || !in_range(spec, *value)) {
+    diags.add(node.mark(), key_path,
+              "expected " + expected_number(spec) + ", found " + describe(node));
+    return false;
+  }
+  return true;
+}
+
+bool parse_string_element(const Node& node, const std::string& key_path, Diagnostics& diags,
+                          std::string& out) {
+  if (!node.is_scalar() || classify(node) != ScalarKind::string) {
+    const bool plain = node.is_scalar();
+    diags.add(node.mark(), key_path, "expected a string, found " + describe(node),
+              plain ? "quote it to make it a string: \"" + node.text() + "\"" : "");
+    return false;
+  }
+  out = node.text();
+  return true;
+}
+
+template <class T, class ParseOne>
+bool parse_list(const Node& node, const FieldSpec& spec, const std::string& key_path,
+                Diagnostics& diags, std::vector<T>& out, const std::string& what,
+                ParseOne parse_one) {
+  if (!node.is_sequence()) {
+    diags.add(node.mark(), key_path, "expected a list of " + what + ", found " + describe(node));
+    return false;
+  }
+  bool ok = true;
+  for (std::size_t i = 0; i < node.items().size(); ++i) {
+    T v{};
+    if (parse_one(node.items()[i], key_path + "[" + std::to_string(i) + "]", v))
+      out.push_back(v);
+    else
+      ok = false;
+  }
+  if (ok && spec.list_length && out.size() != *spec.list_length) {
+    diags.add(node.mark(), key_path,
+              "expected a list of " + std::to_string(*spec.list_length) + " " + what + ", found " +
+                  std::to_string(out.size()) + " item(s)");
+    return false;
+  }
+  return ok;
+}
+
+}  // namespace
+
+std::string join_key(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+std::string describe_constraint(const FieldSpec& spec) {
+  if (spec.type == FieldType::enumeration) return "one of " + join_names(spec.choices);
+  std::string out;
+  if (spec.min) out += std::string(spec.min_exclusive ? "> " : ">= ") + format_number(*spec.min);
+  if (spec.max) out += std::string(out.empty() ? "" : ", ") + "<= " + format_number(*spec.max);
+  if (spec.list_length)
+    out += std::string(out.empty() ? "" : ", ") + std::to_string(*spec.list_length) + " items";
+  return out;
+}
+
+bool parse_field(const Node& node, const FieldSpec& spec, const std::string& key_path,
+                 Diagnostics& diags, FieldValue& out) {
+  switch (spec.type) {
+    case FieldType::boolean: {
+      auto b = as_bool(node);
+      if (!b) {
+        diags.add(node.mark(), key_path,
+                  "expected a boolean (true or false), found " + describe(node));
+        return false;
+      }
+      out = *b;
+      return true;
+    }
+    case FieldType::integer: {
+      std::int64_t v = 0;
+      if (!parse_number_element(node, spec, key_path, diags, v)) return false;
+      out = v;
+      return true;
+    }
+    case FieldType::number: {
+      double v = 0;
+      if (!parse_number_element(node, spec, key_path, diags, v)) return false;
+      out = v;
+      return true;
+    }
+    case FieldType::string: {
+      std::string s;
+      if (!parse_string_element(node, key_path, diags, s)) return false;
+      out = s;
+      return true;
+    }
+    case FieldType::enumeration: {
+      const bool valid = node.is_scalar() && std::find(spec.choices.begin(), spec.choices.end(),
+                                                       node.text()) != spec.choices.end();
+      if (!valid) {
+        const std::string near = node.is_scalar() ? nearest(node.text(), spec.choices) : "";
+        diags.add(node.mark(), key_path,
+                  "expected one of " + join_names(spec.choices) + ", found " + describe(node),
+                  near.empty() ? "" : "did you mean '" + near + "'?");
+        return false;
+      }
+      out = node.text();
+      return true;
+    }
+    case FieldType::int_list: {
+      std::vector<std::int64_t> list;
+      if (node.is_scalar()) {  // a single integer, broadcast by the consumer
+        std::int64_t v = 0;
+        if (!parse_number_element(node, spec, key_path, diags, v)) return false;
+        out = v;
+        return true;
+      }
+      auto one = [&](const Node& n, const std::string& p, std::int64_t& v) {
+        return parse_number_element(n, spec, p, diags, v);
+      };
+      if (!parse_list(node, spec, key_path, diags, list, "integers", one)) return false;
+      out = list;
+      return true;
+    }
+    case FieldType::number_list: {
+      std::vector<double> list;
+      auto one = [&](const Node& n, const std::string& p, double& v) {
+        return parse_number_element(n, spec, p, diags, v);
+      };
+      if (!parse_list(node, spec, key_path, diags, list, "numbers", one)) return false;
+      out = list;
+      return true;
+    }
+    case FieldType::string_list: {
+      std::vector<std::string> list;
+      auto one = [&](const Node& n, const std::string& p, std::string& v) {
+        return parse_string_element(n, p, diags, v);
+      };
+      if (!parse_list(node, spec, key_path, diags, list, "strings", one)) return false;
+      out = list;
+      return true;
+    }
+  }
+  return false;
+}
+
+FieldValue parse_field(const Node& value, const FieldSpec& spec, const std::string& key_path,
+                       Diagnostics& diags) {
+  FieldValue out;
+  parse_field(value, spec, key_path, diags, out);
+  return out;
+}
+
+Node default_node(const FieldSpec& spec) {
+  if (spec.default_yaml.empty()) return Node{};
+  // Defaults are parsed once per distinct text; they are compile-time constants.
+  static std::mutex mutex;
+  static std::map<std::string, Node> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(spec.default_yaml);
+  if (it == cache.end()) {
+    Diagnostics ignored;
+    Node parsed = parse_yaml(spec.default_yaml, "<default>", ignored);
+    it = cache.emplace(spec.default_yaml, std::move(parsed)).first;
+  }
+  return it->second;
+}
+
+Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const std::string& key_path,
+                  Diagnostics& diags, const std::vector<std::string>& extra_allowed_keys) {
+  Attrs attrs;
+  const bool usable = map.is_map() || map.is_null();
+  if (!usable) {
+    diags.add(map.mark(), key_path, "expected a map of settings, found " + describe(map));
+  }
+  std::vector<std::string> valid;
+  for (const auto& s : specs) valid.push_back(s.name);
+  valid.insert(valid.end(), extra_allowed_keys.begin(), extra_allowed_keys.end());
+
+  std::set<std::string> seen;
+  if (map.is_map()) {
+    for (std::size_t i = 0; i < map.size(); ++i) {
+      const std::string& key = map.key_at(i);
+      const auto spec = std::find_if(specs.begin(), specs.end(),
+                                     [&](const FieldSpec& s) { return s.name == key; });
+      if (spec != specs.end()) {
+        seen.insert(key);  // even when invalid (reported): no default replaces it
+        FieldValue v;
+        if (parse_field(map.value_at(i), *spec, join_key(key_path, key), diags, v))
+          attrs.set(key, std::move(v));
+        continue;
+      }
+      if (std::find(extra_allowed_keys.begin(), extra_allowed_keys.end(), key) !=
+          extra_allowed_keys.end())
+        continue;
+      const std::string near = nearest(key, valid);
+      diags.add(map.key_mark_at(i), join_key(key_path, key), "unknown key '" + key + "'",
+                near.empty() ? "valid keys: " + join_names(valid) : "did you mean '" + near + "'?");
+    }
+  }
+
+  for (const auto& spec : specs) {
+    if (seen.count(spec.name)) continue;
+    if (spec.required) {
+      diags.add(map.mark(), join_key(key_path, spec.name),
+                "missing required key '" + spec.name + "' (" + field_type_name(spec.type) +
+                    (spec.doc.empty() ? "" : ": " + spec.doc) + ")");
+      continue;
+    }
+    const Node def = default_node(spec);
+    if (def.is_null()) continue;
+    FieldValue v;
+    Diagnostics internal;
+    if (parse_field(def, spec, join_key(key_path, spec.name), internal, v))
+      attrs.set(spec.name, std::move(v));
+    else
+      throw std::logic_error("the default '" + spec.default_yaml + "' of field '" + spec.name +
+                             "' does not satisfy its own spec: " + internal.format_all());
+  }
+  return attrs;
+}
+
+void fill_defaults(Node& map, const std::vector<FieldSpec>& specs) {
+  if (map.is_null()) {
+    const Mark mark = map.mark();
+    map = Node::map(mark);
+  }
+  if (!map.is_map()) return;
+  for (const auto& spec : specs) {
+    if (map.find(spec.name)) continue;
+    Node def = default_node(spec);
+    if (def.is_null()) continue;
+    map.set(spec.name, std::move(def), Mark{"<default>", 0, 0});
+  }
+}
+
+}  // namespace trainer::config

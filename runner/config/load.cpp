@@ -1,0 +1,80 @@
+// The load pipeline: read + compose, overrides, validation, all errors at once.
+#include "runner/config/load.h"
+
+#include <algorithm>
+#include <map>
+
+#include "runner/config/bind.h"
+#include "runner/config/compose.h"
+#include "runner/config/overrides.h"
+#include "runner/config/yaml_reader.h"
+
+namespace trainer::config {
+namespace {
+
+// Orders diagnostics by file (in order of first appearance), then line and column.
+Diagnostics sorted(const Diagnostics& diags) {
+  std::map<std::string, std::size_t> file_rank;
+  for (const auto& d : diags.list()) file_rank.emplace(d.mark.file, file_rank.size());
+  std::vector<Diagnostic> list = diags.list();
+  std::stable_sort(list.begin(), list.end(), [&](const Diagnostic& a, const Diagnostic& b) {
+    const auto ra = file_rank[a.mark.file], rb = file_rank[b.mark.file];
+    if (ra != rb) return ra < rb;
+    if (a.mark.line != b.mark.line) return a.mark.line < b.mark.line;
+    return a.mark.column < b.mark.column;
+  });
+  Diagnostics out;
+  for (auto& d : list) out.add(std::move(d));
+  return out;
+}
+
+Config validate(Node tree, const std::string& source, const std::vector<std::string>& overrides,
+                Diagnostics& diags) {
+  apply_overrides(tree, overrides, diags);
+  expand_shorthands(tree);
+  Config config = bind_config(tree, diags);
+  if (!diags.empty()) sorted(annotate_overrides(diags, overrides)).throw_if_any();
+  config.source_file = source;
+  config.resolved = std::move(tree);
+  return config;
+}
+
+}  // namespace
+
+Node load_merged_tree(const std::string& path, const std::vector<std::string>& overrides) {
+  Diagnostics diags;
+  Node tree;
+  if (!load_composed(path, diags, tree)) sorted(diags).throw_if_any();
+  apply_overrides(tree, overrides, diags);
+  expand_shorthands(tree);
+  if (!diags.empty()) sorted(annotate_overrides(diags, overrides)).throw_if_any();
+  return tree;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  Diagnostics diags;
+  Node tree;
+  if (!load_composed(path, diags, tree)) sorted(diags).throw_if_any();
+  return validate(std::move(tree), path, overrides, diags);
+}
+
+Config load_config_text(const std::string& text, const std::string& name,
+                        const std::vector<std::string>& overrides) {
+  Diagnostics diags;
+  bool ok = true;
+  Node tree = parse_yaml(text, name, diags, &ok);
+  if (!ok) diags.throw_if_any();
+  if (tree.is_null()) tree = Node::map({name, 1, 1});
+  if (!tree.is_map()) {
+    diags.add(tree.mark(), "", "expected a map of sections at the top level");
+    diags.throw_if_any();
+  }
+  if (tree.find("extends")) {
+    diags.add(tree.mark(), "extends", "`extends` needs a file; use load_config(path)");
+    diags.throw_if_any();
+  }
+  expand_shorthands(tree);
+  return validate(std::move(tree), name, overrides, diags);
+}
+
+}  // namespace trainer::config

@@ -1,0 +1,139 @@
+// Parsing and applying KEY=VALUE overrides.
+#include "runner/config/overrides.h"
+
+#include <cctype>
+
+#include "runner/config/scalar.h"
+#include "runner/config/yaml_reader.h"
+
+namespace trainer::config {
+namespace {
+
+struct PathStep {
+  std::string key;        // a map key, or empty for an index step
+  std::size_t index = 0;  // for index steps
+  int column = 0;         // 1-based position in the override text
+};
+
+bool parse_path(const std::string& key, int line, std::vector<PathStep>& steps,
+                Diagnostics& diags) {
+  std::size_t i = 0;
+  auto bad = [&](std::size_t at, const std::string& why) {
+    diags.add({kCommandLine, line, static_cast<int>(at) + 1}, key, why);
+    return false;
+  };
+  if (key.empty()) return bad(0, "empty key before '='");
+  while (i < key.size()) {
+    const std::size_t start = i;
+    while (i < key.size() && key[i] != '.' && key[i] != '[') ++i;
+    if (i == start)
+      return bad(start, "expected a key name at position " + std::to_string(start + 1));
+    steps.push_back({key.substr(start, i - start), 0, static_cast<int>(start) + 1});
+    while (i < key.size() && key[i] == '[') {
+      const std::size_t open = i++;
+      const std::size_t digits = i;
+      while (i < key.size() && std::isdigit(static_cast<unsigned char>(key[i]))) ++i;
+      if (i == digits || i >= key.size() || key[i] != ']')
+        return bad(open, "expected a list index like [2]");
+      steps.push_back({"", std::stoul(key.substr(digits, i - digits)), static_cast<int>(open) + 1});
+      ++i;
+    }
+    if (i < key.size()) {
+      if (key[i] != '.') return bad(i, "unexpected '" + std::string(1, key[i]) + "'");
+      ++i;
+      if (i == key.size()) return bad(i - 1, "key ends with '.'");
+    }
+  }
+  return true;
+}
+
+std::string path_text(const std::vector<PathStep>& steps, std::size_t count) {
+  std::string out;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (steps[i].key.empty())
+      out += "[" + std::to_string(steps[i].index) + "]";
+    else
+      out += (out.empty() ? "" : ".") + steps[i].key;
+  }
+  return out;
+}
+
+void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos) {
+    diags.add({kCommandLine, line, 1}, "",
+              "expected KEY=VALUE (e.g. optimizer.lr=0.01), found '" + text + "'");
+    return;
+  }
+  const std::string key = text.substr(0, eq);
+  std::vector<PathStep> steps;
+  if (!parse_path(key, line, steps, diags)) return;
+
+  bool ok = true;
+  Node value =
+      parse_yaml(text.substr(eq + 1), kCommandLine, diags, &ok, line - 1, static_cast<int>(eq) + 1);
+  if (!ok) return;
+  if (value.is_null()) value.set_mark({kCommandLine, line, static_cast<int>(eq) + 2});
+
+  Node* cur = &root;
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const PathStep& step = steps[s];
+    const bool last = s + 1 == steps.size();
+    const Mark step_mark{kCommandLine, line, step.column};
+    if (step.key.empty()) {
+      if (!cur->is_sequence()) {
+        diags.add(step_mark, path_text(steps, s + 1),
+                  "'" + path_text(steps, s) + "' is not a list (found " + describe(*cur) + ")");
+        return;
+      }
+      if (step.index >= cur->items().size()) {
+        diags.add(step_mark, path_text(steps, s + 1),
+                  "index " + std::to_string(step.index) + " is out of range: '" +
+                      path_text(steps, s) + "' has " + std::to_string(cur->items().size()) +
+                      " item(s)");
+        return;
+      }
+      if (last)
+        cur->items()[step.index] = value;
+      else
+        cur = &cur->items()[step.index];
+      continue;
+    }
+    if (cur->is_null()) *cur = Node::map(step_mark);
+    if (!cur->is_map()) {
+      diags.add(step_mark, path_text(steps, s + 1),
+                "cannot set a key inside '" + path_text(steps, s) + "': it is " + describe(*cur) +
+                    " (at " + to_string(cur->mark()) + "), not a map");
+      return;
+    }
+    if (last) {
+      cur->set(step.key, value, step_mark);
+    } else {
+      Node* next = cur->find(step.key);
+      if (!next) next = &cur->set(step.key, Node::map(step_mark), step_mark);
+      cur = next;
+    }
+  }
+}
+
+}  // namespace
+
+void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags) {
+  for (std::size_t i = 0; i < overrides.size(); ++i)
+    apply_one(root, overrides[i], static_cast<int>(i) + 1, diags);
+}
+
+Diagnostics annotate_overrides(const Diagnostics& diags,
+                               const std::vector<std::string>& overrides) {
+  Diagnostics out;
+  for (Diagnostic d : diags.list()) {
+    if (d.mark.file == kCommandLine && d.mark.line >= 1 &&
+        d.mark.line <= static_cast<int>(overrides.size()))
+      d.message += " (in override " + std::to_string(d.mark.line) + " '" +
+                   overrides[static_cast<std::size_t>(d.mark.line) - 1] + "')";
+    out.add(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace trainer::config

@@ -1,0 +1,23 @@
+// Command-line overrides `a.b.c=value` and `model.layers[2].out_features=64`:
+// the value is parsed as YAML (scalar or flow: `devices=[0,1]`) and set in the
+// merged tree, where it is then validated exactly like a file value. Marks of
+// override values name the file "<command line>", the override's 1-based index
+// as the line and the 1-based position in the KEY=VALUE text as the column.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runner/config/diagnostics.h"
+#include "runner/config/node.h"
+
+namespace trainer::config {
+
+inline constexpr const char* kCommandLine = "<command line>";
+
+void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags);
+
+// Adds "(override N 'text')" to every diagnostic that points into an override.
+Diagnostics annotate_overrides(const Diagnostics& diags, const std::vector<std::string>& overrides);
+
+}  // namespace trainer::config

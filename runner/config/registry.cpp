@@ -1,0 +1,413 @@
+// The declarations of every fixed config field: one line of spec and one binder each.
+#include "runner/config/registry.h"
+
+namespace trainer::config {
+namespace {
+
+using T = FieldType;
+
+std::int64_t int_of(const FieldValue& v) {
+  return std::get<std::int64_t>(v);
+}
+double number_of(const FieldValue& v) {
+  return std::get<double>(v);
+}
+bool bool_of(const FieldValue& v) {
+  return std::get<bool>(v);
+}
+const std::string& string_of(const FieldValue& v) {
+  return std::get<std::string>(v);
+}
+std::vector<std::int64_t> ints_of(const FieldValue& v) {
+  if (auto* i = std::get_if<std::int64_t>(&v)) return {*i};
+  return std::get<std::vector<std::int64_t>>(v);
+}
+
+ConfigField f(FieldSpec spec, Binder bind) {
+  return {std::move(spec), std::move(bind), {}, {}};
+}
+
+std::vector<SectionDef> build_sections() {
+  std::vector<SectionDef> s;
+
+  s.push_back({"",
+               "The top level of an experiment.",
+               {
+                   f(field("name", T::string,
+                           "Experiment name; run directories are <output.dir>/<name>/<timestamp>")
+                         .def("experiment"),
+                     [](Config& c, const FieldValue& v) { c.name = string_of(v); }),
+                   f(field("seed", T::integer,
+                           "Seed of every random stream (init, shuffle, dropout, augmentation)")
+                         .def("0")
+                         .at_least(0),
+                     [](Config& c, const FieldValue& v) { c.seed = int_of(v); }),
+                   f(field("deterministic", T::boolean,
+                           "Bit-identical results for the same config, machine and backend (slower "
+                           "algorithms)")
+                         .def("false"),
+                     [](Config& c, const FieldValue& v) { c.deterministic = bool_of(v); }),
+               },
+               {{"extends",
+                 "A base YAML file (or a list of them), relative to this file; deep-merged under "
+                 "this one (maps merge, lists replace)"},
+                {"model",
+                 "The network: `layers` (a list of `{type: <op>, ...}` or `{block: <name>, ...}` "
+                 "items), optional `blocks` and `loss`; validated by the graph builder"},
+                {"sweep", "Grid of overrides for `trainer sweep` (kept as written)"}},
+               ""});
+
+  s.push_back(
+      {"data",
+       "Where samples come from and how the loader feeds them.",
+       {
+           f(field("split", T::number,
+                   "Fraction of `train` held out for evaluation when `eval` is absent")
+                 .def("0")
+                 .at_least(0)
+                 .at_most(0.9),
+             [](Config& c, const FieldValue& v) { c.data.split = number_of(v); }),
+           f(field("workers", T::integer, "Loader worker threads")
+                 .def("2")
+                 .at_least(0)
+                 .at_most(256),
+             [](Config& c, const FieldValue& v) { c.data.workers = int_of(v); }),
+           f(field("prefetch", T::integer, "Batches prepared ahead of the training step")
+                 .def("4")
+                 .at_least(1)
+                 .at_most(1024),
+             [](Config& c, const FieldValue& v) { c.data.prefetch = int_of(v); }),
+           f(field("pin_memory", T::boolean,
+                   "Page-locked host buffers for faster host-to-device copies (GPU runs)")
+                 .def("true"),
+             [](Config& c, const FieldValue& v) { c.data.pin_memory = bool_of(v); }),
+           f(field("shuffle", T::boolean, "Shuffle the training samples every epoch (seeded)")
+                 .def("true"),
+             [](Config& c, const FieldValue& v) { c.data.shuffle = bool_of(v); }),
+           f(field("drop_last", T::boolean, "Drop the last incomplete training batch of an epoch")
+                 .def("true"),
+             [](Config& c, const FieldValue& v) { c.data.drop_last = bool_of(v); }),
+       },
+       {{"train", "The training source: `{type: <source>, ...}` (required)"},
+        {"eval", "The evaluation source: `{type: <source>, ...}` (optional)"},
+        {"transforms",
+         "Transforms applied to training samples: a list of `{type: <transform>, ...}`"},
+        {"eval_transforms",
+         "Transforms applied to evaluation samples (default: the non-random entries of "
+         "`transforms`)"}},
+       ""});
+
+  s.push_back(
+      {"optimizer",
+       "The parameter update rule.",
+       {
+           f(field("type", T::enumeration, "Update rule")
+                 .def("sgd")
+                 .one_of({"sgd", "adam", "adamw"}),
+             [](Config& c, const FieldValue& v) { c.optimizer.type = string_of(v); }),
+           f(field("lr", T::number, "Base learning rate (before the schedule and lr_scaling)")
+                 .def("0.1")
+                 .above(0),
+             [](Config& c, const FieldValue& v) { c.optimizer.lr = number_of(v); }),
+           f(field("momentum", T::number, "SGD momentum").def("0.9").at_least(0).at_most(1),
+             [](Config& c, const FieldValue& v) { c.optimizer.momentum = number_of(v); }),
+           f(field("nesterov", T::boolean, "SGD with Nesterov momentum").def("false"),
+             [](Config& c, const FieldValue& v) { c.optimizer.nesterov = bool_of(v); }),
+           f(field("weight_decay", T::number, "L2 penalty (sgd, adam) or decoupled decay (adamw)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.optimizer.weight_decay = number_of(v); }),
+           f(field("beta1", T::number, "Adam first-moment decay")
+                 .def("0.9")
+                 .at_least(0)
+                 .at_most(0.999999),
+             [](Config& c, const FieldValue& v) { c.optimizer.beta1 = number_of(v); }),
+           f(field("beta2", T::number, "Adam second-moment decay")
+                 .def("0.999")
+                 .at_least(0)
+                 .at_most(0.999999),
+             [](Config& c, const FieldValue& v) { c.optimizer.beta2 = number_of(v); }),
+           f(field("eps", T::number, "Adam denominator epsilon").def("1e-8").above(0),
+             [](Config& c, const FieldValue& v) { c.optimizer.eps = number_of(v); }),
+           f(field("lr_scaling", T::enumeration, "Scale lr with the number of data-parallel ranks")
+                 .def("none")
+                 .one_of({"none", "linear", "sqrt"}),
+             [](Config& c, const FieldValue& v) { c.optimizer.lr_scaling = string_of(v); }),
+       },
+       {},
+       ""});
+
+  s.push_back(
+      {"schedule",
+       "How the learning rate changes over optimizer steps.",
+       {
+           f(field("type", T::enumeration, "Schedule shape")
+                 .def("constant")
+                 .one_of({"constant", "step", "multistep", "cosine", "linear", "onecycle"}),
+             [](Config& c, const FieldValue& v) { c.schedule.type = string_of(v); }),
+           f(field("warmup_steps", T::integer, "Linear warm-up from 0 over this many steps")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.schedule.warmup_steps = int_of(v); }),
+           f(field("step_size", T::integer, "step: multiply lr by gamma every step_size steps")
+                 .def("1000")
+                 .at_least(1),
+             [](Config& c, const FieldValue& v) { c.schedule.step_size = int_of(v); }),
+           f(field("milestones", T::int_list,
+                   "multistep: steps at which lr is multiplied by gamma (increasing)")
+                 .def("[]")
+                 .at_least(1),
+             [](Config& c, const FieldValue& v) { c.schedule.milestones = ints_of(v); }),
+           f(field("gamma", T::number, "step / multistep decay factor")
+                 .def("0.1")
+                 .above(0)
+                 .at_most(1),
+             [](Config& c, const FieldValue& v) { c.schedule.gamma = number_of(v); }),
+           f(field("min_lr", T::number, "cosine / linear: final learning rate")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.schedule.min_lr = number_of(v); }),
+           f(field("max_lr", T::number, "onecycle: peak learning rate (0: optimizer.lr)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.schedule.max_lr = number_of(v); }),
+           f(field("pct_start", T::number, "onecycle: fraction of the steps spent rising")
+                 .def("0.3")
+                 .above(0)
+                 .at_most(1),
+             [](Config& c, const FieldValue& v) { c.schedule.pct_start = number_of(v); }),
+       },
+       {},
+       ""});
+
+  s.push_back(
+      {"train",
+       "The training loop. `max_steps > 0` wins over `epochs`; one of them must be > 0.",
+       {
+           f(field("epochs", T::integer,
+                   "Passes over the training data (ignored when max_steps > 0)")
+                 .def("1")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.train.epochs = int_of(v); }),
+           f(field("max_steps", T::integer,
+                   "Stop after this many optimizer steps (0: run `epochs`)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.train.max_steps = int_of(v); }),
+           f(field("batch_size", T::integer,
+                   "Global batch per optimizer step (over all ranks and accumulation)")
+                 .def("128")
+                 .at_least(1),
+             [](Config& c, const FieldValue& v) { c.train.batch_size = int_of(v); }),
+           {field("micro_batch_size", T::integer,
+                  "Samples per forward/backward pass per rank (0: batch_size / (accumulation * "
+                  "world); `auto`: the largest that fits)")
+                .def("0")
+                .at_least(0),
+            [](Config& c, const FieldValue& v) { c.train.micro_batch_size = int_of(v); }, "auto",
+            [](Config& c) {
+              c.train.micro_batch_auto = true;
+              c.train.micro_batch_size = 0;
+            }},
+           f(field("accumulation", T::integer,
+                   "Micro-batches accumulated per optimizer step (0: derived)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.train.accumulation = int_of(v); }),
+           f(field("clip_grad_norm", T::number,
+                   "Clip the global gradient norm to this value (0: off)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.train.clip_grad_norm = number_of(v); }),
+           f(field("eval_every", T::integer, "Evaluate every N steps (0: at the end of each epoch)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.train.eval_every = int_of(v); }),
+           f(field("log_every", T::integer, "Log one line every N steps").def("50").at_least(1),
+             [](Config& c, const FieldValue& v) { c.train.log_every = int_of(v); }),
+           f(field("eval_batch_size", T::integer,
+                   "Batch size for evaluation (0: the micro batch size)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.train.eval_batch_size = int_of(v); }),
+       },
+       {},
+       ""});
+
+  s.push_back(
+      {"precision",
+       "Numeric precision of compute. `precision: bf16` is short for `precision: {mode: bf16}`.",
+       {
+           f(field("mode", T::enumeration,
+                   "fp32; tf32 (fp32 storage, TF32 matmuls on GPU); bf16 / fp16 mixed precision "
+                   "with fp32 master weights")
+                 .def("fp32")
+                 .one_of({"fp32", "tf32", "bf16", "fp16"}),
+             [](Config& c, const FieldValue& v) { c.precision.mode = string_of(v); }),
+       },
+       {},
+       "mode"});
+
+  s.push_back(
+      {"precision.loss_scale",
+       "Dynamic loss scaling (fp16): grows after clean steps, backs off on overflow.",
+       {
+           f(field("init_scale", T::number, "Initial loss scale").def("65536").above(0),
+             [](Config& c, const FieldValue& v) {
+               c.precision.loss_scale.init_scale = number_of(v);
+             }),
+           f(field("growth_factor", T::number,
+                   "Multiply the scale by this after growth_interval clean steps")
+                 .def("2")
+                 .above(1),
+             [](Config& c, const FieldValue& v) {
+               c.precision.loss_scale.growth_factor = number_of(v);
+             }),
+           f(field("backoff_factor", T::number, "Multiply the scale by this on overflow")
+                 .def("0.5")
+                 .above(0)
+                 .at_most(0.999),
+             [](Config& c, const FieldValue& v) {
+               c.precision.loss_scale.backoff_factor = number_of(v);
+             }),
+           f(field("growth_interval", T::integer, "Clean steps before the scale grows")
+                 .def("2000")
+                 .at_least(1),
+             [](Config& c, const FieldValue& v) {
+               c.precision.loss_scale.growth_interval = int_of(v);
+             }),
+           f(field("hysteresis", T::integer, "Overflows tolerated before backing off")
+                 .def("2")
+                 .at_least(1),
+             [](Config& c, const FieldValue& v) { c.precision.loss_scale.hysteresis = int_of(v); }),
+           f(field("min_scale", T::number, "The scale never goes below this").def("1").above(0),
+             [](Config& c, const FieldValue& v) {
+               c.precision.loss_scale.min_scale = number_of(v);
+             }),
+           f(field("static_scale", T::number, "> 0: a fixed loss scale instead of the dynamic one")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) {
+               c.precision.loss_scale.static_scale = number_of(v);
+             }),
+       },
+       {},
+       ""});
+
+  s.push_back(
+      {"checkpoint",
+       "When checkpoints are written and which are kept.",
+       {
+           f(field("every_steps", T::integer, "Write a checkpoint every N optimizer steps (0: off)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.checkpoint.every_steps = int_of(v); }),
+           f(field("every_epochs", T::integer, "Write a checkpoint every N epochs (0: off)")
+                 .def("1")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.checkpoint.every_epochs = int_of(v); }),
+           f(field("keep_last", T::integer, "Keep the N most recent checkpoints (0: keep all)")
+                 .def("2")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.checkpoint.keep_last = int_of(v); }),
+           f(field("keep_best", T::integer, "Also keep the N best checkpoints by `metric`")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.checkpoint.keep_best = int_of(v); }),
+           f(field("metric", T::string, "Metric that ranks checkpoints for keep_best")
+                 .def("eval.accuracy"),
+             [](Config& c, const FieldValue& v) { c.checkpoint.metric = string_of(v); }),
+           f(field("mode", T::enumeration, "Whether a larger or smaller metric is better")
+                 .def("max")
+                 .one_of({"max", "min"}),
+             [](Config& c, const FieldValue& v) { c.checkpoint.mode = string_of(v); }),
+       },
+       {},
+       ""});
+
+  s.push_back(
+      {"devices",
+       "Where to run. `devices: cpu` (the default) or `devices: [0, 1]` (GPU indices) are short "
+       "for this map.",
+       {
+           f(field("gpus", T::int_list, "GPU indices, one data-parallel rank each (empty: CPU)")
+                 .def("[]")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) {
+               c.devices.gpus = ints_of(v);
+               c.devices.cpu = c.devices.gpus.empty();
+             }),
+           f(field("world_size", T::integer,
+                   "CPU data-parallel ranks (with GPUs the rank count is the GPU list)")
+                 .def("1")
+                 .at_least(1),
+             [](Config& c, const FieldValue& v) { c.devices.world_size = int_of(v); }),
+       },
+       {},
+       ""});
+
+  s.push_back(
+      {"backend",
+       "Backend tuning.",
+       {
+           f(field("threads", T::integer, "CPU threads (0: all cores)").def("0").at_least(0),
+             [](Config& c, const FieldValue& v) { c.backend.threads = int_of(v); }),
+           f(field("autotune", T::boolean,
+                   "Benchmark candidate algorithms once and keep the fastest (cuDNN)")
+                 .def("true"),
+             [](Config& c, const FieldValue& v) { c.backend.autotune = bool_of(v); }),
+           f(field("cuda_graphs", T::boolean,
+                   "Capture the training step as a CUDA graph when possible")
+                 .def("true"),
+             [](Config& c, const FieldValue& v) { c.backend.cuda_graphs = bool_of(v); }),
+       },
+       {},
+       ""});
+
+  s.push_back({"output",
+               "Where runs are written.",
+               {
+                   f(field("dir", T::string, "Parent directory of run directories").def("runs"),
+                     [](Config& c, const FieldValue& v) { c.output.dir = string_of(v); }),
+               },
+               {},
+               ""});
+  return s;
+}
+
+}  // namespace
+
+const std::vector<SectionDef>& config_sections() {
+  static const std::vector<SectionDef> sections = build_sections();
+  return sections;
+}
+
+const SectionDef* find_section(const std::string& path) {
+  for (const auto& s : config_sections())
+    if (s.path == path) return &s;
+  return nullptr;
+}
+
+std::vector<FieldSpec> field_specs(const SectionDef& section) {
+  std::vector<FieldSpec> specs;
+  for (const auto& f : section.fields) specs.push_back(f.spec);
+  return specs;
+}
+
+std::vector<std::string> child_sections(const std::string& path) {
+  std::vector<std::string> out;
+  for (const auto& s : config_sections()) {
+    if (s.path.empty() || s.path == path) continue;
+    const auto dot = s.path.rfind('.');
+    const std::string parent = dot == std::string::npos ? "" : s.path.substr(0, dot);
+    if (parent == path) out.push_back(section_name(s.path));
+  }
+  return out;
+}
+
+std::string section_name(const std::string& path) {
+  const auto dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+}  // namespace trainer::config

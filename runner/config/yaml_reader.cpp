@@ -1,0 +1,176 @@
+// YAML text -> config::Node, built from yaml-cpp's parser events so every node
+// and every map key keeps its 1-based line and column.
+#include "runner/config/yaml_reader.h"
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/exceptions.h>
+#include <yaml-cpp/mark.h>
+#include <yaml-cpp/parser.h>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace trainer::config {
+namespace {
+
+// Builds the tree from the event stream. Maps receive alternating key and value
+// events; a key is kept as `pending_key` until its value arrives.
+class TreeBuilder : public YAML::EventHandler {
+ public:
+  TreeBuilder(std::string file, Diagnostics& diags, int line_offset, int column_offset)
+      : file_(std::move(file)),
+        diags_(diags),
+        line_offset_(line_offset),
+        column_offset_(column_offset) {}
+
+  Node take_root() { return std::move(root_); }
+  int documents() const { return documents_; }
+
+  void OnDocumentStart(const YAML::Mark&) override { ++documents_; }
+  void OnDocumentEnd() override {}
+
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    Node n;
+    n.set_mark(to_mark(mark));
+    add_value(std::move(n), anchor);
+  }
+
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    auto it = anchors_.find(anchor);
+    Node n = it != anchors_.end() ? it->second : Node{};
+    n.set_mark(to_mark(mark));
+    add_value(std::move(n), 0);
+  }
+
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
+    // yaml-cpp tags plain scalars "?" and quoted or block scalars "!"; an explicit
+    // tag (!!str) also makes the scalar a string.
+    const bool quoted = tag != "?";
+    add_value(Node::scalar(value, to_mark(mark), quoted), anchor);
+  }
+
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(Node::sequence(to_mark(mark)), anchor);
+  }
+  void OnSequenceEnd() override { close(); }
+
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open(Node::map(to_mark(mark)), anchor);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Frame {
+    Node node;
+    YAML::anchor_t anchor = 0;
+    bool has_key = false;
+    bool key_invalid = false;  // the key was not a scalar: drop its value
+    std::string key;
+    Mark key_mark;
+  };
+
+  Mark to_mark(const YAML::Mark& m) const {
+    return {file_, m.line + 1 + line_offset_, m.column + 1 + column_offset_};
+  }
+
+  void open(Node n, YAML::anchor_t anchor) {
+    if (!stack_.empty() && stack_.back().node.is_map() && !stack_.back().has_key) {
+      // A map or list used as a key: not something a config can mean.
+      diags_.add(
+          n.mark(), "",
+          "a map key must be a plain name, found a " + std::string(n.is_map() ? "map" : "list"));
+      stack_.back().has_key = true;
+      stack_.back().key_invalid = true;
+    }
+    stack_.push_back({std::move(n), anchor});
+  }
+
+  void close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    add_value(std::move(f.node), f.anchor);
+  }
+
+  void add_value(Node n, YAML::anchor_t anchor) {
+    if (anchor != 0) anchors_[anchor] = n;
+    if (stack_.empty()) {
+      root_ = std::move(n);
+      return;
+    }
+    Frame& top = stack_.back();
+    if (top.node.is_sequence()) {
+      top.node.push_back(std::move(n));
+      return;
+    }
+    if (!top.has_key) {
+      top.has_key = true;
+      top.key_invalid = !n.is_scalar();
+      if (n.is_null()) diags_.add(n.mark(), "", "a map key must be a plain name, found nothing");
+      top.key = n.text();
+      top.key_mark = n.mark();
+      return;
+    }
+    top.has_key = false;
+    if (top.key_invalid) return;
+    if (const Node* first = top.node.find(top.key)) {
+      (void)first;
+      Mark first_mark;
+      for (std::size_t i = 0; i < top.node.size(); ++i)
+        if (top.node.key_at(i) == top.key) first_mark = top.node.key_mark_at(i);
+      diags_.add(top.key_mark, "",
+                 "duplicate key '" + top.key + "' (first given at " + to_string(first_mark) + ")");
+      return;  // the first occurrence stays
+    }
+    top.node.set(top.key, std::move(n), top.key_mark);
+  }
+
+  std::string file_;
+  Diagnostics& diags_;
+  int line_offset_;
+  int column_offset_;
+  std::vector<Frame> stack_;
+  std::map<YAML::anchor_t, Node> anchors_;
+  Node root_;
+  int documents_ = 0;
+};
+
+}  // namespace
+
+Node parse_yaml(const std::string& text, const std::string& file, Diagnostics& diags, bool* ok,
+                int line_offset, int column_offset) {
+  if (ok) *ok = true;
+  std::istringstream in(text);
+  TreeBuilder builder(file, diags, line_offset, column_offset);
+  try {
+    YAML::Parser parser(in);
+    if (!parser.HandleNextDocument(builder)) return Node{};
+    TreeBuilder second(file, diags, line_offset, column_offset);
+    if (parser.HandleNextDocument(second)) {
+      diags.add({file, 0, 0}, "", "expected one YAML document, found several ('---')");
+      if (ok) *ok = false;
+    }
+  } catch (const YAML::Exception& e) {
+    const Mark mark{file, e.mark.line + 1 + line_offset, e.mark.column + 1 + column_offset};
+    diags.add(mark, "", "invalid YAML: " + e.msg);
+    if (ok) *ok = false;
+    return Node{};
+  }
+  return builder.take_root();
+}
+
+Node read_yaml_file(const std::string& path, const Mark& where, Diagnostics& diags, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    diags.add(where, "", "cannot read file '" + path + "'");
+    if (ok) *ok = false;
+    return Node{};
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_yaml(text.str(), path, diags, ok);
+}
+
+}  // namespace trainer::config

@@ -1,0 +1,171 @@
+// labels: cpu
+// Activations, dropout, add, concat, flatten/reshape and the losses on the CPU
+// backend: forward values against formulas, gradients against finite
+// differences, dropout replay and eval identity, loss padding rows and ignore_index.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "tests/op_check.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+// Keeps every value at least 0.05 from zero, where relu-like ops have a kink.
+void away_from_zero(HostTensor& t) {
+  for (float& v : t.f) v = v < 0 ? v - 0.05f : v + 0.05f;
+}
+
+double reference_activation(const std::string& op, double x) {
+  if (op == "relu") return std::max(x, 0.0);
+  if (op == "leaky_relu") return x > 0 ? x : 0.2 * x;
+  if (op == "sigmoid") return 1 / (1 + std::exp(-x));
+  if (op == "tanh") return std::tanh(x);
+  if (op == "gelu") return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  if (op == "silu") return x / (1 + std::exp(-x));
+  return NAN;
+}
+
+}  // namespace
+
+TEST_CASE("activations: forward values and gradients") {
+  for (const std::string op : {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "silu"}) {
+    INFO(op);
+    std::map<std::string, FieldValue> attrs;
+    if (op == "leaky_relu") attrs["slope"] = 0.2;
+    OpRun run(cpu_backend(), {op, attrs, {{3, 5, 7}}});
+    for (float& v : run.inputs[0].f) v *= 3.0f;
+    away_from_zero(run.inputs[0]);
+    const auto y = run.forward();
+    std::vector<double> want;
+    for (float v : run.inputs[0].f) want.push_back(reference_activation(op, v));
+    check_close(y.f, want, 1e-5, 1e-6, op + " y");
+    check_gradients(run);
+  }
+}
+
+TEST_CASE("dropout: inverted scaling, replay with the same seed, identity in eval") {
+  const double p = 0.3;
+  OpRun run(cpu_backend(), {"dropout", {{"p", p}}, {{64, 50}}});
+  for (float& v : run.inputs[0].f) v = 1.0f + std::abs(v);  // never zero
+  const auto a = run.forward(true, 42);
+  const auto b = run.forward(true, 42);
+  const auto c = run.forward(true, 43);
+  CHECK(a.f == b.f);
+  CHECK(a.f != c.f);
+  std::size_t zeros = 0;
+  for (std::size_t k = 0; k < a.f.size(); ++k) {
+    if (a.f[k] == 0.0f)
+      ++zeros;
+    else
+      CHECK(a.f[k] == Approx(run.inputs[0].f[k] / (1 - p)));
+  }
+  // 3200 draws: the fraction dropped is p within 5 standard deviations (0.04).
+  CHECK(std::abs(static_cast<double>(zeros) / a.f.size() - p) < 0.04);
+  CHECK(run.forward(false).f == run.inputs[0].f);
+  GradCheckOptions o;
+  o.seed = 42;
+  check_gradients(run, o);
+}
+
+TEST_CASE("add, concat, flatten and reshape: values and gradients") {
+  {
+    OpRun run(cpu_backend(), {"add", {}, {{2, 3, 5}, {2, 3, 5}, {2, 3, 5}}});
+    const auto y = run.forward();
+    for (std::size_t k = 0; k < y.f.size(); ++k)
+      CHECK(y.f[k] == Approx(run.inputs[0].f[k] + run.inputs[1].f[k] + run.inputs[2].f[k]));
+    check_gradients(run);
+  }
+  {
+    OpRun run(cpu_backend(), {"concat", {}, {{2, 3, 2, 2}, {2, 1, 2, 2}}});
+    const auto y = run.forward();
+    // Sample 1, channel 3 is the first channel of the second input.
+    for (int k = 0; k < 4; ++k) CHECK(y.f[16 + 12 + k] == run.inputs[1].f[4 + k]);
+    CHECK(y.f[16 + 5] == run.inputs[0].f[12 + 5]);
+    check_gradients(run);
+  }
+  {
+    OpRun run(cpu_backend(), {"concat", {{"axis", std::int64_t{-1}}}, {{3, 2}, {3, 4}, {3, 1}}});
+    const auto y = run.forward();
+    CHECK(y.f[7 + 2] == run.inputs[1].f[4]);
+    CHECK(y.f[7 + 6] == run.inputs[2].f[1]);
+    check_gradients(run);
+  }
+  for (const auto& c : std::vector<OpCase>{
+           {"flatten", {}, {{2, 3, 4}}},
+           {"reshape", {{"shape", std::vector<std::int64_t>{4, -1}}}, {{2, 12}}}}) {
+    OpRun run(cpu_backend(), c);
+    CHECK(run.forward().f == run.inputs[0].f);
+    check_gradients(run);
+  }
+}
+
+TEST_CASE("cross_entropy: value, label smoothing, ignore_index, valid_rows, gradients") {
+  const std::int64_t n = 6, k = 5;
+  for (const double smoothing : {0.0, 0.1}) {
+    INFO("label_smoothing " << smoothing);
+    OpRun run(cpu_backend(),
+              {"cross_entropy",
+               {{"label_smoothing", smoothing}, {"ignore_index", std::int64_t{-1}}},
+               {{n, k}, {n}},
+               {DType::f32, DType::i64}});
+    for (float& v : run.inputs[0].f) v *= 3.0f;
+    run.inputs[1].i = {0, 4, -1, 2, 3, 1};  // row 2 ignored
+    auto reference = [&](std::int64_t rows) {
+      double total = 0;
+      int counted = 0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t label = run.inputs[1].i[r];
+        if (label == -1) continue;
+        double z = 0;
+        for (std::int64_t c = 0; c < k; ++c) z += std::exp(run.inputs[0].f[r * k + c]);
+        for (std::int64_t c = 0; c < k; ++c) {
+          const double target = (c == label ? 1 - smoothing : 0) + smoothing / k;
+          total -= target * (run.inputs[0].f[r * k + c] - std::log(z));
+        }
+        ++counted;
+      }
+      return total / counted;
+    };
+    CHECK(run.forward().f[0] == Approx(reference(n)).epsilon(1e-5));
+    CHECK(run.forward(true, 7, 4).f[0] == Approx(reference(4)).epsilon(1e-5));
+    check_gradients(run);
+    GradCheckOptions padded;
+    padded.valid_rows = 4;
+    check_gradients(run, padded);
+    // Padding rows and ignored rows get zero gradient.
+    HostTensor g1 = HostTensor::zeros({1});
+    g1.f[0] = 1.0f;
+    run.forward(true, 7, 4);
+    const auto g = run.backward(g1, true, 7, 4);
+    for (std::int64_t c = 0; c < k; ++c) {
+      CHECK(g.inputs[0].f[2 * k + c] == 0.0f);
+      CHECK(g.inputs[0].f[5 * k + c] == 0.0f);
+    }
+    CHECK(g.inputs[1].f.empty());  // labels are not differentiable
+  }
+}
+
+TEST_CASE("cross_entropy rejects a label outside the classes") {
+  OpRun run(cpu_backend(), {"cross_entropy", {}, {{2, 3}, {2}}, {DType::f32, DType::i64}});
+  run.inputs[1].i = {1, 3};
+  CHECK_THROWS_WITH(run.forward(), Catch::Contains("label 3 of row 1 is outside [0, 3)"));
+}
+
+TEST_CASE("mse: value over the valid rows and gradients") {
+  OpRun run(cpu_backend(), {"mse", {}, {{4, 3}, {4, 3}}});
+  double all = 0, first3 = 0;
+  for (int k = 0; k < 12; ++k) {
+    const double d = run.inputs[0].f[k] - run.inputs[1].f[k];
+    all += d * d / 12;
+    if (k < 9) first3 += d * d / 9;
+  }
+  CHECK(run.forward().f[0] == Approx(all).epsilon(1e-5));
+  CHECK(run.forward(true, 7, 3).f[0] == Approx(first3).epsilon(1e-5));
+  check_gradients(run);
+  GradCheckOptions padded;
+  padded.valid_rows = 3;
+  check_gradients(run, padded);
+}

@@ -399,8 +399,8 @@ Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
       const std::int64_t h = size[0], w = size.back();
       if (training) {
         t = std::make_unique<Crop>(h, w, padding, true);
-      } else if (shape.size() >= 2 && (shape[shape.size() - 2] != h || shape.back() != w)) {
-        t = std::make_unique<Crop>(h, w, 0, false);
+      } else if (shape.size() < 2 || shape[shape.size() - 2] != h || shape.back() != w) {
+        t = std::make_unique<Crop>(h, w, padding, false);  // centre of the padded sample
       }
     } else if (type == "random_flip") {
       const double p = number_or(attrs, "p", 0.5);

@@ -69,12 +69,12 @@ class Pipeline {
 };
 
 // Builds a pipeline from transform items. `training` false (eval) drops the
-// random transforms, except that random_crop becomes a centre crop when it
-// changes the sample size. A normalize without mean/std computes them once
-// from `stats_source` (the training set) passed through the deterministic
-// transforms before it; pass the training pipeline's resolved() items to the
-// eval pipeline to reuse them. Throws std::runtime_error for an unknown type
-// (listing the known ones) or a value that cannot work with `sample_shape`.
+// random transforms, except that random_crop becomes a centre crop (of the
+// padded sample) unless the sample already has the crop size. A normalize without mean/std computes
+// them once from `stats_source` (the training set) passed through the deterministic transforms
+// before it; pass the training pipeline's resolved() items to the eval pipeline to reuse them.
+// Throws std::runtime_error for an unknown type (listing the known ones) or a value that cannot
+// work with `sample_shape`.
 Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
                         const Dataset* stats_source);
 

@@ -70,6 +70,11 @@ class MatmulPreference {
                                                &workspace_bytes, sizeof(workspace_bytes)),
           "cublasLtMatmulPreferenceSetAttribute");
   }
+  template <typename T>
+  void set(cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
+    check(cublasLtMatmulPreferenceSetAttribute(get(), attr, &value, sizeof(value)),
+          "cublasLtMatmulPreferenceSetAttribute");
+  }
   cublasLtMatmulPreference_t get() const { return handle_.get(); }
 
  private:

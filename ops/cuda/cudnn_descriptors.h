@@ -56,7 +56,7 @@ struct Conv2dGeometry {
 // A 2-D cross-correlation (what frameworks call convolution) with float accumulation.
 class ConvolutionDescriptor {
  public:
-  ConvolutionDescriptor(const Conv2dGeometry& g, bool allow_tensor_ops) {
+  ConvolutionDescriptor(const Conv2dGeometry& g, bool allow_tf32) {
     cudnnConvolutionDescriptor_t d = nullptr;
     check(cudnnCreateConvolutionDescriptor(&d), "cudnnCreateConvolutionDescriptor");
     handle_ = Owned(d);
@@ -64,8 +64,8 @@ class ConvolutionDescriptor {
                                           g.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolution2dDescriptor");
     check(cudnnSetConvolutionGroupCount(d, g.groups), "cudnnSetConvolutionGroupCount");
-    // Without tensor ops cuDNN keeps fp32 math exact (no TF32).
-    check(cudnnSetConvolutionMathType(d, allow_tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+    // FMA math keeps float32 exact; default math lets cuDNN use TF32 tensor cores.
+    check(cudnnSetConvolutionMathType(d, allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
           "cudnnSetConvolutionMathType");
   }
   cudnnConvolutionDescriptor_t get() const { return handle_.get(); }

@@ -20,9 +20,12 @@ void register_pool_kernels(Backend& backend, CudaContext& ctx);
 inline void register_cuda_kernels(Backend& backend, CudaContext& ctx) {
   register_activation_kernels(backend, ctx);
   register_add_kernels(backend, ctx);
+  register_batchnorm_kernels(backend, ctx);
+  register_conv_kernels(backend, ctx);
   register_copy_kernels(backend, ctx);
   register_dropout_kernels(backend, ctx);
   register_layernorm_kernels(backend, ctx);
+  register_linear_kernels(backend, ctx);
   register_loss_kernels(backend, ctx);
   register_pool_kernels(backend, ctx);
 }

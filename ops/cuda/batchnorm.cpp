@@ -1,0 +1,91 @@
+// batchnorm through cuDNN (spatial mode, float32 statistics): [N, C] is seen as
+// [N, C, 1, 1]. Training updates the running statistics with `momentum`
+// (unbiased variance, like PyTorch) and saves the batch mean and inverse std;
+// eval (or a forward with training false) uses the running statistics.
+#include <algorithm>
+#include <string>
+
+#include "ops/cuda/cudnn_descriptors.h"
+#include "ops/cuda/kernels.h"
+
+namespace trainer::cuda {
+namespace {
+
+std::int64_t dim_or_one(const Shape& s, std::size_t i) {
+  return i < s.size() ? s[i] : 1;
+}
+
+class BatchNormKernel final : public Kernel {
+ public:
+  BatchNormKernel(const KernelContext& k, CudaContext& ctx)
+      : ctx_(ctx),
+        x_(k.inputs[0][0], k.inputs[0][1], dim_or_one(k.inputs[0], 2), dim_or_one(k.inputs[0], 3)),
+        stats_(1, k.inputs[0][1], 1, 1),
+        channels_(k.inputs[0][1]),
+        elements_(numel(k.inputs[0])),
+        training_program_(k.training),
+        momentum_(k.attrs->get_number("momentum")),
+        eps_(std::max(k.attrs->get_number("eps"), CUDNN_BN_MIN_EPSILON)) {}
+
+  std::vector<std::size_t> saved_bytes() const override {
+    const auto bytes = static_cast<std::size_t>(channels_) * sizeof(float);
+    return {bytes, bytes};
+  }
+  // Gradients nobody asked for still need a destination: weight, bias, input.
+  std::size_t workspace_bytes() const override {
+    if (!training_program_) return 0;
+    return static_cast<std::size_t>(2 * channels_ + elements_) * sizeof(float);
+  }
+
+  void forward(const KernelArgs& a) override {
+    const float one = 1.0f, zero = 0.0f;
+    cudnnHandle_t h = ctx_.cudnn.get();
+    if (a.training) {
+      check(cudnnBatchNormalizationForwardTraining(
+                h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_.get(), a.inputs[0].data, x_.get(),
+                a.output.data, stats_.get(), a.params[0].data, a.params[1].data, momentum_,
+                a.params[2].data, a.params[3].data, eps_, a.saved.at(0), a.saved.at(1)),
+            "cudnnBatchNormalizationForwardTraining");
+    } else {
+      check(cudnnBatchNormalizationForwardInference(
+                h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_.get(), a.inputs[0].data, x_.get(),
+                a.output.data, stats_.get(), a.params[0].data, a.params[1].data, a.params[2].data,
+                a.params[3].data, eps_),
+            "cudnnBatchNormalizationForwardInference");
+    }
+  }
+
+  void backward(const KernelArgs& a) override {
+    const float one = 1.0f, zero = 0.0f;
+    float* scratch = static_cast<float*>(a.workspace);
+    auto wanted = [&](const std::vector<TensorRef>& list, std::size_t i, float* fallback) {
+      return i < list.size() && list[i] ? list[i].data : static_cast<void*>(fallback);
+    };
+    check(cudnnBatchNormalizationBackward(
+              ctx_.cudnn.get(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x_.get(),
+              a.inputs[0].data, x_.get(), a.grad_output.data, x_.get(),
+              wanted(a.grad_inputs, 0, scratch + 2 * channels_), stats_.get(), a.params[0].data,
+              wanted(a.grad_params, 0, scratch), wanted(a.grad_params, 1, scratch + channels_),
+              eps_, a.saved.at(0), a.saved.at(1)),
+          "cudnnBatchNormalizationBackward");
+  }
+
+  std::string implementation() const override { return "cudnn:batchnorm_spatial"; }
+
+ private:
+  CudaContext& ctx_;
+  TensorDescriptor x_, stats_;
+  std::int64_t channels_, elements_;
+  bool training_program_;
+  double momentum_, eps_;
+};
+
+}  // namespace
+
+void register_batchnorm_kernels(Backend& backend, CudaContext& ctx) {
+  backend.add_kernel("batchnorm", [&ctx](const KernelContext& k) {
+    return std::make_unique<BatchNormKernel>(k, ctx);
+  });
+}
+
+}  // namespace trainer::cuda

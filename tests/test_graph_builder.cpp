@@ -1,0 +1,154 @@
+// labels: cpu
+// The model builder: sequential and DAG layers, blocks with parameters and
+// repeat, parameter names, and errors that point at the YAML.
+#include <catch2/catch.hpp>
+
+#include "runner/config/yaml_reader.h"
+#include "runner/graph/builder.h"
+
+using namespace trainer;
+using namespace trainer::graph;
+
+namespace {
+
+struct Built {
+  Graph graph;
+  config::Diagnostics diags;
+};
+
+Built build(const std::string& yaml, Shape sample = {1, 8, 8}, std::int64_t classes = 10) {
+  Built b;
+  const config::Node model = config::parse_yaml(yaml, "model.yaml", b.diags);
+  REQUIRE(b.diags.empty());
+  ModelInput in;
+  in.batch = 4;
+  in.sample_shape = sample;
+  in.num_classes = classes;
+  b.graph = build_graph(model, in, b.diags);
+  return b;
+}
+
+const Param* find_param(const Graph& g, const std::string& name) {
+  for (const auto& p : g.params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("a sequential model infers every shape and names its parameters") {
+  auto b = build(R"(
+layers:
+  - {type: flatten}
+  - {type: linear, name: hidden, out_features: 32}
+  - {type: relu}
+  - {type: linear, out_features: 10}
+)");
+  REQUIRE(b.diags.empty());
+  const Graph& g = b.graph;
+  REQUIRE(g.nodes.size() == 5);  // four layers and the default cross-entropy loss
+  CHECK(g.values[g.nodes[1].output].shape == Shape{4, 32});
+  CHECK(g.values[g.logits].shape == Shape{4, 10});
+  CHECK(g.nodes.back().op->name == "cross_entropy");
+  REQUIRE(find_param(g, "hidden.weight"));
+  CHECK(find_param(g, "hidden.weight")->shape == Shape{32, 64});
+  CHECK(find_param(g, "linear2.bias"));  // generated names count per type
+  CHECK(g.parameter_count() == 32 * 64 + 32 + 10 * 32 + 10);
+}
+
+TEST_CASE("blocks expand with parameters, repeat and per-first overrides") {
+  auto b = build(R"(
+blocks:
+  res:
+    params: {channels: 4, stride: 1}
+    layers:
+      - {name: conv1, type: conv2d, out_channels: $channels, kernel: 3, stride: $stride, padding: 1}
+      - {name: relu, type: relu}
+      - {name: conv2, type: conv2d, out_channels: $channels, kernel: 3, padding: 1}
+      - {name: skip, type: conv2d, out_channels: $channels, kernel: 1, stride: $stride, inputs: [input]}
+      - {name: sum, type: add, inputs: [conv2, skip]}
+layers:
+  - {block: res, name: stage2, repeat: 2, channels: 6, first: {stride: 2}}
+  - {type: global_avgpool}
+  - {type: linear, out_features: 10}
+)");
+  REQUIRE(b.diags.empty());
+  const Graph& g = b.graph;
+  REQUIRE(find_param(g, "stage2.block1.conv1.weight"));
+  CHECK(find_param(g, "stage2.block1.conv1.weight")->shape == Shape{6, 1, 3, 3});
+  CHECK(find_param(g, "stage2.block2.conv1.weight")->shape == Shape{6, 6, 3, 3});
+  // The first repetition strides by 2 (8x8 -> 4x4), the second keeps 4x4.
+  for (const auto& n : g.nodes) {
+    if (n.name == "stage2.block1.sum") CHECK(g.values[n.output].shape == Shape{4, 6, 4, 4});
+    if (n.name == "stage2.block2.sum") CHECK(g.values[n.output].shape == Shape{4, 6, 4, 4});
+  }
+  // The skip connection of block 2 reads block 1's output (the block input).
+  for (const auto& n : g.nodes)
+    if (n.name == "stage2.block2.skip")
+      CHECK(g.values[n.inputs[0]].name == "stage2.block1.sum");
+}
+
+TEST_CASE("an unknown layer type names its position and suggests the nearest op") {
+  auto b = build("layers:\n  - {type: flatten}\n  - {type: lienar, out_features: 10}\n");
+  REQUIRE(b.diags.size() == 1);
+  const auto& d = b.diags.list()[0];
+  CHECK(d.mark.file == "model.yaml");
+  CHECK(d.mark.line == 3);
+  CHECK(d.mark.column == 12);
+  CHECK(d.key_path == "model.layers[1].type");
+  CHECK(d.suggestion == "did you mean 'linear'?");
+}
+
+TEST_CASE("a shape error names the layer, its position and the shapes") {
+  auto b = build("layers:\n  - {type: conv2d, name: conv3, out_channels: 4, kernel: 3}\n"
+                 "  - {type: linear, out_features: 10}\n");
+  REQUIRE(b.diags.size() == 1);
+  const auto& d = b.diags.list()[0];
+  CHECK(d.mark.line == 3);
+  CHECK_THAT(d.message, Catch::Contains("layer 'linear1'") && Catch::Contains("flatten"));
+  CHECK_THAT(d.suggestion, Catch::Contains("[4, 4, 6, 6]"));
+}
+
+TEST_CASE("bad attribute values and unknown inputs are reported with suggestions") {
+  auto b = build(R"(
+layers:
+  - {type: flatten, name: flat}
+  - {type: linear, out_feature: 10}
+)");
+  REQUIRE(b.diags.size() >= 1);
+  CHECK(b.diags.list()[0].key_path.find("out_feature") != std::string::npos);
+  CHECK(b.diags.list()[0].suggestion == "did you mean 'out_features'?");
+
+  auto c = build(R"(
+layers:
+  - {type: flatten, name: flat}
+  - {type: linear, out_features: 10, inputs: [flta]}
+)");
+  REQUIRE(c.diags.size() == 1);
+  CHECK(c.diags.list()[0].suggestion == "did you mean 'flat'?");
+}
+
+TEST_CASE("the last layer must match the number of classes") {
+  auto b = build("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 7}\n");
+  REQUIRE(b.diags.size() == 1);
+  CHECK_THAT(b.diags.list()[0].message, Catch::Contains("7 outputs") && Catch::Contains("10 classes"));
+}
+
+TEST_CASE("an unknown block and an unknown block parameter are reported") {
+  auto b = build(R"(
+blocks:
+  res: {params: {channels: 4}, layers: [{type: relu}]}
+layers:
+  - {block: rse}
+)");
+  REQUIRE(b.diags.size() == 1);
+  CHECK(b.diags.list()[0].suggestion == "did you mean 'res'?");
+  auto c = build(R"(
+blocks:
+  res: {params: {channels: 4}, layers: [{type: relu}]}
+layers:
+  - {block: res, chanels: 3}
+)");
+  REQUIRE(c.diags.size() == 1);
+  CHECK(c.diags.list()[0].suggestion == "did you mean 'channels'?");
+}

@@ -6,6 +6,10 @@
 #include <cudnn.h>
 #include <nccl.h>
 
+#include <stdexcept>
+
+#include "ops/cuda/context.h"
+
 namespace trainer::cuda {
 namespace {
 
@@ -49,6 +53,15 @@ GpuReport query_gpu(int index) {
 
 std::string cuda_version_string(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+std::string gpu_unavailable_reason(int device) {
+  try {
+    require_device(device);
+    return {};
+  } catch (const std::exception& e) {
+    return e.what();
+  }
 }
 
 CudaReport cuda_report() {

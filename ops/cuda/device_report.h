@@ -34,6 +34,9 @@ struct CudaReport {
 
 CudaReport cuda_report();
 
+// Empty when GPU `device` can be used; otherwise why not (no driver, no such GPU).
+std::string gpu_unavailable_reason(int device = 0);
+
 // "13.0" from 13000.
 std::string cuda_version_string(int version);
 

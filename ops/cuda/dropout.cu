@@ -1,8 +1,8 @@
-// dropout: inverted dropout with a counter-based mask. Element i is kept when
-// u_i >= p, where u_i = (splitmix64_mix(seed + (i + 1) * 0x9E3779B97F4A7C15) >> 40) * 2^-24
-// is the i-th value of the SplitMix64 sequence started at `seed` (the CPU kernel
-// uses the same rule, so a seed gives the same mask on every backend). The mask
-// is saved (one byte per element) for the backward.
+// dropout: inverted dropout with a counter-based mask, the same rule as the CPU
+// kernel (ops/cpu/dropout.cpp) so a seed gives the same mask on every backend:
+// base = mix(seed + G), h_i = mix(base + i * G) with G = 0x9E3779B97F4A7C15 and
+// mix the splitmix64 finalizer; element i is kept when (h_i >> 32) >= p * 2^32.
+// The mask is saved (one byte per element) for the backward.
 #include <cstdint>
 #include <string>
 
@@ -12,20 +12,22 @@
 namespace trainer::cuda {
 namespace {
 
-__device__ __forceinline__ float dropout_uniform(unsigned long long seed, unsigned long long i) {
-  unsigned long long z = seed + (i + 1ull) * 0x9E3779B97F4A7C15ull;
+constexpr unsigned long long kGolden = 0x9E3779B97F4A7C15ull;
+
+__host__ __device__ __forceinline__ unsigned long long mix(unsigned long long z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z = z ^ (z >> 31);
-  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+  return z ^ (z >> 31);
 }
 
 __global__ void dropout_forward(const float* x, float* y, unsigned char* mask, long long n,
-                                unsigned long long seed, float p, float scale) {
+                                unsigned long long base, unsigned long long threshold,
+                                float scale) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    const bool keep = dropout_uniform(seed, static_cast<unsigned long long>(i)) >= p;
+    const unsigned long long h = mix(base + static_cast<unsigned long long>(i) * kGolden);
+    const bool keep = (h >> 32) >= threshold;
     mask[i] = keep ? 1 : 0;
     y[i] = keep ? x[i] * scale : 0.0f;
   }
@@ -42,13 +44,13 @@ __global__ void dropout_backward(const float* dy, const unsigned char* mask, flo
 class DropoutKernel final : public Kernel {
  public:
   DropoutKernel(const KernelContext& k, CudaContext& ctx)
-      : ctx_(ctx), n_(numel(k.output)), p_(static_cast<float>(k.attrs->get_number("p"))) {}
+      : ctx_(ctx), n_(numel(k.output)), p_(k.attrs->get_number("p")) {}
 
   std::vector<std::size_t> saved_bytes() const override { return {static_cast<std::size_t>(n_)}; }
   void forward(const KernelArgs& a) override {
     if (n_ == 0) return;
     auto* mask = static_cast<unsigned char*>(a.saved.at(0));
-    if (!a.training || p_ == 0.0f) {
+    if (!a.training || p_ == 0.0) {
       check(cudaMemsetAsync(mask, 1, static_cast<std::size_t>(n_), ctx_.compute.get()),
             "cudaMemsetAsync(dropout mask)");
       if (a.output.data != a.inputs[0].data)
@@ -57,14 +59,15 @@ class DropoutKernel final : public Kernel {
               "cudaMemcpyAsync(dropout identity)");
       return;
     }
-    const float scale = 1.0f / (1.0f - p_);
+    const float scale = static_cast<float>(1.0 / (1.0 - p_));
+    const auto threshold = static_cast<unsigned long long>(p_ * 4294967296.0);
     dropout_forward<<<grid_for(n_), kBlock, 0, ctx_.compute.get()>>>(
-        a.inputs[0].f32(), a.output.f32(), mask, n_, a.seed, p_, scale);
+        a.inputs[0].f32(), a.output.f32(), mask, n_, mix(a.seed + kGolden), threshold, scale);
     check_launch("dropout_forward");
   }
   void backward(const KernelArgs& a) override {
     if (n_ == 0 || a.grad_inputs.empty() || !a.grad_inputs[0]) return;
-    const float scale = a.training ? 1.0f / (1.0f - p_) : 1.0f;
+    const float scale = a.training ? static_cast<float>(1.0 / (1.0 - p_)) : 1.0f;
     dropout_backward<<<grid_for(n_), kBlock, 0, ctx_.compute.get()>>>(
         a.grad_output.f32(), static_cast<const unsigned char*>(a.saved.at(0)),
         a.grad_inputs[0].f32(), n_, scale);
@@ -75,7 +78,7 @@ class DropoutKernel final : public Kernel {
  private:
   CudaContext& ctx_;
   std::int64_t n_;
-  float p_;
+  double p_;
 };
 
 }  // namespace

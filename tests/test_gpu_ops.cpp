@@ -1,0 +1,126 @@
+// labels: gpu
+// Every op on the CUDA backend against the CPU backend on the same random data:
+// outputs, updated state (batchnorm running statistics) and all gradients, with
+// float32 tolerances (looser where the libraries reorder sums). Skipped with
+// the reason on a machine without a GPU.
+#include <catch2/catch.hpp>
+
+#include "gpu_skip.h"
+#include "op_check.h"
+
+#ifdef TRAINER_WITH_CUDA
+#include "ops/cuda/cuda_backend.h"
+#endif
+
+std::string trainer_test_skip_reason() {
+  return gpu_skip_reason();
+}
+
+#ifdef TRAINER_WITH_CUDA
+namespace {
+
+using trainer::DType;
+using trainer::FieldValue;
+using trainer::Shape;
+using trainer::testing::OpCase;
+using trainer::testing::OpRun;
+using Ints = std::vector<std::int64_t>;
+
+void compare(const OpCase& c, double rtol = 1e-4, double atol = 1e-5, bool training = true,
+             std::int64_t valid_rows = -1, const std::function<void(OpRun&)>& prepare = {}) {
+  if (!trainer::cpu_backend().has_kernel(c.op)) {
+    WARN("the CPU backend has no '" << c.op << "' kernel yet: nothing to compare against");
+    return;
+  }
+  INFO("op " << c.op);
+  trainer::testing::compare_backends(trainer::cuda_backend(0), trainer::cpu_backend(), c, rtol,
+                                     atol, training, valid_rows, prepare);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA linear equals CPU") {
+  compare({"linear", {{"out_features", std::int64_t{16}}}, {{8, 20}}}, 1e-4, 1e-4);
+  compare({"linear", {{"out_features", std::int64_t{5}}, {"bias", false}}, {{3, 7}}}, 1e-4, 1e-4);
+}
+
+TEST_CASE("CUDA conv2d equals CPU") {
+  compare({"conv2d",
+           {{"out_channels", std::int64_t{4}}, {"kernel", Ints{3}}, {"padding", Ints{1}}},
+           {{2, 3, 9, 9}}},
+          1e-4, 1e-4);
+  compare({"conv2d",
+           {{"out_channels", std::int64_t{6}},
+            {"kernel", Ints{3, 2}},
+            {"stride", Ints{2}},
+            {"dilation", Ints{2, 1}},
+            {"groups", std::int64_t{2}},
+            {"bias", false}},
+           {{2, 4, 11, 8}}},
+          1e-4, 1e-4);
+}
+
+TEST_CASE("CUDA batchnorm equals CPU in training and eval") {
+  compare({"batchnorm", {}, {{4, 3, 5, 5}}}, 1e-4, 1e-4);
+  compare({"batchnorm", {{"momentum", 0.3}}, {{6, 5}}}, 1e-4, 1e-4);
+  compare({"batchnorm", {}, {{4, 3, 5, 5}}}, 1e-4, 1e-4, false);
+}
+
+TEST_CASE("CUDA layernorm equals CPU") {
+  compare({"layernorm", {}, {{4, 7, 10}}}, 1e-4, 1e-5);
+}
+
+TEST_CASE("CUDA activations equal CPU") {
+  for (const char* op : {"relu", "gelu", "silu", "sigmoid", "tanh", "leaky_relu"})
+    compare({op, {}, {{3, 5, 7}}}, 1e-5, 1e-6);
+  compare({"leaky_relu", {{"slope", 0.2}}, {{64}}}, 1e-5, 1e-6);
+}
+
+TEST_CASE("CUDA pooling equals CPU") {
+  compare({"maxpool2d",
+           {{"kernel", Ints{3}}, {"stride", Ints{2}}, {"padding", Ints{1}}},
+           {{2, 3, 9, 9}}});
+  compare({"maxpool2d", {{"kernel", Ints{2}}}, {{2, 3, 8, 8}}});
+  compare({"avgpool2d",
+           {{"kernel", Ints{3}}, {"stride", Ints{2}}, {"padding", Ints{1}}},
+           {{2, 3, 9, 9}}});
+  compare({"global_avgpool", {}, {{2, 3, 5, 5}}}, 1e-5, 1e-6);
+}
+
+TEST_CASE("CUDA shape ops, add and concat equal CPU") {
+  compare({"flatten", {}, {{2, 3, 4, 5}}}, 0, 0);
+  compare({"reshape", {{"shape", Ints{12, -1}}}, {{2, 3, 4, 5}}}, 0, 0);
+  compare({"add", {}, {{4, 9}, {4, 9}, {4, 9}}}, 1e-6, 1e-7);
+  compare({"concat", {}, {{2, 3, 4}, {2, 5, 4}}}, 0, 0);
+  compare({"concat", {{"axis", std::int64_t{-1}}}, {{2, 3, 4}, {2, 3, 1}, {2, 3, 2}}}, 0, 0);
+}
+
+TEST_CASE("CUDA dropout draws the CPU's mask for the same seed") {
+  compare({"dropout", {{"p", 0.3}}, {{4, 101}}}, 1e-6, 1e-7);
+  compare({"dropout", {{"p", 0.3}}, {{4, 101}}}, 1e-6, 1e-7, false);
+}
+
+TEST_CASE("CUDA losses equal CPU") {
+  auto labels = [](std::int64_t classes, std::int64_t ignored_row) {
+    return [=](OpRun& run) {
+      auto& l = run.inputs[1].i;
+      for (std::size_t r = 0; r < l.size(); ++r) l[r] = static_cast<std::int64_t>(r * 7) % classes;
+      if (ignored_row >= 0) l[static_cast<std::size_t>(ignored_row)] = -100;
+    };
+  };
+  const OpCase ce{"cross_entropy", {}, {{8, 10}, {8}}, {DType::f32, DType::i64}};
+  compare(ce, 1e-5, 1e-6, true, -1, labels(10, -1));
+  compare(ce, 1e-5, 1e-6, true, 6, labels(10, 2));
+  compare({"cross_entropy", {{"label_smoothing", 0.1}}, {{8, 10}, {8}}, {DType::f32, DType::i64}},
+          1e-5, 1e-6, true, -1, labels(10, 3));
+  compare({"mse", {}, {{6, 4}, {6, 4}}}, 1e-5, 1e-6);
+  compare({"mse", {}, {{6, 4}, {6, 4}}}, 1e-5, 1e-6, true, 4);
+}
+
+TEST_CASE("every op with a CPU kernel has a CUDA kernel") {
+  for (const auto& name : trainer::op_registry().names()) {
+    INFO("op " << name);
+    CHECK(trainer::cuda_backend(0).has_kernel(name));
+  }
+}
+#endif

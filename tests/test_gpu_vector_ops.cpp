@@ -1,0 +1,181 @@
+// labels: gpu
+// The CUDA VectorOps against the CPU ones on the same data: SGD (momentum,
+// nesterov, weight decay), Adam and AdamW over several parameters in one call,
+// the gradient norm with non-finite detection, accumulate and fill (aligned and
+// unaligned, lengths that are not multiples of 4 or of the chunk size).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gpu_skip.h"
+#include "ops/kernel.h"
+
+#ifdef TRAINER_WITH_CUDA
+#include "ops/cuda/cuda_backend.h"
+#endif
+
+std::string trainer_test_skip_reason() {
+  return gpu_skip_reason();
+}
+
+#ifdef TRAINER_WITH_CUDA
+namespace {
+
+using trainer::Backend;
+
+std::vector<float> random_vector(std::size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Host copies of one parameter with gradient and two state buffers.
+struct HostParam {
+  std::vector<float> param, grad, s0, s1;
+  bool decay;
+};
+
+// Runs the step on `backend` over copies of `host`, returns the results.
+std::vector<HostParam> run_step(Backend& backend, std::vector<HostParam> host,
+                                const trainer::OptimizerStep& step, bool with_state) {
+  std::vector<void*> allocations;
+  auto upload = [&](std::vector<float>& v) {
+    auto* p = static_cast<float*>(backend.allocate(v.size() * 4 + 16));
+    allocations.push_back(p);
+    backend.copy_to_device(p, v.data(), v.size() * 4);
+    return p;
+  };
+  std::vector<trainer::ParamSlot> slots;
+  for (auto& h : host) {
+    trainer::ParamSlot s;
+    s.param = upload(h.param);
+    s.grad = upload(h.grad);
+    s.state0 = with_state ? upload(h.s0) : nullptr;
+    s.state1 = step.kind != trainer::OptimizerKind::sgd ? upload(h.s1) : nullptr;
+    s.size = static_cast<std::int64_t>(h.param.size());
+    s.weight_decay = h.decay;
+    slots.push_back(s);
+  }
+  backend.vector_ops().optimizer_step(slots, step);
+  backend.vector_ops().optimizer_step(slots, step);  // twice: state carries over
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    backend.copy_to_host(host[i].param.data(), slots[i].param, host[i].param.size() * 4);
+    if (slots[i].state0)
+      backend.copy_to_host(host[i].s0.data(), slots[i].state0, host[i].s0.size() * 4);
+    if (slots[i].state1)
+      backend.copy_to_host(host[i].s1.data(), slots[i].state1, host[i].s1.size() * 4);
+  }
+  for (void* p : allocations) backend.release(p);
+  return host;
+}
+
+void check_close(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(a[i] == Approx(b[i]).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA optimizer steps equal the CPU ones") {
+  std::mt19937 rng(5);
+  std::vector<HostParam> params;
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{40001}}) {
+    HostParam h{random_vector(n, rng), random_vector(n, rng), random_vector(n, rng), {}, n != 7};
+    h.s1.resize(n);
+    for (auto& v : h.s1) v = std::abs(std::uniform_real_distribution<float>(0.f, 1.f)(rng));
+    params.push_back(h);
+  }
+  Backend& gpu = trainer::cuda_backend(0);
+  Backend& cpu = trainer::cpu_backend();
+
+  trainer::OptimizerStep step;
+  step.lr = 0.05f;
+  step.weight_decay = 0.01f;
+  step.grad_scale = 0.5f;
+  step.step = 3;
+  for (auto kind :
+       {trainer::OptimizerKind::sgd, trainer::OptimizerKind::adam, trainer::OptimizerKind::adamw}) {
+    for (bool nesterov : {false, true}) {
+      step.kind = kind;
+      step.momentum = 0.9f;
+      step.nesterov = nesterov;
+      const bool with_state = true;
+      const auto want = run_step(cpu, params, step, with_state);
+      const auto got = run_step(gpu, params, step, with_state);
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        INFO("optimizer " << static_cast<int>(kind) << " nesterov " << nesterov << " param " << i);
+        check_close(got[i].param, want[i].param);
+        check_close(got[i].s0, want[i].s0);
+        check_close(got[i].s1, want[i].s1);
+      }
+    }
+  }
+  step.kind = trainer::OptimizerKind::sgd;  // plain SGD without a momentum buffer
+  step.momentum = 0.0f;
+  const auto want = run_step(cpu, params, step, false);
+  const auto got = run_step(gpu, params, step, false);
+  for (std::size_t i = 0; i < params.size(); ++i) check_close(got[i].param, want[i].param);
+}
+
+TEST_CASE("CUDA sum_squares equals the CPU one and detects inf and NaN") {
+  std::mt19937 rng(9);
+  Backend& gpu = trainer::cuda_backend(0);
+  std::vector<std::vector<float>> host = {random_vector(3, rng), random_vector(70000, rng),
+                                          random_vector(1025, rng)};
+  std::vector<trainer::TensorRef> cpu_refs, gpu_refs;
+  std::vector<void*> allocations;
+  for (auto& h : host) {
+    void* p = gpu.allocate(h.size() * 4);
+    allocations.push_back(p);
+    gpu.copy_to_device(p, h.data(), h.size() * 4);
+    const trainer::Shape shape{static_cast<std::int64_t>(h.size())};
+    cpu_refs.push_back({h.data(), shape, trainer::DType::f32});
+    gpu_refs.push_back({p, shape, trainer::DType::f32});
+  }
+  bool cpu_finite = false, gpu_finite = false;
+  const double want = trainer::cpu_backend().vector_ops().sum_squares(cpu_refs, cpu_finite);
+  const double got = gpu.vector_ops().sum_squares(gpu_refs, gpu_finite);
+  CHECK(cpu_finite);
+  CHECK(gpu_finite);
+  CHECK(got == Approx(want).epsilon(1e-6));
+
+  for (float bad :
+       {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    gpu.copy_to_device(static_cast<float*>(allocations[1]) + 12345, &bad, 4);
+    gpu.vector_ops().sum_squares(gpu_refs, gpu_finite);
+    CHECK_FALSE(gpu_finite);
+  }
+  for (void* p : allocations) gpu.release(p);
+}
+
+TEST_CASE("CUDA accumulate and fill, aligned and unaligned") {
+  std::mt19937 rng(3);
+  Backend& gpu = trainer::cuda_backend(0);
+  for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+    const std::size_t n = 1003;
+    auto a = random_vector(n, rng), b = random_vector(n, rng);
+    auto* da = static_cast<float*>(gpu.allocate((n + 4) * 4));
+    auto* db = static_cast<float*>(gpu.allocate((n + 4) * 4));
+    gpu.copy_to_device(da + offset, a.data(), n * 4);
+    gpu.copy_to_device(db, b.data(), n * 4);
+    const trainer::Shape shape{static_cast<std::int64_t>(n)};
+    gpu.vector_ops().accumulate({da + offset, shape, trainer::DType::f32},
+                                {db, shape, trainer::DType::f32});
+    std::vector<float> got(n);
+    gpu.copy_to_host(got.data(), da + offset, n * 4);
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == a[i] + b[i]);
+    gpu.vector_ops().fill({da + offset, shape, trainer::DType::f32}, 2.5f);
+    gpu.copy_to_host(got.data(), da + offset, n * 4);
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == 2.5f);
+    gpu.release(da);
+    gpu.release(db);
+  }
+}
+#endif

@@ -1,0 +1,137 @@
+// labels: cpu
+// The lowered program on the CPU backend: whole-model gradients against finite
+// differences (autodiff, fan-in sums, kernels and memory plan together), and
+// gradient accumulation equal to the large batch.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "runner/config/yaml_reader.h"
+#include "runner/graph/builder.h"
+#include "runner/graph/init.h"
+#include "runner/graph/program.h"
+
+using namespace trainer;
+using namespace trainer::graph;
+
+namespace {
+
+const char* kModel = R"(
+layers:
+  - {type: conv2d, name: stem, out_channels: 4, kernel: 3, padding: 1}
+  - {type: tanh, name: t0}
+  - {type: conv2d, name: a, out_channels: 4, kernel: 3, padding: 1, stride: 1}
+  - {type: tanh, name: t1}
+  - {type: add, name: sum, inputs: [t1, t0]}
+  - {type: flatten}
+  - {type: linear, name: fc, out_features: 5}
+)";
+
+std::unique_ptr<Program> compile_model(std::int64_t batch, bool accumulate) {
+  config::Diagnostics diags;
+  const config::Node model = config::parse_yaml(kModel, "model.yaml", diags);
+  ModelInput in;
+  in.batch = batch;
+  in.sample_shape = {2, 5, 5};
+  in.num_classes = 5;
+  Graph g = build_graph(model, in, diags);
+  REQUIRE(diags.empty());
+  CompileOptions options;
+  options.optimizer_state_tensors = 0;
+  options.accumulate_gradients = accumulate;
+  auto program = std::make_unique<Program>(differentiate(std::move(g)), cpu_backend(), options);
+  std::vector<float> values;
+  for (auto& p : program->params()) {
+    initialize_param(*p.param, 7, values);
+    std::copy(values.begin(), values.end(), p.value.f32());
+  }
+  return program;
+}
+
+void fill_batch(Program& program, std::int64_t first_row, const std::vector<float>& inputs,
+                const std::vector<std::int64_t>& labels) {
+  const std::int64_t rows = program.labels().numel();
+  const std::int64_t per_row = program.input().numel() / rows;
+  std::copy_n(inputs.begin() + first_row * per_row, rows * per_row, program.input().f32());
+  std::copy_n(labels.begin() + first_row, rows, program.labels().i64());
+}
+
+double loss_of(Program& program) {
+  program.eval_step(-1);
+  return program.loss().f32()[0];
+}
+
+}  // namespace
+
+TEST_CASE("whole-model gradients match finite differences") {
+  auto program = compile_model(3, false);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> inputs(static_cast<std::size_t>(program->input().numel()));
+  for (auto& x : inputs) x = normal(rng);
+  fill_batch(*program, 0, inputs, {1, 4, 0});
+  program->loss_seed().f32()[0] = 1.0f;
+  program->train_step(0);
+
+  // Central differences in float32 with a step of 1e-2 on smooth (tanh) layers:
+  // truncation error ~h^2 * f''' ~ 1e-4 and rounding ~1e-7 / h ~ 1e-5, so a 2%
+  // relative tolerance (with a 1e-3 absolute floor) holds with a wide margin.
+  const float h = 1e-2f;
+  int checked = 0;
+  for (auto& p : program->params()) {
+    if (!p.grad) continue;
+    const std::int64_t n = p.value.numel();
+    for (std::int64_t i : {std::int64_t{0}, n / 2, n - 1}) {
+      float* w = p.value.f32() + i;
+      const float saved = *w;
+      *w = saved + h;
+      const double up = loss_of(*program);
+      *w = saved - h;
+      const double down = loss_of(*program);
+      *w = saved;
+      const double numeric = (up - down) / (2 * h);
+      const double analytic = p.grad.f32()[i];
+      INFO(p.param->name << "[" << i << "] analytic " << analytic << " numeric " << numeric);
+      CHECK(std::abs(analytic - numeric) <= 2e-2 * std::abs(numeric) + 1e-3);
+      ++checked;
+    }
+  }
+  CHECK(checked == 3 * 6);  // weight and bias of stem, a and fc
+}
+
+TEST_CASE("accumulating 4 micro-batches of 8 equals one batch of 32") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<std::int64_t> label(0, 4);
+  const std::int64_t total = 32;
+  std::vector<float> inputs(static_cast<std::size_t>(total * 2 * 5 * 5));
+  for (auto& x : inputs) x = normal(rng);
+  std::vector<std::int64_t> labels(total);
+  for (auto& l : labels) l = label(rng);
+
+  auto big = compile_model(total, false);
+  fill_batch(*big, 0, inputs, labels);
+  big->loss_seed().f32()[0] = 1.0f;
+  big->train_step(0);
+
+  auto small = compile_model(total / 4, true);
+  small->zero_gradients();
+  for (int micro = 0; micro < 4; ++micro) {
+    fill_batch(*small, micro * (total / 4), inputs, labels);
+    small->loss_seed().f32()[0] = 0.25f;  // the trainer's 1 / accumulation
+    small->train_step(static_cast<std::uint64_t>(micro));
+  }
+  for (std::size_t p = 0; p < big->params().size(); ++p) {
+    const auto& a = big->params()[p];
+    const auto& b = small->params()[p];
+    if (!a.grad) continue;
+    double max_abs = 0, max_diff = 0;
+    for (std::int64_t i = 0; i < a.grad.numel(); ++i) {
+      max_abs = std::max(max_abs, static_cast<double>(std::abs(a.grad.f32()[i])));
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(a.grad.f32()[i] - b.grad.f32()[i])));
+    }
+    INFO(a.param->name << ": max |grad| " << max_abs << ", max difference " << max_diff);
+    CHECK(max_diff <= 1e-6 * max_abs + 1e-9);
+  }
+}

@@ -18,14 +18,21 @@ std::string identity_of(const std::string& path) {
   return ec ? path : p.string();
 }
 
+// One file on the way down the `extends` chain: its identity (canonical path)
+// and the path as written, for messages.
+struct ChainEntry {
+  std::string id;
+  std::string shown;
+};
+
 bool load_recursive(const std::string& path, const Mark& where, const std::string& where_key,
-                    std::vector<std::string>& chain, Diagnostics& diags, Node& out) {
+                    std::vector<ChainEntry>& chain, Diagnostics& diags, Node& out) {
   const std::string id = identity_of(path);
   for (std::size_t i = 0; i < chain.size(); ++i) {
-    if (chain[i] != id) continue;
+    if (chain[i].id != id) continue;
     std::string cycle;
-    for (std::size_t j = i; j < chain.size(); ++j) cycle += chain[j] + " -> ";
-    diags.add(where, where_key, "extends cycle: " + cycle + id);
+    for (std::size_t j = i; j < chain.size(); ++j) cycle += chain[j].shown + " -> ";
+    diags.add(where, where_key, "extends cycle: " + cycle + path);
     return false;
   }
   std::error_code ec;
@@ -62,7 +69,7 @@ bool load_recursive(const std::string& path, const Mark& where, const std::strin
                 "expected a file name or a list of file names, found " + describe(*ext));
       return false;
     }
-    chain.push_back(id);
+    chain.push_back({id, path});
     bool all_ok = true;
     for (const Node* base : bases) {
       if (!base->is_scalar() || classify(*base) != ScalarKind::string) {
@@ -91,7 +98,7 @@ bool load_recursive(const std::string& path, const Mark& where, const std::strin
 }  // namespace
 
 bool load_composed(const std::string& path, Diagnostics& diags, Node& out) {
-  std::vector<std::string> chain;
+  std::vector<ChainEntry> chain;
   return load_recursive(path, Mark{path, 0, 0}, "", chain, diags, out);
 }
 

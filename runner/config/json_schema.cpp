@@ -215,9 +215,9 @@ json config_json_schema() {
   const json top = section_schema(*find_section(""));
   for (auto it = top.begin(); it != top.end(); ++it) root[it.key()] = it.value();
   // A file that extends another may leave the required sections to its base.
-  root["if"] = {{"not", {{"required", {"extends"}}}}};
+  root["if"] = {{"not", {{"type", "object"}, {"required", {"extends"}}}}};
   root["then"] = {{"required", {"model", "data"}},
-                  {"properties", {{"data", {{"required", {"train"}}}}}}};
+                  {"properties", {{"data", {{"type", "object"}, {"required", {"train"}}}}}}};
   root["$defs"] = {{"model", model_schema()},
                    {"layer", layer_schema()},
                    {"loss", loss_schema()},

@@ -143,11 +143,15 @@ Node parse_yaml(const std::string& text, const std::string& file, Diagnostics& d
                 int line_offset, int column_offset) {
   if (ok) *ok = true;
   std::istringstream in(text);
-  TreeBuilder builder(file, diags, line_offset, column_offset);
+  // Problems seen while building (duplicate keys) are kept only when the text
+  // parses: after a syntax error the partial event stream means nothing.
+  Diagnostics found;
+  TreeBuilder builder(file, found, line_offset, column_offset);
   try {
     YAML::Parser parser(in);
     if (!parser.HandleNextDocument(builder)) return Node{};
-    TreeBuilder second(file, diags, line_offset, column_offset);
+    Diagnostics ignored;
+    TreeBuilder second(file, ignored, line_offset, column_offset);
     if (parser.HandleNextDocument(second)) {
       diags.add({file, 0, 0}, "", "expected one YAML document, found several ('---')");
       if (ok) *ok = false;
@@ -158,6 +162,7 @@ Node parse_yaml(const std::string& text, const std::string& file, Diagnostics& d
     if (ok) *ok = false;
     return Node{};
   }
+  for (const auto& d : found.list()) diags.add(d);
   return builder.take_root();
 }
 

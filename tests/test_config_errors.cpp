@@ -1,0 +1,161 @@
+// labels: cpu
+// Every bad-config fixture (tests/data/configs/bad/) is rejected with the exact
+// file:line:col, key, message and suggestion; several errors are all reported.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "runner/config/load.h"
+
+using trainer::config::ConfigError;
+using trainer::config::Diagnostic;
+using trainer::config::load_config;
+
+namespace {
+
+const std::string kBad = std::string(TRAINER_TEST_DATA_DIR) + "/configs/bad/";
+const std::string kGood = std::string(TRAINER_TEST_DATA_DIR) + "/configs/good/";
+
+std::vector<Diagnostic> errors_of(const std::string& path,
+                                  const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config(path, overrides);
+  } catch (const ConfigError& e) {
+    return e.diagnostics().list();
+  }
+  FAIL("expected " << path << " to be rejected");
+  return {};
+}
+
+// "file:line:col: error: key: message" + "\n    suggestion" as printed to users.
+std::string only_error(const std::string& path, const std::vector<std::string>& overrides = {}) {
+  const auto list = errors_of(path, overrides);
+  REQUIRE(list.size() == 1);
+  return format(list[0]);
+}
+
+}  // namespace
+
+TEST_CASE("a typo in a key is reported at the key with the nearest name") {
+  CHECK(only_error(kBad + "typo_key.yaml") ==
+        kBad +
+            "typo_key.yaml:8:3: error: optimizer.momentun: unknown key 'momentun'\n"
+            "    did you mean 'momentum'?");
+}
+
+TEST_CASE("a value of the wrong type is reported at the value") {
+  CHECK(only_error(kBad + "wrong_type.yaml") ==
+        kBad +
+            "wrong_type.yaml:8:15: error: train.batch_size: expected an integer >= 1, "
+            "found 'many'");
+}
+
+TEST_CASE("an out-of-range value names the range") {
+  CHECK(only_error(kBad + "out_of_range.yaml") ==
+        kBad +
+            "out_of_range.yaml:8:7: error: optimizer.lr: expected a number > 0, found "
+            "number -0.5");
+}
+
+TEST_CASE("a bad enum value lists the choices and suggests the nearest") {
+  CHECK(only_error(kBad + "bad_enum.yaml") ==
+        kBad +
+            "bad_enum.yaml:8:9: error: optimizer.type: expected one of sgd, adam, adamw, "
+            "found 'adamm'\n    did you mean 'adam'?");
+}
+
+TEST_CASE("a missing required field of a data source is reported at its map") {
+  const std::string e = only_error(kBad + "missing_required.yaml");
+  CHECK(e.rfind(kBad + "missing_required.yaml:6:10: error: data.train.labels: missing required "
+                       "key 'labels'",
+                0) == 0);
+}
+
+TEST_CASE("a missing extends file is named at the extends key") {
+  CHECK(only_error(kBad + "bad_extends.yaml") ==
+        kBad + "bad_extends.yaml:2:1: error: extends: file not found: '" + kBad +
+            "no_such_base.yaml'");
+}
+
+TEST_CASE("an extends cycle is reported with the chain") {
+  CHECK(only_error(kBad + "cycle_a.yaml") ==
+        kBad + "cycle_b.yaml:1:1: error: extends: extends cycle: " + kBad + "cycle_a.yaml -> " +
+            kBad + "cycle_b.yaml -> " + kBad + "cycle_a.yaml");
+}
+
+TEST_CASE("a YAML syntax error is a diagnostic with its position, not an exception trace") {
+  CHECK(only_error(kBad + "syntax_error.yaml") ==
+        kBad + "syntax_error.yaml:4:5: error: invalid YAML: end of map flow not found");
+}
+
+TEST_CASE("a duplicate key is reported at the second occurrence") {
+  CHECK(only_error(kBad + "duplicate_key.yaml") ==
+        kBad + "duplicate_key.yaml:9:3: error: duplicate key 'lr' (first given at " + kBad +
+            "duplicate_key.yaml:8:3)");
+}
+
+TEST_CASE("several errors in one file are all reported, in file order") {
+  const auto list = errors_of(kBad + "several_errors.yaml");
+  REQUIRE(list.size() == 6);
+  const std::vector<std::tuple<int, int, std::string, std::string>> expected = {
+      {2, 1, "sed", "did you mean 'seed'?"},
+      {8, 17, "data.train.type", "did you mean 'synthetic'?"},
+      {9, 12, "data.workers", ""},
+      {11, 13, "optimizer.momentum", ""},
+      {12, 12, "precision.mode", "did you mean 'bf16'?"},
+      {14, 3, "train.pin_memory",
+       "valid keys: epochs, max_steps, batch_size, micro_batch_size, "
+       "accumulation, clip_grad_norm, eval_every, log_every, "
+       "eval_batch_size"},
+  };
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO("diagnostic " << i << ": " << format(list[i]));
+    CHECK(list[i].mark.file == kBad + "several_errors.yaml");
+    CHECK(list[i].mark.line == std::get<0>(expected[i]));
+    CHECK(list[i].mark.column == std::get<1>(expected[i]));
+    CHECK(list[i].key_path == std::get<2>(expected[i]));
+    CHECK(list[i].suggestion == std::get<3>(expected[i]));
+  }
+}
+
+TEST_CASE("an unknown override key points at the override with a suggestion") {
+  CHECK(only_error(kGood + "minimal.yaml", {"optimizer.lr=0.01", "optimiser.lr=1"}) ==
+        "<command line>:2:1: error: optimiser: unknown key 'optimiser' (in override 2 "
+        "'optimiser.lr=1')\n    did you mean 'optimizer'?");
+  CHECK(only_error(kGood + "minimal.yaml", {"train.epocs=3"}) ==
+        "<command line>:1:7: error: train.epocs: unknown key 'epocs' (in override 1 "
+        "'train.epocs=3')\n    did you mean 'epochs'?");
+}
+
+TEST_CASE("a bad override value points at the value's column") {
+  CHECK(only_error(kGood + "minimal.yaml", {"optimizer.lr=abc"}) ==
+        "<command line>:1:14: error: optimizer.lr: expected a number > 0, found 'abc' (in "
+        "override 1 'optimizer.lr=abc')");
+  CHECK(only_error(kGood + "minimal.yaml", {"train.epochs"}) ==
+        "<command line>:1:1: error: expected KEY=VALUE (e.g. optimizer.lr=0.01), found "
+        "'train.epochs' (in override 1 'train.epochs')");
+  CHECK(only_error(kGood + "minimal.yaml", {"model.layers[7].out_features=3"}) ==
+        "<command line>:1:13: error: model.layers[7]: index 7 is out of range: 'model.layers' "
+        "has 2 item(s) (in override 1 'model.layers[7].out_features=3')");
+  CHECK(only_error(kGood + "minimal.yaml", {"devices=[0,"}).find("<command line>:1:") == 0);
+}
+
+TEST_CASE("cross-field rules") {
+  CHECK(only_error(kGood + "minimal.yaml", {"train.epochs=0"})
+            .find("train.epochs: nothing to train") != std::string::npos);
+  CHECK(only_error(kGood + "minimal.yaml", {"schedule.type=multistep"})
+            .find("schedule.milestones: a multistep schedule needs milestones") !=
+        std::string::npos);
+  CHECK(only_error(kGood + "minimal.yaml", {"devices=[1,1]"}) ==
+        "<command line>:1:9: error: devices.gpus: a GPU index is listed twice (in override 1 "
+        "'devices=[1,1]')");
+  CHECK(only_error(kGood + "minimal.yaml", {"devices=gpu"}) ==
+        "<command line>:1:9: error: devices: expected 'cpu' or a list of GPU indices like [0, 1], "
+        "found 'gpu' (in override 1 'devices=gpu')");
+}
+
+TEST_CASE("the model section must be a map with a list of layers") {
+  CHECK(only_error(kGood + "minimal.yaml", {"model.layers=3"}) ==
+        "<command line>:1:14: error: model.layers: expected a non-empty list of layers, found "
+        "integer 3 (in override 1 'model.layers=3')");
+}

@@ -1,0 +1,127 @@
+// labels: cpu
+// load_config on good fixtures: typed values, shorthands, extends merging,
+// overrides, defaults and data paths resolved relative to the YAML file.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "runner/config/load.h"
+
+using trainer::config::Config;
+using trainer::config::load_config;
+using trainer::config::load_config_text;
+
+namespace {
+const std::string kGood = std::string(TRAINER_TEST_DATA_DIR) + "/configs/good/";
+}
+
+TEST_CASE("every section of a full config is bound to the typed struct") {
+  const Config c = load_config(kGood + "mlp.yaml");
+  CHECK(c.name == "mlp-synthetic");
+  CHECK(c.seed == 7);
+  CHECK(c.deterministic);
+  CHECK(c.optimizer.type == "adamw");
+  CHECK(c.optimizer.lr == Approx(3e-4));
+  CHECK(c.optimizer.weight_decay == Approx(0.01));
+  CHECK(c.schedule.type == "cosine");
+  CHECK(c.schedule.warmup_steps == 10);
+  CHECK(c.train.epochs == 2);
+  CHECK(c.train.batch_size == 32);
+  CHECK(c.train.micro_batch_auto);
+  CHECK(c.precision.mode == "bf16");  // `precision: bf16` shorthand
+  CHECK(c.devices.cpu);
+  CHECK(c.devices.gpus.empty());
+  CHECK(c.data.workers == 1);
+  REQUIRE(c.data.train);
+  CHECK(c.data.train->type == "synthetic");
+  CHECK(c.data.train->attrs.get_int("size") == 256);
+  CHECK(c.data.train->attrs.get_int("seed") == 0);  // default filled
+  REQUIRE(c.data.eval);
+  CHECK(c.data.eval->attrs.get_int("seed") == 1);
+  REQUIRE(c.data.transforms.size() == 1);
+  CHECK(c.data.transforms[0].type == "normalize");
+  // eval_transforms defaults to the non-random transforms.
+  REQUIRE(c.data.eval_transforms.size() == 1);
+  CHECK(c.data.eval_transforms[0].type == "normalize");
+  CHECK(c.model.node.find("layers")->items().size() == 4);
+  CHECK(c.source_file == kGood + "mlp.yaml");
+}
+
+TEST_CASE("defaults come from the registry when a section is absent") {
+  const Config c = load_config(kGood + "minimal.yaml");
+  CHECK(c.name == "experiment");
+  CHECK(c.optimizer.type == "sgd");
+  CHECK(c.optimizer.lr == Approx(0.1));
+  CHECK(c.train.batch_size == 128);
+  CHECK_FALSE(c.train.micro_batch_auto);
+  CHECK(c.precision.mode == "fp32");
+  CHECK(c.precision.loss_scale.init_scale == Approx(65536));
+  CHECK(c.checkpoint.metric == "eval.accuracy");
+  CHECK(c.output.dir == "runs");
+  // The resolved tree shows them too.
+  const auto* lr = c.resolved.find("optimizer")->find("lr");
+  REQUIRE(lr);
+  CHECK(lr->text() == "0.1");
+}
+
+TEST_CASE("extends deep-merges maps, replaces lists and lets the child win") {
+  const Config c = load_config(kGood + "child.yaml");
+  CHECK(c.name == "child");
+  CHECK(c.optimizer.lr == Approx(0.05));                     // child
+  CHECK(c.optimizer.momentum == Approx(0.9));                // base, merged
+  CHECK(c.train.epochs == 3);                                // base
+  CHECK(c.train.max_steps == 100);                           // child
+  CHECK(c.train.batch_size == 16);                           // base
+  CHECK(c.precision.mode == "fp16");                         // child shorthand over base map
+  CHECK(c.precision.loss_scale.init_scale == Approx(1024));  // base, kept by the merge
+  CHECK(c.devices.cpu);                                      // `cpu` replaces base [0, 1]
+  CHECK(c.model.node.find("layers")->items().size() == 2);   // lists replace
+  REQUIRE(c.data.train);
+  CHECK(c.data.train->attrs.get_int("size") == 128);  // from base
+  CHECK(c.resolved.find("extends") == nullptr);
+}
+
+TEST_CASE("overrides apply last, parsed as YAML") {
+  const Config c = load_config(
+      kGood + "child.yaml",
+      {"optimizer.lr=3e-4", "devices=[0,1]", "precision=bf16", "model.layers[1].out_features=64",
+       "train.micro_batch_size=auto", "optimizer.nesterov=true", "name='2024'"});
+  CHECK(c.optimizer.lr == Approx(3e-4));
+  CHECK(c.devices.gpus == std::vector<std::int64_t>{0, 1});
+  CHECK_FALSE(c.devices.cpu);
+  CHECK(c.precision.mode == "bf16");
+  CHECK(c.precision.loss_scale.init_scale == Approx(65536));  // the whole section was replaced
+  CHECK(c.model.node.find("layers")->items()[1].find("out_features")->text() == "64");
+  CHECK(c.train.micro_batch_auto);
+  CHECK(c.optimizer.nesterov);
+  CHECK(c.name == "2024");  // quoted: a string
+}
+
+TEST_CASE("a base listed in extends is found relative to the including file") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load";
+  fs::create_directories(dir / "sub");
+  {
+    std::ofstream(dir / "sub" / "exp.yaml") << "extends: [../base1.yaml, ../base2.yaml]\n"
+                                               "data:\n  train: {type: idx, images: "
+                                               "img.gz, labels: /abs/labels.gz}\n";
+    std::ofstream(dir / "base1.yaml") << "model: {layers: [{type: flatten}]}\nseed: 1\n";
+    std::ofstream(dir / "base2.yaml") << "seed: 2\ntrain: {epochs: 4}\n";
+  }
+  const Config c = load_config((dir / "sub" / "exp.yaml").string());
+  CHECK(c.seed == 2);  // later bases win over earlier ones
+  CHECK(c.train.epochs == 4);
+  REQUIRE(c.data.train);
+  // Path fields are resolved relative to the file that wrote them.
+  CHECK(c.data.train->attrs.get_string("images") == (dir / "sub" / "img.gz").string());
+  CHECK(c.data.train->attrs.get_string("labels") == "/abs/labels.gz");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("config text can be loaded without a file") {
+  const Config c = load_config_text(
+      "model: {layers: [{type: flatten}]}\ndata: {train: {type: synthetic, shape: [3]}}\n",
+      "<test>", {"seed=5"});
+  CHECK(c.seed == 5);
+  CHECK(c.data.train->attrs.get_ints("shape", 1) == std::vector<std::int64_t>{3});
+}

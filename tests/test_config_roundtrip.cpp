@@ -1,0 +1,73 @@
+// labels: cpu
+// print-config output loads back to the same resolved tree and Config.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "runner/config/emit.h"
+#include "runner/config/load.h"
+
+using namespace trainer::config;
+
+namespace {
+
+const std::string kGood = std::string(TRAINER_TEST_DATA_DIR) + "/configs/good/";
+
+// Same structure and scalar text; quoting only matters where it changes the type.
+void require_same(const Node& a, const Node& b, const std::string& path) {
+  INFO("at " << path);
+  REQUIRE(a.kind() == b.kind());
+  if (a.is_scalar()) {
+    CHECK(a.text() == b.text());
+    return;
+  }
+  if (a.is_sequence()) {
+    REQUIRE(a.items().size() == b.items().size());
+    for (std::size_t i = 0; i < a.items().size(); ++i)
+      require_same(a.items()[i], b.items()[i], path + "[" + std::to_string(i) + "]");
+    return;
+  }
+  if (a.is_map()) {
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      REQUIRE(a.key_at(i) == b.key_at(i));
+      require_same(a.value_at(i), b.value_at(i), path + "." + a.key_at(i));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("print-config output loads back to the same configuration") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_roundtrip";
+  fs::create_directories(dir);
+  const std::vector<std::string> overrides = {"name='round: trip \"q\"'", "optimizer.lr=3e-4",
+                                              "devices=[0,1]"};
+  for (const char* file : {"mlp.yaml", "child.yaml", "minimal.yaml"}) {
+    INFO(file);
+    const Config first = load_config(kGood + file, overrides);
+    const fs::path printed = dir / file;
+    std::ofstream(printed) << to_yaml(first.resolved);
+    const Config second = load_config(printed.string());
+    require_same(first.resolved, second.resolved, "");
+    CHECK(second.name == "round: trip \"q\"");
+    CHECK(second.optimizer.lr == first.optimizer.lr);
+    CHECK(second.devices.gpus == first.devices.gpus);
+    CHECK(second.train.micro_batch_auto == first.train.micro_batch_auto);
+    CHECK(second.precision.mode == first.precision.mode);
+    CHECK(second.data.eval_transforms.size() == first.data.eval_transforms.size());
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("strings that look like other types stay strings") {
+  const Config c = load_config_text(
+      "name: 'true'\nmodel: {layers: [{type: flatten}]}\n"
+      "data: {train: {type: synthetic, shape: [2]}}\ncheckpoint: {metric: '1.5'}\n",
+      "<test>");
+  const std::string text = to_yaml(c.resolved);
+  const Config again = load_config_text(text, "<printed>");
+  CHECK(again.name == "true");
+  CHECK(again.checkpoint.metric == "1.5");
+}

@@ -12,6 +12,7 @@
 #include "data/loader.h"
 #include "runner/graph/init.h"
 #include "runner/train/metrics.h"
+#include "runner/train/progress.h"
 #include "runner/train/schedule.h"
 
 namespace trainer::train {
@@ -181,6 +182,8 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   auto window_start = Clock::now();
   bool warned_input_bound = false;
 
+  ProgressBar progress;
+  double last_loss = 0;
   const auto run_start = Clock::now();
   double total_wait = 0;
   std::int64_t total_samples = 0;
@@ -201,6 +204,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
     if (best_eval.is_null() || (s.num_classes > 0 ? e.accuracy > best_eval.value("accuracy", 0.0)
                                                   : e.loss < best_eval.value("loss", 1e300)))
       best_eval = record;
+    progress.clear();
     if (s.num_classes > 0)
       log->info("eval  epoch {} step {}: loss {:.4f} accuracy {:.4f}", epoch, at_step, e.loss, e.accuracy);
     else
@@ -222,7 +226,8 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         backend.vector_ops().fill(program.loss_seed(), seed_value);
         program.train_step(mix(static_cast<std::uint64_t>(cfg.seed) ^ mix(static_cast<std::uint64_t>(step * accumulation + micro))),
                            batch->rows);
-        window_loss += read_scalar(program, program.loss()) / static_cast<double>(accumulation);
+        last_loss = read_scalar(program, program.loss());
+        window_loss += last_loss / static_cast<double>(accumulation);
         window_samples += batch->rows;
         total_samples += batch->rows;
         if (s.num_classes > 0 && (step + 1) % log_every == 0) {
@@ -247,6 +252,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       backend.vector_ops().optimizer_step(slots, opt);
       ++step;
       ++window_steps;
+      progress.update(epoch, step, total_steps, last_loss);
 
       if (step % log_every == 0 || step == total_steps) {
         const double elapsed = seconds_since(window_start);
@@ -263,6 +269,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         if (window_hits.rows > 0)
           record["accuracy"] = static_cast<double>(window_hits.top1) / static_cast<double>(window_hits.rows);
         metrics.write(record);
+        progress.clear();
         log->info("epoch {} step {}/{}: loss {:.4f} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait {:.1f}%",
                   epoch, step, total_steps, loss, opt.lr, samples_per_s, step_ms, wait_pct);
         if (wait_pct > 10.0 && !warned_input_bound) {
@@ -283,6 +290,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
     ++epoch;
   }
 
+  progress.clear();
   const double wall = seconds_since(run_start);
   nlohmann::json summary = {{"steps", step},
                             {"epochs", epoch},

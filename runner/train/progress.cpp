@@ -1,0 +1,35 @@
+// Terminal progress bar.
+#include "runner/train/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+namespace trainer::train {
+
+ProgressBar::ProgressBar() : enabled_(isatty(STDOUT_FILENO) == 1) {}
+
+void ProgressBar::update(std::int64_t epoch, std::int64_t step, std::int64_t total, double loss) {
+  if (!enabled_ || total <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (drawn_ && now - last_ < std::chrono::milliseconds(200)) return;
+  last_ = now;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * step / total);
+  std::string bar(static_cast<std::size_t>(filled), '=');
+  if (filled < kWidth) bar += '>' + std::string(static_cast<std::size_t>(kWidth - filled - 1), ' ');
+  std::printf("\r\033[Kepoch %lld [%s] %lld/%lld loss %.4f", static_cast<long long>(epoch),
+              bar.c_str(), static_cast<long long>(step), static_cast<long long>(total), loss);
+  std::fflush(stdout);
+  drawn_ = true;
+}
+
+void ProgressBar::clear() {
+  if (!enabled_ || !drawn_) return;
+  std::printf("\r\033[K");
+  std::fflush(stdout);
+  drawn_ = false;
+}
+
+}  // namespace trainer::train

@@ -4,6 +4,8 @@
 // FLOPs, and bad inputs raise ShapeError messages that say what was expected.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "ops/op.h"
@@ -135,4 +137,22 @@ TEST_CASE("bad inputs raise ShapeError saying what the op needs") {
   CHECK_THAT(shape_error("maxpool2d", {{1, 1, 8, 8}},
                          {{"kernel", std::int64_t{2}}, {"padding", std::int64_t{2}}}),
              Catch::Contains("at most half"));
+}
+
+TEST_CASE("docs/ops.md names every registered op and attribute") {
+  std::ifstream in("docs/ops.md");
+  REQUIRE(in.good());  // tests run from the repository root
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& d : op_registry().all()) {
+    const auto section = text.find("### `" + d.name + "`");
+    INFO(d.name);
+    REQUIRE(section != std::string::npos);
+    const auto end = text.find("### ", section + 4);
+    const std::string body = text.substr(section, end - section);
+    for (const auto& f : d.attrs) {
+      INFO(f.name);
+      CHECK(body.find("`" + f.name + "`") != std::string::npos);
+      if (!f.required) CHECK(body.find("default `" + f.default_yaml + "`") != std::string::npos);
+    }
+  }
 }

@@ -4,6 +4,7 @@
 // groups and without bias; null gradients are skipped.
 #include <catch2/catch.hpp>
 
+#include "ops/cpu/onednn.h"
 #include "tests/op_check.h"
 
 using namespace trainer;
@@ -34,7 +35,7 @@ OpCase conv_case(const ConvCase& c) {
 
 const std::vector<ConvCase> conv_cases = {
     {{2, 3, 7, 9}, 4, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
-    {{3, 4, 9, 8}, 6, 2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, true},  // groups, stride, asym kernel
+    {{3, 4, 9, 8}, 6, 2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, true},     // groups, stride, asym kernel
     {{1, 2, 11, 10}, 3, 1, {3, 3}, {2, 3}, {2, 1}, {2, 2}, false},  // dilation, no bias
     {{2, 6, 5, 5}, 6, 6, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},     // depthwise
     {{2, 5, 6, 7}, 3, 1, {1, 1}, {2, 2}, {0, 0}, {1, 1}, true},     // 1x1, stride 2
@@ -46,8 +47,8 @@ TEST_CASE("linear forward matches the reference loop, gradients match finite dif
   for (auto [n, in, out, bias] : std::vector<std::tuple<int, int, int, bool>>{
            {5, 7, 3, true}, {1, 13, 9, false}, {17, 4, 11, true}}) {
     INFO("linear " << n << "x" << in << " -> " << out << " bias " << bias);
-    OpRun run(cpu_backend(), {"linear", {{"out_features", std::int64_t{out}}, {"bias", bias}},
-                              {{n, in}}});
+    OpRun run(cpu_backend(),
+              {"linear", {{"out_features", std::int64_t{out}}, {"bias", bias}}, {{n, in}}});
     const auto y = run.forward();
     const std::vector<float> b = bias ? run.params[1].f : std::vector<float>{};
     check_close(y.f, linear_reference(run.inputs[0], run.params[0], b), 1e-5, 1e-5, "linear y");
@@ -72,10 +73,9 @@ TEST_CASE("conv2d forward matches the direct reference loop") {
     OpRun run(cpu_backend(), conv_case(c));
     const auto y = run.forward();
     const std::vector<float> b = c.bias ? run.params[1].f : std::vector<float>{};
-    const auto want =
-        conv2d_reference(run.inputs[0], run.params[0], b, run.signature().output, c.stride[0],
-                         c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1],
-                         c.groups);
+    const auto want = conv2d_reference(run.inputs[0], run.params[0], b, run.signature().output,
+                                       c.stride[0], c.stride[1], c.padding[0], c.padding[1],
+                                       c.dilation[0], c.dilation[1], c.groups);
     check_close(y.f, want, 1e-5, 1e-5, "conv2d y");
     INFO(run.kernel().implementation());
     CHECK(run.kernel().implementation().rfind("onednn:", 0) == 0);
@@ -121,4 +121,14 @@ TEST_CASE("conv2d on random shapes and attributes") {
     o.samples_per_tensor = 12;
     check_gradients(run, o);
   }
+}
+
+TEST_CASE("the CPU thread count can be set") {
+  const int before = cpu::cpu_threads();
+  REQUIRE(before >= 1);
+  CHECK(cpu::set_cpu_threads(1));
+  CHECK(cpu::cpu_threads() == 1);
+  CHECK(cpu::set_cpu_threads(before));
+  CHECK(cpu::cpu_threads() == before);
+  CHECK_FALSE(cpu::set_cpu_threads(0));
 }

@@ -93,9 +93,9 @@ TEST_CASE("add, concat, flatten and reshape: values and gradients") {
     CHECK(y.f[7 + 6] == run.inputs[2].f[1]);
     check_gradients(run);
   }
-  for (const auto& c : std::vector<OpCase>{
-           {"flatten", {}, {{2, 3, 4}}},
-           {"reshape", {{"shape", std::vector<std::int64_t>{4, -1}}}, {{2, 12}}}}) {
+  for (const auto& c :
+       std::vector<OpCase>{{"flatten", {}, {{2, 3, 4}}},
+                           {"reshape", {{"shape", std::vector<std::int64_t>{4, -1}}}, {{2, 12}}}}) {
     OpRun run(cpu_backend(), c);
     CHECK(run.forward().f == run.inputs[0].f);
     check_gradients(run);
@@ -106,11 +106,10 @@ TEST_CASE("cross_entropy: value, label smoothing, ignore_index, valid_rows, grad
   const std::int64_t n = 6, k = 5;
   for (const double smoothing : {0.0, 0.1}) {
     INFO("label_smoothing " << smoothing);
-    OpRun run(cpu_backend(),
-              {"cross_entropy",
-               {{"label_smoothing", smoothing}, {"ignore_index", std::int64_t{-1}}},
-               {{n, k}, {n}},
-               {DType::f32, DType::i64}});
+    OpRun run(cpu_backend(), {"cross_entropy",
+                              {{"label_smoothing", smoothing}, {"ignore_index", std::int64_t{-1}}},
+                              {{n, k}, {n}},
+                              {DType::f32, DType::i64}});
     for (float& v : run.inputs[0].f) v *= 3.0f;
     run.inputs[1].i = {0, 4, -1, 2, 3, 1};  // row 2 ignored
     auto reference = [&](std::int64_t rows) {

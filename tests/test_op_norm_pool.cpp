@@ -41,8 +41,8 @@ TEST_CASE("batchnorm training forward and running statistics match the reference
     check_close(run.params[2].f, rm, 1e-5, 1e-6, "running_mean");
     check_close(run.params[3].f, rv, 1e-5, 1e-6, "running_var");
     // Eval uses the running statistics and leaves them alone.
-    const auto eval_want = batchnorm_reference(run.inputs[0], run.params[0].f, run.params[1].f,
-                                               rm, rv, false, momentum, eps);
+    const auto eval_want = batchnorm_reference(run.inputs[0], run.params[0].f, run.params[1].f, rm,
+                                               rv, false, momentum, eps);
     const auto y_eval = run.forward(false);
     check_close(y_eval.f, eval_want, 1e-4, 1e-4, "batchnorm eval y");
     check_close(run.params[3].f, rv, 1e-5, 1e-6, "running_var after eval");
@@ -53,8 +53,8 @@ TEST_CASE("batchnorm in an eval-only program uses the running statistics") {
   OpRun run(cpu_backend(), {"batchnorm", {}, {{3, 4, 2, 2}}}, 5, /*training=*/false);
   std::vector<double> rm(run.params[2].f.begin(), run.params[2].f.end());
   std::vector<double> rv(run.params[3].f.begin(), run.params[3].f.end());
-  const auto want =
-      batchnorm_reference(run.inputs[0], run.params[0].f, run.params[1].f, rm, rv, false, 0.1, 1e-5);
+  const auto want = batchnorm_reference(run.inputs[0], run.params[0].f, run.params[1].f, rm, rv,
+                                        false, 0.1, 1e-5);
   check_close(run.forward(false).f, want, 1e-4, 1e-4, "batchnorm eval y");
 }
 
@@ -80,9 +80,9 @@ TEST_CASE("layernorm forward normalises each row") {
     for (int k = 0; k < 6; ++k) mean += run.inputs[0].f[r * 6 + k] / 6.0;
     for (int k = 0; k < 6; ++k) var += std::pow(run.inputs[0].f[r * 6 + k] - mean, 2) / 6.0;
     for (int k = 0; k < 6; ++k)
-      want[r * 6 + k] = (run.inputs[0].f[r * 6 + k] - mean) / std::sqrt(var + 1e-5) *
-                            run.params[0].f[k] +
-                        run.params[1].f[k];
+      want[r * 6 + k] =
+          (run.inputs[0].f[r * 6 + k] - mean) / std::sqrt(var + 1e-5) * run.params[0].f[k] +
+          run.params[1].f[k];
   }
   check_close(y.f, want, 1e-4, 1e-4, "layernorm y");
 }
@@ -93,9 +93,9 @@ TEST_CASE("max and average pooling: forward against reference loops, gradients")
     Ints kernel, stride, padding;
   };
   const std::vector<PoolCase> cases = {
-      {{2, 3, 8, 8}, {2, 2}, {0, 0}, {0, 0}},   // stride = kernel
-      {{1, 2, 7, 9}, {3, 3}, {2, 2}, {1, 1}},   // overlapping, padded, odd
-      {{2, 1, 6, 5}, {3, 2}, {1, 2}, {1, 0}},   // asymmetric
+      {{2, 3, 8, 8}, {2, 2}, {0, 0}, {0, 0}},  // stride = kernel
+      {{1, 2, 7, 9}, {3, 3}, {2, 2}, {1, 1}},  // overlapping, padded, odd
+      {{2, 1, 6, 5}, {3, 2}, {1, 2}, {1, 0}},  // asymmetric
   };
   for (const bool max : {true, false}) {
     const std::string op = max ? "maxpool2d" : "avgpool2d";

@@ -52,6 +52,13 @@ TEST_CASE("validate prints every error on stderr and exits 2") {
   CHECK(r.out.find("6 errors") != std::string::npos);
 }
 
+TEST_CASE("validate also runs the registered model check") {
+  const Result r = run("validate " + kBad + "unknown_layer.yaml", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(kBad + "unknown_layer.yaml:5:14: error: model.layers[1].type:") == 0);
+  CHECK(r.out.find("did you mean 'linear'?") != std::string::npos);
+}
+
 TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("").code == 2);
   CHECK(run("frobnicate").code == 2);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "runner/config/load.h"
+#include "runner/config/validate_hooks.h"
 
 using trainer::config::Config;
 using trainer::config::load_config;
@@ -124,4 +125,27 @@ TEST_CASE("config text can be loaded without a file") {
       "<test>", {"seed=5"});
   CHECK(c.seed == 5);
   CHECK(c.data.train->attrs.get_ints("shape", 1) == std::vector<std::int64_t>{3});
+}
+
+TEST_CASE("validation hooks run after field validation and report with the rest") {
+  int calls = 0;
+  trainer::config::add_validation_hook(
+      [&calls](const Config& c, trainer::config::Diagnostics& diags) {
+        ++calls;
+        if (c.seed == 13) diags.add(c.model.node.mark(), "model", "unlucky model");
+      });
+  CHECK_NOTHROW(trainer::config::load_and_check(kGood + "minimal.yaml", {}));
+  CHECK(calls == 1);
+  try {
+    trainer::config::load_and_check(kGood + "minimal.yaml", {"seed=13"});
+    FAIL("expected the hook's error");
+  } catch (const trainer::config::ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(format(e.diagnostics().list()[0]) ==
+          kGood + "minimal.yaml:3:3: error: model: unlucky model");
+  }
+  // Field errors stop before the hooks: they would see a half-valid config.
+  CHECK_THROWS_AS(trainer::config::load_and_check(kGood + "minimal.yaml", {"seed=-1"}),
+                  trainer::config::ConfigError);
+  CHECK(calls == 2);
 }

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""PyTorch peer of the trainer's GPU benchmarks, run on the GPU machine.
+
+Trains the models of configs/fashion_mnist_{mlp,cnn,resnet}.yaml (same layers,
+batch size 128, SGD with momentum) on synthetic 1x28x28 data already on the
+GPU, at fp32, tf32 and bf16 (autocast), with cudnn.benchmark on, and reports
+training samples/s. Also measures the dense bf16 GEMM rate (torch.matmul on
+large square matrices) and a large bf16 MLP's achieved FLOP rate against it.
+Writes one JSON object (to --out, or stdout). Exits 77 when no GPU is usable.
+"""
+import argparse
+import json
+import sys
+import time
+
+
+def build_models(nn):
+    def mlp():
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256),
+                             nn.ReLU(), nn.Linear(256, 10))
+
+    def cnn():
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Dropout(0.3), nn.Linear(256, 10))
+
+    class Residual(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
+                                      nn.ReLU(), nn.Conv2d(c, c, 3, padding=1, bias=False),
+                                      nn.BatchNorm2d(c))
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(self.body(x) + x)
+
+    class Down(nn.Module):
+        def __init__(self, cin, c):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(cin, c, 3, stride=2, padding=1, bias=False),
+                                      nn.BatchNorm2d(c), nn.ReLU(),
+                                      nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c))
+            self.short = nn.Sequential(nn.Conv2d(cin, c, 1, stride=2, bias=False), nn.BatchNorm2d(c))
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(self.body(x) + self.short(x))
+
+    def resnet():
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+            Residual(32), Residual(32), Down(32, 64), Residual(64), Down(64, 128), Residual(128),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+
+    return {"mlp": mlp, "cnn": cnn, "resnet": resnet}
+
+
+def train_rate(torch, model, batch, precision, steps, in_shape, classes, smoothing=0.0):
+    dev = torch.device("cuda")
+    model = model.to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=smoothing)
+    x = torch.randn(batch, *in_shape, device=dev)
+    y = torch.randint(0, classes, (batch,), device=dev)
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return batch * steps / (time.perf_counter() - start)
+
+
+def bf16_gemm_rate(torch, n=8192, reps=20):
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+    return 2.0 * n ** 3 * reps / (time.perf_counter() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="write the JSON here (default: stdout)")
+    parser.add_argument("--steps", type=int, default=100)
+    args = parser.parse_args()
+    try:
+        import torch
+        import torch.nn as nn
+    except ImportError as e:
+        print(f"no torch: {e}", file=sys.stderr)
+        return 77
+    if not torch.cuda.is_available():
+        print("no GPU: torch.cuda.is_available() is false", file=sys.stderr)
+        return 77
+    torch.backends.cudnn.benchmark = True
+    result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+              "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+              "batch_size": 128, "train_samples_per_s": {}}
+    for name, make in build_models(nn).items():
+        for precision in ("fp32", "tf32", "bf16"):
+            torch.manual_seed(1)
+            rate = train_rate(torch, make(), 128, precision, args.steps, (1, 28, 28), 10)
+            result["train_samples_per_s"][f"{name}/{precision}"] = round(rate, 1)
+            print(f"{name:7s} {precision}: {rate:10.1f} samples/s", file=sys.stderr)
+    gemm = bf16_gemm_rate(torch)
+    result["bf16_gemm_tflops"] = round(gemm / 1e12, 1)
+    # A large bf16 MLP: 4 layers of 8192 at batch 8192; 3 GEMMs per layer per step.
+    width, batch, depth = 8192, 8192, 4
+    big = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())])
+    rate = train_rate(torch, big, batch, "bf16", 10, (width,), width)
+    flops = 6.0 * width * width * depth * rate
+    result["large_bf16_mlp"] = {"width": width, "depth": depth, "batch": batch,
+                                "samples_per_s": round(rate, 1), "tflops": round(flops / 1e12, 1),
+                                "fraction_of_gemm_rate": round(flops / gemm, 3)}
+    text = json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

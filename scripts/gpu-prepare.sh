@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs HERE (the build machine): builds the CUDA-enabled Release binaries for
+# sm_90 into build-gpu/ and packs what the GPU machine needs into
+# build-gpu/bundle/ (bin/: trainer and the GPU test binaries; lib/: the non-CUDA
+# shared libraries they load). cuDNN, cuBLAS(Lt) and NCCL are NOT packed: the GPU
+# machine has them as PyTorch's nvidia-* wheels (gpu-check.sh finds them).
+# Carry build-gpu/bundle to the GPU machine (limit 64 MiB) and run scripts/gpu-check.sh there.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="$root/build-gpu"
+bundle="$build/bundle"
+targets=(trainer test_gpu_ops test_gpu_vector_ops)
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 >"$build.configure.log" 2>&1 ||
+  { cat "$build.configure.log"; exit 1; }
+ninja -C "$build" -j"${JOBS:-2}" "${targets[@]}"
+
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib"
+cp "$build/trainer" "$bundle/bin/"
+for t in "${targets[@]:1}"; do cp "$build/tests/$t" "$bundle/bin/"; done
+strip --strip-unneeded "$bundle"/bin/* 2>/dev/null || true
+
+# Shared libraries to carry: everything ldd resolves except the C library
+# family (always on the target) and the big CUDA libraries (from the wheels).
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libcuda\.so|libcudnn|libcublas|libnccl)'
+for bin in "$bundle"/bin/*; do
+  ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if [[ "$name" =~ $skip ]]; then continue; fi
+  cp -L "$path" "$bundle/lib/$name"
+done
+strip --strip-unneeded "$bundle"/lib/*.so* 2>/dev/null || true
+git -C "$root" rev-parse HEAD >"$bundle/COMMIT" 2>/dev/null || true
+
+size_kib=$(du -sk "$bundle" | cut -f1)
+echo "bundle: $bundle"
+ls -la "$bundle/bin" "$bundle/lib" | awk 'NF > 5 {print "  " $5, $9}'
+echo "bundle size: $((size_kib / 1024)) MiB (carry limit 64 MiB)"
+if ((size_kib > 60 * 1024)); then
+  echo "error: the bundle is over 60 MiB: it will not fit the carry limit" >&2
+  exit 1
+fi

@@ -29,7 +29,8 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
   const float wd = s.weight_decay ? o.weight_decay : 0.0f;
   const double t = static_cast<double>(o.step);
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
+  const float bc2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
   const float step_size = o.lr / bc1;
   const float decay = decoupled ? 1.0f - o.lr * wd : 1.0f;
   const float l2 = decoupled ? 0.0f : wd;
@@ -46,9 +47,15 @@ class CpuVectorOps final : public VectorOps {
   void optimizer_step(const std::vector<ParamSlot>& slots, const OptimizerStep& step) override {
     for (const auto& s : slots) {
       switch (step.kind) {
-        case OptimizerKind::sgd: sgd(s, step); break;
-        case OptimizerKind::adam: adam(s, step, false); break;
-        case OptimizerKind::adamw: adam(s, step, true); break;
+        case OptimizerKind::sgd:
+          sgd(s, step);
+          break;
+        case OptimizerKind::adam:
+          adam(s, step, false);
+          break;
+        case OptimizerKind::adamw:
+          adam(s, step, true);
+          break;
       }
     }
   }

@@ -73,7 +73,7 @@ struct TrainConfig {
   double clip_grad_norm = 0.0;          // 0: off
   std::int64_t eval_every = 0;          // steps; 0: only at epoch ends
   std::int64_t log_every = 50;
-  std::int64_t eval_batch_size = 0;     // 0: same as micro batch
+  std::int64_t eval_batches = 0;        // evaluate on the first N batches only (0: all)
 };
 
 struct LossScaleConfig {

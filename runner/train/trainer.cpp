@@ -110,7 +110,10 @@ EvalResult evaluate(const Session& s, graph::Program& program) {
   std::vector<float> logits(classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0);
   double loss_sum = 0;
   Hits hits;
-  while (const data::Batch* batch = loader.next()) {
+  const std::int64_t limit = s.config.train.eval_batches;
+  for (std::int64_t b = 0; limit == 0 || b < limit; ++b) {
+    const data::Batch* batch = loader.next();
+    if (!batch) break;
     feed(program, *batch, classes);
     program.eval_step(batch->rows);
     loss_sum += static_cast<double>(read_scalar(program, program.loss())) * static_cast<double>(batch->rows);

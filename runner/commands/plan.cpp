@@ -37,7 +37,8 @@ int command_plan(const CommandArgs& args) {
   const train::Session s = train::prepare_session(config);
   Backend& backend = train::select_backend(config);
   const graph::TrainingGraph tg = graph::differentiate(s.graph);
-  const graph::CompiledKernels kernels = graph::compile_kernels(tg, backend);
+  const graph::CompileOptions options = train::compile_options(s);
+  const graph::CompiledKernels kernels = graph::compile_kernels(tg, backend, options);
   const graph::MemoryPlan plan =
       graph::plan_memory(tg, kernels.saved_bytes, kernels.workspace_bytes);
   const graph::Graph& g = tg.graph;
@@ -57,8 +58,6 @@ int command_plan(const CommandArgs& args) {
                 to_string(g.values[node.output].shape).c_str(), static_cast<long long>(params),
                 node.forward_flops / 1e6);
   }
-  const train::Session& session = s;
-  const graph::CompileOptions options = train::compile_options(session);
   double params_bytes = 0, grad_bytes = 0;
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     const double bytes = static_cast<double>(numel(g.params[p].shape)) * 4.0;

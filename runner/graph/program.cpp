@@ -18,7 +18,8 @@ std::uint64_t mix(std::uint64_t x) {
 
 }  // namespace
 
-CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend) {
+CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
+                                const CompileOptions& options) {
   const Graph& g = tg.graph;
   CompiledKernels out;
   out.kernels.resize(g.nodes.size());
@@ -34,6 +35,9 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend) {
     for (int p : node.params) ctx.param_decls.push_back({nullptr, g.params[p].shape, DType::f32});
     ctx.output = g.values[node.output].shape;
     ctx.training = true;
+    ctx.deterministic = options.deterministic;
+    ctx.autotune = options.autotune;
+    ctx.allow_tf32 = options.allow_tf32;
     out.kernels[step.node] = backend.make_kernel(ctx);
     out.saved_bytes[step.node] = out.kernels[step.node]->saved_bytes();
     out.workspace_bytes[step.node] = out.kernels[step.node]->workspace_bytes();
@@ -42,14 +46,10 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend) {
 }
 
 Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& options)
-    : Program(std::move(tg), CompiledKernels{}, backend, options) {}
-
-Program::Program(TrainingGraph tg, CompiledKernels compiled, Backend& backend,
-                 const CompileOptions& options)
     : tg_(std::move(tg)), backend_(backend), options_(options) {
   const Graph& g = tg_.graph;
-  // 1. A kernel for every scheduled node.
-  if (compiled.kernels.empty()) compiled = compile_kernels(tg_, backend_);
+  // 1. A kernel for every scheduled node (kernels read the graph's attributes).
+  CompiledKernels compiled = compile_kernels(tg_, backend_, options_);
   kernels_ = std::move(compiled.kernels);
   const auto& saved = compiled.saved_bytes;
   const auto& workspace = compiled.workspace_bytes;

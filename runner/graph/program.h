@@ -30,9 +30,13 @@ struct Call {
   KernelArgs args;
 };
 
+
 struct CompileOptions {
   int optimizer_state_tensors = 1;  // sgd with momentum: 1; adam: 2; plain sgd: 0
   bool accumulate_gradients = false;  // accumulation > 1
+  bool deterministic = false;         // only run-to-run bit-identical algorithms
+  bool autotune = false;              // time candidate algorithms once per shape
+  bool allow_tf32 = false;            // precision: tf32
 };
 
 // Kernels compiled for every scheduled node, with the memory each asks for.
@@ -41,14 +45,12 @@ struct CompiledKernels {
   std::vector<std::vector<std::size_t>> saved_bytes;
   std::vector<std::size_t> workspace_bytes;
 };
-CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend);
+CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
+                                const CompileOptions& options);
 
 class Program {
  public:
   Program(TrainingGraph tg, Backend& backend, const CompileOptions& options);
-  // With kernels compiled already (compile_kernels on the same graph and backend).
-  Program(TrainingGraph tg, CompiledKernels kernels, Backend& backend,
-          const CompileOptions& options);
 
   const TrainingGraph& training_graph() const { return tg_; }
   const Graph& graph() const { return tg_.graph; }

@@ -87,6 +87,9 @@ graph::CompileOptions compile_options(const Session& s) {
   const auto& opt = s.config.optimizer;
   o.optimizer_state_tensors = opt.type == "sgd" ? (opt.momentum > 0 ? 1 : 0) : 2;
   o.accumulate_gradients = s.batch.accumulation > 1;
+  o.deterministic = s.config.deterministic;
+  o.autotune = s.config.backend.autotune && !s.config.deterministic;
+  o.allow_tf32 = s.config.precision.mode == "tf32";
   return o;
 }
 

@@ -37,7 +37,7 @@ OptimizerKind optimizer_kind(const std::string& type) {
   return OptimizerKind::sgd;
 }
 
-data::LoaderOptions loader_options(const Session& s, bool training) {
+data::LoaderOptions loader_options(const Session& s, bool training, const Collective* collective = nullptr) {
   data::LoaderOptions o;
   const auto& d = s.config.data;
   o.batch_size = s.batch.micro;
@@ -46,6 +46,10 @@ data::LoaderOptions loader_options(const Session& s, bool training) {
   o.shuffle = training && d.shuffle;
   o.drop_last = training && d.drop_last;
   o.seed = static_cast<std::uint64_t>(s.config.seed);
+  if (collective) {
+    o.rank = collective->rank();
+    o.world_size = collective->world();
+  }
   return o;
 }
 
@@ -72,10 +76,16 @@ float read_scalar(graph::Program& program, const TensorRef& t) {
   return v;
 }
 
-std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir) {
+// The root rank logs to the terminal and train.log; other ranks only report warnings.
+std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir, const Collective& collective) {
   auto console = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
+  console->set_pattern(collective.world() > 1 ? "[rank " + std::to_string(collective.rank()) + "] %v" : "%v");
+  if (!collective.is_root()) {
+    auto logger = std::make_shared<spdlog::logger>("trainer", console);
+    logger->set_level(spdlog::level::warn);
+    return logger;
+  }
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(run_dir + "/train.log", false);
-  console->set_pattern("%v");
   file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
   return std::make_shared<spdlog::logger>("trainer", spdlog::sinks_init_list{console, file});
 }
@@ -138,12 +148,21 @@ EvalResult evaluate(const Session& s, graph::Program& program) {
 }
 
 nlohmann::json train(const Session& s, graph::Program& program, const std::string& run_dir) {
-  const auto& cfg = s.config;
-  auto log = make_logger(run_dir);
-  MetricsWriter metrics(run_dir + "/metrics.jsonl");
-  Backend& backend = program.backend();
+  SingleProcess single;
+  return train(s, program, run_dir, single);
+}
 
-  data::Loader loader(s.train_data, s.train_pipeline, loader_options(s, true));
+nlohmann::json train(const Session& s, graph::Program& program, const std::string& run_dir,
+                     Collective& collective) {
+  const auto& cfg = s.config;
+  auto log = make_logger(run_dir, collective);
+  MetricsWriter metrics;
+  if (collective.is_root()) metrics = MetricsWriter(run_dir + "/metrics.jsonl");
+  Backend& backend = program.backend();
+  const int world = collective.world();
+  const float rank_average = 1.0f / static_cast<float>(world);
+
+  data::Loader loader(s.train_data, s.train_pipeline, loader_options(s, true, &collective));
   const std::int64_t accumulation = s.batch.accumulation;
   const std::int64_t steps_per_epoch = loader.batches_per_epoch() / accumulation;
   if (steps_per_epoch < 1)
@@ -243,15 +262,17 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
           window_hits.rows += h.rows;
         }
       }
-      opt.grad_scale = 1.0f;
+      // Gradients are means over this rank's micro-batches; average them over ranks.
+      if (world > 1) collective.all_reduce_sum(grads);
+      opt.grad_scale = rank_average;
       if (cfg.train.clip_grad_norm > 0) {
         bool finite = true;
-        const double norm = std::sqrt(backend.vector_ops().sum_squares(grads, finite));
+        const double norm = rank_average * std::sqrt(backend.vector_ops().sum_squares(grads, finite));
         if (!finite)
           throw std::runtime_error("non-finite gradients at step " + std::to_string(step) +
                                    ": lower optimizer.lr or check the data");
         if (norm > cfg.train.clip_grad_norm)
-          opt.grad_scale = static_cast<float>(cfg.train.clip_grad_norm / (norm + 1e-6));
+          opt.grad_scale = rank_average * static_cast<float>(cfg.train.clip_grad_norm / (norm + 1e-6));
       }
       opt.lr = static_cast<float>(learning_rate(cfg.schedule, cfg.optimizer.lr, step, total_steps));
       opt.step = step + 1;
@@ -262,6 +283,16 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
 
       if (step % log_every == 0 || step == total_steps) {
         const double elapsed = seconds_since(window_start);
+        if (world > 1) {  // the window's loss and hits over every rank
+          std::vector<double> sums = {window_loss, static_cast<double>(window_hits.top1),
+                                      static_cast<double>(window_hits.rows),
+                                      static_cast<double>(window_samples)};
+          collective.all_reduce_sum(sums);
+          window_loss = sums[0] / world;
+          window_hits.top1 = static_cast<std::int64_t>(sums[1]);
+          window_hits.rows = static_cast<std::int64_t>(sums[2]);
+          window_samples = static_cast<std::int64_t>(sums[3]);
+        }
         const double loss = window_loss / static_cast<double>(window_steps);
         if (!std::isfinite(loss))
           throw std::runtime_error("the training loss is " + std::to_string(loss) + " at step " +
@@ -305,7 +336,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
                             {"data_wait_pct", 100.0 * total_wait / wall},
                             {"final_eval", last_eval},
                             {"best_eval", best_eval}};
-  std::ofstream(run_dir + "/summary.json") << summary.dump(2) << '\n';
+  if (collective.is_root()) std::ofstream(run_dir + "/summary.json") << summary.dump(2) << '\n';
   log->info("done: {} steps in {:.1f} s, {:.0f} samples/s", step, wall,
             static_cast<double>(total_samples) / wall);
   return summary;

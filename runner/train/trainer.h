@@ -10,6 +10,7 @@
 
 #include "ops/kernel.h"
 #include "runner/graph/program.h"
+#include "runner/train/collective.h"
 #include "runner/train/session.h"
 
 namespace trainer::train {
@@ -20,8 +21,11 @@ graph::CompileOptions compile_options(const Session& session);
 // Compiles the session's graph on `backend` and initialises its parameters.
 std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend);
 
-// Trains; writes metrics.jsonl and summary.json into `run_dir` (which exists).
-// Returns the summary.
+// Trains; writes metrics.jsonl and summary.json into `run_dir` (which exists on
+// the root rank). With several ranks, gradients are averaged over `collective`
+// after each step's backward and only the root rank writes. Returns the summary.
+nlohmann::json train(const Session& session, graph::Program& program, const std::string& run_dir,
+                     Collective& collective);
 nlohmann::json train(const Session& session, graph::Program& program, const std::string& run_dir);
 
 struct EvalResult {

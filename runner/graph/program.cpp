@@ -159,10 +159,12 @@ void Program::train_step(std::uint64_t step_seed, std::int64_t valid_rows) {
   set_call_seeds(train_calls_, step_seed);
   for (Call& c : train_calls_) {
     c.args.valid_rows = valid_rows;
-    if (c.backward)
+    if (c.backward) {
       c.kernel->backward(c.args);
-    else
+      if (after_backward_) after_backward_(c);
+    } else {
       c.kernel->forward(c.args);
+    }
   }
   if (options_.accumulate_gradients) {
     for (auto& p : params_)

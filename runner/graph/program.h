@@ -73,6 +73,10 @@ class Program {
   // The forward pass in evaluation mode (running statistics, no dropout).
   void eval_step(std::int64_t valid_rows);
   void zero_gradients();
+  // Called by train_step after each backward call (null: none). Data-parallel
+  // runs use it to start reducing gradients that are final while the rest of
+  // backward runs.
+  void set_after_backward(std::function<void(const Call&)> hook) { after_backward_ = std::move(hook); }
 
   // Runs the training calls one at a time, reporting each call's duration.
   void train_step_timed(std::uint64_t step_seed,
@@ -102,6 +106,7 @@ class Program {
   std::vector<Call> train_calls_;
   std::vector<Call> eval_calls_;
   TensorRef input_, labels_, loss_, logits_, loss_seed_;
+  std::function<void(const Call&)> after_backward_;
 };
 
 }  // namespace trainer::graph

@@ -20,6 +20,8 @@ class Collective {
   // Sums a few host doubles over all ranks, in place (metrics, step times).
   virtual void all_reduce_sum(std::vector<double>& values) = 0;
   virtual void barrier() = 0;
+  // How long this rank just waited for its next batch (per-rank load-balance reports).
+  virtual void note_data_wait(double /*seconds*/) {}
   bool is_root() const { return rank() == 0; }
 };
 

@@ -246,6 +246,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         const double waited = seconds_since(wait_start);
         window_wait += waited;
         total_wait += waited;
+        collective.note_data_wait(waited);
         if (!batch) throw std::logic_error("the loader ran out of batches inside an epoch");
         feed(program, *batch, s.num_classes);
         backend.vector_ops().fill(program.loss_seed(), seed_value);
@@ -332,7 +333,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   nlohmann::json summary = {{"steps", step},
                             {"epochs", epoch},
                             {"wall_seconds", wall},
-                            {"mean_samples_per_s", static_cast<double>(total_samples) / wall},
+                            {"mean_samples_per_s", static_cast<double>(total_samples * world) / wall},
                             {"data_wait_pct", 100.0 * total_wait / wall},
                             {"final_eval", last_eval},
                             {"best_eval", best_eval}};

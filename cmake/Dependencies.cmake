@@ -8,6 +8,7 @@ find_package(ZLIB REQUIRED)          # zlib1g-dev
 find_package(PNG REQUIRED)           # libpng-dev
 find_package(JPEG REQUIRED)          # libjpeg-dev
 find_package(Catch2 REQUIRED)        # catch2 (v2)
+find_package(MPI REQUIRED COMPONENTS CXX)  # libopenmpi-dev: data-parallel ranks (runner/dist)
 
 # CLI11 ships a pkg-config file only; it is header-only.
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)

@@ -1,0 +1,25 @@
+// Rank detection: whether this process is one rank of a job started by a
+// launcher (mpirun / OpenMPI, a PMI launcher such as MPICH's or Intel's,
+// Slurm's srun), and its rank, world size and rank on its node.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace trainer::dist {
+
+struct LaunchEnv {
+  std::string launcher;  // "openmpi", "pmi" or "slurm"
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;  // rank among the ranks on this node (GPU choice)
+};
+
+// Reads the launcher's variables through `get` (std::getenv by default).
+// Returns nothing when no launcher started this process. Throws
+// std::runtime_error naming the variable when its value is not a valid rank.
+std::optional<LaunchEnv> detect_launch_env(
+    const std::function<const char*(const char*)>& get = nullptr);
+
+}  // namespace trainer::dist

@@ -1,0 +1,98 @@
+// Re-executing `trainer run` under mpirun.
+#include "runner/dist/local_launcher.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+#include "runner/config/diagnostics.h"
+#include "runner/dist/launch_env.h"
+#include "runner/train/session.h"
+
+namespace trainer::dist {
+namespace {
+
+std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::string current;
+  for (char ch : raw) {
+    if (ch == '\0') {
+      args.push_back(current);
+      current.clear();
+    } else {
+      current += ch;
+    }
+  }
+  if (args.empty())
+    throw std::runtime_error("cannot read this process's command line from /proc/self/cmdline");
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) args[0] = std::string(exe, static_cast<std::size_t>(n));
+  return args;
+}
+
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
+int requested_ranks(const config::Config& c) {
+  if (!c.devices.cpu && !c.devices.gpus.empty()) return static_cast<int>(c.devices.gpus.size());
+  return static_cast<int>(std::max<std::int64_t>(1, c.devices.world_size));
+}
+
+std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string>& argv,
+                                        bool as_root) {
+  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(ranks)};
+  if (as_root) cmd.push_back("--allow-run-as-root");
+  // Ranks may outnumber cores (CI); threads are split between ranks, not pinned.
+  for (const char* flag : {"--oversubscribe", "--bind-to", "none"}) cmd.emplace_back(flag);
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  return cmd;
+}
+
+std::optional<int> launch_local_ranks(const config::Config& config) {
+  const int ranks = requested_ranks(config);
+  if (ranks <= 1 || detect_launch_env()) return std::nullopt;
+  config::Diagnostics diags;
+  train::plan_batches(config,
+                      diags);  // report a batch that does not divide once, not once per rank
+  diags.throw_if_any();
+  const std::string mpirun = find_on_path("mpirun");
+  if (mpirun.empty())
+    throw std::runtime_error(
+        "the config asks for " + std::to_string(ranks) +
+        " data-parallel ranks, which trainer starts with mpirun, but mpirun is not on PATH: "
+        "install OpenMPI (openmpi-bin), or start the ranks yourself with mpirun or srun");
+  std::vector<std::string> cmd = mpirun_command(ranks, own_command_line(), geteuid() == 0);
+  cmd[0] = mpirun;
+  std::fprintf(stderr, "starting %d ranks:", ranks);
+  for (const auto& a : cmd) std::fprintf(stderr, " %s", a.c_str());
+  std::fprintf(stderr, "\n");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(mpirun.c_str(), argv.data());
+  throw std::runtime_error("cannot start " + mpirun + ": " + std::strerror(errno));
+}
+
+}  // namespace trainer::dist

@@ -1,0 +1,67 @@
+// MpiCollective: the Collective of CPU ranks over MPI_COMM_WORLD. Gradients
+// are summed in buckets started during backward (attach()), every wait is
+// bounded by the watchdog, and at each log point the ranks' load-balance
+// windows are gathered with the metrics: the root logs them, appends them to
+// ranks.jsonl in the run directory and warns about a straggler by rank.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/dist/gradient_buckets.h"
+#include "runner/dist/mpi_watchdog.h"
+#include "runner/dist/rank_stats.h"
+#include "runner/train/collective.h"
+
+namespace trainer::graph {
+class Program;
+}
+
+namespace trainer::dist {
+
+class MpiCollective final : public train::Collective {
+ public:
+  explicit MpiCollective(double timeout_s);  // MPI must be initialised
+  ~MpiCollective() override;
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  void all_reduce_sum(const std::vector<TensorRef>& tensors) override;
+  void all_reduce_sum(std::vector<double>& values) override;
+  void barrier() override;
+  void note_data_wait(double seconds) override { window_.data_wait_s += seconds; }
+
+  // Starts bucket reductions from `program`'s backward calls (host memory
+  // gradients, no accumulation). Without it, all_reduce_sum reduces at the end.
+  void attach(graph::Program& program, std::size_t bucket_bytes);
+  // The root appends the per-rank windows to `<dir>/ranks.jsonl` (empty: nowhere).
+  void set_report_dir(const std::string& dir) { report_dir_ = dir; }
+
+  // Root's bytes to every rank (the NCCL unique id).
+  void broadcast(void* data, std::size_t bytes);
+  // Every rank's host name, in rank order.
+  std::vector<std::string> host_names();
+  // The number of gradient reductions (optimizer steps) so far.
+  std::int64_t steps() const { return steps_; }
+
+ private:
+  void start_bucket(float* data, std::size_t count);
+  void reduce_unbucketed(const std::vector<TensorRef>& tensors);
+  void report(const std::vector<RankWindow>& ranks);
+
+  int rank_ = 0, world_ = 1;
+  MpiWatchdog watchdog_;
+  std::unique_ptr<GradientBuckets> buckets_;
+  graph::Program* attached_ = nullptr;
+  std::vector<MPI_Request> pending_;  // bucket reductions in flight
+  RankWindow window_;
+  std::optional<std::chrono::steady_clock::time_point> last_sync_end_;
+  std::int64_t steps_ = 0;
+  std::string report_dir_;
+  int last_straggler_ = -1;
+};
+
+}  // namespace trainer::dist

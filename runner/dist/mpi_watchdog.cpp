@@ -1,0 +1,125 @@
+// Timed MPI waits and arrival notices.
+#include "runner/dist/mpi_watchdog.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "runner/dist/mpi_runtime.h"
+
+namespace trainer::dist {
+namespace {
+
+constexpr int kNoticeTag = 7;
+
+}  // namespace
+
+MpiWatchdog::MpiWatchdog(MPI_Comm world, double timeout_s) : timeout_s_(timeout_s) {
+  MPI_Comm_dup(world, &notices_);
+  MPI_Comm_rank(notices_, &rank_);
+  MPI_Comm_size(notices_, &world_);
+  last_seen_.assign(static_cast<std::size_t>(world_), 0);
+  incoming_.assign(static_cast<std::size_t>(world_), 0);
+  receives_.assign(static_cast<std::size_t>(world_), MPI_REQUEST_NULL);
+  for (int peer = 0; peer < world_; ++peer)
+    if (peer != rank_)
+      MPI_Irecv(&incoming_[static_cast<std::size_t>(peer)], 1, MPI_INT64_T, peer, kNoticeTag,
+                notices_, &receives_[static_cast<std::size_t>(peer)]);
+}
+
+MpiWatchdog::~MpiWatchdog() {
+  for (auto& r : receives_) {
+    if (r == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&r);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+  }
+  // Notices are a few bytes, sent eagerly: completing them needs no receiver.
+  for (auto& s : sends_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
+  MPI_Comm_free(&notices_);
+}
+
+void MpiWatchdog::enter() {
+  ++sequence_;
+  read_notices();  // keeps the peers' notices from queueing up
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer == rank_) continue;
+    Outgoing out{std::make_unique<std::int64_t>(sequence_), MPI_REQUEST_NULL};
+    MPI_Isend(out.value.get(), 1, MPI_INT64_T, peer, kNoticeTag, notices_, &out.request);
+    sends_.push_back(std::move(out));
+  }
+  // Drop completed notices, oldest first.
+  while (!sends_.empty()) {
+    int done = 0;
+    MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE);
+    if (!done) break;
+    sends_.pop_front();
+  }
+}
+
+void MpiWatchdog::read_notices() {
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer == rank_) continue;
+    const auto p = static_cast<std::size_t>(peer);
+    for (;;) {
+      int done = 0;
+      MPI_Test(&receives_[p], &done, MPI_STATUS_IGNORE);
+      if (!done) break;
+      last_seen_[p] = std::max(last_seen_[p], incoming_[p]);
+      MPI_Irecv(&incoming_[p], 1, MPI_INT64_T, peer, kNoticeTag, notices_, &receives_[p]);
+    }
+  }
+}
+
+void MpiWatchdog::poll(std::vector<MPI_Request>& requests) {
+  int done = 0;
+  if (!requests.empty())
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+}
+
+void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& what) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto pause = std::chrono::microseconds(5);
+  for (;;) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) return;
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited > timeout_s_) fail(what, waited);
+    // Sleep between polls: ranks often share cores with the other ranks' compute.
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
+  }
+}
+
+void MpiWatchdog::fail(const std::string& what, double waited_s) {
+  read_notices();
+  std::string missing;
+  for (int peer = 0; peer < world_; ++peer) {
+    const auto p = static_cast<std::size_t>(peer);
+    if (peer == rank_ || last_seen_[p] >= sequence_) continue;
+    missing += fmt::format("{}rank {} (last reached collective #{})", missing.empty() ? "" : ", ",
+                           peer, last_seen_[p]);
+  }
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  const std::string message =
+      missing.empty()
+          ? fmt::format(
+                "rank {} on {}: the {} (collective #{}) did not complete within {:.0f} s although "
+                "every "
+                "rank reached it: the interconnect or MPI is stuck. Aborting the job",
+                rank_, host, what, sequence_, waited_s)
+          : fmt::format(
+                "rank {} on {}: the {} (collective #{}) did not complete within {:.0f} s: {} never "
+                "reached it (dead or hung). Aborting the job (timeout: TRAINER_COLLECTIVE_TIMEOUT)",
+                rank_, host, what, sequence_, waited_s, missing);
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  MpiRuntime::abort_job(1);
+}
+
+}  // namespace trainer::dist

@@ -1,0 +1,56 @@
+// MpiWatchdog: every MPI wait of the data-parallel job goes through it. It
+// polls the pending requests until they complete or the timeout passes; on a
+// timeout it names the ranks that never reached this collective and aborts the
+// job, so a dead or hung rank never leaves the others waiting silently.
+//
+// To know who is missing, each rank announces every collective it enters to
+// its peers with a tiny message on a private communicator ("arrival notices");
+// a timed-out rank reports the peers whose last notice is older.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trainer::dist {
+
+class MpiWatchdog {
+ public:
+  MpiWatchdog(MPI_Comm world, double timeout_s);
+  ~MpiWatchdog();
+  MpiWatchdog(const MpiWatchdog&) = delete;
+  MpiWatchdog& operator=(const MpiWatchdog&) = delete;
+
+  // Marks the start of the next collective (announced to the peers).
+  void enter();
+  // Waits for every request; on timeout prints who is missing and aborts the job.
+  void wait(std::vector<MPI_Request>& requests, const std::string& what);
+  // Advances MPI progress without waiting (called between backward calls).
+  void poll(std::vector<MPI_Request>& requests);
+
+  double timeout_s() const { return timeout_s_; }
+  std::int64_t sequence() const { return sequence_; }
+
+ private:
+  void read_notices();
+  [[noreturn]] void fail(const std::string& what, double waited_s);
+
+  MPI_Comm notices_ = MPI_COMM_NULL;  // duplicate of the world communicator
+  int rank_ = 0, world_ = 1;
+  double timeout_s_;
+  std::int64_t sequence_ = 0;            // collectives this rank has entered
+  std::vector<std::int64_t> last_seen_;  // per peer: the last collective it announced
+  std::vector<std::int64_t> incoming_;   // receive buffers, one per peer
+  std::vector<MPI_Request> receives_;    // one posted receive per peer
+  struct Outgoing {
+    std::unique_ptr<std::int64_t> value;
+    MPI_Request request;
+  };
+  std::deque<Outgoing> sends_;
+};
+
+}  // namespace trainer::dist

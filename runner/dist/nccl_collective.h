@@ -1,0 +1,24 @@
+// NcclCollective: the Collective of GPU ranks. Gradients are summed with NCCL
+// on the rank's GPU; host values, the barrier and the load-balance windows go
+// through the MPI collective (which also carries the NCCL unique id). With one
+// rank NCCL runs alone and no MPI is needed. Built only with CUDA
+// (TRAINER_WITH_CUDA); elsewhere make_nccl_collective throws.
+#pragma once
+
+#include <memory>
+
+#include "ops/kernel.h"
+#include "runner/train/collective.h"
+
+namespace trainer::dist {
+
+class MpiCollective;
+
+// `mpi` null: a single rank (world 1). `device`: this rank's GPU index.
+std::unique_ptr<train::Collective> make_nccl_collective(MpiCollective* mpi, Backend& backend,
+                                                        int device, double timeout_s);
+
+// "2.21.5", or empty in a build without NCCL.
+std::string nccl_version();
+
+}  // namespace trainer::dist

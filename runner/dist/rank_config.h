@@ -1,0 +1,26 @@
+// The config one rank trains with: the launcher's world size, the learning
+// rate scaled as `optimizer.lr_scaling` asks, CPU threads split between the
+// ranks of a node, and this rank's GPU first in `devices.gpus`.
+#pragma once
+
+#include <string>
+
+#include "runner/config/config.h"
+
+namespace trainer::dist {
+
+// lr multiplier for `optimizer.lr_scaling` (none | linear | sqrt) over `world` ranks.
+double lr_scale_factor(const std::string& scaling, int world);
+
+struct RankPlace {
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  int local_world = 1;  // ranks on this node
+};
+
+// Throws config::ConfigError (naming the key) when the config's devices do not
+// match the job (`devices.world_size: 4` under `mpirun -np 2`).
+config::Config rank_config(config::Config config, const RankPlace& place);
+
+}  // namespace trainer::dist

@@ -1,0 +1,117 @@
+// Joining the job, choosing the collective, recording the job.
+#include "runner/dist/rank_job.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/dist/mpi_collective.h"
+#include "runner/dist/mpi_runtime.h"
+#include "runner/dist/nccl_collective.h"
+#include "runner/dist/rank_config.h"
+#include "runner/graph/program.h"
+#include "runner/train/devices.h"
+
+namespace trainer::dist {
+namespace {
+
+double env_number(const char* name, double fallback, double minimum) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(v >= minimum))
+    throw std::runtime_error(std::string("the environment variable ") + name + "=\"" + text +
+                             "\" is not a number >= " + std::to_string(minimum));
+  return v;
+}
+
+int local_world_of(const LaunchEnv& env) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (const char* v = std::getenv(name)) {
+      const int n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  return env.world;
+}
+
+bool uses_gpus(const config::Config& c) {
+  return !c.devices.cpu && !c.devices.gpus.empty();
+}
+
+}  // namespace
+
+RankJob::RankJob(const config::Config& loaded) : env_(detect_launch_env()) {
+  timeout_s_ = env_number("TRAINER_COLLECTIVE_TIMEOUT", 300, 1);
+  bucket_bytes_ = static_cast<std::size_t>(env_number("TRAINER_BUCKET_MB", 25, 0) * (1 << 20));
+  RankPlace place;
+  if (env_) place = {env_->rank, env_->world, env_->local_rank, local_world_of(*env_)};
+  lr_base_ = loaded.optimizer.lr;
+  config_ = rank_config(loaded, place);
+  place_ = {place.rank, place.world, place.local_rank};
+  if (place.world > 1) {
+    mpi_runtime_ = std::make_unique<MpiRuntime>();
+    mpi_ = std::make_unique<MpiCollective>(timeout_s_);
+    if (mpi_->world() != place.world || mpi_->rank() != place.rank)
+      throw std::runtime_error("the launcher's environment says rank " +
+                               std::to_string(place.rank) + " of " + std::to_string(place.world) +
+                               " but MPI says rank " + std::to_string(mpi_->rank()) + " of " +
+                               std::to_string(mpi_->world()));
+  }
+}
+
+RankJob::~RankJob() {
+  nccl_.reset();
+  mpi_.reset();  // before MPI_Finalize
+}
+
+Backend& RankJob::select_backend() {
+  Backend& backend = train::select_backend(config_);
+  if (uses_gpus(config_) && place_.world > 1)
+    nccl_ = make_nccl_collective(mpi_.get(), backend,
+                                 static_cast<int>(config_.devices.gpus.front()), timeout_s_);
+  return backend;
+}
+
+train::Collective& RankJob::collective() {
+  if (nccl_) return *nccl_;
+  if (mpi_) return *mpi_;
+  return single_;
+}
+
+void RankJob::attach(graph::Program& program, const std::string& run_dir) {
+  if (place_.world <= 1) return;
+  const bool overlap = !nccl_;
+  if (overlap) mpi_->attach(program, bucket_bytes_);
+  const auto hosts = mpi_->host_names();
+  if (!is_root()) return;
+  mpi_->set_report_dir(run_dir);
+  const double factor = lr_scale_factor(config_.optimizer.lr_scaling, place_.world);
+  nlohmann::json record = {
+      {"world", place_.world},
+      {"launcher", env_ ? env_->launcher : "none"},
+      {"collective", nccl_ ? "nccl" : "mpi"},
+      {"nccl", nccl_version()},
+      {"hosts", hosts},
+      {"lr_scaling", config_.optimizer.lr_scaling},
+      {"lr_base", lr_base_},
+      {"lr_factor", factor},
+      {"lr", config_.optimizer.lr},
+      {"bucket_bytes", overlap ? bucket_bytes_ : 0},
+      {"overlap_backward", overlap},
+      {"collective_timeout_s", timeout_s_},
+      {"threads_per_rank", config_.backend.threads},
+  };
+  std::ofstream(run_dir + "/distributed.json") << record.dump(2) << '\n';
+  std::printf(
+      "[rank 0] data-parallel: %d ranks (%s, %s collectives), lr %g x %g (lr_scaling %s) = %g\n",
+      place_.world, env_ ? env_->launcher.c_str() : "none", nccl_ ? "NCCL" : "MPI", lr_base_,
+      factor, config_.optimizer.lr_scaling.c_str(), config_.optimizer.lr);
+  std::fflush(stdout);
+}
+
+}  // namespace trainer::dist

@@ -3,7 +3,8 @@
 # carried build (build-gpu/bundle from scripts/gpu-prepare.sh; builds it when
 # cmake and nvcc exist and it is missing), points the loader at the bundle's
 # libraries and at PyTorch's nvidia-* wheel libraries (cuDNN, cuBLAS, NCCL),
-# runs `trainer doctor`, the GPU tests and the GPU benchmarks, and writes logs
+# runs `trainer doctor`, the GPU tests (with the 1-GPU NCCL collective) and the
+# GPU benchmarks, and writes logs
 # and results.json under $OUT (default ./gpu-check-out).
 # Exit: 0 all passed; 1 something failed; 77 no GPU here (nothing was run on one).
 set -uo pipefail
@@ -90,8 +91,9 @@ fi
 
 # 4. GPU tests (run from the repository root, as ctest does).
 cd "$root"
-for t in test_gpu_vector_ops test_gpu_ops; do
-  timeout 150 "$bundle/bin/$t" >"$out/$t.log" 2>&1
+for t in test_gpu_vector_ops test_gpu_ops test_dist_nccl; do
+  [[ $t == test_dist_nccl && ! -x "$bundle/bin/$t" ]] && { log "$t: not in the bundle (re-run gpu-prepare.sh)"; continue; }
+  timeout "$([[ $t == test_dist_nccl ]] && echo 60 || echo 150)" "$bundle/bin/$t" >"$out/$t.log" 2>&1
   rc[$t]=$?
   log "$t: exit ${rc[$t]} ($(tail -n 2 "$out/$t.log" | tr '\n' ' '))"
 done
@@ -112,6 +114,7 @@ done
 
 status=passed
 [[ ${rc[doctor]} == 0 && ${rc[test_gpu_ops]} == 0 && ${rc[test_gpu_vector_ops]} == 0 ]] || status=failed
+[[ ${rc[test_dist_nccl]:-0} == 0 ]] || status=failed  # the 1-GPU NCCL path
 write_results "$status"
 log "done: $status (results.json in $out)"
 [[ $status == passed ]]

@@ -1,0 +1,157 @@
+// labels: cpu
+// The parts of data-parallel training that need no second process: rank
+// detection from launcher variables, lr scaling, the per-rank config, the
+// mpirun command line, gradient bucket packing, the straggler check.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "runner/config/diagnostics.h"
+#include "runner/dist/gradient_buckets.h"
+#include "runner/dist/launch_env.h"
+#include "runner/dist/local_launcher.h"
+#include "runner/dist/rank_config.h"
+#include "runner/dist/rank_stats.h"
+
+using namespace trainer;
+
+namespace {
+
+std::function<const char*(const char*)> env_of(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+}  // namespace
+
+TEST_CASE("rank and world size come from the launcher's environment") {
+  CHECK_FALSE(dist::detect_launch_env(env_of({})));
+  const auto ompi = dist::detect_launch_env(env_of({{"OMPI_COMM_WORLD_RANK", "3"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "8"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}));
+  REQUIRE(ompi);
+  CHECK(ompi->launcher == "openmpi");
+  CHECK(ompi->rank == 3);
+  CHECK(ompi->world == 8);
+  CHECK(ompi->local_rank == 1);
+
+  const auto pmi = dist::detect_launch_env(env_of({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}));
+  REQUIRE(pmi);
+  CHECK(pmi->launcher == "pmi");
+  CHECK(pmi->local_rank == 1);  // no local rank variable: the rank
+
+  // Inside an sbatch script (no srun step) SLURM_PROCID alone is not a rank.
+  CHECK_FALSE(dist::detect_launch_env(env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}})));
+  const auto slurm = dist::detect_launch_env(env_of({{"SLURM_PROCID", "2"},
+                                                     {"SLURM_NTASKS", "4"},
+                                                     {"SLURM_LOCALID", "0"},
+                                                     {"SLURM_STEP_ID", "0"}}));
+  REQUIRE(slurm);
+  CHECK(slurm->launcher == "slurm");
+  CHECK(slurm->rank == 2);
+  CHECK(slurm->world == 4);
+  CHECK(slurm->local_rank == 0);
+}
+
+TEST_CASE("a bad launcher variable is an error naming it") {
+  CHECK_THROWS_WITH(dist::detect_launch_env(env_of({{"PMI_RANK", "x"}, {"PMI_SIZE", "2"}})),
+                    Catch::Contains("PMI_RANK") && Catch::Contains("\"x\""));
+  CHECK_THROWS_WITH(dist::detect_launch_env(env_of({{"PMI_RANK", "2"}, {"PMI_SIZE", "2"}})),
+                    Catch::Contains("below the world size"));
+}
+
+TEST_CASE("lr scaling with the world size: none, linear, sqrt") {
+  CHECK(dist::lr_scale_factor("none", 8) == 1.0);
+  CHECK(dist::lr_scale_factor("linear", 8) == 8.0);
+  CHECK(dist::lr_scale_factor("sqrt", 4) == 2.0);
+
+  config::Config c;
+  c.optimizer.lr = 0.1;
+  c.optimizer.lr_scaling = "linear";
+  const config::Config r = dist::rank_config(c, {1, 4, 1, 2});
+  CHECK(r.optimizer.lr == Approx(0.4));
+  CHECK(r.devices.world_size == 4);
+  CHECK(r.backend.threads >= 1);  // the node's cores split between its ranks
+  c.optimizer.lr_scaling = "none";
+  CHECK(dist::rank_config(c, {0, 4, 0, 4}).optimizer.lr == Approx(0.1));
+}
+
+TEST_CASE("the config's world size must match the job's") {
+  config::Config c;
+  c.devices.world_size = 4;
+  CHECK_THROWS_AS(dist::rank_config(c, {0, 2, 0, 2}), config::ConfigError);
+  CHECK(dist::rank_config(c, {0, 4, 0, 4}).devices.world_size == 4);
+
+  config::Config g;
+  g.devices.cpu = false;
+  g.devices.gpus = {4, 5, 6};
+  CHECK(dist::rank_config(g, {2, 3, 2, 3}).devices.gpus.front() == 6);  // this rank's GPU first
+  CHECK_THROWS_AS(dist::rank_config(g, {0, 2, 0, 2}), config::ConfigError);
+}
+
+TEST_CASE("the local launcher's mpirun command") {
+  config::Config c;
+  c.devices.world_size = 3;
+  CHECK(dist::requested_ranks(c) == 3);
+  const auto cmd = dist::mpirun_command(3, {"/bin/trainer", "run", "x.yaml"}, true);
+  const std::vector<std::string> expected = {
+      "mpirun",       "-np", "3",     "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+      "/bin/trainer", "run", "x.yaml"};
+  CHECK(cmd == expected);
+  CHECK(dist::mpirun_command(2, {"t"}, false)[3] == "--oversubscribe");
+}
+
+TEST_CASE("gradient buckets pack gradients, launch in order and copy the sums back") {
+  std::vector<float> a(10, 1.0f), b(30, 2.0f), c(5, 3.0f);
+  std::vector<TensorRef> grads = {
+      {a.data(), {10}, DType::f32}, {b.data(), {3, 10}, DType::f32}, {c.data(), {5}, DType::f32}};
+  // 100 bytes: a (40 B) and b (120 B) share one bucket, c gets its own.
+  dist::GradientBuckets buckets(grads, 100);
+  CHECK(buckets.bucket_count() == 2);
+  CHECK(buckets.covers({grads[2], grads[0], grads[1]}));
+  CHECK_FALSE(buckets.covers({grads[0], grads[1]}));
+
+  std::vector<std::size_t> launched;
+  buckets.launch_remaining([&](float* data, std::size_t count) {
+    launched.push_back(count);
+    for (std::size_t i = 0; i < count; ++i) data[i] *= 10.0f;  // stands for the sum over ranks
+  });
+  CHECK(launched == std::vector<std::size_t>{40, 5});
+  CHECK(a[0] == 1.0f);  // not copied back before unpack()
+  buckets.unpack();
+  CHECK(a[9] == 10.0f);
+  CHECK(b[29] == 20.0f);
+  CHECK(c[4] == 30.0f);
+
+  // Reset for the next step: launching again packs the new values.
+  launched.clear();
+  buckets.launch_remaining([&](float*, std::size_t count) { launched.push_back(count); });
+  CHECK(launched.size() == 2);
+}
+
+TEST_CASE("the straggler check names the slow rank") {
+  auto window = [](double busy_ms, double data_ms) {
+    dist::RankWindow w;
+    w.steps = 10;
+    w.busy_s = busy_ms * 10 / 1000.0;
+    w.data_wait_s = data_ms * 10 / 1000.0;
+    return w;
+  };
+  CHECK_FALSE(dist::find_straggler({window(10, 0), window(10.5, 0)}));
+  CHECK_FALSE(dist::find_straggler({window(10, 0)}));
+  const auto s =
+      dist::find_straggler({window(10, 0), window(10, 0), window(16, 5), window(10.2, 0)});
+  REQUIRE(s);
+  CHECK(s->rank == 2);
+  CHECK(s->median_busy_ms == Approx(10.1));
+  const std::string text = dist::describe(*s);
+  CHECK_THAT(text, Catch::Contains("rank 2") && Catch::Contains("data.workers"));
+  const auto two = dist::find_straggler({window(20, 0), window(10, 0)});
+  REQUIRE(two);
+  CHECK(two->rank == 0);
+  CHECK_THAT(dist::describe(*two), Catch::Contains("other load"));
+}

@@ -56,6 +56,7 @@ int run_cli(int argc, char** argv) {
   run->add_option("--out", args.out_dir, "Run directory (default: <output.dir>/<name>/<time>)");
   run->add_option("--resume", args.resume_dir, "Resume from this run directory's last checkpoint")
       ->check(CLI::ExistingDirectory);
+  run->get_option("config")->required(false);  // --resume DIR alone uses DIR/config.yaml
   add_config_command(app, "validate",
                      "Check the config (fields and model); print ok or every error", args);
   add_config_command(app, "print-config", "Print the resolved config (defaults filled) as YAML",

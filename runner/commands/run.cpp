@@ -1,6 +1,11 @@
 // `trainer run CONFIG [KEY=VALUE ...] [--out DIR]`: trains the experiment.
+// `trainer run --resume RUN_DIR [CONFIG] [KEY=VALUE ...]` continues a run from
+// its newest good checkpoint (CONFIG defaults to RUN_DIR/config.yaml).
+// SIGINT / SIGTERM: the step finishes, a checkpoint is written, exit 130 / 143.
 #include <cstdio>
+#include <filesystem>
 
+#include "runner/checkpoint/stop_signal.h"
 #include "runner/commands.h"
 #include "runner/config/load.h"
 #include "runner/dist/local_launcher.h"
@@ -12,9 +17,19 @@
 
 namespace trainer {
 
-int command_run(const CommandArgs& args) {
-  if (!args.resume_dir.empty()) {
-    std::fprintf(stderr, "error: --resume is not available yet in this version of trainer\n");
+int command_run(const CommandArgs& given) {
+  CommandArgs args = given;
+  const bool resume = !args.resume_dir.empty();
+  if (resume && args.config_path.empty())
+    args.config_path = (std::filesystem::path(args.resume_dir) / "config.yaml").string();
+  if (args.config_path.empty()) {
+    std::fprintf(stderr, "error: trainer run needs a config file (or --resume RUN_DIR)\n");
+    return 2;
+  }
+  if (resume &&
+      !std::filesystem::exists(std::filesystem::path(args.resume_dir) / "config.sha256")) {
+    std::fprintf(stderr, "error: --resume %s: not a run directory (no config.sha256)\n",
+                 args.resume_dir.c_str());
     return 2;
   }
   const config::Config loaded = config::load_config(args.config_path, args.overrides);
@@ -23,11 +38,23 @@ int command_run(const CommandArgs& args) {
   const config::Config& config = job.config();
   const train::Session session = train::prepare_session(config);
   Backend& backend = job.select_backend();
-  const std::string dir = job.is_root() ? train::create_run_dir(config, args, backend.name()) : "";
+  std::string dir;
+  if (resume) {
+    dir = args.resume_dir;
+    const std::string change = train::reopen_run_dir(dir, config, args);
+    if (!change.empty()) std::fprintf(stderr, "note: %s\n", change.c_str());
+  } else {
+    if (job.is_root()) dir = train::create_run_dir(config, args, backend.name());
+  }
   auto program = train::compile(session, backend);
+  if (job.is_root()) train::record_program(dir, *program);
   job.attach(*program, dir);
-  train::train(session, *program, dir, job.collective());
+  checkpoint::StopSignals stop_signals;
+  train::TrainOptions options;
+  options.resume = resume;
+  const nlohmann::json summary = train::train(session, *program, dir, job.collective(), options);
   if (job.is_root()) std::printf("run directory: %s\n", dir.c_str());
+  if (summary.value("status", "") == "interrupted") return 128 + summary.value("signal", 15);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // Accuracy counting and the JSON-lines metrics file.
 #include "runner/train/metrics.h"
 
+#include <filesystem>
 #include <stdexcept>
 
 namespace trainer::train {
@@ -26,12 +27,16 @@ Hits count_hits(const float* logits, const std::int64_t* labels, std::int64_t ro
 MetricsWriter::MetricsWriter(const std::string& path, bool append)
     : out_(path, append ? std::ios::app : std::ios::trunc) {
   if (!out_) throw std::runtime_error("cannot write metrics file " + path);
+  std::error_code ec;
+  if (append) bytes_ = std::filesystem::file_size(path, ec);
 }
 
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
-  out_ << record.dump() << '\n';
+  const std::string line = record.dump() + '\n';
+  out_ << line;
   out_.flush();
+  bytes_ += line.size();
 }
 
 }  // namespace trainer::train

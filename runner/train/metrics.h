@@ -25,9 +25,12 @@ class MetricsWriter {
   explicit MetricsWriter(const std::string& path, bool append = false);
   void write(const nlohmann::json& record);
   bool is_open() const { return out_.is_open(); }
+  // The file's length so far (where a resumed run cuts it back to).
+  std::uint64_t bytes_written() const { return bytes_; }
 
  private:
   std::ofstream out_;
+  std::uint64_t bytes_ = 0;
 };
 
 }  // namespace trainer::train

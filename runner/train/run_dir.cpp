@@ -1,55 +1,240 @@
 // Run directory creation, resolved config and manifest.
 #include "runner/train/run_dir.h"
 
+#include <cpuid.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/train/sha256.h"
 
+#ifdef TRAINER_WITH_CUDA
+#include "ops/cuda/device_report.h"
+#endif
+
 namespace trainer::train {
 namespace fs = std::filesystem;
+namespace {
+
+std::string now_text(const char* format) {
+  char stamp[64];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, format, &tm);
+  return stamp;
+}
+
+// The command line as typed (from /proc/self/cmdline), arguments quoted when needed.
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out, arg;
+  std::istringstream args(all);
+  while (std::getline(args, arg, '\0')) {
+    if (!out.empty()) out += ' ';
+    const bool quote = arg.empty() || arg.find_first_of(" \t'\"$*?[]{}") != std::string::npos;
+    out += quote ? "'" + arg + "'" : arg;
+  }
+  return out;
+}
+
+std::string run_and_read(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return out;
+  std::array<char, 256> buf{};
+  while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe)) out += buf.data();
+  pclose(pipe);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// The commit of the repository holding the config file (with "-dirty" when it has changes), or
+// null.
+nlohmann::json git_commit(const std::string& config_path) {
+  std::string dir = fs::path(config_path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  for (char c : dir)
+    if (c == '\'') return nullptr;
+  const std::string git = "git -C '" + dir + "' ";
+  const std::string commit = run_and_read(git + "rev-parse HEAD 2>/dev/null");
+  if (commit.size() != 40) return nullptr;
+  const std::string dirty =
+      run_and_read(git + "status --porcelain --untracked-files=no 2>/dev/null");
+  return commit + (dirty.empty() ? "" : "-dirty");
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
+}
+
+std::string cpu_isa() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  std::string isa;
+  auto add = [&](bool present, const char* name) {
+    if (present) isa += isa.empty() ? name : std::string(" ") + name;
+  };
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    add(b & (1u << 5), "avx2");
+    add(b & (1u << 16), "avx512f");
+    add(b & (1u << 30), "avx512bw");
+    add(c & (1u << 11), "avx512_vnni");
+    add(d & (1u << 22), "amx_bf16");
+    add(d & (1u << 24), "amx_tile");
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) add(a & (1u << 5), "avx512_bf16");
+  return isa.empty() ? "none of avx2/avx512/amx" : isa;
+}
+
+nlohmann::json library_versions() {
+  const dnnl_version_t* dv = dnnl_version();
+  nlohmann::json v = {{"onednn", std::to_string(dv->major) + "." + std::to_string(dv->minor) + "." +
+                                     std::to_string(dv->patch)}};
+#ifdef TRAINER_WITH_CUDA
+  const cuda::CudaReport r = cuda::cuda_report();
+  v["cuda_runtime"] = cuda::cuda_version_string(r.runtime_version);
+  v["cuda_driver"] = r.driver_missing ? "none" : cuda::cuda_version_string(r.driver_version);
+  v["cudnn"] = r.cudnn_loaded.empty() ? r.cudnn_compiled : r.cudnn_loaded;
+  v["cublas"] = r.cublas_loaded.empty() ? r.cublas_compiled : r.cublas_loaded;
+  v["nccl"] = r.nccl_loaded.empty() ? r.nccl_compiled : r.nccl_loaded;
+#endif
+  return v;
+}
+
+nlohmann::json devices_of(const config::Config& config, const std::string& backend_name) {
+  nlohmann::json d = {{"backend", backend_name},
+                      {"hardware_threads", std::thread::hardware_concurrency()},
+                      {"threads", config.backend.threads},
+                      {"world_size", config.devices.world_size}};
+  if (!config.devices.gpus.empty()) d["gpus"] = config.devices.gpus;
+#ifdef TRAINER_WITH_CUDA
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : cuda::cuda_report().gpus)
+    gpus.push_back(
+        {{"index", g.index},
+         {"name", g.name},
+         {"compute_capability", std::to_string(g.major) + "." + std::to_string(g.minor)}});
+  d["visible_gpus"] = gpus;
+#endif
+  return d;
+}
+
+nlohmann::json read_manifest(const fs::path& dir) {
+  std::ifstream in(dir / "manifest.json");
+  if (!in) return nlohmann::json::object();
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return nlohmann::json::object();
+  }
+}
+
+void write_manifest(const fs::path& dir, const nlohmann::json& manifest) {
+  checkpoint::write_file_atomically((dir / "manifest.json").string(), manifest.dump(2) + "\n");
+}
+
+// Writes config.yaml and config.sha256; returns the hash.
+std::string write_config(const fs::path& dir, const config::Config& config,
+                         const CommandArgs& args) {
+  const std::string yaml = config::to_yaml(config.resolved);
+  const std::string hash = sha256_hex(yaml);
+  checkpoint::write_file_atomically((dir / "config.yaml").string(),
+                                    "# resolved from " + args.config_path + "\n" + yaml);
+  checkpoint::write_file_atomically((dir / "config.sha256").string(), hash + "\n");
+  return hash;
+}
+
+}  // namespace
 
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
                            const std::string& backend_name) {
   fs::path dir = args.out_dir;
-  if (dir.empty()) {
-    char stamp[32];
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    localtime_r(&now, &tm);
-    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    dir = fs::path(config.output.dir) / config.name / stamp;
-  }
+  if (dir.empty()) dir = fs::path(config.output.dir) / config.name / now_text("%Y%m%d-%H%M%S");
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("cannot create run directory " + dir.string() + ": " + ec.message());
+  if (ec)
+    throw std::runtime_error("cannot create run directory " + dir.string() + ": " + ec.message());
 
-  const std::string yaml = config::to_yaml(config.resolved);
-  std::ofstream(dir / "config.yaml") << "# resolved from " << args.config_path << "\n" << yaml;
-  std::ofstream(dir / "config.sha256") << sha256_hex(yaml) << "\n";
-
-  const dnnl_version_t* dv = dnnl_version();
+  write_config(dir, config, args);
   nlohmann::json manifest = {
-      {"command", "trainer run " + args.config_path},
+      {"command", command_line()},
+      {"config", args.config_path},
       {"overrides", args.overrides},
+      {"started", now_text("%Y-%m-%dT%H:%M:%S%z")},
+      {"git_commit", git_commit(args.config_path)},
       {"trainer_version", TRAINER_VERSION},
       {"compiler", __VERSION__},
-      {"onednn", std::to_string(dv->major) + "." + std::to_string(dv->minor) + "." +
-                     std::to_string(dv->patch)},
+      {"libraries", library_versions()},
+      {"host", host_name()},
+      {"cpu_isa", cpu_isa()},
+      {"devices", devices_of(config, backend_name)},
       {"backend", backend_name},
-      {"hardware_threads", std::thread::hardware_concurrency()},
       {"seed", config.seed},
       {"deterministic", config.deterministic},
+      {"determinism",
+       {{"deterministic", config.deterministic},
+        {"autotune", config.backend.autotune && !config.deterministic},
+        {"tf32", config.precision.mode == "tf32"}}},
       {"precision", config.precision.mode},
+      {"precision_emulation", config.precision.mode != "fp32" && config.precision.mode != "tf32" &&
+                                  config.devices.gpus.empty()},
   };
-  std::ofstream(dir / "manifest.json") << manifest.dump(2) << "\n";
+  write_manifest(dir, manifest);
   return dir.string();
+}
+
+std::string reopen_run_dir(const std::string& dir, const config::Config& config,
+                           const CommandArgs& args) {
+  std::string old_hash;
+  std::ifstream(fs::path(dir) / "config.sha256") >> old_hash;
+  const std::string new_hash = sha256_hex(config::to_yaml(config.resolved));
+  std::string change;
+  if (new_hash != old_hash) {
+    // Keep the previous config next to the new one for the record.
+    std::error_code ec;
+    fs::copy_file(fs::path(dir) / "config.yaml",
+                  fs::path(dir) / ("config." + old_hash.substr(0, 12) + ".yaml"),
+                  fs::copy_options::overwrite_existing, ec);
+    write_config(dir, config, args);
+    change = "the config differs from the run's (sha256 " + old_hash.substr(0, 12) + " -> " +
+             new_hash.substr(0, 12) +
+             "); config.yaml now holds the new one, the old one is config." +
+             old_hash.substr(0, 12) + ".yaml";
+  }
+  nlohmann::json manifest = read_manifest(dir);
+  manifest["resumes"].push_back({{"command", command_line()},
+                                 {"overrides", args.overrides},
+                                 {"time", now_text("%Y-%m-%dT%H:%M:%S%z")},
+                                 {"config_sha256", new_hash}});
+  write_manifest(dir, manifest);
+  return change;
+}
+
+void record_program(const std::string& dir, const graph::Program& program) {
+  nlohmann::json manifest = read_manifest(dir);
+  nlohmann::json kernels = nlohmann::json::object();
+  const auto& nodes = program.graph().nodes;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const std::string impl = program.implementation_of(static_cast<int>(i));
+    if (!impl.empty()) kernels[nodes[i].name] = impl;
+  }
+  manifest["kernels"] = kernels;
+  manifest["memory"] = {{"arena_bytes", program.memory_plan().arena_bytes},
+                        {"persistent_bytes", program.persistent_bytes()}};
+  write_manifest(dir, manifest);
 }
 
 }  // namespace trainer::train

@@ -1,11 +1,14 @@
 // The run directory: where a run keeps everything it did. Created up front with
-// the resolved config (re-runnable as is), its hash and a manifest.
+// the resolved config (re-runnable as is), its hash and a manifest (command
+// line, overrides, git commit, versions, host, CPU ISA, devices, determinism
+// flags, precision); the kernels chosen per node are added once compiled.
 #pragma once
 
 #include <string>
 
 #include "runner/commands.h"
 #include "runner/config/config.h"
+#include "runner/graph/program.h"
 
 namespace trainer::train {
 
@@ -13,5 +16,16 @@ namespace trainer::train {
 // config.sha256 and manifest.json. Returns the directory.
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
                            const std::string& backend_name);
+
+// `trainer run --resume DIR`: keeps the directory; when the config differs
+// from the recorded one (a longer max_steps), rewrites config.yaml and
+// config.sha256 and records the change; appends the resume to manifest.json.
+// Returns a line describing what changed ("" when nothing did).
+std::string reopen_run_dir(const std::string& dir, const config::Config& config,
+                           const CommandArgs& args);
+
+// Records in manifest.json the implementation chosen for every node
+// ("conv1": "onednn:conv2d brgconv avx512") and the program's memory.
+void record_program(const std::string& dir, const graph::Program& program);
 
 }  // namespace trainer::train

@@ -3,13 +3,20 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <deque>
+#include <filesystem>
+#include <optional>
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "data/loader.h"
+#include "runner/checkpoint/checkpoint_store.h"
+#include "runner/checkpoint/safetensors.h"
+#include "runner/checkpoint/stop_signal.h"
+#include "runner/checkpoint/weights.h"
 #include "runner/graph/init.h"
 #include "runner/train/metrics.h"
 #include "runner/train/progress.h"
@@ -37,7 +44,8 @@ OptimizerKind optimizer_kind(const std::string& type) {
   return OptimizerKind::sgd;
 }
 
-data::LoaderOptions loader_options(const Session& s, bool training, const Collective* collective = nullptr) {
+data::LoaderOptions loader_options(const Session& s, bool training,
+                                   const Collective* collective = nullptr) {
   data::LoaderOptions o;
   const auto& d = s.config.data;
   o.batch_size = s.batch.micro;
@@ -59,10 +67,10 @@ void feed(graph::Program& program, const data::Batch& batch, std::int64_t classe
     const std::int64_t* labels = batch.labels.i64();
     for (std::int64_t r = 0; r < batch.rows; ++r) {
       if (labels[r] < 0 || labels[r] >= classes)
-        throw std::runtime_error("label " + std::to_string(labels[r]) + " in row " +
-                                 std::to_string(r) + " of batch " + std::to_string(batch.index) +
-                                 " (epoch " + std::to_string(batch.epoch) +
-                                 ") is outside the model's " + std::to_string(classes) + " classes");
+        throw std::runtime_error(
+            "label " + std::to_string(labels[r]) + " in row " + std::to_string(r) + " of batch " +
+            std::to_string(batch.index) + " (epoch " + std::to_string(batch.epoch) +
+            ") is outside the model's " + std::to_string(classes) + " classes");
     }
   }
   Backend& backend = program.backend();
@@ -77,9 +85,11 @@ float read_scalar(graph::Program& program, const TensorRef& t) {
 }
 
 // The root rank logs to the terminal and train.log; other ranks only report warnings.
-std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir, const Collective& collective) {
+std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir,
+                                            const Collective& collective) {
   auto console = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
-  console->set_pattern(collective.world() > 1 ? "[rank " + std::to_string(collective.rank()) + "] %v" : "%v");
+  console->set_pattern(
+      collective.world() > 1 ? "[rank " + std::to_string(collective.rank()) + "] %v" : "%v");
   if (!collective.is_root()) {
     auto logger = std::make_shared<spdlog::logger>("trainer", console);
     logger->set_level(spdlog::level::warn);
@@ -88,6 +98,55 @@ std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir, const Co
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(run_dir + "/train.log", false);
   file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
   return std::make_shared<spdlog::logger>("trainer", spdlog::sinks_init_list{console, file});
+}
+
+// `model.init_from: weights.safetensors` (relative to the YAML file that names
+// it) with `model.init_strict: false` to load only the tensors that match.
+void load_init_from(const Session& s, graph::Program& program) {
+  const config::Node& model = s.config.model.node;
+  const config::Node* from = model.is_map() ? model.find("init_from") : nullptr;
+  if (!from) return;
+  if (!from->is_scalar() || from->text().empty())
+    throw std::runtime_error(config::to_string(from->mark()) +
+                             ": model.init_from: expected a path to a .safetensors file");
+  std::filesystem::path path = from->text();
+  if (path.is_relative() && !from->mark().file.empty() && from->mark().file[0] != '<')
+    path = std::filesystem::path(from->mark().file).parent_path() / path;
+  bool strict = true;
+  if (const config::Node* st = model.find("init_strict")) {
+    if (!st->is_scalar() || (st->text() != "true" && st->text() != "false"))
+      throw std::runtime_error(config::to_string(st->mark()) +
+                               ": model.init_strict: expected true or false");
+    strict = st->text() == "true";
+  }
+  const auto file = checkpoint::read_safetensors(path.string());
+  const auto report = checkpoint::load_parameters(program, file, path.string(), strict);
+  std::string skipped;
+  for (const auto& m : report.mismatches) skipped += "\n  " + m;
+  std::fprintf(stderr, "model.init_from: loaded %zu tensor(s) from %s%s%s\n", report.loaded.size(),
+               path.string().c_str(),
+               report.mismatches.empty() ? "" : "; not loaded:", skipped.c_str());
+}
+
+// Reads `metric` ("eval.accuracy", "train.loss") from the latest records.
+std::optional<double> metric_value(const std::string& metric, const nlohmann::json& last_eval,
+                                   const nlohmann::json& last_train) {
+  const auto dot = metric.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string split = metric.substr(0, dot), key = metric.substr(dot + 1);
+  const nlohmann::json& record = split == "eval" ? last_eval : last_train;
+  if (!record.is_object() || !record.contains(key) || !record[key].is_number()) return std::nullopt;
+  return record[key].get<double>();
+}
+
+// Cuts a JSON-lines file back to `bytes` (what it held at the checkpoint) before appending.
+void truncate_file(const std::string& path, std::uint64_t bytes) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;
+  if (std::filesystem::file_size(path, ec) > bytes) std::filesystem::resize_file(path, bytes, ec);
+  if (ec)
+    throw std::runtime_error("cannot truncate " + path +
+                             " to its checkpointed length: " + ec.message());
 }
 
 }  // namespace
@@ -103,14 +162,22 @@ graph::CompileOptions compile_options(const Session& s) {
   return o;
 }
 
+void initialize_parameters(const Session& session, graph::Program& program) {
+  Backend& backend = program.backend();
+  std::vector<float> values;
+  for (auto& p : program.params()) {
+    graph::initialize_param(*p.param, static_cast<std::uint64_t>(session.config.seed), values);
+    backend.copy_to_device(p.value.data, values.data(), values.size() * sizeof(float));
+    if (p.state0) backend.vector_ops().fill(p.state0, 0.0f);
+    if (p.state1) backend.vector_ops().fill(p.state1, 0.0f);
+  }
+}
+
 std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend) {
   auto program = std::make_unique<graph::Program>(graph::differentiate(session.graph), backend,
                                                   compile_options(session));
-  std::vector<float> values;
-  for (auto& p : program->params()) {
-    graph::initialize_param(*p.param, static_cast<std::uint64_t>(session.config.seed), values);
-    backend.copy_to_device(p.value.data, values.data(), values.size() * sizeof(float));
-  }
+  initialize_parameters(session, *program);
+  load_init_from(session, *program);
   return program;
 }
 
@@ -120,7 +187,8 @@ EvalResult evaluate(const Session& s, graph::Program& program) {
   data::Loader loader(s.eval_data, s.eval_pipeline, loader_options(s, false));
   loader.start_epoch(0);
   const std::int64_t classes = s.num_classes;
-  std::vector<float> logits(classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0);
+  std::vector<float> logits(classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape))
+                                        : 0);
   double loss_sum = 0;
   Hits hits;
   const std::int64_t limit = s.config.train.eval_batches;
@@ -129,10 +197,12 @@ EvalResult evaluate(const Session& s, graph::Program& program) {
     if (!batch) break;
     feed(program, *batch, classes);
     program.eval_step(batch->rows);
-    loss_sum += static_cast<double>(read_scalar(program, program.loss())) * static_cast<double>(batch->rows);
+    loss_sum += static_cast<double>(read_scalar(program, program.loss())) *
+                static_cast<double>(batch->rows);
     result.samples += batch->rows;
     if (classes > 0) {
-      program.backend().copy_to_host(logits.data(), program.logits().data, logits.size() * sizeof(float));
+      program.backend().copy_to_host(logits.data(), program.logits().data,
+                                     logits.size() * sizeof(float));
       const Hits h = count_hits(logits.data(), batch->labels.i64(), batch->rows, classes);
       hits.top1 += h.top1;
       hits.top5 += h.top5;
@@ -149,15 +219,18 @@ EvalResult evaluate(const Session& s, graph::Program& program) {
 
 nlohmann::json train(const Session& s, graph::Program& program, const std::string& run_dir) {
   SingleProcess single;
-  return train(s, program, run_dir, single);
+  return train(s, program, run_dir, single, TrainOptions{});
 }
 
 nlohmann::json train(const Session& s, graph::Program& program, const std::string& run_dir,
                      Collective& collective) {
+  return train(s, program, run_dir, collective, TrainOptions{});
+}
+
+nlohmann::json train(const Session& s, graph::Program& program, const std::string& run_dir,
+                     Collective& collective, const TrainOptions& options) {
   const auto& cfg = s.config;
   auto log = make_logger(run_dir, collective);
-  MetricsWriter metrics;
-  if (collective.is_root()) metrics = MetricsWriter(run_dir + "/metrics.jsonl");
   Backend& backend = program.backend();
   const int world = collective.world();
   const float rank_average = 1.0f / static_cast<float>(world);
@@ -166,17 +239,61 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   const std::int64_t accumulation = s.batch.accumulation;
   const std::int64_t steps_per_epoch = loader.batches_per_epoch() / accumulation;
   if (steps_per_epoch < 1)
-    throw std::runtime_error("the training set gives " + std::to_string(loader.batches_per_epoch()) +
-                             " micro-batches per epoch, fewer than one optimizer step (batch_size " +
-                             std::to_string(s.batch.global) + ")");
+    throw std::runtime_error(
+        "the training set gives " + std::to_string(loader.batches_per_epoch()) +
+        " micro-batches per epoch, fewer than one optimizer step (batch_size " +
+        std::to_string(s.batch.global) + ")");
   const std::int64_t total_steps =
       cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.train.epochs * steps_per_epoch;
   const std::int64_t log_every = std::max<std::int64_t>(1, cfg.train.log_every);
 
-  log->info("model: {} parameters, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",
-            s.graph.parameter_count(), s.graph.nodes.size(),
-            static_cast<double>(program.memory_plan().arena_bytes) / (1 << 20), s.batch.global,
-            s.batch.micro, accumulation);
+  // Resume: the newest checkpoint that verifies; bad ones are reported and skipped.
+  checkpoint::CheckpointStore store(run_dir);
+  checkpoint::TrainState resumed;
+  std::string resumed_from;
+  if (options.resume) {
+    auto loaded = store.load_newest(program, [&](const std::string& m) { log->warn("{}", m); });
+    if (loaded) {
+      const auto& st = loaded->state;
+      if (st.seed != cfg.seed || st.accumulation != accumulation ||
+          st.steps_per_epoch != steps_per_epoch)
+        throw std::runtime_error(
+            "checkpoint " + loaded->path + " was written with seed " + std::to_string(st.seed) +
+            ", " + std::to_string(st.steps_per_epoch) + " steps per epoch and accumulation " +
+            std::to_string(st.accumulation) + "; this config gives seed " +
+            std::to_string(cfg.seed) + ", " + std::to_string(steps_per_epoch) + " and " +
+            std::to_string(accumulation) +
+            ": resume with the run's own config.yaml (only train.max_steps / train.epochs may "
+            "grow)");
+      resumed = st;
+      resumed_from = loaded->path;
+      log->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path,
+                st.step, st.epoch, st.epoch_step, steps_per_epoch);
+    } else {
+      log->warn("no usable checkpoint in {}: starting from the beginning", store.directory());
+      initialize_parameters(s, program);
+    }
+  }
+
+  const std::string metrics_path = run_dir + "/metrics.jsonl";
+  const std::string timing_path = run_dir + "/timing.jsonl";
+  MetricsWriter metrics, timing;
+  if (collective.is_root()) {
+    if (options.resume) {
+      truncate_file(metrics_path, resumed.metrics_bytes);
+      truncate_file(timing_path, resumed.timing_bytes);
+    }
+    metrics = MetricsWriter(metrics_path, options.resume);
+    timing = MetricsWriter(timing_path, options.resume);
+  }
+  // Timing can never repeat bit for bit: with `deterministic: true` it lives only in timing.jsonl.
+  const bool timing_in_metrics = !cfg.deterministic;
+
+  log->info(
+      "model: {} parameters, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",
+      s.graph.parameter_count(), s.graph.nodes.size(),
+      static_cast<double>(program.memory_plan().arena_bytes) / (1 << 20), s.batch.global,
+      s.batch.micro, accumulation);
   log->info("training {} steps ({} per epoch) on {}", total_steps, steps_per_epoch, backend.name());
 
   // Optimizer slots over every trainable parameter.
@@ -196,14 +313,18 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   opt.beta1 = static_cast<float>(cfg.optimizer.beta1);
   opt.beta2 = static_cast<float>(cfg.optimizer.beta2);
   opt.eps = static_cast<float>(cfg.optimizer.eps);
+  opt.lr = static_cast<float>(resumed.lr);
 
   const float seed_value = 1.0f / static_cast<float>(accumulation);
-  std::vector<float> logits(s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0);
+  std::vector<float> logits(
+      s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0);
 
-  // Logging window.
-  double window_loss = 0, window_wait = 0;
+  // Logging window (restored from a checkpoint so the next record is the same).
+  double window_loss = resumed.window_loss, window_wait = 0;
   Hits window_hits;
-  std::int64_t window_steps = 0, window_samples = 0;
+  window_hits.top1 = resumed.window_top1;
+  window_hits.rows = resumed.window_rows;
+  std::int64_t window_steps = resumed.window_steps, window_samples = resumed.window_samples;
   auto window_start = Clock::now();
   bool warned_input_bound = false;
 
@@ -212,14 +333,53 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   const auto run_start = Clock::now();
   double total_wait = 0;
   std::int64_t total_samples = 0;
-  nlohmann::json best_eval, last_eval;
-  std::int64_t step = 0, epoch = 0;
+  nlohmann::json best_eval = resumed.best_eval, last_eval = resumed.last_eval,
+                 last_train = resumed.last_train;
+  std::int64_t step = resumed.step, epoch = resumed.epoch;
+  std::int64_t resume_in_epoch = resumed.epoch_step;
+  int stopped_by = 0;
+  std::string last_checkpoint;
+
+  const checkpoint::RetentionPolicy retention{cfg.checkpoint.keep_last, cfg.checkpoint.keep_best,
+                                              cfg.checkpoint.mode == "max"};
+  // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its evaluation is
+  // pending).
+  auto save_checkpoint = [&](std::int64_t at_epoch, std::int64_t epoch_step) {
+    if (!collective.is_root()) return;
+    checkpoint::TrainState st;
+    st.step = step;
+    st.epoch = at_epoch;
+    st.epoch_step = epoch_step;
+    st.steps_per_epoch = steps_per_epoch;
+    st.accumulation = accumulation;
+    st.total_steps = total_steps;
+    st.seed = cfg.seed;
+    st.schedule = cfg.schedule.type;
+    st.lr = opt.lr;
+    st.window_loss = window_loss;
+    st.window_top1 = window_hits.top1;
+    st.window_rows = window_hits.rows;
+    st.window_steps = window_steps;
+    st.window_samples = window_samples;
+    st.last_eval = last_eval;
+    st.best_eval = best_eval;
+    st.last_train = last_train;
+    st.metrics_bytes = metrics.bytes_written();
+    st.timing_bytes = timing.bytes_written();
+    st.metric = metric_value(cfg.checkpoint.metric, last_eval, last_train);
+    last_checkpoint = store.save(program, st, retention);
+    progress.clear();
+    log->info("checkpoint {}", last_checkpoint);
+  };
 
   auto run_eval = [&](std::int64_t at_step) {
     if (!s.eval_data) return;
     const EvalResult e = evaluate(s, program);
-    nlohmann::json record = {{"step", at_step}, {"epoch", epoch}, {"split", "eval"},
-                             {"loss", e.loss}, {"samples", e.samples}};
+    nlohmann::json record = {{"step", at_step},
+                             {"epoch", epoch},
+                             {"split", "eval"},
+                             {"loss", e.loss},
+                             {"samples", e.samples}};
     if (s.num_classes > 0) {
       record["accuracy"] = e.accuracy;
       if (s.num_classes > 5) record["top5"] = e.top5;
@@ -231,14 +391,18 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       best_eval = record;
     progress.clear();
     if (s.num_classes > 0)
-      log->info("eval  epoch {} step {}: loss {:.4f} accuracy {:.4f}", epoch, at_step, e.loss, e.accuracy);
+      log->info("eval  epoch {} step {}: loss {:.4f} accuracy {:.4f}", epoch, at_step, e.loss,
+                e.accuracy);
     else
       log->info("eval  epoch {} step {}: loss {:.6f}", epoch, at_step, e.loss);
   };
 
-  while (step < total_steps) {
-    loader.start_epoch(epoch);
-    for (std::int64_t in_epoch = 0; in_epoch < steps_per_epoch && step < total_steps; ++in_epoch) {
+  while (step < total_steps || resume_in_epoch >= steps_per_epoch) {
+    std::int64_t in_epoch = resume_in_epoch;
+    resume_in_epoch = 0;
+    if (in_epoch < steps_per_epoch) loader.start_epoch(epoch, in_epoch * accumulation);
+    bool step_checkpoint_due = false;
+    for (; in_epoch < steps_per_epoch && step < total_steps;) {
       if (accumulation > 1) program.zero_gradients();
       for (std::int64_t micro = 0; micro < accumulation; ++micro) {
         const auto wait_start = Clock::now();
@@ -250,7 +414,8 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         if (!batch) throw std::logic_error("the loader ran out of batches inside an epoch");
         feed(program, *batch, s.num_classes);
         backend.vector_ops().fill(program.loss_seed(), seed_value);
-        program.train_step(mix(static_cast<std::uint64_t>(cfg.seed) ^ mix(static_cast<std::uint64_t>(step * accumulation + micro))),
+        program.train_step(mix(static_cast<std::uint64_t>(cfg.seed) ^
+                               mix(static_cast<std::uint64_t>(step * accumulation + micro))),
                            batch->rows);
         last_loss = read_scalar(program, program.loss());
         window_loss += last_loss / static_cast<double>(accumulation);
@@ -268,17 +433,20 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       opt.grad_scale = rank_average;
       if (cfg.train.clip_grad_norm > 0) {
         bool finite = true;
-        const double norm = rank_average * std::sqrt(backend.vector_ops().sum_squares(grads, finite));
+        const double norm =
+            rank_average * std::sqrt(backend.vector_ops().sum_squares(grads, finite));
         if (!finite)
           throw std::runtime_error("non-finite gradients at step " + std::to_string(step) +
                                    ": lower optimizer.lr or check the data");
         if (norm > cfg.train.clip_grad_norm)
-          opt.grad_scale = rank_average * static_cast<float>(cfg.train.clip_grad_norm / (norm + 1e-6));
+          opt.grad_scale =
+              rank_average * static_cast<float>(cfg.train.clip_grad_norm / (norm + 1e-6));
       }
       opt.lr = static_cast<float>(learning_rate(cfg.schedule, cfg.optimizer.lr, step, total_steps));
       opt.step = step + 1;
       backend.vector_ops().optimizer_step(slots, opt);
       ++step;
+      ++in_epoch;
       ++window_steps;
       progress.update(epoch, step, total_steps, last_loss);
 
@@ -301,45 +469,94 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         const double samples_per_s = static_cast<double>(window_samples) / elapsed;
         const double step_ms = 1000.0 * elapsed / static_cast<double>(window_steps);
         const double wait_pct = 100.0 * window_wait / elapsed;
-        nlohmann::json record = {{"step", step}, {"epoch", epoch}, {"split", "train"},
-                                 {"loss", loss}, {"lr", opt.lr}, {"samples_per_s", samples_per_s},
-                                 {"step_ms", step_ms}, {"data_wait_pct", wait_pct}};
+        nlohmann::json record = {
+            {"step", step}, {"epoch", epoch}, {"split", "train"}, {"loss", loss}, {"lr", opt.lr}};
+        if (timing_in_metrics) {
+          record["samples_per_s"] = samples_per_s;
+          record["step_ms"] = step_ms;
+          record["data_wait_pct"] = wait_pct;
+        }
         if (window_hits.rows > 0)
-          record["accuracy"] = static_cast<double>(window_hits.top1) / static_cast<double>(window_hits.rows);
+          record["accuracy"] =
+              static_cast<double>(window_hits.top1) / static_cast<double>(window_hits.rows);
         metrics.write(record);
+        last_train = record;
+        timing.write({{"step", step},
+                      {"samples_per_s", samples_per_s},
+                      {"step_ms", step_ms},
+                      {"data_wait_pct", wait_pct}});
         progress.clear();
-        log->info("epoch {} step {}/{}: loss {:.4f} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait {:.1f}%",
-                  epoch, step, total_steps, loss, opt.lr, samples_per_s, step_ms, wait_pct);
+        log->info(
+            "epoch {} step {}/{}: loss {:.4f} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
+            "{:.1f}%",
+            epoch, step, total_steps, loss, opt.lr, samples_per_s, step_ms, wait_pct);
         if (wait_pct > 10.0 && !warned_input_bound) {
           warned_input_bound = true;
-          const double model_rate = static_cast<double>(window_samples) / std::max(1e-9, elapsed - window_wait);
-          log->warn("input-bound: the step waited for data {:.0f}% of the time; the loader delivers {:.0f} samples/s, "
-                    "the model consumes {:.0f} samples/s: raise data.workers from {}",
-                    wait_pct, loader.samples_per_second(), model_rate, cfg.data.workers);
+          const double model_rate =
+              static_cast<double>(window_samples) / std::max(1e-9, elapsed - window_wait);
+          log->warn(
+              "input-bound: the step waited for data {:.0f}% of the time; the loader delivers "
+              "{:.0f} samples/s, "
+              "the model consumes {:.0f} samples/s: raise data.workers from {}",
+              wait_pct, loader.samples_per_second(), model_rate, cfg.data.workers);
         }
         window_loss = window_wait = 0;
         window_steps = window_samples = 0;
         window_hits = {};
         window_start = Clock::now();
       }
-      if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0 && step < total_steps) run_eval(step);
+      if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0 && step < total_steps)
+        run_eval(step);
+      const bool steps_due =
+          cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
+      if (step < total_steps && (stopped_by = checkpoint::stop_requested()) != 0) {
+        save_checkpoint(epoch, in_epoch);
+        break;
+      }
+      if (steps_due && in_epoch < steps_per_epoch && step < total_steps)
+        save_checkpoint(epoch, in_epoch);
+      step_checkpoint_due = steps_due;
+    }
+    if (stopped_by != 0) break;
+    if (in_epoch < steps_per_epoch) {
+      // max_steps ended the run inside an epoch: checkpoint before the final
+      // evaluation, which a longer run resumed from here would not make.
+      save_checkpoint(epoch, in_epoch);
+      run_eval(step);
+      ++epoch;
+      break;
     }
     run_eval(step);
     ++epoch;
+    const bool epochs_due =
+        cfg.checkpoint.every_epochs > 0 && epoch % cfg.checkpoint.every_epochs == 0;
+    if (step >= total_steps || epochs_due || step_checkpoint_due) save_checkpoint(epoch, 0);
   }
 
   progress.clear();
   const double wall = seconds_since(run_start);
-  nlohmann::json summary = {{"steps", step},
-                            {"epochs", epoch},
-                            {"wall_seconds", wall},
-                            {"mean_samples_per_s", static_cast<double>(total_samples * world) / wall},
-                            {"data_wait_pct", 100.0 * total_wait / wall},
-                            {"final_eval", last_eval},
-                            {"best_eval", best_eval}};
+  nlohmann::json summary = {
+      {"status", stopped_by != 0 ? "interrupted" : "complete"},
+      {"steps", step},
+      {"epochs", epoch},
+      {"wall_seconds", wall},
+      {"mean_samples_per_s", static_cast<double>(total_samples * world) / wall},
+      {"data_wait_pct", 100.0 * total_wait / wall},
+      {"final_eval", last_eval},
+      {"best_eval", best_eval},
+      {"last_train", last_train},
+      {"last_checkpoint", last_checkpoint}};
+  if (!resumed_from.empty()) summary["resumed_from"] = resumed_from;
+  if (stopped_by != 0) summary["signal"] = stopped_by;
   if (collective.is_root()) std::ofstream(run_dir + "/summary.json") << summary.dump(2) << '\n';
-  log->info("done: {} steps in {:.1f} s, {:.0f} samples/s", step, wall,
-            static_cast<double>(total_samples) / wall);
+  if (stopped_by != 0)
+    log->warn(
+        "stopped by signal {} after step {}: checkpoint {}; continue with `trainer run --resume "
+        "{}`",
+        stopped_by, step, last_checkpoint, run_dir);
+  else
+    log->info("done: {} steps in {:.1f} s, {:.0f} samples/s", step, wall,
+              static_cast<double>(total_samples * world) / wall);
   return summary;
 }
 

@@ -1,6 +1,8 @@
 // The training loop: loader batch > forward > backward > (accumulate) > clip >
-// optimizer > metrics > evaluation, one log line per `log_every` steps, metrics
-// as JSON lines and a summary at the end.
+// optimizer > metrics > evaluation > checkpoint, one log line per `log_every`
+// steps, metrics as JSON lines and a summary at the end. A run resumes exactly
+// (bit-identical metrics with `deterministic: true`) from its newest good
+// checkpoint; SIGINT / SIGTERM finish the step, checkpoint and stop.
 #pragma once
 
 #include <memory>
@@ -18,12 +20,24 @@ namespace trainer::train {
 // The compile options a config asks for (optimizer state tensors, accumulation).
 graph::CompileOptions compile_options(const Session& session);
 
-// Compiles the session's graph on `backend` and initialises its parameters.
+// Compiles the session's graph on `backend` and initialises its parameters
+// (seeded, then `model.init_from` when given).
 std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend);
+
+// Seeded initial values for every parameter, zeroed optimizer state.
+void initialize_parameters(const Session& session, graph::Program& program);
+
+struct TrainOptions {
+  bool resume = false;  // continue from the newest good checkpoint under run_dir/checkpoints
+};
 
 // Trains; writes metrics.jsonl and summary.json into `run_dir` (which exists on
 // the root rank). With several ranks, gradients are averaged over `collective`
 // after each step's backward and only the root rank writes. Returns the summary.
+// The summary's "status" is "complete", or "interrupted" with "signal" set
+// when SIGINT / SIGTERM stopped it after writing a checkpoint.
+nlohmann::json train(const Session& session, graph::Program& program, const std::string& run_dir,
+                     Collective& collective, const TrainOptions& options);
 nlohmann::json train(const Session& session, graph::Program& program, const std::string& run_dir,
                      Collective& collective);
 nlohmann::json train(const Session& session, graph::Program& program, const std::string& run_dir);

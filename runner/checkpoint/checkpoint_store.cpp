@@ -1,0 +1,189 @@
+// Writing, verifying, loading and pruning checkpoints.
+#include "runner/checkpoint/checkpoint_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "runner/checkpoint/durable_file.h"
+#include "runner/checkpoint/safetensors.h"
+#include "runner/checkpoint/weights.h"
+#include "runner/train/sha256.h"
+
+namespace trainer::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kStateFile = "state.safetensors";
+constexpr const char* kSumsFile = "SHA256SUMS";
+constexpr const char* kStateKey = "trainer_state";
+
+// Complete checkpoints (step-N folders), newest first.
+std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
+  std::vector<std::pair<std::int64_t, fs::path>> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || entry.is_symlink() || name.rfind("step-", 0) != 0) continue;
+    const std::string digits = name.substr(5);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    out.emplace_back(std::stoll(digits), entry.path());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return out;
+}
+
+// Verifies SHA256SUMS and returns the decoded model and state files.
+std::pair<Safetensors, Safetensors> read_verified(const fs::path& dir) {
+  const std::string sums_path = (dir / kSumsFile).string();
+  const std::string sums = read_file_bytes(sums_path);
+  std::istringstream lines(sums);
+  std::string hex, name;
+  std::map<std::string, std::string> expected;
+  while (lines >> hex >> name) expected[name] = hex;
+  for (const char* file : {kModelFile, kStateFile})
+    if (!expected.count(file))
+      throw CheckpointError(sums_path + ": no checksum for " + std::string(file));
+  std::string model_bytes, state_bytes;
+  for (const char* file : {kModelFile, kStateFile}) {
+    const std::string path = (dir / file).string();
+    std::string bytes = read_file_bytes(path);
+    const std::string actual = train::sha256_hex(bytes);
+    if (actual != expected[file])
+      throw CheckpointError(path + ": checksum mismatch (" + std::to_string(bytes.size()) +
+                            " bytes, SHA-256 " + actual.substr(0, 16) + "..., expected " +
+                            expected[file].substr(0, 16) +
+                            "...): the file is truncated or corrupted");
+    (std::string(file) == kModelFile ? model_bytes : state_bytes) = std::move(bytes);
+  }
+  return {decode_safetensors(model_bytes, (dir / kModelFile).string()),
+          decode_safetensors(state_bytes, (dir / kStateFile).string())};
+}
+
+TrainState state_of(const Safetensors& state_file, const std::string& path) {
+  auto it = state_file.metadata.find(kStateKey);
+  if (it == state_file.metadata.end())
+    throw CheckpointError(path + ": no " + std::string(kStateKey) + " in __metadata__");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw CheckpointError(path + ": " + kStateKey + " is not valid JSON (byte " +
+                          std::to_string(e.byte) + ")");
+  }
+  return TrainState::from_json(j, path);
+}
+
+std::optional<double> metric_of(const fs::path& dir) {
+  try {
+    const auto meta = read_safetensors_metadata((dir / kStateFile).string());
+    auto it = meta.find(kStateKey);
+    if (it == meta.end()) return std::nullopt;
+    const auto j = nlohmann::json::parse(it->second);
+    if (j.contains("metric") && j["metric"].is_number()) return j["metric"].get<double>();
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+void apply_retention(const fs::path& dir, const RetentionPolicy& policy) {
+  const auto all = list_checkpoints(dir);  // newest first
+  if (all.empty()) return;
+  std::vector<bool> keep(all.size(), policy.keep_last == 0);
+  keep[0] = true;
+  for (std::size_t i = 0; i < all.size() && static_cast<std::int64_t>(i) < policy.keep_last; ++i)
+    keep[i] = true;
+  if (policy.keep_best > 0) {
+    std::vector<std::pair<double, std::size_t>> ranked;
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (auto m = metric_of(all[i].second); m && std::isfinite(*m)) ranked.emplace_back(*m, i);
+    std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
+      return policy.maximize ? a.first > b.first : a.first < b.first;
+    });
+    for (std::size_t r = 0; r < ranked.size() && static_cast<std::int64_t>(r) < policy.keep_best;
+         ++r)
+      keep[ranked[r].second] = true;
+  }
+  bool removed = false;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (!keep[i]) {
+      fs::remove_all(all[i].second);
+      removed = true;
+    }
+  if (removed) fsync_directory(dir.string());
+}
+
+}  // namespace
+
+std::string checkpoint_name(std::int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+CheckpointStore::CheckpointStore(const std::string& run_dir)
+    : dir_((fs::path(run_dir) / "checkpoints").string()) {}
+
+std::string CheckpointStore::save(const graph::Program& program, const TrainState& state,
+                                  const RetentionPolicy& policy) {
+  fs::create_directories(dir_);
+  const std::string name = checkpoint_name(state.step);
+  const fs::path final_path = fs::path(dir_) / name;
+  const fs::path tmp = fs::path(dir_) / (name + ".tmp");
+  fs::remove_all(tmp);
+  fs::create_directory(tmp);
+
+  const std::string model = encode_safetensors(parameters_of(program));
+  Safetensors state_file = optimizer_state_of(program);
+  state_file.metadata[kStateKey] = state.to_json().dump();
+  const std::string state_bytes = encode_safetensors(state_file);
+  write_file_synced((tmp / kModelFile).string(), model);
+  write_file_synced((tmp / kStateFile).string(), state_bytes);
+  write_file_synced((tmp / kSumsFile).string(), train::sha256_hex(model) + "  " + kModelFile +
+                                                    "\n" + train::sha256_hex(state_bytes) + "  " +
+                                                    kStateFile + "\n");
+  fsync_directory(tmp.string());
+
+  // The same step written twice (an epoch end that is also the last step): replace it.
+  const fs::path old = fs::path(dir_) / (name + ".old");
+  fs::remove_all(old);
+  if (fs::exists(final_path)) fs::rename(final_path, old);
+  fs::rename(tmp, final_path);
+  fsync_directory(dir_);
+  fs::remove_all(old);
+  replace_symlink((fs::path(dir_) / "last").string(), name);
+  apply_retention(dir_, policy);
+  return final_path.string();
+}
+
+TrainState verify_checkpoint(const std::string& path) {
+  const auto [model, state] = read_verified(path);
+  (void)model;
+  return state_of(state, (fs::path(path) / kStateFile).string());
+}
+
+std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
+    graph::Program& program, const std::function<void(const std::string&)>& warn) {
+  for (const auto& [step, path] : list_checkpoints(dir_)) {
+    try {
+      const auto [model, state_file] = read_verified(path);
+      TrainState state = state_of(state_file, (path / kStateFile).string());
+      load_parameters(program, model, (path / kModelFile).string(), true);
+      load_optimizer_state(program, state_file, (path / kStateFile).string());
+      return LoadedCheckpoint{path.string(), std::move(state)};
+    } catch (const CheckpointError& e) {
+      const fs::path bad = path.string() + ".bad";
+      std::error_code ec;
+      fs::remove_all(bad, ec);
+      fs::rename(path, bad, ec);
+      warn("checkpoint " + path.string() + " is unusable: " + e.what() +
+           (ec ? "" : "; moved to " + bad.string()) + "; trying the previous one");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace trainer::checkpoint

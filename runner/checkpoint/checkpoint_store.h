@@ -1,0 +1,57 @@
+// The checkpoints/ folder of a run directory. Each checkpoint is a folder
+// `step-NNNNNNNN/` holding model.safetensors (the weights), state.safetensors
+// (optimizer moments, and the TrainState JSON in its metadata) and SHA256SUMS.
+// It is written as `<name>.tmp/`, every file fsynced, then renamed into place;
+// `last` links to the newest one. Retention keeps the newest `keep_last`, the
+// `keep_best` best by the checkpoint metric, and always the newest.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "runner/checkpoint/train_state.h"
+#include "runner/graph/program.h"
+
+namespace trainer::checkpoint {
+
+struct RetentionPolicy {
+  std::int64_t keep_last = 2;  // 0: keep all
+  std::int64_t keep_best = 0;
+  bool maximize = true;
+};
+
+struct LoadedCheckpoint {
+  std::string path;
+  TrainState state;
+};
+
+class CheckpointStore {
+ public:
+  explicit CheckpointStore(const std::string& run_dir);
+  const std::string& directory() const { return dir_; }
+
+  // Writes the program's tensors and `state` as checkpoint step-<state.step>,
+  // points `last` at it and deletes what the policy no longer keeps. Returns its path.
+  std::string save(const graph::Program& program, const TrainState& state,
+                   const RetentionPolicy& policy);
+
+  // Loads the newest checkpoint that verifies (checksums, format, names and
+  // shapes) into `program`. Each bad one is reported through `warn` with its
+  // path and why, renamed to <name>.bad, and the previous one is tried.
+  std::optional<LoadedCheckpoint> load_newest(graph::Program& program,
+                                              const std::function<void(const std::string&)>& warn);
+
+ private:
+  std::string dir_;
+};
+
+// Checks one checkpoint folder and returns its state without touching a
+// program (throws CheckpointError naming the file and what is wrong).
+TrainState verify_checkpoint(const std::string& path);
+
+// "step-00000120".
+std::string checkpoint_name(std::int64_t step);
+
+}  // namespace trainer::checkpoint

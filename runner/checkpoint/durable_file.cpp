@@ -1,0 +1,75 @@
+// fsync-and-rename file writes over POSIX descriptors.
+#include "runner/checkpoint/durable_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace trainer::checkpoint {
+namespace {
+
+std::runtime_error os_error(const std::string& what, const std::string& path) {
+  return std::runtime_error("cannot " + what + " " + path + ": " + std::strerror(errno));
+}
+
+class FileDescriptor {
+ public:
+  FileDescriptor(const std::string& path, int flags, mode_t mode = 0644)
+      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+void write_file_synced(const std::string& path, std::string_view bytes) {
+  FileDescriptor fd(path, O_WRONLY | O_CREAT | O_TRUNC);
+  if (!fd) throw os_error("create", path);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw os_error("write", path);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) throw os_error("fsync", path);
+}
+
+void fsync_directory(const std::string& path) {
+  FileDescriptor fd(path, O_RDONLY | O_DIRECTORY);
+  if (!fd) throw os_error("open directory", path);
+  if (::fsync(fd.get()) != 0) throw os_error("fsync directory", path);
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  write_file_synced(tmp, bytes);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw os_error("rename into place", path);
+  const auto slash = path.rfind('/');
+  fsync_directory(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));
+}
+
+void replace_symlink(const std::string& link, const std::string& target) {
+  const std::string tmp = link + ".tmp";
+  ::unlink(tmp.c_str());
+  if (::symlink(target.c_str(), tmp.c_str()) != 0) throw os_error("create link", tmp);
+  if (std::rename(tmp.c_str(), link.c_str()) != 0) throw os_error("rename link into place", link);
+  const auto slash = link.rfind('/');
+  fsync_directory(slash == std::string::npos ? "." : link.substr(0, slash == 0 ? 1 : slash));
+}
+
+}  // namespace trainer::checkpoint

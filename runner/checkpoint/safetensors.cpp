@@ -1,0 +1,183 @@
+// Safetensors encoding and strict decoding with positioned errors.
+#include "runner/checkpoint/safetensors.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace trainer::checkpoint {
+namespace {
+
+constexpr std::uint64_t kHeaderOffset = 8;
+constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;
+
+[[noreturn]] void fail(const std::string& path, std::uint64_t offset, const std::string& what) {
+  throw CheckpointError(path + ": offset " + std::to_string(offset) + ": " + what);
+}
+
+std::uint64_t read_u64_le(std::string_view bytes) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  return v;
+}
+
+void append_u64_le(std::string& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::uint64_t header_length(std::string_view head, std::uint64_t file_size,
+                            const std::string& path) {
+  if (file_size < kHeaderOffset)
+    fail(path, 0,
+         "file is " + std::to_string(file_size) +
+             " bytes, shorter than the 8-byte header length (truncated or not a safetensors file)");
+  const std::uint64_t n = read_u64_le(head);
+  if (n > kMaxHeaderBytes || n > file_size - kHeaderOffset)
+    fail(path, 0,
+         "header length " + std::to_string(n) + " exceeds the file's remaining " +
+             std::to_string(file_size - kHeaderOffset) +
+             " bytes (truncated or not a safetensors file)");
+  return n;
+}
+
+nlohmann::json parse_header(std::string_view text, const std::string& path) {
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(path, kHeaderOffset + (e.byte > 0 ? e.byte - 1 : 0), "header is not valid JSON");
+  }
+  if (!header.is_object()) fail(path, kHeaderOffset, "header is not a JSON object");
+  return header;
+}
+
+std::map<std::string, std::string> metadata_of(const nlohmann::json& header,
+                                               const std::string& path) {
+  std::map<std::string, std::string> out;
+  auto it = header.find("__metadata__");
+  if (it == header.end()) return out;
+  if (!it->is_object()) fail(path, kHeaderOffset, "__metadata__ is not a map of strings");
+  for (auto& [k, v] : it->items()) {
+    if (!v.is_string()) fail(path, kHeaderOffset, "__metadata__." + k + " is not a string");
+    out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+const StoredTensor* Safetensors::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::size_t safetensors_dtype_size(const std::string& dtype) {
+  static const std::map<std::string, std::size_t> sizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+      {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2},  {"U32", 4}, {"U64", 8}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+std::string encode_safetensors(const Safetensors& file) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::uint64_t offset = 0;
+  for (const auto& t : file.tensors) {
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text = header.dump();
+  while ((kHeaderOffset + text.size()) % 8 != 0) text.push_back(' ');
+  std::string out;
+  out.reserve(kHeaderOffset + text.size() + offset);
+  append_u64_le(out, text.size());
+  out += text;
+  // Data in the order of the offsets assigned above.
+  for (const auto& t : file.tensors) out += t.bytes;
+  return out;
+}
+
+Safetensors decode_safetensors(std::string_view bytes, const std::string& path) {
+  const std::uint64_t n = header_length(bytes, bytes.size(), path);
+  const nlohmann::json header = parse_header(bytes.substr(kHeaderOffset, n), path);
+  const std::uint64_t data_start = kHeaderOffset + n;
+  const std::uint64_t data_size = bytes.size() - data_start;
+  Safetensors file;
+  file.metadata = metadata_of(header, path);
+  for (auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    const std::string where = "tensor '" + name + "': ";
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets"))
+      fail(path, kHeaderOffset, where + "expected {dtype, shape, data_offsets}");
+    StoredTensor t;
+    t.name = name;
+    if (!entry["dtype"].is_string()) fail(path, kHeaderOffset, where + "dtype is not a string");
+    t.dtype = entry["dtype"].get<std::string>();
+    const std::size_t element = safetensors_dtype_size(t.dtype);
+    if (element == 0) fail(path, kHeaderOffset, where + "unknown dtype '" + t.dtype + "'");
+    const auto& shape = entry["shape"];
+    const auto& offsets = entry["data_offsets"];
+    if (!shape.is_array()) fail(path, kHeaderOffset, where + "shape is not a list");
+    std::uint64_t count = 1;
+    for (const auto& d : shape) {
+      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > (1ull << 40))
+        fail(path, kHeaderOffset, where + "shape has a bad dimension " + d.dump());
+      t.shape.push_back(d.get<std::int64_t>());
+      count *= d.get<std::uint64_t>();
+      if (count > (1ull << 40)) fail(path, kHeaderOffset, where + "shape is implausibly large");
+    }
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      fail(path, kHeaderOffset, where + "data_offsets is not [begin, end]");
+    const std::uint64_t begin = offsets[0].get<std::uint64_t>(),
+                        end = offsets[1].get<std::uint64_t>();
+    if (begin > end) fail(path, kHeaderOffset, where + "data_offsets begin after they end");
+    if (end > data_size)
+      fail(path, data_start + begin,
+           where + "data ends at file offset " + std::to_string(data_start + end) +
+               " but the file has " + std::to_string(bytes.size()) + " bytes (truncated)");
+    if (end - begin != count * element)
+      fail(path, data_start + begin,
+           where + "holds " + std::to_string(end - begin) + " bytes, its shape and dtype need " +
+               std::to_string(count * element));
+    t.bytes.assign(bytes.substr(data_start + begin, end - begin));
+    file.tensors.push_back(std::move(t));
+  }
+  return file;
+}
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(path + ": cannot open for reading");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw CheckpointError(path + ": read error");
+  return ss.str();
+}
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw CheckpointError(path + ": cannot open for reading");
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  std::string head(8, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(8, size)));
+  const std::uint64_t n = header_length(head, size, path);
+  std::string text(n, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(n));
+  if (!in) fail(path, kHeaderOffset, "cannot read the header");
+  return metadata_of(parse_header(text, path), path);
+}
+
+Safetensors read_safetensors(const std::string& path) {
+  return decode_safetensors(read_file_bytes(path), path);
+}
+
+}  // namespace trainer::checkpoint

@@ -1,0 +1,53 @@
+// Safetensors, read and written by hand: an 8-byte little-endian header length,
+// a JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {str: str}},
+// then the raw tensor bytes. Files written here load in other tools unchanged.
+// Every malformed input is reported as a CheckpointError naming the file and
+// the byte offset where it went wrong.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainer::checkpoint {
+
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct StoredTensor {
+  std::string name;
+  std::string dtype;  // "F32", "I64", ...
+  std::vector<std::int64_t> shape;
+  std::string bytes;  // raw little-endian data
+};
+
+struct Safetensors {
+  std::map<std::string, std::string> metadata;
+  std::vector<StoredTensor> tensors;  // in header order (sorted by name)
+
+  const StoredTensor* find(const std::string& name) const;
+};
+
+// Bytes per element of a safetensors dtype name; 0 for an unknown one.
+std::size_t safetensors_dtype_size(const std::string& dtype);
+
+// The whole file's bytes (header padded with spaces to a multiple of 8).
+std::string encode_safetensors(const Safetensors& file);
+
+// Parses `bytes` read from `path` (the path only appears in error messages).
+Safetensors decode_safetensors(std::string_view bytes, const std::string& path);
+
+// Reads just the header's metadata, without the tensor data.
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
+
+Safetensors read_safetensors(const std::string& path);
+
+// The whole file as bytes; throws CheckpointError naming the file.
+std::string read_file_bytes(const std::string& path);
+
+}  // namespace trainer::checkpoint

@@ -1,0 +1,45 @@
+// TrainState: everything besides tensors that a training run needs to continue
+// exactly where it stopped (step, epoch and position in it, the logging
+// window's partial sums, evaluation history, schedule position, loss-scaler
+// state, seeds, and how far metrics.jsonl had been written). Stored as JSON
+// in the checkpoint's state file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace trainer::checkpoint {
+
+struct TrainState {
+  std::int64_t step = 0;   // optimizer steps done
+  std::int64_t epoch = 0;  // the epoch in progress
+  std::int64_t epoch_step =
+      0;  // optimizer steps done in `epoch` (== steps per epoch: its evaluation is pending)
+  std::int64_t steps_per_epoch = 0;
+  std::int64_t accumulation =
+      1;  // micro-batches per step: loader cursor = epoch_step * accumulation
+  std::int64_t total_steps = 0;
+  std::int64_t seed = 0;  // every random stream is a pure function of (seed, step / epoch / sample)
+  std::string schedule;   // learning-rate schedule type; its position is `step` of `total_steps`
+  double lr = 0;          // the last learning rate applied
+  nlohmann::json loss_scale =
+      nlohmann::json::object();  // {scale, good_steps} with dynamic loss scaling
+
+  // The logging window in progress (restored so the next train record matches).
+  double window_loss = 0;
+  std::int64_t window_top1 = 0, window_rows = 0, window_steps = 0, window_samples = 0;
+
+  nlohmann::json last_eval, best_eval, last_train;  // metrics records (null when none yet)
+  std::uint64_t metrics_bytes = 0;  // metrics.jsonl length when this state was taken
+  std::uint64_t timing_bytes = 0;   // timing.jsonl length
+  std::optional<double> metric;     // checkpoint.metric at this point (keep_best)
+
+  nlohmann::json to_json() const;
+  // Throws CheckpointError naming `path` for a missing or mistyped field.
+  static TrainState from_json(const nlohmann::json& j, const std::string& path);
+};
+
+}  // namespace trainer::checkpoint

@@ -1,0 +1,34 @@
+// Moving a Program's tensors to and from safetensors: parameters (including
+// non-trainable state such as batchnorm running statistics) under their YAML
+// names, and optimizer moments under "optimizer.state0.<name>" / "optimizer.state1.<name>".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runner/checkpoint/safetensors.h"
+#include "runner/graph/program.h"
+
+namespace trainer::checkpoint {
+
+Safetensors parameters_of(const graph::Program& program);
+Safetensors optimizer_state_of(const graph::Program& program);
+
+struct LoadReport {
+  std::vector<std::string> loaded;
+  std::vector<std::string>
+      mismatches;  // "fc1.weight: shape [10, 4] in the file, [10, 8] in the model"
+};
+
+// Copies `file`'s tensors (read from `path`) into the program's parameters.
+// Strict: every parameter present with the same shape and no extra tensor, or
+// a CheckpointError listing every mismatch and nothing is copied. Non-strict:
+// the matching ones are copied and the others reported.
+LoadReport load_parameters(graph::Program& program, const Safetensors& file,
+                           const std::string& path, bool strict);
+
+// Copies optimizer moments; always strict (a resumed run must match exactly).
+void load_optimizer_state(graph::Program& program, const Safetensors& file,
+                          const std::string& path);
+
+}  // namespace trainer::checkpoint

@@ -339,13 +339,13 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   std::int64_t resume_in_epoch = resumed.epoch_step;
   int stopped_by = 0;
   std::string last_checkpoint;
+  std::optional<checkpoint::TrainState> stopped_inside_epoch;
 
   const checkpoint::RetentionPolicy retention{cfg.checkpoint.keep_last, cfg.checkpoint.keep_best,
                                               cfg.checkpoint.mode == "max"};
   // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its evaluation is
   // pending).
-  auto save_checkpoint = [&](std::int64_t at_epoch, std::int64_t epoch_step) {
-    if (!collective.is_root()) return;
+  auto state_now = [&](std::int64_t at_epoch, std::int64_t epoch_step) {
     checkpoint::TrainState st;
     st.step = step;
     st.epoch = at_epoch;
@@ -367,9 +367,16 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
     st.metrics_bytes = metrics.bytes_written();
     st.timing_bytes = timing.bytes_written();
     st.metric = metric_value(cfg.checkpoint.metric, last_eval, last_train);
+    return st;
+  };
+  auto save_state = [&](const checkpoint::TrainState& st) {
+    if (!collective.is_root()) return;
     last_checkpoint = store.save(program, st, retention);
     progress.clear();
     log->info("checkpoint {}", last_checkpoint);
+  };
+  auto save_checkpoint = [&](std::int64_t at_epoch, std::int64_t epoch_step) {
+    save_state(state_now(at_epoch, epoch_step));
   };
 
   auto run_eval = [&](std::int64_t at_step) {
@@ -449,6 +456,10 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       ++in_epoch;
       ++window_steps;
       progress.update(epoch, step, total_steps, last_loss);
+      // max_steps ends the run inside an epoch: the state a longer run resumed
+      // from here needs is the one before the forced last record and evaluation.
+      if (step == total_steps && in_epoch < steps_per_epoch)
+        stopped_inside_epoch = state_now(epoch, in_epoch);
 
       if (step % log_every == 0 || step == total_steps) {
         const double elapsed = seconds_since(window_start);
@@ -519,9 +530,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
     }
     if (stopped_by != 0) break;
     if (in_epoch < steps_per_epoch) {
-      // max_steps ended the run inside an epoch: checkpoint before the final
-      // evaluation, which a longer run resumed from here would not make.
-      save_checkpoint(epoch, in_epoch);
+      if (stopped_inside_epoch) save_state(*stopped_inside_epoch);
       run_eval(step);
       ++epoch;
       break;

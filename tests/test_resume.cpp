@@ -1,0 +1,133 @@
+// labels: cpu
+// Exact resume: a run stopped (by train.max_steps inside an epoch, or by
+// SIGTERM between steps) and resumed with `--resume` writes metrics.jsonl
+// byte for byte like a run that never stopped; the same config twice gives
+// the same bytes; a truncated newest checkpoint is reported and the previous
+// one used.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "test_resume_fixtures.h"
+
+using namespace trainer::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json summary_of(const std::string& dir) {
+  return nlohmann::json::parse(read_text(dir + "/summary.json"));
+}
+
+std::vector<std::string> trainer_args(const std::string& config, const std::string& out,
+                                      std::vector<std::string> overrides = {}) {
+  std::vector<std::string> args = {"run", config, "--out", out};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("the same config twice gives identical metrics; another seed does not") {
+  TempDir tmp("resume-twice");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "a"), tmp / "a.log") == 0);
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "b"), tmp / "b.log") == 0);
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "c", {"seed=4"}), tmp / "c.log") == 0);
+  const std::string a = read_text(tmp / "a/metrics.jsonl");
+  CHECK(read_lines(tmp / "a/metrics.jsonl").size() == 13);  // 48 steps: 10 train records + 3 evals
+  CHECK(a == read_text(tmp / "b/metrics.jsonl"));
+  CHECK(a != read_text(tmp / "c/metrics.jsonl"));
+  // Deterministic runs keep timing out of metrics.jsonl, in timing.jsonl.
+  CHECK(a.find("samples_per_s") == std::string::npos);
+  CHECK(read_text(tmp / "a/timing.jsonl").find("samples_per_s") != std::string::npos);
+  // The run directory reproduces the run.
+  REQUIRE(run_to_end({"run", tmp / "a/config.yaml", "--out", tmp / "d"}, tmp / "d.log") == 0);
+  CHECK(a == read_text(tmp / "d/metrics.jsonl"));
+}
+
+TEST_CASE(
+    "train.max_steps inside an epoch, then --resume with more steps, matches an uninterrupted "
+    "run") {
+  TempDir tmp("resume-max-steps");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // A constant schedule: the learning rate must not depend on max_steps.
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "full", {"schedule.type=constant"}),
+                     tmp / "f.log") == 0);
+  // 16 steps per epoch: step 22 is inside epoch 1, in the middle of a logging window.
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "part",
+                                  {"schedule.type=constant", "train.max_steps=22"}),
+                     tmp / "p.log") == 0);
+  CHECK(fs::exists(tmp / "part/checkpoints/step-00000022/model.safetensors"));
+  CHECK(fs::read_symlink(tmp / "part/checkpoints/last") == "step-00000022");
+  CHECK(read_text(tmp / "full/metrics.jsonl") != read_text(tmp / "part/metrics.jsonl"));
+
+  REQUIRE(
+      run_to_end({"run", tmp / "part/config.yaml", "--resume", tmp / "part", "train.max_steps=0"},
+                 tmp / "r.log") == 0);
+  INFO(read_text(tmp / "r.log"));
+  CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "part/metrics.jsonl"));
+  const auto summary = summary_of(tmp / "part");
+  CHECK(summary["status"] == "complete");
+  CHECK(summary["steps"] == 48);
+  CHECK(summary["resumed_from"].get<std::string>().find("step-00000022") != std::string::npos);
+  // keep_last: 3 of the step checkpoints remain, `last` is the final one.
+  CHECK(fs::read_symlink(tmp / "part/checkpoints/last") == "step-00000048");
+  int kept = 0;
+  for (const auto& e : fs::directory_iterator(tmp / "part/checkpoints"))
+    if (e.path().filename().string().rfind("step-", 0) == 0) ++kept;
+  CHECK(kept == 3);
+}
+
+TEST_CASE(
+    "SIGTERM finishes the step, checkpoints, exits 143; the resumed run matches one that never "
+    "stopped") {
+  TempDir tmp("resume-sigterm");
+  // 128 steps per epoch, 3 epochs: long enough to be stopped in the middle.
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  const std::vector<std::string> overrides = {"checkpoint.every_steps=0", "data.workers=0"};
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
+
+  TrainerProcess child(trainer_args(tmp / "tiny.yaml", tmp / "cut", overrides), tmp / "c.log");
+  REQUIRE(wait_for_lines(tmp / "cut/metrics.jsonl", 3, std::chrono::seconds(20)));
+  child.signal(SIGTERM);
+  const int code = child.wait();
+  INFO(read_text(tmp / "c.log"));
+  REQUIRE(code == 143);
+  const auto stopped = summary_of(tmp / "cut");
+  CHECK(stopped["status"] == "interrupted");
+  CHECK(stopped["signal"] == SIGTERM);
+  const std::int64_t stopped_at = stopped["steps"];
+  CHECK(stopped_at < 384);
+  CHECK(fs::exists(tmp / "cut/checkpoints/last/state.safetensors"));
+
+  REQUIRE(run_to_end({"run", "--resume", tmp / "cut"}, tmp / "r.log") == 0);
+  CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "cut/metrics.jsonl"));
+  CHECK(summary_of(tmp / "cut")["steps"] == 384);
+}
+
+TEST_CASE("a truncated checkpoint is reported with its path and the previous one is used") {
+  TempDir tmp("resume-torn");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "full", {"schedule.type=constant"}),
+                     tmp / "f.log") == 0);
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "part",
+                                  {"schedule.type=constant", "train.max_steps=22"}),
+                     tmp / "p.log") == 0);
+  const std::string newest = tmp / "part/checkpoints/step-00000022/model.safetensors";
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+
+  REQUIRE(
+      run_to_end({"run", tmp / "part/config.yaml", "--resume", tmp / "part", "train.max_steps=0"},
+                 tmp / "r.log") == 0);
+  const std::string log = read_text(tmp / "r.log");
+  INFO(log);
+  CHECK(log.find(newest) != std::string::npos);
+  CHECK(log.find("truncated or corrupted") != std::string::npos);
+  CHECK(log.find("resuming from " + (tmp / "part/checkpoints/step-00000021")) != std::string::npos);
+  CHECK(fs::exists(tmp / "part/checkpoints/step-00000022.bad"));
+  // Resumed from step 21: still exactly the uninterrupted metrics.
+  CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "part/metrics.jsonl"));
+}

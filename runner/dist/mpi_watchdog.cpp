@@ -23,6 +23,7 @@ MpiWatchdog::MpiWatchdog(MPI_Comm world, double timeout_s) : timeout_s_(timeout_
   MPI_Comm_rank(notices_, &rank_);
   MPI_Comm_size(notices_, &world_);
   last_seen_.assign(static_cast<std::size_t>(world_), 0);
+  last_heard_.assign(static_cast<std::size_t>(world_), std::chrono::steady_clock::now());
   incoming_.assign(static_cast<std::size_t>(world_), 0);
   receives_.assign(static_cast<std::size_t>(world_), MPI_REQUEST_NULL);
   for (int peer = 0; peer < world_; ++peer)
@@ -45,6 +46,10 @@ MpiWatchdog::~MpiWatchdog() {
 void MpiWatchdog::enter() {
   ++sequence_;
   read_notices();  // keeps the peers' notices from queueing up
+  send_notices();
+}
+
+void MpiWatchdog::send_notices() {
   for (int peer = 0; peer < world_; ++peer) {
     if (peer == rank_) continue;
     Outgoing out{std::make_unique<std::int64_t>(sequence_), MPI_REQUEST_NULL};
@@ -69,6 +74,7 @@ void MpiWatchdog::read_notices() {
       MPI_Test(&receives_[p], &done, MPI_STATUS_IGNORE);
       if (!done) break;
       last_seen_[p] = std::max(last_seen_[p], incoming_[p]);
+      last_heard_[p] = std::chrono::steady_clock::now();
       MPI_Irecv(&incoming_[p], 1, MPI_INT64_T, peer, kNoticeTag, notices_, &receives_[p]);
     }
   }
@@ -83,6 +89,8 @@ void MpiWatchdog::poll(std::vector<MPI_Request>& requests) {
 void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& what) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  const double heartbeat_s = std::min(1.0, timeout_s_ / 8);
+  double next_heartbeat = heartbeat_s;
   auto pause = std::chrono::microseconds(5);
   for (;;) {
     int done = 0;
@@ -90,6 +98,11 @@ void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& wh
     if (done) return;
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (waited > timeout_s_) fail(what, waited);
+    if (waited > next_heartbeat) {  // still here: tell the peers, hear from them
+      send_notices();
+      read_notices();
+      next_heartbeat = waited + heartbeat_s;
+    }
     // Sleep between polls: ranks often share cores with the other ranks' compute.
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(200));
@@ -98,26 +111,32 @@ void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& wh
 
 void MpiWatchdog::fail(const std::string& what, double waited_s) {
   read_notices();
-  std::string missing;
+  std::string missing, silent;
+  const auto now = std::chrono::steady_clock::now();
+  const double quiet_limit = std::max(2.0, timeout_s_ / 2);
   for (int peer = 0; peer < world_; ++peer) {
     const auto p = static_cast<std::size_t>(peer);
-    if (peer == rank_ || last_seen_[p] >= sequence_) continue;
-    missing += fmt::format("{}rank {} (last reached collective #{})", missing.empty() ? "" : ", ",
-                           peer, last_seen_[p]);
+    if (peer == rank_) continue;
+    const double quiet = std::chrono::duration<double>(now - last_heard_[p]).count();
+    if (last_seen_[p] < sequence_)
+      missing += fmt::format("{}rank {} (last reached collective #{})", missing.empty() ? "" : ", ",
+                             peer, last_seen_[p]);
+    else if (quiet > quiet_limit)
+      silent +=
+          fmt::format("{}rank {} (silent for {:.0f} s)", silent.empty() ? "" : ", ", peer, quiet);
   }
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  const std::string message =
-      missing.empty()
-          ? fmt::format(
-                "rank {} on {}: the {} (collective #{}) did not complete within {:.0f} s although "
-                "every "
-                "rank reached it: the interconnect or MPI is stuck. Aborting the job",
-                rank_, host, what, sequence_, waited_s)
-          : fmt::format(
-                "rank {} on {}: the {} (collective #{}) did not complete within {:.0f} s: {} never "
-                "reached it (dead or hung). Aborting the job (timeout: TRAINER_COLLECTIVE_TIMEOUT)",
-                rank_, host, what, sequence_, waited_s, missing);
+  std::string message = fmt::format(
+      "rank {} on {}: the {} (collective #{}) did not complete within {:.0f} s: ", rank_, host,
+      what, sequence_, waited_s);
+  if (!missing.empty())
+    message += missing + " never reached it (dead or hung)";
+  else if (!silent.empty())
+    message += silent + " reached it but stopped responding (hung)";
+  else
+    message += "every rank reached it and is alive: the interconnect or MPI is stuck";
+  message += ". Aborting the job (timeout: TRAINER_COLLECTIVE_TIMEOUT)";
   std::fprintf(stderr, "error: %s\n", message.c_str());
   MpiRuntime::abort_job(1);
 }

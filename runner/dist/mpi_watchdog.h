@@ -5,11 +5,15 @@
 //
 // To know who is missing, each rank announces every collective it enters to
 // its peers with a tiny message on a private communicator ("arrival notices");
-// a timed-out rank reports the peers whose last notice is older.
+// a rank waiting in a collective repeats its notice as a heartbeat. A
+// timed-out rank reports the peers whose last notice is older (never reached
+// the collective) and those it has not heard from for a while (reached it, then
+// hung or stopped).
 #pragma once
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -37,6 +41,7 @@ class MpiWatchdog {
 
  private:
   void read_notices();
+  void send_notices();
   [[noreturn]] void fail(const std::string& what, double waited_s);
 
   MPI_Comm notices_ = MPI_COMM_NULL;  // duplicate of the world communicator
@@ -44,8 +49,9 @@ class MpiWatchdog {
   double timeout_s_;
   std::int64_t sequence_ = 0;            // collectives this rank has entered
   std::vector<std::int64_t> last_seen_;  // per peer: the last collective it announced
-  std::vector<std::int64_t> incoming_;   // receive buffers, one per peer
-  std::vector<MPI_Request> receives_;    // one posted receive per peer
+  std::vector<std::chrono::steady_clock::time_point> last_heard_;  // per peer: its last notice
+  std::vector<std::int64_t> incoming_;                             // receive buffers, one per peer
+  std::vector<MPI_Request> receives_;                              // one posted receive per peer
   struct Outgoing {
     std::unique_ptr<std::int64_t> value;
     MPI_Request request;

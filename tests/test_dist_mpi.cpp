@@ -1,0 +1,262 @@
+// labels: mpi
+// Data-parallel training on CPU ranks, end to end through `trainer run`:
+// 2 ranks x global batch 128 train like 1 rank x 128 (bucketed overlap or
+// not; started by trainer's own launcher or by mpirun), lr scaling is applied
+// and recorded, a batch that does not divide is one clear error, and a rank
+// that is killed or hangs ends the job with an error naming it.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "run_trainer.h"
+
+namespace fs = std::filesystem;
+using trainer::testing::run_trainer;
+
+namespace {
+
+const fs::path kRoot = fs::temp_directory_path() / "trainer_test_dist";
+
+// A small MLP without batchnorm or dropout on synthetic data.
+fs::path write_config(const std::string& name, const std::string& extra = "") {
+  fs::create_directories(kRoot);
+  const fs::path path = kRoot / (name + ".yaml");
+  std::ofstream(path) << "name: " << name << R"(
+seed: 3
+data:
+  train: {type: synthetic, shape: [1, 8, 8], classes: 4, size: 512, seed: 1}
+  eval: {type: synthetic, shape: [1, 8, 8], classes: 4, size: 128, seed: 2}
+  workers: 1
+model:
+  layers:
+    - {type: flatten}
+    - {type: linear, name: fc1, out_features: 32}
+    - {type: relu}
+    - {type: linear, name: fc2, out_features: 16}
+    - {type: relu}
+    - {type: linear, name: fc3, out_features: 4}
+  loss: {type: cross_entropy}
+optimizer: {type: sgd, lr: 0.2, momentum: 0.9}
+train: {batch_size: 128, max_steps: 8, log_every: 1}
+backend: {threads: 1}
+)" << extra;
+  return path;
+}
+
+std::vector<double> train_losses(const fs::path& dir) {
+  std::ifstream in(dir / "metrics.jsonl");
+  std::vector<double> losses;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto r = nlohmann::json::parse(line);
+    if (r["split"] == "train") losses.push_back(r["loss"].get<double>());
+  }
+  return losses;
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+void check_same_training(const fs::path& one, const fs::path& two) {
+  const auto a = train_losses(one), b = train_losses(two);
+  REQUIRE(a.size() == 8);
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << i + 1 << ": " << a[i] << " vs " << b[i]);
+    CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::abs(a[i]));
+  }
+  // The model after the last step, through the evaluation of the root rank.
+  const double ea = read_json(one / "summary.json")["final_eval"]["loss"].get<double>();
+  const double eb = read_json(two / "summary.json")["final_eval"]["loss"].get<double>();
+  CHECK(std::abs(ea - eb) <= 1e-6 * std::abs(ea));
+  CHECK(a.back() != a.front());  // the parameters moved (random labels: no accuracy to expect)
+}
+
+std::string mpirun_prefix(int ranks) {
+  return "mpirun -np " + std::to_string(ranks) + (geteuid() == 0 ? " --allow-run-as-root" : "") +
+         " --oversubscribe --bind-to none ";
+}
+
+// A `trainer run` in the background; its output goes to a file.
+struct BackgroundRun {
+  fs::path log, rc;
+  explicit BackgroundRun(const std::string& env, const std::string& args, const std::string& name) {
+    log = kRoot / (name + ".log");
+    rc = kRoot / (name + ".rc");
+    fs::remove(rc);
+    const std::string cmd = "(" + env + " " + std::string(TRAINER_BINARY) + " " + args + " >" +
+                            log.string() + " 2>&1; echo $? >" + rc.string() + ") &";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  }
+  std::string output() const {
+    std::ifstream in(log);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  // The exit code, or -1 when it has not ended within `seconds`.
+  int wait(double seconds) const {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      std::ifstream in(rc);
+      int code = -1;
+      if (in >> code) return code;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return -1;
+  }
+};
+
+// The pid of rank `rank` of the job whose command line contains `marker`.
+pid_t find_rank(int rank, const std::string& marker) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline_file(entry.path() / "cmdline"), environ_file(entry.path() / "environ");
+    std::stringstream cmdline, environ;
+    cmdline << cmdline_file.rdbuf();
+    environ << environ_file.rdbuf();
+    const std::string c = cmdline.str(), e = environ.str();
+    if (c.find(marker) == std::string::npos || c.find("mpirun") != std::string::npos) continue;
+    if (e.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') ==
+        std::string::npos)
+      continue;
+    return static_cast<pid_t>(std::stol(name));
+  }
+  return -1;
+}
+
+// Waits until the job has trained a step (a train record in metrics.jsonl).
+bool wait_for_training(const fs::path& dir, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (fs::exists(dir / "metrics.jsonl") && fs::file_size(dir / "metrics.jsonl") > 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("2 ranks x global batch 128 train like 1 rank x 128") {
+  const fs::path config = write_config("equal");
+  const fs::path one = kRoot / "equal_1", two = kRoot / "equal_2",
+                 two_small = kRoot / "equal_2_small_buckets";
+  for (const auto& d : {one, two, two_small}) fs::remove_all(d);
+
+  auto r1 = run_trainer("run " + config.string() + " --out " + one.string(), true);
+  INFO(r1.out);
+  REQUIRE(r1.code == 0);
+  CHECK_FALSE(fs::exists(one / "distributed.json"));
+
+  // trainer's own launcher: devices.world_size=2 re-executes under mpirun.
+  auto r2 =
+      run_trainer("run " + config.string() + " devices.world_size=2 --out " + two.string(), true);
+  INFO(r2.out);
+  REQUIRE(r2.code == 0);
+  CHECK_THAT(r2.out, Catch::Contains("starting 2 ranks"));
+  check_same_training(one, two);
+  const auto job = read_json(two / "distributed.json");
+  CHECK(job["world"] == 2);
+  CHECK(job["collective"] == "mpi");
+  CHECK(job["overlap_backward"] == true);
+  CHECK(fs::exists(two / "ranks.jsonl"));
+
+  // One bucket per gradient: every reduction starts during backward.
+  setenv("TRAINER_BUCKET_MB", "0", 1);
+  auto r3 = run_trainer(
+      "run " + config.string() + " devices.world_size=2 --out " + two_small.string(), true);
+  unsetenv("TRAINER_BUCKET_MB");
+  INFO(r3.out);
+  REQUIRE(r3.code == 0);
+  check_same_training(one, two_small);
+  CHECK(read_json(two_small / "distributed.json")["bucket_bytes"] == 0);
+}
+
+TEST_CASE("ranks started by mpirun: world from the launcher, lr scaling applied and recorded") {
+  const fs::path config = write_config("mpirun");
+  const fs::path dir = kRoot / "mpirun_linear";
+  fs::remove_all(dir);
+  const std::string cmd = mpirun_prefix(2) + TRAINER_BINARY + " run " + config.string() +
+                          " optimizer.lr_scaling=linear train.max_steps=2 --out " + dir.string() +
+                          " 2>&1";
+  REQUIRE(std::system((cmd + " >" + (kRoot / "mpirun.log").string()).c_str()) == 0);
+  const auto job = read_json(dir / "distributed.json");
+  CHECK(job["world"] == 2);
+  CHECK(job["launcher"] == "openmpi");
+  CHECK(job["lr_base"].get<double>() == Approx(0.2));
+  CHECK(job["lr"].get<double>() == Approx(0.4));
+  std::ifstream metrics(dir / "metrics.jsonl");
+  std::string line;
+  REQUIRE(std::getline(metrics, line));
+  CHECK(nlohmann::json::parse(line)["lr"].get<double>() == Approx(0.4));
+}
+
+TEST_CASE("a global batch that does not divide over the ranks is one clear error") {
+  const fs::path config = write_config("indivisible");
+  const auto r = run_trainer(
+      "run " + config.string() + " devices.world_size=3 --out " + (kRoot / "indivisible").string(),
+      true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("train.batch_size") &&
+                        Catch::Contains("does not divide over 3 ranks"));
+  CHECK_THAT(r.out, !Catch::Contains("starting"));
+}
+
+TEST_CASE("a killed rank ends the job with an error naming it") {
+  const fs::path config = write_config("killed");
+  const fs::path dir = kRoot / "killed_run";
+  fs::remove_all(dir);
+  BackgroundRun run("TRAINER_COLLECTIVE_TIMEOUT=20",
+                    "run " + config.string() +
+                        " devices.world_size=2 train.max_steps=100000 --out " + dir.string(),
+                    "killed");
+  REQUIRE(wait_for_training(dir, 60));
+  const pid_t victim = find_rank(1, dir.string());
+  REQUIRE(victim > 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  REQUIRE(kill(victim, SIGKILL) == 0);
+  const int code = run.wait(30);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  INFO(run.output());
+  CHECK(code > 0);
+  CHECK(took < 25);
+  CHECK_THAT(run.output(), Catch::Contains("rank 1"));
+}
+
+TEST_CASE("a hung rank ends the job after the collective timeout, named by the others") {
+  const fs::path config = write_config("hung");
+  const fs::path dir = kRoot / "hung_run";
+  fs::remove_all(dir);
+  BackgroundRun run("TRAINER_COLLECTIVE_TIMEOUT=4",
+                    "run " + config.string() +
+                        " devices.world_size=2 train.max_steps=100000 --out " + dir.string(),
+                    "hung");
+  REQUIRE(wait_for_training(dir, 60));
+  const pid_t victim = find_rank(1, dir.string());
+  REQUIRE(victim > 0);
+  REQUIRE(kill(victim, SIGSTOP) == 0);
+  const int code = run.wait(30);
+  if (code < 0) kill(victim, SIGKILL);
+  INFO(run.output());
+  CHECK(code > 0);
+  // Stopped while computing: it never reached the collective; stopped while
+  // waiting in one: it reached it and went silent. Either way it is named.
+  CHECK_THAT(run.output(), Catch::Contains("did not complete within") &&
+                               (Catch::Contains("rank 1 (last reached collective") ||
+                                Catch::Contains("rank 1 (silent for")));
+}

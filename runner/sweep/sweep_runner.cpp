@@ -1,0 +1,214 @@
+// The sweep's process pool: launch, watch, classify, retry, report.
+#include "runner/sweep/sweep_runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/checkpoint/stop_signal.h"
+#include "runner/sweep/trial_record.h"
+
+namespace trainer::sweep {
+namespace fs = std::filesystem;
+namespace {
+
+struct Running {
+  std::size_t index = 0;  // into the records
+  std::size_t slot = 0;   // which CPU share / GPU
+};
+
+// The trial's objective from its summary.json, when the run completed.
+bool read_completed(const std::string& run_dir, const std::string& metric,
+                    std::optional<double>& objective) {
+  std::ifstream in(fs::path(run_dir) / "summary.json");
+  if (!in) return false;
+  nlohmann::json s;
+  try {
+    s = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  if (s.value("status", "complete") != "complete") return false;
+  const auto dot = metric.find('.');
+  const nlohmann::json& record =
+      metric.substr(0, dot) == "eval" ? s["final_eval"] : s["last_train"];
+  const std::string key = metric.substr(dot + 1);
+  if (record.is_object() && record.contains(key) && record[key].is_number())
+    objective = record[key].get<double>();
+  return true;
+}
+
+// The error a failed trial printed last (its "error: ..." line, or its last line).
+std::string last_error(const std::string& log_path, int code) {
+  std::ifstream in(log_path);
+  std::string line, last, error;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    last = line;
+    if (line.find("error") != std::string::npos) error = line;
+  }
+  std::string text = !error.empty() ? error : last;
+  if (text.size() > 300) text = text.substr(0, 300) + "...";
+  return "exit " + std::to_string(code) + (text.empty() ? "" : ": " + text);
+}
+
+pid_t launch(const std::vector<std::string>& args, const std::string& log_path) {
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Child: its own process group (a terminal's Ctrl-C reaches only the sweep,
+  // which forwards one SIGTERM), and it stops when the sweep dies.
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(143);
+  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+  }
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv = {const_cast<char*>(self.c_str())};
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(self.c_str(), argv.data());
+  std::fprintf(stderr, "error: cannot start %s\n", self.c_str());
+  _exit(127);
+}
+
+}  // namespace
+
+int run_sweep(const SweepJob& job) {
+  const fs::path dir = job.dir;
+  fs::create_directories(dir / "trials");
+  fs::create_directories(dir / "logs");
+  const std::string state_path = (dir / "trials.json").string();
+
+  std::vector<TrialRecord> records;
+  for (const auto& t : job.trials) records.push_back({t, (dir / "trials" / t.id).string()});
+  load_trial_state(state_path, records);
+  for (auto& r : records) {
+    if (read_completed(r.run_dir, job.spec.metric, r.objective)) {
+      r.status = "done";
+      r.error.clear();
+    } else if (r.status == "done" || r.status == "running") {
+      r.status = "interrupted";  // its run directory says it did not finish
+    }
+  }
+  const std::int64_t max_attempts = 1 + job.spec.max_retries;
+  auto report = [&] {
+    save_trial_state(state_path, records);
+    write_trials_csv((dir / "trials.csv").string(), records);
+    write_results_table((dir / "results.md").string(), records, job.spec);
+  };
+  report();
+
+  std::deque<std::size_t> queue;
+  for (std::size_t i = 0; i < records.size(); ++i)
+    if (records[i].status != "done" && records[i].attempts < max_attempts) queue.push_back(i);
+
+  const std::int64_t slots = std::max<std::int64_t>(1, job.parallel);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::int64_t threads_each =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(cores) / slots);
+  std::vector<bool> slot_busy(static_cast<std::size_t>(slots), false);
+  std::map<pid_t, Running> running;
+  checkpoint::StopSignals stop_signals;
+  bool forwarded = false;
+  std::printf("sweep: %zu trials, %zu to run, %lld at once; results in %s\n", records.size(),
+              queue.size(), static_cast<long long>(slots), (dir / "results.md").c_str());
+  std::fflush(stdout);
+
+  while (!queue.empty() || !running.empty()) {
+    const int stop = checkpoint::stop_requested();
+    while (stop == 0 && !queue.empty() && static_cast<std::int64_t>(running.size()) < slots) {
+      const std::size_t index = queue.front();
+      queue.pop_front();
+      std::size_t slot = 0;
+      while (slot_busy[slot]) ++slot;
+      TrialRecord& r = records[index];
+      std::vector<std::string> args;
+      if (fs::exists(fs::path(r.run_dir) / "config.sha256")) {
+        args = {"run", "--resume", r.run_dir};
+      } else {
+        args = {"run", job.config_path};
+        args.insert(args.end(), job.overrides.begin(), job.overrides.end());
+        args.insert(args.end(), r.trial.overrides.begin(), r.trial.overrides.end());
+        if (!job.gpus.empty())
+          args.push_back("devices.gpus=[" + std::to_string(job.gpus[slot % job.gpus.size()]) + "]");
+        else if (slots > 1)
+          args.push_back("backend.threads=" + std::to_string(threads_each));
+        args.insert(args.end(), {"--out", r.run_dir});
+      }
+      const std::string log_path = (dir / "logs" / (r.trial.id + ".log")).string();
+      const pid_t pid = launch(args, log_path);
+      if (pid < 0) {
+        r.status = "failed";
+        ++r.attempts;
+        r.error = "cannot start a process";
+        report();
+        continue;
+      }
+      slot_busy[slot] = true;
+      running[pid] = {index, slot};
+      r.status = "running";
+      std::printf("sweep: %s started (%s)\n", r.trial.id.c_str(),
+                  args[1] == "--resume" ? "resumed" : "new");
+      std::fflush(stdout);
+      report();
+    }
+    if (stop != 0 && !forwarded) {
+      for (const auto& [pid, run] : running) kill(pid, SIGTERM);
+      forwarded = true;
+      queue.clear();
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const Running run = it->second;
+    running.erase(it);
+    slot_busy[run.slot] = false;
+    TrialRecord& r = records[run.index];
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const std::string log_path = (dir / "logs" / (r.trial.id + ".log")).string();
+    if (code == 0 && read_completed(r.run_dir, job.spec.metric, r.objective)) {
+      r.status = "done";
+      r.error.clear();
+    } else if (forwarded && (code == 130 || code == 143)) {
+      r.status = "interrupted";
+    } else {
+      ++r.attempts;
+      r.error = last_error(log_path, code);
+      r.status = "failed";
+      if (r.attempts < max_attempts && !forwarded) queue.push_back(run.index);
+    }
+    std::printf("sweep: %s %s%s%s\n", r.trial.id.c_str(), r.status.c_str(),
+                r.error.empty() ? "" : ": ", r.error.c_str());
+    std::fflush(stdout);
+    report();
+  }
+  report();
+  if (const int stop = checkpoint::stop_requested(); stop != 0) return 128 + stop;
+  for (const auto& r : records)
+    if (r.status != "done") return 1;
+  return 0;
+}
+
+}  // namespace trainer::sweep

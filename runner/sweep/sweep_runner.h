@@ -1,0 +1,31 @@
+// Runs a sweep's trials as child processes of this same `trainer` binary
+// (/proc/self/exe), so a crashing trial cannot take the sweep down. Up to
+// `parallel` at once, each with its share of the CPU cores (backend.threads)
+// or its own GPU. Finished trials are skipped, interrupted ones resumed from
+// their checkpoints (`run --resume`), failed ones retried up to max_retries;
+// trials.json, trials.csv and results.md are rewritten as each trial ends.
+// SIGINT / SIGTERM: stop every running trial (each checkpoints) and exit 130 / 143.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runner/sweep/sweep_spec.h"
+
+namespace trainer::sweep {
+
+struct SweepJob {
+  std::string config_path;
+  std::vector<std::string> overrides;  // applied to every trial, before the trial's own
+  std::string dir;                     // the sweep directory
+  SweepSpec spec;
+  std::vector<Trial> trials;
+  std::int64_t parallel = 1;
+  std::vector<std::int64_t> gpus;  // the config's GPUs: one per running trial
+};
+
+// Returns the exit code: 0 every trial done, 1 some failed, 130 / 143 when stopped.
+int run_sweep(const SweepJob& job);
+
+}  // namespace trainer::sweep

@@ -1,0 +1,282 @@
+// Parsing the sweep section and expanding it into trials.
+#include "runner/sweep/sweep_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "runner/config/diagnostics.h"
+
+namespace trainer::sweep {
+namespace {
+
+using config::Diagnostics;
+using config::Mark;
+using config::Node;
+
+std::string join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+// Scalars of a sequence (or one scalar) as override texts.
+std::vector<std::string> scalars(const Node& node, const std::string& path, Diagnostics& diags) {
+  std::vector<std::string> out;
+  if (node.is_scalar()) return {node.text()};
+  if (!node.is_sequence() || node.items().empty()) {
+    diags.add(node.mark(), path, "expected a non-empty list of values");
+    return out;
+  }
+  for (const auto& item : node.items()) {
+    if (!item.is_scalar()) {
+      diags.add(item.mark(), path, "expected scalar values (numbers, strings, booleans)");
+      continue;
+    }
+    out.push_back(item.text());
+  }
+  return out;
+}
+
+bool number(const Node& node, double& out) {
+  if (!node.is_scalar()) return false;
+  try {
+    std::size_t used = 0;
+    out = std::stod(node.text(), &used);
+    return used == node.text().size() && std::isfinite(out);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+RandomParam random_param(const std::string& key, const Node& node, const std::string& path,
+                         Diagnostics& diags) {
+  RandomParam p;
+  p.key = key;
+  static const std::vector<std::string> kinds = {"uniform", "log_uniform", "int", "choice"};
+  if (!node.is_map() || node.size() != 1) {
+    diags.add(node.mark(), path,
+              "expected one distribution: {uniform: [low, high]}, {log_uniform: [low, high]}, "
+              "{int: [low, high]} or {choice: [a, b, ...]}");
+    return p;
+  }
+  p.distribution = node.key_at(0);
+  const Node& args = node.value_at(0);
+  if (std::find(kinds.begin(), kinds.end(), p.distribution) == kinds.end()) {
+    const std::string near = config::nearest(p.distribution, kinds);
+    diags.add(node.key_mark_at(0), path, "unknown distribution '" + p.distribution + "'",
+              near.empty() ? "known: " + join(kinds) : "did you mean '" + near + "'?");
+    return p;
+  }
+  if (p.distribution == "choice") {
+    p.choices = scalars(args, path + ".choice", diags);
+    return p;
+  }
+  if (!args.is_sequence() || args.items().size() != 2 || !number(args.items()[0], p.low) ||
+      !number(args.items()[1], p.high) || p.low > p.high) {
+    diags.add(args.mark(), path + "." + p.distribution, "expected [low, high] with low <= high");
+    return p;
+  }
+  if (p.distribution == "log_uniform" && p.low <= 0)
+    diags.add(args.mark(), path + ".log_uniform", "expected low > 0 for a log-uniform range");
+  return p;
+}
+
+// splitmix64: the sweep's own generator, so a sweep expands the same everywhere.
+std::uint64_t next_random(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+double unit(std::uint64_t& state) {
+  return static_cast<double>(next_random(state) >> 11) * 0x1.0p-53;
+}
+
+std::string sample(const RandomParam& p, std::uint64_t& state) {
+  char text[64];
+  if (p.distribution == "choice") return p.choices[next_random(state) % p.choices.size()];
+  if (p.distribution == "int") {
+    const auto low = static_cast<std::int64_t>(std::ceil(p.low)),
+               high = static_cast<std::int64_t>(std::floor(p.high));
+    const auto span = static_cast<std::uint64_t>(std::max<std::int64_t>(0, high - low) + 1);
+    return std::to_string(low + static_cast<std::int64_t>(next_random(state) % span));
+  }
+  const double u = unit(state);
+  const double v = p.distribution == "uniform"
+                       ? p.low + u * (p.high - p.low)
+                       : std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
+  std::snprintf(text, sizeof text, "%.6g", v);
+  return text;
+}
+
+}  // namespace
+
+SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_flags,
+                      std::uint64_t default_seed) {
+  SweepSpec spec;
+  spec.random_seed = default_seed;
+  Diagnostics diags;
+  if (!section.is_null() && !section.is_map()) diags.add(section.mark(), "sweep", "expected a map");
+  if (section.is_map()) {
+    static const std::vector<std::string> keys = {"grid", "random", "seeds", "objective",
+                                                  "max_retries"};
+    for (std::size_t i = 0; i < section.size(); ++i) {
+      const std::string& key = section.key_at(i);
+      const Node& value = section.value_at(i);
+      const std::string path = "sweep." + key;
+      if (key == "grid") {
+        if (!value.is_map()) {
+          diags.add(value.mark(), path, "expected a map of config key to a list of values");
+          continue;
+        }
+        for (std::size_t g = 0; g < value.size(); ++g)
+          spec.grid.emplace_back(value.key_at(g),
+                                 scalars(value.value_at(g), path + "." + value.key_at(g), diags));
+      } else if (key == "random") {
+        if (!value.is_map()) {
+          diags.add(value.mark(), path,
+                    "expected {trials: N, seed: S, params: {key: distribution}}");
+          continue;
+        }
+        for (std::size_t r = 0; r < value.size(); ++r) {
+          const std::string& rk = value.key_at(r);
+          const Node& rv = value.value_at(r);
+          double n = 0;
+          if (rk == "trials") {
+            if (!number(rv, n) || n < 1 || n != std::floor(n))
+              diags.add(rv.mark(), path + ".trials", "expected an integer >= 1");
+            else
+              spec.random_trials = static_cast<std::int64_t>(n);
+          } else if (rk == "seed") {
+            if (!number(rv, n) || n < 0 || n != std::floor(n))
+              diags.add(rv.mark(), path + ".seed", "expected an integer >= 0");
+            else
+              spec.random_seed = static_cast<std::uint64_t>(n);
+          } else if (rk == "params") {
+            if (!rv.is_map()) {
+              diags.add(rv.mark(), path + ".params",
+                        "expected a map of config key to a distribution");
+              continue;
+            }
+            for (std::size_t p = 0; p < rv.size(); ++p)
+              spec.random.push_back(random_param(rv.key_at(p), rv.value_at(p),
+                                                 path + ".params." + rv.key_at(p), diags));
+          } else {
+            diags.add(value.key_mark_at(r), path + "." + rk, "unknown key '" + rk + "'",
+                      "valid keys: trials, seed, params");
+          }
+        }
+        if (spec.random_trials > 0 && spec.random.empty())
+          diags.add(value.mark(), path + ".params", "random search needs at least one parameter");
+        if (!spec.random.empty() && spec.random_trials == 0)
+          diags.add(value.mark(), path + ".trials", "random search needs `trials: N`");
+      } else if (key == "seeds") {
+        spec.seeds = scalars(value, path, diags);
+      } else if (key == "objective") {
+        const Node* metric = value.is_map() ? value.find("metric") : nullptr;
+        const Node* mode = value.is_map() ? value.find("mode") : nullptr;
+        if (!value.is_map() || !metric || !metric->is_scalar() ||
+            metric->text().find('.') == std::string::npos)
+          diags.add(
+              value.mark(), path,
+              "expected {metric: eval.accuracy | eval.loss | train.loss ..., mode: max | min}");
+        else
+          spec.metric = metric->text();
+        if (mode && (!mode->is_scalar() || (mode->text() != "max" && mode->text() != "min")))
+          diags.add(mode->mark(), path + ".mode", "expected max or min");
+        spec.maximize =
+            mode ? mode->text() != "min" : spec.metric.find("loss") == std::string::npos;
+      } else if (key == "max_retries") {
+        double n = 0;
+        if (!number(value, n) || n < 0 || n != std::floor(n))
+          diags.add(value.mark(), path, "expected an integer >= 0");
+        else
+          spec.max_retries = static_cast<std::int64_t>(n);
+      } else {
+        const std::string near = config::nearest(key, keys);
+        diags.add(section.key_mark_at(i), path, "unknown key '" + key + "'",
+                  near.empty() ? "valid keys: " + join(keys) : "did you mean '" + near + "'?");
+      }
+    }
+  }
+  for (const auto& flag : grid_flags) {
+    const auto eq = flag.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
+      diags.add(Mark{"<--grid>", 0, 0}, "--grid", "expected KEY=V1,V2,... , found '" + flag + "'");
+      continue;
+    }
+    std::vector<std::string> values;
+    std::string rest = flag.substr(eq + 1), item;
+    for (std::size_t start = 0;;) {
+      const auto comma = rest.find(',', start);
+      values.push_back(
+          rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    spec.grid.emplace_back(flag.substr(0, eq), values);
+  }
+  diags.throw_if_any();
+  return spec;
+}
+
+std::vector<Trial> expand_trials(const SweepSpec& spec) {
+  // Grid points (the product, first key varying slowest).
+  std::vector<std::vector<std::string>> points = {{}};
+  for (const auto& [key, values] : spec.grid) {
+    std::vector<std::vector<std::string>> next;
+    for (const auto& point : points)
+      for (const auto& v : values) {
+        auto p = point;
+        p.push_back(key + "=" + v);
+        next.push_back(std::move(p));
+      }
+    points = std::move(next);
+  }
+  // Random samples, each crossed with every grid point.
+  if (spec.random_trials > 0) {
+    std::uint64_t state = spec.random_seed;
+    std::vector<std::vector<std::string>> next;
+    std::vector<std::vector<std::string>> samples;
+    for (std::int64_t t = 0; t < spec.random_trials; ++t) {
+      std::vector<std::string> s;
+      for (const auto& p : spec.random) s.push_back(p.key + "=" + sample(p, state));
+      samples.push_back(std::move(s));
+    }
+    for (const auto& point : points)
+      for (const auto& s : samples) {
+        auto p = point;
+        p.insert(p.end(), s.begin(), s.end());
+        next.push_back(std::move(p));
+      }
+    points = std::move(next);
+  }
+  if (!spec.seeds.empty()) {
+    std::vector<std::vector<std::string>> next;
+    for (const auto& point : points)
+      for (const auto& seed : spec.seeds) {
+        auto p = point;
+        p.push_back("seed=" + seed);
+        next.push_back(std::move(p));
+      }
+    points = std::move(next);
+  }
+  if (points.size() == 1 && points[0].empty()) {
+    Diagnostics diags;
+    diags.add(Mark{"<sweep>", 0, 0}, "sweep",
+              "nothing to sweep: add `sweep: {grid: {key: [v1, v2]}}` to the config or pass --grid "
+              "key=v1,v2");
+    diags.throw_if_any();
+  }
+  std::vector<Trial> trials;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    char id[32];
+    std::snprintf(id, sizeof id, "trial-%03zu", i);
+    trials.push_back({id, points[i]});
+  }
+  return trials;
+}
+
+}  // namespace trainer::sweep

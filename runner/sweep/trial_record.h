@@ -1,0 +1,34 @@
+// What the sweep knows about one trial: its overrides, run directory, status
+// (pending, running, done, failed, interrupted), attempts, objective and the
+// error of its last failure. Kept in <sweep>/trials.json between invocations.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/sweep/sweep_spec.h"
+
+namespace trainer::sweep {
+
+struct TrialRecord {
+  Trial trial;
+  std::string run_dir;
+  std::string status = "pending";
+  std::int64_t attempts = 0;  // runs that ended in failure (interruptions do not count)
+  std::optional<double> objective;
+  std::string error;
+};
+
+// Restores status, attempts and errors saved by an earlier invocation (by trial id).
+void load_trial_state(const std::string& path, std::vector<TrialRecord>& records);
+void save_trial_state(const std::string& path, const std::vector<TrialRecord>& records);
+
+// trials.csv (one row per trial, a column per swept key) and results.md (a
+// Markdown table sorted by the objective, best first; failures last with their error).
+void write_trials_csv(const std::string& path, const std::vector<TrialRecord>& records);
+void write_results_table(const std::string& path, const std::vector<TrialRecord>& records,
+                         const SweepSpec& spec);
+
+}  // namespace trainer::sweep

@@ -44,6 +44,8 @@ struct KernelArgs {
   std::vector<TensorRef> grad_inputs;
   std::vector<TensorRef> grad_params;
   bool training = true;         // batchnorm batch statistics, dropout active
+  bool update_state = true;     // false: leave persistent state (running statistics) alone,
+                                // as when a forward call is repeated to recompute activations
   std::uint64_t seed = 0;       // per-step, per-node seed for stochastic ops
   std::int64_t valid_rows = -1;  // losses: rows beyond this are padding (-1: all)
 };

@@ -152,3 +152,33 @@ layers:
   REQUIRE(c.diags.size() == 1);
   CHECK(c.diags.list()[0].suggestion == "did you mean 'channels'?");
 }
+
+TEST_CASE("recompute marks named layers and blocks, or every N-th") {
+  auto b = build(R"(
+blocks:
+  res: {params: {c: 4}, layers: [{name: conv, type: conv2d, out_channels: $c, kernel: 3, padding: 1}, {type: relu}]}
+layers:
+  - {block: res, name: stage1, repeat: 2}
+  - {type: flatten, name: flat}
+  - {type: linear, out_features: 10}
+recompute: [stage1]
+)");
+  REQUIRE(b.diags.empty());
+  for (const auto& n : b.graph.nodes)
+    CHECK(n.recompute == (n.name.rfind("stage1.", 0) == 0));
+
+  auto every = build("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 16}\n"
+                     "  - {type: relu}\n  - {type: linear, out_features: 10}\nrecompute: {every: 2}\n");
+  REQUIRE(every.diags.empty());
+  CHECK(every.graph.nodes[0].recompute);
+  CHECK_FALSE(every.graph.nodes[1].recompute);
+  CHECK(every.graph.nodes[2].recompute);
+  CHECK_FALSE(every.graph.nodes[3].recompute);
+  CHECK_FALSE(every.graph.nodes[4].recompute);  // the loss
+
+  auto typo = build("layers:\n  - {type: flatten, name: flat}\n  - {type: linear, out_features: 10}\n"
+                    "recompute: [falt]\n");
+  REQUIRE(typo.diags.size() == 1);
+  CHECK(typo.diags.list()[0].mark.line == 4);
+  CHECK(typo.diags.list()[0].suggestion == "did you mean 'flat'?");
+}

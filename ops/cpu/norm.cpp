@@ -97,7 +97,7 @@ class BatchNormKernel final : public Kernel {
     call.bind(DNNL_ARG_VARIANCE, train ? a.saved[1] : a.params[3].data);
     call.bind_scratchpad(a.workspace);
     call.execute();
-    if (!train) return;
+    if (!train || !a.update_state) return;
     // Running statistics like PyTorch: the unbiased batch variance.
     const float* mean = static_cast<const float*>(a.saved[0]);
     const float* var = static_cast<const float*>(a.saved[1]);

@@ -84,6 +84,17 @@ int command_plan(const CommandArgs& args) {
   std::printf("  activations (peak)  %10.2f MiB  (%zu buffers in one arena; forward alone %.2f MiB)\n",
               mib(static_cast<double>(plan.arena_bytes)), plan.buffers.size(),
               mib(static_cast<double>(plan.forward_arena_bytes)));
+  if (tg.recompute_steps > 0) {
+    // The same model without activation checkpointing, for comparison.
+    graph::Graph plain = s.graph;
+    for (auto& node : plain.nodes) node.recompute = false;
+    const graph::TrainingGraph plain_tg = graph::differentiate(std::move(plain));
+    const graph::CompiledKernels plain_kernels = graph::compile_kernels(plain_tg, backend, options);
+    const graph::MemoryPlan without =
+        graph::plan_memory(plain_tg, plain_kernels.saved_bytes, plain_kernels.workspace_bytes);
+    std::printf("                      %10.2f MiB  without recompute (%d forward steps repeated)\n",
+                mib(static_cast<double>(without.arena_bytes)), tg.recompute_steps);
+  }
   std::printf("  workspace           %10.2f MiB\n", mib(static_cast<double>(plan.workspace_bytes)));
   std::printf("  loader buffers      %10.2f MiB  (%lld batches in flight)\n", mib(loader_bytes),
               static_cast<long long>(config.data.prefetch));

@@ -1,15 +1,28 @@
-// The backward schedule and gradient values, from the ops' backward rules.
+// The backward schedule, gradient values and recompute steps, from the ops'
+// backward rules.
 #include "runner/graph/autodiff.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 namespace trainer::graph {
+namespace {
+
+bool differentiable_input(const OpDef& op, std::size_t i) {
+  const auto& nd = op.non_differentiable_inputs;
+  return std::find(nd.begin(), nd.end(), static_cast<int>(i)) == nd.end();
+}
+
+}  // namespace
 
 TrainingGraph differentiate(Graph graph) {
   TrainingGraph tg;
   const int model_nodes = static_cast<int>(graph.nodes.size());
   tg.model_nodes = model_nodes;
+  auto recomputed = [&](int n) {
+    return n >= 0 && n < model_nodes && graph.nodes[n].recompute && !graph.nodes[n].op->is_loss;
+  };
 
   // Live nodes: those the loss depends on.
   std::vector<bool> live(graph.nodes.size(), false);
@@ -34,21 +47,47 @@ TrainingGraph differentiate(Graph graph) {
         tg.param_needs_grad[p] = true;
       }
     }
-    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      const auto& nd = node.op->non_differentiable_inputs;
-      if (std::find(nd.begin(), nd.end(), static_cast<int>(i)) == nd.end() &&
-          requires_grad[node.inputs[i]])
-        any = true;
-    }
+    for (std::size_t i = 0; i < node.inputs.size(); ++i)
+      if (differentiable_input(*node.op, i) && requires_grad[node.inputs[i]]) any = true;
     requires_grad[node.output] = any;
   }
 
-  for (int n = 0; n < model_nodes; ++n)
-    if (live[n]) tg.schedule.push_back({Step::Kind::forward, n});
+  std::vector<int> forward_step_of(graph.nodes.size(), -1);
+  for (int n = 0; n < model_nodes; ++n) {
+    if (!live[n]) continue;
+    forward_step_of[n] = static_cast<int>(tg.schedule.size());
+    Step s;
+    s.node = n;
+    s.inputs = graph.nodes[n].inputs;
+    s.output = graph.nodes[n].output;
+    tg.schedule.push_back(std::move(s));
+  }
   tg.forward_steps = static_cast<int>(tg.schedule.size());
 
-  tg.grad_inputs.assign(graph.nodes.size(), {});
-  tg.grad_output.assign(graph.nodes.size(), kNoValue);
+  // Recomputed values: original value -> the copy made for the backward pass,
+  // and the forward step that made it.
+  std::map<ValueId, ValueId> recomputed_value;
+  std::map<int, int> recompute_step_of;  // node -> its recompute step
+  // Returns the value the backward pass reads for `v`, recomputing it (and
+  // whatever recomputed values it needs) on first use.
+  auto materialize = [&](auto&& self, ValueId v) -> ValueId {
+    const int producer = graph.values[v].producer;
+    if (v == kNoValue || !recomputed(producer)) return v;
+    if (auto it = recomputed_value.find(v); it != recomputed_value.end()) return it->second;
+    Step s;
+    s.node = producer;
+    s.recompute = true;
+    for (ValueId in : graph.nodes[producer].inputs) s.inputs.push_back(self(self, in));
+    Value copy = graph.values[v];
+    copy.name += ".recomputed";
+    s.output = graph.add_value(std::move(copy));
+    recomputed_value[v] = s.output;
+    recompute_step_of[producer] = static_cast<int>(tg.schedule.size());
+    tg.schedule.push_back(std::move(s));
+    ++tg.recompute_steps;
+    return recomputed_value[v];
+  };
+
   std::vector<std::vector<ValueId>> partials(graph.values.size());
   if (graph.loss != kNoValue && requires_grad[graph.loss]) {
     tg.loss_seed = graph.add_value({"loss.grad", {1}, DType::f32, ValueKind::gradient, -1});
@@ -73,27 +112,47 @@ TrainingGraph differentiate(Graph graph) {
       grad = graph.add_value({graph.values[out].name + ".grad", graph.values[out].shape,
                               DType::f32, ValueKind::gradient, index});
       sum.output = grad;
+      Step s;
+      s.node = index;
+      s.inputs = sum.inputs;
+      s.output = grad;
       graph.nodes.push_back(std::move(sum));
-      tg.grad_inputs.emplace_back();
-      tg.grad_output.push_back(kNoValue);
-      tg.schedule.push_back({Step::Kind::forward, index});
+      tg.schedule.push_back(std::move(s));
     }
-    Node& node = graph.nodes[n];
-    tg.grad_output[n] = grad;
-    std::vector<ValueId> grads(node.inputs.size(), kNoValue);
-    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      const auto& nd = node.op->non_differentiable_inputs;
-      const ValueId in = node.inputs[i];
-      if (!requires_grad[in] ||
-          std::find(nd.begin(), nd.end(), static_cast<int>(i)) != nd.end())
-        continue;
+
+    Step back;
+    back.kind = Step::Kind::backward;
+    back.node = n;
+    back.grad_output = grad;
+    // The forward values (and saved buffers) this backward reads: recomputed
+    // nodes read the copies their recompute step makes.
+    const Node& node = graph.nodes[n];
+    const BackwardReads reads = node.op->backward_reads;
+    if (recomputed(n)) {
+      back.output = materialize(materialize, out);
+      back.saved_from = recompute_step_of.at(n);
+      back.inputs = tg.schedule[back.saved_from].inputs;
+      if (!reads.output) back.output = graph.nodes[n].output;
+    } else {
+      back.saved_from = forward_step_of[n];
+      back.inputs = node.inputs;
+      back.output = out;
+      if (reads.inputs)
+        for (ValueId& in : back.inputs) in = materialize(materialize, in);
+      if (reads.output) back.output = materialize(materialize, out);
+    }
+    const Node& node_now = graph.nodes[n];  // materialize may have grown graph.values only
+    back.grad_inputs.assign(node_now.inputs.size(), kNoValue);
+    for (std::size_t i = 0; i < node_now.inputs.size(); ++i) {
+      const ValueId in = node_now.inputs[i];
+      if (!requires_grad[in] || !differentiable_input(*node_now.op, i)) continue;
       const std::string name = graph.values[in].name + ".grad" +
                                (partials[in].empty() ? "" : "." + std::to_string(partials[in].size()));
-      grads[i] = graph.add_value({name, graph.values[in].shape, DType::f32, ValueKind::gradient, n});
-      partials[in].push_back(grads[i]);
+      back.grad_inputs[i] =
+          graph.add_value({name, graph.values[in].shape, DType::f32, ValueKind::gradient, n});
+      partials[in].push_back(back.grad_inputs[i]);
     }
-    tg.grad_inputs[n] = std::move(grads);
-    tg.schedule.push_back({Step::Kind::backward, n});
+    tg.schedule.push_back(std::move(back));
   }
   tg.graph = std::move(graph);
   return tg;

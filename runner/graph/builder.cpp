@@ -68,7 +68,7 @@ class Builder {
       return std::move(graph_);
     }
     for (std::size_t i = 0; i < model_.size(); ++i) {
-      static const std::vector<std::string> allowed = {"layers", "blocks", "loss"};
+      static const std::vector<std::string> allowed = {"layers", "blocks", "loss", "recompute"};
       const std::string& key = model_.key_at(i);
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         unknown_key(model_.key_mark_at(i), "model." + key, key, allowed);
@@ -103,6 +103,9 @@ class Builder {
     if (last == kNoValue) return std::move(graph_);
     graph_.logits = last;
     add_loss(last);
+    for (const auto& [name, value] : top.values)
+      if (name != kInputName) top_names_.push_back(name);
+    if (const Node* recompute = model_.find("recompute")) mark_recompute(*recompute);
     return std::move(graph_);
   }
 
@@ -423,6 +426,44 @@ class Builder {
                            spec.mark(), "model.loss");
   }
 
+  // `recompute: [name, ...]` (layers or block instances of the top level) or
+  // `recompute: {every: N}` (keep every N-th layer's output, recompute the rest).
+  void mark_recompute(const Node& spec) {
+    const int model_nodes = static_cast<int>(graph_.nodes.size()) - (graph_.loss != kNoValue ? 1 : 0);
+    if (spec.is_map()) {
+      const FieldSpec every = field("every", FieldType::integer, "").req().at_least(1);
+      const std::size_t before = diags_.size();
+      const Attrs attrs = config::read_fields(spec, {every}, "model.recompute", diags_);
+      if (diags_.size() != before) return;
+      const std::int64_t n = attrs.get_int("every");
+      for (int i = 0; i < model_nodes; ++i) graph_.nodes[i].recompute = (i + 1) % n != 0;
+      return;
+    }
+    if (!spec.is_sequence()) {
+      diags_.add(spec.mark(), "model.recompute",
+                 "expected a list of layer or block names, or {every: N}");
+      return;
+    }
+    for (const Node& item : spec.items()) {
+      const std::string& name = item.text();
+      bool found = false;
+      for (int i = 0; i < model_nodes; ++i) {
+        const std::string& node = graph_.nodes[i].name;
+        if (node == name || node.rfind(name + ".", 0) == 0) {
+          graph_.nodes[i].recompute = true;
+          found = true;
+        }
+      }
+      if (!found) {
+        const std::string near = config::nearest(name, top_names_);
+        diags_.add(item.mark(), "model.recompute", "no layer or block named '" + name + "'",
+                   near.empty() ? "top-level names: " + join(top_names_)
+                                : "did you mean '" + near + "'?");
+      }
+    }
+  }
+
+  std::vector<std::string> top_names_;
   const Node& model_;
   const ModelInput& input_;
   Diagnostics& diags_;

@@ -48,7 +48,7 @@ MemoryPlan plan_memory(const TrainingGraph& tg,
   const Graph& g = tg.graph;
   MemoryPlan plan;
   plan.value_buffer.assign(g.values.size(), -1);
-  plan.saved_buffers.assign(g.nodes.size(), {});
+  plan.saved_buffers.assign(tg.schedule.size(), {});
   const int last = static_cast<int>(tg.schedule.size()) - 1;
 
   auto buffer_of = [&](ValueId v) -> Buffer& {
@@ -86,22 +86,23 @@ MemoryPlan plan_memory(const TrainingGraph& tg,
     const Node& node = g.nodes[step.node];
     plan.workspace_bytes = std::max(plan.workspace_bytes, workspace_bytes[step.node]);
     if (step.kind == Step::Kind::forward) {
-      for (ValueId in : node.inputs) read(in, s);
-      write(node.output, s);
+      for (ValueId in : step.inputs) read(in, s);
+      write(step.output, s);
       for (std::size_t i = 0; i < saved_bytes[step.node].size(); ++i) {
         const int id = static_cast<int>(plan.buffers.size());
-        plan.buffers.push_back({node.name + ".saved" + std::to_string(i),
+        plan.buffers.push_back({node.name + (step.recompute ? ".recomputed" : "") + ".saved" +
+                                    std::to_string(i),
                                 saved_bytes[step.node][i], s, s, 0});
-        plan.saved_buffers[step.node].push_back(id);
+        plan.saved_buffers[s].push_back(id);
       }
     } else {
       if (node.op->backward_reads.inputs)
-        for (ValueId in : node.inputs) read(in, s);
-      if (node.op->backward_reads.output) read(node.output, s);
-      read(tg.grad_output[step.node], s);
-      for (int id : plan.saved_buffers[step.node])
+        for (ValueId in : step.inputs) read(in, s);
+      if (node.op->backward_reads.output) read(step.output, s);
+      read(step.grad_output, s);
+      for (int id : plan.saved_buffers[step.saved_from])
         plan.buffers[id].last_step = std::max(plan.buffers[id].last_step, s);
-      for (ValueId gv : tg.grad_inputs[step.node])
+      for (ValueId gv : step.grad_inputs)
         if (gv != kNoValue) write(gv, s);
     }
   }

@@ -118,16 +118,17 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     call.backward = step.kind == Step::Kind::backward;
     call.kernel = kernels_[step.node].get();
     KernelArgs& a = call.args;
-    for (ValueId in : node.inputs) a.inputs.push_back(value_ref(in));
+    for (ValueId in : step.inputs) a.inputs.push_back(value_ref(in));
     for (int p : node.params) a.params.push_back(params_[p].value);
-    a.output = value_ref(node.output);
-    // Saved buffers are shared between the forward and the backward call of a node.
-    for (int b : plan_.saved_buffers[step.node])
+    a.output = value_ref(step.output);
+    // A backward call reads the saved buffers of the forward call it pairs with.
+    for (int b : plan_.saved_buffers[call.backward ? step.saved_from : static_cast<int>(s)])
       a.saved.push_back(arena_.at(plan_.buffers[b].offset));
     a.workspace = workspace_.data();
+    a.update_state = !step.recompute;  // a recompute must not move running statistics twice
     if (call.backward) {
-      a.grad_output = value_ref(tg_.grad_output[step.node]);
-      for (ValueId gv : tg_.grad_inputs[step.node])
+      a.grad_output = value_ref(step.grad_output);
+      for (ValueId gv : step.grad_inputs)
         a.grad_inputs.push_back(gv == kNoValue ? TensorRef{} : value_ref(gv));
       for (int p : node.params)
         a.grad_params.push_back(options_.accumulate_gradients ? params_[p].grad_micro

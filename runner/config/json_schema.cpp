@@ -103,7 +103,16 @@ json model_schema() {
       {"properties",
        {{"layers", {{"type", "array"}, {"minItems", 1}, {"items", {{"$ref", "#/$defs/layer"}}}}},
         {"blocks", {{"type", "object"}, {"description", "Named reusable layer lists"}}},
-        {"loss", {{"$ref", "#/$defs/loss"}}}}},
+        {"loss", {{"$ref", "#/$defs/loss"}}},
+        {"recompute",
+         {{"description",
+           "Activation checkpointing: layer or block names, or {every: N}"},
+          {"oneOf",
+           {{{"type", "array"}, {"items", {{"type", "string"}}}},
+            {{"type", "object"},
+             {"properties", {{"every", {{"type", "integer"}, {"minimum", 1}}}}},
+             {"required", {"every"}},
+             {"additionalProperties", false}}}}}}}},
       {"required", {"layers"}},
       {"additionalProperties", false}};
 }

@@ -72,8 +72,11 @@ std::string config_reference_markdown() {
       "## Layers (`model.layers`)\n\n"
       "Each layer is `{type: <op>, name: <optional>, inputs: <optional layer name(s)>, "
       "...attributes}`, or `{block: <name>, name, inputs, repeat, ...parameters}` for a block "
-      "defined under `model.blocks`. The loss is `model.loss` (a loss op name or "
-      "`{type: <loss>, ...}`).\n\n";
+      "defined under `model.blocks`. A block instance may set `first: {param: value}` for its "
+      "first repetition only. The loss is `model.loss` (a loss op name or "
+      "`{type: <loss>, ...}`). `model.recompute` lists layers or block instances whose "
+      "activations are recomputed in the backward pass instead of kept (or `{every: N}`: keep "
+      "every N-th layer's output, recompute the rest).\n\n";
   const auto& ops = op_registry().all();
   if (ops.empty()) out += "(no ops registered)\n\n";
   for (const auto& op : ops) {

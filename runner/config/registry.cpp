@@ -53,7 +53,7 @@ std::vector<SectionDef> build_sections() {
                  "this one (maps merge, lists replace)"},
                 {"model",
                  "The network: `layers` (a list of `{type: <op>, ...}` or `{block: <name>, ...}` "
-                 "items), optional `blocks` and `loss`; validated by the graph builder"},
+                 "items), optional `blocks`, `loss` and `recompute` (activation checkpointing: layer or block names, or `{every: N}`); validated by the graph builder"},
                 {"sweep", "Grid of overrides for `trainer sweep` (kept as written)"}},
                ""});
 

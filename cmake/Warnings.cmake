@@ -8,7 +8,9 @@ function(trainer_warnings target)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
   endif()
   if(TRAINER_SANITIZE)
-    target_compile_options(${target} PRIVATE -fsanitize=${TRAINER_SANITIZE} -fno-omit-frame-pointer)
+    # GCC 12 reports false -Wmaybe-uninitialized inside std::regex under the sanitizers.
+    target_compile_options(${target} PRIVATE -fsanitize=${TRAINER_SANITIZE} -fno-omit-frame-pointer
+                                             -Wno-error=maybe-uninitialized)
     target_link_options(${target} PRIVATE -fsanitize=${TRAINER_SANITIZE})
   endif()
 endfunction()

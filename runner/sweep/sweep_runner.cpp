@@ -57,7 +57,8 @@ std::string last_error(const std::string& log_path, int code) {
   while (std::getline(in, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     last = line;
-    if (line.find("error") != std::string::npos) error = line;
+    if (error.empty() && line.find("error:") != std::string::npos)
+      error = line;  // the first one names the cause
   }
   std::string text = !error.empty() ? error : last;
   if (text.size() > 300) text = text.substr(0, 300) + "...";

@@ -1,0 +1,109 @@
+// labels: cpu
+// `trainer sweep`: a failing trial does not stop the sweep and is retried up
+// to max_retries; a sweep stopped in the middle and run again finishes every
+// trial exactly once (finished ones skipped, the interrupted one resumed).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "test_resume_fixtures.h"
+
+using namespace trainer::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json trial_state(const std::string& sweep_dir) {
+  try {
+    return nlohmann::json::parse(read_text(sweep_dir + "/trials.json"));
+  } catch (const nlohmann::json::exception&) {
+    return nlohmann::json::object();
+  }
+}
+
+std::string status_of(const std::string& sweep_dir, const std::string& trial) {
+  const auto state = trial_state(sweep_dir);
+  return state.contains(trial) ? state[trial].value("status", "") : "";
+}
+
+int count(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (auto at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a trial whose config fails does not stop the sweep, is retried, and is reported") {
+  TempDir tmp("sweep-fail");
+  write_text(tmp / "tiny.yaml", tiny_experiment() + "sweep: {max_retries: 1}\n");
+  const std::vector<std::string> args = {
+      "sweep", tmp / "tiny.yaml", "train.max_steps=10", "--grid", "optimizer.lr=0.01,-1,0.001",
+      "--out", tmp / "sw"};
+  CHECK(run_to_end(args, tmp / "1.log") == 1);
+  auto state = trial_state(tmp / "sw");
+  CHECK(state["trial-000"]["status"] == "done");
+  CHECK(state["trial-002"]["status"] == "done");
+  CHECK(state["trial-001"]["status"] == "failed");
+  CHECK(state["trial-001"]["attempts"] == 2);  // the first try and one retry
+  CHECK(state["trial-001"]["error"].get<std::string>().find("optimizer.lr") != std::string::npos);
+  const std::string table = read_text(tmp / "sw/results.md");
+  INFO(table);
+  CHECK(table.find("| 1 | trial-0") != std::string::npos);
+  CHECK(table.find("trial-001 | failed") != std::string::npos);
+  CHECK(table.find("optimizer.lr") != std::string::npos);
+  CHECK(read_lines(tmp / "sw/trials.csv").size() == 4);
+
+  // Run again: nothing left to do (done ones skipped, the failure out of retries).
+  CHECK(run_to_end(args, tmp / "2.log") == 1);
+  CHECK(read_text(tmp / "2.log").find("0 to run") != std::string::npos);
+  CHECK(count(read_text(tmp / "sw/logs/trial-000.log"), "run directory:") == 1);
+}
+
+TEST_CASE("a sweep stopped in the middle and run again finishes every trial exactly once") {
+  TempDir tmp("sweep-resume");
+  write_text(tmp / "tiny.yaml",
+             tiny_experiment(2048) + "sweep: {grid: {optimizer.lr: [0.01, 0.003, 0.001]}}\n");
+  const std::vector<std::string> args = {
+      "sweep",          tmp / "tiny.yaml", "checkpoint.every_steps=0",
+      "data.workers=0", "--out",           tmp / "sw"};
+  {
+    TrainerProcess sweep(args, tmp / "1.log");
+    // Stop it once the first trial is done and the second has started training.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < end &&
+           !(status_of(tmp / "sw", "trial-000") == "done" &&
+             read_lines(tmp / "sw/trials/trial-001/metrics.jsonl").size() >= 2))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    sweep.signal(SIGTERM);
+    CHECK(sweep.wait() == 143);
+  }
+  auto state = trial_state(tmp / "sw");
+  INFO(read_text(tmp / "1.log"));
+  REQUIRE(state["trial-000"]["status"] == "done");
+  REQUIRE(state["trial-001"]["status"] == "interrupted");
+  CHECK(state["trial-002"]["status"] == "pending");
+
+  REQUIRE(run_to_end(args, tmp / "2.log") == 0);
+  state = trial_state(tmp / "sw");
+  for (const char* id : {"trial-000", "trial-001", "trial-002"}) {
+    INFO(id);
+    CHECK(state[id]["status"] == "done");
+    const std::string dir = tmp / ("sw/trials/" + std::string(id));
+    CHECK(nlohmann::json::parse(read_text(dir + "/summary.json"))["steps"] == 192);
+    // Every step recorded once, in order.
+    std::vector<std::int64_t> steps;
+    for (const auto& line : read_lines(dir + "/metrics.jsonl")) {
+      const auto record = nlohmann::json::parse(line);
+      if (record["split"] == "train") steps.push_back(record["step"]);
+    }
+    CHECK(std::adjacent_find(steps.begin(), steps.end(), std::greater_equal<>()) == steps.end());
+    CHECK(steps.size() == 39);  // every 5 of 192 steps, and the last
+  }
+  CHECK(count(read_text(tmp / "sw/logs/trial-000.log"), "run directory:") == 1);
+  CHECK(read_text(tmp / "sw/logs/trial-001.log").find("resuming from") != std::string::npos);
+  CHECK(read_lines(tmp / "sw/trials.csv").size() == 4);
+}

@@ -10,51 +10,9 @@ Writes one JSON object (to --out, or stdout). Exits 77 when no GPU is usable.
 """
 import argparse
 import json
+import os
 import sys
 import time
-
-
-def build_models(nn):
-    def mlp():
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256),
-                             nn.ReLU(), nn.Linear(256, 10))
-
-    def cnn():
-        return nn.Sequential(
-            nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Dropout(0.3), nn.Linear(256, 10))
-
-    class Residual(nn.Module):
-        def __init__(self, c):
-            super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
-                                      nn.ReLU(), nn.Conv2d(c, c, 3, padding=1, bias=False),
-                                      nn.BatchNorm2d(c))
-            self.relu = nn.ReLU()
-
-        def forward(self, x):
-            return self.relu(self.body(x) + x)
-
-    class Down(nn.Module):
-        def __init__(self, cin, c):
-            super().__init__()
-            self.body = nn.Sequential(nn.Conv2d(cin, c, 3, stride=2, padding=1, bias=False),
-                                      nn.BatchNorm2d(c), nn.ReLU(),
-                                      nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c))
-            self.short = nn.Sequential(nn.Conv2d(cin, c, 1, stride=2, bias=False), nn.BatchNorm2d(c))
-            self.relu = nn.ReLU()
-
-        def forward(self, x):
-            return self.relu(self.body(x) + self.short(x))
-
-    def resnet():
-        return nn.Sequential(
-            nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
-            Residual(32), Residual(32), Down(32, 64), Residual(64), Down(64, 128), Residual(128),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
-
-    return {"mlp": mlp, "cnn": cnn, "resnet": resnet}
 
 
 def train_rate(torch, model, batch, precision, steps, in_shape, classes, smoothing=0.0):
@@ -104,7 +62,8 @@ def main():
     args = parser.parse_args()
     try:
         import torch
-        import torch.nn as nn
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from torch_models import MODELS
     except ImportError as e:
         print(f"no torch: {e}", file=sys.stderr)
         return 77
@@ -115,7 +74,7 @@ def main():
     result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
               "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
               "batch_size": 128, "train_samples_per_s": {}}
-    for name, make in build_models(nn).items():
+    for name, make in MODELS.items():
         for precision in ("fp32", "tf32", "bf16"):
             torch.manual_seed(1)
             rate = train_rate(torch, make(), 128, precision, args.steps, (1, 28, 28), 10)

@@ -68,7 +68,8 @@ class Builder {
       return std::move(graph_);
     }
     for (std::size_t i = 0; i < model_.size(); ++i) {
-      static const std::vector<std::string> allowed = {"layers", "blocks", "loss", "recompute"};
+      static const std::vector<std::string> allowed = {"layers", "blocks", "loss", "recompute",
+                                                       "init_from", "init_strict"};
       const std::string& key = model_.key_at(i);
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         unknown_key(model_.key_mark_at(i), "model." + key, key, allowed);

@@ -1,0 +1,138 @@
+// labels: cpu
+// Safetensors reading and writing, and the errors for bad checkpoint files:
+// each names the file and the byte offset, and no corruption crashes the
+// reader. model.init_from loads matching weights strictly by default and lists
+// every mismatch.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/checkpoint/safetensors.h"
+#include "test_resume_fixtures.h"
+
+using namespace trainer::checkpoint;
+using namespace trainer::testing;
+
+namespace {
+
+Safetensors sample_file() {
+  Safetensors f;
+  f.metadata["format"] = "pt";
+  StoredTensor a{"fc1.weight", "F32", {2, 3}, std::string(24, '\0')};
+  for (int i = 0; i < 6; ++i) {
+    const float v = 0.5f * static_cast<float>(i) - 1.0f;
+    std::memcpy(a.bytes.data() + 4 * i, &v, 4);
+  }
+  StoredTensor b{"fc1.bias", "F32", {2}, std::string(8, '\x01')};
+  f.tensors = {b, a};  // sorted by name, as the header orders them
+  return f;
+}
+
+std::string error_of(const std::string& bytes) {
+  try {
+    decode_safetensors(bytes, "ckpt/model.safetensors");
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("safetensors round trip keeps names, shapes, bytes and metadata") {
+  const std::string bytes = encode_safetensors(sample_file());
+  std::uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);  // little-endian length
+  CHECK((8 + header) % 8 == 0);
+  const auto header_json = nlohmann::json::parse(bytes.substr(8, header));
+  CHECK(header_json["fc1.weight"]["data_offsets"] == nlohmann::json::array({8, 32}));
+  CHECK(header_json["fc1.weight"]["shape"] == nlohmann::json::array({2, 3}));
+  CHECK(header_json["__metadata__"]["format"] == "pt");
+
+  const Safetensors back = decode_safetensors(bytes, "x");
+  REQUIRE(back.tensors.size() == 2);
+  const StoredTensor* w = back.find("fc1.weight");
+  REQUIRE(w);
+  CHECK(w->shape == std::vector<std::int64_t>{2, 3});
+  CHECK(w->bytes == sample_file().tensors[1].bytes);
+  CHECK(back.metadata.at("format") == "pt");
+}
+
+TEST_CASE("malformed safetensors files are errors naming the file and the offset") {
+  const std::string good = encode_safetensors(sample_file());
+  std::uint64_t header = 0;
+  std::memcpy(&header, good.data(), 8);
+
+  CHECK(error_of(good.substr(0, 5)).find("ckpt/model.safetensors: offset 0: file is 5 bytes") == 0);
+  std::string huge = good;
+  huge[7] = '\x7f';
+  CHECK(error_of(huge).find("offset 0: header length") != std::string::npos);
+  std::string bad_json = good;
+  bad_json[8] = 'x';
+  CHECK(error_of(bad_json).find("ckpt/model.safetensors: offset ") == 0);
+  CHECK(error_of(bad_json).find("not valid JSON") != std::string::npos);
+  const std::string truncated = good.substr(0, good.size() - 4);
+  const std::string message = error_of(truncated);
+  CHECK(message.find("tensor 'fc1.weight'") != std::string::npos);
+  CHECK(message.find("truncated") != std::string::npos);
+  CHECK(message.find("offset " + std::to_string(8 + header + 8)) != std::string::npos);
+}
+
+TEST_CASE("no corruption of a checkpoint crashes the reader") {
+  const std::string good = encode_safetensors(sample_file());
+  std::mt19937 rng(7);
+  int rejected = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes = good;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+    if (rng() % 3 == 0) bytes.resize(rng() % bytes.size());
+    try {
+      decode_safetensors(bytes, "fuzz");
+    } catch (const CheckpointError& e) {
+      CHECK(std::string(e.what()).find("fuzz: offset ") == 0);
+      ++rejected;
+    }
+  }
+  CHECK(rejected > 500);
+}
+
+TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
+  TempDir tmp("init-from");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "train.max_steps=3", "--out", tmp / "base"},
+                     tmp / "b.log") == 0);
+  const std::string weights = tmp / "base/checkpoints/last/model.safetensors";
+  const auto file = read_safetensors(weights);
+  CHECK(file.find("fc1.weight") != nullptr);
+  CHECK(file.find("fc2.bias") != nullptr);
+
+  // Same model: loads, and training starts from those weights.
+  write_text(tmp / "same.yaml", "extends: tiny.yaml\nmodel: {init_from: " + weights + "}\n");
+  REQUIRE(run_to_end({"run", tmp / "same.yaml", "train.max_steps=3", "--out", tmp / "same"},
+                     tmp / "s.log") == 0);
+  CHECK(read_text(tmp / "s.log").find("loaded 4 tensor(s)") != std::string::npos);
+
+  // fc1 with 16 outputs: strict fails naming the file and each mismatch.
+  std::string narrow = tiny_experiment();
+  narrow.replace(narrow.find("out_features: 32"), 16, "out_features: 16");
+  write_text(tmp / "narrow.yaml", narrow);
+  write_text(tmp / "ft.yaml", "extends: narrow.yaml\nmodel: {init_from: " + weights + "}\n");
+  CHECK(run_to_end({"run", tmp / "ft.yaml", "train.max_steps=3", "--out", tmp / "ft"},
+                   tmp / "f.log") == 1);
+  const std::string log = read_text(tmp / "f.log");
+  INFO(log);
+  CHECK(log.find(weights + ": 3 tensor(s) do not match") != std::string::npos);
+  CHECK(log.find("fc1.weight: shape [32, 64] in the file, [16, 64] in the model") !=
+        std::string::npos);
+  CHECK(log.find("fc2.weight: shape [4, 32] in the file, [4, 16] in the model") !=
+        std::string::npos);
+  // Opt-in non-strict: loads what matches (fc2.bias) and lists the rest.
+  CHECK(run_to_end({"run", tmp / "ft.yaml", "train.max_steps=3", "model.init_strict=false", "--out",
+                    tmp / "ns"},
+                   tmp / "n.log") == 0);
+  CHECK(read_text(tmp / "n.log").find("loaded 1 tensor(s)") != std::string::npos);
+}

@@ -112,7 +112,16 @@ json model_schema() {
             {{"type", "object"},
              {"properties", {{"every", {{"type", "integer"}, {"minimum", 1}}}}},
              {"required", {"every"}},
-             {"additionalProperties", false}}}}}}}},
+             {"additionalProperties", false}}}}}},
+        {"init_from",
+         {{"type", "string"},
+          {"description",
+           "Start from these weights (.safetensors, relative to this file); names and shapes must "
+           "match"}}},
+        {"init_strict",
+         {{"type", "boolean"},
+          {"description",
+           "false: load only the init_from tensors that match, list the others (default true)"}}}}},
       {"required", {"layers"}},
       {"additionalProperties", false}};
 }

@@ -53,8 +53,8 @@ std::vector<SectionDef> build_sections() {
                  "this one (maps merge, lists replace)"},
                 {"model",
                  "The network: `layers` (a list of `{type: <op>, ...}` or `{block: <name>, ...}` "
-                 "items), optional `blocks`, `loss` and `recompute` (activation checkpointing: layer or block names, or `{every: N}`); validated by the graph builder"},
-                {"sweep", "Grid of overrides for `trainer sweep` (kept as written)"}},
+                 "items), optional `blocks`, `loss` and `recompute` (activation checkpointing: layer or block names, or `{every: N}`), `init_from` (start from a .safetensors file; `init_strict: false` loads only the tensors that match); validated by the graph builder"},
+                {"sweep", "Hyperparameter search for `trainer sweep`: `grid`, `random` (trials, seed, params with uniform / log_uniform / int / choice), `seeds`, `objective` {metric, mode}, `max_retries` (see docs/experiments.md)"}},
                ""});
 
   s.push_back(

@@ -1,6 +1,7 @@
 // Tests of the CIFAR, NPY, CSV, image-folder and synthetic sources and of the
 // seeded eval split, on small fixtures written here; errors included.
 // labels: cpu
+// links: trainer_data
 #include <catch2/catch.hpp>
 
 #include <cstdio>  // before jpeglib.h

@@ -1,6 +1,7 @@
 // Tests of the IDX source: small raw and gzip fixtures, every error case, and
 // the real Fashion-MNIST files.
 // labels: cpu
+// links: trainer_data
 #include <catch2/catch.hpp>
 
 #include <algorithm>

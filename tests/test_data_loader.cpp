@@ -1,6 +1,7 @@
 // Tests of the prefetching loader: determinism across worker counts, sharding,
 // cursors, padding, shutdown at any point and error propagation.
 // labels: cpu
+// links: trainer_data
 #include <catch2/catch.hpp>
 
 #include <algorithm>

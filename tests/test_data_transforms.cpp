@@ -1,6 +1,7 @@
 // Tests of the transforms and the pipeline builder: each transform's effect,
 // seeding, eval behaviour, computed normalisation and configuration errors.
 // labels: cpu
+// links: trainer_data
 #include <catch2/catch.hpp>
 
 #include <cmath>

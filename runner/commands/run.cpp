@@ -38,13 +38,15 @@ int command_run(const CommandArgs& given) {
   const config::Config& config = job.config();
   const train::Session session = train::prepare_session(config);
   Backend& backend = job.select_backend();
-  std::string dir;
-  if (resume) {
-    dir = args.resume_dir;
-    const std::string change = train::reopen_run_dir(dir, config, args);
-    if (!change.empty()) std::fprintf(stderr, "note: %s\n", change.c_str());
-  } else {
-    if (job.is_root()) dir = train::create_run_dir(config, args, backend.name());
+  // Every rank reads the checkpoint to resume from; only the root writes.
+  std::string dir = resume ? args.resume_dir : "";
+  if (job.is_root()) {
+    if (resume) {
+      const std::string change = train::reopen_run_dir(dir, config, args);
+      if (!change.empty()) std::fprintf(stderr, "note: %s\n", change.c_str());
+    } else {
+      dir = train::create_run_dir(config, args, backend.name());
+    }
   }
   auto program = train::compile(session, backend);
   if (job.is_root()) train::record_program(dir, *program);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -137,6 +138,16 @@ std::optional<double> metric_value(const std::string& metric, const nlohmann::js
   const nlohmann::json& record = split == "eval" ? last_eval : last_train;
   if (!record.is_object() || !record.contains(key) || !record[key].is_number()) return std::nullopt;
   return record[key].get<double>();
+}
+
+// SIGINT / SIGTERM received here, or (with several ranks) by any rank: all
+// ranks must stop after the same step.
+int agreed_stop_signal(Collective& collective) {
+  const int local = checkpoint::stop_requested();
+  if (collective.world() <= 1) return local;
+  std::vector<double> any = {local != 0 ? 1.0 : 0.0};
+  collective.all_reduce_sum(any);
+  return local != 0 ? local : (any[0] > 0 ? SIGTERM : 0);
 }
 
 // Cuts a JSON-lines file back to `bytes` (what it held at the checkpoint) before appending.
@@ -520,7 +531,8 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         run_eval(step);
       const bool steps_due =
           cfg.checkpoint.every_steps > 0 && step % cfg.checkpoint.every_steps == 0;
-      if (step < total_steps && (stopped_by = checkpoint::stop_requested()) != 0) {
+      if (step < total_steps) stopped_by = agreed_stop_signal(collective);
+      if (stopped_by != 0) {
         save_checkpoint(epoch, in_epoch);
         break;
       }

@@ -2,16 +2,15 @@
 // the CPU (model, ISA, threads), oneDNN, and in a CUDA build the driver, the
 // CUDA runtime, cuDNN / cuBLAS / NCCL and every GPU. Exit 0 when training can
 // run here (on the CPU at least), 1 when something needed is broken.
-#include <cpuid.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "runner/commands.h"
+#include "runner/train/host_info.h"
 
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/device_report.h"
@@ -20,42 +19,11 @@
 namespace trainer {
 namespace {
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-std::string cpu_isa() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  std::string isa;
-  auto add = [&](bool present, const char* name) {
-    if (present) isa += isa.empty() ? name : std::string(" ") + name;
-  };
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-    add(b & (1u << 5), "avx2");
-    add(b & (1u << 16), "avx512f");
-    add(b & (1u << 30), "avx512bw");
-    add(c & (1u << 11), "avx512_vnni");
-    add(d & (1u << 22), "amx_bf16");
-    add(d & (1u << 24), "amx_tile");
-    add(d & (1u << 25), "amx_int8");
-  }
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) add(a & (1u << 5), "avx512_bf16");
-  return isa.empty() ? "none of avx2/avx512/amx" : isa;
-}
-
 // CPU training works when oneDNN can create its CPU engine.
 bool report_cpu() {
   std::printf("CPU\n");
-  std::printf("  model:    %s\n", cpu_model().c_str());
-  std::printf("  ISA:      %s\n", cpu_isa().c_str());
+  std::printf("  model:    %s\n", train::cpu_model().c_str());
+  std::printf("  ISA:      %s\n", train::cpu_isa().c_str());
   const char* omp_threads = std::getenv("OMP_NUM_THREADS");
   std::printf("  threads:  %u hardware threads%s%s\n", std::thread::hardware_concurrency(),
               omp_threads ? ", OMP_NUM_THREADS=" : "", omp_threads ? omp_threads : "");

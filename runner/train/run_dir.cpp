@@ -1,7 +1,6 @@
 // Run directory creation, resolved config and manifest.
 #include "runner/train/run_dir.h"
 
-#include <cpuid.h>
 #include <unistd.h>
 
 #include <array>
@@ -17,6 +16,7 @@
 
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
+#include "runner/train/host_info.h"
 #include "runner/train/sha256.h"
 
 #ifdef TRAINER_WITH_CUDA
@@ -79,24 +79,6 @@ nlohmann::json git_commit(const std::string& config_path) {
 std::string host_name() {
   char name[256] = {};
   return gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
-}
-
-std::string cpu_isa() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  std::string isa;
-  auto add = [&](bool present, const char* name) {
-    if (present) isa += isa.empty() ? name : std::string(" ") + name;
-  };
-  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-    add(b & (1u << 5), "avx2");
-    add(b & (1u << 16), "avx512f");
-    add(b & (1u << 30), "avx512bw");
-    add(c & (1u << 11), "avx512_vnni");
-    add(d & (1u << 22), "amx_bf16");
-    add(d & (1u << 24), "amx_tile");
-  }
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) add(a & (1u << 5), "avx512_bf16");
-  return isa.empty() ? "none of avx2/avx512/amx" : isa;
 }
 
 nlohmann::json library_versions() {

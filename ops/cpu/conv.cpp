@@ -1,10 +1,16 @@
 // conv2d on oneDNN convolution: forward, backward data, backward weights (+ bias),
-// with stride, padding, dilation and groups, on plain NCHW / (g)oihw tensors.
+// with stride, padding, dilation and groups. The primitives choose their layouts
+// (format_tag::any, where oneDNN's fast blocked implementations live); the graph's
+// plain NCHW / (g)oihw tensors are converted to and from them inside the kernel
+// (layout.h). The converted input is kept from the forward for the backward-weights
+// call; the weights are converted every call (the optimizer changes them).
 #include <algorithm>
 #include <memory>
 
 #include "ops/cpu/families.h"
+#include "ops/cpu/layout.h"
 #include "ops/cpu/onednn.h"
+#include "ops/cpu/reduce.h"
 
 namespace trainer::cpu {
 namespace {
@@ -12,6 +18,37 @@ namespace {
 using conv_fwd = dnnl::convolution_forward;
 using conv_bwd_data = dnnl::convolution_backward_data;
 using conv_bwd_weights = dnnl::convolution_backward_weights;
+
+// A plain-layout argument converted for one primitive: the conversion and its
+// buffer in the workspace.
+struct Port {
+  Relayout relayout;
+  std::size_t buffer = 0;
+
+  // An input of the primitive: plain -> chosen.
+  void plan_in(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen,
+               KernelBuffers& ws) {
+    reserve(Relayout::into(plain, chosen), ws);
+  }
+  // An output of the primitive: chosen -> plain.
+  void plan_out(const dnnl::memory::desc& chosen, const dnnl::memory::desc& plain,
+                KernelBuffers& ws) {
+    reserve(Relayout::out_of(chosen, plain), ws);
+  }
+  void reserve(Relayout r, KernelBuffers& ws) {
+    relayout = std::move(r);
+    if (relayout.needed()) buffer = ws.add(relayout.bytes());
+  }
+  const void* in(const void* user, void* ws, const KernelBuffers& bufs) {
+    return relayout.to_buffer(user, bufs.at(ws, buffer));
+  }
+  void* out_target(void* user, void* ws, const KernelBuffers& bufs) const {
+    return relayout.target(user, bufs.at(ws, buffer));
+  }
+  void out_finish(void* user, void* ws, const KernelBuffers& bufs) {
+    relayout.from_buffer(bufs.at(ws, buffer), user);
+  }
+};
 
 class ConvKernel final : public Kernel {
  public:
@@ -29,6 +66,7 @@ class ConvKernel final : public Kernel {
     const auto src = plain_md(x), dst = plain_md(ctx.output), b = plain_md({out_});
     const auto w = groups == 1 ? plain_md(wshape)
                                : plain_md({groups, out_ / groups, wshape[1], wshape[2], wshape[3]});
+    const auto src_any = any_md(src), w_any = any_md(w), dst_any = any_md(dst);
     const dnnl::memory::dims strides{stride[0], stride[1]}, padding{pad[0], pad[1]},
         dilates{dil[0] - 1, dil[1] - 1};
     const auto attr = user_scratchpad_attr();
@@ -36,103 +74,155 @@ class ConvKernel final : public Kernel {
     const auto prop =
         ctx.training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     const auto alg = dnnl::algorithm::convolution_direct;
+
     conv_fwd::primitive_desc fwd_pd =
-        has_bias_ ? conv_fwd::primitive_desc(conv_fwd::desc(prop, alg, src, w, b, dst, strides,
-                                                            dilates, padding, padding),
+        has_bias_ ? conv_fwd::primitive_desc(conv_fwd::desc(prop, alg, src_any, w_any, b, dst_any,
+                                                            strides, dilates, padding, padding),
                                              attr, eng)
-                  : conv_fwd::primitive_desc(
-                        conv_fwd::desc(prop, alg, src, w, dst, strides, dilates, padding, padding),
-                        attr, eng);
+                  : conv_fwd::primitive_desc(conv_fwd::desc(prop, alg, src_any, w_any, dst_any,
+                                                            strides, dilates, padding, padding),
+                                             attr, eng);
     fwd_ = PrimitiveCall(conv_fwd(fwd_pd));
-    fwd_.arg(DNNL_ARG_SRC, src);
-    fwd_.arg(DNNL_ARG_WEIGHTS, w);
+    for (int arg : {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST})
+      fwd_.arg(arg, chosen_md(fwd_pd, arg));
     if (has_bias_) fwd_.arg(DNNL_ARG_BIAS, b);
-    fwd_.arg(DNNL_ARG_DST, dst);
-    scratch_ = add_scratchpad(fwd_, fwd_pd);
-    impl_ = impl_name(fwd_pd);
-    if (!ctx.training) return;
+    bufs_.need_scratchpad(add_scratchpad(fwd_, fwd_pd));
+    impl_ = impl_name(fwd_pd) + layouts(fwd_pd, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST});
+    const auto fwd_src = chosen_md(fwd_pd, DNNL_ARG_SRC);
+    if (!ctx.training) {
+      x_fwd_.plan_in(src, fwd_src, bufs_);
+      w_fwd_.plan_in(w, chosen_md(fwd_pd, DNNL_ARG_WEIGHTS), bufs_);
+      y_fwd_.plan_out(chosen_md(fwd_pd, DNNL_ARG_DST), dst, bufs_);
+      return;
+    }
 
     conv_bwd_data::primitive_desc bd_pd(
-        conv_bwd_data::desc(alg, src, w, dst, strides, dilates, padding, padding), attr, eng,
-        fwd_pd);
+        conv_bwd_data::desc(alg, src_any, w_any, dst_any, strides, dilates, padding, padding), attr,
+        eng, fwd_pd);
     bwd_data_ = PrimitiveCall(conv_bwd_data(bd_pd));
-    bwd_data_.arg(DNNL_ARG_DIFF_DST, dst);
-    bwd_data_.arg(DNNL_ARG_WEIGHTS, w);
-    bwd_data_.arg(DNNL_ARG_DIFF_SRC, src);
-    scratch_ = std::max(scratch_, add_scratchpad(bwd_data_, bd_pd));
+    for (int arg : {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC})
+      bwd_data_.arg(arg, chosen_md(bd_pd, arg));
+    bufs_.need_scratchpad(add_scratchpad(bwd_data_, bd_pd));
 
-    conv_bwd_weights::primitive_desc bw_pd =
-        has_bias_
-            ? conv_bwd_weights::primitive_desc(
-                  conv_bwd_weights::desc(alg, src, w, b, dst, strides, dilates, padding, padding),
-                  attr, eng, fwd_pd)
-            : conv_bwd_weights::primitive_desc(
-                  conv_bwd_weights::desc(alg, src, w, dst, strides, dilates, padding, padding),
-                  attr, eng, fwd_pd);
+    // The bias gradient is an own loop (per-channel sums in double), exact enough
+    // that accumulated micro-batches equal the large batch.
+    conv_bwd_weights::primitive_desc bw_pd(
+        conv_bwd_weights::desc(alg, src_any, w_any, dst_any, strides, dilates, padding, padding),
+        attr, eng, fwd_pd);
     bwd_weights_ = PrimitiveCall(conv_bwd_weights(bw_pd));
-    bwd_weights_.arg(DNNL_ARG_SRC, src);
-    bwd_weights_.arg(DNNL_ARG_DIFF_DST, dst);
-    bwd_weights_.arg(DNNL_ARG_DIFF_WEIGHTS, w);
-    if (has_bias_) bwd_weights_.arg(DNNL_ARG_DIFF_BIAS, b);
-    scratch_ = std::max(scratch_, add_scratchpad(bwd_weights_, bw_pd));
-    impl_ +=
-        std::string(" bwd_data:") + bd_pd.impl_info_str() + " bwd_weights:" + bw_pd.impl_info_str();
+    for (int arg : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS})
+      bwd_weights_.arg(arg, chosen_md(bw_pd, arg));
+    bufs_.need_scratchpad(add_scratchpad(bwd_weights_, bw_pd));
+    impl_ += " bwd_data:" + std::string(bd_pd.impl_info_str()) +
+             layouts(bd_pd, {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}) +
+             " bwd_weights:" + bw_pd.impl_info_str() +
+             layouts(bw_pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS});
+
+    // Forward phase: x -> x' (saved when the backward-weights call reads that
+    // layout), w -> w', y' -> y.
+    const auto bw_src = chosen_md(bw_pd, DNNL_ARG_SRC);
+    x_from_saved_ = bw_src == fwd_src && bw_src != src;
+    if (x_from_saved_)
+      x_fwd_.relayout = Relayout::into(src, fwd_src);
+    else
+      x_fwd_.plan_in(src, fwd_src, bufs_);
+    w_fwd_.plan_in(w, chosen_md(fwd_pd, DNNL_ARG_WEIGHTS), bufs_);
+    y_fwd_.plan_out(chosen_md(fwd_pd, DNNL_ARG_DST), dst, bufs_);
+    // Backward phase: dy -> dy', w -> w'', dx' -> dx; x -> x'' unless saved, dy
+    // once more when the two calls want it in different layouts, dw' -> dw.
+    bufs_.next_phase();
+    const auto bd_dy = chosen_md(bd_pd, DNNL_ARG_DIFF_DST);
+    dy_bd_.plan_in(dst, bd_dy, bufs_);
+    w_bd_.plan_in(w, chosen_md(bd_pd, DNNL_ARG_WEIGHTS), bufs_);
+    dx_bd_.plan_out(chosen_md(bd_pd, DNNL_ARG_DIFF_SRC), src, bufs_);
+    if (!x_from_saved_) x_bw_.plan_in(src, bw_src, bufs_);
+    dy_shared_ = chosen_md(bw_pd, DNNL_ARG_DIFF_DST) == bd_dy;
+    if (!dy_shared_) dy_bw_.plan_in(dst, chosen_md(bw_pd, DNNL_ARG_DIFF_DST), bufs_);
+    dw_bw_.plan_out(chosen_md(bw_pd, DNNL_ARG_DIFF_WEIGHTS), w, bufs_);
   }
 
-  // The scratchpad, then room for a bias gradient nobody asked for.
-  std::size_t workspace_bytes() const override {
-    return bias_offset() + (has_bias_ ? static_cast<std::size_t>(out_) * 4 : 0);
+  // The input converted by the forward, for the backward-weights call.
+  std::vector<std::size_t> saved_bytes() const override {
+    if (!x_from_saved_) return {};
+    return {x_fwd_.relayout.bytes()};
   }
+  std::size_t workspace_bytes() const override { return bufs_.total(); }
   std::string implementation() const override { return impl_; }
 
   void forward(const KernelArgs& a) override {
-    fwd_.bind(DNNL_ARG_SRC, a.inputs[0].data);
-    fwd_.bind(DNNL_ARG_WEIGHTS, a.params[0].data);
+    void* ws = a.workspace;
+    void* x_buffer = x_from_saved_ ? a.saved[0] : bufs_.at(ws, x_fwd_.buffer);
+    fwd_.bind(DNNL_ARG_SRC, x_fwd_.relayout.to_buffer(a.inputs[0].data, x_buffer));
+    fwd_.bind(DNNL_ARG_WEIGHTS, w_fwd_.in(a.params[0].data, ws, bufs_));
     if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, a.params[1].data);
-    fwd_.bind(DNNL_ARG_DST, a.output.data);
-    fwd_.bind_scratchpad(a.workspace);
+    fwd_.bind(DNNL_ARG_DST, y_fwd_.out_target(a.output.data, ws, bufs_));
+    fwd_.bind_scratchpad(ws);
     fwd_.execute();
+    y_fwd_.out_finish(a.output.data, ws, bufs_);
   }
 
   void backward(const KernelArgs& a) override {
-    if (a.grad_inputs[0]) {
-      bwd_data_.bind(DNNL_ARG_DIFF_DST, a.grad_output.data);
-      bwd_data_.bind(DNNL_ARG_WEIGHTS, a.params[0].data);
-      bwd_data_.bind(DNNL_ARG_DIFF_SRC, a.grad_inputs[0].data);
-      bwd_data_.bind_scratchpad(a.workspace);
-      bwd_data_.execute();
-    }
+    void* ws = a.workspace;
+    const bool want_dx = static_cast<bool>(a.grad_inputs[0]);
     const bool want_w = !a.grad_params.empty() && a.grad_params[0];
     const bool want_b = has_bias_ && a.grad_params.size() > 1 && a.grad_params[1];
-    if (!want_w && !want_b) return;
-    if (!want_w) {  // bias only: sums of grad_output per channel
-      const float* dy = a.grad_output.f32();
-      float* db = a.grad_params[1].f32();
-      for (std::int64_t o = 0; o < out_; ++o) {
-        double s = 0;
-        for (std::int64_t n = 0; n < rows_; ++n)
-          for (std::int64_t k = 0; k < hw_; ++k) s += dy[(n * out_ + o) * hw_ + k];
-        db[o] = static_cast<float>(s);
-      }
-      return;
+    const void* dy_bd = nullptr;  // grad_output in the backward-data layout, once converted
+    if (want_dx) {
+      dy_bd = dy_bd_.in(a.grad_output.data, ws, bufs_);
+      backward_data(a, dy_bd);
     }
-    bwd_weights_.bind(DNNL_ARG_SRC, a.inputs[0].data);
-    bwd_weights_.bind(DNNL_ARG_DIFF_DST, a.grad_output.data);
-    bwd_weights_.bind(DNNL_ARG_DIFF_WEIGHTS, a.grad_params[0].data);
-    if (has_bias_)
-      bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, want_b
-                                                ? a.grad_params[1].data
-                                                : static_cast<char*>(a.workspace) + bias_offset());
-    bwd_weights_.bind_scratchpad(a.workspace);
+    if (want_b) bias_gradient(a);
+    if (!want_w) return;
+    const void* dy_bw = !dy_shared_ ? dy_bw_.in(a.grad_output.data, ws, bufs_)
+                        : dy_bd     ? dy_bd
+                                    : dy_bd_.in(a.grad_output.data, ws, bufs_);
+    bwd_weights_.bind(DNNL_ARG_SRC,
+                      x_from_saved_ ? a.saved[0] : x_bw_.in(a.inputs[0].data, ws, bufs_));
+    bwd_weights_.bind(DNNL_ARG_DIFF_DST, dy_bw);
+    void* dw = a.grad_params[0].data;
+    bwd_weights_.bind(DNNL_ARG_DIFF_WEIGHTS, dw_bw_.out_target(dw, ws, bufs_));
+    bwd_weights_.bind_scratchpad(ws);
     bwd_weights_.execute();
+    dw_bw_.out_finish(dw, ws, bufs_);
   }
 
  private:
-  std::size_t bias_offset() const { return (scratch_ + 63) / 64 * 64; }
+  // " [src,weights,dst layouts]" of one primitive.
+  static std::string layouts(const dnnl::primitive_desc_base& pd, std::initializer_list<int> args) {
+    std::string s;
+    for (int arg : args) s += (s.empty() ? " [" : ",") + layout_name(chosen_md(pd, arg));
+    return s + "]";
+  }
+
+  void backward_data(const KernelArgs& a, const void* dy) {
+    void* ws = a.workspace;
+    void* dx = a.grad_inputs[0].data;
+    bwd_data_.bind(DNNL_ARG_DIFF_DST, dy);
+    bwd_data_.bind(DNNL_ARG_WEIGHTS, w_bd_.in(a.params[0].data, ws, bufs_));
+    bwd_data_.bind(DNNL_ARG_DIFF_SRC, dx_bd_.out_target(dx, ws, bufs_));
+    bwd_data_.bind_scratchpad(ws);
+    bwd_data_.execute();
+    dx_bd_.out_finish(dx, ws, bufs_);
+  }
+
+  // The bias gradient: the sums of grad_output per channel (float per plane,
+  // vectorised; double across planes).
+  void bias_gradient(const KernelArgs& a) const {
+    const float* dy = a.grad_output.f32();
+    float* db = a.grad_params[1].f32();
+    for (std::int64_t o = 0; o < out_; ++o) {
+      double s = 0;
+      for (std::int64_t n = 0; n < rows_; ++n) {
+        s += sum_floats(dy + (n * out_ + o) * hw_, hw_);
+      }
+      db[o] = static_cast<float>(s);
+    }
+  }
 
   std::int64_t out_ = 0, rows_ = 0, hw_ = 0;
-  bool has_bias_ = false;
-  std::size_t scratch_ = 0;
+  bool has_bias_ = false, x_from_saved_ = false, dy_shared_ = false;
+  KernelBuffers bufs_;
+  Port x_fwd_, w_fwd_, y_fwd_, dy_bd_, w_bd_, dx_bd_, x_bw_, dy_bw_, dw_bw_;
   std::string impl_;
   PrimitiveCall fwd_, bwd_data_, bwd_weights_;
 };

@@ -1,51 +1,36 @@
 // labels: cpu
 // The CLI contract of the config commands: exit codes, output streams, and
 // print-config output that validates again.
-#include <sys/wait.h>
-#include <array>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "run_command.h"
+
 namespace {
 
 const std::string kGood = std::string(TRAINER_TEST_DATA_DIR) + "/configs/good/";
 const std::string kBad = std::string(TRAINER_TEST_DATA_DIR) + "/configs/bad/";
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout, and stderr too when asked
-};
-
-Result run(const std::string& args, bool merge_stderr = false) {
-  const std::string cmd =
-      std::string(TRAINER_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+trainer::testing::CommandResult run(const std::string& args, bool merge_stderr = false) {
+  return trainer::testing::run_trainer(args, merge_stderr);
 }
 
 }  // namespace
 
 TEST_CASE("validate prints ok and exits 0 for a good config") {
-  const Result r = run("validate " + kGood + "mlp.yaml optimizer.lr=0.01");
+  const auto r = run("validate " + kGood + "mlp.yaml optimizer.lr=0.01");
   CHECK(r.code == 0);
   CHECK(r.out == "ok\n");
 }
 
 TEST_CASE("validate prints every error on stderr and exits 2") {
-  const Result quiet = run("validate " + kBad + "several_errors.yaml");
+  const auto quiet = run("validate " + kBad + "several_errors.yaml");
   CHECK(quiet.code == 2);
   CHECK(quiet.out.empty());  // nothing on stdout
-  const Result r = run("validate " + kBad + "several_errors.yaml", true);
+  const auto r = run("validate " + kBad + "several_errors.yaml", true);
   CHECK(r.out.find(kBad + "several_errors.yaml:2:1: error: sed: unknown key 'sed'\n"
                           "    did you mean 'seed'?\n") != std::string::npos);
   CHECK(r.out.find("several_errors.yaml:12:12: error: precision.mode:") != std::string::npos);
@@ -53,7 +38,7 @@ TEST_CASE("validate prints every error on stderr and exits 2") {
 }
 
 TEST_CASE("validate also runs the registered model check") {
-  const Result r = run("validate " + kBad + "unknown_layer.yaml", true);
+  const auto r = run("validate " + kBad + "unknown_layer.yaml", true);
   CHECK(r.code == 2);
   CHECK(r.out.find(kBad + "unknown_layer.yaml:5:14: error: model.layers[1].type:") == 0);
   CHECK(r.out.find("did you mean 'linear'?") != std::string::npos);
@@ -68,20 +53,20 @@ TEST_CASE("usage errors exit 2, help exits 0") {
   for (const char* sub : {"run", "validate", "print-config", "plan", "time", "sweep", "doctor",
                           "schema", "version"}) {
     INFO(sub);
-    const Result r = run(std::string(sub) + " --help");
+    const auto r = run(std::string(sub) + " --help");
     CHECK(r.code == 0);
     CHECK(r.out.find("Usage") != std::string::npos);
   }
 }
 
 TEST_CASE("print-config output is a config that validates to the same values") {
-  const Result printed = run("print-config " + kGood + "child.yaml optimizer.lr=0.025");
+  const auto printed = run("print-config " + kGood + "child.yaml optimizer.lr=0.025");
   REQUIRE(printed.code == 0);
   CHECK(printed.out.find("lr: 0.025") != std::string::npos);
   CHECK(printed.out.find("momentum: 0.9") != std::string::npos);  // from the base
   const auto path = std::filesystem::temp_directory_path() / "trainer_test_cli_printed.yaml";
   std::ofstream(path) << printed.out;
-  const Result again = run("print-config " + path.string());
+  const auto again = run("print-config " + path.string());
   CHECK(again.code == 0);
   // Same content apart from the first comment line naming the source.
   CHECK(again.out.substr(again.out.find('\n')) == printed.out.substr(printed.out.find('\n')));
@@ -89,7 +74,7 @@ TEST_CASE("print-config output is a config that validates to the same values") {
 }
 
 TEST_CASE("version names the version and the backends") {
-  const Result r = run("version");
+  const auto r = run("version");
   CHECK(r.code == 0);
   CHECK(r.out.find(std::string("trainer ") + TRAINER_VERSION) == 0);
   CHECK(r.out.find("CUDA backend: ") != std::string::npos);
@@ -98,7 +83,7 @@ TEST_CASE("version names the version and the backends") {
 TEST_CASE("schema writes the schema and the reference under --out") {
   const auto dir = std::filesystem::temp_directory_path() / "trainer_test_cli_schema";
   std::filesystem::remove_all(dir);
-  const Result r = run("schema --out " + dir.string());
+  const auto r = run("schema --out " + dir.string());
   CHECK(r.code == 0);
   CHECK(std::filesystem::file_size(dir / "schemas" / "trainer.schema.json") > 1000);
   CHECK(std::filesystem::file_size(dir / "docs" / "config-reference.md") > 1000);

@@ -3,7 +3,6 @@
 // tools/schema-check) accepts every good fixture and every shipped config in
 // configs/, and rejects each bad fixture that a schema can catch. YAML files
 // are converted to JSON with the loader's own YAML reading.
-#include <array>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "run_command.h"
 #include "runner/config/json_schema.h"
 #include "runner/config/to_json.h"
 #include "runner/config/yaml_reader.h"
@@ -35,15 +35,10 @@ std::map<std::string, std::string> validate_all(const fs::path& schema,
                                                 const std::vector<fs::path>& docs) {
   std::string cmd = "node " + (kCheckDir / "check.js").string() + " " + schema.string();
   for (const auto& d : docs) cmd += " " + d.string();
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
+  const auto result = trainer::testing::run_command(cmd);
+  const std::string& out = result.out;
   INFO(out);
-  REQUIRE(status == 0);
+  REQUIRE(result.code == 0);
   std::map<std::string, std::string> verdicts;
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {

@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_trainer.h"
+#include "run_command.h"
 
 namespace fs = std::filesystem;
 using trainer::testing::run_trainer;

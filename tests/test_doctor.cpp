@@ -3,37 +3,20 @@
 // CPU and oneDNN, and in a CUDA build without a driver says so in plain words.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
 
+#include "run_command.h"
 #include "runner/commands.h"
 
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
-Outcome run_command(const std::string& command) {
-  Outcome out;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buffer{};
-  std::size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    out.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using trainer::testing::run_command;
 
 bool machine_has_nvidia_driver() {
   FILE* f = std::fopen("/proc/driver/nvidia/version", "r");
@@ -45,12 +28,12 @@ bool machine_has_nvidia_driver() {
 }  // namespace
 
 TEST_CASE("trainer doctor reports the CPU and exits 0 when CPU training works") {
-  const Outcome out = run_command(std::string(TRAINER_BINARY) + " doctor");
-  INFO(out.output);
-  CHECK(out.exit_code == 0);
-  CHECK(out.output.find("oneDNN:") != std::string::npos);
-  CHECK(out.output.find("CPU training works") != std::string::npos);
-  CHECK(out.output.find("ISA:") != std::string::npos);
+  const auto out = run_command(std::string(TRAINER_BINARY) + " doctor");
+  INFO(out.out);
+  CHECK(out.code == 0);
+  CHECK(out.out.find("oneDNN:") != std::string::npos);
+  CHECK(out.out.find("CPU training works") != std::string::npos);
+  CHECK(out.out.find("ISA:") != std::string::npos);
 }
 
 TEST_CASE("trainer doctor names a missing NVIDIA driver plainly") {
@@ -58,17 +41,17 @@ TEST_CASE("trainer doctor names a missing NVIDIA driver plainly") {
     WARN("this machine has an NVIDIA driver: the no-driver wording is not exercised");
     return;
   }
-  const Outcome out = run_command(std::string(TRAINER_BINARY) + " doctor");
-  INFO(out.output);
-  CHECK(out.exit_code == 0);
+  const auto out = run_command(std::string(TRAINER_BINARY) + " doctor");
+  INFO(out.out);
+  CHECK(out.code == 0);
 #ifdef TRAINER_WITH_CUDA
-  CHECK(out.output.find("CUDA driver version is insufficient for CUDA runtime version: no NVIDIA "
+  CHECK(out.out.find("CUDA driver version is insufficient for CUDA runtime version: no NVIDIA "
                         "driver is installed on this machine (driver version 0)") !=
         std::string::npos);
-  CHECK(out.output.find("no GPU") != std::string::npos);
-  CHECK(out.output.find("cuDNN:    compiled 9.") != std::string::npos);
+  CHECK(out.out.find("no GPU") != std::string::npos);
+  CHECK(out.out.find("cuDNN:    compiled 9.") != std::string::npos);
 #else
-  CHECK(out.output.find("not built") != std::string::npos);
+  CHECK(out.out.find("not built") != std::string::npos);
 #endif
 }
 

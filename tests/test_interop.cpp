@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_trainer.h"
+#include "run_command.h"
 #include "test_resume_fixtures.h"
 
 namespace fs = std::filesystem;
@@ -20,14 +20,7 @@ namespace {
 const std::string kData = "/usr/share/datasets/fashion-mnist/";
 
 std::string capture(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return out;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  pclose(pipe);
-  return out;
+  return trainer::testing::run_command(command, false).out;
 }
 
 }  // namespace

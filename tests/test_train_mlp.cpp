@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_trainer.h"
+#include "run_command.h"
 
 using trainer::testing::run_trainer;
 namespace fs = std::filesystem;

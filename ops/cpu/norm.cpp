@@ -1,10 +1,12 @@
 // batchnorm and layernorm on oneDNN normalization primitives. batchnorm: batch
 // statistics in training (saved for the backward, running statistics updated
-// here), running statistics in eval. layernorm: statistics over the last dim.
+// here), running statistics in eval; images in a blocked layout. layernorm: statistics over the
+// last dim.
 #include <algorithm>
 #include <memory>
 
 #include "ops/cpu/families.h"
+#include "ops/cpu/layout.h"
 #include "ops/cpu/onednn.h"
 
 namespace trainer::cpu {
@@ -31,6 +33,17 @@ struct NormWorkspace {
   static void* at(void* ws, std::size_t offset) { return static_cast<char*>(ws) + offset; }
 };
 
+// batchnorm on images runs in a blocked layout (nChw16c / nChw8c): oneDNN 2.6 has
+// only a slow generic implementation for plain NCHW. The input is converted once in
+// the forward and kept (saved) for the backward; outputs are converted back.
+dnnl::memory::desc batchnorm_layout(const Shape& x, const dnnl::memory::desc& plain) {
+  if (x.size() != 4) return plain;
+  const bool avx512 = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  return dnnl::memory::desc(
+      plain.dims(), plain.data_type(),
+      avx512 ? dnnl::memory::format_tag::aBcd16b : dnnl::memory::format_tag::aBcd8b);
+}
+
 class BatchNormKernel final : public Kernel {
  public:
   explicit BatchNormKernel(const KernelContext& ctx) {
@@ -39,7 +52,8 @@ class BatchNormKernel final : public Kernel {
     per_channel_ = numel(x) / channels_;
     momentum_ = static_cast<float>(ctx.attrs->get_number("momentum"));
     const float eps = static_cast<float>(ctx.attrs->get_number("eps"));
-    const auto data = plain_md(x), stat = plain_md({channels_});
+    const auto plain = plain_md(x), stat = plain_md({channels_});
+    const auto data = batchnorm_layout(x, plain);
     const auto attr = user_scratchpad_attr();
     auto& eng = cpu_engine();
 
@@ -51,9 +65,15 @@ class BatchNormKernel final : public Kernel {
     for (int id : {DNNL_ARG_SRC, DNNL_ARG_DST}) eval_.arg(id, data);
     for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
       eval_.arg(id, stat);
-    ws_.scratch = add_scratchpad(eval_, eval_pd);
+    bufs_.need_scratchpad(add_scratchpad(eval_, eval_pd));
     impl_ = impl_name(eval_pd);
-    if (!ctx.training) return;
+    x_in_ = Relayout::into(plain, data);
+    y_out_ = Relayout::out_of(data, plain);
+    y_buffer_ = bufs_.add(y_out_.bytes());
+    if (!ctx.training) {
+      x_buffer_ = bufs_.add(x_in_.bytes());
+      return;
+    }
 
     bn_fwd::primitive_desc train_pd(bn_fwd::desc(dnnl::prop_kind::forward_training, data, eps,
                                                  flags::use_scale | flags::use_shift),
@@ -62,7 +82,7 @@ class BatchNormKernel final : public Kernel {
     for (int id : {DNNL_ARG_SRC, DNNL_ARG_DST}) train_.arg(id, data);
     for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
       train_.arg(id, stat);
-    ws_.scratch = std::max(ws_.scratch, add_scratchpad(train_, train_pd));
+    bufs_.need_scratchpad(add_scratchpad(train_, train_pd));
 
     bn_bwd::primitive_desc bwd_pd(bn_bwd::desc(dnnl::prop_kind::backward, data, data, eps,
                                                flags::use_scale | flags::use_shift),
@@ -72,31 +92,46 @@ class BatchNormKernel final : public Kernel {
     for (int id : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
                    DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
       bwd_.arg(id, stat);
-    ws_.scratch = std::max(ws_.scratch, add_scratchpad(bwd_, bwd_pd));
-    ws_.dx_bytes = static_cast<std::size_t>(numel(x)) * 4;
-    ws_.param_bytes = static_cast<std::size_t>(channels_) * 4;
-    impl_ = impl_name(train_pd);
+    bufs_.need_scratchpad(add_scratchpad(bwd_, bwd_pd));
+    impl_ = impl_name(train_pd) + " [" + layout_name(data) + "]";
+
+    // Backward phase: dy', dx' (or a stand-in for an unwanted dx), stand-ins for
+    // unwanted scale/shift gradients.
+    bufs_.next_phase();
+    dy_in_ = Relayout::into(plain, data);
+    dx_out_ = Relayout::out_of(data, plain);
+    dy_buffer_ = bufs_.add(dy_in_.bytes());
+    dx_buffer_ = bufs_.add(data.get_size());
+    const auto param_bytes = static_cast<std::size_t>(channels_) * 4;
+    dscale_buffer_ = bufs_.add(param_bytes);
+    dshift_buffer_ = bufs_.add(param_bytes);
   }
 
-  // Batch mean and (biased) variance, from the forward to the backward.
+  // Batch mean and (biased) variance, and the input in the primitive's layout
+  // when it differs, from the forward to the backward.
   std::vector<std::size_t> saved_bytes() const override {
+    if (!train_.valid()) return {};
     const auto b = static_cast<std::size_t>(channels_) * 4;
-    return {b, b};
+    if (!x_in_.needed()) return {b, b};
+    return {b, b, x_in_.bytes()};
   }
-  std::size_t workspace_bytes() const override { return ws_.total(); }
+  std::size_t workspace_bytes() const override { return bufs_.total(); }
   std::string implementation() const override { return impl_; }
 
   void forward(const KernelArgs& a) override {
+    void* ws = a.workspace;
     const bool train = a.training && train_.valid();
     PrimitiveCall& call = train ? train_ : eval_;
-    call.bind(DNNL_ARG_SRC, a.inputs[0].data);
-    call.bind(DNNL_ARG_DST, a.output.data);
+    void* x_buffer = train_.valid() ? saved_x(a) : bufs_.at(ws, x_buffer_);
+    call.bind(DNNL_ARG_SRC, x_in_.to_buffer(a.inputs[0].data, x_buffer));
+    call.bind(DNNL_ARG_DST, y_out_.target(a.output.data, bufs_.at(ws, y_buffer_)));
     call.bind(DNNL_ARG_SCALE, a.params[0].data);
     call.bind(DNNL_ARG_SHIFT, a.params[1].data);
     call.bind(DNNL_ARG_MEAN, train ? a.saved[0] : a.params[2].data);
     call.bind(DNNL_ARG_VARIANCE, train ? a.saved[1] : a.params[3].data);
-    call.bind_scratchpad(a.workspace);
+    call.bind_scratchpad(ws);
     call.execute();
+    y_out_.from_buffer(bufs_.at(ws, y_buffer_), a.output.data);
     if (!train || !a.update_state) return;
     // Running statistics like PyTorch: the unbiased batch variance.
     const float* mean = static_cast<const float*>(a.saved[0]);
@@ -115,26 +150,33 @@ class BatchNormKernel final : public Kernel {
 
   void backward(const KernelArgs& a) override {
     void* ws = a.workspace;
-    bwd_.bind(DNNL_ARG_SRC, a.inputs[0].data);
-    bwd_.bind(DNNL_ARG_DIFF_DST, a.grad_output.data);
+    bwd_.bind(DNNL_ARG_SRC, x_in_.needed() ? saved_x(a) : a.inputs[0].data);
+    bwd_.bind(DNNL_ARG_DIFF_DST, dy_in_.to_buffer(a.grad_output.data, bufs_.at(ws, dy_buffer_)));
     bwd_.bind(DNNL_ARG_MEAN, a.saved[0]);
     bwd_.bind(DNNL_ARG_VARIANCE, a.saved[1]);
     bwd_.bind(DNNL_ARG_SCALE, a.params[0].data);
     bwd_.bind(DNNL_ARG_SHIFT, a.params[1].data);  // oneDNN 2.6 asks for it
-    bwd_.bind(DNNL_ARG_DIFF_SRC,
-              a.grad_inputs[0] ? a.grad_inputs[0].data : NormWorkspace::at(ws, ws_.dx_offset()));
-    bwd_.bind(DNNL_ARG_DIFF_SCALE, a.grad_params[0] ? a.grad_params[0].data
-                                                    : NormWorkspace::at(ws, ws_.dscale_offset()));
-    bwd_.bind(DNNL_ARG_DIFF_SHIFT, a.grad_params[1] ? a.grad_params[1].data
-                                                    : NormWorkspace::at(ws, ws_.dshift_offset()));
+    void* dx = a.grad_inputs[0] ? a.grad_inputs[0].data : nullptr;
+    void* dx_buffer = bufs_.at(ws, dx_buffer_);
+    bwd_.bind(DNNL_ARG_DIFF_SRC, dx ? dx_out_.target(dx, dx_buffer) : dx_buffer);
+    bwd_.bind(DNNL_ARG_DIFF_SCALE,
+              a.grad_params[0] ? a.grad_params[0].data : bufs_.at(ws, dscale_buffer_));
+    bwd_.bind(DNNL_ARG_DIFF_SHIFT,
+              a.grad_params[1] ? a.grad_params[1].data : bufs_.at(ws, dshift_buffer_));
     bwd_.bind_scratchpad(ws);
     bwd_.execute();
+    if (dx) dx_out_.from_buffer(dx_buffer, dx);
   }
 
  private:
+  void* saved_x(const KernelArgs& a) const { return a.saved.size() > 2 ? a.saved[2] : nullptr; }
+
   std::int64_t channels_ = 0, per_channel_ = 0;
   float momentum_ = 0.1f;
-  NormWorkspace ws_;
+  Relayout x_in_, y_out_, dy_in_, dx_out_;
+  KernelBuffers bufs_;
+  std::size_t x_buffer_ = 0, y_buffer_ = 0, dy_buffer_ = 0, dx_buffer_ = 0, dscale_buffer_ = 0,
+              dshift_buffer_ = 0;
   std::string impl_;
   PrimitiveCall eval_, train_, bwd_;
 };

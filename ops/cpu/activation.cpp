@@ -29,6 +29,8 @@ class EltwiseKernel final : public Kernel {
     elt_fwd::primitive_desc fwd_pd(elt_fwd::desc(prop, spec.algorithm, md, spec.alpha, 0.0f), attr,
                                    eng);
     fwd_ = PrimitiveCall(elt_fwd(fwd_pd));
+    const bool serial = numel(ctx.inputs.at(0)) < kSerialElements;
+    if (serial) fwd_.run_serially();
     fwd_.arg(DNNL_ARG_SRC, md);
     fwd_.arg(DNNL_ARG_DST, md);
     impl_ = impl_name(fwd_pd);
@@ -36,6 +38,7 @@ class EltwiseKernel final : public Kernel {
     elt_bwd::primitive_desc bwd_pd(elt_bwd::desc(spec.algorithm, md, md, spec.alpha, 0.0f), attr,
                                    eng, fwd_pd);
     bwd_ = PrimitiveCall(elt_bwd(bwd_pd));
+    if (serial) bwd_.run_serially();
     bwd_.arg(uses_output_ ? DNNL_ARG_DST : DNNL_ARG_SRC, md);
     bwd_.arg(DNNL_ARG_DIFF_DST, md);
     bwd_.arg(DNNL_ARG_DIFF_SRC, md);

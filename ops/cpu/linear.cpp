@@ -29,6 +29,8 @@ class LinearKernel final : public Kernel {
         has_bias_ ? ip_fwd::primitive_desc(ip_fwd::desc(prop, src, w, b, dst), attr, eng)
                   : ip_fwd::primitive_desc(ip_fwd::desc(prop, src, w, dst), attr, eng);
     fwd_ = PrimitiveCall(ip_fwd(fwd_pd));
+    const bool serial = 2 * rows_ * x[1] * out_ < kSerialFlops;
+    if (serial) fwd_.run_serially();
     fwd_.arg(DNNL_ARG_SRC, src);
     fwd_.arg(DNNL_ARG_WEIGHTS, w);
     if (has_bias_) fwd_.arg(DNNL_ARG_BIAS, b);
@@ -39,6 +41,7 @@ class LinearKernel final : public Kernel {
 
     ip_bwd_data::primitive_desc bd_pd(ip_bwd_data::desc(src, w, dst), attr, eng, fwd_pd);
     bwd_data_ = PrimitiveCall(ip_bwd_data(bd_pd));
+    if (serial) bwd_data_.run_serially();
     bwd_data_.arg(DNNL_ARG_DIFF_DST, dst);
     bwd_data_.arg(DNNL_ARG_WEIGHTS, w);
     bwd_data_.arg(DNNL_ARG_DIFF_SRC, src);
@@ -50,6 +53,7 @@ class LinearKernel final : public Kernel {
                                              fwd_pd)
             : ip_bwd_weights::primitive_desc(ip_bwd_weights::desc(src, w, dst), attr, eng, fwd_pd);
     bwd_weights_ = PrimitiveCall(ip_bwd_weights(bw_pd));
+    if (serial) bwd_weights_.run_serially();
     bwd_weights_.arg(DNNL_ARG_SRC, src);
     bwd_weights_.arg(DNNL_ARG_DIFF_DST, dst);
     bwd_weights_.arg(DNNL_ARG_DIFF_WEIGHTS, w);

@@ -17,17 +17,33 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
+namespace {
+
+using SetThreadsFn = void (*)(int);
+using GetThreadsFn = int (*)();
+
+// The OpenMP runtime's thread-limit functions (null without one), looked up once.
+SetThreadsFn omp_set_threads() {
+  static const auto fn = reinterpret_cast<SetThreadsFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  return fn;
+}
+
+GetThreadsFn omp_get_threads() {
+  static const auto fn = reinterpret_cast<GetThreadsFn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  return fn;
+}
+
+}  // namespace
+
 bool set_cpu_threads(int n) {
-  using SetFn = void (*)(int);
-  auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  auto fn = omp_set_threads();
   if (!fn || n < 1) return false;
   fn(n);
   return true;
 }
 
 int cpu_threads() {
-  using GetFn = int (*)();
-  auto fn = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  auto fn = omp_get_threads();
   return fn ? fn() : 0;
 }
 
@@ -74,8 +90,11 @@ void PrimitiveCall::bind_scratchpad(void* workspace) {
 }
 
 void PrimitiveCall::execute() {
+  const int threads = serial_ ? cpu_threads() : 0;
+  if (threads > 1) set_cpu_threads(1);
   const dnnl_status_t status = dnnl_primitive_execute(
       primitive_.get(), cpu_stream().get(), static_cast<int>(exec_args_.size()), exec_args_.data());
+  if (threads > 1) set_cpu_threads(threads);
   if (status != dnnl_success)
     throw std::runtime_error("oneDNN primitive failed to execute (status " +
                              std::to_string(static_cast<int>(status)) + ")");

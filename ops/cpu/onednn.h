@@ -5,6 +5,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,11 @@ class PrimitiveCall {
   void bind_scratchpad(void* workspace);
   void execute();  // on the shared stream; CPU execution is synchronous
   bool valid() const { return static_cast<bool>(primitive_); }
+  // Runs on the calling thread alone: for primitives too small for a parallel
+  // region to pay (waking the other threads costs more than the work, and far
+  // more when the cores are shared). Takes effect for primitives that size their
+  // thread team when executed (eltwise, gemm-based inner product).
+  void run_serially() { serial_ = true; }
 
  private:
   struct Arg {
@@ -54,9 +60,15 @@ class PrimitiveCall {
     const void* bound;
   };
   dnnl::primitive primitive_;
+  bool serial_ = false;
   std::vector<Arg> args_;
   std::vector<dnnl_exec_arg_t> exec_args_;
 };
+
+// Work below which a primitive runs serially (see PrimitiveCall::run_serially):
+// about 20 microseconds on one core.
+constexpr std::int64_t kSerialElements = std::int64_t{1} << 17;  // element-wise ops
+constexpr std::int64_t kSerialFlops = std::int64_t{4} << 20;     // GEMM-like ops
 
 // Adds DNNL_ARG_SCRATCHPAD to `call` when `pd` needs one; returns its size.
 std::size_t add_scratchpad(PrimitiveCall& call, const dnnl::primitive_desc_base& pd);

@@ -15,8 +15,7 @@ TEST_CASE("serial small primitives give the same results and restore the thread 
   OpRun relu(cpu_backend(), {"relu", {}, {{3, 5, 7}}});  // far below the serial threshold
   const auto y = relu.forward();
   CHECK(cpu::cpu_threads() == 2);
-  for (std::size_t k = 0; k < y.f.size(); ++k)
-    CHECK(y.f[k] == std::max(0.0f, relu.inputs[0].f[k]));
+  for (std::size_t k = 0; k < y.f.size(); ++k) CHECK(y.f[k] == std::max(0.0f, relu.inputs[0].f[k]));
   OpRun linear(cpu_backend(), {"linear", {{"out_features", std::int64_t{3}}}, {{4, 5}}});
   const auto z = linear.forward();
   CHECK(cpu::cpu_threads() == 2);

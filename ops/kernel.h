@@ -81,6 +81,10 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void synchronize() {}
+  // Host memory this backend copies from fastest (page-locked on CUDA, for the
+  // loader's batch ring when data.pin_memory is on); 64-byte aligned malloc here.
+  virtual void* allocate_host(std::size_t bytes);
+  virtual void release_host(void* ptr);
   // Whole-model vector work of the training step (optimizer, norms, accumulation).
   virtual VectorOps& vector_ops() = 0;
 

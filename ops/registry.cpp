@@ -1,5 +1,7 @@
 // The op registry and the backend kernel table.
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
 
 #include "ops/defs/defs.h"
@@ -33,6 +35,16 @@ const OpRegistry& op_registry() {
     return r;
   }();
   return registry;
+}
+
+void* Backend::allocate_host(std::size_t bytes) {
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void Backend::release_host(void* ptr) {
+  std::free(ptr);
 }
 
 std::unique_ptr<Kernel> Backend::make_kernel(const KernelContext& ctx) const {

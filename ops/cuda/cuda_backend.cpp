@@ -90,6 +90,13 @@ class CudaBackend final : public Backend {
   }
   VectorOps& vector_ops() override { return *vector_ops_; }
 
+  void* allocate_host(std::size_t bytes) override {
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    return p;
+  }
+  void release_host(void* ptr) override { cudaFreeHost(ptr); }
+
  private:
   CudaContext ctx_;
   std::unique_ptr<VectorOps> vector_ops_;

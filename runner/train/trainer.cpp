@@ -45,7 +45,7 @@ OptimizerKind optimizer_kind(const std::string& type) {
   return OptimizerKind::sgd;
 }
 
-data::LoaderOptions loader_options(const Session& s, bool training,
+data::LoaderOptions loader_options(const Session& s, bool training, Backend& backend,
                                    const Collective* collective = nullptr) {
   data::LoaderOptions o;
   const auto& d = s.config.data;
@@ -55,6 +55,12 @@ data::LoaderOptions loader_options(const Session& s, bool training,
   o.shuffle = training && d.shuffle;
   o.drop_last = training && d.drop_last;
   o.seed = static_cast<std::uint64_t>(s.config.seed);
+  // The batch ring in the backend's fastest host memory (page-locked on CUDA).
+  o.pin_memory = d.pin_memory;
+  if (d.pin_memory) {
+    o.allocate = [&backend](std::size_t bytes) { return backend.allocate_host(bytes); };
+    o.free = [&backend](void* p) { backend.release_host(p); };
+  }
   if (collective) {
     o.rank = collective->rank();
     o.world_size = collective->world();
@@ -195,7 +201,7 @@ std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend
 EvalResult evaluate(const Session& s, graph::Program& program) {
   EvalResult result;
   if (!s.eval_data) return result;
-  data::Loader loader(s.eval_data, s.eval_pipeline, loader_options(s, false));
+  data::Loader loader(s.eval_data, s.eval_pipeline, loader_options(s, false, program.backend()));
   loader.start_epoch(0);
   const std::int64_t classes = s.num_classes;
   std::vector<float> logits(classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape))
@@ -246,7 +252,8 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   const int world = collective.world();
   const float rank_average = 1.0f / static_cast<float>(world);
 
-  data::Loader loader(s.train_data, s.train_pipeline, loader_options(s, true, &collective));
+  data::Loader loader(s.train_data, s.train_pipeline,
+                      loader_options(s, true, program.backend(), &collective));
   const std::int64_t accumulation = s.batch.accumulation;
   const std::int64_t steps_per_epoch = loader.batches_per_epoch() / accumulation;
   if (steps_per_epoch < 1)

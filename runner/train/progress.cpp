@@ -8,7 +8,7 @@
 
 namespace trainer::train {
 
-ProgressBar::ProgressBar() : enabled_(isatty(STDOUT_FILENO) == 1) {}
+ProgressBar::ProgressBar(bool enabled) : enabled_(enabled && isatty(STDOUT_FILENO) == 1) {}
 
 void ProgressBar::update(std::int64_t epoch, std::int64_t step, std::int64_t total, double loss) {
   if (!enabled_ || total <= 0) return;

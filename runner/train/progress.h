@@ -9,7 +9,8 @@ namespace trainer::train {
 
 class ProgressBar {
  public:
-  ProgressBar();
+  // `enabled`: this process may draw (only the root rank of a job does).
+  explicit ProgressBar(bool enabled = true);
   // Redraws "epoch E [=====>    ] step/total loss L" if enough time has passed.
   void update(std::int64_t epoch, std::int64_t step, std::int64_t total, double loss);
   // Erases the bar (before a log line is printed, and at the end).

@@ -346,7 +346,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   auto window_start = Clock::now();
   bool warned_input_bound = false;
 
-  ProgressBar progress;
+  ProgressBar progress(collective.is_root());
   double last_loss = 0;
   const auto run_start = Clock::now();
   double total_wait = 0;

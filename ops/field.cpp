@@ -5,14 +5,22 @@ namespace trainer {
 
 const char* field_type_name(FieldType type) {
   switch (type) {
-    case FieldType::boolean: return "boolean";
-    case FieldType::integer: return "integer";
-    case FieldType::number: return "number";
-    case FieldType::string: return "string";
-    case FieldType::enumeration: return "one of a fixed set of strings";
-    case FieldType::int_list: return "integer or list of integers";
-    case FieldType::number_list: return "list of numbers";
-    case FieldType::string_list: return "list of strings";
+    case FieldType::boolean:
+      return "boolean";
+    case FieldType::integer:
+      return "integer";
+    case FieldType::number:
+      return "number";
+    case FieldType::string:
+      return "string";
+    case FieldType::enumeration:
+      return "one of a fixed set of strings";
+    case FieldType::int_list:
+      return "integer or list of integers";
+    case FieldType::number_list:
+      return "list of numbers";
+    case FieldType::string_list:
+      return "list of strings";
   }
   return "?";
 }

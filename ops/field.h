@@ -38,17 +38,39 @@ struct FieldSpec {
   std::optional<double> min;  // for integer/number and every element of lists
   std::optional<double> max;
   bool min_exclusive = false;
-  std::vector<std::string> choices;  // enumeration values, or suggested strings
+  std::vector<std::string> choices;        // enumeration values, or suggested strings
   std::optional<std::size_t> list_length;  // exact list length, when fixed
 
   // Builder-style helpers so declarations read as one line each.
-  FieldSpec& def(std::string yaml) { default_yaml = std::move(yaml); return *this; }
-  FieldSpec& req() { required = true; return *this; }
-  FieldSpec& at_least(double v) { min = v; return *this; }
-  FieldSpec& above(double v) { min = v; min_exclusive = true; return *this; }
-  FieldSpec& at_most(double v) { max = v; return *this; }
-  FieldSpec& one_of(std::vector<std::string> c) { choices = std::move(c); return *this; }
-  FieldSpec& length(std::size_t n) { list_length = n; return *this; }
+  FieldSpec& def(std::string yaml) {
+    default_yaml = std::move(yaml);
+    return *this;
+  }
+  FieldSpec& req() {
+    required = true;
+    return *this;
+  }
+  FieldSpec& at_least(double v) {
+    min = v;
+    return *this;
+  }
+  FieldSpec& above(double v) {
+    min = v;
+    min_exclusive = true;
+    return *this;
+  }
+  FieldSpec& at_most(double v) {
+    max = v;
+    return *this;
+  }
+  FieldSpec& one_of(std::vector<std::string> c) {
+    choices = std::move(c);
+    return *this;
+  }
+  FieldSpec& length(std::size_t n) {
+    list_length = n;
+    return *this;
+  }
 };
 
 inline FieldSpec field(std::string name, FieldType type, std::string doc) {

@@ -23,8 +23,8 @@ struct KernelContext {
   std::vector<Shape> inputs;
   std::vector<TensorRef> param_decls;  // shapes/dtypes of the params (data is null)
   Shape output;
-  DType dtype = DType::f32;  // compute/storage type of activations
-  bool training = true;      // false: an eval-only program (no backward will be called)
+  DType dtype = DType::f32;    // compute/storage type of activations
+  bool training = true;        // false: an eval-only program (no backward will be called)
   bool deterministic = false;  // only algorithms that give bit-identical results run to run
   bool autotune = false;       // time the candidate algorithms once (cudnn.benchmark) instead of
                                // taking the library's heuristic choice
@@ -38,15 +38,15 @@ struct KernelArgs {
   std::vector<TensorRef> inputs;
   std::vector<TensorRef> params;  // in OpSignature::params order, state included
   TensorRef output;
-  std::vector<void*> saved;  // buffers of saved_bytes(), alive from forward to backward
+  std::vector<void*> saved;   // buffers of saved_bytes(), alive from forward to backward
   void* workspace = nullptr;  // workspace_bytes(), scratch within one call
   TensorRef grad_output;
   std::vector<TensorRef> grad_inputs;
   std::vector<TensorRef> grad_params;
-  bool training = true;         // batchnorm batch statistics, dropout active
-  bool update_state = true;     // false: leave persistent state (running statistics) alone,
-                                // as when a forward call is repeated to recompute activations
-  std::uint64_t seed = 0;       // per-step, per-node seed for stochastic ops
+  bool training = true;          // batchnorm batch statistics, dropout active
+  bool update_state = true;      // false: leave persistent state (running statistics) alone,
+                                 // as when a forward call is repeated to recompute activations
+  std::uint64_t seed = 0;        // per-step, per-node seed for stochastic ops
   std::int64_t valid_rows = -1;  // losses: rows beyond this are padding (-1: all)
 };
 
@@ -71,7 +71,9 @@ class Backend {
   explicit Backend(std::string name) : name_(std::move(name)) {}
   virtual ~Backend() = default;
   const std::string& name() const { return name_; }
-  void add_kernel(const std::string& op, KernelFactory factory) { kernels_[op] = std::move(factory); }
+  void add_kernel(const std::string& op, KernelFactory factory) {
+    kernels_[op] = std::move(factory);
+  }
   bool has_kernel(const std::string& op) const { return kernels_.count(op) != 0; }
   std::unique_ptr<Kernel> make_kernel(const KernelContext& ctx) const;
 

@@ -26,8 +26,8 @@ class ShapeError : public std::runtime_error {
 struct ParamDecl {
   std::string name;  // "weight", "bias", "running_mean": the checkpoint key is "<layer>.<name>"
   Shape shape;
-  std::string init;  // initializer name: kaiming_normal, kaiming_uniform, xavier_normal,
-                     // xavier_uniform, zeros, ones
+  std::string init;       // initializer name: kaiming_normal, kaiming_uniform, xavier_normal,
+                          // xavier_uniform, zeros, ones
   bool trainable = true;  // false: state (running statistics), no gradient, no optimizer
 };
 
@@ -56,10 +56,10 @@ struct OpDef {
   SignatureRule signature;
   BackwardReads backward_reads;
   std::vector<int> non_differentiable_inputs;  // e.g. the labels of a loss
-  bool is_loss = false;       // output is a scalar [1]; inputs are (prediction, target)
-  bool inplace_ok = false;    // the kernel may write its output over input 0
-  bool has_backward = true;   // false: gradients stop here
-  bool stochastic = false;    // uses KernelArgs::seed (dropout); replays identically for a seed
+  bool is_loss = false;      // output is a scalar [1]; inputs are (prediction, target)
+  bool inplace_ok = false;   // the kernel may write its output over input 0
+  bool has_backward = true;  // false: gradients stop here
+  bool stochastic = false;   // uses KernelArgs::seed (dropout); replays identically for a seed
 };
 
 class OpRegistry {

@@ -32,8 +32,8 @@ struct OptimizerStep {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  std::int64_t step = 1;      // 1-based optimizer step, for Adam bias correction
-  float grad_scale = 1.0f;    // gradients are multiplied by this first (unscale, clip, average)
+  std::int64_t step = 1;    // 1-based optimizer step, for Adam bias correction
+  float grad_scale = 1.0f;  // gradients are multiplied by this first (unscale, clip, average)
 };
 
 class VectorOps {

@@ -70,7 +70,8 @@ int run_cli(int argc, char** argv) {
   CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args);
   sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`");
   sweep->add_option("--parallel", args.parallel, "Runs at once")->check(CLI::PositiveNumber);
-  sweep->add_option("--out", args.out_dir, "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)");
+  sweep->add_option("--out", args.out_dir,
+                    "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)");
   CLI::App* doctor =
       app.add_subcommand("doctor", "Report the toolchain, libraries and devices found");
   CLI::App* schema = app.add_subcommand(

@@ -1,4 +1,6 @@
 // The `trainer` command line.
 #include "runner/cli.h"
 
-int main(int argc, char** argv) { return trainer::run_cli(argc, argv); }
+int main(int argc, char** argv) {
+  return trainer::run_cli(argc, argv);
+}

@@ -8,7 +8,9 @@
 #include <string>
 
 // Weak default: run. GPU test files override it.
-__attribute__((weak)) std::string trainer_test_skip_reason() { return {}; }
+__attribute__((weak)) std::string trainer_test_skip_reason() {
+  return {};
+}
 
 int main(int argc, char** argv) {
   if (const std::string reason = trainer_test_skip_reason(); !reason.empty()) {

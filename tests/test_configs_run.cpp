@@ -26,11 +26,13 @@ TEST_CASE("every shipped config validates, plans and trains a few steps") {
     CHECK(plan.code == 0);
     CHECK(plan.out.find("activations (peak)") != std::string::npos);
 
-    const fs::path dir = fs::temp_directory_path() / ("trainer_test_" + entry.path().stem().string());
+    const fs::path dir =
+        fs::temp_directory_path() / ("trainer_test_" + entry.path().stem().string());
     fs::remove_all(dir);
     const auto r = run_trainer("run " + config +
                                    " train.max_steps=4 train.log_every=2 train.eval_batches=2"
-                                   " data.workers=1 --out " + dir.string(),
+                                   " data.workers=1 --out " +
+                                   dir.string(),
                                true);
     INFO(r.out);
     REQUIRE(r.code == 0);
@@ -40,7 +42,8 @@ TEST_CASE("every shipped config validates, plans and trains a few steps") {
     CHECK(summary["final_eval"]["samples"] == 2 * 128);
     // Four steps from a random start: the loss is finite and the run wrote its records.
     CHECK(std::isfinite(summary["final_eval"]["loss"].get<double>()));
-    for (const char* file : {"config.yaml", "config.sha256", "manifest.json", "metrics.jsonl", "train.log"})
+    for (const char* file :
+         {"config.yaml", "config.sha256", "manifest.json", "metrics.jsonl", "train.log"})
       CHECK(fs::exists(dir / file));
     fs::remove_all(dir);
   }
@@ -48,9 +51,10 @@ TEST_CASE("every shipped config validates, plans and trains a few steps") {
 }
 
 TEST_CASE("a missing data file is a configuration error naming the file") {
-  const auto r = run_trainer("run configs/fashion_mnist_mlp.yaml data.train.images=/nonexistent/x.gz --out " +
-                                 (fs::temp_directory_path() / "trainer_test_missing").string(),
-                             true);
+  const auto r =
+      run_trainer("run configs/fashion_mnist_mlp.yaml data.train.images=/nonexistent/x.gz --out " +
+                      (fs::temp_directory_path() / "trainer_test_missing").string(),
+                  true);
   CHECK(r.code == 2);
   CHECK(r.out.find("/nonexistent/x.gz") != std::string::npos);
   CHECK(r.out.find("data.train") != std::string::npos);

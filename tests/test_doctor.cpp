@@ -46,7 +46,7 @@ TEST_CASE("trainer doctor names a missing NVIDIA driver plainly") {
   CHECK(out.code == 0);
 #ifdef TRAINER_WITH_CUDA
   CHECK(out.out.find("CUDA driver version is insufficient for CUDA runtime version: no NVIDIA "
-                        "driver is installed on this machine (driver version 0)") !=
+                     "driver is installed on this machine (driver version 0)") !=
         std::string::npos);
   CHECK(out.out.find("no GPU") != std::string::npos);
   CHECK(out.out.find("cuDNN:    compiled 9.") != std::string::npos);

@@ -84,8 +84,7 @@ layers:
   }
   // The skip connection of block 2 reads block 1's output (the block input).
   for (const auto& n : g.nodes)
-    if (n.name == "stage2.block2.skip")
-      CHECK(g.values[n.inputs[0]].name == "stage2.block1.sum");
+    if (n.name == "stage2.block2.skip") CHECK(g.values[n.inputs[0]].name == "stage2.block1.sum");
 }
 
 TEST_CASE("an unknown layer type names its position and suggests the nearest op") {
@@ -100,8 +99,9 @@ TEST_CASE("an unknown layer type names its position and suggests the nearest op"
 }
 
 TEST_CASE("a shape error names the layer, its position and the shapes") {
-  auto b = build("layers:\n  - {type: conv2d, name: conv3, out_channels: 4, kernel: 3}\n"
-                 "  - {type: linear, out_features: 10}\n");
+  auto b = build(
+      "layers:\n  - {type: conv2d, name: conv3, out_channels: 4, kernel: 3}\n"
+      "  - {type: linear, out_features: 10}\n");
   REQUIRE(b.diags.size() == 1);
   const auto& d = b.diags.list()[0];
   CHECK(d.mark.line == 3);
@@ -131,7 +131,8 @@ layers:
 TEST_CASE("the last layer must match the number of classes") {
   auto b = build("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 7}\n");
   REQUIRE(b.diags.size() == 1);
-  CHECK_THAT(b.diags.list()[0].message, Catch::Contains("7 outputs") && Catch::Contains("10 classes"));
+  CHECK_THAT(b.diags.list()[0].message,
+             Catch::Contains("7 outputs") && Catch::Contains("10 classes"));
 }
 
 TEST_CASE("an unknown block and an unknown block parameter are reported") {
@@ -164,11 +165,11 @@ layers:
 recompute: [stage1]
 )");
   REQUIRE(b.diags.empty());
-  for (const auto& n : b.graph.nodes)
-    CHECK(n.recompute == (n.name.rfind("stage1.", 0) == 0));
+  for (const auto& n : b.graph.nodes) CHECK(n.recompute == (n.name.rfind("stage1.", 0) == 0));
 
-  auto every = build("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 16}\n"
-                     "  - {type: relu}\n  - {type: linear, out_features: 10}\nrecompute: {every: 2}\n");
+  auto every = build(
+      "layers:\n  - {type: flatten}\n  - {type: linear, out_features: 16}\n"
+      "  - {type: relu}\n  - {type: linear, out_features: 10}\nrecompute: {every: 2}\n");
   REQUIRE(every.diags.empty());
   CHECK(every.graph.nodes[0].recompute);
   CHECK_FALSE(every.graph.nodes[1].recompute);
@@ -176,8 +177,9 @@ recompute: [stage1]
   CHECK_FALSE(every.graph.nodes[3].recompute);
   CHECK_FALSE(every.graph.nodes[4].recompute);  // the loss
 
-  auto typo = build("layers:\n  - {type: flatten, name: flat}\n  - {type: linear, out_features: 10}\n"
-                    "recompute: [falt]\n");
+  auto typo = build(
+      "layers:\n  - {type: flatten, name: flat}\n  - {type: linear, out_features: 10}\n"
+      "recompute: [falt]\n");
   REQUIRE(typo.diags.size() == 1);
   CHECK(typo.diags.list()[0].mark.line == 4);
   CHECK(typo.diags.list()[0].suggestion == "did you mean 'flat'?");

@@ -85,8 +85,9 @@ TEST_CASE("the plan never overlaps buffers that are alive together") {
 
 TEST_CASE("forward values the backward needs stay alive until their backward step") {
   const TrainingGraph tg = differentiate_yaml(kResidual);
-  const MemoryPlan plan = plan_memory(tg, std::vector<std::vector<std::size_t>>(tg.graph.nodes.size()),
-                                      std::vector<std::size_t>(tg.graph.nodes.size(), 0));
+  const MemoryPlan plan =
+      plan_memory(tg, std::vector<std::vector<std::size_t>>(tg.graph.nodes.size()),
+                  std::vector<std::size_t>(tg.graph.nodes.size(), 0));
   for (std::size_t s = 0; s < tg.schedule.size(); ++s) {
     const Step& step = tg.schedule[s];
     if (step.kind != Step::Kind::backward) continue;

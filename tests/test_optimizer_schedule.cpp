@@ -31,7 +31,8 @@ void check_optimizer(OptimizerKind kind, bool nesterov, float weight_decay) {
   for (int t = 1; t <= 3; ++t) {
     for (int i = 0; i < 4; ++i) g[i] = 0.3f * static_cast<float>(i + t) - 0.5f;
     o.step = t;
-    ParamSlot slot{p.data(), g.data(), m.data(), kind == OptimizerKind::sgd ? nullptr : v.data(), 4, true};
+    ParamSlot slot{p.data(), g.data(), m.data(), kind == OptimizerKind::sgd ? nullptr : v.data(),
+                   4,        true};
     cpu_backend().vector_ops().optimizer_step({slot}, o);
     for (int i = 0; i < 4; ++i) {
       double grad = g[i];
@@ -41,8 +42,10 @@ void check_optimizer(OptimizerKind kind, bool nesterov, float weight_decay) {
         ref.m[i] = t == 1 ? grad : 0.9 * ref.m[i] + grad;  // PyTorch: buf = g at the first step
         w -= 0.1 * (nesterov ? grad + 0.9 * ref.m[i] : ref.m[i]);
       } else {
-        if (kind == OptimizerKind::adamw) w *= 1 - 0.1 * weight_decay;
-        else grad += weight_decay * w;
+        if (kind == OptimizerKind::adamw)
+          w *= 1 - 0.1 * weight_decay;
+        else
+          grad += weight_decay * w;
         ref.m[i] = 0.9 * ref.m[i] + 0.1 * grad;
         ref.v[i] = 0.999 * ref.v[i] + 0.001 * grad * grad;
         const double mhat = ref.m[i] / (1 - std::pow(0.9, t));
@@ -72,7 +75,8 @@ TEST_CASE("sum of squares detects non-finite gradients") {
   bool finite = true;
   CHECK(cpu_backend().vector_ops().sum_squares({{a.data(), {2}, DType::f32}}, finite) == 25.0);
   CHECK(finite);
-  cpu_backend().vector_ops().sum_squares({{a.data(), {2}, DType::f32}, {b.data(), {1}, DType::f32}}, finite);
+  cpu_backend().vector_ops().sum_squares({{a.data(), {2}, DType::f32}, {b.data(), {1}, DType::f32}},
+                                         finite);
   CHECK_FALSE(finite);
 }
 

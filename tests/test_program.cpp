@@ -129,7 +129,8 @@ TEST_CASE("accumulating 4 micro-batches of 8 equals one batch of 32") {
     double max_abs = 0, max_diff = 0;
     for (std::int64_t i = 0; i < a.grad.numel(); ++i) {
       max_abs = std::max(max_abs, static_cast<double>(std::abs(a.grad.f32()[i])));
-      max_diff = std::max(max_diff, static_cast<double>(std::abs(a.grad.f32()[i] - b.grad.f32()[i])));
+      max_diff =
+          std::max(max_diff, static_cast<double>(std::abs(a.grad.f32()[i] - b.grad.f32()[i])));
     }
     INFO(a.param->name << ": max |grad| " << max_abs << ", max difference " << max_diff);
     CHECK(max_diff <= 1e-6 * max_abs + 1e-9);
@@ -173,7 +174,8 @@ std::unique_ptr<Program> compile_checkpointed(const std::string& recompute) {
   }
   std::mt19937 rng(2);
   std::normal_distribution<float> normal;
-  for (std::int64_t i = 0; i < program->input().numel(); ++i) program->input().f32()[i] = normal(rng);
+  for (std::int64_t i = 0; i < program->input().numel(); ++i)
+    program->input().f32()[i] = normal(rng);
   for (std::int64_t i = 0; i < 4; ++i) program->labels().i64()[i] = i;
   program->loss_seed().f32()[0] = 1.0f;
   program->train_step(42);
@@ -184,7 +186,8 @@ std::unique_ptr<Program> compile_checkpointed(const std::string& recompute) {
 
 TEST_CASE("recomputed activations give bit-identical gradients and statistics") {
   auto plain = compile_checkpointed("");
-  for (const std::string recompute : {"recompute: [bn, a, drop, sum]\n", "recompute: {every: 2}\n"}) {
+  for (const std::string recompute :
+       {"recompute: [bn, a, drop, sum]\n", "recompute: {every: 2}\n"}) {
     INFO(recompute);
     auto checkpointed = compile_checkpointed(recompute);
     CHECK(checkpointed->training_graph().recompute_steps > 0);
@@ -193,7 +196,8 @@ TEST_CASE("recomputed activations give bit-identical gradients and statistics") 
       const auto& b = checkpointed->params()[p];
       INFO(a.param->name);
       // Running statistics move once per step, not once per recompute.
-      for (std::int64_t i = 0; i < a.value.numel(); ++i) REQUIRE(a.value.f32()[i] == b.value.f32()[i]);
+      for (std::int64_t i = 0; i < a.value.numel(); ++i)
+        REQUIRE(a.value.f32()[i] == b.value.f32()[i]);
       if (!a.grad) continue;
       for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
     }

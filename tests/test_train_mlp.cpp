@@ -18,8 +18,9 @@ namespace fs = std::filesystem;
 TEST_CASE("one epoch of the MLP reaches 84% test accuracy") {
   const fs::path dir = fs::temp_directory_path() / "trainer_test_mlp_epoch";
   fs::remove_all(dir);
-  const auto r = run_trainer("run configs/fashion_mnist_mlp.yaml train.epochs=1 train.log_every=50 --out " +
-                             dir.string(), true);
+  const auto r = run_trainer(
+      "run configs/fashion_mnist_mlp.yaml train.epochs=1 train.log_every=50 --out " + dir.string(),
+      true);
   INFO(r.out);
   REQUIRE(r.code == 0);
 

@@ -44,8 +44,8 @@ class BatchNormKernel final : public Kernel {
       check(cudnnBatchNormalizationForwardTraining(
                 h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_.get(), a.inputs[0].data, x_.get(),
                 a.output.data, stats_.get(), a.params[0].data, a.params[1].data,
-                a.update_state ? momentum_ : 0.0,
-                a.params[2].data, a.params[3].data, eps_, a.saved.at(0), a.saved.at(1)),
+                a.update_state ? momentum_ : 0.0, a.params[2].data, a.params[3].data, eps_,
+                a.saved.at(0), a.saved.at(1)),
             "cudnnBatchNormalizationForwardTraining");
     } else {
       check(cudnnBatchNormalizationForwardInference(

@@ -17,7 +17,9 @@
 namespace trainer {
 namespace {
 
-double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+double mib(double bytes) {
+  return bytes / (1024.0 * 1024.0);
+}
 
 // MemAvailable from /proc/meminfo, in bytes (0 when unknown).
 double available_host_memory() {
@@ -43,9 +45,9 @@ int command_plan(const CommandArgs& args) {
       graph::plan_memory(tg, kernels.saved_bytes, kernels.workspace_bytes);
   const graph::Graph& g = tg.graph;
 
-  std::printf("%s: batch %lld = micro %lld x accumulation %lld, input %s\n\n",
-              config.name.c_str(), static_cast<long long>(s.batch.global),
-              static_cast<long long>(s.batch.micro), static_cast<long long>(s.batch.accumulation),
+  std::printf("%s: batch %lld = micro %lld x accumulation %lld, input %s\n\n", config.name.c_str(),
+              static_cast<long long>(s.batch.global), static_cast<long long>(s.batch.micro),
+              static_cast<long long>(s.batch.accumulation),
               to_string(g.values[g.input].shape).c_str());
   std::printf("%-28s %-15s %-22s %12s %12s\n", "node", "op", "output", "params", "MFLOPs");
   double flops = 0;
@@ -64,11 +66,11 @@ int command_plan(const CommandArgs& args) {
     params_bytes += bytes;
     if (tg.param_needs_grad[p]) grad_bytes += bytes * (options.accumulate_gradients ? 2 : 1);
   }
-  const double optimizer_bytes =
-      (options.accumulate_gradients ? grad_bytes / 2 : grad_bytes) * options.optimizer_state_tensors;
+  const double optimizer_bytes = (options.accumulate_gradients ? grad_bytes / 2 : grad_bytes) *
+                                 options.optimizer_state_tensors;
   const double sample_bytes = static_cast<double>(numel(s.sample_shape)) * 4.0 + 8.0;
-  const double loader_bytes = static_cast<double>(config.data.prefetch) *
-                              static_cast<double>(s.batch.micro) * sample_bytes;
+  const double loader_bytes =
+      static_cast<double>(config.data.prefetch) * static_cast<double>(s.batch.micro) * sample_bytes;
   const double total = params_bytes + grad_bytes + optimizer_bytes +
                        static_cast<double>(plan.arena_bytes + plan.workspace_bytes) + loader_bytes;
 
@@ -81,9 +83,10 @@ int command_plan(const CommandArgs& args) {
   std::printf("  parameters          %10.2f MiB\n", mib(params_bytes));
   std::printf("  gradients           %10.2f MiB\n", mib(grad_bytes));
   std::printf("  optimizer state     %10.2f MiB\n", mib(optimizer_bytes));
-  std::printf("  activations (peak)  %10.2f MiB  (%zu buffers in one arena; forward alone %.2f MiB)\n",
-              mib(static_cast<double>(plan.arena_bytes)), plan.buffers.size(),
-              mib(static_cast<double>(plan.forward_arena_bytes)));
+  std::printf(
+      "  activations (peak)  %10.2f MiB  (%zu buffers in one arena; forward alone %.2f MiB)\n",
+      mib(static_cast<double>(plan.arena_bytes)), plan.buffers.size(),
+      mib(static_cast<double>(plan.forward_arena_bytes)));
   if (tg.recompute_steps > 0) {
     // The same model without activation checkpointing, for comparison.
     graph::Graph plain = s.graph;

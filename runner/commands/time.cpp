@@ -39,8 +39,8 @@ int command_time(const CommandArgs& args) {
   std::vector<ParamSlot> slots;
   for (auto& p : program->params())
     if (p.grad)
-      slots.push_back({p.value.f32(), p.grad.f32(), p.state0.f32(), p.state1.f32(),
-                       p.value.numel(), p.param->weight_decay});
+      slots.push_back({p.value.f32(), p.grad.f32(), p.state0.f32(), p.state1.f32(), p.value.numel(),
+                       p.param->weight_decay});
   OptimizerStep opt;
   opt.lr = 1e-4f;  // small: timing must not depend on the run diverging
   opt.momentum = 0.9f;
@@ -55,14 +55,15 @@ int command_time(const CommandArgs& args) {
     backend.vector_ops().optimizer_step(slots, opt);
   }
   backend.synchronize();
-  const double step_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - start).count() / static_cast<double>(steps);
+  const double step_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count() /
+                         static_cast<double>(steps);
   // Optimizer alone.
   const auto opt_start = Clock::now();
   for (std::int64_t i = 0; i < steps; ++i) backend.vector_ops().optimizer_step(slots, opt);
   backend.synchronize();
   const double optimizer_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - opt_start).count() / static_cast<double>(steps);
+      std::chrono::duration<double, std::milli>(Clock::now() - opt_start).count() /
+      static_cast<double>(steps);
 
   // Timed steps: each call on its own.
   const auto& g = program->graph();

@@ -29,9 +29,9 @@ struct ModelConfig {
 
 struct DataConfig {
   std::optional<TypedItem> train;
-  std::optional<TypedItem> eval;   // its own source, or absent
-  double split = 0.0;              // fraction of train held out for eval when `eval` is absent
-  std::vector<TypedItem> transforms;       // applied to training batches
+  std::optional<TypedItem> eval;      // its own source, or absent
+  double split = 0.0;                 // fraction of train held out for eval when `eval` is absent
+  std::vector<TypedItem> transforms;  // applied to training batches
   std::vector<TypedItem> eval_transforms;  // default: the deterministic subset of `transforms`
   std::int64_t workers = 2;
   std::int64_t prefetch = 4;
@@ -55,25 +55,25 @@ struct OptimizerConfig {
 struct ScheduleConfig {
   std::string type = "constant";  // constant | step | multistep | cosine | linear | onecycle
   std::int64_t warmup_steps = 0;
-  std::int64_t step_size = 1000;        // step: decay every N steps
+  std::int64_t step_size = 1000;         // step: decay every N steps
   std::vector<std::int64_t> milestones;  // multistep
   double gamma = 0.1;
-  double min_lr = 0.0;        // cosine / linear floor
-  double max_lr = 0.0;        // onecycle peak (0: optimizer.lr)
-  double pct_start = 0.3;     // onecycle warm fraction
+  double min_lr = 0.0;     // cosine / linear floor
+  double max_lr = 0.0;     // onecycle peak (0: optimizer.lr)
+  double pct_start = 0.3;  // onecycle warm fraction
 };
 
 struct TrainConfig {
   std::int64_t epochs = 1;
-  std::int64_t max_steps = 0;  // 0: run `epochs`; otherwise stop after this many optimizer steps
-  std::int64_t batch_size = 128;        // global batch per optimizer step
-  std::int64_t micro_batch_size = 0;    // 0: derived (batch_size / (accumulation * world))
-  bool micro_batch_auto = false;        // `micro_batch_size: auto`
-  std::int64_t accumulation = 0;        // 0: derived
-  double clip_grad_norm = 0.0;          // 0: off
-  std::int64_t eval_every = 0;          // steps; 0: only at epoch ends
+  std::int64_t max_steps = 0;     // 0: run `epochs`; otherwise stop after this many optimizer steps
+  std::int64_t batch_size = 128;  // global batch per optimizer step
+  std::int64_t micro_batch_size = 0;  // 0: derived (batch_size / (accumulation * world))
+  bool micro_batch_auto = false;      // `micro_batch_size: auto`
+  std::int64_t accumulation = 0;      // 0: derived
+  double clip_grad_norm = 0.0;        // 0: off
+  std::int64_t eval_every = 0;        // steps; 0: only at epoch ends
   std::int64_t log_every = 50;
-  std::int64_t eval_batches = 0;        // evaluate on the first N batches only (0: all)
+  std::int64_t eval_batches = 0;  // evaluate on the first N batches only (0: all)
 };
 
 struct LossScaleConfig {
@@ -101,9 +101,9 @@ struct CheckpointConfig {
 };
 
 struct DevicesConfig {
-  bool cpu = true;                // `devices: cpu`
-  std::vector<std::int64_t> gpus; // `devices: [0, 1]`
-  std::int64_t world_size = 1;    // CPU data-parallel ranks
+  bool cpu = true;                 // `devices: cpu`
+  std::vector<std::int64_t> gpus;  // `devices: [0, 1]`
+  std::int64_t world_size = 1;     // CPU data-parallel ranks
 };
 
 struct BackendConfig {

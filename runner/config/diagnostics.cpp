@@ -17,8 +17,8 @@ std::string format(const Diagnostic& d) {
 
 void Diagnostics::add(Mark mark, std::string key_path, std::string message,
                       std::string suggestion) {
-  list_.push_back({std::move(mark), std::move(key_path), std::move(message),
-                   std::move(suggestion)});
+  list_.push_back(
+      {std::move(mark), std::move(key_path), std::move(message), std::move(suggestion)});
 }
 
 std::string Diagnostics::format_all() const {
@@ -47,7 +47,8 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) && lower(a[i - 2]) == lower(b[j - 1]))
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+          lower(a[i - 2]) == lower(b[j - 1]))
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }

@@ -60,8 +60,8 @@ class Node {
   Mark mark_;
   std::string text_;
   bool quoted_ = false;
-  std::vector<Node> items_;                              // sequence items or map values
-  std::vector<std::pair<std::string, Mark>> keys_;       // map keys, parallel to items_
+  std::vector<Node> items_;                         // sequence items or map values
+  std::vector<std::pair<std::string, Mark>> keys_;  // map keys, parallel to items_
 };
 
 }  // namespace trainer::config

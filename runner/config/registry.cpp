@@ -30,32 +30,38 @@ ConfigField f(FieldSpec spec, Binder bind) {
 std::vector<SectionDef> build_sections() {
   std::vector<SectionDef> s;
 
-  s.push_back({"",
-               "The top level of an experiment.",
-               {
-                   f(field("name", T::string,
-                           "Experiment name; run directories are `<output.dir>/<name>/<timestamp>`")
-                         .def("experiment"),
-                     [](Config& c, const FieldValue& v) { c.name = string_of(v); }),
-                   f(field("seed", T::integer,
-                           "Seed of every random stream (init, shuffle, dropout, augmentation)")
-                         .def("0")
-                         .at_least(0),
-                     [](Config& c, const FieldValue& v) { c.seed = int_of(v); }),
-                   f(field("deterministic", T::boolean,
-                           "Bit-identical results for the same config, machine and backend (slower "
-                           "algorithms)")
-                         .def("false"),
-                     [](Config& c, const FieldValue& v) { c.deterministic = bool_of(v); }),
-               },
-               {{"extends",
-                 "A base YAML file (or a list of them), relative to this file; deep-merged under "
-                 "this one (maps merge, lists replace)"},
-                {"model",
-                 "The network: `layers` (a list of `{type: <op>, ...}` or `{block: <name>, ...}` "
-                 "items), optional `blocks`, `loss` and `recompute` (activation checkpointing: layer or block names, or `{every: N}`), `init_from` (start from a .safetensors file; `init_strict: false` loads only the tensors that match); validated by the graph builder"},
-                {"sweep", "Hyperparameter search for `trainer sweep`: `grid`, `random` (trials, seed, params with uniform / log_uniform / int / choice), `seeds`, `objective` {metric, mode}, `max_retries` (see docs/experiments.md)"}},
-               ""});
+  s.push_back(
+      {"",
+       "The top level of an experiment.",
+       {
+           f(field("name", T::string,
+                   "Experiment name; run directories are `<output.dir>/<name>/<timestamp>`")
+                 .def("experiment"),
+             [](Config& c, const FieldValue& v) { c.name = string_of(v); }),
+           f(field("seed", T::integer,
+                   "Seed of every random stream (init, shuffle, dropout, augmentation)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.seed = int_of(v); }),
+           f(field("deterministic", T::boolean,
+                   "Bit-identical results for the same config, machine and backend (slower "
+                   "algorithms)")
+                 .def("false"),
+             [](Config& c, const FieldValue& v) { c.deterministic = bool_of(v); }),
+       },
+       {{"extends",
+         "A base YAML file (or a list of them), relative to this file; deep-merged under "
+         "this one (maps merge, lists replace)"},
+        {"model",
+         "The network: `layers` (a list of `{type: <op>, ...}` or `{block: <name>, ...}` "
+         "items), optional `blocks`, `loss` and `recompute` (activation checkpointing: layer or "
+         "block names, or `{every: N}`), `init_from` (start from a .safetensors file; "
+         "`init_strict: false` loads only the tensors that match); validated by the graph builder"},
+        {"sweep",
+         "Hyperparameter search for `trainer sweep`: `grid`, `random` (trials, seed, params with "
+         "uniform / log_uniform / int / choice), `seeds`, `objective` {metric, mode}, "
+         "`max_retries` (see docs/experiments.md)"}},
+       ""});
 
   s.push_back(
       {"data",

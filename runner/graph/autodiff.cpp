@@ -109,8 +109,8 @@ TrainingGraph differentiate(Graph graph) {
       sum.inputs = partials[out];
       sum.mark = graph.nodes[n].mark;
       const int index = static_cast<int>(graph.nodes.size());
-      grad = graph.add_value({graph.values[out].name + ".grad", graph.values[out].shape,
-                              DType::f32, ValueKind::gradient, index});
+      grad = graph.add_value({graph.values[out].name + ".grad", graph.values[out].shape, DType::f32,
+                              ValueKind::gradient, index});
       sum.output = grad;
       Step s;
       s.node = index;
@@ -146,8 +146,9 @@ TrainingGraph differentiate(Graph graph) {
     for (std::size_t i = 0; i < node_now.inputs.size(); ++i) {
       const ValueId in = node_now.inputs[i];
       if (!requires_grad[in] || !differentiable_input(*node_now.op, i)) continue;
-      const std::string name = graph.values[in].name + ".grad" +
-                               (partials[in].empty() ? "" : "." + std::to_string(partials[in].size()));
+      const std::string name =
+          graph.values[in].name + ".grad" +
+          (partials[in].empty() ? "" : "." + std::to_string(partials[in].size()));
       back.grad_inputs[i] =
           graph.add_value({name, graph.values[in].shape, DType::f32, ValueKind::gradient, n});
       partials[in].push_back(back.grad_inputs[i]);

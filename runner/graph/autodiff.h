@@ -31,9 +31,9 @@ struct Step {
 };
 
 struct TrainingGraph {
-  Graph graph;                 // the model graph plus gradient values and gradient-sum nodes
-  std::vector<Step> schedule;  // one training step
-  int forward_steps = 0;       // schedule[0, forward_steps) is the forward pass (eval runs it)
+  Graph graph;                   // the model graph plus gradient values and gradient-sum nodes
+  std::vector<Step> schedule;    // one training step
+  int forward_steps = 0;         // schedule[0, forward_steps) is the forward pass (eval runs it)
   ValueId loss_seed = kNoValue;  // [1]: dLoss/dLoss times the loss scale, fed each step
   std::vector<bool> param_needs_grad;  // per param
   int model_nodes = 0;                 // nodes [0, model_nodes) are the model's

@@ -68,8 +68,8 @@ class Builder {
       return std::move(graph_);
     }
     for (std::size_t i = 0; i < model_.size(); ++i) {
-      static const std::vector<std::string> allowed = {"layers", "blocks", "loss", "recompute",
-                                                       "init_from", "init_strict"};
+      static const std::vector<std::string> allowed = {"layers",    "blocks",    "loss",
+                                                       "recompute", "init_from", "init_strict"};
       const std::string& key = model_.key_at(i);
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         unknown_key(model_.key_mark_at(i), "model." + key, key, allowed);
@@ -85,7 +85,8 @@ class Builder {
     input_shape.insert(input_shape.end(), input_.sample_shape.begin(), input_.sample_shape.end());
     graph_.input = graph_.add_value({kInputName, input_shape, DType::f32, ValueKind::input, -1});
     if (input_.num_classes > 0) {
-      graph_.labels = graph_.add_value({"labels", {input_.batch}, DType::i64, ValueKind::labels, -1});
+      graph_.labels =
+          graph_.add_value({"labels", {input_.batch}, DType::i64, ValueKind::labels, -1});
     } else {
       Shape target = {input_.batch};
       target.insert(target.end(), input_.target_shape.begin(), input_.target_shape.end());
@@ -145,9 +146,10 @@ class Builder {
         diags_.add(layer.mark(), item_path, "expected a layer map like {type: linear, ...}");
         return kNoValue;
       }
-      const ValueId out = layer.find("block") ? expand_block_instance(layer, item_path, prefix,
-                                                                      scope, previous, depth)
-                                              : add_layer(layer, item_path, prefix, scope, previous);
+      const ValueId out =
+          layer.find("block")
+              ? expand_block_instance(layer, item_path, prefix, scope, previous, depth)
+              : add_layer(layer, item_path, prefix, scope, previous);
       if (out == kNoValue) return kNoValue;
       previous = out;
     }
@@ -197,9 +199,9 @@ class Builder {
       auto it = scope.values.find(n.text());
       if (!n.is_scalar() || it == scope.values.end()) {
         const std::string near = config::nearest(n.text(), known);
-        diags_.add(n.mark(), path + ".inputs",
-                   "no earlier layer named '" + n.text() + "' in this scope",
-                   near.empty() ? "earlier layers: " + join(known) : "did you mean '" + near + "'?");
+        diags_.add(
+            n.mark(), path + ".inputs", "no earlier layer named '" + n.text() + "' in this scope",
+            near.empty() ? "earlier layers: " + join(known) : "did you mean '" + near + "'?");
         return false;
       }
       out.push_back(it->second);
@@ -242,13 +244,14 @@ class Builder {
                    const std::vector<ValueId>& inputs, const Mark& mark, const std::string& path) {
     const int n = static_cast<int>(inputs.size());
     if (n < op.min_inputs || (op.max_inputs >= 0 && n > op.max_inputs)) {
-      const std::string want = op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
-                               : op.min_inputs == op.max_inputs
-                                   ? std::to_string(op.min_inputs)
-                                   : std::to_string(op.min_inputs) + " to " +
-                                         std::to_string(op.max_inputs);
-      diags_.add(mark, path, "layer '" + name + "' (" + op.name + ") takes " + want +
-                                 " input(s), got " + std::to_string(n));
+      const std::string want =
+          op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
+          : op.min_inputs == op.max_inputs
+              ? std::to_string(op.min_inputs)
+              : std::to_string(op.min_inputs) + " to " + std::to_string(op.max_inputs);
+      diags_.add(mark, path,
+                 "layer '" + name + "' (" + op.name + ") takes " + want + " input(s), got " +
+                     std::to_string(n));
       return kNoValue;
     }
     std::vector<Shape> shapes;
@@ -284,8 +287,8 @@ class Builder {
                                          static_cast<double>(decl.shape[0] * decl.shape[1])
                                    : 1.0;
       p.fan_out = decl.shape.empty() ? 1.0 : static_cast<double>(decl.shape[0]) * receptive;
-      p.fan_in = decl.shape.size() >= 2 ? static_cast<double>(decl.shape[1]) * receptive
-                                        : p.fan_out;
+      p.fan_in =
+          decl.shape.size() >= 2 ? static_cast<double>(decl.shape[1]) * receptive : p.fan_out;
       node.params.push_back(static_cast<int>(graph_.params.size()));
       graph_.params.push_back(std::move(p));
     }
@@ -298,9 +301,11 @@ class Builder {
                                 const std::string& prefix, Scope& scope, ValueId previous,
                                 int depth) {
     const Node* block_name = inst.find("block");
-    const Node* def = blocks_ && block_name->is_scalar() ? blocks_->find(block_name->text()) : nullptr;
+    const Node* def =
+        blocks_ && block_name->is_scalar() ? blocks_->find(block_name->text()) : nullptr;
     if (!def) {
-      const std::vector<std::string> names = blocks_ ? keys_of(*blocks_) : std::vector<std::string>{};
+      const std::vector<std::string> names =
+          blocks_ ? keys_of(*blocks_) : std::vector<std::string>{};
       const std::string near = config::nearest(block_name->text(), names);
       diags_.add(block_name->mark(), path + ".block",
                  "no block named '" + block_name->text() + "' in model.blocks",
@@ -418,19 +423,19 @@ class Builder {
         graph_.values[prediction].shape[1] != input_.num_classes) {
       diags_.add(graph_.nodes.back().mark, "model.layers",
                  "the last layer gives " + std::to_string(graph_.values[prediction].shape[1]) +
-                     " outputs but the data has " + std::to_string(input_.num_classes) +
-                     " classes",
+                     " outputs but the data has " + std::to_string(input_.num_classes) + " classes",
                  "set the last layer's size to " + std::to_string(input_.num_classes));
       return;
     }
-    graph_.loss = add_node(*op, "loss", std::move(attrs), {prediction, graph_.labels},
-                           spec.mark(), "model.loss");
+    graph_.loss = add_node(*op, "loss", std::move(attrs), {prediction, graph_.labels}, spec.mark(),
+                           "model.loss");
   }
 
   // `recompute: [name, ...]` (layers or block instances of the top level) or
   // `recompute: {every: N}` (keep every N-th layer's output, recompute the rest).
   void mark_recompute(const Node& spec) {
-    const int model_nodes = static_cast<int>(graph_.nodes.size()) - (graph_.loss != kNoValue ? 1 : 0);
+    const int model_nodes =
+        static_cast<int>(graph_.nodes.size()) - (graph_.loss != kNoValue ? 1 : 0);
     if (spec.is_map()) {
       const FieldSpec every = field("every", FieldType::integer, "").req().at_least(1);
       const std::size_t before = diags_.size();
@@ -457,9 +462,9 @@ class Builder {
       }
       if (!found) {
         const std::string near = config::nearest(name, top_names_);
-        diags_.add(item.mark(), "model.recompute", "no layer or block named '" + name + "'",
-                   near.empty() ? "top-level names: " + join(top_names_)
-                                : "did you mean '" + near + "'?");
+        diags_.add(
+            item.mark(), "model.recompute", "no layer or block named '" + name + "'",
+            near.empty() ? "top-level names: " + join(top_names_) : "did you mean '" + near + "'?");
       }
     }
   }

@@ -15,9 +15,9 @@ namespace trainer::graph {
 
 struct ModelInput {
   std::int64_t batch = 1;
-  Shape sample_shape;        // one sample, without the batch dimension
+  Shape sample_shape;            // one sample, without the batch dimension
   std::int64_t num_classes = 0;  // > 0: integer class labels; 0: regression targets
-  Shape target_shape;        // regression: one target, without the batch dimension
+  Shape target_shape;            // regression: one target, without the batch dimension
 };
 
 // Returns the graph; every problem found is added to `diagnostics` (the graph is

@@ -40,18 +40,23 @@ void initialize_param(const Param& param, std::uint64_t seed, std::vector<float>
   }
   const double relu_gain = std::sqrt(2.0);
   double std_dev = 0, bound = 0;
-  if (init == "kaiming_normal") std_dev = relu_gain / std::sqrt(param.fan_in);
-  else if (init == "kaiming_uniform") bound = relu_gain * std::sqrt(3.0 / param.fan_in);
-  else if (init == "xavier_normal") std_dev = std::sqrt(2.0 / (param.fan_in + param.fan_out));
-  else if (init == "xavier_uniform") bound = std::sqrt(6.0 / (param.fan_in + param.fan_out));
-  else throw std::invalid_argument("unknown initializer '" + init + "' for " + param.name);
+  if (init == "kaiming_normal")
+    std_dev = relu_gain / std::sqrt(param.fan_in);
+  else if (init == "kaiming_uniform")
+    bound = relu_gain * std::sqrt(3.0 / param.fan_in);
+  else if (init == "xavier_normal")
+    std_dev = std::sqrt(2.0 / (param.fan_in + param.fan_out));
+  else if (init == "xavier_uniform")
+    bound = std::sqrt(6.0 / (param.fan_in + param.fan_out));
+  else
+    throw std::invalid_argument("unknown initializer '" + init + "' for " + param.name);
   for (std::size_t i = 0; i < n; ++i) {
     if (bound > 0) {
       out[i] = static_cast<float>((2.0 * uniform(stream, 2 * i) - 1.0) * bound);
     } else {  // Box-Muller
       const double u1 = uniform(stream, 2 * i), u2 = uniform(stream, 2 * i + 1);
-      out[i] = static_cast<float>(std_dev * std::sqrt(-2.0 * std::log(u1)) *
-                                  std::cos(2.0 * M_PI * u2));
+      out[i] =
+          static_cast<float>(std_dev * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
     }
   }
 }

@@ -14,9 +14,8 @@ std::size_t align(std::size_t bytes) {
 void assign_offsets(std::vector<Buffer>& buffers, std::size_t& peak) {
   std::vector<int> order(buffers.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return buffers[a].bytes > buffers[b].bytes;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return buffers[a].bytes > buffers[b].bytes; });
   std::vector<int> placed;
   peak = 0;
   for (int b : order) {
@@ -55,9 +54,9 @@ MemoryPlan plan_memory(const TrainingGraph& tg,
     if (plan.value_buffer[v] < 0) {
       plan.value_buffer[v] = static_cast<int>(plan.buffers.size());
       const Value& value = g.values[v];
-      plan.buffers.push_back({value.name, static_cast<std::size_t>(numel(value.shape)) *
-                                              dtype_size(value.dtype),
-                              -1, -1, 0});
+      plan.buffers.push_back(
+          {value.name, static_cast<std::size_t>(numel(value.shape)) * dtype_size(value.dtype), -1,
+           -1, 0});
     }
     return plan.buffers[plan.value_buffer[v]];
   };
@@ -90,9 +89,9 @@ MemoryPlan plan_memory(const TrainingGraph& tg,
       write(step.output, s);
       for (std::size_t i = 0; i < saved_bytes[step.node].size(); ++i) {
         const int id = static_cast<int>(plan.buffers.size());
-        plan.buffers.push_back({node.name + (step.recompute ? ".recomputed" : "") + ".saved" +
-                                    std::to_string(i),
-                                saved_bytes[step.node][i], s, s, 0});
+        plan.buffers.push_back(
+            {node.name + (step.recompute ? ".recomputed" : "") + ".saved" + std::to_string(i),
+             saved_bytes[step.node][i], s, s, 0});
         plan.saved_buffers[s].push_back(id);
       }
     } else {

@@ -24,11 +24,11 @@ struct Buffer {
 
 struct MemoryPlan {
   std::vector<Buffer> buffers;
-  std::vector<int> value_buffer;               // per value: index into buffers (-1: none)
+  std::vector<int> value_buffer;                // per value: index into buffers (-1: none)
   std::vector<std::vector<int>> saved_buffers;  // per forward step: indices of its saved buffers
-  std::size_t arena_bytes = 0;                 // peak of the planned buffers
-  std::size_t workspace_bytes = 0;             // one scratch region, the largest any call needs
-  std::size_t forward_arena_bytes = 0;         // peak over the forward steps alone (eval)
+  std::size_t arena_bytes = 0;                  // peak of the planned buffers
+  std::size_t workspace_bytes = 0;              // one scratch region, the largest any call needs
+  std::size_t forward_arena_bytes = 0;          // peak over the forward steps alone (eval)
 };
 
 // `saved_bytes[node]` and `workspace_bytes[node]` come from the compiled kernels.

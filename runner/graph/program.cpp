@@ -7,7 +7,9 @@
 namespace trainer::graph {
 namespace {
 
-constexpr std::size_t align64(std::size_t n) { return (n + 63) / 64 * 64; }
+constexpr std::size_t align64(std::size_t n) {
+  return (n + 63) / 64 * 64;
+}
 
 std::uint64_t mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -102,7 +104,9 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     if (state_at[p] != SIZE_MAX && options_.optimizer_state_tensors > 1)
       s.state1 = ref(state_at[p] + align64(numel(shape) * sizeof(float)));
   }
-  if (offset) backend_.vector_ops().fill({persistent_.data(), {static_cast<std::int64_t>(offset / 4)}, DType::f32}, 0.0f);
+  if (offset)
+    backend_.vector_ops().fill(
+        {persistent_.data(), {static_cast<std::int64_t>(offset / 4)}, DType::f32}, 0.0f);
 
   // 4. Fixed arguments of every call.
   input_ = value_ref(g.input);

@@ -18,8 +18,8 @@ namespace trainer::graph {
 struct ParamStorage {
   const Param* param = nullptr;
   TensorRef value;
-  TensorRef grad;        // what the optimizer reads (null for state such as running stats)
-  TensorRef grad_micro;  // accumulation > 1: what backward writes, added into `grad`
+  TensorRef grad;            // what the optimizer reads (null for state such as running stats)
+  TensorRef grad_micro;      // accumulation > 1: what backward writes, added into `grad`
   TensorRef state0, state1;  // optimizer state (momentum / Adam moments)
 };
 
@@ -30,9 +30,8 @@ struct Call {
   KernelArgs args;
 };
 
-
 struct CompileOptions {
-  int optimizer_state_tensors = 1;  // sgd with momentum: 1; adam: 2; plain sgd: 0
+  int optimizer_state_tensors = 1;    // sgd with momentum: 1; adam: 2; plain sgd: 0
   bool accumulate_gradients = false;  // accumulation > 1
   bool deterministic = false;         // only run-to-run bit-identical algorithms
   bool autotune = false;              // time candidate algorithms once per shape
@@ -76,7 +75,9 @@ class Program {
   // Called by train_step after each backward call (null: none). Data-parallel
   // runs use it to start reducing gradients that are final while the rest of
   // backward runs.
-  void set_after_backward(std::function<void(const Call&)> hook) { after_backward_ = std::move(hook); }
+  void set_after_backward(std::function<void(const Call&)> hook) {
+    after_backward_ = std::move(hook);
+  }
 
   // Runs the training calls one at a time, reporting each call's duration.
   void train_step_timed(std::uint64_t step_seed,

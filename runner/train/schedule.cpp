@@ -26,13 +26,15 @@ double learning_rate(const config::ScheduleConfig& s, double base_lr, std::int64
   const std::int64_t span = std::max<std::int64_t>(1, total_steps - s.warmup_steps);
   const double progress = std::min(1.0, static_cast<double>(after) / static_cast<double>(span));
   if (s.type == "step")
-    return base_lr * std::pow(s.gamma, static_cast<double>(after / std::max<std::int64_t>(1, s.step_size)));
+    return base_lr *
+           std::pow(s.gamma, static_cast<double>(after / std::max<std::int64_t>(1, s.step_size)));
   if (s.type == "multistep") {
     const auto passed = std::count_if(s.milestones.begin(), s.milestones.end(),
                                       [&](std::int64_t m) { return step >= m; });
     return base_lr * std::pow(s.gamma, static_cast<double>(passed));
   }
-  if (s.type == "cosine") return s.min_lr + (base_lr - s.min_lr) * (1 + std::cos(pi * progress)) / 2;
+  if (s.type == "cosine")
+    return s.min_lr + (base_lr - s.min_lr) * (1 + std::cos(pi * progress)) / 2;
   if (s.type == "linear") return base_lr + (s.min_lr - base_lr) * progress;
   return base_lr;  // constant
 }

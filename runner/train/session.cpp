@@ -54,8 +54,9 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
   const auto& t = config.train;
   BatchPlan b;
   b.global = t.batch_size;
-  b.world = std::max<std::int64_t>(1, config.devices.cpu ? config.devices.world_size
-                                                         : static_cast<std::int64_t>(config.devices.gpus.size()));
+  b.world = std::max<std::int64_t>(1, config.devices.cpu
+                                          ? config.devices.world_size
+                                          : static_cast<std::int64_t>(config.devices.gpus.size()));
   const std::int64_t per_rank = b.global / b.world;
   if (b.global % b.world != 0) {
     diags.add(mark_of(config, "train.batch_size"), "train.batch_size",
@@ -117,10 +118,12 @@ Session prepare_session(const config::Config& config) {
     s.eval_data = eval;
   }
   try {
-    auto train_pipe = data::build_pipeline(specs_of(config.data.transforms), true, s.train_data.get());
+    auto train_pipe =
+        data::build_pipeline(specs_of(config.data.transforms), true, s.train_data.get());
     // The eval pipeline reuses what the training one resolved (e.g. a computed normalize).
-    std::vector<data::TransformSpec> eval_items =
-        config.data.eval_transforms.empty() ? train_pipe.resolved() : specs_of(config.data.eval_transforms);
+    std::vector<data::TransformSpec> eval_items = config.data.eval_transforms.empty()
+                                                      ? train_pipe.resolved()
+                                                      : specs_of(config.data.eval_transforms);
     auto eval_pipe = data::build_pipeline(eval_items, false, s.train_data.get());
     s.train_pipeline = std::make_shared<const data::Pipeline>(std::move(train_pipe));
     s.eval_pipeline = std::make_shared<const data::Pipeline>(std::move(eval_pipe));

@@ -543,4 +543,24 @@ inline std::vector<double> batchnorm_reference(const HostTensor& x, const std::v
   return y;
 }
 
+// One conv2d configuration, for the tests that sweep convolution shapes.
+struct ConvCase {
+  Shape x;
+  std::int64_t out, groups;
+  std::vector<std::int64_t> kernel, stride, padding, dilation;
+  bool bias;
+};
+
+inline OpCase conv_case(const ConvCase& c) {
+  return {"conv2d",
+          {{"out_channels", c.out},
+           {"kernel", c.kernel},
+           {"stride", c.stride},
+           {"padding", c.padding},
+           {"dilation", c.dilation},
+           {"groups", c.groups},
+           {"bias", c.bias}},
+          {c.x}};
+}
+
 }  // namespace trainer::testing

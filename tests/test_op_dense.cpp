@@ -12,27 +12,6 @@ using namespace trainer::testing;
 
 namespace {
 
-using Ints = std::vector<std::int64_t>;
-
-struct ConvCase {
-  Shape x;
-  std::int64_t out, groups;
-  Ints kernel, stride, padding, dilation;
-  bool bias;
-};
-
-OpCase conv_case(const ConvCase& c) {
-  return {"conv2d",
-          {{"out_channels", c.out},
-           {"kernel", c.kernel},
-           {"stride", c.stride},
-           {"padding", c.padding},
-           {"dilation", c.dilation},
-           {"groups", c.groups},
-           {"bias", c.bias}},
-          {c.x}};
-}
-
 const std::vector<ConvCase> conv_cases = {
     {{2, 3, 7, 9}, 4, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
     {{3, 4, 9, 8}, 6, 2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, true},     // groups, stride, asym kernel

@@ -15,28 +15,7 @@ using namespace trainer::testing;
 
 namespace {
 
-using Ints = std::vector<std::int64_t>;
-
-struct LayoutCase {
-  Shape x;
-  std::int64_t out, groups;
-  Ints kernel, stride, padding, dilation;
-  bool bias;
-};
-
-OpCase op_case(const LayoutCase& c) {
-  return {"conv2d",
-          {{"out_channels", c.out},
-           {"kernel", c.kernel},
-           {"stride", c.stride},
-           {"padding", c.padding},
-           {"dilation", c.dilation},
-           {"groups", c.groups},
-           {"bias", c.bias}},
-          {c.x}};
-}
-
-const std::vector<LayoutCase> cases = {
+const std::vector<ConvCase> cases = {
     {{2, 16, 9, 7}, 32, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true},
     {{3, 1, 11, 9}, 16, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},    // 1-channel input (the stem)
     {{2, 32, 9, 10}, 16, 2, {3, 2}, {2, 1}, {1, 0}, {1, 1}, true},    // groups, stride, asym kernel
@@ -44,12 +23,12 @@ const std::vector<LayoutCase> cases = {
     {{2, 17, 6, 5}, 32, 1, {1, 1}, {2, 2}, {0, 0}, {1, 1}, true},     // 1x1 stride 2, odd channels
 };
 
-std::string info(const LayoutCase& c) {
+std::string info(const ConvCase& c) {
   return "x " + to_string(c.x) + " out " + std::to_string(c.out) + " groups " +
          std::to_string(c.groups);
 }
 
-std::vector<double> reference(OpRun& run, const LayoutCase& c) {
+std::vector<double> reference(OpRun& run, const ConvCase& c) {
   const std::vector<float> b = c.bias ? run.params[1].f : std::vector<float>{};
   return conv2d_reference(run.inputs[0], run.params[0], b, run.signature().output, c.stride[0],
                           c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1],
@@ -68,7 +47,7 @@ TEST_CASE("conv2d in blocked layouts: forward matches the direct loop") {
   int blocked = 0;
   for (const auto& c : cases) {
     INFO(info(c));
-    OpRun run(cpu_backend(), op_case(c));
+    OpRun run(cpu_backend(), conv_case(c));
     INFO(run.kernel().implementation());
     blocked += uses_blocked_layout(run.kernel().implementation());
     check_close(run.forward().f, reference(run, c), 1e-4, 1e-4, "conv2d y");
@@ -80,7 +59,7 @@ TEST_CASE("conv2d in blocked layouts: forward matches the direct loop") {
 TEST_CASE("conv2d in blocked layouts: gradients match finite differences") {
   for (const auto& c : cases) {
     INFO(info(c));
-    OpRun run(cpu_backend(), op_case(c));
+    OpRun run(cpu_backend(), conv_case(c));
     GradCheckOptions o;
     o.samples_per_tensor = 16;
     check_gradients(run, o);
@@ -90,7 +69,7 @@ TEST_CASE("conv2d in blocked layouts: gradients match finite differences") {
 TEST_CASE("conv2d in blocked layouts: unwanted gradients are skipped, wanted ones unchanged") {
   for (const auto& c : cases) {
     INFO(info(c));
-    OpRun run(cpu_backend(), op_case(c));
+    OpRun run(cpu_backend(), conv_case(c));
     run.forward();
     HostTensor r = HostTensor::zeros(run.signature().output);
     std::mt19937_64 rng(11);
@@ -108,7 +87,7 @@ TEST_CASE("conv2d in blocked layouts: unwanted gradients are skipped, wanted one
 TEST_CASE("conv2d in blocked layouts: the eval-only kernel matches the direct loop") {
   for (const auto& c : cases) {
     INFO(info(c));
-    OpRun run(cpu_backend(), op_case(c), 1, false);
+    OpRun run(cpu_backend(), conv_case(c), 1, false);
     CHECK(run.kernel().saved_bytes().empty());
     check_close(run.forward(false).f, reference(run, c), 1e-4, 1e-4, "conv2d y (eval)");
   }

@@ -67,9 +67,16 @@ TEST_CASE("a sweep stopped in the middle and run again finishes every trial exac
   TempDir tmp("sweep-resume");
   write_text(tmp / "tiny.yaml",
              tiny_experiment(2048) + "sweep: {grid: {optimizer.lr: [0.01, 0.003, 0.001]}}\n");
-  const std::vector<std::string> args = {
-      "sweep",          tmp / "tiny.yaml", "checkpoint.every_steps=0",
-      "data.workers=0", "--out",           tmp / "sw"};
+  // Long enough (2560 steps) that the second trial cannot finish between the
+  // poll below seeing its second record and the stop signal arriving.
+  const std::vector<std::string> args = {"sweep",
+                                         tmp / "tiny.yaml",
+                                         "checkpoint.every_steps=0",
+                                         "data.workers=0",
+                                         "train.epochs=40",
+                                         "train.log_every=50",
+                                         "--out",
+                                         tmp / "sw"};
   {
     TrainerProcess sweep(args, tmp / "1.log");
     // Stop it once the first trial is done and the second has started training.
@@ -93,7 +100,7 @@ TEST_CASE("a sweep stopped in the middle and run again finishes every trial exac
     INFO(id);
     CHECK(state[id]["status"] == "done");
     const std::string dir = tmp / ("sw/trials/" + std::string(id));
-    CHECK(nlohmann::json::parse(read_text(dir + "/summary.json"))["steps"] == 192);
+    CHECK(nlohmann::json::parse(read_text(dir + "/summary.json"))["steps"] == 2560);
     // Every step recorded once, in order.
     std::vector<std::int64_t> steps;
     for (const auto& line : read_lines(dir + "/metrics.jsonl")) {
@@ -101,7 +108,7 @@ TEST_CASE("a sweep stopped in the middle and run again finishes every trial exac
       if (record["split"] == "train") steps.push_back(record["step"]);
     }
     CHECK(std::adjacent_find(steps.begin(), steps.end(), std::greater_equal<>()) == steps.end());
-    CHECK(steps.size() == 39);  // every 5 of 192 steps, and the last
+    CHECK(steps.size() == 52);  // every 50 of 2560 steps, and the last
   }
   CHECK(count(read_text(tmp / "sw/logs/trial-000.log"), "run directory:") == 1);
   CHECK(read_text(tmp / "sw/logs/trial-001.log").find("resuming from") != std::string::npos);

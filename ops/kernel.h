@@ -16,6 +16,8 @@
 
 namespace trainer {
 
+class Collective;
+
 // What a kernel is compiled for.
 struct KernelContext {
   const OpDef* op = nullptr;
@@ -29,6 +31,9 @@ struct KernelContext {
   bool autotune = false;       // time the candidate algorithms once (cudnn.benchmark) instead of
                                // taking the library's heuristic choice
   bool allow_tf32 = false;     // float32 GEMMs/convolutions may use TF32 tensor cores
+  // The ranks whose batch statistics a synchronised batchnorm combines (null:
+  // this process only).
+  Collective* collective = nullptr;
 };
 
 // The buffers of one call. Built once at lowering and reused every step.

@@ -147,7 +147,9 @@ class DeviceBuffer {
 // parameters (random by default; tests may overwrite them before running).
 class OpRun {
  public:
-  OpRun(Backend& backend, const OpCase& c, std::uint64_t data_seed = 1, bool training = true)
+  // `collective`: the ranks a kernel that reduces inside a step (SyncBN) sums over.
+  OpRun(Backend& backend, const OpCase& c, std::uint64_t data_seed = 1, bool training = true,
+        Collective* collective = nullptr)
       : backend_(backend), op_case_(c) {
     def_ = op_registry().find(c.op);
     REQUIRE(def_ != nullptr);
@@ -170,6 +172,7 @@ class OpRun {
     for (const auto& p : sig_.params) ctx_.param_decls.push_back({nullptr, p.shape, DType::f32});
     ctx_.output = sig_.output;
     ctx_.training = training;
+    ctx_.collective = collective;
     kernel_ = backend.make_kernel(ctx_);
     for (const auto& h : inputs)
       input_bufs_.push_back(std::make_unique<DeviceBuffer>(backend, h.bytes()));

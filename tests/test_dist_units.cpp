@@ -14,6 +14,7 @@
 #include "runner/dist/local_launcher.h"
 #include "runner/dist/rank_config.h"
 #include "runner/dist/rank_stats.h"
+#include "runner/train/session.h"
 
 using namespace trainer;
 
@@ -89,8 +90,29 @@ TEST_CASE("the config's world size must match the job's") {
   config::Config g;
   g.devices.cpu = false;
   g.devices.gpus = {4, 5, 6};
-  CHECK(dist::rank_config(g, {2, 3, 2, 3}).devices.gpus.front() == 6);  // this rank's GPU first
+  const config::Config r = dist::rank_config(g, {2, 3, 2, 3});
+  CHECK(r.devices.gpus.front() == 6);  // this rank's GPU first
+  CHECK(r.devices.world_size == 3);
+  config::Diagnostics diags;
+  CHECK(train::plan_batches(r, diags).world == 3);
   CHECK_THROWS_AS(dist::rank_config(g, {0, 2, 0, 2}), config::ConfigError);
+  CHECK_THROWS_AS(dist::rank_config(g, {0, 6, 0, 2}), config::ConfigError);  // 2 per node
+}
+
+TEST_CASE("GPU ranks on several nodes: the batch is split over every rank, or a clear error") {
+  config::Config g;
+  g.devices.cpu = false;
+  g.devices.gpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  g.train.batch_size = 256;
+  // Rank 9 of 16, the second on its node (8 per node).
+  try {
+    const config::Config r = dist::rank_config(g, {9, 16, 1, 8});
+    CHECK(r.devices.gpus.front() == 1);
+    config::Diagnostics diags;
+    CHECK(train::plan_batches(r, diags).world == 16);
+  } catch (const config::ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("multi-node GPU jobs are not supported"));
+  }
 }
 
 TEST_CASE("the local launcher's mpirun command") {

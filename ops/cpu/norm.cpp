@@ -1,10 +1,11 @@
 // batchnorm and layernorm on oneDNN normalization primitives. batchnorm: batch
 // statistics in training (saved for the backward, running statistics updated
-// here), running statistics in eval; images in a blocked layout. layernorm: statistics over the
-// last dim.
+// here), running statistics in eval; images in a blocked layout; with `sync` the
+// own-loop kernel of batchnorm_sync.cpp. layernorm: statistics over the last dim.
 #include <algorithm>
 #include <memory>
 
+#include "ops/cpu/batchnorm_sync.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/layout.h"
 #include "ops/cpu/onednn.h"
@@ -275,6 +276,9 @@ class LayerNormKernel final : public Kernel {
 
 void register_norm_kernels(Backend& backend) {
   backend.add_kernel("batchnorm", [](const KernelContext& ctx) -> std::unique_ptr<Kernel> {
+    // SyncBN: own loops whose sums go through the collective (batchnorm_sync.cpp).
+    if (ctx.attrs->has("sync") && ctx.attrs->get_bool("sync"))
+      return make_sync_batchnorm_kernel(ctx);
     return std::make_unique<BatchNormKernel>(ctx);
   });
   backend.add_kernel("layernorm", [](const KernelContext& ctx) -> std::unique_ptr<Kernel> {

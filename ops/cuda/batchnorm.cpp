@@ -2,9 +2,12 @@
 // [N, C, 1, 1]. Training updates the running statistics with `momentum`
 // (unbiased variance, like PyTorch) and saves the batch mean and inverse std;
 // eval (or a forward with training false) uses the running statistics.
+// `sync: true` over several ranks (SyncBN) is refused here: not built for CUDA yet.
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
+#include "ops/collective.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/kernels.h"
 
@@ -85,6 +88,12 @@ class BatchNormKernel final : public Kernel {
 
 void register_batchnorm_kernels(Backend& backend, CudaContext& ctx) {
   backend.add_kernel("batchnorm", [&ctx](const KernelContext& k) {
+    // Never silently unsynchronised: with one rank sync changes nothing.
+    const bool sync = k.attrs->has("sync") && k.attrs->get_bool("sync");
+    if (sync && k.collective && k.collective->world() > 1)
+      throw std::runtime_error(
+          "batchnorm sync on CUDA is not built yet: train with sync: false, or on CPU ranks "
+          "(devices: cpu), where SyncBN is supported");
     return std::make_unique<BatchNormKernel>(k, ctx);
   });
 }

@@ -1,5 +1,6 @@
 // Normalization layers: batchnorm (batch statistics in training, running
-// statistics in eval) and layernorm (over the last dimension).
+// statistics in eval; `sync` takes them over all data-parallel ranks) and
+// layernorm (over the last dimension).
 #include "ops/defs/def_helpers.h"
 #include "ops/defs/families.h"
 
@@ -19,6 +20,11 @@ OpDef batchnorm() {
       field("eps", FieldType::number, "Added to the variance before the square root.")
           .def("1e-5")
           .above(0),
+      field("sync", FieldType::boolean,
+            "SyncBN: in training, the batch statistics (and the sums of the backward) are "
+            "taken over the whole global batch, across all data-parallel ranks; the same as "
+            "false on one rank.")
+          .def("false"),
   };
   d.signature = [](const std::vector<Shape>& in, const Attrs&) {
     const Shape& x = in.at(0);

@@ -36,8 +36,9 @@ int command_run(const CommandArgs& given) {
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
   const config::Config& config = job.config();
-  const train::Session session = train::prepare_session(config);
+  train::Session session = train::prepare_session(config);
   Backend& backend = job.select_backend();
+  session.collective = &job.collective();  // SyncBN kernels reduce over the job's ranks
   // Every rank reads the checkpoint to resume from; only the root writes.
   std::string dir = resume ? args.resume_dir : "";
   if (job.is_root()) {

@@ -111,6 +111,23 @@ void MpiCollective::all_reduce_sum(std::vector<double>& values) {
   if (rank_ == 0) report(ranks);
 }
 
+void MpiCollective::all_reduce_statistics(std::vector<double>& values) {
+  // Gathered and summed in rank order (not MPI_Allreduce, whose order may
+  // differ between ranks): every rank gets bit-identical sums.
+  const auto n = static_cast<int>(values.size());
+  std::vector<double> all(values.size() * static_cast<std::size_t>(world_));
+  watchdog_.enter();
+  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+  MPI_Iallgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD,
+                 &request[0]);
+  watchdog_.wait(request, fmt::format("batchnorm statistics in step {}", steps_ + 1));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    double sum = 0;
+    for (int r = 0; r < world_; ++r) sum += all[static_cast<std::size_t>(r) * values.size() + i];
+    values[i] = sum;
+  }
+}
+
 void MpiCollective::report(const std::vector<RankWindow>& ranks) {
   if (ranks.empty() || ranks[0].steps == 0) return;
   std::string line =

@@ -3,6 +3,7 @@
 // bounded by the watchdog, and at each log point the ranks' load-balance
 // windows are gathered with the metrics: the root logs them, appends them to
 // ranks.jsonl in the run directory and warns about a straggler by rank.
+// SyncBN's per-channel sums are reduced inside the step, apart from those.
 #pragma once
 
 #include <chrono>
@@ -11,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "ops/collective.h"
 #include "runner/dist/gradient_buckets.h"
 #include "runner/dist/mpi_watchdog.h"
 #include "runner/dist/rank_stats.h"
-#include "runner/train/collective.h"
 
 namespace trainer::graph {
 class Program;
@@ -22,7 +23,7 @@ class Program;
 
 namespace trainer::dist {
 
-class MpiCollective final : public train::Collective {
+class MpiCollective final : public Collective {
  public:
   explicit MpiCollective(double timeout_s);  // MPI must be initialised
   ~MpiCollective() override;
@@ -31,6 +32,7 @@ class MpiCollective final : public train::Collective {
   int world() const override { return world_; }
   void all_reduce_sum(const std::vector<TensorRef>& tensors) override;
   void all_reduce_sum(std::vector<double>& values) override;
+  void all_reduce_statistics(std::vector<double>& values) override;
   void barrier() override;
   void note_data_wait(double seconds) override { window_.data_wait_s += seconds; }
 

@@ -29,7 +29,7 @@ void check_nccl(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
 }
 
-class NcclCollective final : public train::Collective {
+class NcclCollective final : public Collective {
  public:
   NcclCollective(MpiCollective* mpi, Backend& backend, int device, double timeout_s)
       : mpi_(mpi), backend_(backend), timeout_s_(timeout_s) {
@@ -63,6 +63,9 @@ class NcclCollective final : public train::Collective {
   }
   void all_reduce_sum(std::vector<double>& values) override {
     if (mpi_) mpi_->all_reduce_sum(values);
+  }
+  void all_reduce_statistics(std::vector<double>& values) override {
+    if (mpi_) mpi_->all_reduce_statistics(values);
   }
   void barrier() override {
     if (mpi_) mpi_->barrier();
@@ -108,8 +111,8 @@ class NcclCollective final : public train::Collective {
 
 }  // namespace
 
-std::unique_ptr<train::Collective> make_nccl_collective(MpiCollective* mpi, Backend& backend,
-                                                        int device, double timeout_s) {
+std::unique_ptr<Collective> make_nccl_collective(MpiCollective* mpi, Backend& backend, int device,
+                                                 double timeout_s) {
   return std::make_unique<NcclCollective>(mpi, backend, device, timeout_s);
 }
 
@@ -122,7 +125,7 @@ std::string nccl_version() {
 
 #else
 
-std::unique_ptr<train::Collective> make_nccl_collective(MpiCollective*, Backend&, int, double) {
+std::unique_ptr<Collective> make_nccl_collective(MpiCollective*, Backend&, int, double) {
   throw std::runtime_error("this build of trainer has no CUDA backend, so NCCL cannot be used");
 }
 

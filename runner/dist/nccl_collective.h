@@ -7,16 +7,16 @@
 
 #include <memory>
 
+#include "ops/collective.h"
 #include "ops/kernel.h"
-#include "runner/train/collective.h"
 
 namespace trainer::dist {
 
 class MpiCollective;
 
 // `mpi` null: a single rank (world 1). `device`: this rank's GPU index.
-std::unique_ptr<train::Collective> make_nccl_collective(MpiCollective* mpi, Backend& backend,
-                                                        int device, double timeout_s);
+std::unique_ptr<Collective> make_nccl_collective(MpiCollective* mpi, Backend& backend, int device,
+                                                 double timeout_s);
 
 // "2.21.5", or empty in a build without NCCL.
 std::string nccl_version();

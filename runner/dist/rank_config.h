@@ -1,6 +1,8 @@
-// The config one rank trains with: the launcher's world size, the learning
-// rate scaled as `optimizer.lr_scaling` asks, CPU threads split between the
-// ranks of a node, and this rank's GPU first in `devices.gpus`.
+// The config one rank trains with: the launcher's world size (in
+// `devices.world_size`, CPU or GPU ranks), the learning rate scaled as
+// `optimizer.lr_scaling` asks, CPU threads split between the ranks of a node,
+// and this rank's GPU first in `devices.gpus` (the list names one node's GPUs:
+// all the job's, or, on several nodes, those of each node).
 #pragma once
 
 #include <string>

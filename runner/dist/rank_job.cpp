@@ -77,7 +77,7 @@ Backend& RankJob::select_backend() {
   return backend;
 }
 
-train::Collective& RankJob::collective() {
+Collective& RankJob::collective() {
   if (nccl_) return *nccl_;
   if (mpi_) return *mpi_;
   return single_;

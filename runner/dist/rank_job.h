@@ -13,10 +13,10 @@
 #include <optional>
 #include <string>
 
+#include "ops/collective.h"
 #include "ops/kernel.h"
 #include "runner/config/config.h"
 #include "runner/dist/launch_env.h"
-#include "runner/train/collective.h"
 
 namespace trainer::graph {
 class Program;
@@ -41,7 +41,7 @@ class RankJob {
   Backend& select_backend();
   // Overlaps gradient reduction with backward, and records the job in `run_dir` (root).
   void attach(graph::Program& program, const std::string& run_dir);
-  train::Collective& collective();
+  Collective& collective();
 
  private:
   config::Config config_;
@@ -54,8 +54,8 @@ class RankJob {
   double lr_base_ = 0;
   std::unique_ptr<MpiRuntime> mpi_runtime_;
   std::unique_ptr<MpiCollective> mpi_;
-  std::unique_ptr<train::Collective> nccl_;
-  train::SingleProcess single_;
+  std::unique_ptr<Collective> nccl_;
+  SingleProcess single_;
 };
 
 }  // namespace trainer::dist

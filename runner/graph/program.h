@@ -36,6 +36,7 @@ struct CompileOptions {
   bool deterministic = false;         // only run-to-run bit-identical algorithms
   bool autotune = false;              // time candidate algorithms once per shape
   bool allow_tf32 = false;            // precision: tf32
+  Collective* collective = nullptr;   // the ranks synchronised batchnorm reduces over
 };
 
 // Kernels compiled for every scheduled node, with the memory each asks for.

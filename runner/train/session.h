@@ -8,6 +8,7 @@
 
 #include "data/dataset.h"
 #include "data/transforms.h"
+#include "ops/collective.h"
 #include "runner/config/config.h"
 #include "runner/config/diagnostics.h"
 #include "runner/graph/ir.h"
@@ -31,6 +32,9 @@ struct Session {
   std::int64_t num_classes = 0;
   BatchPlan batch;
   graph::Graph graph;
+  // The ranks of a data-parallel run, for kernels that reduce inside a step
+  // (batchnorm with sync); null: this process alone. Set by `trainer run`.
+  Collective* collective = nullptr;
 };
 
 // The mark of a key path in the resolved config ("train.batch_size"), for errors.

@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ops/collective.h"
 #include "ops/kernel.h"
 #include "runner/graph/program.h"
-#include "runner/train/collective.h"
 #include "runner/train/session.h"
 
 namespace trainer::train {

@@ -1,0 +1,45 @@
+// Collective: what a data-parallel job needs from the other ranks: rank and
+// world size, gradient all-reduce, small metric reductions, and the in-step
+// sums of synchronised batchnorm. One interface; runner/dist/ implements it
+// over MPI (CPU ranks) and NCCL (GPU ranks); a single process uses
+// SingleProcess. It lives in ops/ because kernels (batchnorm with `sync`)
+// reduce through it; ops/ never depends on an implementation.
+#pragma once
+
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace trainer {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  // Sums every float32 tensor over all ranks, in place (backend memory).
+  virtual void all_reduce_sum(const std::vector<TensorRef>& tensors) = 0;
+  // Sums a few host doubles over all ranks, in place (metrics, step times);
+  // closes the ranks' load-balance window.
+  virtual void all_reduce_sum(std::vector<double>& values) = 0;
+  // Sums a few host doubles over all ranks, in place, inside a step (the
+  // per-channel sums of a synchronised batchnorm): nothing else happens.
+  // Every rank gets bit-identical sums, so replicas cannot drift apart.
+  virtual void all_reduce_statistics(std::vector<double>& values) = 0;
+  virtual void barrier() = 0;
+  // How long this rank just waited for its next batch (per-rank load-balance reports).
+  virtual void note_data_wait(double /*seconds*/) {}
+  bool is_root() const { return rank() == 0; }
+};
+
+class SingleProcess final : public Collective {
+ public:
+  int rank() const override { return 0; }
+  int world() const override { return 1; }
+  void all_reduce_sum(const std::vector<TensorRef>&) override {}
+  void all_reduce_sum(std::vector<double>&) override {}
+  void all_reduce_statistics(std::vector<double>&) override {}
+  void barrier() override {}
+};
+
+}  // namespace trainer

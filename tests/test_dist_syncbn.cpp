@@ -1,0 +1,179 @@
+// labels: cpu
+// The CPU SyncBN kernel (batchnorm with sync: true) without a second process:
+// alone it equals the plain (oneDNN) batchnorm kernel, forward and backward,
+// and its gradients match finite differences; two ranks simulated by two
+// threads, each with half the batch, give the full-batch kernel's outputs,
+// running statistics and gradients, and do not without the reduction.
+#include <catch2/catch.hpp>
+
+#include <barrier>
+#include <thread>
+
+#include "ops/collective.h"
+#include "tests/op_check.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+// Two ranks in one process: all_reduce_statistics adds both threads' values
+// in rank order. The other collectives are not used by kernels.
+struct Exchange {
+  std::barrier<> meet{2};
+  std::vector<double> slot[2];
+};
+
+class ThreadRank final : public Collective {
+ public:
+  ThreadRank(Exchange& exchange, int rank) : exchange_(exchange), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int world() const override { return 2; }
+  void all_reduce_sum(const std::vector<TensorRef>&) override {}
+  void all_reduce_sum(std::vector<double>&) override {}
+  void all_reduce_statistics(std::vector<double>& values) override {
+    ++calls;
+    exchange_.slot[rank_] = values;
+    exchange_.meet.arrive_and_wait();
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = exchange_.slot[0][i] + exchange_.slot[1][i];
+    exchange_.meet.arrive_and_wait();  // both have read the slots
+  }
+  void barrier() override { exchange_.meet.arrive_and_wait(); }
+  int calls = 0;
+
+ private:
+  Exchange& exchange_;
+  int rank_;
+};
+
+OpCase sync_bn(const Shape& x, bool sync) {
+  return {"batchnorm", {{"momentum", 0.3}, {"eps", 1e-3}, {"sync", sync}}, {x}};
+}
+
+HostTensor random_like(const Shape& s, std::uint64_t seed) {
+  HostTensor t = HostTensor::zeros(s);
+  std::mt19937_64 rng(seed);
+  fill_uniform(t.f, rng, -1.0f, 1.0f);
+  return t;
+}
+
+// Rows [first, first + rows) of a tensor whose first dimension is the batch.
+HostTensor rows_of(const HostTensor& t, std::int64_t first, std::int64_t rows) {
+  Shape s = t.shape;
+  s[0] = rows;
+  HostTensor out = HostTensor::zeros(s);
+  const std::int64_t per_row = numel(t.shape) / t.shape[0];
+  std::copy_n(t.f.begin() + first * per_row, rows * per_row, out.f.begin());
+  return out;
+}
+
+std::vector<float> scaled(std::vector<float> v, float factor) {
+  for (auto& x : v) x *= factor;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("sync batchnorm on one rank equals the plain batchnorm kernel") {
+  SingleProcess single;
+  for (const Shape& x : std::vector<Shape>{{8, 3, 5, 5}, {16, 6}, {2, 4, 1, 3}}) {
+    const std::vector<Collective*> collectives = {nullptr, &single};
+    for (Collective* collective : collectives) {
+      INFO("x " << to_string(x) << (collective ? ", SingleProcess" : ", no collective"));
+      OpRun plain(cpu_backend(), sync_bn(x, false), 5);
+      OpRun sync(cpu_backend(), sync_bn(x, true), 5, true, collective);
+      REQUIRE(sync.inputs[0].f == plain.inputs[0].f);  // the same data seed
+      CHECK_THAT(sync.kernel().implementation(), Catch::Contains("sync_batchnorm[ranks=1]"));
+      const auto y_plain = plain.forward(true), y_sync = sync.forward(true);
+      check_close(y_sync.f, y_plain.f, 1e-5, 1e-5, "y");
+      check_close(sync.params[2].f, plain.params[2].f, 1e-6, 1e-7, "running_mean");
+      check_close(sync.params[3].f, plain.params[3].f, 1e-6, 1e-7, "running_var");
+      const HostTensor dy = random_like(x, 11);
+      const auto g_plain = plain.backward(dy), g_sync = sync.backward(dy);
+      check_close(g_sync.inputs[0].f, g_plain.inputs[0].f, 1e-4, 1e-5, "dx");
+      check_close(g_sync.params[0].f, g_plain.params[0].f, 1e-5, 1e-5, "dweight");
+      check_close(g_sync.params[1].f, g_plain.params[1].f, 1e-5, 1e-5, "dbias");
+      // Eval: the running statistics, left alone.
+      const auto running_var = sync.params[3].f;
+      check_close(sync.forward(false).f, plain.forward(false).f, 1e-5, 1e-5, "eval y");
+      CHECK(sync.params[3].f == running_var);
+    }
+  }
+}
+
+TEST_CASE("sync batchnorm gradients match finite differences") {
+  for (const Shape& x : std::vector<Shape>{{4, 3, 5, 3}, {7, 5}}) {
+    INFO("x " << to_string(x));
+    OpRun run(cpu_backend(), sync_bn(x, true));
+    check_gradients(run);
+  }
+}
+
+TEST_CASE("two ranks of half the batch each train like one rank of the whole batch") {
+  for (const Shape& x : std::vector<Shape>{{8, 3, 4, 5}, {12, 5}}) {
+    INFO("x " << to_string(x));
+    const std::int64_t half = x[0] / 2;
+    Shape x_half = x;
+    x_half[0] = half;
+    OpRun whole(cpu_backend(), sync_bn(x, true), 5);
+    const std::vector<HostTensor> initial = whole.params;  // before the running statistics move
+    // The whole batch's loss is a mean over x[0] rows; each rank's over its
+    // half: its incoming gradient is twice the whole batch's (the training
+    // loop then averages the ranks' weight gradients).
+    const HostTensor dy = random_like(x, 13);
+    const auto y = whole.forward(true);
+    const auto g = whole.backward(dy);
+
+    for (const bool synced : {true, false}) {
+      INFO((synced ? "reduced over both ranks" : "each rank alone"));
+      Exchange exchange;
+      ThreadRank r0(exchange, 0), r1(exchange, 1);
+      std::vector<std::unique_ptr<OpRun>> ranks;
+      std::vector<HostTensor> ys(2);
+      std::vector<OpRun::Grads> gs(2);
+      for (int r = 0; r < 2; ++r) {
+        ThreadRank* collective = r == 0 ? &r0 : &r1;
+        ranks.push_back(std::make_unique<OpRun>(cpu_backend(), sync_bn(x_half, true), 5, true,
+                                                synced ? collective : nullptr));
+        ranks[r]->inputs[0] = rows_of(whole.inputs[0], r * half, half);
+        ranks[r]->params = initial;
+      }
+      auto run_rank = [&](int r) {
+        ys[r] = ranks[r]->forward(true);
+        HostTensor rank_dy = rows_of(dy, r * half, half);
+        rank_dy.f = scaled(rank_dy.f, 2.0f);
+        gs[r] = ranks[r]->backward(rank_dy);
+      };
+      std::thread t1(run_rank, 1);
+      run_rank(0);
+      t1.join();
+      if (synced) CHECK(r0.calls == 2);  // forward statistics, backward sums
+
+      std::vector<float> y2, dx2, dweight(gs[0].params[0].f.size()), dbias(dweight.size());
+      for (int r = 0; r < 2; ++r) {
+        y2.insert(y2.end(), ys[r].f.begin(), ys[r].f.end());
+        const auto dx = scaled(gs[r].inputs[0].f, 0.5f);
+        dx2.insert(dx2.end(), dx.begin(), dx.end());
+        for (std::size_t c = 0; c < dweight.size(); ++c) {
+          dweight[c] += 0.5f * gs[r].params[0].f[c];
+          dbias[c] += 0.5f * gs[r].params[1].f[c];
+        }
+      }
+      if (!synced) {  // the test can tell: per-rank statistics give other outputs
+        std::size_t differ = 0;
+        for (std::size_t k = 0; k < y2.size(); ++k) differ += std::abs(y2[k] - y.f[k]) > 1e-3f;
+        CHECK(differ > y2.size() / 2);
+        continue;
+      }
+      check_close(y2, y.f, 1e-6, 1e-6, "y");
+      for (int r = 0; r < 2; ++r) {
+        check_close(ranks[r]->params[2].f, whole.params[2].f, 1e-6, 1e-7, "running_mean");
+        check_close(ranks[r]->params[3].f, whole.params[3].f, 1e-6, 1e-7, "running_var");
+      }
+      check_close(dx2, g.inputs[0].f, 1e-5, 1e-6, "dx");
+      check_close(dweight, g.params[0].f, 1e-5, 1e-6, "dweight");
+      check_close(dbias, g.params[1].f, 1e-5, 1e-6, "dbias");
+    }
+  }
+}

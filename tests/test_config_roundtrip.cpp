@@ -71,3 +71,18 @@ TEST_CASE("strings that look like other types stay strings") {
   CHECK(again.name == "true");
   CHECK(again.checkpoint.metric == "1.5");
 }
+
+TEST_CASE("block parameter references stay references when printed") {
+  // A run directory's config.yaml is printed; `--resume` reads it back, so a
+  // `$channels` must not come back as the quoted string "$channels".
+  const Config c =
+      load_config(std::string(TRAINER_TEST_DATA_DIR) + "/../../configs/fashion_mnist_resnet.yaml");
+  const Config again = load_config_text(to_yaml(c.resolved), "<printed>");
+  const Node* blocks = again.resolved.find("model")->find("blocks");
+  REQUIRE(blocks);
+  const Node* channels =
+      blocks->find("residual")->find("layers")->items().at(0).find("out_channels");
+  REQUIRE(channels);
+  CHECK(channels->text() == "$channels");
+  CHECK_FALSE(channels->quoted());
+}

@@ -33,7 +33,7 @@ std::string double_quoted(const std::string& s) {
 
 // A plain scalar that reads back as the same text and kind.
 bool safe_plain(const std::string& s) {
-  static const std::regex plain(R"([A-Za-z0-9_./+-][A-Za-z0-9_./+\- ]*)");
+  static const std::regex plain(R"([A-Za-z0-9_./+$-][A-Za-z0-9_./+\- ]*)");
   return std::regex_match(s, plain) && s.back() != ' ';
 }
 

@@ -453,13 +453,18 @@ class Builder {
     for (const Node& item : spec.items()) {
       const std::string& name = item.text();
       bool found = false;
+      // A block instance is a checkpointed segment: its layers are recomputed
+      // from its stored input, and its output (the next segment's input) is kept.
+      std::map<std::string, int> instance_output;
       for (int i = 0; i < model_nodes; ++i) {
         const std::string& node = graph_.nodes[i].name;
         if (node == name || node.rfind(name + ".", 0) == 0) {
           graph_.nodes[i].recompute = true;
           found = true;
+          if (node != name) instance_output[node.substr(0, node.rfind('.'))] = i;
         }
       }
+      for (const auto& [instance, output] : instance_output) graph_.nodes[output].recompute = false;
       if (!found) {
         const std::string near = config::nearest(name, top_names_);
         diags_.add(

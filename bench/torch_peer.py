@@ -4,7 +4,11 @@ the same batch, SGD with momentum, the same thread count. Prints one JSON line
 with the training samples/s measured on a fixed in-memory batch (compute only),
 and the process's peak RSS.
 
+With --precision bf16 the forward runs under torch.autocast("cpu", bfloat16),
+PyTorch's mixed precision on CPU (fp32 master weights, bf16 matmuls/convs).
+
 Usage: bench/torch_peer.py {mlp,cnn,resnet} [--steps N] [--threads T] [--batch B]
+                           [--precision fp32|bf16]
 """
 import argparse
 import json
@@ -24,6 +28,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -36,7 +41,8 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss
@@ -50,6 +56,7 @@ def main():
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"peer": "pytorch " + torch.__version__, "model": args.model,
                       "threads": torch.get_num_threads(), "batch": args.batch,
+                      "precision": args.precision,
                       "step_ms": 1000 * elapsed / args.steps,
                       "samples_per_s": args.batch * args.steps / elapsed,
                       "peak_rss_mib": rss_mib}))

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/op.h"
+#include "ops/out_of_memory.h"
 #include "ops/tensor.h"
 #include "ops/update.h"
 
@@ -31,6 +32,11 @@ struct KernelContext {
   bool autotune = false;       // time the candidate algorithms once (cudnn.benchmark) instead of
                                // taking the library's heuristic choice
   bool allow_tf32 = false;     // float32 GEMMs/convolutions may use TF32 tensor cores
+  // Mixed precision: the type a matmul-like op (OpDef::low_precision) computes in.
+  // Activations and gradients stay float32 in memory; the kernel converts its
+  // inputs, weights and incoming gradient to this type as part of the layout
+  // conversion it does anyway, and accumulates into float32 outputs.
+  DType compute = DType::f32;
   // The ranks whose batch statistics a synchronised batchnorm combines (null:
   // this process only).
   Collective* collective = nullptr;
@@ -70,6 +76,15 @@ class Kernel {
 
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelContext&)>;
 
+// Memory handed out by a backend's allocate() (0 when the backend does not count).
+struct MemoryStats {
+  std::size_t allocated = 0;  // now
+  std::size_t peak = 0;       // the most at once since the process started
+  std::size_t reserved = 0;   // what the process holds (CPU: resident set; GPU: device memory
+                              // in use)
+  std::size_t available = 0;  // what more could be had (CPU: MemAvailable; GPU: free memory)
+};
+
 // A backend is a named table of kernel factories, one per op name.
 class Backend {
  public:
@@ -80,6 +95,8 @@ class Backend {
     kernels_[op] = std::move(factory);
   }
   bool has_kernel(const std::string& op) const { return kernels_.count(op) != 0; }
+  // Whether this backend's matmul-like kernels compute in `type` (float32 always).
+  virtual bool supports_compute(DType type) const { return type == DType::f32; }
   std::unique_ptr<Kernel> make_kernel(const KernelContext& ctx) const;
 
   // Memory of this backend (host memory for CPU, device memory for CUDA).
@@ -88,6 +105,7 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void synchronize() {}
+  virtual MemoryStats memory_stats() const { return {}; }
   // Host memory this backend copies from fastest (page-locked on CUDA, for the
   // loader's batch ring when data.pin_memory is on); 64-byte aligned malloc here.
   virtual void* allocate_host(std::size_t bytes);

@@ -56,10 +56,12 @@ struct OpDef {
   SignatureRule signature;
   BackwardReads backward_reads;
   std::vector<int> non_differentiable_inputs;  // e.g. the labels of a loss
-  bool is_loss = false;      // output is a scalar [1]; inputs are (prediction, target)
-  bool inplace_ok = false;   // the kernel may write its output over input 0
-  bool has_backward = true;  // false: gradients stop here
-  bool stochastic = false;   // uses KernelArgs::seed (dropout); replays identically for a seed
+  bool is_loss = false;        // output is a scalar [1]; inputs are (prediction, target)
+  bool inplace_ok = false;     // the kernel may write its output over input 0
+  bool has_backward = true;    // false: gradients stop here
+  bool stochastic = false;     // uses KernelArgs::seed (dropout); replays identically for a seed
+  bool low_precision = false;  // matmul-like (conv, linear): computes in bf16/fp16 under
+                               // mixed precision; everything else stays float32
 };
 
 class OpRegistry {

@@ -51,6 +51,10 @@ std::unique_ptr<Kernel> Backend::make_kernel(const KernelContext& ctx) const {
   auto it = kernels_.find(ctx.op->name);
   if (it == kernels_.end())
     throw std::runtime_error("backend '" + name_ + "' has no kernel for op '" + ctx.op->name + "'");
+  if (!supports_compute(ctx.compute))
+    throw std::runtime_error("backend '" + name_ + "' cannot compute " + ctx.op->name + " in " +
+                             std::string(dtype_name(ctx.compute)) +
+                             " yet: use precision: fp32 or tf32 on it");
   return it->second(ctx);
 }
 

@@ -98,6 +98,22 @@ for t in test_gpu_vector_ops test_gpu_ops test_dist_nccl; do
   log "$t: exit ${rc[$t]} ($(tail -n 2 "$out/$t.log" | tr '\n' ' '))"
 done
 
+# 4b. The memory plan against what a GPU run allocates (within 5%).
+"$bundle/bin/trainer" plan configs/fashion_mnist_cnn.yaml "devices=[0]" >"$out/plan_cnn.txt" 2>&1
+timeout 90 "$bundle/bin/trainer" run configs/fashion_mnist_cnn.yaml "devices=[0]" train.max_steps=20 \
+  --out "$out/run_cnn" >"$out/run_cnn.log" 2>&1
+PLAN="$out/plan_cnn.txt" SUMMARY="$out/run_cnn/summary.json" python3 - >"$out/plan_vs_run.txt" 2>&1 <<'PY'
+import json, os, re, sys
+text = open(os.environ["PLAN"]).read()
+fig = lambda label: float(re.search(r"^  " + label + r"\s+([\d.]+) MiB", text, re.M).group(1))
+predicted = fig("total") - fig("loader buffers")
+peak = json.load(open(os.environ["SUMMARY"]))["memory_peak_mib"]
+print(f"predicted {predicted:.2f} MiB, allocated {peak:.2f} MiB")
+sys.exit(0 if abs(peak - predicted) <= 0.05 * peak else 1)
+PY
+rc[plan_vs_run]=$?
+log "plan vs run on GPU: exit ${rc[plan_vs_run]} ($(cat "$out/plan_vs_run.txt" | tail -n 1))"
+
 # 5. Benchmarks: the PyTorch peer, then the trainer on the same configs.
 timeout 200 python3 "$root/bench/gpu/torch_peer.py" --out "$out/torch_peer.json" --steps 50 \
   >"$out/torch_peer.log" 2>&1
@@ -115,6 +131,7 @@ done
 status=passed
 [[ ${rc[doctor]} == 0 && ${rc[test_gpu_ops]} == 0 && ${rc[test_gpu_vector_ops]} == 0 ]] || status=failed
 [[ ${rc[test_dist_nccl]:-0} == 0 ]] || status=failed  # the 1-GPU NCCL path
+[[ ${rc[plan_vs_run]} == 0 ]] || status=failed
 write_results "$status"
 log "done: $status (results.json in $out)"
 [[ $status == passed ]]

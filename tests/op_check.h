@@ -109,6 +109,7 @@ struct OpCase {
   std::map<std::string, FieldValue> attrs;
   std::vector<Shape> inputs;
   std::vector<DType> input_dtypes;  // empty: all f32
+  DType compute = DType::f32;       // matmul-like ops: the mixed-precision compute type
 };
 
 // Device memory of one tensor, released on destruction.
@@ -172,6 +173,7 @@ class OpRun {
     for (const auto& p : sig_.params) ctx_.param_decls.push_back({nullptr, p.shape, DType::f32});
     ctx_.output = sig_.output;
     ctx_.training = training;
+    ctx_.compute = c.compute;
     ctx_.collective = collective;
     kernel_ = backend.make_kernel(ctx_);
     for (const auto& h : inputs)

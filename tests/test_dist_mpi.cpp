@@ -310,6 +310,31 @@ TEST_CASE("a checkpoint of 2 ranks resumes on 1 rank (and of 1 on 2) like the ru
   for (std::size_t i = 0; i < 4; ++i) CHECK(after[i] == before[i]);
 }
 
+TEST_CASE("a checkpoint inside a logging window resumes on 1 rank with the records of 1 rank") {
+  // 8 steps per epoch, a record every 3 steps: the 2-rank run stops after
+  // step 4, inside the window of steps 4-6.
+  const fs::path config = write_cnn_config("window", true);
+  const std::string cfg = config.string() + " data.train.size=1024 train.log_every=3";
+  const fs::path full = kRoot / "window_full", part = kRoot / "window_part2";
+  for (const auto& d : {full, part}) fs::remove_all(d);
+  REQUIRE(run_trainer("run " + cfg + " --out " + full.string(), true).code == 0);
+  REQUIRE(run_trainer(
+              "run " + cfg + " devices.world_size=2 train.max_steps=4 --out " + part.string(), true)
+              .code == 0);
+  const auto r = run_trainer("run " + (part / "config.yaml").string() + " --resume " +
+                                 part.string() + " train.max_steps=8 devices.world_size=1",
+                             true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto a = train_losses(full), b = train_losses(part);
+  REQUIRE(a.size() == 3);  // steps 3, 6, 8
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("record " << i << ": " << a[i] << " vs " << b[i]);
+    CHECK(std::abs(a[i] - b[i]) <= kSyncTolerance * a[i]);
+  }
+}
+
 TEST_CASE("ranks started by mpirun: world from the launcher, lr scaling applied and recorded") {
   const fs::path config = write_config("mpirun");
   const fs::path dir = kRoot / "mpirun_linear";

@@ -1,7 +1,17 @@
-// The CPU backend: 64-byte aligned host memory and the table of CPU kernels.
+// The CPU backend: 64-byte aligned host memory (counted, for the memory
+// figures of logs and the plan check) and the table of CPU kernels.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
+#include <optional>
+#include <string>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "ops/allocation_counter.h"
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/vector_ops.h"
@@ -10,17 +20,75 @@
 namespace trainer {
 namespace {
 
+// The process's resident set, from /proc/self/statm (0 when unknown).
+std::size_t resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  if (!(in >> pages >> resident)) return 0;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The first number in a file ("max" or unreadable: none).
+std::optional<std::size_t> read_number(const char* path) {
+  std::ifstream in(path);
+  std::size_t value = 0;
+  if (!(in >> value)) return std::nullopt;
+  return value;
+}
+
+// What this process could still allocate: the least of MemAvailable, the
+// room left under the cgroup's memory.max (containers) and under the
+// address-space limit (ulimit -v). 0 when none is known.
+std::size_t available_bytes() {
+  std::optional<std::size_t> least;
+  const auto consider = [&](std::size_t bytes) { least = least ? std::min(*least, bytes) : bytes; };
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  std::size_t kib = 0;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") consider(kib * 1024);
+  const auto max = read_number("/sys/fs/cgroup/memory.max");
+  const auto current = read_number("/sys/fs/cgroup/memory.current");
+  if (max && current) consider(*max > *current ? *max - *current : 0);
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0;
+    statm >> pages;
+    const std::size_t used = pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    consider(limit.rlim_cur > used ? limit.rlim_cur - used : 0);
+  }
+  return least.value_or(0);
+}
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend() : Backend("cpu") { register_cpu_kernels(*this); }
 
   void* allocate(std::size_t bytes) override {
-    const std::size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (!p) throw std::bad_alloc();
+    const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p)
+      throw OutOfMemoryError("out of host memory: asked for " +
+                             std::to_string(rounded / (1024 * 1024)) + " MiB, " +
+                             std::to_string(available_bytes() / (1024 * 1024)) + " MiB available");
+    counter_.added(p, rounded);
     return p;
   }
-  void release(void* ptr) override { std::free(ptr); }
+  void release(void* ptr) override {
+    counter_.removed(ptr);
+    std::free(ptr);
+  }
+  MemoryStats memory_stats() const override {
+    MemoryStats stats = counter_.stats();
+    stats.reserved = resident_bytes();
+    stats.available = available_bytes();
+    return stats;
+  }
+  bool supports_compute(DType type) const override {
+    // bf16 through oneDNN; fp16 emulated (fp16 rounding around float32 kernels).
+    return type == DType::f32 || type == DType::bf16 || type == DType::f16;
+  }
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);
   }
@@ -28,6 +96,9 @@ class CpuBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
   VectorOps& vector_ops() override { return cpu_vector_ops(); }
+
+ private:
+  AllocationCounter counter_;
 };
 
 }  // namespace

@@ -3,7 +3,10 @@
 // (format_tag::any, where oneDNN's fast blocked implementations live); the graph's
 // plain NCHW / (g)oihw tensors are converted to and from them inside the kernel
 // (layout.h). The converted input is kept from the forward for the backward-weights
-// call; the weights are converted every call (the optimizer changes them).
+// call; the weights are converted every call (the optimizer changes them). Under
+// mixed precision (KernelContext::compute) the same conversions cast the input,
+// weights and incoming gradient to bf16, and the outputs stay float32; fp16 is
+// emulated by rounding every argument through fp16 around float32 primitives.
 #include <algorithm>
 #include <memory>
 
@@ -18,37 +21,6 @@ namespace {
 using conv_fwd = dnnl::convolution_forward;
 using conv_bwd_data = dnnl::convolution_backward_data;
 using conv_bwd_weights = dnnl::convolution_backward_weights;
-
-// A plain-layout argument converted for one primitive: the conversion and its
-// buffer in the workspace.
-struct Port {
-  Relayout relayout;
-  std::size_t buffer = 0;
-
-  // An input of the primitive: plain -> chosen.
-  void plan_in(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen,
-               KernelBuffers& ws) {
-    reserve(Relayout::into(plain, chosen), ws);
-  }
-  // An output of the primitive: chosen -> plain.
-  void plan_out(const dnnl::memory::desc& chosen, const dnnl::memory::desc& plain,
-                KernelBuffers& ws) {
-    reserve(Relayout::out_of(chosen, plain), ws);
-  }
-  void reserve(Relayout r, KernelBuffers& ws) {
-    relayout = std::move(r);
-    if (relayout.needed()) buffer = ws.add(relayout.bytes());
-  }
-  const void* in(const void* user, void* ws, const KernelBuffers& bufs) {
-    return relayout.to_buffer(user, bufs.at(ws, buffer));
-  }
-  void* out_target(void* user, void* ws, const KernelBuffers& bufs) const {
-    return relayout.target(user, bufs.at(ws, buffer));
-  }
-  void out_finish(void* user, void* ws, const KernelBuffers& bufs) {
-    relayout.from_buffer(bufs.at(ws, buffer), user);
-  }
-};
 
 class ConvKernel final : public Kernel {
  public:
@@ -66,7 +38,12 @@ class ConvKernel final : public Kernel {
     const auto src = plain_md(x), dst = plain_md(ctx.output), b = plain_md({out_});
     const auto w = groups == 1 ? plain_md(wshape)
                                : plain_md({groups, out_ / groups, wshape[1], wshape[2], wshape[3]});
-    const auto src_any = any_md(src), w_any = any_md(w), dst_any = any_md(dst);
+    // Under bf16 the primitives read bf16 (x, w, dy) and write float32 (y, dx, dw).
+    const auto low =
+        ctx.compute == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+    const bool half = ctx.compute == DType::f16;
+    const auto src_any = any_md(src, low), w_any = any_md(w, low), dst_any = any_md(dst);
+    const auto dy_any = any_md(dst, low), dx_any = any_md(src), dw_any = any_md(w);
     const dnnl::memory::dims strides{stride[0], stride[1]}, padding{pad[0], pad[1]},
         dilates{dil[0] - 1, dil[1] - 1};
     const auto attr = user_scratchpad_attr();
@@ -90,14 +67,14 @@ class ConvKernel final : public Kernel {
     impl_ = impl_name(fwd_pd) + layouts(fwd_pd, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST});
     const auto fwd_src = chosen_md(fwd_pd, DNNL_ARG_SRC);
     if (!ctx.training) {
-      x_fwd_.plan_in(src, fwd_src, bufs_);
-      w_fwd_.plan_in(w, chosen_md(fwd_pd, DNNL_ARG_WEIGHTS), bufs_);
-      y_fwd_.plan_out(chosen_md(fwd_pd, DNNL_ARG_DST), dst, bufs_);
+      x_fwd_.plan_in(src, fwd_src, bufs_, half);
+      w_fwd_.plan_in(w, chosen_md(fwd_pd, DNNL_ARG_WEIGHTS), bufs_, half);
+      y_fwd_.plan_out(chosen_md(fwd_pd, DNNL_ARG_DST), dst, bufs_, half);
       return;
     }
 
     conv_bwd_data::primitive_desc bd_pd(
-        conv_bwd_data::desc(alg, src_any, w_any, dst_any, strides, dilates, padding, padding), attr,
+        conv_bwd_data::desc(alg, dx_any, w_any, dy_any, strides, dilates, padding, padding), attr,
         eng, fwd_pd);
     bwd_data_ = PrimitiveCall(conv_bwd_data(bd_pd));
     for (int arg : {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC})
@@ -107,7 +84,7 @@ class ConvKernel final : public Kernel {
     // The bias gradient is an own loop (per-channel sums in double), exact enough
     // that accumulated micro-batches equal the large batch.
     conv_bwd_weights::primitive_desc bw_pd(
-        conv_bwd_weights::desc(alg, src_any, w_any, dst_any, strides, dilates, padding, padding),
+        conv_bwd_weights::desc(alg, src_any, dw_any, dy_any, strides, dilates, padding, padding),
         attr, eng, fwd_pd);
     bwd_weights_ = PrimitiveCall(conv_bwd_weights(bw_pd));
     for (int arg : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS})
@@ -121,38 +98,38 @@ class ConvKernel final : public Kernel {
     // Forward phase: x -> x' (saved when the backward-weights call reads that
     // layout), w -> w', y' -> y.
     const auto bw_src = chosen_md(bw_pd, DNNL_ARG_SRC);
-    x_from_saved_ = bw_src == fwd_src && bw_src != src;
+    x_from_saved_ = bw_src == fwd_src && (bw_src != src || half);
     if (x_from_saved_)
-      x_fwd_.relayout = Relayout::into(src, fwd_src);
+      x_fwd_.plan_in_saved(src, fwd_src, half);
     else
-      x_fwd_.plan_in(src, fwd_src, bufs_);
-    w_fwd_.plan_in(w, chosen_md(fwd_pd, DNNL_ARG_WEIGHTS), bufs_);
-    y_fwd_.plan_out(chosen_md(fwd_pd, DNNL_ARG_DST), dst, bufs_);
+      x_fwd_.plan_in(src, fwd_src, bufs_, half);
+    w_fwd_.plan_in(w, chosen_md(fwd_pd, DNNL_ARG_WEIGHTS), bufs_, half);
+    y_fwd_.plan_out(chosen_md(fwd_pd, DNNL_ARG_DST), dst, bufs_, half);
     // Backward phase: dy -> dy', w -> w'', dx' -> dx; x -> x'' unless saved, dy
     // once more when the two calls want it in different layouts, dw' -> dw.
     bufs_.next_phase();
     const auto bd_dy = chosen_md(bd_pd, DNNL_ARG_DIFF_DST);
-    dy_bd_.plan_in(dst, bd_dy, bufs_);
-    w_bd_.plan_in(w, chosen_md(bd_pd, DNNL_ARG_WEIGHTS), bufs_);
-    dx_bd_.plan_out(chosen_md(bd_pd, DNNL_ARG_DIFF_SRC), src, bufs_);
-    if (!x_from_saved_) x_bw_.plan_in(src, bw_src, bufs_);
+    dy_bd_.plan_in(dst, bd_dy, bufs_, half);
+    w_bd_.plan_in(w, chosen_md(bd_pd, DNNL_ARG_WEIGHTS), bufs_, half);
+    dx_bd_.plan_out(chosen_md(bd_pd, DNNL_ARG_DIFF_SRC), src, bufs_, half);
+    if (!x_from_saved_) x_bw_.plan_in(src, bw_src, bufs_, half);
     dy_shared_ = chosen_md(bw_pd, DNNL_ARG_DIFF_DST) == bd_dy;
-    if (!dy_shared_) dy_bw_.plan_in(dst, chosen_md(bw_pd, DNNL_ARG_DIFF_DST), bufs_);
-    dw_bw_.plan_out(chosen_md(bw_pd, DNNL_ARG_DIFF_WEIGHTS), w, bufs_);
+    if (!dy_shared_) dy_bw_.plan_in(dst, chosen_md(bw_pd, DNNL_ARG_DIFF_DST), bufs_, half);
+    dw_bw_.plan_out(chosen_md(bw_pd, DNNL_ARG_DIFF_WEIGHTS), w, bufs_, half);
   }
 
   // The input converted by the forward, for the backward-weights call.
   std::vector<std::size_t> saved_bytes() const override {
     if (!x_from_saved_) return {};
-    return {x_fwd_.relayout.bytes()};
+    return {x_fwd_.saved_bytes()};
   }
   std::size_t workspace_bytes() const override { return bufs_.total(); }
   std::string implementation() const override { return impl_; }
 
   void forward(const KernelArgs& a) override {
     void* ws = a.workspace;
-    void* x_buffer = x_from_saved_ ? a.saved[0] : bufs_.at(ws, x_fwd_.buffer);
-    fwd_.bind(DNNL_ARG_SRC, x_fwd_.relayout.to_buffer(a.inputs[0].data, x_buffer));
+    fwd_.bind(DNNL_ARG_SRC, x_from_saved_ ? x_fwd_.in_saved(a.inputs[0].data, a.saved[0])
+                                          : x_fwd_.in(a.inputs[0].data, ws, bufs_));
     fwd_.bind(DNNL_ARG_WEIGHTS, w_fwd_.in(a.params[0].data, ws, bufs_));
     if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, a.params[1].data);
     fwd_.bind(DNNL_ARG_DST, y_fwd_.out_target(a.output.data, ws, bufs_));

@@ -1,9 +1,12 @@
-// Relayout (reorders between a plain tensor and a primitive's chosen layout) and
-// KernelBuffers (the workspace carve-up).
+// Relayout (reorders between a plain tensor and a primitive's chosen layout),
+// KernelBuffers (the workspace carve-up) and Port (one converted argument).
 #include "ops/cpu/layout.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
+
+#include "ops/cpu/half.h"
 
 namespace trainer::cpu {
 namespace {
@@ -19,7 +22,11 @@ dnnl::memory::desc chosen_md(const dnnl::primitive_desc_base& pd, int arg) {
 }
 
 dnnl::memory::desc any_md(const dnnl::memory::desc& md) {
-  return dnnl::memory::desc(md.dims(), md.data_type(), dnnl::memory::format_tag::any);
+  return any_md(md, md.data_type());
+}
+
+dnnl::memory::desc any_md(const dnnl::memory::desc& md, dnnl::memory::data_type type) {
+  return dnnl::memory::desc(md.dims(), type, dnnl::memory::format_tag::any);
 }
 
 std::string layout_name(const dnnl::memory::desc& md) {
@@ -96,6 +103,54 @@ void* KernelBuffers::at(void* workspace, std::size_t handle) const {
 
 std::size_t KernelBuffers::total() const {
   return align64(scratch_) + largest_phase_;
+}
+
+void Port::set(Relayout relayout, std::size_t plain_bytes, bool emulate_half) {
+  relayout_ = std::move(relayout);
+  emulate_half_ = emulate_half;
+  plain_bytes_ = plain_bytes;
+  bytes_ = relayout_.needed() ? relayout_.bytes() : plain_bytes;
+}
+
+void Port::plan_in(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen,
+                   KernelBuffers& ws, bool emulate_half) {
+  set(Relayout::into(plain, chosen), plain.get_size(), emulate_half);
+  if (copies()) buffer_ = ws.add(bytes_);
+}
+
+void Port::plan_out(const dnnl::memory::desc& chosen, const dnnl::memory::desc& plain,
+                    KernelBuffers& ws, bool emulate_half) {
+  set(Relayout::out_of(chosen, plain), plain.get_size(), emulate_half);
+  if (relayout_.needed()) buffer_ = ws.add(bytes_);
+}
+
+void Port::plan_in_saved(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen,
+                         bool emulate_half) {
+  set(Relayout::into(plain, chosen), plain.get_size(), emulate_half);
+}
+
+const void* Port::in(const void* user, void* workspace, const KernelBuffers& bufs) {
+  return in_saved(user, copies() ? bufs.at(workspace, buffer_) : nullptr);
+}
+
+const void* Port::in_saved(const void* user, void* buffer) {
+  if (!copies()) return user;
+  if (relayout_.needed())
+    relayout_.to_buffer(user, buffer);
+  else
+    std::memcpy(buffer, user, bytes_);
+  // The buffer is float32 whenever fp16 is emulated (the primitives compute in f32).
+  if (emulate_half_) round_to_half(static_cast<float*>(buffer), bytes_ / sizeof(float));
+  return buffer;
+}
+
+void* Port::out_target(void* user, void* workspace, const KernelBuffers& bufs) const {
+  return relayout_.target(user, relayout_.needed() ? bufs.at(workspace, buffer_) : nullptr);
+}
+
+void Port::out_finish(void* user, void* workspace, const KernelBuffers& bufs) {
+  if (relayout_.needed()) relayout_.from_buffer(bufs.at(workspace, buffer_), user);
+  if (emulate_half_) round_to_half(static_cast<float*>(user), plain_bytes_ / sizeof(float));
 }
 
 }  // namespace trainer::cpu

@@ -1,4 +1,4 @@
-// Plain tensors <-> the memory layouts oneDNN primitives prefer. A primitive
+// Plain tensors <-> the memory layouts and data types oneDNN primitives prefer. A primitive
 // created with format_tag::any picks a blocked layout (nChw16c, OIhw16i16o...)
 // where its fast implementations live; the graph only knows plain row-major
 // tensors. Relayout converts one argument between the two through a buffer of
@@ -19,8 +19,10 @@ namespace trainer::cpu {
 // The layout `pd` chose for argument `arg` (DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS...).
 dnnl::memory::desc chosen_md(const dnnl::primitive_desc_base& pd, int arg);
 
-// `md` with its format left to the primitive (format_tag::any).
+// `md` with its format left to the primitive (format_tag::any), in `type`
+// (default: md's own).
 dnnl::memory::desc any_md(const dnnl::memory::desc& md);
+dnnl::memory::desc any_md(const dnnl::memory::desc& md, dnnl::memory::data_type type);
 
 // oneDNN's name of a layout: "abcd" (plain NCHW), "aBcd16b" (nChw16c), "acdb" (NHWC)...
 std::string layout_name(const dnnl::memory::desc& md);
@@ -71,6 +73,43 @@ class KernelBuffers {
 
  private:
   std::size_t scratch_ = 0, phase_ = 0, largest_phase_ = 0;
+};
+
+// One argument of a primitive and the graph's plain float32 tensor behind it:
+// the conversion between the two (layout and data type, e.g. plain f32 ->
+// blocked bf16 under mixed precision) and its buffer in the workspace. With
+// `emulate_half` the values also pass through fp16 rounding (half.h), for
+// fp16 mixed precision on a CPU without fp16 kernels.
+class Port {
+ public:
+  // An input of the primitive: plain -> chosen.
+  void plan_in(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, KernelBuffers& ws,
+               bool emulate_half = false);
+  // An output of the primitive: chosen -> plain.
+  void plan_out(const dnnl::memory::desc& chosen, const dnnl::memory::desc& plain,
+                KernelBuffers& ws, bool emulate_half = false);
+  // As plan_in, but the converted copy lives in a buffer the caller provides
+  // (a saved buffer kept from forward to backward); 0 bytes: none is needed.
+  void plan_in_saved(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen,
+                     bool emulate_half = false);
+  std::size_t saved_bytes() const { return copies() ? bytes_ : 0; }
+
+  // The primitive's view of input `user` (converted into the buffer, or `user` itself).
+  const void* in(const void* user, void* workspace, const KernelBuffers& bufs);
+  const void* in_saved(const void* user, void* saved);
+  // Where the primitive writes output `user`; then out_finish() converts.
+  void* out_target(void* user, void* workspace, const KernelBuffers& bufs) const;
+  void out_finish(void* user, void* workspace, const KernelBuffers& bufs);
+
+ private:
+  bool copies() const { return relayout_.needed() || emulate_half_; }
+  void set(Relayout relayout, std::size_t plain_bytes, bool emulate_half);
+
+  Relayout relayout_;
+  bool emulate_half_ = false;
+  std::size_t bytes_ = 0;        // of the buffer
+  std::size_t plain_bytes_ = 0;  // of the user's tensor
+  std::size_t buffer_ = 0;       // handle in KernelBuffers
 };
 
 }  // namespace trainer::cpu

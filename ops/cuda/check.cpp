@@ -1,6 +1,8 @@
 // Status checks: turn CUDA, cuDNN, cuBLAS and NCCL statuses into clear errors.
 #include "ops/cuda/check.h"
 
+#include "ops/out_of_memory.h"
+
 #include <stdexcept>
 #include <string>
 
@@ -74,10 +76,10 @@ void* device_malloc(std::size_t bytes) {
     cudaMemGetInfo(&free_bytes, &total_bytes);
     int device = -1;
     cudaGetDevice(&device);
-    throw std::runtime_error("out of GPU memory on device " + std::to_string(device) +
-                             ": asked for " + mib(bytes) + ", " + mib(free_bytes) + " free of " +
-                             mib(total_bytes) +
-                             "; reduce the batch size or the model, or use a GPU with more memory");
+    throw OutOfMemoryError("out of GPU memory on device " + std::to_string(device) +
+                           ": asked for " + mib(bytes) + ", " + mib(free_bytes) + " free of " +
+                           mib(total_bytes) +
+                           "; reduce the batch size or the model, or use a GPU with more memory");
   }
   check(status, "cudaMalloc");
   return nullptr;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/allocation_counter.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/kernels.h"
@@ -60,10 +61,24 @@ class CudaBackend final : public Backend {
 
   void* allocate(std::size_t bytes) override {
     ctx_.device.activate();
-    return device_malloc(bytes);
+    void* p = device_malloc(bytes);
+    counter_.added(p, bytes);
+    return p;
   }
   void release(void* ptr) override {
-    if (ptr) check(cudaFree(ptr), "cudaFree");
+    if (!ptr) return;
+    counter_.removed(ptr);
+    check(cudaFree(ptr), "cudaFree");
+  }
+  MemoryStats memory_stats() const override {
+    MemoryStats stats = counter_.stats();
+    std::size_t free = 0, total = 0;
+    ctx_.device.activate();
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
+      stats.reserved = total - free;
+      stats.available = free;
+    }
+    return stats;
   }
   // The copy waits for the compute work queued so far (it may overwrite a
   // buffer that work reads) and compute work queued later waits for the copy.
@@ -100,6 +115,7 @@ class CudaBackend final : public Backend {
  private:
   CudaContext ctx_;
   std::unique_ptr<VectorOps> vector_ops_;
+  AllocationCounter counter_;
 };
 
 }  // namespace

@@ -51,6 +51,7 @@ void register_conv(OpRegistry& registry) {
     return s;
   };
   d.backward_reads.inputs = true;
+  d.low_precision = true;
   registry.add(std::move(d));
 }
 

@@ -27,6 +27,7 @@ void register_linear(OpRegistry& registry) {
     return s;
   };
   d.backward_reads.inputs = true;
+  d.low_precision = true;
   registry.add(std::move(d));
 }
 

@@ -11,6 +11,7 @@
 #include "runner/dist/local_launcher.h"
 #include "runner/dist/rank_job.h"
 #include "runner/train/devices.h"
+#include "runner/train/memory_report.h"
 #include "runner/train/run_dir.h"
 #include "runner/train/session.h"
 #include "runner/train/trainer.h"
@@ -38,6 +39,17 @@ int command_run(const CommandArgs& given) {
   const config::Config& config = job.config();
   train::Session session = train::prepare_session(config);
   Backend& backend = job.select_backend();
+  if (config.train.micro_batch_auto) {
+    train::MicroBatchChoice choice = train::fit_micro_batch(session, backend);
+    session = std::move(choice.session);
+    if (job.is_root())
+      std::printf(
+          "micro_batch_size: auto: micro-batch %lld x accumulation %lld (predicted %.0f MiB of "
+          "%.0f MiB, %.0f%% kept free)\n",
+          static_cast<long long>(session.batch.micro),
+          static_cast<long long>(session.batch.accumulation), train::mib(choice.estimate.total()),
+          train::mib(choice.capacity), 100 * config.train.memory_headroom);
+  }
   session.collective = &job.collective();  // SyncBN kernels reduce over the job's ranks
   // Every rank reads the checkpoint to resume from; only the root writes.
   std::string dir = resume ? args.resume_dir : "";
@@ -49,13 +61,22 @@ int command_run(const CommandArgs& given) {
       dir = train::create_run_dir(config, args, backend.name());
     }
   }
-  auto program = train::compile(session, backend);
-  if (job.is_root()) train::record_program(dir, *program);
-  job.attach(*program, dir);
-  checkpoint::StopSignals stop_signals;
-  train::TrainOptions options;
-  options.resume = resume;
-  const nlohmann::json summary = train::train(session, *program, dir, job.collective(), options);
+  std::unique_ptr<graph::Program> program;
+  nlohmann::json summary;
+  try {
+    program = train::compile(session, backend);
+    if (job.is_root()) train::record_program(dir, *program, session);
+    job.attach(*program, dir);
+    checkpoint::StopSignals stop_signals;
+    train::TrainOptions options;
+    options.resume = resume;
+    summary = train::train(session, *program, dir, job.collective(), options);
+  } catch (const OutOfMemoryError& e) {
+    program.reset();  // give the memory back before planning again
+    std::fprintf(stderr, "error: %s\n%s\n", e.what(),
+                 train::out_of_memory_report(session, backend).c_str());
+    return 1;
+  }
   if (job.is_root()) std::printf("run directory: %s\n", dir.c_str());
   if (summary.value("status", "") == "interrupted") return 128 + summary.value("signal", 15);
   return 0;

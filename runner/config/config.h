@@ -69,6 +69,8 @@ struct TrainConfig {
   std::int64_t batch_size = 128;  // global batch per optimizer step
   std::int64_t micro_batch_size = 0;  // 0: derived (batch_size / (accumulation * world))
   bool micro_batch_auto = false;      // `micro_batch_size: auto`
+  std::int64_t memory_limit_mib = 0;  // 0: the device's available memory
+  double memory_headroom = 0.1;       // fraction of the capacity kept free
   std::int64_t accumulation = 0;      // 0: derived
   double clip_grad_norm = 0.0;        // 0: off
   std::int64_t eval_every = 0;        // steps; 0: only at epoch ends
@@ -81,9 +83,10 @@ struct LossScaleConfig {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   std::int64_t growth_interval = 2000;
-  std::int64_t hysteresis = 2;
+  std::int64_t hysteresis = 1;
   double min_scale = 1.0;
-  double static_scale = 0.0;  // > 0: static loss scaling
+  double static_scale = 0.0;            // > 0: static loss scaling
+  std::int64_t collapse_patience = 10;  // consecutive overflows at min_scale before stopping
 };
 
 struct PrecisionConfig {

@@ -236,6 +236,20 @@ std::vector<SectionDef> build_sections() {
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.eval_batches = int_of(v); }),
+           f(field("memory_limit_mib", T::integer,
+                   "Memory the job may use per device, in MiB, for the fit check and "
+                   "micro_batch_size: auto (0: what the device has available: free GPU memory "
+                   "or available RAM)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.train.memory_limit_mib = int_of(v); }),
+           f(field("memory_headroom", T::number,
+                   "Fraction of the capacity kept free when checking the fit and choosing an "
+                   "automatic micro-batch")
+                 .def("0.1")
+                 .at_least(0)
+                 .at_most(0.9),
+             [](Config& c, const FieldValue& v) { c.train.memory_headroom = number_of(v); }),
        },
        {},
        ""});
@@ -256,7 +270,9 @@ std::vector<SectionDef> build_sections() {
 
   s.push_back(
       {"precision.loss_scale",
-       "Dynamic loss scaling (fp16): grows after clean steps, backs off on overflow.",
+       "Loss scaling (fp16): a step whose gradients overflow is skipped (the learning-rate "
+       "schedule does not advance); the dynamic scale backs off on overflow and grows after "
+       "clean steps.",
        {
            f(field("init_scale", T::number, "Initial loss scale").def("65536").above(0),
              [](Config& c, const FieldValue& v) {
@@ -282,8 +298,9 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) {
                c.precision.loss_scale.growth_interval = int_of(v);
              }),
-           f(field("hysteresis", T::integer, "Overflows tolerated before backing off")
-                 .def("2")
+           f(field("hysteresis", T::integer,
+                   "Consecutive overflowing steps before the scale backs off (1: at each)")
+                 .def("1")
                  .at_least(1),
              [](Config& c, const FieldValue& v) { c.precision.loss_scale.hysteresis = int_of(v); }),
            f(field("min_scale", T::number, "The scale never goes below this").def("1").above(0),
@@ -295,6 +312,14 @@ std::vector<SectionDef> build_sections() {
                  .at_least(0),
              [](Config& c, const FieldValue& v) {
                c.precision.loss_scale.static_scale = number_of(v);
+             }),
+           f(field("collapse_patience", T::integer,
+                   "Stop with a diagnosis after this many consecutive steps overflow at "
+                   "min_scale (or at the static scale)")
+                 .def("10")
+                 .at_least(1),
+             [](Config& c, const FieldValue& v) {
+               c.precision.loss_scale.collapse_patience = int_of(v);
              }),
        },
        {},

@@ -46,8 +46,9 @@ struct Node {
   ValueId output = kNoValue;
   std::vector<int> params;  // indices into Graph::params, in OpSignature::params order
   double forward_flops = 0;
-  config::Mark mark;       // where the layer is written
-  bool recompute = false;  // activation checkpointing: recompute the output for backward
+  config::Mark mark;           // where the layer is written
+  bool recompute = false;      // activation checkpointing: recompute the output for backward
+  DType compute = DType::f32;  // the type the node computes in (precision.h)
 };
 
 struct Graph {

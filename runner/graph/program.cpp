@@ -40,6 +40,7 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
     ctx.deterministic = options.deterministic;
     ctx.autotune = options.autotune;
     ctx.allow_tf32 = options.allow_tf32;
+    ctx.compute = node.compute;
     ctx.collective = options.collective;
     out.kernels[step.node] = backend.make_kernel(ctx);
     out.saved_bytes[step.node] = out.kernels[step.node]->saved_bytes();

@@ -171,9 +171,14 @@ std::string create_run_dir(const config::Config& config, const CommandArgs& args
         {"autotune", config.backend.autotune && !config.deterministic},
         {"tf32", config.precision.mode == "tf32"}}},
       {"precision", config.precision.mode},
-      {"precision_emulation", config.precision.mode != "fp32" && config.precision.mode != "tf32" &&
-                                  config.devices.gpus.empty()},
+      // bf16 runs through oneDNN's bf16 kernels; fp16 has none on CPUs, so it is
+      // emulated: fp16 rounding around float32 kernels.
+      {"precision_emulation", config.precision.mode == "fp16" && config.devices.gpus.empty()},
   };
+  if (config.precision.mode == "fp16" && config.devices.gpus.empty())
+    manifest["precision_note"] =
+        "emulated: fp16 values (fp16 rounding of every matmul/convolution argument) with "
+        "float32 compute";
   write_manifest(dir, manifest);
   return dir.string();
 }
@@ -205,15 +210,22 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
   return change;
 }
 
-void record_program(const std::string& dir, const graph::Program& program) {
+void record_program(const std::string& dir, const graph::Program& program, const Session& session) {
   nlohmann::json manifest = read_manifest(dir);
-  nlohmann::json kernels = nlohmann::json::object();
+  nlohmann::json kernels = nlohmann::json::object(), compute = nlohmann::json::object();
   const auto& nodes = program.graph().nodes;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const std::string impl = program.implementation_of(static_cast<int>(i));
     if (!impl.empty()) kernels[nodes[i].name] = impl;
+    if (nodes[i].compute != DType::f32) compute[nodes[i].name] = dtype_name(nodes[i].compute);
   }
   manifest["kernels"] = kernels;
+  manifest["compute_types"] = compute;
+  manifest["batch"] = {{"global", session.batch.global},
+                       {"micro", session.batch.micro},
+                       {"accumulation", session.batch.accumulation},
+                       {"world", session.batch.world},
+                       {"micro_batch_auto", session.config.train.micro_batch_auto}};
   manifest["memory"] = {{"arena_bytes", program.memory_plan().arena_bytes},
                         {"persistent_bytes", program.persistent_bytes()}};
   write_manifest(dir, manifest);

@@ -9,6 +9,7 @@
 #include "runner/commands.h"
 #include "runner/config/config.h"
 #include "runner/graph/program.h"
+#include "runner/train/session.h"
 
 namespace trainer::train {
 
@@ -25,7 +26,9 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
                            const CommandArgs& args);
 
 // Records in manifest.json the implementation chosen for every node
-// ("conv1": "onednn:conv2d brgconv avx512") and the program's memory.
-void record_program(const std::string& dir, const graph::Program& program);
+// ("conv1": "onednn:conv2d brgconv avx512"), the compute type of the nodes
+// that do not compute in float32, the batch split (and whether
+// micro_batch_size: auto chose it) and the program's memory.
+void record_program(const std::string& dir, const graph::Program& program, const Session& session);
 
 }  // namespace trainer::train

@@ -8,6 +8,7 @@
 #include "data/split.h"
 #include "runner/config/validate_hooks.h"
 #include "runner/graph/builder.h"
+#include "runner/graph/precision.h"
 
 namespace trainer::train {
 namespace {
@@ -54,9 +55,12 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
   const auto& t = config.train;
   BatchPlan b;
   b.global = t.batch_size;
-  b.world = std::max<std::int64_t>(1, config.devices.cpu
-                                          ? config.devices.world_size
-                                          : static_cast<std::int64_t>(config.devices.gpus.size()));
+  // CPU ranks: devices.world_size. GPUs: one rank per listed GPU, or more when
+  // a launcher started the job on several nodes (each with the listed GPUs):
+  // dist::rank_config puts the job's rank count into devices.world_size.
+  const std::int64_t gpus =
+      config.devices.cpu ? 0 : static_cast<std::int64_t>(config.devices.gpus.size());
+  b.world = std::max<std::int64_t>({1, config.devices.world_size, gpus});
   const std::int64_t per_rank = b.global / b.world;
   if (b.global % b.world != 0) {
     diags.add(mark_of(config, "train.batch_size"), "train.batch_size",
@@ -133,15 +137,29 @@ Session prepare_session(const config::Config& config) {
     diags.throw_if_any();
   }
   s.num_classes = s.train_data->num_classes();
+  build_model_graph(s);
+  return s;
+}
 
+void build_model_graph(Session& s) {
+  config::Diagnostics diags;
   graph::ModelInput input;
   input.batch = s.batch.micro;
   input.sample_shape = s.sample_shape;
   input.num_classes = s.num_classes;
   input.target_shape = s.train_data->target_shape();
-  s.graph = graph::build_graph(config.model.node, input, diags);
+  s.graph = graph::build_graph(s.config.model.node, input, diags);
   diags.throw_if_any();
-  return s;
+  graph::assign_compute_types(s.graph, s.config.precision.mode);
+}
+
+Session with_micro_batch(const Session& s, std::int64_t micro) {
+  Session resized = s;
+  const std::int64_t per_rank = s.batch.micro * s.batch.accumulation;
+  resized.batch.micro = micro;
+  resized.batch.accumulation = per_rank / micro;
+  build_model_graph(resized);
+  return resized;
 }
 
 namespace {

@@ -48,4 +48,11 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
 // std::runtime_error for bad data files (the message names the file).
 Session prepare_session(const config::Config& config);
 
+// (Re)builds s.graph for s.batch.micro and s.config (compute types included).
+void build_model_graph(Session& s);
+
+// The same session with micro-batch `micro` (dividing the per-rank batch) and
+// the accumulation that keeps the global batch.
+Session with_micro_batch(const Session& s, std::int64_t micro);
+
 }  // namespace trainer::train

@@ -8,6 +8,8 @@
 #include <deque>
 #include <filesystem>
 #include <optional>
+#include <set>
+#include <sstream>
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -19,6 +21,8 @@
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/checkpoint/weights.h"
 #include "runner/graph/init.h"
+#include "runner/train/loss_scale.h"
+#include "runner/train/memory_report.h"
 #include "runner/train/metrics.h"
 #include "runner/train/progress.h"
 #include "runner/train/schedule.h"
@@ -156,6 +160,58 @@ int agreed_stop_signal(Collective& collective) {
   return local != 0 ? local : (any[0] > 0 ? SIGTERM : 0);
 }
 
+// Steps (1-based) whose gradients are overwritten with inf, from the environment
+// variable TRAINER_INJECT_OVERFLOW ("5" or "5,9"): a test hook that drives the
+// real overflow path (detection, skip, backoff) at chosen steps.
+std::set<std::int64_t> injected_overflow_steps() {
+  std::set<std::int64_t> steps;
+  const char* text = std::getenv("TRAINER_INJECT_OVERFLOW");
+  if (!text) return steps;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) steps.insert(std::stoll(item));
+  return steps;
+}
+
+// Why fp16 loss scaling collapsed, and what to change.
+std::string collapse_diagnosis(const LossScaler& scaler, const config::LossScaleConfig& config,
+                               std::int64_t step, double loss,
+                               const std::vector<std::string>& overflowing) {
+  std::string names;
+  for (std::size_t i = 0; i < overflowing.size() && i < 3; ++i)
+    names += (names.empty() ? "" : ", ") + overflowing[i];
+  std::string text = "fp16 loss scaling collapsed at step " + std::to_string(step) + ": " +
+                     std::to_string(config.collapse_patience) +
+                     " consecutive steps overflowed at the minimum loss scale " +
+                     fmt::format("{:g}", scaler.scale()) + " (" +
+                     std::to_string(scaler.skipped_steps()) + " steps skipped in all). ";
+  if (!std::isfinite(loss))
+    return text + "The forward pass itself overflows fp16 (the loss is " +
+           fmt::format("{:g}", loss) +
+           "): activations exceed fp16's largest value, 65504, which no loss scale can fix. "
+           "Likely cause: inputs that are not normalised, a missing normalisation layer, or "
+           "weights grown by too high a learning rate. Use precision: bf16 (float32's range), "
+           "normalise the inputs, or lower optimizer.lr.";
+  return text + "The loss is finite (" + fmt::format("{:.4g}", loss) + ") but the gradients" +
+         (names.empty() ? std::string() : " of " + names) +
+         " overflow fp16 even at that scale. Likely cause: a learning rate that makes the "
+         "weights diverge, or exploding gradients. Lower optimizer.lr, set "
+         "train.clip_grad_norm, or use precision: bf16.";
+}
+
+// The names of the parameters whose gradients hold inf or NaN.
+std::vector<std::string> overflowing_parameters(graph::Program& program) {
+  std::vector<std::string> names;
+  for (auto& p : program.params()) {
+    if (!p.grad) continue;
+    bool finite = true;
+    program.backend().vector_ops().sum_squares({p.grad}, finite);
+    if (!finite) names.push_back(p.param->name);
+  }
+  return names;
+}
+
 // Cuts a JSON-lines file back to `bytes` (what it held at the checkpoint) before appending.
 void truncate_file(const std::string& path, std::uint64_t bytes) {
   std::error_code ec;
@@ -176,6 +232,7 @@ graph::CompileOptions compile_options(const Session& s) {
   o.deterministic = s.config.deterministic;
   o.autotune = s.config.backend.autotune && !s.config.deterministic;
   o.allow_tf32 = s.config.precision.mode == "tf32";
+  o.collective = s.collective;
   return o;
 }
 
@@ -333,16 +390,24 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   opt.eps = static_cast<float>(cfg.optimizer.eps);
   opt.lr = static_cast<float>(resumed.lr);
 
-  const float seed_value = 1.0f / static_cast<float>(accumulation);
+  // fp16: the loss is scaled before backward and divided out by the optimizer.
+  LossScaler scaler(cfg.precision.loss_scale, cfg.precision.mode == "fp16");
+  scaler.restore(resumed.loss_scale);
+  const std::set<std::int64_t> inject_overflow = injected_overflow_steps();
   std::vector<float> logits(
       s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0);
 
   // Logging window (restored from a checkpoint so the next record is the same).
   double window_loss = resumed.window_loss, window_wait = 0;
   Hits window_hits;
-  window_hits.top1 = resumed.window_top1;
-  window_hits.rows = resumed.window_rows;
-  std::int64_t window_steps = resumed.window_steps, window_samples = resumed.window_samples;
+  // The checkpointed window is every rank's (state_now): its counts go to the
+  // root alone, since the log point sums them over the ranks; its loss is the
+  // ranks' mean, which every rank keeps (the log point averages).
+  const bool window_owner = collective.is_root();
+  window_hits.top1 = window_owner ? resumed.window_top1 : 0;
+  window_hits.rows = window_owner ? resumed.window_rows : 0;
+  std::int64_t window_steps = resumed.window_steps,
+               window_samples = window_owner ? resumed.window_samples : 0;
   auto window_start = Clock::now();
   bool warned_input_bound = false;
 
@@ -374,11 +439,22 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
     st.seed = cfg.seed;
     st.schedule = cfg.schedule.type;
     st.lr = opt.lr;
+    st.loss_scale = scaler.to_json();
     st.window_loss = window_loss;
     st.window_top1 = window_hits.top1;
     st.window_rows = window_hits.rows;
     st.window_steps = window_steps;
     st.window_samples = window_samples;
+    if (world > 1 && window_steps > 0) {  // the window of every rank: resumable on any number
+      std::vector<double> w = {window_loss, static_cast<double>(window_hits.top1),
+                               static_cast<double>(window_hits.rows),
+                               static_cast<double>(window_samples)};
+      collective.all_reduce_statistics(w);
+      st.window_loss = w[0] / world;
+      st.window_top1 = static_cast<std::int64_t>(w[1]);
+      st.window_rows = static_cast<std::int64_t>(w[2]);
+      st.window_samples = static_cast<std::int64_t>(w[3]);
+    }
     st.last_eval = last_eval;
     st.best_eval = best_eval;
     st.last_train = last_train;
@@ -438,7 +514,8 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         collective.note_data_wait(waited);
         if (!batch) throw std::logic_error("the loader ran out of batches inside an epoch");
         feed(program, *batch, s.num_classes);
-        backend.vector_ops().fill(program.loss_seed(), seed_value);
+        backend.vector_ops().fill(program.loss_seed(),
+                                  static_cast<float>(scaler.scale() / accumulation));
         program.train_step(mix(static_cast<std::uint64_t>(cfg.seed) ^
                                mix(static_cast<std::uint64_t>(step * accumulation + micro))),
                            batch->rows);
@@ -455,28 +532,49 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       }
       // Gradients are means over this rank's micro-batches; average them over ranks.
       if (world > 1) collective.all_reduce_sum(grads);
-      opt.grad_scale = rank_average;
-      if (cfg.train.clip_grad_norm > 0) {
-        bool finite = true;
-        const double norm =
-            rank_average * std::sqrt(backend.vector_ops().sum_squares(grads, finite));
+      if (inject_overflow.count(step + 1)) {
+        const float inf = std::numeric_limits<float>::infinity();
+        backend.copy_to_device(grads.front().data, &inf, sizeof inf);
+      }
+      bool finite = true;
+      double sum_squares = 0;
+      if (scaler.enabled() || cfg.train.clip_grad_norm > 0)
+        sum_squares = backend.vector_ops().sum_squares(grads, finite);
+      const double scale_before = scaler.scale();
+      if (!scaler.update(finite)) {
+        // Overflow: the step is skipped; the schedule stays where it is.
+        progress.clear();
+        log->warn("step {}: gradients overflow at loss scale {:g}: step skipped, scale now {:g}",
+                  step + 1, scale_before, scaler.scale());
+        if (scaler.collapsed())
+          throw std::runtime_error(collapse_diagnosis(scaler, cfg.precision.loss_scale, step + 1,
+                                                      last_loss, overflowing_parameters(program)));
+      } else {
         if (!finite)
           throw std::runtime_error("non-finite gradients at step " + std::to_string(step) +
                                    ": lower optimizer.lr or check the data");
-        if (norm > cfg.train.clip_grad_norm)
-          opt.grad_scale =
-              rank_average * static_cast<float>(cfg.train.clip_grad_norm / (norm + 1e-6));
+        // Gradients are divided by the loss scale and averaged over ranks in the update.
+        const double unscale = rank_average / scale_before;
+        opt.grad_scale = static_cast<float>(unscale);
+        if (cfg.train.clip_grad_norm > 0) {
+          const double norm = unscale * std::sqrt(sum_squares);
+          if (norm > cfg.train.clip_grad_norm)
+            opt.grad_scale = static_cast<float>(unscale * cfg.train.clip_grad_norm / (norm + 1e-6));
+        }
+        const std::int64_t updates = step - scaler.skipped_steps();  // the schedule's position
+        opt.lr =
+            static_cast<float>(learning_rate(cfg.schedule, cfg.optimizer.lr, updates, total_steps));
+        opt.step = updates + 1;
+        backend.vector_ops().optimizer_step(slots, opt);
       }
-      opt.lr = static_cast<float>(learning_rate(cfg.schedule, cfg.optimizer.lr, step, total_steps));
-      opt.step = step + 1;
-      backend.vector_ops().optimizer_step(slots, opt);
       ++step;
       ++in_epoch;
       ++window_steps;
       progress.update(epoch, step, total_steps, last_loss);
       // max_steps ends the run inside an epoch: the state a longer run resumed
       // from here needs is the one before the forced last record and evaluation.
-      if (step == total_steps && in_epoch < steps_per_epoch)
+      const bool stops_inside_epoch = step == total_steps && in_epoch < steps_per_epoch;
+      if (stops_inside_epoch && step % log_every != 0)
         stopped_inside_epoch = state_now(epoch, in_epoch);
 
       if (step % log_every == 0 || step == total_steps) {
@@ -492,7 +590,9 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
           window_samples = static_cast<std::int64_t>(sums[3]);
         }
         const double loss = window_loss / static_cast<double>(window_steps);
-        if (!std::isfinite(loss))
+        // With fp16 loss scaling an overflowing forward pass is the scaler's to
+        // diagnose (its steps are skipped); anything else non-finite stops here.
+        if (!std::isfinite(loss) && !scaler.enabled())
           throw std::runtime_error("the training loss is " + std::to_string(loss) + " at step " +
                                    std::to_string(step) + ": lower optimizer.lr or check the data");
         const double samples_per_s = static_cast<double>(window_samples) / elapsed;
@@ -508,17 +608,30 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         if (window_hits.rows > 0)
           record["accuracy"] =
               static_cast<double>(window_hits.top1) / static_cast<double>(window_hits.rows);
+        if (scaler.enabled()) {
+          record["loss_scale"] = scaler.scale();
+          record["skipped_steps"] = scaler.skipped_steps();
+        }
+        const MemoryFigures memory = memory_figures(backend);
+        record["memory_allocated_mib"] = memory.allocated_mib;
+        record["memory_peak_mib"] = memory.peak_mib;
+        nlohmann::json timing_record = {{"step", step},
+                                        {"samples_per_s", samples_per_s},
+                                        {"step_ms", step_ms},
+                                        {"data_wait_pct", wait_pct},
+                                        {"memory_reserved_mib", memory.reserved_mib}};
+        // The process's resident memory varies run to run, like timing.
+        if (timing_in_metrics) record["memory_reserved_mib"] = memory.reserved_mib;
         metrics.write(record);
         last_train = record;
-        timing.write({{"step", step},
-                      {"samples_per_s", samples_per_s},
-                      {"step_ms", step_ms},
-                      {"data_wait_pct", wait_pct}});
+        timing.write(timing_record);
         progress.clear();
         log->info(
             "epoch {} step {}/{}: loss {:.4f} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
-            "{:.1f}%",
-            epoch, step, total_steps, loss, opt.lr, samples_per_s, step_ms, wait_pct);
+            "{:.1f}% mem {:.0f}/{:.0f} MiB{}",
+            epoch, step, total_steps, loss, opt.lr, samples_per_s, step_ms, wait_pct,
+            memory.allocated_mib, memory.reserved_mib,
+            scaler.enabled() ? fmt::format(" scale {:g}", scaler.scale()) : std::string());
         if (wait_pct > 10.0 && !warned_input_bound) {
           warned_input_bound = true;
           const double model_rate =
@@ -533,6 +646,9 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         window_steps = window_samples = 0;
         window_hits = {};
         window_start = Clock::now();
+        // On a log boundary the record is one the longer run writes too: keep it.
+        if (stops_inside_epoch && step % log_every == 0)
+          stopped_inside_epoch = state_now(epoch, in_epoch);
       }
       if (cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0 && step < total_steps)
         run_eval(step);
@@ -570,11 +686,16 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       {"wall_seconds", wall},
       {"mean_samples_per_s", static_cast<double>(total_samples * world) / wall},
       {"data_wait_pct", 100.0 * total_wait / wall},
+      {"memory_peak_mib", memory_figures(backend).peak_mib},
       {"final_eval", last_eval},
       {"best_eval", best_eval},
       {"last_train", last_train},
       {"last_checkpoint", last_checkpoint}};
   if (!resumed_from.empty()) summary["resumed_from"] = resumed_from;
+  if (scaler.enabled()) {
+    summary["loss_scale"] = scaler.scale();
+    summary["skipped_steps"] = scaler.skipped_steps();
+  }
   if (stopped_by != 0) summary["signal"] = stopped_by;
   if (collective.is_root()) std::ofstream(run_dir + "/summary.json") << summary.dump(2) << '\n';
   if (stopped_by != 0)

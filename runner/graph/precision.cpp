@@ -1,0 +1,17 @@
+// Compute types per node under mixed precision.
+#include "runner/graph/precision.h"
+
+namespace trainer::graph {
+
+std::optional<DType> low_precision_type(const std::string& mode) {
+  if (mode == "bf16") return DType::bf16;
+  if (mode == "fp16") return DType::f16;
+  return std::nullopt;
+}
+
+void assign_compute_types(Graph& graph, const std::string& mode) {
+  const std::optional<DType> low = low_precision_type(mode);
+  for (Node& node : graph.nodes) node.compute = low && node.op->low_precision ? *low : DType::f32;
+}
+
+}  // namespace trainer::graph

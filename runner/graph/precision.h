@@ -1,0 +1,24 @@
+// Mixed precision: which nodes of a model compute in the low type. Under
+// `precision: bf16` / `fp16`, matmul-like ops (OpDef::low_precision: conv2d,
+// linear) compute in bf16 / fp16; batchnorm statistics, softmax, losses,
+// reductions and the optimizer stay float32, and so do the parameters (the
+// master weights) and the activations and gradients in memory. The casts are
+// part of each low-precision kernel's input conversion (ops/cpu/layout.h),
+// one pass over the data instead of a separate cast node and buffer.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ops/dtype.h"
+#include "runner/graph/ir.h"
+
+namespace trainer::graph {
+
+// The compute type of matmul-like ops for a `precision.mode` (none for fp32 / tf32).
+std::optional<DType> low_precision_type(const std::string& mode);
+
+// Sets Node::compute on every node for `mode`.
+void assign_compute_types(Graph& graph, const std::string& mode);
+
+}  // namespace trainer::graph

@@ -1,0 +1,136 @@
+// Memory prediction from the plan, the backend's figures, and fit advice.
+#include "runner/train/memory_report.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "runner/graph/autodiff.h"
+#include "runner/graph/memory_plan.h"
+#include "runner/graph/program.h"
+#include "runner/train/trainer.h"
+
+namespace trainer::train {
+
+double mib(double bytes) {
+  return bytes / (1024.0 * 1024.0);
+}
+
+MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
+  const graph::TrainingGraph tg = graph::differentiate(s.graph);
+  const graph::CompileOptions options = compile_options(s);
+  const graph::CompiledKernels kernels = graph::compile_kernels(tg, backend, options);
+  const graph::MemoryPlan plan =
+      graph::plan_memory(tg, kernels.saved_bytes, kernels.workspace_bytes);
+  const graph::Graph& g = tg.graph;
+  MemoryEstimate e;
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    // Persistent storage is 64-byte aligned per tensor (program.cpp).
+    const double bytes = std::ceil(static_cast<double>(numel(g.params[p].shape)) * 4.0 / 64) * 64;
+    e.params += bytes;
+    if (!tg.param_needs_grad[p]) continue;
+    e.grads += bytes * (options.accumulate_gradients ? 2 : 1);
+    e.optimizer += bytes * options.optimizer_state_tensors;
+  }
+  e.activations = static_cast<double>(plan.arena_bytes);
+  e.forward_activations = static_cast<double>(plan.forward_arena_bytes);
+  e.buffers = plan.buffers.size();
+  e.workspace = static_cast<double>(plan.workspace_bytes);
+  const double sample_bytes = static_cast<double>(numel(s.sample_shape)) * 4.0 + 8.0;
+  e.loader = static_cast<double>(s.config.data.prefetch) * static_cast<double>(s.batch.micro) *
+             sample_bytes;
+  return e;
+}
+
+double memory_capacity(const Session& s, const Backend& backend) {
+  if (s.config.train.memory_limit_mib > 0)
+    return static_cast<double>(s.config.train.memory_limit_mib) * 1024.0 * 1024.0;
+  return static_cast<double>(backend.memory_stats().available);
+}
+
+std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate& e,
+                        double capacity) {
+  if (capacity <= 0) return "capacity unknown";
+  const double headroom = capacity * s.config.train.memory_headroom;
+  if (e.total() + headroom <= capacity) return "fits";
+  const auto whole_mib = [](double bytes) {
+    return std::to_string(static_cast<long long>(std::ceil(mib(bytes))));
+  };
+  std::string text = "does not fit by " + whole_mib(e.total() + headroom - capacity) +
+                     " MiB (with " +
+                     std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
+                     "% headroom). To make it fit:";
+  // Each option with the total the plan predicts for it.
+  try {
+    const MicroBatchChoice choice = fit_micro_batch(s, backend);
+    text += "\n    - train.micro_batch_size: auto -> micro-batch " +
+            std::to_string(choice.session.batch.micro) + " x accumulation " +
+            std::to_string(choice.session.batch.accumulation) + ", " +
+            whole_mib(choice.estimate.total()) + " MiB (the global batch stays " +
+            std::to_string(s.batch.global) + ")";
+  } catch (const std::runtime_error&) {
+    text += "\n    - no micro-batch fits, not even 1";
+  }
+  text +=
+      "\n    - model.recompute: [blocks or layers] drops their activations after forward "
+      "(`trainer plan` shows the saving)";
+  if ((s.config.precision.mode == "fp32" || s.config.precision.mode == "tf32") &&
+      backend.supports_compute(DType::bf16)) {
+    Session low = s;
+    low.config.precision.mode = "bf16";
+    build_model_graph(low);
+    const double total = estimate_memory(low, backend).total();
+    if (total < e.total()) text += "\n    - precision: bf16 -> " + whole_mib(total) + " MiB";
+  }
+  return text;
+}
+
+MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend) {
+  const std::int64_t per_rank = s.batch.micro * s.batch.accumulation;
+  MicroBatchChoice choice;
+  choice.capacity = memory_capacity(s, backend);
+  const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
+  for (std::int64_t micro = per_rank; micro >= 1; --micro) {
+    if (per_rank % micro != 0) continue;
+    Session candidate = with_micro_batch(s, micro);
+    const MemoryEstimate e = estimate_memory(candidate, backend);
+    if (choice.capacity <= 0 || e.total() <= usable) {
+      choice.session = std::move(candidate);
+      choice.estimate = e;
+      return choice;
+    }
+  }
+  throw std::runtime_error(
+      "train.micro_batch_size: auto: even a micro-batch of 1 needs more than the " +
+      std::to_string(static_cast<long long>(mib(usable))) + " MiB usable (capacity " +
+      std::to_string(static_cast<long long>(mib(choice.capacity))) + " MiB less " +
+      std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
+      "% headroom): use model.recompute, a smaller model, or a device with more memory");
+}
+
+std::string out_of_memory_report(const Session& s, Backend& backend) {
+  const MemoryStats now = backend.memory_stats();
+  const MemoryEstimate e = estimate_memory(s, backend);
+  const double capacity = memory_capacity(s, backend);
+  char text[1024];
+  std::snprintf(text, sizeof text,
+                "memory on %s: %.1f MiB allocated by the program (peak %.1f), %.1f MiB held by "
+                "the process, %.1f MiB available\n"
+                "the plan for micro-batch %lld: parameters %.1f, gradients %.1f, optimizer "
+                "state %.1f, activations %.1f, workspace %.1f, loader %.1f; total %.1f MiB\n",
+                backend.name().c_str(), mib(static_cast<double>(now.allocated)),
+                mib(static_cast<double>(now.peak)), mib(static_cast<double>(now.reserved)),
+                mib(static_cast<double>(now.available)), static_cast<long long>(s.batch.micro),
+                mib(e.params), mib(e.grads), mib(e.optimizer), mib(e.activations), mib(e.workspace),
+                mib(e.loader), mib(e.total()));
+  return text + std::string("the plan against ") +
+         std::to_string(static_cast<long long>(mib(capacity))) +
+         " MiB: " + fit_verdict(s, backend, e, capacity);
+}
+
+MemoryFigures memory_figures(const Backend& backend) {
+  const MemoryStats stats = backend.memory_stats();
+  return {mib(static_cast<double>(stats.allocated)), mib(static_cast<double>(stats.peak)),
+          mib(static_cast<double>(stats.reserved))};
+}
+
+}  // namespace trainer::train

@@ -1,0 +1,61 @@
+// Memory: what a training program will allocate, predicted from the memory
+// plan without allocating it (`trainer plan`, `micro_batch_size: auto`, the
+// out-of-memory report), what the backend has really allocated (logs and
+// metrics), and the advice when a job does not fit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ops/kernel.h"
+#include "runner/train/session.h"
+
+namespace trainer::train {
+
+// Predicted bytes of one training program, per part.
+struct MemoryEstimate {
+  double params = 0, grads = 0, optimizer = 0;
+  double activations = 0;          // the arena at its peak
+  double forward_activations = 0;  // the arena's forward part
+  std::size_t buffers = 0;         // values placed in the arena
+  double workspace = 0;
+  double loader = 0;  // batches in flight (host memory)
+  // What the backend will allocate: everything but the loader's host buffers.
+  double device_total() const { return params + grads + optimizer + activations + workspace; }
+  double total() const { return device_total() + loader; }
+};
+
+// Compiles the kernels (no allocation) and plans memory for `s` as configured.
+MemoryEstimate estimate_memory(const Session& s, Backend& backend);
+
+// The memory `trainer` may use on the backend: train.memory_limit_mib when
+// set, else what the device has available (0: unknown).
+double memory_capacity(const Session& s, const Backend& backend);
+
+// "fits" or "does not fit by N MiB", and what would make it fit, each option
+// with the memory the plan predicts for it.
+std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate& estimate,
+                        double capacity);
+
+// `train.micro_batch_size: auto`: the largest micro-batch dividing the per-rank
+// batch whose predicted memory, with the headroom, fits the capacity; the
+// accumulation grows so the global batch stays. Throws when even 1 does not fit.
+struct MicroBatchChoice {
+  Session session;
+  MemoryEstimate estimate;
+  double capacity = 0;
+};
+MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend);
+
+// What to print when an allocation fails: the backend's figures, the plan
+// and the advice.
+std::string out_of_memory_report(const Session& s, Backend& backend);
+
+struct MemoryFigures {
+  double allocated_mib = 0, peak_mib = 0, reserved_mib = 0;
+};
+MemoryFigures memory_figures(const Backend& backend);
+
+double mib(double bytes);
+
+}  // namespace trainer::train

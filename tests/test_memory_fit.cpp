@@ -1,0 +1,120 @@
+// labels: cpu train
+// Memory end to end: the plan's prediction matches what a run allocates,
+// `micro_batch_size: auto` picks the largest micro-batch the plan fits, and an
+// allocation that fails prints the memory figures and the plan's advice.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.h"
+
+namespace fs = std::filesystem;
+using trainer::testing::run_command;
+using trainer::testing::run_trainer;
+
+namespace {
+
+const fs::path kRoot = fs::temp_directory_path() / "trainer_test_memory_fit";
+
+// Large activations (32 channels of 64 x 64), so micro-batches differ by many MiB.
+fs::path write_config() {
+  fs::create_directories(kRoot);
+  const fs::path config = kRoot / "conv.yaml";
+  std::ofstream(config) << R"(name: conv
+data:
+  train: {type: synthetic, shape: [3, 64, 64], classes: 4, size: 256, seed: 1}
+  workers: 1
+model:
+  layers:
+    - {type: conv2d, out_channels: 32, kernel: 3, padding: 1}
+    - {type: batchnorm}
+    - {type: relu}
+    - {type: global_avgpool}
+    - {type: linear, out_features: 4}
+  loss: {type: cross_entropy}
+optimizer: {type: adam, lr: 0.001}
+train: {batch_size: 32, max_steps: 2, log_every: 1}
+backend: {threads: 1}
+)";
+  return config;
+}
+
+// A figure of `trainer plan`'s memory table ("  total   12.34 MiB").
+double plan_line(const std::string& out, const std::string& label) {
+  const auto at = out.find("  " + label);
+  REQUIRE(at != std::string::npos);
+  return std::stod(out.substr(at + 2 + label.size()));
+}
+
+double plan_figure(const fs::path& config, const std::string& extra, const std::string& label) {
+  const auto r = run_trainer("plan " + config.string() + " " + extra);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  return plan_line(r.out, label);
+}
+
+}  // namespace
+
+TEST_CASE("the plan predicts the memory a run allocates within 5%") {
+  const fs::path config = write_config();
+  for (const std::string extra : {"", "train.micro_batch_size=8", "precision=bf16"}) {
+    INFO("overrides: " << extra);
+    const auto r = run_trainer("plan " + config.string() + " " + extra);
+    REQUIRE(r.code == 0);
+    const double predicted = plan_line(r.out, "total") - plan_line(r.out, "loader buffers");
+    const fs::path dir = kRoot / "measured";
+    fs::remove_all(dir);
+    REQUIRE(run_trainer("run " + config.string() + " --out " + dir.string() + " " + extra).code ==
+            0);
+    std::ifstream summary_file(dir / "summary.json");
+    const double peak = nlohmann::json::parse(summary_file)["memory_peak_mib"].get<double>();
+    INFO("predicted " << predicted << " MiB, allocated " << peak << " MiB");
+    CHECK(peak > 0);
+    CHECK(std::abs(peak - predicted) <= 0.05 * peak);
+  }
+}
+
+TEST_CASE("micro_batch_size: auto picks the largest micro-batch the plan fits") {
+  const fs::path config = write_config();
+  const fs::path dir = kRoot / "auto";
+  fs::remove_all(dir);
+  // The plan at micro-batch 32 and 16, to set a limit only the smaller fits.
+  const double at32 = plan_figure(config, "", "total"),
+               at16 = plan_figure(config, "train.micro_batch_size=16", "total");
+  REQUIRE(at16 < at32);
+  // Capacity such that 90% of it lies between the two.
+  const int limit = static_cast<int>(std::ceil((at16 + at32) / 2 / 0.9));
+  const auto r =
+      run_trainer("run " + config.string() + " --out " + dir.string() +
+                  " train.micro_batch_size=auto train.memory_limit_mib=" + std::to_string(limit));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("micro_batch_size: auto: micro-batch 16 x accumulation 2") != std::string::npos);
+  std::ifstream manifest_file(dir / "manifest.json");
+  const auto manifest = nlohmann::json::parse(manifest_file);
+  CHECK(manifest["batch"]["micro"] == 16);
+  CHECK(manifest["batch"]["accumulation"] == 2);
+  CHECK(manifest["batch"]["global"] == 32);
+  CHECK(manifest["batch"]["micro_batch_auto"] == true);
+}
+
+TEST_CASE("an allocation that fails prints the memory figures and the plan's advice") {
+  const fs::path config = write_config();
+  const fs::path dir = kRoot / "oom";
+  fs::remove_all(dir);
+  // Under a 4 GB address-space limit a micro-batch of 4096 (about 10 GiB of
+  // activations) cannot be allocated.
+  const auto r =
+      run_command("ulimit -v 4000000; " + std::string(TRAINER_BINARY) + " run " + config.string() +
+                  " --out " + dir.string() + " train.batch_size=4096 data.train.size=4096");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("error: out of host memory") != std::string::npos);
+  CHECK(r.out.find("the plan for micro-batch 4096") != std::string::npos);
+  CHECK(r.out.find("does not fit by") != std::string::npos);
+  CHECK(r.out.find("train.micro_batch_size: auto -> micro-batch") != std::string::npos);
+}

@@ -1,0 +1,151 @@
+// labels: cpu train
+// Mixed precision end to end through `trainer run`: an injected fp16 overflow
+// skips exactly that step, halves the loss scale and holds the learning-rate
+// schedule; overflows that persist at the minimum scale stop the run with a
+// diagnosis; bf16 and fp16 train the shipped MLP to within half a point of
+// float32.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.h"
+
+namespace fs = std::filesystem;
+using trainer::testing::run_command;
+using trainer::testing::run_trainer;
+
+namespace {
+
+const fs::path kRoot = fs::temp_directory_path() / "trainer_test_precision";
+
+// A small MLP on synthetic data with a warmup schedule, so lr changes every step.
+fs::path write_config(const std::string& name) {
+  fs::create_directories(kRoot);
+  const fs::path path = kRoot / (name + ".yaml");
+  std::ofstream(path) << "name: " << name << R"(
+seed: 4
+data:
+  train: {type: synthetic, shape: [1, 8, 8], classes: 4, size: 1024, seed: 1}
+  workers: 1
+model:
+  layers:
+    - {type: flatten}
+    - {type: linear, name: fc1, out_features: 32}
+    - {type: relu}
+    - {type: linear, name: fc2, out_features: 4}
+  loss: {type: cross_entropy}
+optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+schedule: {type: cosine, warmup_steps: 20}
+precision: fp16
+train: {batch_size: 32, max_steps: 10, log_every: 1}
+backend: {threads: 1}
+)";
+  return path;
+}
+
+std::map<int, nlohmann::json> train_records(const fs::path& dir) {
+  std::ifstream in(dir / "metrics.jsonl");
+  std::map<int, nlohmann::json> records;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto r = nlohmann::json::parse(line);
+    if (r["split"] == "train") records[r["step"].get<int>()] = r;
+  }
+  return records;
+}
+
+std::string run_with_env(const std::string& env, const std::string& args) {
+  return env + " " + std::string(TRAINER_BINARY) + " " + args;
+}
+
+}  // namespace
+
+TEST_CASE("an injected fp16 overflow skips that step, halves the scale, holds the schedule") {
+  const fs::path config = write_config("overflow");
+  const fs::path clean = kRoot / "clean", injected = kRoot / "injected";
+  fs::remove_all(clean);
+  fs::remove_all(injected);
+  REQUIRE(run_trainer("run " + config.string() + " --out " + clean.string()).code == 0);
+  const auto r = run_command(run_with_env(
+      "TRAINER_INJECT_OVERFLOW=5", "run " + config.string() + " --out " + injected.string()));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("step 5: gradients overflow at loss scale 65536: step skipped, scale now "
+                   "32768") != std::string::npos);
+
+  const auto a = train_records(clean), b = train_records(injected);
+  REQUIRE(a.size() == 10);
+  REQUIRE(b.size() == 10);
+  for (int step = 1; step <= 10; ++step) {
+    INFO("step " << step);
+    CHECK(a.at(step)["skipped_steps"] == 0);
+    CHECK(a.at(step)["loss_scale"] == 65536.0);
+    CHECK(b.at(step)["skipped_steps"] == (step < 5 ? 0 : 1));
+    CHECK(b.at(step)["loss_scale"] == (step < 5 ? 65536.0 : 32768.0));
+    // Up to step 4 both runs are the same; from step 6 on the injected run
+    // applies the learning rate the clean run applied one step earlier.
+    if (step < 5) {
+      CHECK(b.at(step)["loss"] == a.at(step)["loss"]);
+      CHECK(b.at(step)["lr"] == a.at(step)["lr"]);
+    } else if (step == 5) {
+      CHECK(b.at(step)["lr"] == a.at(4)["lr"]);  // nothing applied at step 5
+    } else {
+      CHECK(b.at(step)["lr"] == a.at(step - 1)["lr"]);
+    }
+  }
+  // The skipped step changed nothing: step 6 of the injected run trains on
+  // step 6's batch with the weights of step 4, so its loss differs.
+  CHECK(b.at(6)["loss"] != a.at(6)["loss"]);
+  std::ifstream summary_file(injected / "summary.json");
+  const auto summary = nlohmann::json::parse(summary_file);
+  CHECK(summary["skipped_steps"] == 1);
+  CHECK(summary["loss_scale"] == 32768.0);
+}
+
+TEST_CASE("overflows that persist at the minimum scale stop the run with a diagnosis") {
+  const fs::path config = write_config("collapse");
+  const fs::path dir = kRoot / "collapse";
+  fs::remove_all(dir);
+  const auto r = run_command(run_with_env(
+      "TRAINER_INJECT_OVERFLOW=1,2,3,4,5,6,7,8,9,10",
+      "run " + config.string() + " --out " + dir.string() +
+          " precision.loss_scale.init_scale=4 precision.loss_scale.collapse_patience=3"));
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("fp16 loss scaling collapsed at step 5") != std::string::npos);
+  CHECK(r.out.find("Likely cause") != std::string::npos);
+  CHECK(r.out.find("gradients of fc1.weight") != std::string::npos);
+}
+
+TEST_CASE("bf16 and fp16 train the MLP to within half a point of float32") {
+  std::map<std::string, double> accuracy;
+  for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+    const fs::path dir = kRoot / ("mlp_" + precision);
+    fs::remove_all(dir);
+    const auto r =
+        run_trainer("run configs/fashion_mnist_mlp.yaml train.epochs=1 precision=" + precision +
+                        " --out " + dir.string(),
+                    true);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    std::ifstream summary_file(dir / "summary.json");
+    accuracy[precision] =
+        nlohmann::json::parse(summary_file)["final_eval"]["accuracy"].get<double>();
+    std::ifstream manifest_file(dir / "manifest.json");
+    const auto manifest = nlohmann::json::parse(manifest_file);
+    CHECK(manifest["precision"] == precision);
+    CHECK(manifest["precision_emulation"] == (precision == "fp16"));
+    if (precision != "fp32")
+      CHECK(manifest["compute_types"]["linear1"] == (precision == "bf16" ? "bf16" : "f16"));
+  }
+  INFO("fp32 " << accuracy["fp32"] << " bf16 " << accuracy["bf16"] << " fp16 " << accuracy["fp16"]);
+  CHECK(accuracy["fp32"] >= 0.84);
+  CHECK(std::abs(accuracy["bf16"] - accuracy["fp32"]) <= 0.005);
+  CHECK(std::abs(accuracy["fp16"] - accuracy["fp32"]) <= 0.005);
+}

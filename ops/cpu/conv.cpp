@@ -12,6 +12,7 @@
 
 #include "ops/cpu/families.h"
 #include "ops/cpu/layout.h"
+#include "ops/cpu/matmul_ports.h"
 #include "ops/cpu/onednn.h"
 #include "ops/cpu/reduce.h"
 
@@ -65,11 +66,9 @@ class ConvKernel final : public Kernel {
     if (has_bias_) fwd_.arg(DNNL_ARG_BIAS, b);
     bufs_.need_scratchpad(add_scratchpad(fwd_, fwd_pd));
     impl_ = impl_name(fwd_pd) + layouts(fwd_pd, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST});
-    const auto fwd_src = chosen_md(fwd_pd, DNNL_ARG_SRC);
+    const MatmulPorts::Plain plain{src, w, dst};
     if (!ctx.training) {
-      x_fwd_.plan_in(src, fwd_src, bufs_, half);
-      w_fwd_.plan_in(w, chosen_md(fwd_pd, DNNL_ARG_WEIGHTS), bufs_, half);
-      y_fwd_.plan_out(chosen_md(fwd_pd, DNNL_ARG_DST), dst, bufs_, half);
+      ports_.plan_forward(fwd_pd, plain, bufs_, half);
       return;
     }
 
@@ -95,72 +94,29 @@ class ConvKernel final : public Kernel {
              " bwd_weights:" + bw_pd.impl_info_str() +
              layouts(bw_pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS});
 
-    // Forward phase: x -> x' (saved when the backward-weights call reads that
-    // layout), w -> w', y' -> y.
-    const auto bw_src = chosen_md(bw_pd, DNNL_ARG_SRC);
-    x_from_saved_ = bw_src == fwd_src && (bw_src != src || half);
-    if (x_from_saved_)
-      x_fwd_.plan_in_saved(src, fwd_src, half);
-    else
-      x_fwd_.plan_in(src, fwd_src, bufs_, half);
-    w_fwd_.plan_in(w, chosen_md(fwd_pd, DNNL_ARG_WEIGHTS), bufs_, half);
-    y_fwd_.plan_out(chosen_md(fwd_pd, DNNL_ARG_DST), dst, bufs_, half);
-    // Backward phase: dy -> dy', w -> w'', dx' -> dx; x -> x'' unless saved, dy
-    // once more when the two calls want it in different layouts, dw' -> dw.
-    bufs_.next_phase();
-    const auto bd_dy = chosen_md(bd_pd, DNNL_ARG_DIFF_DST);
-    dy_bd_.plan_in(dst, bd_dy, bufs_, half);
-    w_bd_.plan_in(w, chosen_md(bd_pd, DNNL_ARG_WEIGHTS), bufs_, half);
-    dx_bd_.plan_out(chosen_md(bd_pd, DNNL_ARG_DIFF_SRC), src, bufs_, half);
-    if (!x_from_saved_) x_bw_.plan_in(src, bw_src, bufs_, half);
-    dy_shared_ = chosen_md(bw_pd, DNNL_ARG_DIFF_DST) == bd_dy;
-    if (!dy_shared_) dy_bw_.plan_in(dst, chosen_md(bw_pd, DNNL_ARG_DIFF_DST), bufs_, half);
-    dw_bw_.plan_out(chosen_md(bw_pd, DNNL_ARG_DIFF_WEIGHTS), w, bufs_, half);
+    ports_.plan_training(fwd_pd, bd_pd, bw_pd, plain, bufs_, half);
   }
 
   // The input converted by the forward, for the backward-weights call.
-  std::vector<std::size_t> saved_bytes() const override {
-    if (!x_from_saved_) return {};
-    return {x_fwd_.saved_bytes()};
-  }
+  std::vector<std::size_t> saved_bytes() const override { return ports_.saved_bytes(); }
   std::size_t workspace_bytes() const override { return bufs_.total(); }
   std::string implementation() const override { return impl_; }
 
   void forward(const KernelArgs& a) override {
-    void* ws = a.workspace;
-    fwd_.bind(DNNL_ARG_SRC, x_from_saved_ ? x_fwd_.in_saved(a.inputs[0].data, a.saved[0])
-                                          : x_fwd_.in(a.inputs[0].data, ws, bufs_));
-    fwd_.bind(DNNL_ARG_WEIGHTS, w_fwd_.in(a.params[0].data, ws, bufs_));
+    ports_.bind_forward(fwd_, a, bufs_);
     if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, a.params[1].data);
-    fwd_.bind(DNNL_ARG_DST, y_fwd_.out_target(a.output.data, ws, bufs_));
-    fwd_.bind_scratchpad(ws);
     fwd_.execute();
-    y_fwd_.out_finish(a.output.data, ws, bufs_);
+    ports_.finish_forward(a, bufs_);
   }
 
   void backward(const KernelArgs& a) override {
-    void* ws = a.workspace;
-    const bool want_dx = static_cast<bool>(a.grad_inputs[0]);
-    const bool want_w = !a.grad_params.empty() && a.grad_params[0];
-    const bool want_b = has_bias_ && a.grad_params.size() > 1 && a.grad_params[1];
-    const void* dy_bd = nullptr;  // grad_output in the backward-data layout, once converted
-    if (want_dx) {
-      dy_bd = dy_bd_.in(a.grad_output.data, ws, bufs_);
-      backward_data(a, dy_bd);
-    }
-    if (want_b) bias_gradient(a);
-    if (!want_w) return;
-    const void* dy_bw = !dy_shared_ ? dy_bw_.in(a.grad_output.data, ws, bufs_)
-                        : dy_bd     ? dy_bd
-                                    : dy_bd_.in(a.grad_output.data, ws, bufs_);
-    bwd_weights_.bind(DNNL_ARG_SRC,
-                      x_from_saved_ ? a.saved[0] : x_bw_.in(a.inputs[0].data, ws, bufs_));
-    bwd_weights_.bind(DNNL_ARG_DIFF_DST, dy_bw);
-    void* dw = a.grad_params[0].data;
-    bwd_weights_.bind(DNNL_ARG_DIFF_WEIGHTS, dw_bw_.out_target(dw, ws, bufs_));
-    bwd_weights_.bind_scratchpad(ws);
+    ports_.begin_backward();
+    if (a.grad_inputs[0]) ports_.backward_data(bwd_data_, a, bufs_);
+    if (has_bias_ && a.grad_params.size() > 1 && a.grad_params[1]) bias_gradient(a);
+    if (a.grad_params.empty() || !a.grad_params[0]) return;
+    ports_.bind_backward_weights(bwd_weights_, a, bufs_);
     bwd_weights_.execute();
-    dw_bw_.out_finish(dw, ws, bufs_);
+    ports_.finish_backward_weights(a, bufs_);
   }
 
  private:
@@ -169,17 +125,6 @@ class ConvKernel final : public Kernel {
     std::string s;
     for (int arg : args) s += (s.empty() ? " [" : ",") + layout_name(chosen_md(pd, arg));
     return s + "]";
-  }
-
-  void backward_data(const KernelArgs& a, const void* dy) {
-    void* ws = a.workspace;
-    void* dx = a.grad_inputs[0].data;
-    bwd_data_.bind(DNNL_ARG_DIFF_DST, dy);
-    bwd_data_.bind(DNNL_ARG_WEIGHTS, w_bd_.in(a.params[0].data, ws, bufs_));
-    bwd_data_.bind(DNNL_ARG_DIFF_SRC, dx_bd_.out_target(dx, ws, bufs_));
-    bwd_data_.bind_scratchpad(ws);
-    bwd_data_.execute();
-    dx_bd_.out_finish(dx, ws, bufs_);
   }
 
   // The bias gradient: the sums of grad_output per channel (float per plane,
@@ -197,9 +142,9 @@ class ConvKernel final : public Kernel {
   }
 
   std::int64_t out_ = 0, rows_ = 0, hw_ = 0;
-  bool has_bias_ = false, x_from_saved_ = false, dy_shared_ = false;
+  bool has_bias_ = false;
   KernelBuffers bufs_;
-  Port x_fwd_, w_fwd_, y_fwd_, dy_bd_, w_bd_, dx_bd_, x_bw_, dy_bw_, dw_bw_;
+  MatmulPorts ports_;
   std::string impl_;
   PrimitiveCall fwd_, bwd_data_, bwd_weights_;
 };

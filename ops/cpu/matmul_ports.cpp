@@ -1,0 +1,89 @@
+// The argument conversions of conv2d and linear (see matmul_ports.h).
+#include "ops/cpu/matmul_ports.h"
+
+namespace trainer::cpu {
+
+void MatmulPorts::plan_forward(const dnnl::primitive_desc_base& fwd, const Plain& plain,
+                               KernelBuffers& bufs, bool emulate_half) {
+  x_fwd_.plan_in(plain.x, chosen_md(fwd, DNNL_ARG_SRC), bufs, emulate_half);
+  w_fwd_.plan_in(plain.w, chosen_md(fwd, DNNL_ARG_WEIGHTS), bufs, emulate_half);
+  y_fwd_.plan_out(chosen_md(fwd, DNNL_ARG_DST), plain.y, bufs, emulate_half);
+}
+
+void MatmulPorts::plan_training(const dnnl::primitive_desc_base& fwd,
+                                const dnnl::primitive_desc_base& bwd_data,
+                                const dnnl::primitive_desc_base& bwd_weights, const Plain& plain,
+                                KernelBuffers& bufs, bool emulate_half) {
+  // Forward phase: x -> x' (saved when the backward-weights call reads that
+  // layout and it is a copy), w -> w', y' -> y.
+  const auto fwd_x = chosen_md(fwd, DNNL_ARG_SRC), bw_x = chosen_md(bwd_weights, DNNL_ARG_SRC);
+  x_from_saved_ = bw_x == fwd_x && (bw_x != plain.x || emulate_half);
+  if (x_from_saved_)
+    x_fwd_.plan_in_saved(plain.x, fwd_x, emulate_half);
+  else
+    x_fwd_.plan_in(plain.x, fwd_x, bufs, emulate_half);
+  w_fwd_.plan_in(plain.w, chosen_md(fwd, DNNL_ARG_WEIGHTS), bufs, emulate_half);
+  y_fwd_.plan_out(chosen_md(fwd, DNNL_ARG_DST), plain.y, bufs, emulate_half);
+  // Backward phase: dy -> dy', w -> w'', dx' -> dx; x -> x'' unless saved, dy
+  // once more when the two calls want it in different layouts, dw' -> dw.
+  bufs.next_phase();
+  const auto bd_dy = chosen_md(bwd_data, DNNL_ARG_DIFF_DST);
+  dy_bd_.plan_in(plain.y, bd_dy, bufs, emulate_half);
+  w_bd_.plan_in(plain.w, chosen_md(bwd_data, DNNL_ARG_WEIGHTS), bufs, emulate_half);
+  dx_bd_.plan_out(chosen_md(bwd_data, DNNL_ARG_DIFF_SRC), plain.x, bufs, emulate_half);
+  if (!x_from_saved_) x_bw_.plan_in(plain.x, bw_x, bufs, emulate_half);
+  dy_shared_ = chosen_md(bwd_weights, DNNL_ARG_DIFF_DST) == bd_dy;
+  if (!dy_shared_)
+    dy_bw_.plan_in(plain.y, chosen_md(bwd_weights, DNNL_ARG_DIFF_DST), bufs, emulate_half);
+  dw_bw_.plan_out(chosen_md(bwd_weights, DNNL_ARG_DIFF_WEIGHTS), plain.w, bufs, emulate_half);
+}
+
+std::vector<std::size_t> MatmulPorts::saved_bytes() const {
+  if (!x_from_saved_) return {};
+  return {x_fwd_.saved_bytes()};
+}
+
+void MatmulPorts::bind_forward(PrimitiveCall& call, const KernelArgs& a,
+                               const KernelBuffers& bufs) {
+  void* ws = a.workspace;
+  call.bind(DNNL_ARG_SRC, x_from_saved_ ? x_fwd_.in_saved(a.inputs[0].data, a.saved[0])
+                                        : x_fwd_.in(a.inputs[0].data, ws, bufs));
+  call.bind(DNNL_ARG_WEIGHTS, w_fwd_.in(a.params[0].data, ws, bufs));
+  call.bind(DNNL_ARG_DST, y_fwd_.out_target(a.output.data, ws, bufs));
+  call.bind_scratchpad(ws);
+}
+
+void MatmulPorts::finish_forward(const KernelArgs& a, const KernelBuffers& bufs) {
+  y_fwd_.out_finish(a.output.data, a.workspace, bufs);
+}
+
+void MatmulPorts::backward_data(PrimitiveCall& call, const KernelArgs& a,
+                                const KernelBuffers& bufs) {
+  void* ws = a.workspace;
+  void* dx = a.grad_inputs[0].data;
+  dy_converted_ = dy_bd_.in(a.grad_output.data, ws, bufs);
+  call.bind(DNNL_ARG_DIFF_DST, dy_converted_);
+  call.bind(DNNL_ARG_WEIGHTS, w_bd_.in(a.params[0].data, ws, bufs));
+  call.bind(DNNL_ARG_DIFF_SRC, dx_bd_.out_target(dx, ws, bufs));
+  call.bind_scratchpad(ws);
+  call.execute();
+  dx_bd_.out_finish(dx, ws, bufs);
+}
+
+void MatmulPorts::bind_backward_weights(PrimitiveCall& call, const KernelArgs& a,
+                                        const KernelBuffers& bufs) {
+  void* ws = a.workspace;
+  const void* dy = !dy_shared_     ? dy_bw_.in(a.grad_output.data, ws, bufs)
+                   : dy_converted_ ? dy_converted_
+                                   : dy_bd_.in(a.grad_output.data, ws, bufs);
+  call.bind(DNNL_ARG_SRC, x_from_saved_ ? a.saved[0] : x_bw_.in(a.inputs[0].data, ws, bufs));
+  call.bind(DNNL_ARG_DIFF_DST, dy);
+  call.bind(DNNL_ARG_DIFF_WEIGHTS, dw_bw_.out_target(a.grad_params[0].data, ws, bufs));
+  call.bind_scratchpad(ws);
+}
+
+void MatmulPorts::finish_backward_weights(const KernelArgs& a, const KernelBuffers& bufs) {
+  dw_bw_.out_finish(a.grad_params[0].data, a.workspace, bufs);
+}
+
+}  // namespace trainer::cpu

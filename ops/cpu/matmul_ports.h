@@ -1,0 +1,61 @@
+// MatmulPorts: the argument conversions of a matmul-like op (conv2d, linear)
+// around its three oneDNN primitives: forward (x, w -> y), backward data
+// (dy, w -> dx) and backward weights (x, dy -> dw). Each argument goes between
+// the graph's plain float32 tensor and the layout and type its primitive chose
+// (layout.h Port); the converted input is kept from forward to backward when
+// the backward-weights call reads the same layout, and the incoming gradient
+// is converted once when both backward calls read it the same way. The
+// kernels bind their own extra arguments (bias) and run the calls.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstddef>
+#include <vector>
+
+#include "ops/cpu/layout.h"
+#include "ops/cpu/onednn.h"
+#include "ops/kernel.h"
+
+namespace trainer::cpu {
+
+class MatmulPorts {
+ public:
+  // The user's plain tensors: input x, weights w, output y.
+  struct Plain {
+    dnnl::memory::desc x, w, y;
+  };
+
+  // An inference kernel: the forward primitive alone.
+  void plan_forward(const dnnl::primitive_desc_base& fwd, const Plain& plain, KernelBuffers& bufs,
+                    bool emulate_half);
+  // A training kernel: forward, backward data and backward weights.
+  void plan_training(const dnnl::primitive_desc_base& fwd,
+                     const dnnl::primitive_desc_base& bwd_data,
+                     const dnnl::primitive_desc_base& bwd_weights, const Plain& plain,
+                     KernelBuffers& bufs, bool emulate_half);
+
+  // The converted input kept from forward to backward (none: {}).
+  std::vector<std::size_t> saved_bytes() const;
+
+  // Binds SRC, WEIGHTS and DST of the forward call; finish_forward() after it ran.
+  void bind_forward(PrimitiveCall& call, const KernelArgs& a, const KernelBuffers& bufs);
+  void finish_forward(const KernelArgs& a, const KernelBuffers& bufs);
+
+  // At the start of each backward call.
+  void begin_backward() { dy_converted_ = nullptr; }
+  // Backward data: dx from dy and w (binds, runs, converts dx back).
+  void backward_data(PrimitiveCall& call, const KernelArgs& a, const KernelBuffers& bufs);
+  // Binds SRC, DIFF_DST and DIFF_WEIGHTS of the backward-weights call (after
+  // backward_data of the same step, when there was one); finish_backward_weights()
+  // after it ran.
+  void bind_backward_weights(PrimitiveCall& call, const KernelArgs& a, const KernelBuffers& bufs);
+  void finish_backward_weights(const KernelArgs& a, const KernelBuffers& bufs);
+
+ private:
+  bool x_from_saved_ = false, dy_shared_ = false;
+  const void* dy_converted_ = nullptr;  // dy in the backward-data layout, this step
+  Port x_fwd_, w_fwd_, y_fwd_, dy_bd_, w_bd_, dx_bd_, x_bw_, dy_bw_, dw_bw_;
+};
+
+}  // namespace trainer::cpu

@@ -118,3 +118,17 @@ TEST_CASE("an allocation that fails prints the memory figures and the plan's adv
   CHECK(r.out.find("does not fit by") != std::string::npos);
   CHECK(r.out.find("train.micro_batch_size: auto -> micro-batch") != std::string::npos);
 }
+
+TEST_CASE("batch splits that cannot hold are errors at the key") {
+  const fs::path config = write_config();
+  const auto fixed = run_trainer(
+      "validate " + config.string() + " train.micro_batch_size=auto train.accumulation=2", true);
+  CHECK(fixed.code == 2);
+  CHECK(fixed.out.find("train.accumulation: micro_batch_size: auto chooses the accumulation") !=
+        std::string::npos);
+  const auto uneven =
+      run_trainer("validate " + config.string() + " train.micro_batch_size=12", true);
+  CHECK(uneven.code == 2);
+  CHECK(uneven.out.find("<command line>:1:") != std::string::npos);
+  CHECK(uneven.out.find("train.micro_batch_size") != std::string::npos);
+}

@@ -69,6 +69,11 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
               "use a multiple of " + std::to_string(b.world));
     return b;
   }
+  if (t.micro_batch_auto && t.accumulation > 0)
+    diags.add(mark_of(config, "train.accumulation"), "train.accumulation",
+              "micro_batch_size: auto chooses the accumulation itself",
+              "remove train.accumulation, or set micro_batch_size to a number");
+
   if (t.micro_batch_size > 0 && t.accumulation > 0) {
     if (t.micro_batch_size * t.accumulation != per_rank)
       diags.add(mark_of(config, "train.micro_batch_size"), "train.micro_batch_size",

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -532,7 +534,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       }
       // Gradients are means over this rank's micro-batches; average them over ranks.
       if (world > 1) collective.all_reduce_sum(grads);
-      if (inject_overflow.count(step + 1)) {
+      if (inject_overflow.count(step + 1) && !grads.empty()) {
         const float inf = std::numeric_limits<float>::infinity();
         backend.copy_to_device(grads.front().data, &inf, sizeof inf);
       }

@@ -56,8 +56,19 @@ class LinearKernel final : public Kernel {
       return;
     }
 
-    ip_bwd_data::primitive_desc bd_pd(ip_bwd_data::desc(src, in_md(w), in_md(dst)), attr, eng,
-                                      fwd_pd);
+    // Backward data reads the weights as the forward converted them when it can
+    // (then they are converted once per step); otherwise in its own layout.
+    const auto backward_data_pd = [&](const dnnl::memory::desc& weights) {
+      return ip_bwd_data::primitive_desc(ip_bwd_data::desc(src, weights, in_md(dst)), attr, eng,
+                                         fwd_pd);
+    };
+    ip_bwd_data::primitive_desc bd_pd = backward_data_pd(in_md(w));
+    if (low && chosen_md(bd_pd, DNNL_ARG_WEIGHTS) != chosen_md(fwd_pd, DNNL_ARG_WEIGHTS)) {
+      try {
+        bd_pd = backward_data_pd(chosen_md(fwd_pd, DNNL_ARG_WEIGHTS));
+      } catch (const dnnl::error&) {  // no implementation for that layout: keep its own
+      }
+    }
     bwd_data_ = PrimitiveCall(ip_bwd_data(bd_pd));
     if (serial) bwd_data_.run_serially();
     for (int arg : {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC})

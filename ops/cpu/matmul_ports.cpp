@@ -22,14 +22,21 @@ void MatmulPorts::plan_training(const dnnl::primitive_desc_base& fwd,
     x_fwd_.plan_in_saved(plain.x, fwd_x, emulate_half);
   else
     x_fwd_.plan_in(plain.x, fwd_x, bufs, emulate_half);
-  w_fwd_.plan_in(plain.w, chosen_md(fwd, DNNL_ARG_WEIGHTS), bufs, emulate_half);
+  // The converted weights too, when backward data reads the same conversion
+  // (bf16: one conversion of the weights per step instead of two).
+  const auto fwd_w = chosen_md(fwd, DNNL_ARG_WEIGHTS), bd_w = chosen_md(bwd_data, DNNL_ARG_WEIGHTS);
+  w_from_saved_ = bd_w == fwd_w && (fwd_w != plain.w || emulate_half);
+  if (w_from_saved_)
+    w_fwd_.plan_in_saved(plain.w, fwd_w, emulate_half);
+  else
+    w_fwd_.plan_in(plain.w, fwd_w, bufs, emulate_half);
   y_fwd_.plan_out(chosen_md(fwd, DNNL_ARG_DST), plain.y, bufs, emulate_half);
   // Backward phase: dy -> dy', w -> w'', dx' -> dx; x -> x'' unless saved, dy
   // once more when the two calls want it in different layouts, dw' -> dw.
   bufs.next_phase();
   const auto bd_dy = chosen_md(bwd_data, DNNL_ARG_DIFF_DST);
   dy_bd_.plan_in(plain.y, bd_dy, bufs, emulate_half);
-  w_bd_.plan_in(plain.w, chosen_md(bwd_data, DNNL_ARG_WEIGHTS), bufs, emulate_half);
+  if (!w_from_saved_) w_bd_.plan_in(plain.w, bd_w, bufs, emulate_half);
   dx_bd_.plan_out(chosen_md(bwd_data, DNNL_ARG_DIFF_SRC), plain.x, bufs, emulate_half);
   if (!x_from_saved_) x_bw_.plan_in(plain.x, bw_x, bufs, emulate_half);
   dy_shared_ = chosen_md(bwd_weights, DNNL_ARG_DIFF_DST) == bd_dy;
@@ -39,8 +46,14 @@ void MatmulPorts::plan_training(const dnnl::primitive_desc_base& fwd,
 }
 
 std::vector<std::size_t> MatmulPorts::saved_bytes() const {
-  if (!x_from_saved_) return {};
-  return {x_fwd_.saved_bytes()};
+  std::vector<std::size_t> bytes;
+  if (x_from_saved_) bytes.push_back(x_fwd_.saved_bytes());
+  if (w_from_saved_) bytes.push_back(w_fwd_.saved_bytes());
+  return bytes;
+}
+
+void* MatmulPorts::saved_w(const KernelArgs& a) const {
+  return a.saved[x_from_saved_ ? 1 : 0];
 }
 
 void MatmulPorts::bind_forward(PrimitiveCall& call, const KernelArgs& a,
@@ -48,7 +61,8 @@ void MatmulPorts::bind_forward(PrimitiveCall& call, const KernelArgs& a,
   void* ws = a.workspace;
   call.bind(DNNL_ARG_SRC, x_from_saved_ ? x_fwd_.in_saved(a.inputs[0].data, a.saved[0])
                                         : x_fwd_.in(a.inputs[0].data, ws, bufs));
-  call.bind(DNNL_ARG_WEIGHTS, w_fwd_.in(a.params[0].data, ws, bufs));
+  call.bind(DNNL_ARG_WEIGHTS, w_from_saved_ ? w_fwd_.in_saved(a.params[0].data, saved_w(a))
+                                            : w_fwd_.in(a.params[0].data, ws, bufs));
   call.bind(DNNL_ARG_DST, y_fwd_.out_target(a.output.data, ws, bufs));
   call.bind_scratchpad(ws);
 }
@@ -63,7 +77,7 @@ void MatmulPorts::backward_data(PrimitiveCall& call, const KernelArgs& a,
   void* dx = a.grad_inputs[0].data;
   dy_converted_ = dy_bd_.in(a.grad_output.data, ws, bufs);
   call.bind(DNNL_ARG_DIFF_DST, dy_converted_);
-  call.bind(DNNL_ARG_WEIGHTS, w_bd_.in(a.params[0].data, ws, bufs));
+  call.bind(DNNL_ARG_WEIGHTS, w_from_saved_ ? saved_w(a) : w_bd_.in(a.params[0].data, ws, bufs));
   call.bind(DNNL_ARG_DIFF_SRC, dx_bd_.out_target(dx, ws, bufs));
   call.bind_scratchpad(ws);
   call.execute();

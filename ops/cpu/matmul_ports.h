@@ -35,7 +35,8 @@ class MatmulPorts {
                      const dnnl::primitive_desc_base& bwd_weights, const Plain& plain,
                      KernelBuffers& bufs, bool emulate_half);
 
-  // The converted input kept from forward to backward (none: {}).
+  // The converted input and weights kept from forward to backward (when the
+  // backward calls read them as converted; none: {}).
   std::vector<std::size_t> saved_bytes() const;
 
   // Binds SRC, WEIGHTS and DST of the forward call; finish_forward() after it ran.
@@ -53,7 +54,9 @@ class MatmulPorts {
   void finish_backward_weights(const KernelArgs& a, const KernelBuffers& bufs);
 
  private:
-  bool x_from_saved_ = false, dy_shared_ = false;
+  void* saved_w(const KernelArgs& a) const;
+
+  bool x_from_saved_ = false, w_from_saved_ = false, dy_shared_ = false;
   const void* dy_converted_ = nullptr;  // dy in the backward-data layout, this step
   Port x_fwd_, w_fwd_, y_fwd_, dy_bd_, w_bd_, dx_bd_, x_bw_, dy_bw_, dw_bw_;
 };

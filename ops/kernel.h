@@ -82,7 +82,6 @@ struct MemoryStats {
   std::size_t peak = 0;       // the most at once since the process started
   std::size_t reserved = 0;   // what the process holds (CPU: resident set; GPU: device memory
                               // in use)
-  std::size_t available = 0;  // what more could be had (CPU: MemAvailable; GPU: free memory)
 };
 
 // A backend is a named table of kernel factories, one per op name.
@@ -106,6 +105,10 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void synchronize() {}
   virtual MemoryStats memory_stats() const { return {}; }
+  // What more could be allocated (CPU: the least of MemAvailable, the cgroup's
+  // and ulimit -v's room; GPU: free memory); 0 when unknown. Reads system
+  // files: for planning, not for every log line.
+  virtual std::size_t available_memory() const { return 0; }
   // Host memory this backend copies from fastest (page-locked on CUDA, for the
   // loader's batch ring when data.pin_memory is on); 64-byte aligned malloc here.
   virtual void* allocate_host(std::size_t bytes);

@@ -82,9 +82,9 @@ class CpuBackend final : public Backend {
   MemoryStats memory_stats() const override {
     MemoryStats stats = counter_.stats();
     stats.reserved = resident_bytes();
-    stats.available = available_bytes();
     return stats;
   }
+  std::size_t available_memory() const override { return available_bytes(); }
   bool supports_compute(DType type) const override {
     // bf16 through oneDNN; fp16 emulated (fp16 rounding around float32 kernels).
     return type == DType::f32 || type == DType::bf16 || type == DType::f16;

@@ -74,11 +74,13 @@ class CudaBackend final : public Backend {
     MemoryStats stats = counter_.stats();
     std::size_t free = 0, total = 0;
     ctx_.device.activate();
-    if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
-      stats.reserved = total - free;
-      stats.available = free;
-    }
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) stats.reserved = total - free;
     return stats;
+  }
+  std::size_t available_memory() const override {
+    std::size_t free = 0, total = 0;
+    ctx_.device.activate();
+    return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
   }
   // The copy waits for the compute work queued so far (it may overwrite a
   // buffer that work reads) and compute work queued later waits for the copy.

@@ -44,7 +44,7 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
 double memory_capacity(const Session& s, const Backend& backend) {
   if (s.config.train.memory_limit_mib > 0)
     return static_cast<double>(s.config.train.memory_limit_mib) * 1024.0 * 1024.0;
-  return static_cast<double>(backend.memory_stats().available);
+  return static_cast<double>(backend.available_memory());
 }
 
 std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate& e,
@@ -119,9 +119,10 @@ std::string out_of_memory_report(const Session& s, Backend& backend) {
                 "state %.1f, activations %.1f, workspace %.1f, loader %.1f; total %.1f MiB\n",
                 backend.name().c_str(), mib(static_cast<double>(now.allocated)),
                 mib(static_cast<double>(now.peak)), mib(static_cast<double>(now.reserved)),
-                mib(static_cast<double>(now.available)), static_cast<long long>(s.batch.micro),
-                mib(e.params), mib(e.grads), mib(e.optimizer), mib(e.activations), mib(e.workspace),
-                mib(e.loader), mib(e.total()));
+                mib(static_cast<double>(backend.available_memory())),
+                static_cast<long long>(s.batch.micro), mib(e.params), mib(e.grads),
+                mib(e.optimizer), mib(e.activations), mib(e.workspace), mib(e.loader),
+                mib(e.total()));
   return text + std::string("the plan against ") +
          std::to_string(static_cast<long long>(mib(capacity))) +
          " MiB: " + fit_verdict(s, backend, e, capacity);

@@ -1,6 +1,7 @@
 # Finds every dependency from Debian packages; nothing is downloaded.
 find_package(Threads REQUIRED)
 find_package(dnnl REQUIRED)          # libdnnl-dev (oneDNN)
+find_package(OpenMP REQUIRED COMPONENTS CXX)  # libgomp, the runtime oneDNN is built on
 find_package(yaml-cpp REQUIRED)      # libyaml-cpp-dev
 find_package(spdlog REQUIRED)        # libspdlog-dev (brings fmt)
 find_package(nlohmann_json REQUIRED) # nlohmann-json3-dev

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu/onednn.h"
 #include "ops/kernel.h"
 #include "runner/train/schedule.h"
 
@@ -17,28 +18,43 @@ struct Reference {
   std::vector<double> p, m, v;
 };
 
-// Three steps of one optimizer on a 4-element parameter, compared with a
-// double-precision transcription of the published update rules.
-void check_optimizer(OptimizerKind kind, bool nesterov, float weight_decay) {
-  std::vector<float> p = {0.5f, -1.0f, 2.0f, 0.0f}, m(4, 0.0f), v(4, 0.0f), g(4);
-  Reference ref{{0.5, -1.0, 2.0, 0.0}, std::vector<double>(4, 0), std::vector<double>(4, 0)};
+// Three steps of one optimizer on an n-element parameter, compared with a
+// double-precision transcription of the published update rules. Long
+// parameters are split over the threads (vector_ops.cpp parallel_chunks).
+void check_optimizer(OptimizerKind kind, bool nesterov, float weight_decay, std::size_t n = 4,
+                     float momentum = 0.9f) {
+  std::vector<float> p(n), m(n, 0.0f), v(n, 0.0f), g(n);
+  Reference ref{std::vector<double>(n), std::vector<double>(n, 0), std::vector<double>(n, 0)};
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = 0.5f - 0.75f * static_cast<float>(i % 5);
+    ref.p[i] = p[i];
+  }
   OptimizerStep o;
   o.kind = kind;
   o.lr = 0.1f;
-  o.momentum = 0.9f;
+  o.momentum = momentum;
   o.nesterov = nesterov;
   o.weight_decay = weight_decay;
+  const bool sgd_buffer = kind == OptimizerKind::sgd && momentum != 0.0f;
   for (int t = 1; t <= 3; ++t) {
-    for (int i = 0; i < 4; ++i) g[i] = 0.3f * static_cast<float>(i + t) - 0.5f;
+    for (std::size_t i = 0; i < n; ++i) g[i] = 0.3f * static_cast<float>(i % 7 + t) - 0.5f;
     o.step = t;
-    ParamSlot slot{p.data(), g.data(), m.data(), kind == OptimizerKind::sgd ? nullptr : v.data(),
-                   4,        true};
+    ParamSlot slot{p.data(),
+                   g.data(),
+                   kind == OptimizerKind::sgd && !sgd_buffer ? nullptr : m.data(),
+                   kind == OptimizerKind::sgd ? nullptr : v.data(),
+                   static_cast<std::int64_t>(n),
+                   true};
     cpu_backend().vector_ops().optimizer_step({slot}, o);
-    for (int i = 0; i < 4; ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
       double grad = g[i];
       double& w = ref.p[i];
       if (kind == OptimizerKind::sgd) {
         grad += weight_decay * w;
+        if (!sgd_buffer) {
+          w -= 0.1 * grad;
+          continue;
+        }
         ref.m[i] = t == 1 ? grad : 0.9 * ref.m[i] + grad;  // PyTorch: buf = g at the first step
         w -= 0.1 * (nesterov ? grad + 0.9 * ref.m[i] : ref.m[i]);
       } else {
@@ -54,7 +70,10 @@ void check_optimizer(OptimizerKind kind, bool nesterov, float weight_decay) {
       }
     }
   }
-  for (int i = 0; i < 4; ++i) CHECK(p[i] == Approx(ref.p[i]).epsilon(1e-5).margin(1e-6));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i] != Approx(ref.p[i]).epsilon(1e-5).margin(1e-6)) ++wrong;
+  CHECK(wrong == 0);
 }
 
 }  // namespace
@@ -68,6 +87,16 @@ TEST_CASE("Adam and AdamW follow the update rule with bias correction") {
   check_optimizer(OptimizerKind::adam, false, 0.0f);
   check_optimizer(OptimizerKind::adam, false, 0.01f);
   check_optimizer(OptimizerKind::adamw, false, 0.05f);
+}
+
+TEST_CASE("long parameters are updated by every thread, the tail included") {
+  cpu::set_cpu_threads(2);
+  const std::size_t n = 100003;  // above the parallel threshold, not a multiple of 16
+  check_optimizer(OptimizerKind::sgd, false, 0.01f, n);
+  check_optimizer(OptimizerKind::sgd, true, 0.01f, n);
+  check_optimizer(OptimizerKind::sgd, false, 0.01f, n, 0.0f);
+  check_optimizer(OptimizerKind::adam, false, 0.01f, n);
+  check_optimizer(OptimizerKind::adamw, false, 0.05f, n);
 }
 
 TEST_CASE("sum of squares detects non-finite gradients") {

@@ -89,18 +89,10 @@ void PrimitiveCall::bind_scratchpad(void* workspace) {
     if (a.id == DNNL_ARG_SCRATCHPAD) return bind(DNNL_ARG_SCRATCHPAD, workspace);
 }
 
-namespace {
-
-// Some oneDNN kernels (the bf16 ones among them) return with the upper halves
-// of the AVX registers in use. Until a vzeroupper, every SSE instruction of the
-// code that runs next (our own loops: losses, optimizers) pays a transition
-// penalty: the MLP's optimizer step took 3-4x longer after bf16 kernels.
 void clear_upper_vector_state() {
   static const bool has_avx = __builtin_cpu_supports("avx");
   if (has_avx) asm volatile("vzeroupper" ::: "memory");
 }
-
-}  // namespace
 
 void PrimitiveCall::execute() {
   const int threads = serial_ ? cpu_threads() : 0;

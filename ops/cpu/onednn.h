@@ -24,6 +24,14 @@ dnnl::stream& cpu_stream();
 bool set_cpu_threads(int n);
 int cpu_threads();  // the current OpenMP thread limit, or 0 when unknown
 
+// Some oneDNN kernels (the bf16 ones among them) return with the upper halves
+// of the AVX registers in use, on every thread they ran on. Until a vzeroupper,
+// each SSE instruction of the code that runs next on that thread (our own
+// loops: losses, optimizers) pays a transition penalty: the MLP's optimizer
+// step took 3-4x longer after bf16 kernels. PrimitiveCall::execute clears the
+// calling thread; our own parallel loops clear each of their threads.
+void clear_upper_vector_state();
+
 // A plain row-major f32 memory descriptor of `shape` (any rank 1..6).
 dnnl::memory::desc plain_md(const Shape& shape,
                             dnnl::memory::data_type type = dnnl::memory::data_type::f32);

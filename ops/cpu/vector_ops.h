@@ -1,5 +1,5 @@
-// CPU implementation of the whole-model vector work (ops/update.h): plain loops
-// the compiler vectorises.
+// CPU implementation of the whole-model vector work (ops/update.h): loops the compiler
+// vectorises, spread over the backend's OpenMP threads when they are long.
 #pragma once
 
 #include "ops/update.h"

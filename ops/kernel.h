@@ -40,6 +40,13 @@ struct KernelContext {
   // The ranks whose batch statistics a synchronised batchnorm combines (null:
   // this process only).
   Collective* collective = nullptr;
+  // The formats of the inputs and the output (and of their gradients), set by
+  // the format pass for ops that take them (OpDef::formats); empty: plain float32.
+  std::vector<TensorFormat> input_formats;
+  TensorFormat output_format;
+  TensorFormat input_format(std::size_t i) const {
+    return i < input_formats.size() ? input_formats[i] : TensorFormat{};
+  }
 };
 
 // The buffers of one call. Built once at lowering and reused every step.
@@ -96,6 +103,14 @@ class Backend {
   bool has_kernel(const std::string& op) const { return kernels_.count(op) != 0; }
   // Whether this backend's matmul-like kernels compute in `type` (float32 always).
   virtual bool supports_compute(DType type) const { return type == DType::f32; }
+  // The activation formats its kernels run fastest on (OpDef::formats ops):
+  // the channel block of images (0: plain only) and whether activations may be
+  // stored in bf16 under bf16 mixed precision.
+  struct ActivationFormats {
+    int channel_block = 0;
+    bool bf16_storage = false;
+  };
+  virtual ActivationFormats activation_formats() const { return {}; }
   std::unique_ptr<Kernel> make_kernel(const KernelContext& ctx) const;
 
   // Memory of this backend (host memory for CPU, device memory for CUDA).

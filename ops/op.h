@@ -47,6 +47,15 @@ struct BackwardReads {
   bool output = false;
 };
 
+// Which activation formats (TensorFormat) an op's kernels take, for the
+// format pass (runner/graph/formats.h).
+enum class FormatRule {
+  plain,          // plain float32 in and out (flatten, losses, dropout, own loops)
+  per_argument,   // each input and the output in any format, converted inside the
+                  // kernel where needed (conv2d, linear, batchnorm, window pooling)
+  same_as_input,  // the output in the input's format, whatever it is (activations)
+};
+
 struct OpDef {
   std::string name;  // the YAML `type:` of a layer
   std::string doc;   // one line, for the reference
@@ -62,6 +71,7 @@ struct OpDef {
   bool stochastic = false;     // uses KernelArgs::seed (dropout); replays identically for a seed
   bool low_precision = false;  // matmul-like (conv, linear): computes in bf16/fp16 under
                                // mixed precision; everything else stays float32
+  FormatRule formats = FormatRule::plain;
 };
 
 class OpRegistry {

@@ -1,7 +1,10 @@
 // Element-wise activations on oneDNN eltwise (forward and backward): relu,
 // leaky_relu, gelu (erf), silu (swish, alpha 1), sigmoid (logistic), tanh.
 // relu, sigmoid and tanh differentiate from their output (in-place friendly).
+// Input, output and gradients share one format (FormatRule::same_as_input);
+// element-wise, a blocked layout is just n elements in a row.
 #include <memory>
+#include <stdexcept>
 
 #include "ops/cpu/families.h"
 #include "ops/cpu/onednn.h"
@@ -21,7 +24,9 @@ struct EltwiseSpec {
 class EltwiseKernel final : public Kernel {
  public:
   EltwiseKernel(const KernelContext& ctx, EltwiseSpec spec) : uses_output_(spec.uses_output) {
-    const auto md = plain_md({numel(ctx.inputs.at(0))});
+    if (!(ctx.input_format(0) == ctx.output_format))
+      throw std::logic_error("an activation's input and output must share one format");
+    const auto md = plain_md({numel(ctx.inputs.at(0))}, dnnl_type(ctx.input_format(0).dtype));
     const auto attr = user_scratchpad_attr();
     auto& eng = cpu_engine();
     const auto prop =

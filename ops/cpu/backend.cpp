@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ops/allocation_counter.h"
+#include "ops/cpu/onednn.h"
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/vector_ops.h"
@@ -88,6 +89,14 @@ class CpuBackend final : public Backend {
   bool supports_compute(DType type) const override {
     // bf16 through oneDNN; fp16 emulated (fp16 rounding around float32 kernels).
     return type == DType::f32 || type == DType::bf16 || type == DType::f16;
+  }
+  ActivationFormats activation_formats() const override {
+    // oneDNN's fast convolution, batchnorm and pooling kernels run on nChw16c
+    // (AVX-512) or nChw8c (AVX2); its bf16 kernels need AVX-512.
+    const auto isa = dnnl::get_effective_cpu_isa();
+    if (isa >= dnnl::cpu_isa::avx512_core) return {16, true};
+    if (isa >= dnnl::cpu_isa::avx2) return {8, false};
+    return {};
   }
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);

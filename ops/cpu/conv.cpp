@@ -2,11 +2,14 @@
 // with stride, padding, dilation and groups. The primitives choose their layouts
 // (format_tag::any, where oneDNN's fast blocked implementations live); the graph's
 // plain NCHW / (g)oihw tensors are converted to and from them inside the kernel
-// (layout.h). The converted input is kept from the forward for the backward-weights
-// call; the weights are converted every call (the optimizer changes them). Under
-// mixed precision (KernelContext::compute) the same conversions cast the input,
-// weights and incoming gradient to bf16, and the outputs stay float32; fp16 is
-// emulated by rounding every argument through fp16 around float32 primitives.
+// (layout.h), unless the format pass gave them the blocked layout and type the
+// primitives read and write already. The converted input is kept from the forward
+// for the backward-weights call; the weights are converted every call (the
+// optimizer changes them). Under mixed precision (KernelContext::compute) the same
+// conversions cast the input, weights and incoming gradient to bf16; y and dx are
+// written in their tensors' type (float32, or bf16 where the activations are
+// stored in bf16); fp16 is emulated by rounding every argument through fp16
+// around float32 primitives.
 #include <algorithm>
 #include <memory>
 
@@ -36,15 +39,19 @@ class ConvKernel final : public Kernel {
     rows_ = ctx.output[0];
     hw_ = ctx.output[2] * ctx.output[3];
     has_bias_ = ctx.param_decls.size() > 1;
-    const auto src = plain_md(x), dst = plain_md(ctx.output), b = plain_md({out_});
+    const auto src = tensor_md(x, ctx.input_format(0)), b = plain_md({out_});
+    const auto dst = tensor_md(ctx.output, ctx.output_format);
     const auto w = groups == 1 ? plain_md(wshape)
                                : plain_md({groups, out_ / groups, wshape[1], wshape[2], wshape[3]});
-    // Under bf16 the primitives read bf16 (x, w, dy) and write float32 (y, dx, dw).
-    const auto low =
-        ctx.compute == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+    // Under bf16 the primitives read bf16 (x, w, dy) and write y and dx in their
+    // tensors' type, dw in float32.
+    const bool bf16 = ctx.compute == DType::bf16;
+    const auto f32 = dnnl::memory::data_type::f32, low = bf16 ? dnnl::memory::data_type::bf16 : f32;
     const bool half = ctx.compute == DType::f16;
-    const auto src_any = any_md(src, low), w_any = any_md(w, low), dst_any = any_md(dst);
-    const auto dy_any = any_md(dst, low), dx_any = any_md(src), dw_any = any_md(w);
+    const auto src_any = any_md(src, low), w_any = any_md(w, low);
+    const auto dst_any = any_md(dst, bf16 ? dst.data_type() : f32);
+    const auto dy_any = any_md(dst, low), dx_any = any_md(src, bf16 ? src.data_type() : f32);
+    const auto dw_any = any_md(w);
     const dnnl::memory::dims strides{stride[0], stride[1]}, padding{pad[0], pad[1]},
         dilates{dil[0] - 1, dil[1] - 1};
     const auto attr = user_scratchpad_attr();
@@ -94,7 +101,7 @@ class ConvKernel final : public Kernel {
              " bwd_weights:" + bw_pd.impl_info_str() +
              layouts(bw_pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS});
 
-    ports_.plan_training(fwd_pd, bd_pd, bw_pd, plain, bufs_, half);
+    ports_.plan_training(fwd_pd, bd_pd, bw_pd, plain, bufs_, half, has_bias_);
   }
 
   // The input converted by the forward, for the backward-weights call.
@@ -129,8 +136,8 @@ class ConvKernel final : public Kernel {
 
   // The bias gradient: the sums of grad_output per channel (float per plane,
   // vectorised; double across planes).
-  void bias_gradient(const KernelArgs& a) const {
-    const float* dy = a.grad_output.f32();
+  void bias_gradient(const KernelArgs& a) {
+    const float* dy = ports_.plain_dy(a, bufs_);
     float* db = a.grad_params[1].f32();
     for (std::int64_t o = 0; o < out_; ++o) {
       double s = 0;

@@ -1,7 +1,8 @@
 // linear on oneDNN inner product: forward, backward data, backward weights (+ bias).
 // Under mixed precision (KernelContext::compute) the input, weights and incoming
 // gradient are converted to bf16 (or rounded through fp16) on their way into the
-// primitives (layout.h Port), and the outputs stay float32.
+// primitives (layout.h Port), unless they are stored in bf16 already (the format
+// pass); y and dx are written in their tensors' type, dw in float32.
 #include <algorithm>
 #include <memory>
 
@@ -24,11 +25,12 @@ class LinearKernel final : public Kernel {
     rows_ = x[0];
     out_ = ctx.output[1];
     has_bias_ = ctx.param_decls.size() > 1;
-    const auto src = plain_md(x), dst = plain_md(ctx.output), w = plain_md({out_, x[1]});
+    const auto src = tensor_md(x, ctx.input_format(0)), w = plain_md({out_, x[1]});
+    const auto dst = tensor_md(ctx.output, ctx.output_format);
     const auto b = plain_md({out_});
     // float32: the plain layouts. bf16: the primitives read bf16 (x, w, dy) in the
-    // layouts they choose and write float32 (y, dx, dw). fp16: float32 primitives
-    // with every argument rounded through fp16.
+    // layouts they choose and write y and dx in their tensors' type, dw in
+    // float32. fp16: float32 primitives with every argument rounded through fp16.
     const bool low = ctx.compute == DType::bf16;
     const bool half = ctx.compute == DType::f16;
     const auto in_md = [&](const dnnl::memory::desc& md) {
@@ -87,7 +89,7 @@ class LinearKernel final : public Kernel {
     if (has_bias_) bwd_weights_.arg(DNNL_ARG_DIFF_BIAS, b);
     bufs_.need_scratchpad(add_scratchpad(bwd_weights_, bw_pd));
 
-    ports_.plan_training(fwd_pd, bd_pd, bw_pd, plain, bufs_, half);
+    ports_.plan_training(fwd_pd, bd_pd, bw_pd, plain, bufs_, half, has_bias_);
     // Room for a bias gradient nobody asked for (in the backward phase).
     if (has_bias_) unwanted_bias_ = bufs_.add(static_cast<std::size_t>(out_) * sizeof(float));
   }
@@ -111,7 +113,7 @@ class LinearKernel final : public Kernel {
     const bool want_b = has_bias_ && a.grad_params.size() > 1 && a.grad_params[1];
     if (!want_w && !want_b) return;
     if (!want_w) {  // bias only: the column sums of grad_output
-      const float* dy = a.grad_output.f32();
+      const float* dy = ports_.plain_dy(a, bufs_);
       float* db = a.grad_params[1].f32();
       std::fill(db, db + out_, 0.0f);
       for (std::int64_t r = 0; r < rows_; ++r)

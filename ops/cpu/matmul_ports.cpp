@@ -13,7 +13,7 @@ void MatmulPorts::plan_forward(const dnnl::primitive_desc_base& fwd, const Plain
 void MatmulPorts::plan_training(const dnnl::primitive_desc_base& fwd,
                                 const dnnl::primitive_desc_base& bwd_data,
                                 const dnnl::primitive_desc_base& bwd_weights, const Plain& plain,
-                                KernelBuffers& bufs, bool emulate_half) {
+                                KernelBuffers& bufs, bool emulate_half, bool plain_dy) {
   // Forward phase: x -> x' (saved when the backward-weights call reads that
   // layout and it is a copy), w -> w', y' -> y.
   const auto fwd_x = chosen_md(fwd, DNNL_ARG_SRC), bw_x = chosen_md(bwd_weights, DNNL_ARG_SRC);
@@ -43,6 +43,14 @@ void MatmulPorts::plan_training(const dnnl::primitive_desc_base& fwd,
   if (!dy_shared_)
     dy_bw_.plan_in(plain.y, chosen_md(bwd_weights, DNNL_ARG_DIFF_DST), bufs, emulate_half);
   dw_bw_.plan_out(chosen_md(bwd_weights, DNNL_ARG_DIFF_WEIGHTS), plain.w, bufs, emulate_half);
+  if (plain_dy) {
+    const auto dims = plain.y.dims();
+    dy_plain_.plan_in(plain.y, plain_md(Shape(dims.begin(), dims.end())), bufs);
+  }
+}
+
+const float* MatmulPorts::plain_dy(const KernelArgs& a, const KernelBuffers& bufs) {
+  return static_cast<const float*>(dy_plain_.in(a.grad_output.data, a.workspace, bufs));
 }
 
 std::vector<std::size_t> MatmulPorts::saved_bytes() const {

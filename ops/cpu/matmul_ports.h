@@ -1,11 +1,11 @@
 // MatmulPorts: the argument conversions of a matmul-like op (conv2d, linear)
 // around its three oneDNN primitives: forward (x, w -> y), backward data
 // (dy, w -> dx) and backward weights (x, dy -> dw). Each argument goes between
-// the graph's plain float32 tensor and the layout and type its primitive chose
-// (layout.h Port); the converted input is kept from forward to backward when
-// the backward-weights call reads the same layout, and the incoming gradient
-// is converted once when both backward calls read it the same way. The
-// kernels bind their own extra arguments (bias) and run the calls.
+// the graph's tensor (plain float32, or the format the format pass gave it)
+// and the layout and type its primitive chose (layout.h Port); the converted input is kept from
+// forward to backward when the backward-weights call reads the same layout, and the incoming
+// gradient is converted once when both backward calls read it the same way. The kernels bind their
+// own extra arguments (bias) and run the calls.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -21,7 +21,7 @@ namespace trainer::cpu {
 
 class MatmulPorts {
  public:
-  // The user's plain tensors: input x, weights w, output y.
+  // The graph's tensors as they lie in memory: input x, weights w, output y.
   struct Plain {
     dnnl::memory::desc x, w, y;
   };
@@ -33,7 +33,7 @@ class MatmulPorts {
   void plan_training(const dnnl::primitive_desc_base& fwd,
                      const dnnl::primitive_desc_base& bwd_data,
                      const dnnl::primitive_desc_base& bwd_weights, const Plain& plain,
-                     KernelBuffers& bufs, bool emulate_half);
+                     KernelBuffers& bufs, bool emulate_half, bool plain_dy = false);
 
   // The converted input and weights kept from forward to backward (when the
   // backward calls read them as converted; none: {}).
@@ -53,12 +53,16 @@ class MatmulPorts {
   void bind_backward_weights(PrimitiveCall& call, const KernelArgs& a, const KernelBuffers& bufs);
   void finish_backward_weights(const KernelArgs& a, const KernelBuffers& bufs);
 
+  // The incoming gradient as plain float32, for the kernel's own bias sums
+  // (converted when its format is another; plan_training with plain_dy).
+  const float* plain_dy(const KernelArgs& a, const KernelBuffers& bufs);
+
  private:
   void* saved_w(const KernelArgs& a) const;
 
   bool x_from_saved_ = false, w_from_saved_ = false, dy_shared_ = false;
   const void* dy_converted_ = nullptr;  // dy in the backward-data layout, this step
-  Port x_fwd_, w_fwd_, y_fwd_, dy_bd_, w_bd_, dx_bd_, x_bw_, dy_bw_, dw_bw_;
+  Port x_fwd_, w_fwd_, y_fwd_, dy_bd_, w_bd_, dx_bd_, x_bw_, dy_bw_, dw_bw_, dy_plain_;
 };
 
 }  // namespace trainer::cpu

@@ -35,13 +35,15 @@ struct NormWorkspace {
 };
 
 // batchnorm on images runs in a blocked layout (nChw16c / nChw8c): oneDNN 2.6 has
-// only a slow generic implementation for plain NCHW. The input is converted once in
-// the forward and kept (saved) for the backward; outputs are converted back.
-dnnl::memory::desc batchnorm_layout(const Shape& x, const dnnl::memory::desc& plain) {
-  if (x.size() != 4) return plain;
+// only a slow generic implementation for plain NCHW. An input in another format is
+// converted once in the forward and kept (saved) for the backward; outputs in
+// another format are converted back. Between blocked convolutions, pooling and
+// activations (the format pass) there is nothing to convert.
+dnnl::memory::desc batchnorm_layout(const Shape& x, const dnnl::memory::desc& md) {
+  if (x.size() != 4) return md;
   const bool avx512 = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
   return dnnl::memory::desc(
-      plain.dims(), plain.data_type(),
+      md.dims(), md.data_type(),
       avx512 ? dnnl::memory::format_tag::aBcd16b : dnnl::memory::format_tag::aBcd8b);
 }
 
@@ -53,8 +55,9 @@ class BatchNormKernel final : public Kernel {
     per_channel_ = numel(x) / channels_;
     momentum_ = static_cast<float>(ctx.attrs->get_number("momentum"));
     const float eps = static_cast<float>(ctx.attrs->get_number("eps"));
-    const auto plain = plain_md(x), stat = plain_md({channels_});
-    const auto data = batchnorm_layout(x, plain);
+    const auto in = tensor_md(x, ctx.input_format(0)), stat = plain_md({channels_});
+    const auto out = tensor_md(ctx.output, ctx.output_format);
+    const auto data = batchnorm_layout(x, in);
     const auto attr = user_scratchpad_attr();
     auto& eng = cpu_engine();
 
@@ -68,8 +71,8 @@ class BatchNormKernel final : public Kernel {
       eval_.arg(id, stat);
     bufs_.need_scratchpad(add_scratchpad(eval_, eval_pd));
     impl_ = impl_name(eval_pd);
-    x_in_ = Relayout::into(plain, data);
-    y_out_ = Relayout::out_of(data, plain);
+    x_in_ = Relayout::into(in, data);
+    y_out_ = Relayout::out_of(data, out);
     y_buffer_ = bufs_.add(y_out_.bytes());
     if (!ctx.training) {
       x_buffer_ = bufs_.add(x_in_.bytes());
@@ -99,8 +102,8 @@ class BatchNormKernel final : public Kernel {
     // Backward phase: dy', dx' (or a stand-in for an unwanted dx), stand-ins for
     // unwanted scale/shift gradients.
     bufs_.next_phase();
-    dy_in_ = Relayout::into(plain, data);
-    dx_out_ = Relayout::out_of(data, plain);
+    dy_in_ = Relayout::into(out, data);
+    dx_out_ = Relayout::out_of(data, in);
     dy_buffer_ = bufs_.add(dy_in_.bytes());
     dx_buffer_ = bufs_.add(data.get_size());
     const auto param_bytes = static_cast<std::size_t>(channels_) * 4;

@@ -56,6 +56,33 @@ dnnl::memory::desc plain_md(const Shape& shape, dnnl::memory::data_type type) {
                             tags[shape.size() - 1]);
 }
 
+dnnl::memory::data_type dnnl_type(DType type) {
+  switch (type) {
+    case DType::f32:
+      return dnnl::memory::data_type::f32;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
+    case DType::f16:
+      return dnnl::memory::data_type::f16;
+    default:
+      throw std::logic_error("no oneDNN type for " + std::string(dtype_name(type)));
+  }
+}
+
+dnnl::memory::desc tensor_md(const Shape& shape, const TensorFormat& format) {
+  using tag = dnnl::memory::format_tag;
+  const auto type = dnnl_type(format.dtype);
+  if (format.channel_block == 0) return plain_md(shape, type);
+  if (shape.size() != 4 || shape[1] % format.channel_block != 0)
+    throw std::logic_error("tensor_md: a blocked layout needs [N, C, H, W] with C a multiple of " +
+                           std::to_string(format.channel_block));
+  const dnnl::memory::dims dims(shape.begin(), shape.end());
+  if (format.channel_block == 16) return dnnl::memory::desc(dims, type, tag::aBcd16b);
+  if (format.channel_block == 8) return dnnl::memory::desc(dims, type, tag::aBcd8b);
+  throw std::logic_error("tensor_md: no layout for channel block " +
+                         std::to_string(format.channel_block));
+}
+
 std::string impl_name(const dnnl::primitive_desc_base& pd) {
   return std::string("onednn:") + pd.impl_info_str();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/shape.h"
+#include "ops/tensor.h"
 
 namespace trainer::cpu {
 
@@ -35,6 +36,12 @@ void clear_upper_vector_state();
 // A plain row-major f32 memory descriptor of `shape` (any rank 1..6).
 dnnl::memory::desc plain_md(const Shape& shape,
                             dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+
+// The descriptor of a tensor of `shape` in `format` (ops/tensor.h): plain
+// row-major, or nChw16c / nChw8c for a channel-blocked image; f32 or bf16.
+dnnl::memory::desc tensor_md(const Shape& shape, const TensorFormat& format);
+// The oneDNN data type of `type` (f32, bf16, f16).
+dnnl::memory::data_type dnnl_type(DType type);
 
 // The name of the implementation oneDNN chose for `pd`, e.g. "onednn:gemm:jit".
 std::string impl_name(const dnnl::primitive_desc_base& pd);

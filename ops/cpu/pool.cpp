@@ -1,9 +1,12 @@
 // Pooling: maxpool2d and avgpool2d (padding excluded) on oneDNN pooling, the max
 // workspace saved from forward to backward; global_avgpool as a plain loop.
+// Window pooling runs in its input's format (plain or blocked, f32 or bf16);
+// an output in another format (the next op takes plain float32) is converted.
 #include <algorithm>
 #include <memory>
 
 #include "ops/cpu/families.h"
+#include "ops/cpu/layout.h"
 #include "ops/cpu/onednn.h"
 
 namespace trainer::cpu {
@@ -24,7 +27,9 @@ class PoolKernel final : public Kernel {
         padding{pad[0], pad[1]};
     const auto alg =
         max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
-    const auto src = plain_md(ctx.inputs.at(0)), dst = plain_md(ctx.output);
+    const auto src = tensor_md(ctx.inputs.at(0), ctx.input_format(0));
+    const auto dst = tensor_md(ctx.output, ctx.input_format(0));
+    const auto user_dst = tensor_md(ctx.output, ctx.output_format);
     const auto attr = user_scratchpad_attr();
     auto& eng = cpu_engine();
 
@@ -34,8 +39,10 @@ class PoolKernel final : public Kernel {
     eval_ = PrimitiveCall(pool_fwd(eval_pd));
     eval_.arg(DNNL_ARG_SRC, src);
     eval_.arg(DNNL_ARG_DST, dst);
-    scratch_ = add_scratchpad(eval_, eval_pd);
+    bufs_.need_scratchpad(add_scratchpad(eval_, eval_pd));
     impl_ = impl_name(eval_pd);
+    y_out_ = Relayout::out_of(dst, user_dst);
+    y_buffer_ = bufs_.add(y_out_.bytes());
     if (!ctx.training) return;
 
     pool_fwd::primitive_desc train_pd(pool_fwd::desc(dnnl::prop_kind::forward_training, alg, src,
@@ -47,7 +54,7 @@ class PoolKernel final : public Kernel {
     const auto ws_md = train_pd.workspace_desc();
     saved_ = ws_md.get_size();
     if (saved_) train_.arg(DNNL_ARG_WORKSPACE, ws_md);
-    scratch_ = std::max(scratch_, add_scratchpad(train_, train_pd));
+    bufs_.need_scratchpad(add_scratchpad(train_, train_pd));
 
     pool_bwd::primitive_desc bwd_pd(
         pool_bwd::desc(alg, src, dst, strides, kernel_dims, padding, padding), attr, eng, train_pd);
@@ -55,8 +62,11 @@ class PoolKernel final : public Kernel {
     bwd_.arg(DNNL_ARG_DIFF_DST, dst);
     bwd_.arg(DNNL_ARG_DIFF_SRC, src);
     if (saved_) bwd_.arg(DNNL_ARG_WORKSPACE, ws_md);
-    scratch_ = std::max(scratch_, add_scratchpad(bwd_, bwd_pd));
+    bufs_.need_scratchpad(add_scratchpad(bwd_, bwd_pd));
     impl_ = impl_name(train_pd);
+    bufs_.next_phase();
+    dy_in_ = Relayout::into(user_dst, dst);
+    dy_buffer_ = bufs_.add(dy_in_.bytes());
   }
 
   // Max pooling: the argmax workspace of the training forward.
@@ -64,22 +74,25 @@ class PoolKernel final : public Kernel {
     if (!saved_) return {};
     return {saved_};
   }
-  std::size_t workspace_bytes() const override { return scratch_; }
+  std::size_t workspace_bytes() const override { return bufs_.total(); }
   std::string implementation() const override { return impl_; }
 
   void forward(const KernelArgs& a) override {
     const bool train = a.training && train_.valid();
     PrimitiveCall& call = train ? train_ : eval_;
     call.bind(DNNL_ARG_SRC, a.inputs[0].data);
-    call.bind(DNNL_ARG_DST, a.output.data);
+    void* y_buffer = bufs_.at(a.workspace, y_buffer_);
+    call.bind(DNNL_ARG_DST, y_out_.target(a.output.data, y_buffer));
     if (train && saved_) call.bind(DNNL_ARG_WORKSPACE, a.saved[0]);
     call.bind_scratchpad(a.workspace);
     call.execute();
+    y_out_.from_buffer(y_buffer, a.output.data);
   }
 
   void backward(const KernelArgs& a) override {
     if (!a.grad_inputs[0]) return;
-    bwd_.bind(DNNL_ARG_DIFF_DST, a.grad_output.data);
+    bwd_.bind(DNNL_ARG_DIFF_DST,
+              dy_in_.to_buffer(a.grad_output.data, bufs_.at(a.workspace, dy_buffer_)));
     bwd_.bind(DNNL_ARG_DIFF_SRC, a.grad_inputs[0].data);
     if (saved_) bwd_.bind(DNNL_ARG_WORKSPACE, a.saved[0]);
     bwd_.bind_scratchpad(a.workspace);
@@ -87,7 +100,9 @@ class PoolKernel final : public Kernel {
   }
 
  private:
-  std::size_t saved_ = 0, scratch_ = 0;
+  std::size_t saved_ = 0, y_buffer_ = 0, dy_buffer_ = 0;
+  Relayout y_out_, dy_in_;
+  KernelBuffers bufs_;
   std::string impl_;
   PrimitiveCall eval_, train_, bwd_;
 };

@@ -21,6 +21,7 @@ OpDef activation(const std::string& name, const std::string& doc, bool reads_out
   d.backward_reads.output = reads_output;
   d.backward_reads.inputs = !reads_output;
   d.inplace_ok = reads_output;
+  d.formats = FormatRule::same_as_input;
   return d;
 }
 

@@ -52,6 +52,7 @@ void register_conv(OpRegistry& registry) {
   };
   d.backward_reads.inputs = true;
   d.low_precision = true;
+  d.formats = FormatRule::per_argument;
   registry.add(std::move(d));
 }
 

@@ -28,6 +28,7 @@ void register_linear(OpRegistry& registry) {
   };
   d.backward_reads.inputs = true;
   d.low_precision = true;
+  d.formats = FormatRule::per_argument;
   registry.add(std::move(d));
 }
 

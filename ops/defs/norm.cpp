@@ -41,6 +41,7 @@ OpDef batchnorm() {
     return s;
   };
   d.backward_reads.inputs = true;
+  d.formats = FormatRule::per_argument;  // synchronised (`sync`): plain, see formats.cpp
   return d;
 }
 

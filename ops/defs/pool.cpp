@@ -37,6 +37,7 @@ OpDef window_pool(const std::string& name, const std::string& doc) {
     s.forward_flops = flops_of(s.output, static_cast<double>(kh * kw));
     return s;
   };
+  d.formats = FormatRule::per_argument;
   return d;
 }
 

@@ -7,6 +7,7 @@
 #include "runner/commands.h"
 #include "runner/config/load.h"
 #include "runner/graph/autodiff.h"
+#include "runner/graph/formats.h"
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
 #include "runner/train/session.h"
@@ -23,7 +24,7 @@ int command_plan(const CommandArgs& args) {
     s = std::move(choice.session);
     batch_note = " (micro_batch_size: auto)";
   }
-  const graph::TrainingGraph tg = graph::differentiate(s.graph);
+  const graph::TrainingGraph tg = train::training_graph(s, backend);
   const graph::Graph& g = tg.graph;
   const train::MemoryEstimate e = train::estimate_memory(s, backend);
   using train::mib;
@@ -33,16 +34,17 @@ int command_plan(const CommandArgs& args) {
               static_cast<long long>(s.batch.micro), static_cast<long long>(s.batch.accumulation),
               batch_note.c_str(), to_string(g.values[g.input].shape).c_str(),
               config.precision.mode.c_str());
-  std::printf("%-28s %-15s %-22s %-7s %12s %12s\n", "node", "op", "output", "compute", "params",
-              "MFLOPs");
+  std::printf("%-28s %-15s %-22s %-13s %-7s %12s %12s\n", "node", "op", "output", "stored",
+              "compute", "params", "MFLOPs");
   double flops = 0;
   for (int n = 0; n < tg.model_nodes; ++n) {
     const graph::Node& node = g.nodes[n];
     std::int64_t params = 0;
     for (int p : node.params) params += numel(g.params[p].shape);
     flops += node.forward_flops;
-    std::printf("%-28s %-15s %-22s %-7s %12lld %12.2f\n", node.name.c_str(), node.op->name.c_str(),
-                to_string(g.values[node.output].shape).c_str(),
+    std::printf("%-28s %-15s %-22s %-13s %-7s %12lld %12.2f\n", node.name.c_str(),
+                node.op->name.c_str(), to_string(g.values[node.output].shape).c_str(),
+                graph::format_name(g.values[node.output]).c_str(),
                 std::string(dtype_name(node.compute)).c_str(), static_cast<long long>(params),
                 node.forward_flops / 1e6);
   }

@@ -9,6 +9,13 @@
 namespace trainer::graph {
 namespace {
 
+// The gradient of `value`, in the same format (formats.h).
+Value gradient_value(const Value& value, std::string name, int producer) {
+  Value g{std::move(name), value.shape, value.dtype, ValueKind::gradient, producer};
+  g.channel_block = value.channel_block;
+  return g;
+}
+
 bool differentiable_input(const OpDef& op, std::size_t i) {
   const auto& nd = op.non_differentiable_inputs;
   return std::find(nd.begin(), nd.end(), static_cast<int>(i)) == nd.end();
@@ -109,8 +116,8 @@ TrainingGraph differentiate(Graph graph) {
       sum.inputs = partials[out];
       sum.mark = graph.nodes[n].mark;
       const int index = static_cast<int>(graph.nodes.size());
-      grad = graph.add_value({graph.values[out].name + ".grad", graph.values[out].shape, DType::f32,
-                              ValueKind::gradient, index});
+      grad = graph.add_value(
+          gradient_value(graph.values[out], graph.values[out].name + ".grad", index));
       sum.output = grad;
       Step s;
       s.node = index;
@@ -149,8 +156,7 @@ TrainingGraph differentiate(Graph graph) {
       const std::string name =
           graph.values[in].name + ".grad" +
           (partials[in].empty() ? "" : "." + std::to_string(partials[in].size()));
-      back.grad_inputs[i] =
-          graph.add_value({name, graph.values[in].shape, DType::f32, ValueKind::gradient, n});
+      back.grad_inputs[i] = graph.add_value(gradient_value(graph.values[in], name, n));
       partials[in].push_back(back.grad_inputs[i]);
     }
     tg.schedule.push_back(std::move(back));

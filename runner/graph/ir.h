@@ -11,6 +11,7 @@
 #include "ops/field.h"
 #include "ops/op.h"
 #include "ops/shape.h"
+#include "ops/tensor.h"
 #include "runner/config/node.h"
 
 namespace trainer::graph {
@@ -25,7 +26,9 @@ struct Value {
   Shape shape;
   DType dtype = DType::f32;
   ValueKind kind = ValueKind::activation;
-  int producer = -1;  // index of the node that writes it in the forward pass; -1: fed
+  int producer = -1;      // index of the node that writes it in the forward pass; -1: fed
+  int channel_block = 0;  // blocked image layout (formats.h); 0: plain
+  TensorFormat format() const { return {dtype, channel_block}; }
 };
 
 struct Param {

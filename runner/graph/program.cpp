@@ -33,7 +33,11 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
     KernelContext ctx;
     ctx.op = node.op;
     ctx.attrs = &node.attrs;
-    for (ValueId in : node.inputs) ctx.inputs.push_back(g.values[in].shape);
+    for (ValueId in : node.inputs) {
+      ctx.inputs.push_back(g.values[in].shape);
+      ctx.input_formats.push_back(g.values[in].format());
+    }
+    ctx.output_format = g.values[node.output].format();
     for (int p : node.params) ctx.param_decls.push_back({nullptr, g.params[p].shape, DType::f32});
     ctx.output = g.values[node.output].shape;
     ctx.training = true;

@@ -16,7 +16,7 @@ double mib(double bytes) {
 }
 
 MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
-  const graph::TrainingGraph tg = graph::differentiate(s.graph);
+  const graph::TrainingGraph tg = training_graph(s, backend);
   const graph::CompileOptions options = compile_options(s);
   const graph::CompiledKernels kernels = graph::compile_kernels(tg, backend, options);
   const graph::MemoryPlan plan =

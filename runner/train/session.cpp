@@ -8,6 +8,7 @@
 #include "data/split.h"
 #include "runner/config/validate_hooks.h"
 #include "runner/graph/builder.h"
+#include "runner/graph/formats.h"
 #include "runner/graph/precision.h"
 
 namespace trainer::train {
@@ -156,6 +157,12 @@ void build_model_graph(Session& s) {
   s.graph = graph::build_graph(s.config.model.node, input, diags);
   diags.throw_if_any();
   graph::assign_compute_types(s.graph, s.config.precision.mode);
+}
+
+graph::TrainingGraph training_graph(const Session& s, const Backend& backend) {
+  graph::Graph g = s.graph;
+  graph::assign_formats(g, backend.activation_formats(), s.config.precision.mode);
+  return graph::differentiate(std::move(g));
 }
 
 Session with_micro_batch(const Session& s, std::int64_t micro) {

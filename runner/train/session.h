@@ -9,8 +9,10 @@
 #include "data/dataset.h"
 #include "data/transforms.h"
 #include "ops/collective.h"
+#include "ops/kernel.h"
 #include "runner/config/config.h"
 #include "runner/config/diagnostics.h"
+#include "runner/graph/autodiff.h"
 #include "runner/graph/ir.h"
 
 namespace trainer::train {
@@ -50,6 +52,10 @@ Session prepare_session(const config::Config& config);
 
 // (Re)builds s.graph for s.batch.micro and s.config (compute types included).
 void build_model_graph(Session& s);
+
+// The training graph of s.graph lowered for `backend`: the activation formats
+// its kernels run fastest on (graph/formats.h), then the backward pass.
+graph::TrainingGraph training_graph(const Session& s, const Backend& backend);
 
 // The same session with micro-batch `micro` (dividing the per-rank batch) and
 // the accumulation that keeps the global batch.

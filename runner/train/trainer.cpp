@@ -250,7 +250,7 @@ void initialize_parameters(const Session& session, graph::Program& program) {
 }
 
 std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend) {
-  auto program = std::make_unique<graph::Program>(graph::differentiate(session.graph), backend,
+  auto program = std::make_unique<graph::Program>(training_graph(session, backend), backend,
                                                   compile_options(session));
   initialize_parameters(session, *program);
   load_init_from(session, *program);

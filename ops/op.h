@@ -52,7 +52,8 @@ struct BackwardReads {
 enum class FormatRule {
   plain,          // plain float32 in and out (flatten, losses, dropout, own loops)
   per_argument,   // each input and the output in any format, converted inside the
-                  // kernel where needed (conv2d, linear, batchnorm, window pooling)
+                  // kernel where needed (conv2d, linear, batchnorm, window pooling,
+                  // flatten)
   same_as_input,  // the output in the input's format, whatever it is (activations)
 };
 

@@ -22,7 +22,8 @@ namespace {
 
 // conv -> batchnorm -> relu -> pool, a value read by two convolutions (one with
 // a bias, whose gradient sums read a blocked bf16 gradient), a residual add
-// (plain: its own loop), pooling into flatten, and linear -> relu -> linear.
+// (plain: its own loop), pooling from it into flatten (blocked, then plain
+// rows), and linear -> relu -> linear.
 const char* kModel = R"(
 layers:
   - {type: conv2d, name: c1, out_channels: 16, kernel: 3, padding: 1, bias: false}
@@ -117,7 +118,9 @@ TEST_CASE("the format pass keeps conv/batchnorm/activation/pool runs in the back
   CHECK(output_of(g, "ca").format() == blocked_bf16);
   CHECK(output_of(g, "bna").format() == plain);  // read by add, an own loop
   CHECK(output_of(g, "cb").format() == plain);
-  CHECK(output_of(g, "p2").format() == plain);  // read by flatten
+  CHECK(output_of(g, "sum").format() == plain);
+  CHECK(output_of(g, "p2").format() == blocked_bf16);  // converted by the pool, then flatten
+  CHECK(output_of(g, "flat").format() == TensorFormat{DType::bf16, 0});
   CHECK(output_of(g, "f1").format() == TensorFormat{DType::bf16, 0});
   CHECK(output_of(g, "r3").format() == TensorFormat{DType::bf16, 0});
   CHECK(g.values[g.logits].format() == plain);  // read by the loss

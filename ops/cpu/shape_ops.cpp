@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "ops/cpu/families.h"
+#include "ops/cpu/layout.h"
+#include "ops/cpu/onednn.h"
 
 namespace trainer::cpu {
 namespace {
@@ -26,6 +28,41 @@ class CopyKernel final : public Kernel {
 
  private:
   std::int64_t count_;
+};
+
+// flatten: a copy, or a reorder where the format pass gave the input a blocked
+// layout or the output bf16 (the plain row-major bytes of an image are those of
+// its flattened rows). The backward converts the gradient back the same way.
+class FlattenKernel final : public Kernel {
+ public:
+  explicit FlattenKernel(const KernelContext& ctx)
+      : bytes_(static_cast<std::size_t>(numel(ctx.output)) * dtype_size(ctx.output_format.dtype)),
+        grad_bytes_(static_cast<std::size_t>(numel(ctx.output)) *
+                    dtype_size(ctx.input_format(0).dtype)) {
+    const Shape& x = ctx.inputs.at(0);
+    const auto in = tensor_md(x, ctx.input_format(0));
+    const auto out = plain_md(x, dnnl_type(ctx.output_format.dtype));
+    forward_ = Relayout::into(in, out);
+    backward_ = Relayout::into(out, in);
+  }
+  std::string implementation() const override { return forward_.needed() ? "reorder" : "copy"; }
+  void forward(const KernelArgs& a) override {
+    if (forward_.needed())
+      forward_.to_buffer(a.inputs[0].data, a.output.data);
+    else if (a.output.data != a.inputs[0].data)
+      std::memmove(a.output.data, a.inputs[0].data, bytes_);
+  }
+  void backward(const KernelArgs& a) override {
+    if (!a.grad_inputs[0]) return;
+    if (backward_.needed())
+      backward_.to_buffer(a.grad_output.data, a.grad_inputs[0].data);
+    else
+      std::memmove(a.grad_inputs[0].data, a.grad_output.data, grad_bytes_);
+  }
+
+ private:
+  std::size_t bytes_, grad_bytes_;
+  Relayout forward_, backward_;
 };
 
 class AddKernel final : public Kernel {
@@ -108,7 +145,7 @@ KernelFactory factory() {
 }  // namespace
 
 void register_shape_kernels(Backend& backend) {
-  backend.add_kernel("flatten", factory<CopyKernel>());
+  backend.add_kernel("flatten", factory<FlattenKernel>());
   backend.add_kernel("reshape", factory<CopyKernel>());
   backend.add_kernel("add", factory<AddKernel>());
   backend.add_kernel("concat", factory<ConcatKernel>());

@@ -18,6 +18,7 @@ OpDef flatten() {
     return s;
   };
   d.inplace_ok = true;
+  d.formats = FormatRule::per_argument;
   return d;
 }
 

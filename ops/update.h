@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct ParamSlot {
   float* state1 = nullptr;  // adam: second moment (null for sgd)
   std::int64_t size = 0;
   bool weight_decay = true;  // false for biases and normalization parameters
+  // The parameter's bf16 copy that bf16 kernels read (null: none), rewritten
+  // from the updated float32 values in the same pass.
+  std::uint16_t* bf16_copy = nullptr;
 };
 
 struct OptimizerStep {
@@ -46,6 +50,12 @@ class VectorOps {
   // dst[i] += src[i] (float32, same size).
   virtual void accumulate(const TensorRef& dst, const TensorRef& src) = 0;
   virtual void fill(const TensorRef& dst, float value) = 0;
+  // dst (bf16) = src (float32) rounded to nearest even, element by element.
+  virtual void round_to_bf16(const TensorRef& src, const TensorRef& dst);
 };
+
+inline void VectorOps::round_to_bf16(const TensorRef&, const TensorRef&) {
+  throw std::logic_error("this backend keeps no bf16 copies of parameters");
+}
 
 }  // namespace trainer

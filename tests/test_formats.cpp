@@ -2,10 +2,15 @@
 // The format pass (runner/graph/formats.h): which activations it keeps blocked
 // and in bf16, that blocked float32 activations train bit for bit like plain
 // ones, and that bf16 storage stays close to float32 storage and halves those
-// buffers in the memory plan.
+// buffers in the memory plan. And the bf16 weight copies (graph/precision.h):
+// rounded to nearest even, rewritten by the optimizer, refreshed after any
+// other write to the weights.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <random>
 
 #include "runner/config/yaml_reader.h"
@@ -191,4 +196,109 @@ TEST_CASE("bf16 activation storage stays close to float32 and halves its buffers
 
   auto stored_f32 = compile({"bf16", false});
   CHECK(stored_bf16->memory_plan().arena_bytes < stored_f32->memory_plan().arena_bytes);
+}
+
+TEST_CASE("float32 -> bf16 rounds to nearest even, keeps inf and NaN") {
+  const std::size_t n = 100003;  // split over threads, with a vector tail
+  std::vector<float> src(n, 1.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<float, std::uint16_t>> cases = {
+      {1.0f, 0x3f80},
+      {1.00390625f, 0x3f80},    // 1 + 2^-8: halfway, to the even neighbour 1.0
+      {1.01171875f, 0x3f82},    // 1 + 3 * 2^-8: halfway, to the even neighbour above
+      {1.0048828125f, 0x3f81},  // just above halfway: up
+      {-2.5f, 0xc020},
+      {std::numeric_limits<float>::max(), 0x7f80},  // rounds up to inf
+      {inf, 0x7f80},
+      {-inf, 0xff80},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    src[i] = cases[i].first;
+    src[n - 1 - i] = cases[i].first;
+  }
+  src[cases.size()] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::uint16_t> dst(n);
+  cpu_backend().vector_ops().round_to_bf16(
+      {src.data(), {static_cast<std::int64_t>(n)}},
+      {dst.data(), {static_cast<std::int64_t>(n)}, DType::bf16});
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    INFO("value " << cases[i].first);
+    CHECK(dst[i] == cases[i].second);
+    CHECK(dst[n - 1 - i] == cases[i].second);
+  }
+  const std::uint16_t nan = dst[cases.size()];
+  CHECK((nan & 0x7f80) == 0x7f80);
+  CHECK((nan & 0x007f) != 0);
+  CHECK(dst[n / 2] == 0x3f80);
+}
+
+namespace {
+
+float bf16_value(std::uint16_t bits) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+// Every bf16 weight copy against its float32 values: within half a bf16 step.
+void check_copies_current(Program& program) {
+  int copies = 0;
+  for (const ParamStorage& p : std::as_const(program).params()) {
+    if (!p.bf16_copy) continue;
+    ++copies;
+    const auto* copy = static_cast<const std::uint16_t*>(p.bf16_copy.data);
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < p.value.numel(); ++i) {
+      const float v = p.value.f32()[i];
+      if (std::abs(bf16_value(copy[i]) - v) > std::ldexp(std::abs(v), -8)) ++wrong;
+    }
+    INFO(p.param->name);
+    CHECK(wrong == 0);
+  }
+  CHECK(copies == 5);  // the weights of c1, ca, cb, f1 and f2
+}
+
+}  // namespace
+
+TEST_CASE("the optimizer rewrites the bf16 weight copies with each update") {
+  if (!cpu_backend().activation_formats().bf16_storage) {
+    WARN("no bf16 kernels on this CPU: nothing to compare");
+    return;
+  }
+  auto program = compile({"bf16", true});
+  program->train_step(1);
+  check_copies_current(*program);
+  const std::vector<float> before(program->params()[0].value.f32(),
+                                  program->params()[0].value.f32() + 16);
+  std::vector<ParamSlot> slots = program->optimizer_slots();
+  OptimizerStep step;
+  step.lr = 0.5f;
+  step.momentum = 0.9f;
+  for (int s = 0; s < 3; ++s) {
+    program->train_step(static_cast<std::uint64_t>(s));
+    cpu_backend().vector_ops().optimizer_step(slots, step);
+  }
+  CHECK(program->params()[0].value.f32()[0] != before[0]);  // the weights moved
+  check_copies_current(*program);
+}
+
+TEST_CASE("bf16 weight copies follow weights written outside the optimizer") {
+  if (!cpu_backend().activation_formats().bf16_storage) {
+    WARN("no bf16 kernels on this CPU: nothing to compare");
+    return;
+  }
+  // A program that has run, then has its weights overwritten (as a checkpoint
+  // restore or a broadcast from rank 0 does), against a fresh program given
+  // the same weights: the same loss, so the copies were refreshed.
+  auto used = compile({"bf16", true});
+  used->train_step(1);
+  for (auto& p : used->params())
+    for (std::int64_t i = 0; i < p.value.numel(); ++i) p.value.f32()[i] *= 0.5f;
+  used->train_step(1);
+
+  auto fresh = compile({"bf16", true});
+  for (std::size_t p = 0; p < fresh->params().size(); ++p)
+    std::copy_n(std::as_const(*used).params()[p].value.f32(), used->params()[p].value.numel(),
+                fresh->params()[p].value.f32());
+  fresh->train_step(1);
+  CHECK(used->loss().f32()[0] == fresh->loss().f32()[0]);
+  check_copies_current(*used);
 }

@@ -73,7 +73,13 @@ class ConvKernel final : public Kernel {
     if (has_bias_) fwd_.arg(DNNL_ARG_BIAS, b);
     bufs_.need_scratchpad(add_scratchpad(fwd_, fwd_pd));
     impl_ = impl_name(fwd_pd) + layouts(fwd_pd, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST});
-    const MatmulPorts::Plain plain{src, w, dst};
+    // The weights' bf16 copy when the program keeps one (KernelContext::param_decls).
+    const auto w_dims = w.dims();
+    const auto w_read =
+        ctx.param_decls[0].dtype == DType::bf16
+            ? plain_md(Shape(w_dims.begin(), w_dims.end()), dnnl::memory::data_type::bf16)
+            : w;
+    const MatmulPorts::Plain plain{src, w_read, dst, w};
     if (!ctx.training) {
       ports_.plan_forward(fwd_pd, plain, bufs_, half);
       return;

@@ -36,14 +36,20 @@ class LinearKernel final : public Kernel {
     const auto in_md = [&](const dnnl::memory::desc& md) {
       return low ? any_md(md, dnnl::memory::data_type::bf16) : md;
     };
+    // The weights' bf16 copy when the program keeps one (KernelContext::param_decls):
+    // the primitives read it as it is (oneDNN's bf16 gemm takes plain weights),
+    // with no conversion per step.
+    const bool copy = ctx.param_decls[0].dtype == DType::bf16;
+    const auto w_read = copy ? plain_md({out_, x[1]}, dnnl::memory::data_type::bf16) : w;
+    const auto w_prim = copy ? w_read : in_md(w);
     const auto attr = user_scratchpad_attr();
     auto& eng = cpu_engine();
     const auto prop =
         ctx.training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     ip_fwd::primitive_desc fwd_pd =
         has_bias_
-            ? ip_fwd::primitive_desc(ip_fwd::desc(prop, in_md(src), in_md(w), b, dst), attr, eng)
-            : ip_fwd::primitive_desc(ip_fwd::desc(prop, in_md(src), in_md(w), dst), attr, eng);
+            ? ip_fwd::primitive_desc(ip_fwd::desc(prop, in_md(src), w_prim, b, dst), attr, eng)
+            : ip_fwd::primitive_desc(ip_fwd::desc(prop, in_md(src), w_prim, dst), attr, eng);
     fwd_ = PrimitiveCall(ip_fwd(fwd_pd));
     const bool serial = 2 * rows_ * x[1] * out_ < kSerialFlops;
     if (serial) fwd_.run_serially();
@@ -52,7 +58,7 @@ class LinearKernel final : public Kernel {
     if (has_bias_) fwd_.arg(DNNL_ARG_BIAS, b);
     bufs_.need_scratchpad(add_scratchpad(fwd_, fwd_pd));
     impl_ = impl_name(fwd_pd);
-    const MatmulPorts::Plain plain{src, w, dst};
+    const MatmulPorts::Plain plain{src, w_read, dst, w};
     if (!ctx.training) {
       ports_.plan_forward(fwd_pd, plain, bufs_, half);
       return;
@@ -64,7 +70,7 @@ class LinearKernel final : public Kernel {
       return ip_bwd_data::primitive_desc(ip_bwd_data::desc(src, weights, in_md(dst)), attr, eng,
                                          fwd_pd);
     };
-    ip_bwd_data::primitive_desc bd_pd = backward_data_pd(in_md(w));
+    ip_bwd_data::primitive_desc bd_pd = backward_data_pd(w_prim);
     if (low && chosen_md(bd_pd, DNNL_ARG_WEIGHTS) != chosen_md(fwd_pd, DNNL_ARG_WEIGHTS)) {
       try {
         bd_pd = backward_data_pd(chosen_md(fwd_pd, DNNL_ARG_WEIGHTS));

@@ -21,9 +21,11 @@ namespace trainer::cpu {
 
 class MatmulPorts {
  public:
-  // The graph's tensors as they lie in memory: input x, weights w, output y.
+  // The graph's tensors as they lie in memory: input x, weights w as the
+  // kernel reads them (float32, or their bf16 copy), output y, and the
+  // weights' float32 gradient dw.
   struct Plain {
-    dnnl::memory::desc x, w, y;
+    dnnl::memory::desc x, w, y, dw;
   };
 
   // An inference kernel: the forward primitive alone.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ops/cpu/onednn.h"
 
@@ -31,6 +32,25 @@ void parallel_chunks(std::int64_t n, const Body& body) {
   }
 }
 
+// float32 -> bf16, rounded to nearest even (NaN stays a quiet NaN), as
+// oneDNN's reorders round. Branch-free, so the loops around it vectorise.
+inline std::uint16_t bf16_bits(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const std::uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  return static_cast<std::uint16_t>(nan ? (bits >> 16) | 0x40u : rounded);
+}
+
+// Compiled for AVX-512 and AVX2 as well as the baseline (picked at load time):
+// baseline SSE2 has no 32 -> 16 bit narrowing, and the loop would run scalar.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void round_range(
+    const float* __restrict src, std::uint16_t* __restrict dst, std::int64_t begin,
+    std::int64_t end) {
+#pragma omp simd
+  for (std::int64_t i = begin; i < end; ++i) dst[i] = bf16_bits(src[i]);
+}
+
 // The parameters are read from locals, not through the OptimizerStep
 // reference: a store to p[i] could alias it, which keeps the compiler from
 // vectorising. Each variant is its own loop for the same reason.
@@ -38,6 +58,7 @@ void sgd(const ParamSlot& s, const OptimizerStep& o) {
   float* __restrict p = s.param;
   const float* __restrict g = s.grad;
   float* __restrict buf = s.state0;
+  std::uint16_t* copy = s.bf16_copy;
   const std::int64_t n = s.size;
   const float lr = o.lr, scale = o.grad_scale, momentum = o.momentum;
   const float wd = s.weight_decay ? o.weight_decay : 0.0f;
@@ -45,6 +66,7 @@ void sgd(const ParamSlot& s, const OptimizerStep& o) {
     parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {
 #pragma omp simd
       for (std::int64_t i = begin; i < end; ++i) p[i] -= lr * (g[i] * scale + wd * p[i]);
+      if (copy) round_range(p, copy, begin, end);
     });
   } else if (o.nesterov) {
     parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {
@@ -54,6 +76,7 @@ void sgd(const ParamSlot& s, const OptimizerStep& o) {
         buf[i] = momentum * buf[i] + d;
         p[i] -= lr * (d + momentum * buf[i]);
       }
+      if (copy) round_range(p, copy, begin, end);
     });
   } else {
     parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {
@@ -62,6 +85,7 @@ void sgd(const ParamSlot& s, const OptimizerStep& o) {
         buf[i] = momentum * buf[i] + (g[i] * scale + wd * p[i]);
         p[i] -= lr * buf[i];
       }
+      if (copy) round_range(p, copy, begin, end);
     });
   }
 }
@@ -71,6 +95,7 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
   const float* __restrict g = s.grad;
   float* __restrict m = s.state0;
   float* __restrict v = s.state1;
+  std::uint16_t* copy = s.bf16_copy;
   const std::int64_t n = s.size;
   const float wd = s.weight_decay ? o.weight_decay : 0.0f;
   const double t = static_cast<double>(o.step);
@@ -89,6 +114,7 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
       v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
       p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
     }
+    if (copy) round_range(p, copy, begin, end);
   });
 }
 
@@ -139,6 +165,13 @@ class CpuVectorOps final : public VectorOps {
 #pragma omp simd
       for (std::int64_t i = begin; i < end; ++i) d[i] += s[i];
     });
+  }
+
+  void round_to_bf16(const TensorRef& src, const TensorRef& dst) override {
+    const float* s = src.f32();
+    auto* d = static_cast<std::uint16_t*>(dst.data);
+    parallel_chunks(src.numel(),
+                    [=](std::int64_t begin, std::int64_t end) { round_range(s, d, begin, end); });
   }
 
   void fill(const TensorRef& dst, float value) override {

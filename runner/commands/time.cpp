@@ -36,11 +36,7 @@ int command_time(const CommandArgs& args) {
   backend.copy_to_device(program->labels().data, batch->labels.data, program->labels().bytes());
   backend.vector_ops().fill(program->loss_seed(), 1.0f);
 
-  std::vector<ParamSlot> slots;
-  for (auto& p : program->params())
-    if (p.grad)
-      slots.push_back({p.value.f32(), p.grad.f32(), p.state0.f32(), p.state1.f32(), p.value.numel(),
-                       p.param->weight_decay});
+  std::vector<ParamSlot> slots = program->optimizer_slots();
   OptimizerStep opt;
   opt.lr = 1e-4f;  // small: timing must not depend on the run diverging
   opt.momentum = 0.9f;

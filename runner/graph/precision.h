@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ops/dtype.h"
 #include "runner/graph/ir.h"
@@ -20,5 +21,10 @@ std::optional<DType> low_precision_type(const std::string& mode);
 
 // Sets Node::compute on every node for `mode`.
 void assign_compute_types(Graph& graph, const std::string& mode);
+
+// Per parameter: whether it is the weight (first parameter) of a node that
+// computes in bf16. Such a weight gets a bf16 copy that the optimizer rewrites
+// with each update, so the kernels read it without converting every step.
+std::vector<bool> bf16_weight_copies(const Graph& graph);
 
 }  // namespace trainer::graph

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "runner/graph/precision.h"
+
 namespace trainer::graph {
 namespace {
 
@@ -23,6 +25,7 @@ std::uint64_t mix(std::uint64_t x) {
 CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
                                 const CompileOptions& options) {
   const Graph& g = tg.graph;
+  const std::vector<bool> copies = bf16_weight_copies(g);
   CompiledKernels out;
   out.kernels.resize(g.nodes.size());
   out.saved_bytes.resize(g.nodes.size());
@@ -39,6 +42,8 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
     }
     ctx.output_format = g.values[node.output].format();
     for (int p : node.params) ctx.param_decls.push_back({nullptr, g.params[p].shape, DType::f32});
+    if (!node.params.empty() && copies[node.params[0]] && node.compute == DType::bf16)
+      ctx.param_decls[0].dtype = DType::bf16;  // the weights arrive as their bf16 copy
     ctx.output = g.values[node.output].shape;
     ctx.training = true;
     ctx.deterministic = options.deterministic;
@@ -69,11 +74,18 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
 
   // 3. Persistent storage: values, then gradients, then optimizer state.
   std::size_t offset = 0;
+  const std::vector<bool> copies = bf16_weight_copies(g);
   std::vector<std::size_t> value_at(g.params.size()), grad_at(g.params.size(), SIZE_MAX),
-      micro_at(g.params.size(), SIZE_MAX), state_at(g.params.size(), SIZE_MAX);
+      micro_at(g.params.size(), SIZE_MAX), state_at(g.params.size(), SIZE_MAX),
+      copy_at(g.params.size(), SIZE_MAX);
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     value_at[p] = offset;
     offset += align64(numel(g.params[p].shape) * sizeof(float));
+  }
+  for (std::size_t p = 0; p < g.params.size(); ++p) {
+    if (!copies[p]) continue;
+    copy_at[p] = offset;
+    offset += align64(numel(g.params[p].shape) * 2);
   }
   params_bytes_ = offset;
   for (std::size_t p = 0; p < g.params.size(); ++p) {
@@ -109,6 +121,7 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     s.state0 = ref(state_at[p]);
     if (state_at[p] != SIZE_MAX && options_.optimizer_state_tensors > 1)
       s.state1 = ref(state_at[p] + align64(numel(shape) * sizeof(float)));
+    if (copy_at[p] != SIZE_MAX) s.bf16_copy = {persistent_.at(copy_at[p]), shape, DType::bf16};
   }
   if (offset)
     backend_.vector_ops().fill(
@@ -130,6 +143,8 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     KernelArgs& a = call.args;
     for (ValueId in : step.inputs) a.inputs.push_back(value_ref(in));
     for (int p : node.params) a.params.push_back(params_[p].value);
+    if (!node.params.empty() && params_[node.params[0]].bf16_copy && node.compute == DType::bf16)
+      a.params[0] = params_[node.params[0]].bf16_copy;
     a.output = value_ref(step.output);
     // A backward call reads the saved buffers of the forward call it pairs with.
     for (int b : plan_.saved_buffers[call.backward ? step.saved_from : static_cast<int>(s)])
@@ -166,7 +181,24 @@ void Program::set_call_seeds(std::vector<Call>& calls, std::uint64_t step_seed) 
       c.args.seed = mix(step_seed ^ mix(static_cast<std::uint64_t>(c.node)));
 }
 
+std::vector<ParamSlot> Program::optimizer_slots() {
+  std::vector<ParamSlot> slots;
+  for (const ParamStorage& p : params_) {
+    if (!p.grad) continue;
+    slots.push_back({p.value.f32(), p.grad.f32(), p.state0.f32(), p.state1.f32(), p.value.numel(),
+                     p.param->weight_decay, static_cast<std::uint16_t*>(p.bf16_copy.data)});
+  }
+  return slots;
+}
+
+void Program::refresh_bf16_copies() {
+  for (const ParamStorage& p : params_)
+    if (p.bf16_copy) backend_.vector_ops().round_to_bf16(p.value, p.bf16_copy);
+  bf16_copies_stale_ = false;
+}
+
 void Program::train_step(std::uint64_t step_seed, std::int64_t valid_rows) {
+  if (bf16_copies_stale_) refresh_bf16_copies();
   set_call_seeds(train_calls_, step_seed);
   for (Call& c : train_calls_) {
     c.args.valid_rows = valid_rows;
@@ -184,6 +216,7 @@ void Program::train_step(std::uint64_t step_seed, std::int64_t valid_rows) {
 }
 
 void Program::eval_step(std::int64_t valid_rows) {
+  if (bf16_copies_stale_) refresh_bf16_copies();
   for (Call& c : eval_calls_) {
     c.args.valid_rows = valid_rows;
     c.kernel->forward(c.args);
@@ -197,6 +230,7 @@ void Program::zero_gradients() {
 
 void Program::train_step_timed(std::uint64_t step_seed,
                                const std::function<void(const Call&, double ms)>& on_call) {
+  if (bf16_copies_stale_) refresh_bf16_copies();
   set_call_seeds(train_calls_, step_seed);
   for (Call& c : train_calls_) {
     c.args.valid_rows = -1;

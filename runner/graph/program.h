@@ -21,6 +21,7 @@ struct ParamStorage {
   TensorRef grad;            // what the optimizer reads (null for state such as running stats)
   TensorRef grad_micro;      // accumulation > 1: what backward writes, added into `grad`
   TensorRef state0, state1;  // optimizer state (momentum / Adam moments)
+  TensorRef bf16_copy;       // the weights as bf16 kernels read them (precision.h)
 };
 
 struct Call {
@@ -63,8 +64,16 @@ class Program {
   const TensorRef& loss() const { return loss_; }
   const TensorRef& logits() const { return logits_; }
   const TensorRef& loss_seed() const { return loss_seed_; }
-  std::vector<ParamStorage>& params() { return params_; }
+  // Writable access: the bf16 weight copies are refreshed from the float32
+  // values before the next step (whatever was written through it).
+  std::vector<ParamStorage>& params() {
+    bf16_copies_stale_ = true;
+    return params_;
+  }
   const std::vector<ParamStorage>& params() const { return params_; }
+  // The optimizer's view of every trainable parameter; the update rewrites
+  // the bf16 weight copies too, so they stay current step to step.
+  std::vector<ParamSlot> optimizer_slots();
 
   // Forward and backward of one micro-batch; with accumulate_gradients the
   // parameter gradients are added into ParamStorage::grad (zero them with
@@ -86,7 +95,7 @@ class Program {
 
   const std::vector<Call>& train_calls() const { return train_calls_; }
   std::size_t persistent_bytes() const { return persistent_.bytes(); }
-  std::size_t params_bytes() const { return params_bytes_; }
+  std::size_t params_bytes() const { return params_bytes_; }  // with the bf16 weight copies
   std::size_t grads_bytes() const { return grads_bytes_; }
   std::size_t optimizer_bytes() const { return optimizer_bytes_; }
   std::string implementation_of(int node) const;
@@ -94,6 +103,7 @@ class Program {
  private:
   TensorRef value_ref(ValueId v) const;
   void set_call_seeds(std::vector<Call>& calls, std::uint64_t step_seed);
+  void refresh_bf16_copies();
 
   TrainingGraph tg_;
   Backend& backend_;
@@ -104,6 +114,7 @@ class Program {
   DeviceBuffer workspace_;
   DeviceBuffer persistent_;  // params, grads, optimizer state
   std::size_t params_bytes_ = 0, grads_bytes_ = 0, optimizer_bytes_ = 0;
+  bool bf16_copies_stale_ = true;
   std::vector<ParamStorage> params_;
   std::vector<Call> train_calls_;
   std::vector<Call> eval_calls_;

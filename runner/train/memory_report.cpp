@@ -6,6 +6,7 @@
 
 #include "runner/graph/autodiff.h"
 #include "runner/graph/memory_plan.h"
+#include "runner/graph/precision.h"
 #include "runner/graph/program.h"
 #include "runner/train/trainer.h"
 
@@ -23,10 +24,13 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
       graph::plan_memory(tg, kernels.saved_bytes, kernels.workspace_bytes);
   const graph::Graph& g = tg.graph;
   MemoryEstimate e;
+  const std::vector<bool> copies = graph::bf16_weight_copies(g);
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     // Persistent storage is 64-byte aligned per tensor (program.cpp).
     const double bytes = std::ceil(static_cast<double>(numel(g.params[p].shape)) * 4.0 / 64) * 64;
     e.params += bytes;
+    if (copies[p])
+      e.params += std::ceil(static_cast<double>(numel(g.params[p].shape)) * 2.0 / 64) * 64;
     if (!tg.param_needs_grad[p]) continue;
     e.grads += bytes * (options.accumulate_gradients ? 2 : 1);
     e.optimizer += bytes * options.optimizer_state_tensors;

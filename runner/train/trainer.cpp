@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -374,14 +375,10 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   log->info("training {} steps ({} per epoch) on {}", total_steps, steps_per_epoch, backend.name());
 
   // Optimizer slots over every trainable parameter.
-  std::vector<ParamSlot> slots;
+  std::vector<ParamSlot> slots = program.optimizer_slots();
   std::vector<TensorRef> grads;
-  for (auto& p : program.params()) {
-    if (!p.grad) continue;
-    slots.push_back({p.value.f32(), p.grad.f32(), p.state0.f32(), p.state1.f32(), p.value.numel(),
-                     p.param->weight_decay});
-    grads.push_back(p.grad);
-  }
+  for (const auto& p : std::as_const(program).params())
+    if (p.grad) grads.push_back(p.grad);
   OptimizerStep opt;
   opt.kind = optimizer_kind(cfg.optimizer.type);
   opt.momentum = static_cast<float>(cfg.optimizer.momentum);

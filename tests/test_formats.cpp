@@ -11,14 +11,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 
 #include "runner/config/yaml_reader.h"
 #include "runner/graph/builder.h"
 #include "runner/graph/formats.h"
-#include "runner/graph/init.h"
 #include "runner/graph/precision.h"
 #include "runner/graph/program.h"
+#include "tests/program_fixture.h"
 
 using namespace trainer;
 using namespace trainer::graph;
@@ -76,21 +75,7 @@ std::unique_ptr<Program> compile(const Case& c) {
   Graph g = model_graph();
   assign_compute_types(g, c.precision);
   if (c.formats) assign_formats(g, cpu_backend().activation_formats(), c.precision);
-  CompileOptions options;
-  options.optimizer_state_tensors = 0;
-  auto program = std::make_unique<Program>(differentiate(std::move(g)), cpu_backend(), options);
-  std::vector<float> values;
-  for (auto& p : program->params()) {
-    initialize_param(*p.param, 11, values);
-    std::copy(values.begin(), values.end(), p.value.f32());
-  }
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal;
-  float* x = program->input().f32();
-  for (std::int64_t i = 0; i < program->input().numel(); ++i) x[i] = normal(rng);
-  for (std::int64_t i = 0; i < kBatch; ++i) program->labels().i64()[i] = i % 5;
-  program->loss_seed().f32()[0] = 1.0f;
-  return program;
+  return compile_test_program(std::move(g), 11, 5, 5);
 }
 
 // The largest difference of all parameter gradients, relative to the largest gradient.

@@ -11,6 +11,7 @@
 #include "runner/graph/builder.h"
 #include "runner/graph/init.h"
 #include "runner/graph/program.h"
+#include "tests/program_fixture.h"
 
 using namespace trainer;
 using namespace trainer::graph;
@@ -164,20 +165,7 @@ std::unique_ptr<Program> compile_checkpointed(const std::string& recompute) {
   Graph g = build_graph(model, in, diags);
   INFO(diags.format_all());
   REQUIRE(diags.empty());
-  CompileOptions options;
-  options.optimizer_state_tensors = 0;
-  auto program = std::make_unique<Program>(differentiate(std::move(g)), cpu_backend(), options);
-  std::vector<float> values;
-  for (auto& p : program->params()) {
-    initialize_param(*p.param, 11, values);
-    std::copy(values.begin(), values.end(), p.value.f32());
-  }
-  std::mt19937 rng(2);
-  std::normal_distribution<float> normal;
-  for (std::int64_t i = 0; i < program->input().numel(); ++i)
-    program->input().f32()[i] = normal(rng);
-  for (std::int64_t i = 0; i < 4; ++i) program->labels().i64()[i] = i;
-  program->loss_seed().f32()[0] = 1.0f;
+  auto program = compile_test_program(std::move(g), 11, 2, 5);
   program->train_step(42);
   return program;
 }

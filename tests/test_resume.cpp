@@ -48,18 +48,20 @@ TEST_CASE("the same config twice gives identical metrics; another seed does not"
   CHECK(a == read_text(tmp / "d/metrics.jsonl"));
 }
 
-TEST_CASE(
-    "train.max_steps inside an epoch, then --resume with more steps, matches an uninterrupted "
-    "run") {
-  TempDir tmp("resume-max-steps");
+namespace {
+
+// A run cut by train.max_steps inside an epoch, then resumed with more steps,
+// against the uninterrupted run, under `extra` overrides.
+void check_max_steps_resume(const std::string& name, const std::vector<std::string>& extra) {
+  TempDir tmp(name);
   write_text(tmp / "tiny.yaml", tiny_experiment());
   // A constant schedule: the learning rate must not depend on max_steps.
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "full", {"schedule.type=constant"}),
-                     tmp / "f.log") == 0);
+  std::vector<std::string> overrides = {"schedule.type=constant"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
   // 16 steps per epoch: step 22 is inside epoch 1, in the middle of a logging window.
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "part",
-                                  {"schedule.type=constant", "train.max_steps=22"}),
-                     tmp / "p.log") == 0);
+  overrides.push_back("train.max_steps=22");
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "part", overrides), tmp / "p.log") == 0);
   CHECK(fs::exists(tmp / "part/checkpoints/step-00000022/model.safetensors"));
   CHECK(fs::read_symlink(tmp / "part/checkpoints/last") == "step-00000022");
   CHECK(read_text(tmp / "full/metrics.jsonl") != read_text(tmp / "part/metrics.jsonl"));
@@ -79,6 +81,19 @@ TEST_CASE(
   for (const auto& e : fs::directory_iterator(tmp / "part/checkpoints"))
     if (e.path().filename().string().rfind("step-", 0) == 0) ++kept;
   CHECK(kept == 3);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "train.max_steps inside an epoch, then --resume with more steps, matches an uninterrupted "
+    "run") {
+  check_max_steps_resume("resume-max-steps", {});
+}
+
+TEST_CASE(
+    "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint)") {
+  check_max_steps_resume("resume-max-steps-bf16", {"precision=bf16"});
 }
 
 TEST_CASE(

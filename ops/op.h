@@ -54,7 +54,9 @@ enum class FormatRule {
   per_argument,   // each input and the output in any format, converted inside the
                   // kernel where needed (conv2d, linear, batchnorm, window pooling,
                   // flatten)
-  same_as_input,  // the output in the input's format, whatever it is (activations)
+  same_as_input,  // the output in the inputs' format, whatever it is (activations)
+  same_layout,    // the output in the inputs' layout, plain or blocked, float32 only:
+                  // element-wise own loops (add, dropout)
 };
 
 struct OpDef {

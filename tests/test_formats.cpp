@@ -26,8 +26,8 @@ namespace {
 
 // conv -> batchnorm -> relu -> pool, a value read by two convolutions (one with
 // a bias, whose gradient sums read a blocked bf16 gradient), a residual add
-// (plain: its own loop), pooling from it into flatten (blocked, then plain
-// rows), and linear -> relu -> linear.
+// (its own float32 loop: blocked, never bf16), pooling into flatten (blocked,
+// then plain rows), and linear -> relu -> linear.
 const char* kModel = R"(
 layers:
   - {type: conv2d, name: c1, out_channels: 16, kernel: 3, padding: 1, bias: false}
@@ -45,11 +45,25 @@ layers:
   - {type: linear, name: f2, out_features: 5}
 )";
 
+// Dropout between activations (float32, blocked), and global average pooling
+// from a bf16 blocked input into a bf16 linear input.
+const char* kPooledModel = R"(
+layers:
+  - {type: conv2d, name: c1, out_channels: 16, kernel: 3, padding: 1, bias: false}
+  - {type: batchnorm, name: bn1}
+  - {type: relu, name: r1}
+  - {type: dropout, name: drop, p: 0.25}
+  - {type: conv2d, name: c2, out_channels: 16, kernel: 3, padding: 1, bias: false}
+  - {type: relu, name: r2}
+  - {type: global_avgpool, name: gap}
+  - {type: linear, name: f, out_features: 5}
+)";
+
 constexpr std::int64_t kBatch = 8;
 
-Graph model_graph() {
+Graph model_graph(const char* yaml = kModel) {
   config::Diagnostics diags;
-  const config::Node model = config::parse_yaml(kModel, "model.yaml", diags);
+  const config::Node model = config::parse_yaml(yaml, "model.yaml", diags);
   ModelInput in;
   in.batch = kBatch;
   in.sample_shape = {3, 8, 8};
@@ -69,10 +83,11 @@ const Value& output_of(const Graph& g, const std::string& node) {
 struct Case {
   std::string precision;  // fp32 or bf16
   bool formats;           // run the format pass
+  const char* model = kModel;
 };
 
 std::unique_ptr<Program> compile(const Case& c) {
-  Graph g = model_graph();
+  Graph g = model_graph(c.model);
   assign_compute_types(g, c.precision);
   if (c.formats) assign_formats(g, cpu_backend().activation_formats(), c.precision);
   return compile_test_program(std::move(g), 11, 5, 5);
@@ -106,9 +121,9 @@ TEST_CASE("the format pass keeps conv/batchnorm/activation/pool runs in the back
   CHECK(output_of(g, "r1").format() == blocked_bf16);
   CHECK(output_of(g, "p1").format() == blocked_f32);  // two readers: gradients summed in f32
   CHECK(output_of(g, "ca").format() == blocked_bf16);
-  CHECK(output_of(g, "bna").format() == plain);  // read by add, an own loop
-  CHECK(output_of(g, "cb").format() == plain);
-  CHECK(output_of(g, "sum").format() == plain);
+  CHECK(output_of(g, "bna").format() == blocked_f32);  // read by add, a float32 loop
+  CHECK(output_of(g, "cb").format() == blocked_f32);
+  CHECK(output_of(g, "sum").format() == blocked_f32);
   CHECK(output_of(g, "p2").format() == blocked_bf16);  // converted by the pool, then flatten
   CHECK(output_of(g, "flat").format() == TensorFormat{DType::bf16, 0});
   CHECK(output_of(g, "f1").format() == TensorFormat{DType::bf16, 0});
@@ -126,6 +141,14 @@ TEST_CASE("the format pass keeps conv/batchnorm/activation/pool runs in the back
   }
   CHECK(gradients == 1);
 
+  SECTION("dropout and global average pooling") {
+    Graph f = model_graph(kPooledModel);
+    assign_formats(f, support, "bf16");
+    CHECK(output_of(f, "bn1").format() == blocked_f32);  // tied to dropout's float32 loop
+    CHECK(output_of(f, "drop").format() == blocked_f32);
+    CHECK(output_of(f, "r2").format() == blocked_bf16);
+    CHECK(output_of(f, "gap").format() == TensorFormat{DType::bf16, 0});
+  }
   SECTION("float32: blocked, never bf16") {
     Graph f = model_graph();
     assign_formats(f, support, "fp32");
@@ -181,6 +204,17 @@ TEST_CASE("bf16 activation storage stays close to float32 and halves its buffers
 
   auto stored_f32 = compile({"bf16", false});
   CHECK(stored_bf16->memory_plan().arena_bytes < stored_f32->memory_plan().arena_bytes);
+
+  SECTION("with dropout and global average pooling") {
+    auto pooled16 = compile({"bf16", true, kPooledModel});
+    auto pooled32 = compile({"fp32", true, kPooledModel});
+    pooled16->train_step(1);
+    pooled32->train_step(1);
+    const double pooled_diff = gradient_difference(*pooled16, *pooled32);
+    INFO("largest gradient difference: " << pooled_diff);
+    CHECK(pooled_diff < 0.03);
+    CHECK(pooled_diff > 0.0);
+  }
 }
 
 TEST_CASE("float32 -> bf16 rounds to nearest even, keeps inf and NaN") {

@@ -108,19 +108,35 @@ class PoolKernel final : public Kernel {
 };
 
 // Mean over H*W per (n, c): a reduction oneDNN pooling would also do, but this
-// loop is memory-bound and as fast.
+// loop is memory-bound and as fast. An input or output in another format
+// (blocked, bf16) is converted from or to plain float32, and so are their
+// gradients.
 class GlobalAvgPoolKernel final : public Kernel {
  public:
   explicit GlobalAvgPoolKernel(const KernelContext& ctx) {
     const Shape& x = ctx.inputs.at(0);
     planes_ = x[0] * x[1];
     hw_ = x[2] * x[3];
+    const auto in = tensor_md(x, ctx.input_format(0)), plain = plain_md(x);
+    const auto out = tensor_md(ctx.output, ctx.output_format), plain_out = plain_md(ctx.output);
+    x_in_ = Relayout::into(in, plain);
+    y_out_ = Relayout::out_of(plain_out, out);
+    x_buffer_ = bufs_.add(x_in_.bytes());
+    y_buffer_ = bufs_.add(y_out_.bytes());
+    bufs_.next_phase();
+    dy_in_ = Relayout::into(out, plain_out);
+    dx_out_ = Relayout::out_of(plain, in);
+    dy_buffer_ = bufs_.add(dy_in_.bytes());
+    dx_buffer_ = bufs_.add(dx_out_.bytes());
   }
   std::string implementation() const override { return "loop"; }
+  std::size_t workspace_bytes() const override { return bufs_.total(); }
 
   void forward(const KernelArgs& a) override {
-    const float* x = a.inputs[0].f32();
-    float* y = a.output.f32();
+    const auto* x = static_cast<const float*>(
+        x_in_.to_buffer(a.inputs[0].data, bufs_.at(a.workspace, x_buffer_)));
+    void* y_buffer = bufs_.at(a.workspace, y_buffer_);
+    auto* y = static_cast<float*>(y_out_.target(a.output.data, y_buffer));
     const float inv = 1.0f / static_cast<float>(hw_);
     for (std::int64_t p = 0; p < planes_; ++p) {
       const float* row = x + p * hw_;
@@ -128,22 +144,29 @@ class GlobalAvgPoolKernel final : public Kernel {
       for (std::int64_t k = 0; k < hw_; ++k) s += row[k];
       y[p] = s * inv;
     }
+    y_out_.from_buffer(y_buffer, a.output.data);
   }
 
   void backward(const KernelArgs& a) override {
     if (!a.grad_inputs[0]) return;
-    const float* dy = a.grad_output.f32();
-    float* dx = a.grad_inputs[0].f32();
+    const auto* dy = static_cast<const float*>(
+        dy_in_.to_buffer(a.grad_output.data, bufs_.at(a.workspace, dy_buffer_)));
+    void* dx_buffer = bufs_.at(a.workspace, dx_buffer_);
+    auto* dx = static_cast<float*>(dx_out_.target(a.grad_inputs[0].data, dx_buffer));
     const float inv = 1.0f / static_cast<float>(hw_);
     for (std::int64_t p = 0; p < planes_; ++p) {
       const float g = dy[p] * inv;
       float* row = dx + p * hw_;
       for (std::int64_t k = 0; k < hw_; ++k) row[k] = g;
     }
+    dx_out_.from_buffer(dx_buffer, a.grad_inputs[0].data);
   }
 
  private:
   std::int64_t planes_ = 0, hw_ = 0;
+  Relayout x_in_, y_out_, dy_in_, dx_out_;
+  KernelBuffers bufs_;
+  std::size_t x_buffer_ = 0, y_buffer_ = 0, dy_buffer_ = 0, dx_buffer_ = 0;
 };
 
 }  // namespace

@@ -22,6 +22,7 @@ void register_dropout(OpRegistry& registry) {
   };
   d.inplace_ok = true;
   d.stochastic = true;
+  d.formats = FormatRule::same_layout;
   registry.add(std::move(d));
 }
 

@@ -61,6 +61,7 @@ void register_pool(OpRegistry& registry) {
     s.forward_flops = flops_of(x, 1);
     return s;
   };
+  g.formats = FormatRule::per_argument;
   registry.add(std::move(g));
 }
 

@@ -84,6 +84,7 @@ OpDef add() {
     return s;
   };
   d.inplace_ok = true;
+  d.formats = FormatRule::same_layout;
   return d;
 }
 

@@ -36,6 +36,7 @@ void assign_formats(Graph& graph, const Backend::ActivationFormats& support,
   const std::size_t n = graph.values.size();
   std::vector<int> readers(n, 0);
   std::vector<bool> any_format(n, true);  // every node touching the value takes any format
+  std::vector<bool> float32_only(n, false);
   ValueGroups groups(n);
   for (const Node& node : graph.nodes) {
     const FormatRule rule = rule_of(node);
@@ -44,7 +45,9 @@ void assign_formats(Graph& graph, const Backend::ActivationFormats& support,
       if (rule == FormatRule::plain) any_format[in] = false;
     }
     if (rule == FormatRule::plain) any_format[node.output] = false;
-    if (rule == FormatRule::same_as_input) groups.join(node.inputs.at(0), node.output);
+    if (rule == FormatRule::same_as_input || rule == FormatRule::same_layout)
+      for (ValueId in : node.inputs) groups.join(in, node.output);
+    if (rule == FormatRule::same_layout) float32_only[node.output] = true;
   }
   for (ValueId v : {graph.input, graph.labels, graph.logits, graph.loss})
     if (v != kNoValue) any_format[v] = false;
@@ -52,7 +55,7 @@ void assign_formats(Graph& graph, const Backend::ActivationFormats& support,
   // A group takes the format when all its values do; images are blocked when
   // every value's channels divide into blocks.
   struct Group {
-    bool any_format = true, blocked = true, single_reader = true;
+    bool any_format = true, blocked = true, single_reader = true, float32_only = false;
   };
   std::vector<Group> group(n);
   for (std::size_t v = 0; v < n; ++v) {
@@ -63,13 +66,14 @@ void assign_formats(Graph& graph, const Backend::ActivationFormats& support,
     g.blocked = g.blocked && support.channel_block > 0 && value.shape.size() == 4 &&
                 value.shape[1] % support.channel_block == 0;
     g.single_reader = g.single_reader && readers[v] == 1;
+    g.float32_only = g.float32_only || float32_only[v];
   }
   for (std::size_t v = 0; v < n; ++v) {
     const Group& g = group[groups.find(static_cast<ValueId>(v))];
     if (!g.any_format) continue;
     Value& value = graph.values[v];
     if (g.blocked) value.channel_block = support.channel_block;
-    if (bf16 && g.single_reader) value.dtype = DType::bf16;
+    if (bf16 && g.single_reader && !g.float32_only) value.dtype = DType::bf16;
   }
 }
 

@@ -6,7 +6,8 @@
 //
 // A value takes the backend's format when the node that writes it and every
 // node that reads it take any format (OpDef::formats); `same_as_input` ops
-// (activations) tie their input and output to one format. bf16 storage also
+// (activations) tie their inputs and output to one format, `same_layout` ops
+// (add, dropout: float32 loops) to one layout in float32. bf16 storage also
 // needs a single reader (a value read twice has its gradients summed by a
 // float32 `add`). Gradients get the format of their value (autodiff.h).
 // Everything else, the batch, the logits and the parameters among it, stays

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "ops/cpu/onednn.h"
 #include "tests/op_check.h"
 
 using namespace trainer;
@@ -77,6 +78,19 @@ TEST_CASE("add, concat, flatten and reshape: values and gradients") {
     for (std::size_t k = 0; k < y.f.size(); ++k)
       CHECK(y.f[k] == Approx(run.inputs[0].f[k] + run.inputs[1].f[k] + run.inputs[2].f[k]));
     check_gradients(run);
+  }
+  {
+    // Long enough to be split over the threads, with a tail.
+    cpu::set_cpu_threads(2);
+    const std::int64_t n = 50003;
+    OpRun run(cpu_backend(), {"add", {}, {{2, n}, {2, n}, {2, n}}});
+    const auto y = run.forward();
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < y.f.size(); ++k)
+      if (y.f[k] != run.inputs[0].f[k] + run.inputs[1].f[k] + run.inputs[2].f[k]) ++wrong;
+    CHECK(wrong == 0);
+    const auto grads = run.backward(y);
+    for (const auto& g : grads.inputs) CHECK(g.f == y.f);  // the gradient of a sum: copied
   }
   {
     OpRun run(cpu_backend(), {"concat", {}, {{2, 3, 2, 2}, {2, 1, 2, 2}}});

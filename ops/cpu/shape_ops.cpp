@@ -7,6 +7,7 @@
 #include "ops/cpu/families.h"
 #include "ops/cpu/layout.h"
 #include "ops/cpu/onednn.h"
+#include "ops/cpu/parallel.h"
 
 namespace trainer::cpu {
 namespace {
@@ -71,19 +72,26 @@ class AddKernel final : public Kernel {
   std::string implementation() const override { return "loop"; }
 
   void forward(const KernelArgs& a) override {
-    float* y = a.output.f32();
+    float* y = a.output.f32();  // may be input 0 (inplace_ok): element by element, fine
     const float* x0 = a.inputs[0].f32();
     const float* x1 = a.inputs[1].f32();
-    for (std::int64_t k = 0; k < count_; ++k) y[k] = x0[k] + x1[k];
-    for (std::size_t i = 2; i < a.inputs.size(); ++i) {
-      const float* xi = a.inputs[i].f32();
-      for (std::int64_t k = 0; k < count_; ++k) y[k] += xi[k];
-    }
+    parallel_chunks(count_, [&](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+      for (std::int64_t k = begin; k < end; ++k) y[k] = x0[k] + x1[k];
+      for (std::size_t i = 2; i < a.inputs.size(); ++i) {
+        const float* xi = a.inputs[i].f32();
+#pragma omp simd
+        for (std::int64_t k = begin; k < end; ++k) y[k] += xi[k];
+      }
+    });
   }
 
   void backward(const KernelArgs& a) override {
-    for (const auto& g : a.grad_inputs)
-      if (g) copy_floats(g.data, a.grad_output.data, count_);
+    const float* dy = a.grad_output.f32();
+    parallel_chunks(count_, [&](std::int64_t begin, std::int64_t end) {
+      for (const auto& g : a.grad_inputs)
+        if (g) copy_floats(g.f32() + begin, dy + begin, end - begin);
+    });
   }
 
  private:

@@ -1,7 +1,5 @@
 // The argument conversions of conv2d and linear (see matmul_ports.h).
 #include "ops/cpu/matmul_ports.h"
-#include <chrono>
-#include <cstdio>
 
 namespace trainer::cpu {
 
@@ -66,23 +64,13 @@ void* MatmulPorts::saved_w(const KernelArgs& a) const {
   return a.saved[x_from_saved_ ? 1 : 0];
 }
 
-static double dbg_x = 0, dbg_w = 0;
-static int dbg_n = 0;
 void MatmulPorts::bind_forward(PrimitiveCall& call, const KernelArgs& a,
                                const KernelBuffers& bufs) {
   void* ws = a.workspace;
-  auto t0 = std::chrono::steady_clock::now();
   call.bind(DNNL_ARG_SRC, x_from_saved_ ? x_fwd_.in_saved(a.inputs[0].data, a.saved[0])
                                         : x_fwd_.in(a.inputs[0].data, ws, bufs));
-  auto t1 = std::chrono::steady_clock::now();
   call.bind(DNNL_ARG_WEIGHTS, w_from_saved_ ? w_fwd_.in_saved(a.params[0].data, saved_w(a))
                                             : w_fwd_.in(a.params[0].data, ws, bufs));
-  auto t2 = std::chrono::steady_clock::now();
-  if (a.params[0].numel() > 300000) {
-    dbg_x += std::chrono::duration<double, std::milli>(t1 - t0).count();
-    dbg_w += std::chrono::duration<double, std::milli>(t2 - t1).count();
-    if (++dbg_n % 200 == 0) fprintf(stderr, "DEBUG x %.3f w %.3f\n", dbg_x / dbg_n, dbg_w / dbg_n);
-  }
   call.bind(DNNL_ARG_DST, y_fwd_.out_target(a.output.data, ws, bufs));
   call.bind_scratchpad(ws);
 }

@@ -50,7 +50,7 @@ struct BackwardReads {
 // Which activation formats (TensorFormat) an op's kernels take, for the
 // format pass (runner/graph/formats.h).
 enum class FormatRule {
-  plain,          // plain float32 in and out (flatten, losses, dropout, own loops)
+  plain,          // plain float32 in and out (losses, reshape, concat: own loops)
   per_argument,   // each input and the output in any format, converted inside the
                   // kernel where needed (conv2d, linear, batchnorm, window pooling,
                   // flatten)

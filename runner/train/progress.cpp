@@ -10,11 +10,14 @@ namespace trainer::train {
 
 ProgressBar::ProgressBar(bool enabled) : enabled_(enabled && isatty(STDOUT_FILENO) == 1) {}
 
+bool ProgressBar::due() const {
+  return enabled_ &&
+         (!drawn_ || std::chrono::steady_clock::now() - last_ >= std::chrono::milliseconds(200));
+}
+
 void ProgressBar::update(std::int64_t epoch, std::int64_t step, std::int64_t total, double loss) {
-  if (!enabled_ || total <= 0) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (drawn_ && now - last_ < std::chrono::milliseconds(200)) return;
-  last_ = now;
+  if (total <= 0 || !due()) return;
+  last_ = std::chrono::steady_clock::now();
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(kWidth * step / total);
   std::string bar(static_cast<std::size_t>(filled), '=');

@@ -13,6 +13,8 @@ class ProgressBar {
   explicit ProgressBar(bool enabled = true);
   // Redraws "epoch E [=====>    ] step/total loss L" if enough time has passed.
   void update(std::int64_t epoch, std::int64_t step, std::int64_t total, double loss);
+  // Whether update() would redraw now (so the caller fetches the loss only then).
+  bool due() const;
   // Erases the bar (before a log line is printed, and at the end).
   void clear();
   bool enabled() const { return enabled_; }

@@ -24,6 +24,7 @@
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/checkpoint/weights.h"
 #include "runner/graph/init.h"
+#include "runner/train/loss_log.h"
 #include "runner/train/loss_scale.h"
 #include "runner/train/memory_report.h"
 #include "runner/train/metrics.h"
@@ -412,6 +413,17 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
 
   ProgressBar progress(collective.is_root());
   double last_loss = 0;
+  // Each micro-batch's loss stays in backend memory until the window needs it:
+  // no device synchronisation per step for the loss.
+  LossLog losses(backend, static_cast<std::size_t>(log_every * accumulation));
+  // Folds the losses recorded since the last call into the window, in step
+  // order (the same sums as reading each loss at its step).
+  auto settle_losses = [&] {
+    for (const float loss : losses.read()) {
+      last_loss = loss;
+      window_loss += loss / static_cast<double>(accumulation);
+    }
+  };
   const auto run_start = Clock::now();
   double total_wait = 0;
   std::int64_t total_samples = 0;
@@ -428,6 +440,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its evaluation is
   // pending).
   auto state_now = [&](std::int64_t at_epoch, std::int64_t epoch_step) {
+    settle_losses();
     checkpoint::TrainState st;
     st.step = step;
     st.epoch = at_epoch;
@@ -518,8 +531,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         program.train_step(mix(static_cast<std::uint64_t>(cfg.seed) ^
                                mix(static_cast<std::uint64_t>(step * accumulation + micro))),
                            batch->rows);
-        last_loss = read_scalar(program, program.loss());
-        window_loss += last_loss / static_cast<double>(accumulation);
+        losses.record(program.loss());
         window_samples += batch->rows;
         total_samples += batch->rows;
         if (s.num_classes > 0 && (step + 1) % log_every == 0) {
@@ -545,9 +557,11 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         progress.clear();
         log->warn("step {}: gradients overflow at loss scale {:g}: step skipped, scale now {:g}",
                   step + 1, scale_before, scaler.scale());
-        if (scaler.collapsed())
+        if (scaler.collapsed()) {
+          settle_losses();
           throw std::runtime_error(collapse_diagnosis(scaler, cfg.precision.loss_scale, step + 1,
                                                       last_loss, overflowing_parameters(program)));
+        }
       } else {
         if (!finite)
           throw std::runtime_error("non-finite gradients at step " + std::to_string(step) +
@@ -569,7 +583,10 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       ++step;
       ++in_epoch;
       ++window_steps;
-      progress.update(epoch, step, total_steps, last_loss);
+      if (progress.due()) {
+        settle_losses();
+        progress.update(epoch, step, total_steps, last_loss);
+      }
       // max_steps ends the run inside an epoch: the state a longer run resumed
       // from here needs is the one before the forced last record and evaluation.
       const bool stops_inside_epoch = step == total_steps && in_epoch < steps_per_epoch;
@@ -577,6 +594,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         stopped_inside_epoch = state_now(epoch, in_epoch);
 
       if (step % log_every == 0 || step == total_steps) {
+        settle_losses();
         const double elapsed = seconds_since(window_start);
         if (world > 1) {  // the window's loss and hits over every rank
           std::vector<double> sums = {window_loss, static_cast<double>(window_hits.top1),

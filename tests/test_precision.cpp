@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "ops/cpu/half.h"
 #include "runner/train/loss_scale.h"
@@ -44,6 +46,22 @@ HostTensor rounded(const HostTensor& t, float (*round)(float)) {
 
 float half_round(float v) {
   return cpu::round_to_half(v);
+}
+
+// The low-precision run's gradients against the float32 run's for one random
+// incoming gradient (both after their forward): dx and dw within `tolerance`.
+// Returns both sets for further checks.
+std::pair<OpRun::Grads, OpRun::Grads> check_gradients_near_f32(OpRun& low, OpRun& f32,
+                                                               std::uint64_t seed, double tolerance,
+                                                               const std::string& what) {
+  HostTensor dy = HostTensor::zeros(low.signature().output);
+  std::mt19937_64 rng(seed);
+  fill_uniform(dy.f, rng, -1, 1);
+  auto g = low.backward(dy);
+  auto g32 = f32.backward(dy);
+  check_close(g.inputs[0].f, g32.inputs[0].f, tolerance, tolerance, what + " dx");
+  check_close(g.params[0].f, g32.params[0].f, tolerance, tolerance, what + " dw");
+  return {std::move(g), std::move(g32)};
 }
 
 config::LossScaleConfig scaling(double init, std::int64_t growth_interval,
@@ -194,13 +212,7 @@ TEST_CASE("bf16 linear computes on bf16-rounded inputs and weights with float32 
     largest = std::max(largest, static_cast<double>(std::abs(y.f[i] - y32.f[i])));
   CHECK(largest > 1e-5);
   // Gradients: close to float32's, within bf16's precision.
-  HostTensor dy = HostTensor::zeros(run.signature().output);
-  std::mt19937_64 rng(3);
-  fill_uniform(dy.f, rng, -1, 1);
-  const auto g = run.backward(dy);
-  const auto g32 = f32.backward(dy);
-  check_close(g.inputs[0].f, g32.inputs[0].f, 3e-2, 3e-2, "bf16 linear dx");
-  check_close(g.params[0].f, g32.params[0].f, 3e-2, 3e-2, "bf16 linear dw");
+  const auto [g, g32] = check_gradients_near_f32(run, f32, 3, 3e-2, "bf16 linear");
   check_close(g.params[1].f, g32.params[1].f, 3e-2, 3e-2, "bf16 linear db");
 }
 
@@ -222,13 +234,7 @@ TEST_CASE("bf16 conv2d computes on bf16-rounded inputs and weights") {
     f32.inputs = run.inputs;
     f32.params = run.params;
     f32.forward();
-    HostTensor dy = HostTensor::zeros(o);
-    std::mt19937_64 rng(4);
-    fill_uniform(dy.f, rng, -1, 1);
-    const auto g = run.backward(dy);
-    const auto g32 = f32.backward(dy);
-    check_close(g.inputs[0].f, g32.inputs[0].f, 5e-2, 5e-2, "bf16 conv dx");
-    check_close(g.params[0].f, g32.params[0].f, 5e-2, 5e-2, "bf16 conv dw");
+    check_gradients_near_f32(run, f32, 4, 5e-2, "bf16 conv");
   }
 }
 

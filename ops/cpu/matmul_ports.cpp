@@ -2,6 +2,23 @@
 #include "ops/cpu/matmul_ports.h"
 
 namespace trainer::cpu {
+namespace {
+
+// Plans `port` for an input of the forward (`plain` -> `fwd`): into a buffer
+// kept from forward to backward when the backward call that reads it wants the
+// same conversion (`backward`) and it is a copy; else into the workspace.
+// Returns whether it is kept.
+bool plan_kept_input(Port& port, const dnnl::memory::desc& plain, const dnnl::memory::desc& fwd,
+                     const dnnl::memory::desc& backward, KernelBuffers& bufs, bool emulate_half) {
+  const bool kept = backward == fwd && (fwd != plain || emulate_half);
+  if (kept)
+    port.plan_in_saved(plain, fwd, emulate_half);
+  else
+    port.plan_in(plain, fwd, bufs, emulate_half);
+  return kept;
+}
+
+}  // namespace
 
 void MatmulPorts::plan_forward(const dnnl::primitive_desc_base& fwd, const Plain& plain,
                                KernelBuffers& bufs, bool emulate_half) {
@@ -17,19 +34,11 @@ void MatmulPorts::plan_training(const dnnl::primitive_desc_base& fwd,
   // Forward phase: x -> x' (saved when the backward-weights call reads that
   // layout and it is a copy), w -> w', y' -> y.
   const auto fwd_x = chosen_md(fwd, DNNL_ARG_SRC), bw_x = chosen_md(bwd_weights, DNNL_ARG_SRC);
-  x_from_saved_ = bw_x == fwd_x && (bw_x != plain.x || emulate_half);
-  if (x_from_saved_)
-    x_fwd_.plan_in_saved(plain.x, fwd_x, emulate_half);
-  else
-    x_fwd_.plan_in(plain.x, fwd_x, bufs, emulate_half);
+  x_from_saved_ = plan_kept_input(x_fwd_, plain.x, fwd_x, bw_x, bufs, emulate_half);
   // The converted weights too, when backward data reads the same conversion
   // (bf16: one conversion of the weights per step instead of two).
   const auto fwd_w = chosen_md(fwd, DNNL_ARG_WEIGHTS), bd_w = chosen_md(bwd_data, DNNL_ARG_WEIGHTS);
-  w_from_saved_ = bd_w == fwd_w && (fwd_w != plain.w || emulate_half);
-  if (w_from_saved_)
-    w_fwd_.plan_in_saved(plain.w, fwd_w, emulate_half);
-  else
-    w_fwd_.plan_in(plain.w, fwd_w, bufs, emulate_half);
+  w_from_saved_ = plan_kept_input(w_fwd_, plain.w, fwd_w, bd_w, bufs, emulate_half);
   y_fwd_.plan_out(chosen_md(fwd, DNNL_ARG_DST), plain.y, bufs, emulate_half);
   // Backward phase: dy -> dy', w -> w'', dx' -> dx; x -> x'' unless saved, dy
   // once more when the two calls want it in different layouts, dw' -> dw.

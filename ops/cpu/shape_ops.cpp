@@ -1,5 +1,6 @@
 // Own loops for the layout and combination ops: flatten and reshape (copies,
-// nothing when the output already aliases the input), add (sum of inputs,
+// or reorders between activation formats; nothing when the output already
+// aliases the input), add (sum of inputs,
 // gradient copied to each) and concat (block copies along one axis).
 #include <cstring>
 #include <memory>
@@ -16,27 +17,13 @@ void copy_floats(void* dst, const void* src, std::int64_t count) {
   if (dst != src) std::memmove(dst, src, static_cast<std::size_t>(count) * 4);
 }
 
-class CopyKernel final : public Kernel {
+// flatten and reshape: a copy, or (flatten) a reorder where the format pass
+// gave the input a blocked layout or the output bf16 (the plain row-major bytes
+// of an image are those of its flattened rows). The backward converts the
+// gradient back the same way.
+class ReshapeKernel final : public Kernel {
  public:
-  explicit CopyKernel(const KernelContext& ctx) : count_(numel(ctx.output)) {}
-  std::string implementation() const override { return "copy"; }
-  void forward(const KernelArgs& a) override {
-    copy_floats(a.output.data, a.inputs[0].data, count_);
-  }
-  void backward(const KernelArgs& a) override {
-    if (a.grad_inputs[0]) copy_floats(a.grad_inputs[0].data, a.grad_output.data, count_);
-  }
-
- private:
-  std::int64_t count_;
-};
-
-// flatten: a copy, or a reorder where the format pass gave the input a blocked
-// layout or the output bf16 (the plain row-major bytes of an image are those of
-// its flattened rows). The backward converts the gradient back the same way.
-class FlattenKernel final : public Kernel {
- public:
-  explicit FlattenKernel(const KernelContext& ctx)
+  explicit ReshapeKernel(const KernelContext& ctx)
       : bytes_(static_cast<std::size_t>(numel(ctx.output)) * dtype_size(ctx.output_format.dtype)),
         grad_bytes_(static_cast<std::size_t>(numel(ctx.output)) *
                     dtype_size(ctx.input_format(0).dtype)) {
@@ -153,8 +140,8 @@ KernelFactory factory() {
 }  // namespace
 
 void register_shape_kernels(Backend& backend) {
-  backend.add_kernel("flatten", factory<FlattenKernel>());
-  backend.add_kernel("reshape", factory<CopyKernel>());
+  backend.add_kernel("flatten", factory<ReshapeKernel>());
+  backend.add_kernel("reshape", factory<ReshapeKernel>());
   backend.add_kernel("add", factory<AddKernel>());
   backend.add_kernel("concat", factory<ConcatKernel>());
 }

@@ -17,6 +17,10 @@ std::vector<bool> bf16_weight_copies(const Graph& graph) {
   return copies;
 }
 
+bool reads_bf16_weight_copy(const Node& node, const std::vector<bool>& copies) {
+  return node.compute == DType::bf16 && !node.params.empty() && copies[node.params[0]];
+}
+
 void assign_compute_types(Graph& graph, const std::string& mode) {
   const std::optional<DType> low = low_precision_type(mode);
   for (Node& node : graph.nodes) node.compute = low && node.op->low_precision ? *low : DType::f32;

@@ -27,4 +27,7 @@ void assign_compute_types(Graph& graph, const std::string& mode);
 // with each update, so the kernels read it without converting every step.
 std::vector<bool> bf16_weight_copies(const Graph& graph);
 
+// Whether `node` reads its weights as their bf16 copy (`copies`: bf16_weight_copies).
+bool reads_bf16_weight_copy(const Node& node, const std::vector<bool>& copies);
+
 }  // namespace trainer::graph

@@ -42,7 +42,7 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
     }
     ctx.output_format = g.values[node.output].format();
     for (int p : node.params) ctx.param_decls.push_back({nullptr, g.params[p].shape, DType::f32});
-    if (!node.params.empty() && copies[node.params[0]] && node.compute == DType::bf16)
+    if (reads_bf16_weight_copy(node, copies))
       ctx.param_decls[0].dtype = DType::bf16;  // the weights arrive as their bf16 copy
     ctx.output = g.values[node.output].shape;
     ctx.training = true;
@@ -143,8 +143,7 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     KernelArgs& a = call.args;
     for (ValueId in : step.inputs) a.inputs.push_back(value_ref(in));
     for (int p : node.params) a.params.push_back(params_[p].value);
-    if (!node.params.empty() && params_[node.params[0]].bf16_copy && node.compute == DType::bf16)
-      a.params[0] = params_[node.params[0]].bf16_copy;
+    if (reads_bf16_weight_copy(node, copies)) a.params[0] = params_[node.params[0]].bf16_copy;
     a.output = value_ref(step.output);
     // A backward call reads the saved buffers of the forward call it pairs with.
     for (int b : plan_.saved_buffers[call.backward ? step.saved_from : static_cast<int>(s)])

@@ -12,6 +12,7 @@
 
 #include "ops/op.h"
 #include "ops/out_of_memory.h"
+#include "ops/step_values.h"
 #include "ops/tensor.h"
 #include "ops/update.h"
 
@@ -61,12 +62,19 @@ struct KernelArgs {
   TensorRef grad_output;
   std::vector<TensorRef> grad_inputs;
   std::vector<TensorRef> grad_params;
-  bool training = true;          // batchnorm batch statistics, dropout active
-  bool update_state = true;      // false: leave persistent state (running statistics) alone,
-                                 // as when a forward call is repeated to recompute activations
-  std::uint64_t seed = 0;        // per-step, per-node seed for stochastic ops
-  std::int64_t valid_rows = -1;  // losses: rows beyond this are padding (-1: all)
+  bool training = true;      // batchnorm batch statistics, dropout active
+  bool update_state = true;  // false: leave persistent state (running statistics) alone,
+                             // as when a forward call is repeated to recompute activations
+  // The step's seed and valid rows, in backend memory (null: seed 0, every row
+  // valid). Kernels read them when they run, never when they are queued.
+  const StepValues* step = nullptr;
+  std::uint64_t seed_salt = 0;  // stochastic ops: this call's salt (call_seed)
 };
+
+// The step values a CPU kernel reads (its backend memory is host memory).
+inline StepValues step_values_of(const KernelArgs& args) {
+  return args.step ? *args.step : StepValues{};
+}
 
 class Kernel {
  public:
@@ -82,6 +90,14 @@ class Kernel {
 };
 
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelContext&)>;
+
+// Work a backend recorded once and replays as a whole (a CUDA graph): the same
+// kernels on the same buffers, reading the buffers' contents at replay time.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  virtual void replay() = 0;
+};
 
 // Memory handed out by a backend's allocate() (0 when the backend does not count).
 struct MemoryStats {
@@ -103,6 +119,8 @@ class Backend {
   bool has_kernel(const std::string& op) const { return kernels_.count(op) != 0; }
   // Whether this backend's matmul-like kernels compute in `type` (float32 always).
   virtual bool supports_compute(DType type) const { return type == DType::f32; }
+  // Why it does not, and what to use instead (for the error).
+  virtual std::string compute_refusal(DType) const { return "use precision: fp32 or tf32 on it"; }
   // The activation formats its kernels run fastest on (OpDef::formats ops):
   // the channel block of images (0: plain only) and whether activations may be
   // stored in bf16 under bf16 mixed precision.
@@ -130,6 +148,12 @@ class Backend {
   virtual void release_host(void* ptr);
   // Whole-model vector work of the training step (optimizer, norms, accumulation).
   virtual VectorOps& vector_ops() = 0;
+  // Records the work `queue_work` queues on this backend without running it,
+  // for replay. Null, with the reason in `why_not`, when this backend does not
+  // record (the CPU runs kernels as they are called) or the recording failed;
+  // the caller then runs the work directly.
+  virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& queue_work,
+                                               std::string& why_not);
 
  private:
   std::string name_;

@@ -47,14 +47,19 @@ void Backend::release_host(void* ptr) {
   std::free(ptr);
 }
 
+std::unique_ptr<RecordedWork> Backend::record(const std::function<void()>&, std::string& why_not) {
+  why_not = "the " + name_ + " backend runs its kernels as they are called";
+  return nullptr;
+}
+
 std::unique_ptr<Kernel> Backend::make_kernel(const KernelContext& ctx) const {
   auto it = kernels_.find(ctx.op->name);
   if (it == kernels_.end())
     throw std::runtime_error("backend '" + name_ + "' has no kernel for op '" + ctx.op->name + "'");
   if (!supports_compute(ctx.compute))
     throw std::runtime_error("backend '" + name_ + "' cannot compute " + ctx.op->name + " in " +
-                             std::string(dtype_name(ctx.compute)) +
-                             " yet: use precision: fp32 or tf32 on it");
+                             std::string(dtype_name(ctx.compute)) + ": " +
+                             compute_refusal(ctx.compute));
   return it->second(ctx);
 }
 

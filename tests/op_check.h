@@ -190,6 +190,7 @@ class OpRun {
     for (std::size_t b : kernel_->saved_bytes())
       saved_bufs_.push_back(std::make_unique<DeviceBuffer>(backend, b));
     workspace_ = std::make_unique<DeviceBuffer>(backend, kernel_->workspace_bytes());
+    step_values_ = std::make_unique<DeviceBuffer>(backend, sizeof(StepValues));
   }
 
   const OpDef& def() const { return *def_; }
@@ -277,8 +278,9 @@ class OpRun {
     for (auto& s : saved_bufs_) a.saved.push_back(s->get());
     a.workspace = workspace_->get();
     a.training = training;
-    a.seed = seed;
-    a.valid_rows = valid_rows;
+    const StepValues values{seed, valid_rows};
+    step_values_->upload(&values);
+    a.step = static_cast<const StepValues*>(step_values_->get());
     return a;
   }
 
@@ -291,7 +293,7 @@ class OpRun {
   std::unique_ptr<Kernel> kernel_;
   std::vector<std::unique_ptr<DeviceBuffer>> input_bufs_, param_bufs_, grad_input_bufs_,
       grad_param_bufs_, saved_bufs_;
-  std::unique_ptr<DeviceBuffer> output_buf_, grad_output_buf_, workspace_;
+  std::unique_ptr<DeviceBuffer> output_buf_, grad_output_buf_, workspace_, step_values_;
 };
 
 // ---------------------------------------------------------------- comparisons

@@ -45,6 +45,12 @@ TEST_CASE("every shipped config validates, plans and trains a few steps") {
     for (const char* file :
          {"config.yaml", "config.sha256", "manifest.json", "metrics.jsonl", "train.log"})
       CHECK(fs::exists(dir / file));
+    // The manifest says how the steps ran (the CPU runs kernels as they are called).
+    std::ifstream manifest_file(dir / "manifest.json");
+    const auto manifest = nlohmann::json::parse(manifest_file);
+    CHECK(manifest["step_execution"] ==
+          "eager: the cpu backend runs its kernels as they are called");
+    CHECK(summary["step_execution"] == manifest["step_execution"]);
     fs::remove_all(dir);
   }
   CHECK(configs >= 3);

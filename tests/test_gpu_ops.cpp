@@ -60,6 +60,22 @@ TEST_CASE("CUDA conv2d equals CPU") {
           1e-4, 1e-4);
 }
 
+// Mixed precision: both backends round x, the weights and dy to the same
+// 16-bit values and accumulate in float32, so only the order of the sums differs.
+TEST_CASE("CUDA bf16 and fp16 linear and conv2d equal CPU") {
+  for (DType low : {DType::bf16, DType::f16}) {
+    INFO("compute " << trainer::dtype_name(low));
+    OpCase linear{"linear", {{"out_features", std::int64_t{24}}}, {{16, 40}}};
+    linear.compute = low;
+    compare(linear, 2e-3, 2e-3);
+    OpCase conv{"conv2d",
+                {{"out_channels", std::int64_t{8}}, {"kernel", Ints{3}}, {"padding", Ints{1}}},
+                {{4, 3, 10, 10}}};
+    conv.compute = low;
+    compare(conv, 2e-3, 2e-3);
+  }
+}
+
 TEST_CASE("CUDA batchnorm equals CPU in training and eval") {
   compare({"batchnorm", {}, {{4, 3, 5, 5}}}, 1e-4, 1e-4);
   compare({"batchnorm", {{"momentum", 0.3}}, {{6, 5}}}, 1e-4, 1e-4);

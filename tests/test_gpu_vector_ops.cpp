@@ -2,10 +2,15 @@
 // The CUDA VectorOps against the CPU ones on the same data: SGD (momentum,
 // nesterov, weight decay), Adam and AdamW over several parameters in one call,
 // the gradient norm with non-finite detection, accumulate and fill (aligned and
-// unaligned, lengths that are not multiples of 4 or of the chunk size).
+// unaligned, lengths that are not multiples of 4 or of the chunk size), and
+// rounding to bf16 (alone and in the optimizer's weight copies).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <vector>
@@ -177,5 +182,62 @@ TEST_CASE("CUDA accumulate and fill, aligned and unaligned") {
     gpu.release(da);
     gpu.release(db);
   }
+}
+
+// The bits the CPU rounds to (ops/cpu/vector_ops.cpp), written out here.
+std::uint16_t bf16_rounded(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+TEST_CASE("CUDA bf16 rounding and the optimizer's bf16 copies match the CPU rule bit for bit") {
+  std::mt19937 rng(17);
+  Backend& gpu = trainer::cuda_backend(0);
+  std::vector<float> values = random_vector(40003, rng);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.00390625f /* a tie */,
+                            1.01171875f /* a tie */,
+                            3.4e38f /* rounds to inf */,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            1e-40f /* subnormal */};
+  std::copy(std::begin(specials), std::end(specials), values.begin());
+  const std::size_t n = values.size();
+  const trainer::Shape shape{static_cast<std::int64_t>(n)};
+  auto* src = static_cast<float*>(gpu.allocate(n * 4));
+  auto* dst = static_cast<std::uint16_t*>(gpu.allocate(n * 2));
+  gpu.copy_to_device(src, values.data(), n * 4);
+  gpu.vector_ops().round_to_bf16({src, shape, trainer::DType::f32},
+                                 {dst, shape, trainer::DType::bf16});
+  std::vector<std::uint16_t> got(n);
+  gpu.copy_to_host(got.data(), dst, n * 2);
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("element " << i << " = " << values[i]);
+    REQUIRE(got[i] == bf16_rounded(values[i]));
+  }
+
+  // One SGD step with the copy: the copy is the rounding of the updated value.
+  std::vector<float> grad = random_vector(n, rng), param = random_vector(n, rng);
+  auto* grad_d = static_cast<float*>(gpu.allocate(n * 4));
+  gpu.copy_to_device(src, param.data(), n * 4);
+  gpu.copy_to_device(grad_d, grad.data(), n * 4);
+  trainer::ParamSlot slot;
+  slot.param = src;
+  slot.grad = grad_d;
+  slot.size = static_cast<std::int64_t>(n);
+  slot.bf16_copy = dst;
+  trainer::OptimizerStep step;
+  step.lr = 0.1f;
+  gpu.vector_ops().optimizer_step({slot}, step);
+  gpu.copy_to_host(param.data(), src, n * 4);
+  gpu.copy_to_host(got.data(), dst, n * 2);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == bf16_rounded(param[i]));
+  gpu.release(src);
+  gpu.release(dst);
+  gpu.release(grad_d);
 }
 #endif

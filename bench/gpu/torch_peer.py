@@ -84,7 +84,8 @@ def main():
     result["bf16_gemm_tflops"] = round(gemm / 1e12, 1)
     # A large bf16 MLP: 4 layers of 8192 at batch 8192; 3 GEMMs per layer per step.
     width, batch, depth = 8192, 8192, 4
-    big = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())])
+    big = torch.nn.Sequential(*[m for _ in range(depth)
+                                for m in (torch.nn.Linear(width, width), torch.nn.ReLU())])
     rate = train_rate(torch, big, batch, "bf16", 10, (width,), width)
     flops = 6.0 * width * width * depth * rate
     result["large_bf16_mlp"] = {"width": width, "depth": depth, "batch": batch,

@@ -9,7 +9,9 @@
 namespace trainer::cpu {
 namespace {
 
-// splitmix64 finalizer: a well-mixed 64-bit hash of a counter.
+constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+
+// The splitmix64 finalizer (without the increment).
 inline std::uint64_t mix(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -37,9 +39,9 @@ class DropoutKernel final : public Kernel {
       return;
     }
     auto* mask = static_cast<std::uint8_t*>(a.saved[0]);
-    const std::uint64_t base = mix(a.seed + 0x9e3779b97f4a7c15ULL);
+    const std::uint64_t base = mix(call_seed(step_values_of(a).seed, a.seed_salt) + kGolden);
     for (std::int64_t k = 0; k < count_; ++k) {
-      const std::uint64_t h = mix(base + static_cast<std::uint64_t>(k) * 0x9e3779b97f4a7c15ULL);
+      const std::uint64_t h = mix(base + static_cast<std::uint64_t>(k) * kGolden);
       const std::uint8_t keep = (h >> 32) >= threshold_ ? 1 : 0;
       mask[k] = keep;
       y[k] = keep ? x[k] * scale_ : 0.0f;

@@ -12,10 +12,6 @@
 namespace trainer::cpu {
 namespace {
 
-std::int64_t rows_used(std::int64_t valid_rows, std::int64_t rows) {
-  return valid_rows < 0 ? rows : std::min(valid_rows, rows);
-}
-
 class CrossEntropyKernel final : public Kernel {
  public:
   explicit CrossEntropyKernel(const KernelContext& ctx)
@@ -28,7 +24,7 @@ class CrossEntropyKernel final : public Kernel {
   void forward(const KernelArgs& a) override {
     const float* logits = a.inputs[0].f32();
     const std::int64_t* labels = a.inputs[1].i64();
-    const std::int64_t used = rows_used(a.valid_rows, rows_);
+    const std::int64_t used = rows_used(step_values_of(a).valid_rows, rows_);
     double total = 0;
     std::int64_t counted = 0;
     for (std::int64_t r = 0; r < used; ++r) {
@@ -56,7 +52,7 @@ class CrossEntropyKernel final : public Kernel {
     const float* logits = a.inputs[0].f32();
     const std::int64_t* labels = a.inputs[1].i64();
     float* dx = a.grad_inputs[0].f32();
-    const std::int64_t used = rows_used(a.valid_rows, rows_);
+    const std::int64_t used = rows_used(step_values_of(a).valid_rows, rows_);
     std::int64_t counted = 0;
     for (std::int64_t r = 0; r < used; ++r) counted += labels[r] != ignore_;
     const float scale = counted ? a.grad_output.f32()[0] / static_cast<float>(counted) : 0.0f;
@@ -106,7 +102,7 @@ class MseKernel final : public Kernel {
   void forward(const KernelArgs& a) override {
     const float* p = a.inputs[0].f32();
     const float* t = a.inputs[1].f32();
-    const std::int64_t n = rows_used(a.valid_rows, rows_) * per_row_;
+    const std::int64_t n = rows_used(step_values_of(a).valid_rows, rows_) * per_row_;
     double total = 0;
     for (std::int64_t k = 0; k < n; ++k) {
       const double d = static_cast<double>(p[k]) - t[k];
@@ -120,7 +116,7 @@ class MseKernel final : public Kernel {
     const float* p = a.inputs[0].f32();
     const float* t = a.inputs[1].f32();
     float* dx = a.grad_inputs[0].f32();
-    const std::int64_t n = rows_used(a.valid_rows, rows_) * per_row_;
+    const std::int64_t n = rows_used(step_values_of(a).valid_rows, rows_) * per_row_;
     const float scale = n ? 2.0f * a.grad_output.f32()[0] / static_cast<float>(n) : 0.0f;
     for (std::int64_t k = 0; k < n; ++k) dx[k] = (p[k] - t[k]) * scale;
     std::fill(dx + n, dx + rows_ * per_row_, 0.0f);

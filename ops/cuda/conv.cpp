@@ -2,11 +2,15 @@
 // backward filter with algorithms chosen once here, within a workspace limit
 // (cudnnFind* when autotuning, the _v7 heuristics otherwise; only deterministic
 // algorithms when asked), and the bias by cudnnAddTensor / cudnnConvolutionBackwardBias.
+// Under bf16/fp16 mixed precision cuDNN convolves 16-bit tensors with float
+// accumulation: x, dy and the weights (unless they arrive as their bf16 copy)
+// are narrowed into the workspace, and y, dx and dW widened back to float32.
 #include <algorithm>
 #include <string>
 
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/low_precision.h"
 #include "ops/defs/def_helpers.h"
 
 namespace trainer::cuda {
@@ -38,13 +42,20 @@ class ConvKernel final : public Kernel {
  public:
   ConvKernel(const KernelContext& k, CudaContext& ctx)
       : ctx_(ctx),
-        x_(k.inputs[0][0], k.inputs[0][1], k.inputs[0][2], k.inputs[0][3]),
-        y_(k.output[0], k.output[1], k.output[2], k.output[3]),
+        low_(k.compute != DType::f32),
+        low_type_(k.compute),
+        weights_arrive_low_(low_ && k.param_decls.at(0).dtype == k.compute),
+        x_(k.inputs[0][0], k.inputs[0][1], k.inputs[0][2], k.inputs[0][3], operand_type()),
+        y_(k.output[0], k.output[1], k.output[2], k.output[3], operand_type()),
+        y_f32_(k.output[0], k.output[1], k.output[2], k.output[3]),
         bias_(1, k.output[1], 1, 1),
         w_(k.param_decls.at(0).shape[0], k.param_decls[0].shape[1], k.param_decls[0].shape[2],
-           k.param_decls[0].shape[3]),
-        conv_(geometry(k), k.allow_tf32),
-        has_bias_(k.param_decls.size() > 1) {
+           k.param_decls[0].shape[3], operand_type()),
+        conv_(geometry(k), k.allow_tf32, low_),
+        has_bias_(k.param_decls.size() > 1),
+        x_count_(numel(k.inputs[0])),
+        y_count_(numel(k.output)),
+        w_count_(numel(k.param_decls[0].shape)) {
     cudnnHandle_t h = ctx.cudnn.get();
     constexpr int kMax = 16;
     int n = 0;
@@ -96,41 +107,58 @@ class ConvKernel final : public Kernel {
     }
   }
 
-  std::size_t workspace_bytes() const override { return workspace_; }
+  // cuDNN's workspace, then (mixed precision) the 16-bit x, y or dy, weights,
+  // dx and dW.
+  std::size_t workspace_bytes() const override {
+    if (!low_) return workspace_;
+    return library_bytes() + 2 * low_bytes(x_count_) + low_bytes(y_count_) +
+           2 * low_bytes(w_count_);
+  }
 
   void forward(const KernelArgs& a) override {
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = ctx_.cudnn.get();
-    check(cudnnConvolutionForward(h, &one, x_.get(), a.inputs[0].data, w_.get(), a.params[0].data,
-                                  conv_.get(), fwd_, a.workspace, workspace_, &zero, y_.get(),
-                                  a.output.data),
+    void* y = low_ ? slice(a, Slice::y) : a.output.data;
+    check(cudnnConvolutionForward(h, &one, x_.get(), operand_x(a), w_.get(), weights(a),
+                                  conv_.get(), fwd_, a.workspace, workspace_, &zero, y_.get(), y),
           "cudnnConvolutionForward");
+    if (low_) widen(y, a.output.f32(), y_count_, low_type_, ctx_.compute.get());
     if (has_bias_)
-      check(cudnnAddTensor(h, &one, bias_.get(), a.params[1].data, &one, y_.get(), a.output.data),
-            "cudnnAddTensor(conv2d bias)");
+      check(
+          cudnnAddTensor(h, &one, bias_.get(), a.params[1].data, &one, y_f32_.get(), a.output.data),
+          "cudnnAddTensor(conv2d bias)");
   }
 
   void backward(const KernelArgs& a) override {
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = ctx_.cudnn.get();
-    if (!a.grad_inputs.empty() && a.grad_inputs[0])
-      check(cudnnConvolutionBackwardData(h, &one, w_.get(), a.params[0].data, y_.get(),
-                                         a.grad_output.data, conv_.get(), bwd_data_, a.workspace,
-                                         workspace_, &zero, x_.get(), a.grad_inputs[0].data),
+    const bool want_x = !a.grad_inputs.empty() && a.grad_inputs[0];
+    const bool want_w = a.grad_params.size() > 0 && a.grad_params[0];
+    const void* dy = want_x || want_w ? operand_dy(a) : nullptr;
+    if (want_x) {
+      void* dx = low_ ? slice(a, Slice::dx) : a.grad_inputs[0].data;
+      check(cudnnConvolutionBackwardData(h, &one, w_.get(), weights(a), y_.get(), dy, conv_.get(),
+                                         bwd_data_, a.workspace, workspace_, &zero, x_.get(), dx),
             "cudnnConvolutionBackwardData");
-    if (a.grad_params.size() > 0 && a.grad_params[0])
-      check(cudnnConvolutionBackwardFilter(
-                h, &one, x_.get(), a.inputs[0].data, y_.get(), a.grad_output.data, conv_.get(),
-                bwd_filter_, a.workspace, workspace_, &zero, w_.get(), a.grad_params[0].data),
-            "cudnnConvolutionBackwardFilter");
+      if (low_) widen(dx, a.grad_inputs[0].f32(), x_count_, low_type_, ctx_.compute.get());
+    }
+    if (want_w) {
+      void* dw = low_ ? slice(a, Slice::dw) : a.grad_params[0].data;
+      check(
+          cudnnConvolutionBackwardFilter(h, &one, x_.get(), operand_x(a), y_.get(), dy, conv_.get(),
+                                         bwd_filter_, a.workspace, workspace_, &zero, w_.get(), dw),
+          "cudnnConvolutionBackwardFilter");
+      if (low_) widen(dw, a.grad_params[0].f32(), w_count_, low_type_, ctx_.compute.get());
+    }
     if (has_bias_ && a.grad_params.size() > 1 && a.grad_params[1])
-      check(cudnnConvolutionBackwardBias(h, &one, y_.get(), a.grad_output.data, &zero, bias_.get(),
-                                         a.grad_params[1].data),
+      check(cudnnConvolutionBackwardBias(h, &one, y_f32_.get(), a.grad_output.data, &zero,
+                                         bias_.get(), a.grad_params[1].data),
             "cudnnConvolutionBackwardBias");
   }
 
   std::string implementation() const override {
-    return "cudnn:fwd=" + std::to_string(static_cast<int>(fwd_)) +
+    return std::string("cudnn:") + (low_ ? std::string(dtype_name(low_type_)) + ":" : "") +
+           "fwd=" + std::to_string(static_cast<int>(fwd_)) +
            ",bwd_data=" + std::to_string(static_cast<int>(bwd_data_)) +
            ",bwd_filter=" + std::to_string(static_cast<int>(bwd_filter_));
   }
@@ -148,11 +176,47 @@ class ConvKernel final : public Kernel {
     return g;
   }
 
+  cudnnDataType_t operand_type() const { return low_ ? cudnn_type(low_type_) : CUDNN_DATA_FLOAT; }
+  std::size_t library_bytes() const { return (workspace_ + 255) / 256 * 256; }
+  // The workspace slices of the 16-bit operands and results.
+  enum class Slice { x, y, w, dx, dw };
+  void* slice(const KernelArgs& a, Slice which) const {
+    std::size_t at = library_bytes();
+    const std::size_t sizes[] = {low_bytes(x_count_), low_bytes(y_count_), low_bytes(w_count_),
+                                 low_bytes(x_count_), low_bytes(w_count_)};
+    for (int s = 0; s < static_cast<int>(which); ++s) at += sizes[s];
+    return static_cast<char*>(a.workspace) + at;
+  }
+  // The convolution operands: as they are in float32; under mixed precision
+  // narrowed into the workspace (again at each call: the workspace is shared).
+  const void* operand_x(const KernelArgs& a) const {
+    if (!low_) return a.inputs[0].data;
+    void* x = slice(a, Slice::x);
+    narrow(a.inputs[0].f32(), x, x_count_, low_type_, ctx_.compute.get());
+    return x;
+  }
+  const void* operand_dy(const KernelArgs& a) const {
+    if (!low_) return a.grad_output.data;
+    void* dy = slice(a, Slice::y);
+    narrow(a.grad_output.f32(), dy, y_count_, low_type_, ctx_.compute.get());
+    return dy;
+  }
+  const void* weights(const KernelArgs& a) const {
+    if (!low_ || weights_arrive_low_) return a.params[0].data;
+    void* w = slice(a, Slice::w);
+    narrow(a.params[0].f32(), w, w_count_, low_type_, ctx_.compute.get());
+    return w;
+  }
+
   CudaContext& ctx_;
-  TensorDescriptor x_, y_, bias_;
+  bool low_;                 // bf16/fp16 operands
+  DType low_type_;           // their type
+  bool weights_arrive_low_;  // the weights come as their bf16 copy
+  TensorDescriptor x_, y_, y_f32_, bias_;
   FilterDescriptor w_;
   ConvolutionDescriptor conv_;
   bool has_bias_;
+  std::int64_t x_count_, y_count_, w_count_;
   cudnnConvolutionFwdAlgo_t fwd_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};

@@ -1,5 +1,6 @@
 // The CUDA backend: cudaMalloc memory, host-to-device copies on a copy stream
-// ordered before compute by events, and the table of CUDA kernels.
+// ordered before compute by events, the table of CUDA kernels, and recording
+// of work as CUDA graphs.
 #include "ops/cuda/cuda_backend.h"
 
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/recorded_graph.h"
 #include "ops/cuda/vector_ops.h"
 
 namespace trainer {
@@ -57,6 +59,25 @@ class CudaBackend final : public Backend {
         ctx_(device),
         vector_ops_(make_vector_ops(ctx_)) {
     register_cuda_kernels(*this, ctx_);
+    check(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, device),
+          "cudaDeviceGetAttribute(compute capability)");
+    check(cudaDeviceGetAttribute(&minor_, cudaDevAttrComputeCapabilityMinor, device),
+          "cudaDeviceGetAttribute(compute capability)");
+  }
+
+  // bf16 tensor cores came with sm_80, fp16 ones with sm_70.
+  bool supports_compute(DType type) const override {
+    if (type == DType::bf16) return major_ >= 8;
+    if (type == DType::f16) return major_ >= 7;
+    return type == DType::f32;
+  }
+  std::string compute_refusal(DType type) const override {
+    const std::string sm = "sm_" + std::to_string(major_) + std::to_string(minor_);
+    if (type == DType::bf16)
+      return name() + " is " + sm + "; bf16 needs sm_80 or newer: use precision: fp16 or fp32";
+    if (type == DType::f16)
+      return name() + " is " + sm + "; fp16 needs sm_70 or newer: use precision: fp32";
+    return "use precision: fp32 or tf32 on it";
   }
 
   void* allocate(std::size_t bytes) override {
@@ -106,6 +127,12 @@ class CudaBackend final : public Backend {
     ctx_.compute.synchronize();
   }
   VectorOps& vector_ops() override { return *vector_ops_; }
+  // Every kernel queues on the compute stream, so a capture of it holds the step.
+  std::unique_ptr<RecordedWork> record(const std::function<void()>& queue_work,
+                                       std::string& why_not) override {
+    ctx_.device.activate();
+    return record_graph(ctx_.compute.get(), queue_work, why_not);
+  }
 
   void* allocate_host(std::size_t bytes) override {
     void* p = nullptr;
@@ -118,6 +145,7 @@ class CudaBackend final : public Backend {
   CudaContext ctx_;
   std::unique_ptr<VectorOps> vector_ops_;
   AllocationCounter counter_;
+  int major_ = 0, minor_ = 0;  // compute capability
 };
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 namespace trainer::cuda {
 
-// A dense NCHW float tensor.
+// A dense NCHW tensor (float unless told).
 class TensorDescriptor {
  public:
   TensorDescriptor(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
@@ -56,7 +56,8 @@ struct Conv2dGeometry {
 // A 2-D cross-correlation (what frameworks call convolution) with float accumulation.
 class ConvolutionDescriptor {
  public:
-  ConvolutionDescriptor(const Conv2dGeometry& g, bool allow_tf32) {
+  // `low`: 16-bit operands (tensor-core math, float accumulation).
+  ConvolutionDescriptor(const Conv2dGeometry& g, bool allow_tf32, bool low = false) {
     cudnnConvolutionDescriptor_t d = nullptr;
     check(cudnnCreateConvolutionDescriptor(&d), "cudnnCreateConvolutionDescriptor");
     handle_ = Owned(d);
@@ -65,8 +66,9 @@ class ConvolutionDescriptor {
           "cudnnSetConvolution2dDescriptor");
     check(cudnnSetConvolutionGroupCount(d, g.groups), "cudnnSetConvolutionGroupCount");
     // FMA math keeps float32 exact; default math lets cuDNN use TF32 tensor cores.
-    check(cudnnSetConvolutionMathType(d, allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH),
-          "cudnnSetConvolutionMathType");
+    const cudnnMathType_t math =
+        low ? CUDNN_TENSOR_OP_MATH : (allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    check(cudnnSetConvolutionMathType(d, math), "cudnnSetConvolutionMathType");
   }
   cudnnConvolutionDescriptor_t get() const { return handle_.get(); }
 

@@ -1,7 +1,9 @@
 // dropout: inverted dropout with a counter-based mask, the same rule as the CPU
 // kernel (ops/cpu/dropout.cpp) so a seed gives the same mask on every backend:
-// base = mix(seed + G), h_i = mix(base + i * G) with G = 0x9E3779B97F4A7C15 and
-// mix the splitmix64 finalizer; element i is kept when (h_i >> 32) >= p * 2^32.
+// seed = call_seed(step seed, salt) (ops/step_values.h), base = mix(seed + G),
+// h_i = mix(base + i * G) with G = 0x9E3779B97F4A7C15 and mix the splitmix64
+// finalizer; element i is kept when (h_i >> 32) >= p * 2^32. The step seed is
+// read on the device, so a recorded step draws a new mask at every replay.
 // The mask is saved (one byte per element) for the backward.
 #include <cstdint>
 #include <string>
@@ -21,8 +23,11 @@ __host__ __device__ __forceinline__ unsigned long long mix(unsigned long long z)
 }
 
 __global__ void dropout_forward(const float* x, float* y, unsigned char* mask, long long n,
-                                unsigned long long base, unsigned long long threshold,
-                                float scale) {
+                                const StepValues* step, unsigned long long salt,
+                                unsigned long long threshold, float scale) {
+  const unsigned long long step_seed = step ? step->seed : 0;
+  const unsigned long long call_seed = mix((step_seed ^ salt) + kGolden);  // splitmix64
+  const unsigned long long base = mix(call_seed + kGolden);
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -62,7 +67,7 @@ class DropoutKernel final : public Kernel {
     const float scale = static_cast<float>(1.0 / (1.0 - p_));
     const auto threshold = static_cast<unsigned long long>(p_ * 4294967296.0);
     dropout_forward<<<grid_for(n_), kBlock, 0, ctx_.compute.get()>>>(
-        a.inputs[0].f32(), a.output.f32(), mask, n_, mix(a.seed + kGolden), threshold, scale);
+        a.inputs[0].f32(), a.output.f32(), mask, n_, a.step, a.seed_salt, threshold, scale);
     check_launch("dropout_forward");
   }
   void backward(const KernelArgs& a) override {

@@ -2,12 +2,17 @@
 // dx = dy W, and dW = dy^T x with the bias gradient fused (BGRADB) where
 // cuBLASLt offers it, own row kernels otherwise. Row-major tensors are seen by
 // cuBLAS (column-major) as their transposes. Algorithms are chosen once here.
+// Under bf16/fp16 mixed precision the GEMMs take 16-bit operands (x, dy and
+// the weights, narrowed into the workspace unless the weights arrive as their
+// bf16 copy) and write float32 with float32 accumulation; the bias is then
+// added and summed by the row kernels, in float32.
 #include <memory>
 #include <string>
 
 #include "ops/cuda/cublaslt.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear_bias.h"
+#include "ops/cuda/low_precision.h"
 
 namespace trainer::cuda {
 namespace {
@@ -22,12 +27,13 @@ struct GemmShape {
 
 // One GEMM of fixed shape with its chosen algorithm (or none: `ok` false).
 struct GemmPlan {
-  GemmPlan(cublasLtHandle_t lt, cublasComputeType_t compute, const GemmShape& s,
-           cublasLtEpilogue_t epilogue, bool deterministic)
+  // `operands`: the type of A and B (D is always float32).
+  GemmPlan(cublasLtHandle_t lt, cublasComputeType_t compute, cudaDataType_t operands,
+           const GemmShape& s, cublasLtEpilogue_t epilogue, bool deterministic)
       : desc(compute, CUDA_R_32F),
-        a(CUDA_R_32F, s.trans_a == CUBLAS_OP_N ? s.m : s.k, s.trans_a == CUBLAS_OP_N ? s.k : s.m,
+        a(operands, s.trans_a == CUBLAS_OP_N ? s.m : s.k, s.trans_a == CUBLAS_OP_N ? s.k : s.m,
           s.lda),
-        b(CUDA_R_32F, s.trans_b == CUBLAS_OP_N ? s.k : s.n, s.trans_b == CUBLAS_OP_N ? s.n : s.k,
+        b(operands, s.trans_b == CUBLAS_OP_N ? s.k : s.n, s.trans_b == CUBLAS_OP_N ? s.n : s.k,
           s.ldb),
         d(CUDA_R_32F, s.m, s.n, s.ldd),
         epilogue(epilogue) {
@@ -63,17 +69,20 @@ struct GemmPlan {
 };
 
 std::unique_ptr<GemmPlan> plan_with_fallback(cublasLtHandle_t lt, cublasComputeType_t compute,
-                                             const GemmShape& s, cublasLtEpilogue_t preferred,
-                                             bool deterministic, const char* what) {
+                                             cudaDataType_t operands, const GemmShape& s,
+                                             cublasLtEpilogue_t preferred, bool deterministic,
+                                             const char* what) {
   if (preferred != CUBLASLT_EPILOGUE_DEFAULT) {
-    auto plan = std::make_unique<GemmPlan>(lt, compute, s, preferred, deterministic);
+    auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, preferred, deterministic);
     if (plan->ok) return plan;
   }
-  auto plan = std::make_unique<GemmPlan>(lt, compute, s, CUBLASLT_EPILOGUE_DEFAULT, deterministic);
+  auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, CUBLASLT_EPILOGUE_DEFAULT,
+                                         deterministic);
   if (!plan->ok)
     throw std::runtime_error(std::string("linear: cuBLASLt has no algorithm for the ") + what +
                              " GEMM [" + std::to_string(s.m) + " x " + std::to_string(s.k) +
-                             "] x [" + std::to_string(s.k) + " x " + std::to_string(s.n) + "]");
+                             "] x [" + std::to_string(s.k) + " x " + std::to_string(s.n) + "]" +
+                             (operands == CUDA_R_32F ? "" : " with 16-bit operands"));
   return plan;
 }
 
@@ -84,60 +93,103 @@ class LinearKernel final : public Kernel {
     out_ = k.output.at(1);
     in_ = rows_ ? numel(k.inputs.at(0)) / rows_ : 0;
     has_bias_ = k.param_decls.size() > 1;
+    low_ = k.compute != DType::f32;
+    if (low_) {
+      low_type_ = k.compute;
+      weights_arrive_low_ = k.param_decls.at(0).dtype == k.compute;
+    }
     const cublasComputeType_t compute =
-        k.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        !low_ && k.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cudaDataType_t operands = low_ ? cuda_type(low_type_) : CUDA_R_32F;
+    // The fused bias epilogues read and write float32 vectors next to float32
+    // operands; with 16-bit operands the row kernels do the bias instead.
+    const bool fuse_bias = has_bias_ && !low_;
     cublasLtHandle_t lt = ctx.lt.get();
     // y^T [out, N] = W^T^T [out, in] . x^T [in, N]
     forward_ = plan_with_fallback(
-        lt, compute, {CUBLAS_OP_T, CUBLAS_OP_N, out_, rows_, in_, in_, in_, out_},
-        has_bias_ ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, k.deterministic, "forward");
+        lt, compute, operands, {CUBLAS_OP_T, CUBLAS_OP_N, out_, rows_, in_, in_, in_, out_},
+        fuse_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, k.deterministic, "forward");
     if (!k.training) return;
     // dx^T [in, N] = W^T [in, out] . dy^T [out, N]
     backward_data_ = plan_with_fallback(
-        lt, compute, {CUBLAS_OP_N, CUBLAS_OP_N, in_, rows_, out_, in_, out_, in_},
+        lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_N, in_, rows_, out_, in_, out_, in_},
         CUBLASLT_EPILOGUE_DEFAULT, k.deterministic, "input-gradient");
     // dW^T [in, out] = x^T [in, N] . dy [N, out]; BGRADB sums dy over N into db.
     backward_weight_ = plan_with_fallback(
-        lt, compute, {CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, rows_, in_, out_, in_},
-        has_bias_ ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT, k.deterministic,
+        lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, rows_, in_, out_, in_},
+        fuse_bias ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT, k.deterministic,
         "weight-gradient");
   }
-  // cuBLASLt's workspace, then room for a bias gradient nobody asked for (BGRADB writes one).
+  // cuBLASLt's workspace, room for a bias gradient nobody asked for (BGRADB
+  // writes one), then the 16-bit operands: x, dy and (when they arrive as
+  // float32) the weights.
   std::size_t workspace_bytes() const override {
-    return kLtWorkspace + static_cast<std::size_t>(out_) * sizeof(float);
+    std::size_t bytes = kLtWorkspace + bias_scratch_bytes();
+    if (low_)
+      bytes += low_bytes(rows_ * in_) + low_bytes(rows_ * out_) +
+               (weights_arrive_low_ ? 0 : low_bytes(out_ * in_));
+    return bytes;
   }
 
   void forward(const KernelArgs& a) override {
     if (rows_ == 0) return;
     cudaStream_t stream = ctx_.compute.get();
     const bool fused = forward_->epilogue == CUBLASLT_EPILOGUE_BIAS;
-    forward_->run(ctx_.lt.get(), a.params[0].data, a.inputs[0].data, a.output.data,
+    forward_->run(ctx_.lt.get(), weights(a), operand_x(a), a.output.data,
                   fused ? a.params[1].data : nullptr, a.workspace, stream);
     if (has_bias_ && !fused) add_bias_rows(a.output.f32(), a.params[1].f32(), rows_, out_, stream);
   }
 
   void backward(const KernelArgs& a) override {
     cudaStream_t stream = ctx_.compute.get();
-    if (!a.grad_inputs.empty() && a.grad_inputs[0])
-      backward_data_->run(ctx_.lt.get(), a.params[0].data, a.grad_output.data,
-                          a.grad_inputs[0].data, nullptr, a.workspace, stream);
+    const bool want_x = !a.grad_inputs.empty() && a.grad_inputs[0];
     const bool want_w = a.grad_params.size() > 0 && a.grad_params[0];
     const bool want_b = has_bias_ && a.grad_params.size() > 1 && a.grad_params[1];
+    const void* dy = want_x || want_w ? operand_dy(a) : nullptr;
+    if (want_x)
+      backward_data_->run(ctx_.lt.get(), weights(a), dy, a.grad_inputs[0].data, nullptr,
+                          a.workspace, stream);
     const bool fused = backward_weight_->epilogue == CUBLASLT_EPILOGUE_BGRADB;
     if (want_w)
-      backward_weight_->run(ctx_.lt.get(), a.inputs[0].data, a.grad_output.data,
-                            a.grad_params[0].data, fused ? bias_grad_target(a) : nullptr,
-                            a.workspace, stream);
+      backward_weight_->run(ctx_.lt.get(), operand_x(a), dy, a.grad_params[0].data,
+                            fused ? bias_grad_target(a) : nullptr, a.workspace, stream);
     if (want_b && (!fused || !want_w))
       bias_grad_rows(a.grad_output.f32(), a.grad_params[1].f32(), rows_, out_, stream);
   }
 
   std::string implementation() const override {
+    if (low_) return std::string("cublasLt:") + std::string(dtype_name(low_type_)) + "_gemm";
     return std::string("cublasLt:") +
            (forward_->epilogue == CUBLASLT_EPILOGUE_BIAS ? "bias_epilogue" : "gemm");
   }
 
  private:
+  std::size_t bias_scratch_bytes() const {
+    return (static_cast<std::size_t>(out_) * sizeof(float) + 255) / 256 * 256;
+  }
+  char* low_region(const KernelArgs& a) const {
+    return static_cast<char*>(a.workspace) + kLtWorkspace + bias_scratch_bytes();
+  }
+  // The GEMM operands: as they are in float32, narrowed into the workspace
+  // under mixed precision (again at each call: the workspace is shared).
+  const void* operand_x(const KernelArgs& a) const {
+    if (!low_) return a.inputs[0].data;
+    void* x = low_region(a);
+    narrow(a.inputs[0].f32(), x, rows_ * in_, low_type_, ctx_.compute.get());
+    return x;
+  }
+  const void* operand_dy(const KernelArgs& a) const {
+    if (!low_) return a.grad_output.data;
+    void* dy = low_region(a) + low_bytes(rows_ * in_);
+    narrow(a.grad_output.f32(), dy, rows_ * out_, low_type_, ctx_.compute.get());
+    return dy;
+  }
+  const void* weights(const KernelArgs& a) const {
+    if (!low_ || weights_arrive_low_) return a.params[0].data;
+    void* w = low_region(a) + low_bytes(rows_ * in_) + low_bytes(rows_ * out_);
+    narrow(a.params[0].f32(), w, out_ * in_, low_type_, ctx_.compute.get());
+    return w;
+  }
   void* bias_grad_target(const KernelArgs& a) const {
     if (a.grad_params.size() > 1 && a.grad_params[1]) return a.grad_params[1].data;
     return static_cast<char*>(a.workspace) + kLtWorkspace;
@@ -146,6 +198,9 @@ class LinearKernel final : public Kernel {
   CudaContext& ctx_;
   std::int64_t rows_ = 0, in_ = 0, out_ = 0;
   bool has_bias_ = false;
+  bool low_ = false;                 // bf16/fp16 operands
+  DType low_type_ = DType::f32;      // their type
+  bool weights_arrive_low_ = false;  // the weights come as their bf16 copy
   std::unique_ptr<GemmPlan> forward_, backward_data_, backward_weight_;
 };
 

@@ -2,6 +2,8 @@
 // cross_entropy (label smoothing, ignore_index, only the first valid_rows rows;
 // mean over the counted rows; a label outside [0, K) makes the loss NaN so the
 // non-finite check stops the run) and mse (mean over the first valid_rows rows).
+// The valid rows are read on the device (StepValues), so a recorded step
+// counts the rows of the batch it is replayed on.
 // The backward scales by grad_output[0] (loss scale / accumulation).
 #include <string>
 
@@ -33,23 +35,30 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 struct CeShape {
-  int rows, classes, valid;
+  int rows, classes;
   long long ignore_index;
   float smoothing;
 };
 
-__device__ __forceinline__ bool counted(const CeShape& s, const long long* labels, int r) {
-  return r < s.valid && labels[r] != s.ignore_index;
+// How many rows the loss counts: the step's valid rows, read on the device.
+__device__ __forceinline__ long long rows_counted(const StepValues* step, long long rows) {
+  const long long valid = step ? step->valid_rows : -1;
+  return valid < 0 ? rows : min(valid, rows);
+}
+
+__device__ __forceinline__ bool counted(const CeShape& s, int valid, const long long* labels,
+                                        int r) {
+  return r < valid && labels[r] != s.ignore_index;
 }
 
 // One warp per row: row_loss[r] and row_count[r] (1 when counted).
-__global__ void ce_rows(const float* logits, const long long* labels, CeShape s, float* row_loss,
-                        float* row_count) {
+__global__ void ce_rows(const float* logits, const long long* labels, CeShape s,
+                        const StepValues* step, float* row_loss, float* row_count) {
   const int r =
       static_cast<int>((static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
   const int lane = threadIdx.x & 31;
   if (r >= s.rows) return;
-  if (!counted(s, labels, r)) {
+  if (!counted(s, static_cast<int>(rows_counted(step, s.rows)), labels, r)) {
     if (lane == 0) row_loss[r] = 0.0f, row_count[r] = 0.0f;
     return;
   }
@@ -75,35 +84,36 @@ __global__ void ce_rows(const float* logits, const long long* labels, CeShape s,
   }
 }
 
-// One block: out[0] = sum(values) / sum(counts) (0 when nothing is counted);
-// with counts null, divides by `divisor`.
-__global__ void mean_of(const float* values, const float* counts, int n, float divisor,
-                        float* out) {
+// One block: out[0] = sum(values) / sum(counts) (0 when nothing is counted).
+__global__ void mean_of(const float* values, const float* counts, int n, float* out) {
   float v = 0.0f, c = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     v += values[i];
-    if (counts) c += counts[i];
+    c += counts[i];
   }
   v = block_reduce_sum(v);
-  c = counts ? block_reduce_sum(c) : divisor;
+  c = block_reduce_sum(c);
   if (threadIdx.x == 0) out[0] = c > 0.0f ? v / c : 0.0f;
 }
 
-__global__ void ce_count(const long long* labels, CeShape s, float* count) {
+__global__ void ce_count(const long long* labels, CeShape s, const StepValues* step, float* count) {
+  const int valid = static_cast<int>(rows_counted(step, s.rows));
   float c = 0.0f;
-  for (int r = threadIdx.x; r < s.rows; r += blockDim.x) c += counted(s, labels, r) ? 1.0f : 0.0f;
+  for (int r = threadIdx.x; r < s.rows; r += blockDim.x)
+    c += counted(s, valid, labels, r) ? 1.0f : 0.0f;
   c = block_reduce_sum(c);
   if (threadIdx.x == 0) count[0] = c;
 }
 
 __global__ void ce_backward(const float* logits, const long long* labels, CeShape s,
-                            const float* count, const float* grad_output, float* dx) {
+                            const StepValues* step, const float* count, const float* grad_output,
+                            float* dx) {
   const int r =
       static_cast<int>((static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
   const int lane = threadIdx.x & 31;
   if (r >= s.rows) return;
   float* d = dx + static_cast<long long>(r) * s.classes;
-  if (!counted(s, labels, r) || count[0] <= 0.0f) {
+  if (!counted(s, static_cast<int>(rows_counted(step, s.rows)), labels, r) || count[0] <= 0.0f) {
     for (int k = lane; k < s.classes; k += 32) d[k] = 0.0f;
     return;
   }
@@ -123,10 +133,6 @@ __global__ void ce_backward(const float* logits, const long long* labels, CeShap
   }
 }
 
-int valid_of(std::int64_t valid_rows, std::int64_t rows) {
-  return static_cast<int>(valid_rows < 0 ? rows : std::min(valid_rows, rows));
-}
-
 class CrossEntropyKernel final : public Kernel {
  public:
   CrossEntropyKernel(const KernelContext& k, CudaContext& ctx) : ctx_(ctx) {
@@ -139,30 +145,28 @@ class CrossEntropyKernel final : public Kernel {
     return (2 * static_cast<std::size_t>(s_.rows) + 1) * sizeof(float);
   }
   void forward(const KernelArgs& a) override {
-    CeShape s = s_;
-    s.valid = valid_of(a.valid_rows, s.rows);
+    const CeShape& s = s_;
     float* row_loss = static_cast<float*>(a.workspace);
     float* row_count = row_loss + s.rows;
     if (s.rows > 0) {
       ce_rows<<<grid_for(static_cast<std::int64_t>(s.rows) * 32), kBlock, 0, ctx_.compute.get()>>>(
-          a.inputs[0].f32(), static_cast<const long long*>(a.inputs[1].data), s, row_loss,
+          a.inputs[0].f32(), static_cast<const long long*>(a.inputs[1].data), s, a.step, row_loss,
           row_count);
       check_launch("ce_rows");
     }
-    mean_of<<<1, 1024, 0, ctx_.compute.get()>>>(row_loss, row_count, s.rows, 0.0f, a.output.f32());
+    mean_of<<<1, 1024, 0, ctx_.compute.get()>>>(row_loss, row_count, s.rows, a.output.f32());
     check_launch("mean_of");
   }
   void backward(const KernelArgs& a) override {
     if (a.grad_inputs.empty() || !a.grad_inputs[0] || s_.rows == 0) return;
-    CeShape s = s_;
-    s.valid = valid_of(a.valid_rows, s.rows);
+    const CeShape& s = s_;
     float* count = static_cast<float*>(a.workspace);
     const auto* labels = static_cast<const long long*>(a.inputs[1].data);
-    ce_count<<<1, 1024, 0, ctx_.compute.get()>>>(labels, s, count);
+    ce_count<<<1, 1024, 0, ctx_.compute.get()>>>(labels, s, a.step, count);
     check_launch("ce_count");
     ce_backward<<<grid_for(static_cast<std::int64_t>(s.rows) * 32), kBlock, 0,
-                  ctx_.compute.get()>>>(a.inputs[0].f32(), labels, s, count, a.grad_output.f32(),
-                                        a.grad_inputs[0].f32());
+                  ctx_.compute.get()>>>(a.inputs[0].f32(), labels, s, a.step, count,
+                                        a.grad_output.f32(), a.grad_inputs[0].f32());
     check_launch("ce_backward");
   }
   std::string implementation() const override { return "cuda:softmax_ce"; }
@@ -174,7 +178,17 @@ class CrossEntropyKernel final : public Kernel {
 
 constexpr int kMseBlocks = 256;
 
-__global__ void mse_partials(const float* p, const float* t, long long n, float* partials) {
+// Elements of the counted rows (rows x per_row in all).
+__device__ __forceinline__ long long elements_counted(const StepValues* step, long long rows,
+                                                      long long per_row) {
+  return rows_counted(step, rows) * per_row;
+}
+
+// partials[b]: block b's sum of squared differences; counts[b]: the element
+// count in block 0, zero elsewhere (so mean_of divides by it).
+__global__ void mse_partials(const float* p, const float* t, long long rows, long long per_row,
+                             const StepValues* step, float* partials, float* counts) {
+  const long long n = elements_counted(step, rows, per_row);
   float acc = 0.0f;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
@@ -182,11 +196,17 @@ __global__ void mse_partials(const float* p, const float* t, long long n, float*
     acc += d * d;
   }
   acc = block_reduce_sum(acc);
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = acc;
+    counts[blockIdx.x] = blockIdx.x == 0 ? static_cast<float>(n) : 0.0f;
+  }
 }
 
-__global__ void mse_backward(const float* p, const float* t, long long n, long long used,
-                             const float* grad_output, float* dp, float* dt) {
+__global__ void mse_backward(const float* p, const float* t, long long rows, long long per_row,
+                             const StepValues* step, const float* grad_output, float* dp,
+                             float* dt) {
+  const long long n = rows * per_row;
+  const long long used = elements_counted(step, rows, per_row);
   const float scale = used > 0 ? 2.0f * grad_output[0] / static_cast<float>(used) : 0.0f;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
@@ -200,15 +220,14 @@ class MseKernel final : public Kernel {
  public:
   MseKernel(const KernelContext& k, CudaContext& ctx)
       : ctx_(ctx), rows_(k.inputs.at(0)[0]), n_(numel(k.inputs.at(0))) {}
-  std::size_t workspace_bytes() const override { return kMseBlocks * sizeof(float); }
+  std::size_t workspace_bytes() const override { return 2 * kMseBlocks * sizeof(float); }
   void forward(const KernelArgs& a) override {
-    const long long used = used_elements(a.valid_rows);
     float* partials = static_cast<float*>(a.workspace);
-    mse_partials<<<kMseBlocks, kBlock, 0, ctx_.compute.get()>>>(a.inputs[0].f32(),
-                                                                a.inputs[1].f32(), used, partials);
+    float* counts = partials + kMseBlocks;
+    mse_partials<<<kMseBlocks, kBlock, 0, ctx_.compute.get()>>>(
+        a.inputs[0].f32(), a.inputs[1].f32(), rows_, per_row(), a.step, partials, counts);
     check_launch("mse_partials");
-    mean_of<<<1, kMseBlocks, 0, ctx_.compute.get()>>>(partials, nullptr, kMseBlocks,
-                                                      static_cast<float>(used), a.output.f32());
+    mean_of<<<1, kMseBlocks, 0, ctx_.compute.get()>>>(partials, counts, kMseBlocks, a.output.f32());
     check_launch("mean_of");
   }
   void backward(const KernelArgs& a) override {
@@ -216,17 +235,14 @@ class MseKernel final : public Kernel {
     float* dt = a.grad_inputs.size() > 1 && a.grad_inputs[1] ? a.grad_inputs[1].f32() : nullptr;
     if ((!dp && !dt) || n_ == 0) return;
     mse_backward<<<grid_for(n_), kBlock, 0, ctx_.compute.get()>>>(
-        a.inputs[0].f32(), a.inputs[1].f32(), n_, used_elements(a.valid_rows), a.grad_output.f32(),
-        dp, dt);
+        a.inputs[0].f32(), a.inputs[1].f32(), rows_, per_row(), a.step, a.grad_output.f32(), dp,
+        dt);
     check_launch("mse_backward");
   }
   std::string implementation() const override { return "cuda:mse"; }
 
  private:
-  long long used_elements(std::int64_t valid_rows) const {
-    if (rows_ == 0) return 0;
-    return static_cast<long long>(n_ / rows_ * valid_of(valid_rows, rows_));
-  }
+  long long per_row() const { return rows_ ? static_cast<long long>(n_ / rows_) : 0; }
   CudaContext& ctx_;
   std::int64_t rows_, n_;
 };

@@ -1,14 +1,17 @@
 // CUDA vector work over all parameters: the optimizer step is ONE launch over a
-// device table of parameter chunks; the gradient norm reduces per block then in
-// one block (a fixed order: deterministic); accumulate and fill use float4 when aligned.
+// device table of parameter chunks (rewriting the bf16 weight copies in the
+// same pass); the gradient norm reduces per block then in one block (a fixed
+// order: deterministic); accumulate and fill use float4 when aligned.
 #include "ops/cuda/vector_ops.h"
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "ops/cuda/bf16_bits.cuh"
 #include "ops/cuda/device_buffer.h"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/low_precision.h"
 
 namespace trainer::cuda {
 namespace {
@@ -20,6 +23,7 @@ struct DeviceSlot {
   float* grad;
   float* state0;
   float* state1;
+  unsigned short* bf16_copy;  // null: none; else rewritten from the updated values
   long long size;
   float decay_mask;  // 1: weight decay applies; 0: not
   int vectorized;    // all four pointers 16-byte aligned
@@ -81,14 +85,24 @@ __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, H
       *reinterpret_cast<float4*>(s.param + i) = p;
       if (s.state0) *reinterpret_cast<float4*>(s.state0 + i) = a;
       if (s.state1) *reinterpret_cast<float4*>(s.state1 + i) = b;
+      if (s.bf16_copy) {
+        s.bf16_copy[i] = bf16_bits(p.x);
+        s.bf16_copy[i + 1] = bf16_bits(p.y);
+        s.bf16_copy[i + 2] = bf16_bits(p.z);
+        s.bf16_copy[i + 3] = bf16_bits(p.w);
+      }
     }
-    for (long long i = vec_end + threadIdx.x; i < end; i += blockDim.x)
+    for (long long i = vec_end + threadIdx.x; i < end; i += blockDim.x) {
       update_one(h, s.decay_mask, s.param[i], s.grad[i], s.state0 ? s.state0 + i : nullptr,
                  s.state1 ? s.state1 + i : &scratch1);
+      if (s.bf16_copy) s.bf16_copy[i] = bf16_bits(s.param[i]);
+    }
   } else {
-    for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x)
+    for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x) {
       update_one(h, s.decay_mask, s.param[i], s.grad[i], s.state0 ? s.state0 + i : nullptr,
                  s.state1 ? s.state1 + i : &scratch1);
+      if (s.bf16_copy) s.bf16_copy[i] = bf16_bits(s.param[i]);
+    }
   }
 }
 
@@ -211,8 +225,8 @@ class CudaVectorOps final : public VectorOps {
         throw std::invalid_argument("optimizer step: a parameter slot lacks its gradient or state");
       const bool vec = aligned16(s.param) && aligned16(s.grad) &&
                        (!s.state0 || aligned16(s.state0)) && (!s.state1 || aligned16(s.state1));
-      table.push_back({s.param, s.grad, s.state0, s.state1, static_cast<long long>(s.size),
-                       s.weight_decay ? 1.0f : 0.0f, vec ? 1 : 0});
+      table.push_back({s.param, s.grad, s.state0, s.state1, s.bf16_copy,
+                       static_cast<long long>(s.size), s.weight_decay ? 1.0f : 0.0f, vec ? 1 : 0});
     }
     const std::vector<Chunk> chunks = chunks_of(table);
     if (chunks.empty()) return;
@@ -271,6 +285,10 @@ class CudaVectorOps final : public VectorOps {
     accumulate_kernel<<<grid_for(n, 4), kBlock, 0, ctx_.compute.get()>>>(dst.f32(), src.f32(), n,
                                                                          vec);
     check_launch("accumulate_kernel");
+  }
+
+  void round_to_bf16(const TensorRef& src, const TensorRef& dst) override {
+    narrow(src.f32(), dst.data, src.numel(), DType::bf16, ctx_.compute.get());
   }
 
   void fill(const TensorRef& dst, float value) override {

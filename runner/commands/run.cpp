@@ -71,6 +71,7 @@ int command_run(const CommandArgs& given) {
     train::TrainOptions options;
     options.resume = resume;
     summary = train::train(session, *program, dir, job.collective(), options);
+    if (job.is_root()) train::record_step_execution(dir, *program);
   } catch (const OutOfMemoryError& e) {
     program.reset();  // give the memory back before planning again
     std::fprintf(stderr, "error: %s\n%s\n", e.what(),

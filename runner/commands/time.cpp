@@ -87,6 +87,7 @@ int command_time(const CommandArgs& args) {
               1000.0 * static_cast<double>(s.batch.micro) / step_ms);
   std::printf("framework overhead outside kernels: %.3f ms (%.2f%% of the step)\n", overhead_ms,
               100.0 * overhead_ms / step_ms);
+  std::printf("whole steps ran %s\n", program->step_execution().c_str());
   return 0;
 }
 

@@ -388,7 +388,9 @@ std::vector<SectionDef> build_sections() {
                  .def("true"),
              [](Config& c, const FieldValue& v) { c.backend.autotune = bool_of(v); }),
            f(field("cuda_graphs", T::boolean,
-                   "Capture the training step as a CUDA graph when possible")
+                   "GPU: replay every training and evaluation step from one CUDA graph, "
+                   "captured at the second step (runs kernel by kernel, with the reason in "
+                   "manifest.json step_execution, when capture fails)")
                  .def("true"),
              [](Config& c, const FieldValue& v) { c.backend.cuda_graphs = bool_of(v); }),
        },

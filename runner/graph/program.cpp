@@ -13,13 +13,6 @@ constexpr std::size_t align64(std::size_t n) {
   return (n + 63) / 64 * 64;
 }
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
@@ -128,6 +121,9 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
         {persistent_.data(), {static_cast<std::int64_t>(offset / 4)}, DType::f32}, 0.0f);
 
   // 4. Fixed arguments of every call.
+  step_values_ = DeviceBuffer(backend_, sizeof(StepValues));
+  set_step_values(0, -1);
+  const auto* step_values = static_cast<const StepValues*>(step_values_.data());
   input_ = value_ref(g.input);
   labels_ = value_ref(g.labels);
   loss_ = value_ref(g.loss);
@@ -150,6 +146,8 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
       a.saved.push_back(arena_.at(plan_.buffers[b].offset));
     a.workspace = workspace_.data();
     a.update_state = !step.recompute;  // a recompute must not move running statistics twice
+    a.step = step_values;
+    if (node.op->stochastic) a.seed_salt = splitmix64(static_cast<std::uint64_t>(step.node));
     if (call.backward) {
       a.grad_output = value_ref(step.grad_output);
       for (ValueId gv : step.grad_inputs)
@@ -174,10 +172,45 @@ TensorRef Program::value_ref(ValueId v) const {
   return {arena_.at(plan_.buffers[b].offset), value.shape, value.dtype};
 }
 
-void Program::set_call_seeds(std::vector<Call>& calls, std::uint64_t step_seed) {
-  for (Call& c : calls)
-    if (tg_.graph.nodes[c.node].op->stochastic)
-      c.args.seed = mix(step_seed ^ mix(static_cast<std::uint64_t>(c.node)));
+void Program::set_step_values(std::uint64_t step_seed, std::int64_t valid_rows) {
+  const StepValues values{step_seed, valid_rows};
+  backend_.copy_to_device(step_values_.data(), &values, sizeof values);
+}
+
+void Program::set_after_backward(std::function<void(const Call&)> hook) {
+  after_backward_ = std::move(hook);
+  if (after_backward_) {
+    train_recording_.work.reset();
+    train_recording_.why_not = "gradients are reduced across ranks while backward runs";
+  }
+}
+
+// The first run is direct: libraries load their code and set themselves up on
+// first use, which a recording must not capture. The second is recorded and
+// replayed, and so is every later one; when recording is off or fails, the
+// calls run directly from then on.
+void Program::run(Recording& recording, const std::function<void()>& queue_calls) {
+  if (recording.work) {
+    recording.work->replay();
+    return;
+  }
+  if (!options_.record_steps && recording.why_not.empty())
+    recording.why_not = "recording is off (backend.cuda_graphs: false)";
+  if (!recording.why_not.empty() || recording.direct_runs++ == 0) {
+    queue_calls();
+    return;
+  }
+  recording.work = backend_.record(queue_calls, recording.why_not);
+  if (recording.work)
+    recording.work->replay();
+  else
+    queue_calls();
+}
+
+std::string Program::step_execution() const {
+  if (train_recording_.work) return "recorded";
+  if (!train_recording_.why_not.empty()) return "eager: " + train_recording_.why_not;
+  return "";
 }
 
 std::vector<ParamSlot> Program::optimizer_slots() {
@@ -198,28 +231,29 @@ void Program::refresh_bf16_copies() {
 
 void Program::train_step(std::uint64_t step_seed, std::int64_t valid_rows) {
   if (bf16_copies_stale_) refresh_bf16_copies();
-  set_call_seeds(train_calls_, step_seed);
-  for (Call& c : train_calls_) {
-    c.args.valid_rows = valid_rows;
-    if (c.backward) {
-      c.kernel->backward(c.args);
-      if (after_backward_) after_backward_(c);
-    } else {
-      c.kernel->forward(c.args);
+  set_step_values(step_seed, valid_rows);
+  run(train_recording_, [this] {
+    for (Call& c : train_calls_) {
+      if (c.backward) {
+        c.kernel->backward(c.args);
+        if (after_backward_) after_backward_(c);
+      } else {
+        c.kernel->forward(c.args);
+      }
     }
-  }
-  if (options_.accumulate_gradients) {
-    for (auto& p : params_)
-      if (p.grad) backend_.vector_ops().accumulate(p.grad, p.grad_micro);
-  }
+    if (options_.accumulate_gradients) {
+      for (auto& p : params_)
+        if (p.grad) backend_.vector_ops().accumulate(p.grad, p.grad_micro);
+    }
+  });
 }
 
 void Program::eval_step(std::int64_t valid_rows) {
   if (bf16_copies_stale_) refresh_bf16_copies();
-  for (Call& c : eval_calls_) {
-    c.args.valid_rows = valid_rows;
-    c.kernel->forward(c.args);
-  }
+  set_step_values(0, valid_rows);
+  run(eval_recording_, [this] {
+    for (Call& c : eval_calls_) c.kernel->forward(c.args);
+  });
 }
 
 void Program::zero_gradients() {
@@ -230,9 +264,8 @@ void Program::zero_gradients() {
 void Program::train_step_timed(std::uint64_t step_seed,
                                const std::function<void(const Call&, double ms)>& on_call) {
   if (bf16_copies_stale_) refresh_bf16_copies();
-  set_call_seeds(train_calls_, step_seed);
+  set_step_values(step_seed, -1);
   for (Call& c : train_calls_) {
-    c.args.valid_rows = -1;
     backend_.synchronize();
     const auto start = std::chrono::steady_clock::now();
     if (c.backward)

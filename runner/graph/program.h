@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ops/device_buffer.h"
@@ -37,6 +38,8 @@ struct CompileOptions {
   bool deterministic = false;         // only run-to-run bit-identical algorithms
   bool autotune = false;              // time candidate algorithms once per shape
   bool allow_tf32 = false;            // precision: tf32
+  bool record_steps = false;          // replay each step from one recording (CUDA graphs)
+                                      // where the backend records
   Collective* collective = nullptr;   // the ranks synchronised batchnorm reduces over
 };
 
@@ -85,9 +88,13 @@ class Program {
   // Called by train_step after each backward call (null: none). Data-parallel
   // runs use it to start reducing gradients that are final while the rest of
   // backward runs.
-  void set_after_backward(std::function<void(const Call&)> hook) {
-    after_backward_ = std::move(hook);
-  }
+  // A step with a hook runs directly (the hook's host work cannot be recorded).
+  void set_after_backward(std::function<void(const Call&)> hook);
+
+  // How the training steps run: "recorded" (replayed from one recording of
+  // the calls), "eager: <why>", or "" while undecided (the first step always
+  // runs directly; the second is recorded).
+  std::string step_execution() const;
 
   // Runs the training calls one at a time, reporting each call's duration.
   void train_step_timed(std::uint64_t step_seed,
@@ -101,8 +108,15 @@ class Program {
   std::string implementation_of(int node) const;
 
  private:
+  // One list of calls (training or evaluation) and its recording.
+  struct Recording {
+    int direct_runs = 0;
+    std::unique_ptr<RecordedWork> work;
+    std::string why_not;  // set once recording is off for good
+  };
   TensorRef value_ref(ValueId v) const;
-  void set_call_seeds(std::vector<Call>& calls, std::uint64_t step_seed);
+  void set_step_values(std::uint64_t step_seed, std::int64_t valid_rows);
+  void run(Recording& recording, const std::function<void()>& queue_calls);
   void refresh_bf16_copies();
 
   TrainingGraph tg_;
@@ -112,7 +126,8 @@ class Program {
   MemoryPlan plan_;
   DeviceBuffer arena_;
   DeviceBuffer workspace_;
-  DeviceBuffer persistent_;  // params, grads, optimizer state
+  DeviceBuffer persistent_;   // params, grads, optimizer state
+  DeviceBuffer step_values_;  // the StepValues every call reads
   std::size_t params_bytes_ = 0, grads_bytes_ = 0, optimizer_bytes_ = 0;
   bool bf16_copies_stale_ = true;
   std::vector<ParamStorage> params_;
@@ -120,6 +135,7 @@ class Program {
   std::vector<Call> eval_calls_;
   TensorRef input_, labels_, loss_, logits_, loss_seed_;
   std::function<void(const Call&)> after_backward_;
+  Recording train_recording_, eval_recording_;
 };
 
 }  // namespace trainer::graph

@@ -231,4 +231,10 @@ void record_program(const std::string& dir, const graph::Program& program, const
   write_manifest(dir, manifest);
 }
 
+void record_step_execution(const std::string& dir, const graph::Program& program) {
+  nlohmann::json manifest = read_manifest(dir);
+  manifest["step_execution"] = program.step_execution();
+  write_manifest(dir, manifest);
+}
+
 }  // namespace trainer::train

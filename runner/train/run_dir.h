@@ -31,4 +31,8 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
 // micro_batch_size: auto chose it) and the program's memory.
 void record_program(const std::string& dir, const graph::Program& program, const Session& session);
 
+// Records in manifest.json how the training steps ran: "recorded" (replayed
+// from a CUDA graph) or "eager: <why>".
+void record_step_execution(const std::string& dir, const graph::Program& program);
+
 }  // namespace trainer::train

@@ -236,6 +236,7 @@ graph::CompileOptions compile_options(const Session& s) {
   o.deterministic = s.config.deterministic;
   o.autotune = s.config.backend.autotune && !s.config.deterministic;
   o.allow_tf32 = s.config.precision.mode == "tf32";
+  o.record_steps = s.config.backend.cuda_graphs;
   o.collective = s.collective;
   return o;
 }
@@ -707,7 +708,8 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       {"final_eval", last_eval},
       {"best_eval", best_eval},
       {"last_train", last_train},
-      {"last_checkpoint", last_checkpoint}};
+      {"last_checkpoint", last_checkpoint},
+      {"step_execution", program.step_execution()}};
   if (!resumed_from.empty()) summary["resumed_from"] = resumed_from;
   if (scaler.enabled()) {
     summary["loss_scale"] = scaler.scale();

@@ -136,6 +136,12 @@ class Backend {
   virtual void release(void* ptr) = 0;
   virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  // The next step's input: like copy_to_device, but the transfer may overlap
+  // the work already queued (CUDA: it lands in a staging buffer at once and
+  // moves to `dst` in order with compute). Returns once `src` may be reused.
+  virtual void copy_input_to_device(void* dst, const void* src, std::size_t bytes) {
+    copy_to_device(dst, src, bytes);
+  }
   virtual void synchronize() {}
   virtual MemoryStats memory_stats() const { return {}; }
   // What more could be allocated (CPU: the least of MemAvailable, the cgroup's

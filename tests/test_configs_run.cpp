@@ -56,6 +56,14 @@ TEST_CASE("every shipped config validates, plans and trains a few steps") {
   CHECK(configs >= 3);
 }
 
+TEST_CASE("the GPU benchmark's config is valid and plans on the CPU") {
+  CHECK(run_trainer("validate bench/gpu/large_mlp.yaml", true).code == 0);
+  const auto r = run_trainer("plan bench/gpu/large_mlp.yaml devices=cpu", true);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("268468224 trainable") != std::string::npos);  // 4 x (8192^2 + 8192)
+}
+
 TEST_CASE("a missing data file is a configuration error naming the file") {
   const auto r =
       run_trainer("run configs/fashion_mnist_mlp.yaml data.train.images=/nonexistent/x.gz --out " +

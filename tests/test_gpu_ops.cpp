@@ -61,7 +61,9 @@ TEST_CASE("CUDA conv2d equals CPU") {
 }
 
 // Mixed precision: both backends round x, the weights and dy to the same
-// 16-bit values and accumulate in float32, so only the order of the sums differs.
+// 16-bit values and accumulate in float32, so linear differs only in the order
+// of the sums; cuDNN also rounds conv's y, dx and dW to the 16-bit type
+// (relative 2^-8 for bf16), which the CPU kernel does not when they are float32.
 TEST_CASE("CUDA bf16 and fp16 linear and conv2d equal CPU") {
   for (DType low : {DType::bf16, DType::f16}) {
     INFO("compute " << trainer::dtype_name(low));
@@ -72,7 +74,7 @@ TEST_CASE("CUDA bf16 and fp16 linear and conv2d equal CPU") {
                 {{"out_channels", std::int64_t{8}}, {"kernel", Ints{3}}, {"padding", Ints{1}}},
                 {{4, 3, 10, 10}}};
     conv.compute = low;
-    compare(conv, 2e-3, 2e-3);
+    compare(conv, 1e-2, 1e-2);
   }
 }
 

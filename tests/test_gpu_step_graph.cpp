@@ -2,7 +2,9 @@
 // CUDA graphs: a training step captured once and replayed gives the same loss
 // and gradients, bit for bit, as the same step run kernel by kernel, across
 // changing seeds (dropout) and valid rows (a short last batch), for training
-// and evaluation. Skipped with the reason on a machine without a GPU.
+// and evaluation; and inputs staged on the copy stream arrive in order while
+// compute runs, from a host buffer reused at once. Skipped with the reason on a
+// machine without a GPU.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -116,5 +118,33 @@ TEST_CASE("a replayed CUDA graph equals the step run kernel by kernel") {
   }
   // A different seed draws a different dropout mask inside the replayed graph.
   CHECK(train_result(*graphed, 7, -1) != train_result(*graphed, 8, -1));
+}
+
+TEST_CASE("staged input copies land in order and free the host buffer at once") {
+  Backend& gpu = cuda_backend(0);
+  const std::int64_t n = 100003;
+  const int batches = 12;
+  const Shape shape{n};
+  void* input = gpu.allocate(static_cast<std::size_t>(n) * 4);
+  std::vector<void*> seen(batches);
+  std::vector<float> host(static_cast<std::size_t>(n));
+  for (int b = 0; b < batches; ++b) {
+    seen[b] = gpu.allocate(static_cast<std::size_t>(n) * 4);
+    gpu.vector_ops().fill({seen[b], shape, DType::f32}, 0.0f);
+    for (std::int64_t i = 0; i < n; ++i) host[static_cast<std::size_t>(i)] = b * 1000.0f + i % 97;
+    gpu.copy_input_to_device(input, host.data(), host.size() * 4);
+    std::fill(host.begin(), host.end(), -1.0f);  // the source may be reused now
+    // Compute-stream work that reads the input this batch put there.
+    gpu.vector_ops().accumulate({seen[b], shape, DType::f32}, {input, shape, DType::f32});
+  }
+  for (int b = 0; b < batches; ++b) {
+    gpu.copy_to_host(host.data(), seen[b], host.size() * 4);
+    for (std::int64_t i = 0; i < n; ++i) {
+      INFO("batch " << b << " element " << i);
+      REQUIRE(host[static_cast<std::size_t>(i)] == b * 1000.0f + i % 97);
+    }
+    gpu.release(seen[b]);
+  }
+  gpu.release(input);
 }
 #endif

@@ -4,7 +4,8 @@
 // algorithms when asked), and the bias by cudnnAddTensor / cudnnConvolutionBackwardBias.
 // Under bf16/fp16 mixed precision cuDNN convolves 16-bit tensors with float
 // accumulation: x, dy and the weights (unless they arrive as their bf16 copy)
-// are narrowed into the workspace, and y, dx and dW widened back to float32.
+// are narrowed into the workspace. cuDNN writes y, dx and dW in the operands'
+// 16-bit type (as autocast frameworks get them); they are widened to float32.
 #include <algorithm>
 #include <string>
 

@@ -1,6 +1,7 @@
 // The CUDA backend: cudaMalloc memory, host-to-device copies on a copy stream
-// ordered before compute by events, the table of CUDA kernels, and recording
-// of work as CUDA graphs.
+// ordered before compute by events (the next batch through a staging buffer,
+// overlapping the running step), the table of CUDA kernels, and recording of
+// work as CUDA graphs.
 #include "ops/cuda/cuda_backend.h"
 
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "ops/allocation_counter.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/context.h"
+#include "ops/cuda/device_buffer.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/recorded_graph.h"
 #include "ops/cuda/vector_ops.h"
@@ -114,6 +116,30 @@ class CudaBackend final : public Backend {
     ctx_.copy_done.record(ctx_.copy.get());
     ctx_.copy_done.make_wait(ctx_.compute.get());
   }
+  // The copy stream fills a staging buffer as soon as the previous input has
+  // left it (no wait for the running step), and the compute stream moves it
+  // into place when it gets there. Waiting for the staging copy here keeps
+  // `src` (the loader's batch slot) alive until it has been read.
+  void copy_input_to_device(void* dst, const void* src, std::size_t bytes) override {
+    ctx_.device.activate();
+    Staging& s = staging_[dst];
+    if (s.buffer.bytes() < bytes) {
+      synchronize();  // the old buffer may still be read
+      s.buffer = DeviceBuffer(bytes);
+      s.used = false;
+    }
+    if (s.used) s.free.make_wait(ctx_.copy.get());
+    check(cudaMemcpyAsync(s.buffer.data(), src, bytes, cudaMemcpyHostToDevice, ctx_.copy.get()),
+          "cudaMemcpyAsync(input to staging)");
+    s.staged.record(ctx_.copy.get());
+    s.staged.make_wait(ctx_.compute.get());
+    check(
+        cudaMemcpyAsync(dst, s.buffer.data(), bytes, cudaMemcpyDeviceToDevice, ctx_.compute.get()),
+        "cudaMemcpyAsync(staging to input)");
+    s.free.record(ctx_.compute.get());
+    s.used = true;
+    s.staged.synchronize();
+  }
   // Returns once the data is on the host (after the compute work queued so far).
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     ctx_.device.activate();
@@ -142,7 +168,16 @@ class CudaBackend final : public Backend {
   void release_host(void* ptr) override { cudaFreeHost(ptr); }
 
  private:
+  // A staging buffer per input destination (the batch and its labels).
+  struct Staging {
+    DeviceBuffer buffer;
+    Event staged;  // on the copy stream: the input is in `buffer`
+    Event free;    // on the compute stream: `buffer` has been moved into place
+    bool used = false;
+  };
+
   CudaContext ctx_;
+  std::map<void*, Staging> staging_;
   std::unique_ptr<VectorOps> vector_ops_;
   AllocationCounter counter_;
   int major_ = 0, minor_ = 0;  // compute capability

@@ -20,6 +20,8 @@ class Event {
   void record(cudaStream_t stream) const {
     check(cudaEventRecord(get(), stream), "cudaEventRecord");
   }
+  // Blocks the host until the recorded point is reached.
+  void synchronize() const { check(cudaEventSynchronize(get()), "cudaEventSynchronize"); }
   // Work queued on `stream` after this call waits for the recorded point.
   void make_wait(cudaStream_t stream) const {
     check(cudaStreamWaitEvent(stream, get(), 0), "cudaStreamWaitEvent");

@@ -89,8 +89,8 @@ void feed(graph::Program& program, const data::Batch& batch, std::int64_t classe
     }
   }
   Backend& backend = program.backend();
-  backend.copy_to_device(program.input().data, batch.inputs.data, program.input().bytes());
-  backend.copy_to_device(program.labels().data, batch.labels.data, program.labels().bytes());
+  backend.copy_input_to_device(program.input().data, batch.inputs.data, program.input().bytes());
+  backend.copy_input_to_device(program.labels().data, batch.labels.data, program.labels().bytes());
 }
 
 float read_scalar(graph::Program& program, const TensorRef& t) {

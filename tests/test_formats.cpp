@@ -12,8 +12,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "runner/config/yaml_reader.h"
-#include "runner/graph/builder.h"
 #include "runner/graph/formats.h"
 #include "runner/graph/precision.h"
 #include "runner/graph/program.h"
@@ -62,15 +60,11 @@ layers:
 constexpr std::int64_t kBatch = 8;
 
 Graph model_graph(const char* yaml = kModel) {
-  config::Diagnostics diags;
-  const config::Node model = config::parse_yaml(yaml, "model.yaml", diags);
   ModelInput in;
   in.batch = kBatch;
   in.sample_shape = {3, 8, 8};
   in.num_classes = 5;
-  Graph g = build_graph(model, in, diags);
-  REQUIRE(diags.empty());
-  return g;
+  return graph_of_yaml(yaml, in);
 }
 
 const Value& output_of(const Graph& g, const std::string& node) {

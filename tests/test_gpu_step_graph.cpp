@@ -13,10 +13,8 @@
 #include <vector>
 
 #include "gpu_skip.h"
-#include "runner/config/yaml_reader.h"
-#include "runner/graph/builder.h"
-#include "runner/graph/init.h"
 #include "runner/graph/program.h"
+#include "tests/program_fixture.h"
 
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/cuda_backend.h"
@@ -46,25 +44,18 @@ layers:
 )";
 
 std::unique_ptr<Program> compile_cnn(bool record_steps) {
-  config::Diagnostics diags;
-  const config::Node model = config::parse_yaml(kModel, "model.yaml", diags);
   ModelInput in;
   in.batch = 32;
   in.sample_shape = {1, 12, 12};
   in.num_classes = 10;
-  Graph g = build_graph(model, in, diags);
-  REQUIRE(diags.empty());
   CompileOptions options;
   options.optimizer_state_tensors = 0;
   options.deterministic = true;  // the same algorithms in both programs
   options.record_steps = record_steps;
   Backend& backend = cuda_backend(0);
-  auto program = std::make_unique<Program>(differentiate(std::move(g)), backend, options);
-  std::vector<float> values;
-  for (auto& p : program->params()) {
-    initialize_param(*p.param, 5, values);
-    backend.copy_to_device(p.value.data, values.data(), values.size() * sizeof(float));
-  }
+  auto program =
+      std::make_unique<Program>(differentiate(graph_of_yaml(kModel, in)), backend, options);
+  initialize_params(*program, 5);
   std::vector<float> input(static_cast<std::size_t>(program->input().numel()));
   for (std::size_t i = 0; i < input.size(); ++i)
     input[i] = static_cast<float>((i * 29) % 17) / 8.0f - 1.0f;

@@ -4,10 +4,9 @@
 // and gradient fan-in gets a sum node.
 #include <catch2/catch.hpp>
 
-#include "runner/config/yaml_reader.h"
 #include "runner/graph/autodiff.h"
-#include "runner/graph/builder.h"
 #include "runner/graph/memory_plan.h"
+#include "tests/program_fixture.h"
 
 using namespace trainer;
 using namespace trainer::graph;
@@ -15,15 +14,11 @@ using namespace trainer::graph;
 namespace {
 
 TrainingGraph differentiate_yaml(const std::string& yaml) {
-  config::Diagnostics diags;
-  const config::Node model = config::parse_yaml(yaml, "model.yaml", diags);
   ModelInput in;
   in.batch = 8;
   in.sample_shape = {3, 12, 12};
   in.num_classes = 10;
-  Graph g = build_graph(model, in, diags);
-  REQUIRE(diags.empty());
-  return differentiate(std::move(g));
+  return differentiate(graph_of_yaml(yaml, in));
 }
 
 const char* kResidual = R"(

@@ -7,9 +7,6 @@
 #include <cmath>
 #include <random>
 
-#include "runner/config/yaml_reader.h"
-#include "runner/graph/builder.h"
-#include "runner/graph/init.h"
 #include "runner/graph/program.h"
 #include "tests/program_fixture.h"
 
@@ -30,23 +27,16 @@ layers:
 )";
 
 std::unique_ptr<Program> compile_model(std::int64_t batch, bool accumulate) {
-  config::Diagnostics diags;
-  const config::Node model = config::parse_yaml(kModel, "model.yaml", diags);
   ModelInput in;
   in.batch = batch;
   in.sample_shape = {2, 5, 5};
   in.num_classes = 5;
-  Graph g = build_graph(model, in, diags);
-  REQUIRE(diags.empty());
   CompileOptions options;
   options.optimizer_state_tensors = 0;
   options.accumulate_gradients = accumulate;
-  auto program = std::make_unique<Program>(differentiate(std::move(g)), cpu_backend(), options);
-  std::vector<float> values;
-  for (auto& p : program->params()) {
-    initialize_param(*p.param, 7, values);
-    std::copy(values.begin(), values.end(), p.value.f32());
-  }
+  auto program =
+      std::make_unique<Program>(differentiate(graph_of_yaml(kModel, in)), cpu_backend(), options);
+  initialize_params(*program, 7);
   return program;
 }
 
@@ -155,17 +145,12 @@ layers:
 )";
 
 std::unique_ptr<Program> compile_checkpointed(const std::string& recompute) {
-  config::Diagnostics diags;
-  const config::Node model =
-      config::parse_yaml(std::string(kCheckpointed) + recompute, "model.yaml", diags);
   ModelInput in;
   in.batch = 4;
   in.sample_shape = {2, 6, 6};
   in.num_classes = 5;
-  Graph g = build_graph(model, in, diags);
-  INFO(diags.format_all());
-  REQUIRE(diags.empty());
-  auto program = compile_test_program(std::move(g), 11, 2, 5);
+  auto program =
+      compile_test_program(graph_of_yaml(std::string(kCheckpointed) + recompute, in), 11, 2, 5);
   program->train_step(42);
   return program;
 }

@@ -12,10 +12,8 @@
 #include <vector>
 
 #include "ops/cpu/kernels.h"
-#include "runner/config/yaml_reader.h"
-#include "runner/graph/builder.h"
-#include "runner/graph/init.h"
 #include "runner/graph/program.h"
+#include "tests/program_fixture.h"
 
 using namespace trainer;
 using namespace trainer::graph;
@@ -78,23 +76,16 @@ layers:
 )";
 
 std::unique_ptr<Program> compile_on(Backend& backend, bool record_steps) {
-  config::Diagnostics diags;
-  const config::Node model = config::parse_yaml(kModel, "model.yaml", diags);
   ModelInput in;
   in.batch = 6;
   in.sample_shape = {5};
   in.num_classes = 4;
-  Graph g = build_graph(model, in, diags);
-  REQUIRE(diags.empty());
   CompileOptions options;
   options.optimizer_state_tensors = 0;
   options.record_steps = record_steps;
-  auto program = std::make_unique<Program>(differentiate(std::move(g)), backend, options);
-  std::vector<float> values;
-  for (auto& p : program->params()) {
-    initialize_param(*p.param, 3, values);
-    std::copy(values.begin(), values.end(), p.value.f32());
-  }
+  auto program =
+      std::make_unique<Program>(differentiate(graph_of_yaml(kModel, in)), backend, options);
+  initialize_params(*program, 3);
   for (std::int64_t i = 0; i < program->input().numel(); ++i)
     program->input().f32()[i] = static_cast<float>((i * 37) % 11) / 5.0f - 1.0f;
   for (std::int64_t i = 0; i < program->labels().numel(); ++i)

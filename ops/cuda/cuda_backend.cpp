@@ -50,6 +50,18 @@ void require_device(int device) {
         (visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : std::string()) +
         "; valid indices are 0.." + std::to_string(count - 1));
   }
+  // Creating the device's context is where a GPU held by another process shows.
+  cudaError_t opened = cudaSetDevice(device);
+  if (opened == cudaSuccess) opened = cudaFree(nullptr);
+  if (opened == cudaSuccess) return;
+  cudaGetLastError();
+  if (opened == cudaErrorDevicesUnavailable)
+    throw std::runtime_error(
+        "GPU " + std::to_string(device) +
+        " is busy: another process holds it and its compute mode admits only one "
+        "(nvidia-smi -q -d COMPUTE); wait for it, or choose another GPU with devices: [i]");
+  throw std::runtime_error("cannot open GPU " + std::to_string(device) + ": " +
+                           cudaGetErrorName(opened) + ": " + cudaGetErrorString(opened));
 }
 
 namespace {

@@ -1,12 +1,14 @@
 // conv2d through cuDNN (legacy convolution API): forward, backward data and
 // backward filter with algorithms chosen once here, within a workspace limit
 // (cudnnFind* when autotuning, the _v7 heuristics otherwise; only deterministic
-// algorithms when asked), and the bias by cudnnAddTensor / cudnnConvolutionBackwardBias.
-// Under bf16/fp16 mixed precision cuDNN convolves 16-bit tensors with float
-// accumulation: x, dy and the weights (unless they arrive as their bf16 copy)
-// are narrowed into the workspace. cuDNN writes y, dx and dW in the operands'
-// 16-bit type (as autocast frameworks get them); they are widened to float32.
+// algorithms when asked; cached per shape for the process), and the bias by cudnnAddTensor /
+// cudnnConvolutionBackwardBias. Under bf16/fp16 mixed precision cuDNN convolves 16-bit tensors with
+// float accumulation: x, dy and the weights (unless they arrive as their bf16 copy) are narrowed
+// into the workspace. cuDNN writes y, dx and dW in the operands' 16-bit type (as autocast
+// frameworks get them); they are widened to float32.
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "ops/cuda/cudnn_descriptors.h"
@@ -56,62 +58,13 @@ class ConvKernel final : public Kernel {
         has_bias_(k.param_decls.size() > 1),
         x_count_(numel(k.inputs[0])),
         y_count_(numel(k.output)),
-        w_count_(numel(k.param_decls[0].shape)) {
-    cudnnHandle_t h = ctx.cudnn.get();
-    constexpr int kMax = 16;
-    int n = 0;
-    {
-      cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-      if (k.autotune)
-        check(cudnnFindConvolutionForwardAlgorithm(h, x_.get(), w_.get(), conv_.get(), y_.get(),
-                                                   kMax, &n, perf),
-              "cudnnFindConvolutionForwardAlgorithm");
-      else
-        check(cudnnGetConvolutionForwardAlgorithm_v7(h, x_.get(), w_.get(), conv_.get(), y_.get(),
-                                                     kMax, &n, perf),
-              "cudnnGetConvolutionForwardAlgorithm_v7");
-      const auto* p = pick(perf, n, k.deterministic);
-      if (!p) no_algorithm("forward", k);
-      fwd_ = p->algo;
-      workspace_ = std::max(workspace_, p->memory);
-    }
-    if (!k.training) return;
-    {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-      if (k.autotune)
-        check(cudnnFindConvolutionBackwardDataAlgorithm(h, w_.get(), y_.get(), conv_.get(),
-                                                        x_.get(), kMax, &n, perf),
-              "cudnnFindConvolutionBackwardDataAlgorithm");
-      else
-        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_.get(), y_.get(), conv_.get(),
-                                                          x_.get(), kMax, &n, perf),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      const auto* p = pick(perf, n, k.deterministic);
-      if (!p) no_algorithm("backward-data", k);
-      bwd_data_ = p->algo;
-      workspace_ = std::max(workspace_, p->memory);
-    }
-    {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-      if (k.autotune)
-        check(cudnnFindConvolutionBackwardFilterAlgorithm(h, x_.get(), y_.get(), conv_.get(),
-                                                          w_.get(), kMax, &n, perf),
-              "cudnnFindConvolutionBackwardFilterAlgorithm");
-      else
-        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_.get(), y_.get(), conv_.get(),
-                                                            w_.get(), kMax, &n, perf),
-              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      const auto* p = pick(perf, n, k.deterministic);
-      if (!p) no_algorithm("backward-filter", k);
-      bwd_filter_ = p->algo;
-      workspace_ = std::max(workspace_, p->memory);
-    }
-  }
+        w_count_(numel(k.param_decls[0].shape)),
+        algorithms_(cached_algorithms(k)) {}
 
   // cuDNN's workspace, then (mixed precision) the 16-bit x, y or dy, weights,
   // dx and dW.
   std::size_t workspace_bytes() const override {
-    if (!low_) return workspace_;
+    if (!low_) return algorithms_.workspace;
     return library_bytes() + 2 * low_bytes(x_count_) + low_bytes(y_count_) +
            2 * low_bytes(w_count_);
   }
@@ -121,7 +74,8 @@ class ConvKernel final : public Kernel {
     cudnnHandle_t h = ctx_.cudnn.get();
     void* y = low_ ? slice(a, Slice::y) : a.output.data;
     check(cudnnConvolutionForward(h, &one, x_.get(), operand_x(a), w_.get(), weights(a),
-                                  conv_.get(), fwd_, a.workspace, workspace_, &zero, y_.get(), y),
+                                  conv_.get(), algorithms_.fwd, a.workspace, algorithms_.workspace,
+                                  &zero, y_.get(), y),
           "cudnnConvolutionForward");
     if (low_) widen(y, a.output.f32(), y_count_, low_type_, ctx_.compute.get());
     if (has_bias_)
@@ -139,16 +93,17 @@ class ConvKernel final : public Kernel {
     if (want_x) {
       void* dx = low_ ? slice(a, Slice::dx) : a.grad_inputs[0].data;
       check(cudnnConvolutionBackwardData(h, &one, w_.get(), weights(a), y_.get(), dy, conv_.get(),
-                                         bwd_data_, a.workspace, workspace_, &zero, x_.get(), dx),
+                                         algorithms_.bwd_data, a.workspace, algorithms_.workspace,
+                                         &zero, x_.get(), dx),
             "cudnnConvolutionBackwardData");
       if (low_) widen(dx, a.grad_inputs[0].f32(), x_count_, low_type_, ctx_.compute.get());
     }
     if (want_w) {
       void* dw = low_ ? slice(a, Slice::dw) : a.grad_params[0].data;
-      check(
-          cudnnConvolutionBackwardFilter(h, &one, x_.get(), operand_x(a), y_.get(), dy, conv_.get(),
-                                         bwd_filter_, a.workspace, workspace_, &zero, w_.get(), dw),
-          "cudnnConvolutionBackwardFilter");
+      check(cudnnConvolutionBackwardFilter(h, &one, x_.get(), operand_x(a), y_.get(), dy,
+                                           conv_.get(), algorithms_.bwd_filter, a.workspace,
+                                           algorithms_.workspace, &zero, w_.get(), dw),
+            "cudnnConvolutionBackwardFilter");
       if (low_) widen(dw, a.grad_params[0].f32(), w_count_, low_type_, ctx_.compute.get());
     }
     if (has_bias_ && a.grad_params.size() > 1 && a.grad_params[1])
@@ -159,9 +114,9 @@ class ConvKernel final : public Kernel {
 
   std::string implementation() const override {
     return std::string("cudnn:") + (low_ ? std::string(dtype_name(low_type_)) + ":" : "") +
-           "fwd=" + std::to_string(static_cast<int>(fwd_)) +
-           ",bwd_data=" + std::to_string(static_cast<int>(bwd_data_)) +
-           ",bwd_filter=" + std::to_string(static_cast<int>(bwd_filter_));
+           "fwd=" + std::to_string(static_cast<int>(algorithms_.fwd)) +
+           ",bwd_data=" + std::to_string(static_cast<int>(algorithms_.bwd_data)) +
+           ",bwd_filter=" + std::to_string(static_cast<int>(algorithms_.bwd_filter));
   }
 
  private:
@@ -177,8 +132,89 @@ class ConvKernel final : public Kernel {
     return g;
   }
 
+  struct Algorithms {
+    cudnnConvolutionFwdAlgo_t fwd{};
+    cudnnConvolutionBwdDataAlgo_t bwd_data{};
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+    std::size_t workspace = 0;
+  };
+
+  // The algorithms of this shape, chosen once per process: convolutions of the
+  // same shape (repeated blocks, and the compiles of the memory estimate and
+  // of micro_batch_size: auto) share one search.
+  Algorithms cached_algorithms(const KernelContext& k) const {
+    static std::mutex mutex;
+    static std::map<std::string, Algorithms> cache;
+    const auto g = geometry(k);
+    std::string key = std::to_string(ctx_.device.index) + ":" + to_string(k.inputs[0]) + ">" +
+                      to_string(k.param_decls[0].shape) + ">" + to_string(k.output);
+    for (int v : {g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.groups})
+      key += "," + std::to_string(v);
+    key += std::string(":") + std::string(dtype_name(k.compute)) + (k.allow_tf32 ? ":tf32" : "") +
+           (k.deterministic ? ":det" : "") + (k.autotune ? ":tuned" : "") +
+           (k.training ? ":train" : ":eval");
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, choose_algorithms(k)).first;
+    return it->second;
+  }
+
+  Algorithms choose_algorithms(const KernelContext& k) const {
+    Algorithms chosen;
+    cudnnHandle_t h = ctx_.cudnn.get();
+    constexpr int kMax = 16;
+    int n = 0;
+    {
+      cudnnConvolutionFwdAlgoPerf_t perf[kMax];
+      if (k.autotune)
+        check(cudnnFindConvolutionForwardAlgorithm(h, x_.get(), w_.get(), conv_.get(), y_.get(),
+                                                   kMax, &n, perf),
+              "cudnnFindConvolutionForwardAlgorithm");
+      else
+        check(cudnnGetConvolutionForwardAlgorithm_v7(h, x_.get(), w_.get(), conv_.get(), y_.get(),
+                                                     kMax, &n, perf),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+      const auto* p = pick(perf, n, k.deterministic);
+      if (!p) no_algorithm("forward", k);
+      chosen.fwd = p->algo;
+      chosen.workspace = std::max(chosen.workspace, p->memory);
+    }
+    if (!k.training) return chosen;
+    {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
+      if (k.autotune)
+        check(cudnnFindConvolutionBackwardDataAlgorithm(h, w_.get(), y_.get(), conv_.get(),
+                                                        x_.get(), kMax, &n, perf),
+              "cudnnFindConvolutionBackwardDataAlgorithm");
+      else
+        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_.get(), y_.get(), conv_.get(),
+                                                          x_.get(), kMax, &n, perf),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      const auto* p = pick(perf, n, k.deterministic);
+      if (!p) no_algorithm("backward-data", k);
+      chosen.bwd_data = p->algo;
+      chosen.workspace = std::max(chosen.workspace, p->memory);
+    }
+    {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
+      if (k.autotune)
+        check(cudnnFindConvolutionBackwardFilterAlgorithm(h, x_.get(), y_.get(), conv_.get(),
+                                                          w_.get(), kMax, &n, perf),
+              "cudnnFindConvolutionBackwardFilterAlgorithm");
+      else
+        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_.get(), y_.get(), conv_.get(),
+                                                            w_.get(), kMax, &n, perf),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      const auto* p = pick(perf, n, k.deterministic);
+      if (!p) no_algorithm("backward-filter", k);
+      chosen.bwd_filter = p->algo;
+      chosen.workspace = std::max(chosen.workspace, p->memory);
+    }
+    return chosen;
+  }
+
   cudnnDataType_t operand_type() const { return low_ ? cudnn_type(low_type_) : CUDNN_DATA_FLOAT; }
-  std::size_t library_bytes() const { return (workspace_ + 255) / 256 * 256; }
+  std::size_t library_bytes() const { return (algorithms_.workspace + 255) / 256 * 256; }
   // The workspace slices of the 16-bit operands and results.
   enum class Slice { x, y, w, dx, dw };
   void* slice(const KernelArgs& a, Slice which) const {
@@ -218,10 +254,7 @@ class ConvKernel final : public Kernel {
   ConvolutionDescriptor conv_;
   bool has_bias_;
   std::int64_t x_count_, y_count_, w_count_;
-  cudnnConvolutionFwdAlgo_t fwd_{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
-  std::size_t workspace_ = 0;
+  Algorithms algorithms_;
 };
 
 }  // namespace

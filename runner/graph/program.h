@@ -1,7 +1,9 @@
 // Program: a TrainingGraph lowered onto one backend. Kernels are compiled once,
 // every buffer has its place in the arena (memory_plan.h) or in the persistent
 // parameter storage, and each call's arguments are fixed: a training step is a
-// walk over a flat list of kernel calls with no allocation.
+// walk over a flat list of kernel calls with no allocation. What changes per
+// step (seed, valid rows) is in backend memory, so from the second step on a
+// backend that records (CUDA graphs) replays one recording of the walk.
 #pragma once
 
 #include <functional>

@@ -43,7 +43,16 @@ struct OptimizerStep {
 class VectorOps {
  public:
   virtual ~VectorOps() = default;
-  virtual void optimizer_step(const std::vector<ParamSlot>& slots, const OptimizerStep& step) = 0;
+  // One update of every slot: set_optimizer_step, then optimizer_update.
+  void optimizer_step(const std::vector<ParamSlot>& slots, const OptimizerStep& step) {
+    set_optimizer_step(step);
+    optimizer_update(slots);
+  }
+  // The hyperparameters later updates use. They are kept in backend memory, so
+  // an update recorded with the step (a CUDA graph) reads the current ones.
+  virtual void set_optimizer_step(const OptimizerStep& step) = 0;
+  // Updates every slot (all in one launch on a GPU) with the hyperparameters set last.
+  virtual void optimizer_update(const std::vector<ParamSlot>& slots) = 0;
   // Sum of squares of all tensors (float32) in double precision; `finite` is set
   // to false when any element is inf or NaN.
   virtual double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) = 0;

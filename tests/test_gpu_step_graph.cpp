@@ -111,6 +111,31 @@ TEST_CASE("a replayed CUDA graph equals the step run kernel by kernel") {
   CHECK(train_result(*graphed, 7, -1) != train_result(*graphed, 8, -1));
 }
 
+TEST_CASE("the optimizer update recorded with the step reads each step's learning rate") {
+  auto graphed = compile_cnn(true);
+  auto eager = compile_cnn(false);
+  std::vector<ParamSlot> graphed_slots = graphed->optimizer_slots();
+  std::vector<ParamSlot> eager_slots = eager->optimizer_slots();
+  VectorOps& ops = graphed->backend().vector_ops();
+  graphed->set_update([&] { ops.optimizer_update(graphed_slots); });
+  eager->set_update([&] { ops.optimizer_update(eager_slots); });
+  OptimizerStep opt;
+  for (int step = 0; step < 6; ++step) {
+    opt.lr = 0.05f / static_cast<float>(step + 1);  // a new rate each step
+    for (Program* p : {graphed.get(), eager.get()}) {
+      ops.set_optimizer_step(opt);
+      p->train_step(static_cast<std::uint64_t>(step), -1);
+    }
+  }
+  CHECK(graphed->step_execution() == "recorded");
+  for (std::size_t i = 0; i < graphed->params().size(); ++i) {
+    INFO("parameter " << graphed->params()[i].param->name);
+    CHECK(read(*graphed, graphed->params()[i].value) == read(*eager, eager->params()[i].value));
+  }
+  graphed->set_update(nullptr);
+  eager->set_update(nullptr);
+}
+
 TEST_CASE("staged input copies land in order and free the host buffer at once") {
   Backend& gpu = cuda_backend(0);
   const std::int64_t n = 100003;

@@ -209,3 +209,21 @@ TEST_CASE("evaluation steps are recorded apart from training steps") {
   CHECK(backend.replays == 3);
   CHECK(program->step_execution().empty());  // no training step yet
 }
+
+TEST_CASE("an update set on the program runs at the end of every step and is recorded with it") {
+  RecordingBackend backend;
+  auto program = compile_on(backend, true);
+  std::vector<float> loss_seen_by_update;
+  program->set_update([&] { loss_seen_by_update.push_back(program->loss().f32()[0]); });
+  std::vector<float> losses;
+  for (const StepCase& s : kSteps) losses.push_back(step_result(*program, s.seed, s.valid_rows)[0]);
+  CHECK(loss_seen_by_update == losses);  // once per step, after forward and backward
+  CHECK(backend.recordings == 1);
+  CHECK(backend.replays == static_cast<int>(kSteps.size()) - 1);
+  // A new update starts over: one direct step, then a new recording.
+  int updates = 0;
+  program->set_update([&] { ++updates; });
+  for (int i = 0; i < 3; ++i) program->train_step(1, -1);
+  CHECK(updates == 3);
+  CHECK(backend.recordings == 2);
+}

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -52,4 +54,35 @@ TEST_CASE("one epoch of the MLP reaches 84% test accuracy") {
   // The resolved config in the run directory is itself a valid experiment.
   CHECK(run_trainer("validate " + (dir / "config.yaml").string()).code == 0);
   fs::remove_all(dir);
+}
+
+// The loss, accuracy and learning rate of every record, without the timings.
+std::vector<std::string> learning_curve(const fs::path& dir) {
+  std::ifstream metrics(dir / "metrics.jsonl");
+  std::vector<std::string> curve;
+  std::string line;
+  while (std::getline(metrics, line)) {
+    const auto r = nlohmann::json::parse(line);
+    curve.push_back(r["split"].dump() + r["step"].dump() + r["loss"].dump() +
+                    r.value("accuracy", nlohmann::json()).dump() +
+                    r.value("lr", nlohmann::json()).dump());
+  }
+  return curve;
+}
+
+TEST_CASE("the update inside the step trains exactly like the update after it") {
+  // Without clipping the update is part of train_step (and of its CUDA graph);
+  // a clipping bound that never bites keeps it after the step, with the same math.
+  const fs::path inside = fs::temp_directory_path() / "trainer_test_update_inside";
+  const fs::path after = fs::temp_directory_path() / "trainer_test_update_after";
+  for (const auto& dir : {inside, after}) fs::remove_all(dir);
+  const std::string common =
+      "run configs/fashion_mnist_mlp.yaml train.max_steps=60 train.log_every=10 "
+      "train.eval_batches=4 optimizer.type=adamw data.workers=1 ";
+  REQUIRE(run_trainer(common + "--out " + inside.string()).code == 0);
+  REQUIRE(run_trainer(common + "train.clip_grad_norm=1e30 --out " + after.string()).code == 0);
+  const auto a = learning_curve(inside), b = learning_curve(after);
+  CHECK(a.size() == 7);  // 6 train records and the final evaluation
+  CHECK(a == b);
+  for (const auto& dir : {inside, after}) fs::remove_all(dir);
 }

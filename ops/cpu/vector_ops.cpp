@@ -99,17 +99,19 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
 
 class CpuVectorOps final : public VectorOps {
  public:
-  void optimizer_step(const std::vector<ParamSlot>& slots, const OptimizerStep& step) override {
+  void set_optimizer_step(const OptimizerStep& step) override { step_ = step; }
+
+  void optimizer_update(const std::vector<ParamSlot>& slots) override {
     for (const auto& s : slots) {
-      switch (step.kind) {
+      switch (step_.kind) {
         case OptimizerKind::sgd:
-          sgd(s, step);
+          sgd(s, step_);
           break;
         case OptimizerKind::adam:
-          adam(s, step, false);
+          adam(s, step_, false);
           break;
         case OptimizerKind::adamw:
-          adam(s, step, true);
+          adam(s, step_, true);
           break;
       }
     }
@@ -158,6 +160,9 @@ class CpuVectorOps final : public VectorOps {
     const std::int64_t n = dst.numel();
     for (std::int64_t i = 0; i < n; ++i) d[i] = value;
   }
+
+ private:
+  OptimizerStep step_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "ops/cuda/bf16_bits.cuh"
@@ -65,7 +66,10 @@ __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, flo
   p = p * decay - step_size * m / (sqrtf(v) / h.bias_correction2_sqrt + h.eps);
 }
 
-__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, Hyper h) {
+// The hyperparameters are read from device memory (set_optimizer_step), so a
+// launch recorded in a CUDA graph uses the values of the step it replays.
+__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper) {
+  const Hyper h = *hyper;
   const Chunk c = chunks[blockIdx.x];
   const DeviceSlot s = slots[c.slot];
   const long long end = min(c.begin + kChunk, s.size);
@@ -176,27 +180,31 @@ __global__ void fill_kernel(float* dst, float value, long long n, int vectorized
   for (long long i = done + first; i < n; i += stride) dst[i] = value;
 }
 
-// A device copy of a host table, uploaded again only when its content changes
-// (the step's tables are the same every step, so steady state uploads nothing).
+// Device copies of host tables, one per distinct content, never rewritten: a
+// table queued work (or a recorded CUDA graph) reads stays as it was. Each
+// program's tables are the same every step, so steady state uploads nothing,
+// and a step being captured finds its tables already there.
 template <typename T>
 class CachedTable {
  public:
   const T* upload(const std::vector<T>& host, Stream& stream) {
-    const std::size_t bytes = host.size() * sizeof(T);
-    if (bytes == cached_.size() && std::memcmp(host.data(), cached_.data(), bytes) == 0)
-      return buffer_.as<T>();
-    stream.synchronize();  // the previous table may still be read by queued work
-    if (bytes > buffer_.bytes()) buffer_ = DeviceBuffer(bytes);
-    check(cudaMemcpy(buffer_.data(), host.data(), bytes, cudaMemcpyHostToDevice),
+    const auto* first = reinterpret_cast<const unsigned char*>(host.data());
+    std::vector<unsigned char> key(first, first + host.size() * sizeof(T));
+    auto it = tables_.find(key);
+    if (it != tables_.end()) return it->second.template as<T>();
+    if (tables_.size() >= kMaxTables) {  // many programs came and went: start over
+      stream.synchronize();
+      tables_.clear();
+    }
+    DeviceBuffer buffer(key.size());
+    check(cudaMemcpy(buffer.data(), host.data(), key.size(), cudaMemcpyHostToDevice),
           "cudaMemcpy(parameter table)");
-    cached_.assign(reinterpret_cast<const unsigned char*>(host.data()),
-                   reinterpret_cast<const unsigned char*>(host.data()) + bytes);
-    return buffer_.as<T>();
+    return tables_.emplace(std::move(key), std::move(buffer)).first->second.template as<T>();
   }
 
  private:
-  DeviceBuffer buffer_;
-  std::vector<unsigned char> cached_;
+  static constexpr std::size_t kMaxTables = 64;
+  std::map<std::vector<unsigned char>, DeviceBuffer> tables_;
 };
 
 template <typename Sized>
@@ -210,18 +218,35 @@ std::vector<Chunk> chunks_of(const std::vector<Sized>& items) {
 
 class CudaVectorOps final : public VectorOps {
  public:
-  explicit CudaVectorOps(CudaContext& ctx) : ctx_(ctx), result_(sizeof(double) + sizeof(int)) {
+  explicit CudaVectorOps(CudaContext& ctx)
+      : ctx_(ctx), result_(sizeof(double) + sizeof(int)), hyper_(sizeof(Hyper)) {
     void* host = nullptr;
     check(cudaMallocHost(&host, sizeof(double) + sizeof(int)), "cudaMallocHost");
     host_result_ = PinnedHost(host);
   }
 
-  void optimizer_step(const std::vector<ParamSlot>& slots, const OptimizerStep& o) override {
+  // Queued on the compute stream: ordered with the updates before and after it.
+  // The source is pageable, so it is staged before the call returns.
+  void set_optimizer_step(const OptimizerStep& o) override {
+    Hyper h{};
+    h.kind = static_cast<int>(o.kind);
+    h.lr = o.lr, h.momentum = o.momentum, h.weight_decay = o.weight_decay;
+    h.beta1 = o.beta1, h.beta2 = o.beta2, h.eps = o.eps, h.grad_scale = o.grad_scale;
+    h.nesterov = o.nesterov ? 1 : 0;
+    const double t = static_cast<double>(o.step);
+    h.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
+    h.bias_correction2_sqrt =
+        static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
+    check(cudaMemcpyAsync(hyper_.data(), &h, sizeof h, cudaMemcpyHostToDevice, ctx_.compute.get()),
+          "cudaMemcpyAsync(optimizer hyperparameters)");
+    adam_ = o.kind != OptimizerKind::sgd;
+  }
+
+  void optimizer_update(const std::vector<ParamSlot>& slots) override {
     std::vector<DeviceSlot> table;
     table.reserve(slots.size());
     for (const auto& s : slots) {
-      const bool adam = o.kind != OptimizerKind::sgd;
-      if (!s.param || !s.grad || (adam && (!s.state0 || !s.state1)))
+      if (!s.param || !s.grad || (adam_ && (!s.state0 || !s.state1)))
         throw std::invalid_argument("optimizer step: a parameter slot lacks its gradient or state");
       const bool vec = aligned16(s.param) && aligned16(s.grad) &&
                        (!s.state0 || aligned16(s.state0)) && (!s.state1 || aligned16(s.state1));
@@ -232,17 +257,8 @@ class CudaVectorOps final : public VectorOps {
     if (chunks.empty()) return;
     const DeviceSlot* d_slots = slot_table_.upload(table, ctx_.compute);
     const Chunk* d_chunks = optimizer_chunks_.upload(chunks, ctx_.compute);
-    Hyper h{};
-    h.kind = static_cast<int>(o.kind);
-    h.lr = o.lr, h.momentum = o.momentum, h.weight_decay = o.weight_decay;
-    h.beta1 = o.beta1, h.beta2 = o.beta2, h.eps = o.eps, h.grad_scale = o.grad_scale;
-    h.nesterov = o.nesterov ? 1 : 0;
-    const double t = static_cast<double>(o.step);
-    h.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
-    h.bias_correction2_sqrt =
-        static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
     optimizer_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, ctx_.compute.get()>>>(
-        d_slots, d_chunks, h);
+        d_slots, d_chunks, hyper_.as<Hyper>());
     check_launch("optimizer_kernel");
   }
 
@@ -309,6 +325,8 @@ class CudaVectorOps final : public VectorOps {
   DeviceBuffer partials_;
   DeviceBuffer result_;
   PinnedHost host_result_;
+  DeviceBuffer hyper_;  // the Hyper of set_optimizer_step
+  bool adam_ = false;   // the step set last has moments
 };
 
 }  // namespace

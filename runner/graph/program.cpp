@@ -185,6 +185,12 @@ void Program::set_after_backward(std::function<void(const Call&)> hook) {
   }
 }
 
+void Program::set_update(std::function<void()> update) {
+  update_ = std::move(update);
+  train_recording_.work.reset();  // recorded without it, or with the old one
+  train_recording_.direct_runs = 0;
+}
+
 // The first run is direct: libraries load their code and set themselves up on
 // first use, which a recording must not capture. The second is recorded and
 // replayed, and so is every later one; when recording is off or fails, the
@@ -245,6 +251,7 @@ void Program::train_step(std::uint64_t step_seed, std::int64_t valid_rows) {
       for (auto& p : params_)
         if (p.grad) backend_.vector_ops().accumulate(p.grad, p.grad_micro);
     }
+    if (update_) update_();
   });
 }
 

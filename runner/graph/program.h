@@ -92,6 +92,10 @@ class Program {
   // backward runs.
   // A step with a hook runs directly (the hook's host work cannot be recorded).
   void set_after_backward(std::function<void(const Call&)> hook);
+  // Work queued at the end of every training step and recorded with it: the
+  // optimizer update, when nothing is decided on the host between backward and
+  // the update (null: none).
+  void set_update(std::function<void()> update);
 
   // How the training steps run: "recorded" (replayed from one recording of
   // the calls), "eager: <why>", or "" while undecided (the first step always
@@ -137,6 +141,7 @@ class Program {
   std::vector<Call> eval_calls_;
   TensorRef input_, labels_, loss_, logits_, loss_seed_;
   std::function<void(const Call&)> after_backward_;
+  std::function<void()> update_;
   Recording train_recording_, eval_recording_;
 };
 

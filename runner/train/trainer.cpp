@@ -395,6 +395,25 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   LossScaler scaler(cfg.precision.loss_scale, cfg.precision.mode == "fp16");
   scaler.restore(resumed.loss_scale);
   const std::set<std::int64_t> inject_overflow = injected_overflow_steps();
+  // The update joins the training step (and its recording, a CUDA graph) when
+  // nothing is decided on the host between backward and the update: one
+  // micro-batch and one rank, no loss scaling, no clipping, no injected overflow.
+  const bool update_in_step = accumulation == 1 && world == 1 && !scaler.enabled() &&
+                              cfg.train.clip_grad_norm <= 0 && inject_overflow.empty();
+  struct UpdateInStep {  // detached however train() ends: it refers to `slots`
+    graph::Program& program;
+    ~UpdateInStep() { program.set_update(nullptr); }
+  } detach_update{program};
+  if (update_in_step)
+    program.set_update([&backend, &slots] { backend.vector_ops().optimizer_update(slots); });
+  // The learning rate and Adam step of the update that ends the current step
+  // (skipped steps do not move the schedule).
+  auto schedule_update = [&](std::int64_t at_step) {
+    const std::int64_t updates = at_step - scaler.skipped_steps();
+    opt.lr =
+        static_cast<float>(learning_rate(cfg.schedule, cfg.optimizer.lr, updates, total_steps));
+    opt.step = updates + 1;
+  };
   std::vector<float> logits(
       s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0);
 
@@ -511,6 +530,47 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       log->info("eval  epoch {} step {}: loss {:.6f}", epoch, at_step, e.loss);
   };
 
+  // The end of a step whose update is not part of it: reduce over ranks, check
+  // the gradients (loss scaling, clipping), then update or skip.
+  auto finish_step = [&] {
+    // Gradients are means over this rank's micro-batches; average them over ranks.
+    if (world > 1) collective.all_reduce_sum(grads);
+    if (inject_overflow.count(step + 1) && !grads.empty()) {
+      const float inf = std::numeric_limits<float>::infinity();
+      backend.copy_to_device(grads.front().data, &inf, sizeof inf);
+    }
+    bool finite = true;
+    double sum_squares = 0;
+    if (scaler.enabled() || cfg.train.clip_grad_norm > 0)
+      sum_squares = backend.vector_ops().sum_squares(grads, finite);
+    const double scale_before = scaler.scale();
+    if (!scaler.update(finite)) {
+      // Overflow: the step is skipped; the schedule stays where it is.
+      progress.clear();
+      log->warn("step {}: gradients overflow at loss scale {:g}: step skipped, scale now {:g}",
+                step + 1, scale_before, scaler.scale());
+      if (scaler.collapsed()) {
+        settle_losses();
+        throw std::runtime_error(collapse_diagnosis(scaler, cfg.precision.loss_scale, step + 1,
+                                                    last_loss, overflowing_parameters(program)));
+      }
+    } else {
+      if (!finite)
+        throw std::runtime_error("non-finite gradients at step " + std::to_string(step) +
+                                 ": lower optimizer.lr or check the data");
+      // Gradients are divided by the loss scale and averaged over ranks in the update.
+      const double unscale = rank_average / scale_before;
+      opt.grad_scale = static_cast<float>(unscale);
+      if (cfg.train.clip_grad_norm > 0) {
+        const double norm = unscale * std::sqrt(sum_squares);
+        if (norm > cfg.train.clip_grad_norm)
+          opt.grad_scale = static_cast<float>(unscale * cfg.train.clip_grad_norm / (norm + 1e-6));
+      }
+      schedule_update(step);
+      backend.vector_ops().optimizer_step(slots, opt);
+    }
+  };
+
   while (step < total_steps || resume_in_epoch >= steps_per_epoch) {
     std::int64_t in_epoch = resume_in_epoch;
     resume_in_epoch = 0;
@@ -529,6 +589,11 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         feed(program, *batch, s.num_classes);
         backend.vector_ops().fill(program.loss_seed(),
                                   static_cast<float>(scaler.scale() / accumulation));
+        if (update_in_step) {  // the values the step's own update reads
+          opt.grad_scale = static_cast<float>(rank_average / scaler.scale());
+          schedule_update(step);
+          backend.vector_ops().set_optimizer_step(opt);
+        }
         program.train_step(mix(static_cast<std::uint64_t>(cfg.seed) ^
                                mix(static_cast<std::uint64_t>(step * accumulation + micro))),
                            batch->rows);
@@ -542,45 +607,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
           window_hits.rows += h.rows;
         }
       }
-      // Gradients are means over this rank's micro-batches; average them over ranks.
-      if (world > 1) collective.all_reduce_sum(grads);
-      if (inject_overflow.count(step + 1) && !grads.empty()) {
-        const float inf = std::numeric_limits<float>::infinity();
-        backend.copy_to_device(grads.front().data, &inf, sizeof inf);
-      }
-      bool finite = true;
-      double sum_squares = 0;
-      if (scaler.enabled() || cfg.train.clip_grad_norm > 0)
-        sum_squares = backend.vector_ops().sum_squares(grads, finite);
-      const double scale_before = scaler.scale();
-      if (!scaler.update(finite)) {
-        // Overflow: the step is skipped; the schedule stays where it is.
-        progress.clear();
-        log->warn("step {}: gradients overflow at loss scale {:g}: step skipped, scale now {:g}",
-                  step + 1, scale_before, scaler.scale());
-        if (scaler.collapsed()) {
-          settle_losses();
-          throw std::runtime_error(collapse_diagnosis(scaler, cfg.precision.loss_scale, step + 1,
-                                                      last_loss, overflowing_parameters(program)));
-        }
-      } else {
-        if (!finite)
-          throw std::runtime_error("non-finite gradients at step " + std::to_string(step) +
-                                   ": lower optimizer.lr or check the data");
-        // Gradients are divided by the loss scale and averaged over ranks in the update.
-        const double unscale = rank_average / scale_before;
-        opt.grad_scale = static_cast<float>(unscale);
-        if (cfg.train.clip_grad_norm > 0) {
-          const double norm = unscale * std::sqrt(sum_squares);
-          if (norm > cfg.train.clip_grad_norm)
-            opt.grad_scale = static_cast<float>(unscale * cfg.train.clip_grad_norm / (norm + 1e-6));
-        }
-        const std::int64_t updates = step - scaler.skipped_steps();  // the schedule's position
-        opt.lr =
-            static_cast<float>(learning_rate(cfg.schedule, cfg.optimizer.lr, updates, total_steps));
-        opt.step = updates + 1;
-        backend.vector_ops().optimizer_step(slots, opt);
-      }
+      if (!update_in_step) finish_step();
       ++step;
       ++in_epoch;
       ++window_steps;

@@ -23,7 +23,8 @@ constexpr std::uint64_t splitmix64(std::uint64_t x) {
 }
 
 // The seed one stochastic call draws from: the step's seed mixed with the
-// call's fixed salt (ops/cuda/dropout.cu computes the same on the device).
+// call's fixed salt. These functions are constexpr, so CUDA kernels call them
+// on the device too (--expt-relaxed-constexpr).
 constexpr std::uint64_t call_seed(std::uint64_t step_seed, std::uint64_t salt) {
   return splitmix64(step_seed ^ salt);
 }

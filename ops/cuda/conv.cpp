@@ -227,22 +227,14 @@ class ConvKernel final : public Kernel {
   // The convolution operands: as they are in float32; under mixed precision
   // narrowed into the workspace (again at each call: the workspace is shared).
   const void* operand_x(const KernelArgs& a) const {
-    if (!low_) return a.inputs[0].data;
-    void* x = slice(a, Slice::x);
-    narrow(a.inputs[0].f32(), x, x_count_, low_type_, ctx_.compute.get());
-    return x;
+    return operand(a.inputs[0], low_type_, slice(a, Slice::x), ctx_.compute.get());
   }
   const void* operand_dy(const KernelArgs& a) const {
-    if (!low_) return a.grad_output.data;
-    void* dy = slice(a, Slice::y);
-    narrow(a.grad_output.f32(), dy, y_count_, low_type_, ctx_.compute.get());
-    return dy;
+    return operand(a.grad_output, low_type_, slice(a, Slice::y), ctx_.compute.get());
   }
   const void* weights(const KernelArgs& a) const {
-    if (!low_ || weights_arrive_low_) return a.params[0].data;
-    void* w = slice(a, Slice::w);
-    narrow(a.params[0].f32(), w, w_count_, low_type_, ctx_.compute.get());
-    return w;
+    if (weights_arrive_low_) return a.params[0].data;
+    return operand(a.params[0], low_type_, slice(a, Slice::w), ctx_.compute.get());
   }
 
   CudaContext& ctx_;

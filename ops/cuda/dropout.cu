@@ -25,9 +25,7 @@ __host__ __device__ __forceinline__ unsigned long long mix(unsigned long long z)
 __global__ void dropout_forward(const float* x, float* y, unsigned char* mask, long long n,
                                 const StepValues* step, unsigned long long salt,
                                 unsigned long long threshold, float scale) {
-  const unsigned long long step_seed = step ? step->seed : 0;
-  const unsigned long long call_seed = mix((step_seed ^ salt) + kGolden);  // splitmix64
-  const unsigned long long base = mix(call_seed + kGolden);
+  const unsigned long long base = mix(call_seed(step ? step->seed : 0, salt) + kGolden);
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {

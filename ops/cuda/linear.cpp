@@ -173,22 +173,17 @@ class LinearKernel final : public Kernel {
   // The GEMM operands: as they are in float32, narrowed into the workspace
   // under mixed precision (again at each call: the workspace is shared).
   const void* operand_x(const KernelArgs& a) const {
-    if (!low_) return a.inputs[0].data;
-    void* x = low_region(a);
-    narrow(a.inputs[0].f32(), x, rows_ * in_, low_type_, ctx_.compute.get());
-    return x;
+    return operand(a.inputs[0], low_type_, low_region(a), ctx_.compute.get());
   }
   const void* operand_dy(const KernelArgs& a) const {
-    if (!low_) return a.grad_output.data;
-    void* dy = low_region(a) + low_bytes(rows_ * in_);
-    narrow(a.grad_output.f32(), dy, rows_ * out_, low_type_, ctx_.compute.get());
-    return dy;
+    return operand(a.grad_output, low_type_, low_region(a) + low_bytes(rows_ * in_),
+                   ctx_.compute.get());
   }
   const void* weights(const KernelArgs& a) const {
-    if (!low_ || weights_arrive_low_) return a.params[0].data;
-    void* w = low_region(a) + low_bytes(rows_ * in_) + low_bytes(rows_ * out_);
-    narrow(a.params[0].f32(), w, out_ * in_, low_type_, ctx_.compute.get());
-    return w;
+    if (weights_arrive_low_) return a.params[0].data;
+    return operand(a.params[0], low_type_,
+                   low_region(a) + low_bytes(rows_ * in_) + low_bytes(rows_ * out_),
+                   ctx_.compute.get());
   }
   void* bias_grad_target(const KernelArgs& a) const {
     if (a.grad_params.size() > 1 && a.grad_params[1]) return a.grad_params[1].data;

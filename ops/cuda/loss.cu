@@ -42,8 +42,7 @@ struct CeShape {
 
 // How many rows the loss counts: the step's valid rows, read on the device.
 __device__ __forceinline__ long long rows_counted(const StepValues* step, long long rows) {
-  const long long valid = step ? step->valid_rows : -1;
-  return valid < 0 ? rows : min(valid, rows);
+  return rows_used(step ? step->valid_rows : -1, rows);
 }
 
 __device__ __forceinline__ bool counted(const CeShape& s, int valid, const long long* labels,

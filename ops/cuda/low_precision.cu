@@ -69,6 +69,12 @@ void narrow(const float* src, void* dst, std::int64_t n, DType low, cudaStream_t
   check_launch("narrow");
 }
 
+const void* operand(const TensorRef& t, DType low, void* slot, cudaStream_t stream) {
+  if (low == DType::f32) return t.data;
+  narrow(t.f32(), slot, t.numel(), low, stream);
+  return slot;
+}
+
 void widen(const void* src, float* dst, std::int64_t n, DType low, cudaStream_t stream) {
   if (n == 0) return;
   if (low == DType::bf16)

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "ops/dtype.h"
+#include "ops/tensor.h"
 
 namespace trainer::cuda {
 
@@ -23,6 +24,10 @@ cudnnDataType_t cudnn_type(DType low);
 void narrow(const float* src, void* dst, std::int64_t n, DType low, cudaStream_t stream);
 // dst (float32) = src (`low`), exactly.
 void widen(const void* src, float* dst, std::int64_t n, DType low, cudaStream_t stream);
+
+// `t` (float32) as a library operand of type `low`: its own data when `low` is
+// f32, else narrowed into `slot` (queued on `stream`) and `slot` returned.
+const void* operand(const TensorRef& t, DType low, void* slot, cudaStream_t stream);
 
 // Bytes of n elements of a 16-bit type, rounded up to 256 (workspace slices).
 constexpr std::size_t low_bytes(std::int64_t n) {

@@ -590,7 +590,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         backend.vector_ops().fill(program.loss_seed(),
                                   static_cast<float>(scaler.scale() / accumulation));
         if (update_in_step) {  // the values the step's own update reads
-          opt.grad_scale = static_cast<float>(rank_average / scaler.scale());
+          opt.grad_scale = 1.0f;  // one rank, no loss scale: nothing to divide out
           schedule_update(step);
           backend.vector_ops().set_optimizer_step(opt);
         }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/epilogue.h"
 #include "ops/op.h"
 #include "ops/out_of_memory.h"
 #include "ops/step_values.h"
@@ -129,6 +130,11 @@ class Backend {
     bool bf16_storage = false;
   };
   virtual ActivationFormats activation_formats() const { return {}; }
+  // Whether its linear kernel applies `activation` inside the GEMM (an
+  // epilogue), so that the fusion pass folds the activation layer after a
+  // linear into it. Every linear kernel takes every epilogue; this says which
+  // ones save work.
+  virtual bool fuses_into_matmul(Epilogue) const { return false; }
   std::unique_ptr<Kernel> make_kernel(const KernelContext& ctx) const;
 
   // Memory of this backend (host memory for CPU, device memory for CUDA).

@@ -47,6 +47,9 @@ struct BackwardReads {
   bool output = false;
 };
 
+// What an instance's backward reads when that depends on its attributes.
+using BackwardReadsRule = std::function<BackwardReads(const Attrs& attrs)>;
+
 // Which activation formats (TensorFormat) an op's kernels take, for the
 // format pass (runner/graph/formats.h).
 enum class FormatRule {
@@ -67,6 +70,7 @@ struct OpDef {
   int max_inputs = 1;  // -1: any number (add, concat)
   SignatureRule signature;
   BackwardReads backward_reads;
+  BackwardReadsRule backward_reads_rule;       // set: replaces backward_reads per instance
   std::vector<int> non_differentiable_inputs;  // e.g. the labels of a loss
   bool is_loss = false;        // output is a scalar [1]; inputs are (prediction, target)
   bool inplace_ok = false;     // the kernel may write its output over input 0
@@ -75,6 +79,11 @@ struct OpDef {
   bool low_precision = false;  // matmul-like (conv, linear): computes in bf16/fp16 under
                                // mixed precision; everything else stays float32
   FormatRule formats = FormatRule::plain;
+
+  // What the backward of an instance with these attributes reads.
+  BackwardReads reads(const Attrs& instance) const {
+    return backward_reads_rule ? backward_reads_rule(instance) : backward_reads;
+  }
 };
 
 class OpRegistry {

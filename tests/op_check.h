@@ -223,10 +223,10 @@ class OpRun {
   // `want_inputs[k] == false` passes a null grad for input k.
   Grads backward(const HostTensor& grad_output, bool training = true, std::uint64_t seed = 7,
                  std::int64_t valid_rows = -1, std::vector<bool> want_inputs = {}) {
-    if (!def_->backward_reads.inputs)
+    if (!def_->reads(attrs_).inputs)
       for (std::size_t k = 0; k < inputs.size(); ++k)
         if (inputs[k].dtype == DType::f32) input_bufs_[k]->poison();
-    if (!def_->backward_reads.output) output_buf_->poison();
+    if (!def_->reads(attrs_).output) output_buf_->poison();
     grad_output_buf_->upload(grad_output.data());
     for (auto& b : grad_input_bufs_) b->poison();
     for (auto& b : grad_param_bufs_) b->poison();

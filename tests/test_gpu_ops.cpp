@@ -44,6 +44,24 @@ TEST_CASE("CUDA linear equals CPU") {
   compare({"linear", {{"out_features", std::int64_t{5}}, {"bias", false}}, {{3, 7}}}, 1e-4, 1e-4);
 }
 
+// The activation in the GEMM's epilogue (RELU_BIAS, GELU_AUX_BIAS with 8-aligned
+// rows, RELU without a bias) or after it (the erf gelu, rows cuBLASLt's aux
+// output refuses, the row kernels' bias under 16-bit operands).
+TEST_CASE("CUDA linear with an activation epilogue equals CPU") {
+  for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
+    INFO("activation " << act);
+    compare({"linear", {{"out_features", std::int64_t{16}}, {"activation", act}}, {{8, 20}}}, 1e-4,
+            1e-4);
+    compare({"linear",
+             {{"out_features", std::int64_t{5}}, {"bias", false}, {"activation", act}},
+             {{3, 7}}},
+            1e-4, 1e-4);
+    OpCase low{"linear", {{"out_features", std::int64_t{24}}, {"activation", act}}, {{16, 40}}};
+    low.compute = DType::bf16;
+    compare(low, 2e-3, 2e-3);
+  }
+}
+
 TEST_CASE("CUDA conv2d equals CPU") {
   compare({"conv2d",
            {{"out_channels", std::int64_t{4}}, {"kernel", Ints{3}}, {"padding", Ints{1}}},
@@ -92,6 +110,7 @@ TEST_CASE("CUDA activations equal CPU") {
   for (const char* op : {"relu", "gelu", "silu", "sigmoid", "tanh", "leaky_relu"})
     compare({op, {}, {{3, 5, 7}}}, 1e-5, 1e-6);
   compare({"leaky_relu", {{"slope", 0.2}}, {{64}}}, 1e-5, 1e-6);
+  compare({"gelu", {{"approximate", std::string("tanh")}}, {{3, 5, 7}}}, 1e-5, 1e-6);
 }
 
 TEST_CASE("CUDA pooling equals CPU") {

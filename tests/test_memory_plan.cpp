@@ -87,7 +87,7 @@ TEST_CASE("forward values the backward needs stay alive until their backward ste
     const Step& step = tg.schedule[s];
     if (step.kind != Step::Kind::backward) continue;
     const Node& node = tg.graph.nodes[step.node];
-    if (!node.op->backward_reads.inputs) continue;
+    if (!node.op->reads(node.attrs).inputs) continue;
     for (ValueId in : step.inputs)
       CHECK(plan.buffers[plan.value_buffer[in]].last_step >= static_cast<int>(s));
   }

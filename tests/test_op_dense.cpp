@@ -35,6 +35,41 @@ TEST_CASE("linear forward matches the reference loop, gradients match finite dif
   }
 }
 
+TEST_CASE("linear with an activation epilogue: forward against the reference, gradients") {
+  for (const std::string act : {"relu", "gelu", "gelu_tanh"})
+    for (bool bias : {true, false}) {
+      INFO("linear + " << act << " bias " << bias);
+      const OpCase c{"linear",
+                     {{"out_features", std::int64_t{6}}, {"bias", bias}, {"activation", act}},
+                     {{5, 9}}};
+      // relu's kink: the finite differences need every pre-activation well
+      // away from zero, so take the first data seed that gives that.
+      const auto away_from_kink = [&](const OpRun& r) {
+        const std::vector<float> b = bias ? r.params[1].f : std::vector<float>{};
+        for (double z : linear_reference(r.inputs[0], r.params[0], b))
+          if (std::abs(z) < 0.1) return false;
+        return true;
+      };
+      std::uint64_t seed = 1;
+      while (act == "relu" && seed < 500 && !away_from_kink(OpRun(cpu_backend(), c, seed))) ++seed;
+      OpRun run(cpu_backend(), c, seed);
+      REQUIRE((act != "relu" || away_from_kink(run)));
+      const auto y = run.forward();
+      const std::vector<float> b = bias ? run.params[1].f : std::vector<float>{};
+      std::vector<double> want = linear_reference(run.inputs[0], run.params[0], b);
+      for (double& z : want) {
+        if (act == "relu") z = std::max(z, 0.0);
+        if (act == "gelu") z = 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
+        if (act == "gelu_tanh")
+          z = 0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+      }
+      check_close(y.f, want, 1e-5, 1e-5, "linear + " + act);
+      check_gradients(run);
+      INFO(run.kernel().implementation());
+      CHECK(run.kernel().implementation().find("+" + act) != std::string::npos);
+    }
+}
+
 TEST_CASE("linear without an input gradient leaves the input gradient alone") {
   OpRun run(cpu_backend(), {"linear", {{"out_features", std::int64_t{3}}}, {{4, 5}}});
   run.forward();

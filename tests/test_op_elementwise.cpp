@@ -25,6 +25,8 @@ double reference_activation(const std::string& op, double x) {
   if (op == "sigmoid") return 1 / (1 + std::exp(-x));
   if (op == "tanh") return std::tanh(x);
   if (op == "gelu") return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  if (op == "gelu_tanh")
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   if (op == "silu") return x / (1 + std::exp(-x));
   return NAN;
 }
@@ -32,11 +34,13 @@ double reference_activation(const std::string& op, double x) {
 }  // namespace
 
 TEST_CASE("activations: forward values and gradients") {
-  for (const std::string op : {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "silu"}) {
+  for (const std::string op :
+       {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu"}) {
     INFO(op);
     std::map<std::string, FieldValue> attrs;
     if (op == "leaky_relu") attrs["slope"] = 0.2;
-    OpRun run(cpu_backend(), {op, attrs, {{3, 5, 7}}});
+    if (op == "gelu_tanh") attrs["approximate"] = std::string("tanh");
+    OpRun run(cpu_backend(), {op == "gelu_tanh" ? "gelu" : op, attrs, {{3, 5, 7}}});
     for (float& v : run.inputs[0].f) v *= 3.0f;
     away_from_zero(run.inputs[0]);
     const auto y = run.forward();

@@ -3,9 +3,15 @@
 // gradient are converted to bf16 (or rounded through fp16) on their way into the
 // primitives (layout.h Port), unless they are stored in bf16 already (the format
 // pass); y and dx are written in their tensors' type, dw in float32.
+// An epilogue activation (the `activation` attribute): relu runs as a oneDNN
+// post-op of the forward primitive; the gelus, which oneDNN cannot also keep
+// the pre-activation of, write it to a saved buffer and run after the GEMM.
+// The backward turns dy into the pre-activation's gradient in the workspace
+// first, then runs the GEMMs on it.
 #include <algorithm>
 #include <memory>
 
+#include "ops/cpu/eltwise.h"
 #include "ops/cpu/families.h"
 #include "ops/cpu/layout.h"
 #include "ops/cpu/matmul_ports.h"
@@ -25,6 +31,7 @@ class LinearKernel final : public Kernel {
     rows_ = x[0];
     out_ = ctx.output[1];
     has_bias_ = ctx.param_decls.size() > 1;
+    epilogue_ = epilogue_of(*ctx.attrs);
     const auto src = tensor_md(x, ctx.input_format(0)), w = plain_md({out_, x[1]});
     const auto dst = tensor_md(ctx.output, ctx.output_format);
     const auto b = plain_md({out_});
@@ -46,10 +53,16 @@ class LinearKernel final : public Kernel {
     auto& eng = cpu_engine();
     const auto prop =
         ctx.training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    auto fwd_attr = user_scratchpad_attr();
+    if (epilogue_ == Epilogue::relu) {
+      dnnl::post_ops relu;
+      relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      fwd_attr.set_post_ops(relu);
+    }
     ip_fwd::primitive_desc fwd_pd =
         has_bias_
-            ? ip_fwd::primitive_desc(ip_fwd::desc(prop, in_md(src), w_prim, b, dst), attr, eng)
-            : ip_fwd::primitive_desc(ip_fwd::desc(prop, in_md(src), w_prim, dst), attr, eng);
+            ? ip_fwd::primitive_desc(ip_fwd::desc(prop, in_md(src), w_prim, b, dst), fwd_attr, eng)
+            : ip_fwd::primitive_desc(ip_fwd::desc(prop, in_md(src), w_prim, dst), fwd_attr, eng);
     fwd_ = PrimitiveCall(ip_fwd(fwd_pd));
     const bool serial = 2 * rows_ * x[1] * out_ < kSerialFlops;
     if (serial) fwd_.run_serially();
@@ -58,7 +71,12 @@ class LinearKernel final : public Kernel {
     if (has_bias_) fwd_.arg(DNNL_ARG_BIAS, b);
     bufs_.need_scratchpad(add_scratchpad(fwd_, fwd_pd));
     impl_ = impl_name(fwd_pd);
+    if (epilogue_ != Epilogue::none) impl_ += std::string("+") + epilogue_name(epilogue_);
     const MatmulPorts::Plain plain{src, w_read, dst, w};
+    const DType y_type = ctx.output_format.dtype;
+    y_bytes_ = static_cast<std::size_t>(rows_ * out_) * dtype_size(y_type);
+    if (epilogue_ != Epilogue::none)
+      activation_ = Eltwise(eltwise_spec(epilogue_), rows_ * out_, y_type, ctx.training);
     if (!ctx.training) {
       ports_.plan_forward(fwd_pd, plain, bufs_, half);
       return;
@@ -98,21 +116,32 @@ class LinearKernel final : public Kernel {
     ports_.plan_training(fwd_pd, bd_pd, bw_pd, plain, bufs_, half, has_bias_);
     // Room for a bias gradient nobody asked for (in the backward phase).
     if (has_bias_) unwanted_bias_ = bufs_.add(static_cast<std::size_t>(out_) * sizeof(float));
+    // The pre-activation's gradient (backward phase).
+    if (epilogue_ != Epilogue::none) pre_activation_grad_ = bufs_.add(y_bytes_);
   }
 
-  // The input converted by the forward, for the backward-weights call.
-  std::vector<std::size_t> saved_bytes() const override { return ports_.saved_bytes(); }
+  // The input converted by the forward, for the backward-weights call, then
+  // the pre-activation when the backward differentiates from it.
+  std::vector<std::size_t> saved_bytes() const override {
+    std::vector<std::size_t> bytes = ports_.saved_bytes();
+    if (epilogue_keeps_input(epilogue_)) bytes.push_back(y_bytes_);
+    return bytes;
+  }
   std::size_t workspace_bytes() const override { return bufs_.total(); }
   std::string implementation() const override { return impl_; }
 
-  void forward(const KernelArgs& a) override {
+  void forward(const KernelArgs& args) override {
+    const bool keeps_input = epilogue_keeps_input(epilogue_);
+    const KernelArgs& a = keeps_input ? with_output(args, pre_activation(args)) : args;
     ports_.bind_forward(fwd_, a, bufs_);
     if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, a.params[1].data);
     fwd_.execute();
     ports_.finish_forward(a, bufs_);
+    if (keeps_input) activation_.forward(a.output.data, args.output.data);
   }
 
-  void backward(const KernelArgs& a) override {
+  void backward(const KernelArgs& args) override {
+    const KernelArgs& a = epilogue_ == Epilogue::none ? args : with_pre_activation_grad(args);
     ports_.begin_backward();
     if (a.grad_inputs[0]) ports_.backward_data(bwd_data_, a, bufs_);
     const bool want_w = a.grad_params.size() > 0 && a.grad_params[0];
@@ -135,9 +164,35 @@ class LinearKernel final : public Kernel {
   }
 
  private:
+  // The pre-activation (kept by the gelus): the last saved buffer.
+  void* pre_activation(const KernelArgs& a) const { return a.saved.back(); }
+
+  // `a` with the output pointing at `output` (the forward of a kept pre-activation).
+  const KernelArgs& with_output(const KernelArgs& a, void* output) {
+    epilogue_args_ = a;
+    epilogue_args_.output.data = output;
+    return epilogue_args_;
+  }
+
+  // `a` with dy replaced by the pre-activation's gradient, computed here into
+  // the workspace. (Copy-assigning the same-sized argument lists reuses their
+  // storage: no allocation after the first step.)
+  const KernelArgs& with_pre_activation_grad(const KernelArgs& a) {
+    void* dz = bufs_.at(a.workspace, pre_activation_grad_);
+    activation_.backward(activation_.uses_output() ? a.output.data : pre_activation(a),
+                         a.grad_output.data, dz);
+    epilogue_args_ = a;
+    epilogue_args_.grad_output.data = dz;
+    return epilogue_args_;
+  }
+
   std::int64_t rows_ = 0, out_ = 0;
   bool has_bias_ = false;
-  std::size_t unwanted_bias_ = 0;
+  Epilogue epilogue_ = Epilogue::none;
+  Eltwise activation_;  // the epilogue's element-wise operation (backward too for relu)
+  std::size_t y_bytes_ = 0;
+  std::size_t unwanted_bias_ = 0, pre_activation_grad_ = 0;
+  KernelArgs epilogue_args_;
   KernelBuffers bufs_;
   MatmulPorts ports_;
   std::string impl_;

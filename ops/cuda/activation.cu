@@ -1,15 +1,21 @@
 // Activations as own elementwise kernels (float4 when aligned): relu, gelu (erf
-// form, like PyTorch's default), silu, sigmoid, tanh and leaky_relu. Backward of
-// relu/sigmoid/tanh reads the output, of gelu/silu/leaky_relu the input.
+// form, like PyTorch's default, or its tanh approximation), silu, sigmoid, tanh
+// and leaky_relu. Backward of relu/sigmoid/tanh reads the output, of the
+// others the input. Also the calls linear's epilogues use (activation.h).
+#include <stdexcept>
 #include <string>
 
+#include "ops/cuda/activation.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 
 namespace trainer::cuda {
 namespace {
 
-enum class Act { relu, gelu, silu, sigmoid, tanh, leaky_relu };
+enum class Act { relu, gelu, gelu_tanh, silu, sigmoid, tanh, leaky_relu };
+
+constexpr float kSqrt2OverPi = 0.79788456080286536f;
+constexpr float kGeluCubic = 0.044715f;
 
 constexpr bool reads_output(Act a) {
   return a == Act::relu || a == Act::sigmoid || a == Act::tanh;
@@ -19,6 +25,8 @@ template <Act A>
 __device__ __forceinline__ float act(float x, float slope) {
   if constexpr (A == Act::relu) return x > 0.0f ? x : 0.0f;
   if constexpr (A == Act::gelu) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  if constexpr (A == Act::gelu_tanh)
+    return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
   if constexpr (A == Act::silu) return x / (1.0f + expf(-x));
   if constexpr (A == Act::sigmoid) return 1.0f / (1.0f + expf(-x));
   if constexpr (A == Act::tanh) return tanhf(x);
@@ -36,6 +44,11 @@ __device__ __forceinline__ float act_grad(float dy, float v, float slope) {
     const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
     const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
     return dy * (cdf + v * pdf);
+  }
+  if constexpr (A == Act::gelu_tanh) {
+    const float t = tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
   }
   if constexpr (A == Act::silu) {
     const float s = 1.0f / (1.0f + expf(-v));
@@ -84,6 +97,23 @@ __global__ void backward_kernel(const float* dy, const float* v, float* dx, long
 }
 
 template <Act A>
+void launch_forward(const float* x, float* y, std::int64_t n, float slope, cudaStream_t stream) {
+  if (n == 0) return;
+  const int vec = aligned16(x) && aligned16(y);
+  forward_kernel<A><<<grid_for(n, 4), kBlock, 0, stream>>>(x, y, n, slope, vec);
+  check_launch("activation forward");
+}
+
+template <Act A>
+void launch_backward(const float* dy, const float* v, float* dx, std::int64_t n, float slope,
+                     cudaStream_t stream) {
+  if (n == 0) return;
+  const int vec = aligned16(dy) && aligned16(v) && aligned16(dx);
+  backward_kernel<A><<<grid_for(n, 4), kBlock, 0, stream>>>(dy, v, dx, n, slope, vec);
+  check_launch("activation backward");
+}
+
+template <Act A>
 class ActivationKernel final : public Kernel {
  public:
   ActivationKernel(const KernelContext& k, CudaContext& ctx)
@@ -92,20 +122,13 @@ class ActivationKernel final : public Kernel {
         slope_(A == Act::leaky_relu ? static_cast<float>(k.attrs->get_number("slope")) : 0.0f) {}
 
   void forward(const KernelArgs& a) override {
-    if (n_ == 0) return;
-    const int vec = aligned16(a.inputs[0].data) && aligned16(a.output.data);
-    forward_kernel<A><<<grid_for(n_, 4), kBlock, 0, ctx_.compute.get()>>>(
-        a.inputs[0].f32(), a.output.f32(), n_, slope_, vec);
-    check_launch("activation forward");
+    launch_forward<A>(a.inputs[0].f32(), a.output.f32(), n_, slope_, ctx_.compute.get());
   }
   void backward(const KernelArgs& a) override {
-    if (n_ == 0 || a.grad_inputs.empty() || !a.grad_inputs[0]) return;
+    if (a.grad_inputs.empty() || !a.grad_inputs[0]) return;
     const float* v = reads_output(A) ? a.output.f32() : a.inputs[0].f32();
-    const int vec =
-        aligned16(a.grad_output.data) && aligned16(v) && aligned16(a.grad_inputs[0].data);
-    backward_kernel<A><<<grid_for(n_, 4), kBlock, 0, ctx_.compute.get()>>>(
-        a.grad_output.f32(), v, a.grad_inputs[0].f32(), n_, slope_, vec);
-    check_launch("activation backward");
+    launch_backward<A>(a.grad_output.f32(), v, a.grad_inputs[0].f32(), n_, slope_,
+                       ctx_.compute.get());
   }
   std::string implementation() const override { return "cuda:elementwise"; }
 
@@ -124,9 +147,43 @@ void add(Backend& backend, CudaContext& ctx, const char* name) {
 
 }  // namespace
 
+void activation_forward(Epilogue act, const float* x, float* y, std::int64_t n,
+                        cudaStream_t stream) {
+  switch (act) {
+    case Epilogue::relu:
+      return launch_forward<Act::relu>(x, y, n, 0.0f, stream);
+    case Epilogue::gelu:
+      return launch_forward<Act::gelu>(x, y, n, 0.0f, stream);
+    case Epilogue::gelu_tanh:
+      return launch_forward<Act::gelu_tanh>(x, y, n, 0.0f, stream);
+    case Epilogue::none:
+      break;
+  }
+  throw std::logic_error("activation_forward: no activation");
+}
+
+void activation_backward(Epilogue act, const float* dy, const float* v, float* dx, std::int64_t n,
+                         cudaStream_t stream) {
+  switch (act) {
+    case Epilogue::relu:
+      return launch_backward<Act::relu>(dy, v, dx, n, 0.0f, stream);
+    case Epilogue::gelu:
+      return launch_backward<Act::gelu>(dy, v, dx, n, 0.0f, stream);
+    case Epilogue::gelu_tanh:
+      return launch_backward<Act::gelu_tanh>(dy, v, dx, n, 0.0f, stream);
+    case Epilogue::none:
+      break;
+  }
+  throw std::logic_error("activation_backward: no activation");
+}
+
 void register_activation_kernels(Backend& backend, CudaContext& ctx) {
   add<Act::relu>(backend, ctx, "relu");
-  add<Act::gelu>(backend, ctx, "gelu");
+  backend.add_kernel("gelu", [&ctx](const KernelContext& k) -> std::unique_ptr<Kernel> {
+    if (*epilogue_for_layer("gelu", *k.attrs) == Epilogue::gelu_tanh)
+      return std::make_unique<ActivationKernel<Act::gelu_tanh>>(k, ctx);
+    return std::make_unique<ActivationKernel<Act::gelu>>(k, ctx);
+  });
   add<Act::silu>(backend, ctx, "silu");
   add<Act::sigmoid>(backend, ctx, "sigmoid");
   add<Act::tanh>(backend, ctx, "tanh");

@@ -93,6 +93,10 @@ class CudaBackend final : public Backend {
       return name() + " is " + sm + "; fp16 needs sm_70 or newer: use precision: fp32";
     return "use precision: fp32 or tf32 on it";
   }
+  // cuBLASLt's RELU_BIAS and GELU_AUX_BIAS epilogues (its GELU is the tanh form).
+  bool fuses_into_matmul(Epilogue activation) const override {
+    return activation == Epilogue::relu || activation == Epilogue::gelu_tanh;
+  }
 
   void* allocate(std::size_t bytes) override {
     ctx_.device.activate();

@@ -6,9 +6,17 @@
 // the weights, narrowed into the workspace unless the weights arrive as their
 // bf16 copy) and write float32 with float32 accumulation; the bias is then
 // added and summed by the row kernels, in float32.
+// An epilogue activation (the `activation` attribute) goes into the forward
+// GEMM too when the bias does (or there is none): RELU_BIAS, and GELU_AUX_BIAS
+// for gelu_tanh, which writes the pre-activation to a saved buffer for the
+// backward. Otherwise (the erf gelu, or a bias added by the row kernels) it
+// runs as its own kernel after the GEMM. The backward turns dy into the
+// pre-activation's gradient in the workspace first, then runs the GEMMs on it.
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "ops/cuda/activation.h"
 #include "ops/cuda/cublaslt.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear_bias.h"
@@ -25,6 +33,18 @@ struct GemmShape {
   std::int64_t lda, ldb, ldd;
 };
 
+bool has_bias_epilogue(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool has_activation_epilogue(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_RELU || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+bool has_aux_output(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
 // One GEMM of fixed shape with its chosen algorithm (or none: `ok` false).
 struct GemmPlan {
   // `operands`: the type of A and B (D is always float32).
@@ -40,6 +60,8 @@ struct GemmPlan {
     desc.set(CUBLASLT_MATMUL_DESC_TRANSA, s.trans_a);
     desc.set(CUBLASLT_MATMUL_DESC_TRANSB, s.trans_b);
     desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    // The pre-activation lies like D (row-major [N, out]: column-major with ld out).
+    if (has_aux_output(epilogue)) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, s.ldd);
     MatmulPreference pref(kLtWorkspace);
     if (deterministic)  // no split-K reductions through atomics
       pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
@@ -52,9 +74,12 @@ struct GemmPlan {
     if (ok) algo = result.algo;
   }
 
-  void run(cublasLtHandle_t lt, const void* a_ptr, const void* b_ptr, void* d_ptr,
-           const void* epilogue_ptr, void* workspace, cudaStream_t stream) {
-    if (epilogue_ptr) desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, epilogue_ptr);
+  // `bias`: the bias (or bias gradient) vector of a bias epilogue; `aux`: where
+  // a GELU_AUX epilogue writes the pre-activation.
+  void run(cublasLtHandle_t lt, const void* a_ptr, const void* b_ptr, void* d_ptr, const void* bias,
+           void* workspace, cudaStream_t stream, void* aux = nullptr) {
+    if (bias) desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    if (aux) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
     const float one = 1.0f, zero = 0.0f;
     check(cublasLtMatmul(lt, desc.get(), &one, a_ptr, a.get(), b_ptr, b.get(), &zero, d_ptr,
                          d.get(), d_ptr, d.get(), &algo, workspace, kLtWorkspace, stream),
@@ -68,12 +93,13 @@ struct GemmPlan {
   bool ok = false;
 };
 
+// The first of `preferred` (then DEFAULT) that cuBLASLt has an algorithm for.
 std::unique_ptr<GemmPlan> plan_with_fallback(cublasLtHandle_t lt, cublasComputeType_t compute,
                                              cudaDataType_t operands, const GemmShape& s,
-                                             cublasLtEpilogue_t preferred, bool deterministic,
-                                             const char* what) {
-  if (preferred != CUBLASLT_EPILOGUE_DEFAULT) {
-    auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, preferred, deterministic);
+                                             const std::vector<cublasLtEpilogue_t>& preferred,
+                                             bool deterministic, const char* what) {
+  for (cublasLtEpilogue_t epilogue : preferred) {
+    auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, epilogue, deterministic);
     if (plan->ok) return plan;
   }
   auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, CUBLASLT_EPILOGUE_DEFAULT,
@@ -93,6 +119,7 @@ class LinearKernel final : public Kernel {
     out_ = k.output.at(1);
     in_ = rows_ ? numel(k.inputs.at(0)) / rows_ : 0;
     has_bias_ = k.param_decls.size() > 1;
+    epilogue_ = epilogue_of(*k.attrs);
     low_ = k.compute != DType::f32;
     if (low_) {
       low_type_ = k.compute;
@@ -106,25 +133,31 @@ class LinearKernel final : public Kernel {
     const bool fuse_bias = has_bias_ && !low_;
     cublasLtHandle_t lt = ctx.lt.get();
     // y^T [out, N] = W^T^T [out, in] . x^T [in, N]
-    forward_ = plan_with_fallback(
-        lt, compute, operands, {CUBLAS_OP_T, CUBLAS_OP_N, out_, rows_, in_, in_, in_, out_},
-        fuse_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, k.deterministic, "forward");
+    forward_ = plan_with_fallback(lt, compute, operands,
+                                  {CUBLAS_OP_T, CUBLAS_OP_N, out_, rows_, in_, in_, in_, out_},
+                                  forward_epilogues(fuse_bias), k.deterministic, "forward");
     if (!k.training) return;
     // dx^T [in, N] = W^T [in, out] . dy^T [out, N]
     backward_data_ = plan_with_fallback(
-        lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_N, in_, rows_, out_, in_, out_, in_},
-        CUBLASLT_EPILOGUE_DEFAULT, k.deterministic, "input-gradient");
+        lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_N, in_, rows_, out_, in_, out_, in_}, {},
+        k.deterministic, "input-gradient");
     // dW^T [in, out] = x^T [in, N] . dy [N, out]; BGRADB sums dy over N into db.
     backward_weight_ = plan_with_fallback(
         lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, rows_, in_, out_, in_},
-        fuse_bias ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT, k.deterministic,
-        "weight-gradient");
+        fuse_bias ? std::vector{CUBLASLT_EPILOGUE_BGRADB} : std::vector<cublasLtEpilogue_t>{},
+        k.deterministic, "weight-gradient");
+  }
+
+  // The pre-activation of a gelu, kept from forward to backward.
+  std::vector<std::size_t> saved_bytes() const override {
+    if (!epilogue_keeps_input(epilogue_)) return {};
+    return {static_cast<std::size_t>(rows_ * out_) * sizeof(float)};
   }
   // cuBLASLt's workspace, room for a bias gradient nobody asked for (BGRADB
-  // writes one), then the 16-bit operands: x, dy and (when they arrive as
-  // float32) the weights.
+  // writes one), the pre-activation's gradient (with an epilogue), then the
+  // 16-bit operands: x, dy and (when they arrive as float32) the weights.
   std::size_t workspace_bytes() const override {
-    std::size_t bytes = kLtWorkspace + bias_scratch_bytes();
+    std::size_t bytes = kLtWorkspace + bias_scratch_bytes() + pre_activation_grad_bytes();
     if (low_)
       bytes += low_bytes(rows_ * in_) + low_bytes(rows_ * out_) +
                (weights_arrive_low_ ? 0 : low_bytes(out_ * in_));
@@ -134,10 +167,17 @@ class LinearKernel final : public Kernel {
   void forward(const KernelArgs& a) override {
     if (rows_ == 0) return;
     cudaStream_t stream = ctx_.compute.get();
-    const bool fused = forward_->epilogue == CUBLASLT_EPILOGUE_BIAS;
-    forward_->run(ctx_.lt.get(), weights(a), operand_x(a), a.output.data,
-                  fused ? a.params[1].data : nullptr, a.workspace, stream);
-    if (has_bias_ && !fused) add_bias_rows(a.output.f32(), a.params[1].f32(), rows_, out_, stream);
+    const bool bias_fused = has_bias_epilogue(forward_->epilogue);
+    const bool activation_fused = has_activation_epilogue(forward_->epilogue);
+    // The GEMM writes y, unless a gelu runs after it: then the pre-activation.
+    float* y = a.output.f32();
+    float* z = epilogue_keeps_input(epilogue_) && !activation_fused ? pre_activation(a) : y;
+    forward_->run(ctx_.lt.get(), weights(a), operand_x(a), z,
+                  bias_fused ? a.params[1].data : nullptr, a.workspace, stream,
+                  has_aux_output(forward_->epilogue) ? pre_activation(a) : nullptr);
+    if (has_bias_ && !bias_fused) add_bias_rows(z, a.params[1].f32(), rows_, out_, stream);
+    if (epilogue_ != Epilogue::none && !activation_fused)
+      activation_forward(epilogue_, z, y, rows_ * out_, stream);
   }
 
   void backward(const KernelArgs& a) override {
@@ -145,7 +185,14 @@ class LinearKernel final : public Kernel {
     const bool want_x = !a.grad_inputs.empty() && a.grad_inputs[0];
     const bool want_w = a.grad_params.size() > 0 && a.grad_params[0];
     const bool want_b = has_bias_ && a.grad_params.size() > 1 && a.grad_params[1];
-    const void* dy = want_x || want_w ? operand_dy(a) : nullptr;
+    // The gradient the GEMMs see: dy, or with an epilogue the pre-activation's.
+    TensorRef grad = a.grad_output;
+    if (epilogue_ != Epilogue::none && (want_x || want_w || want_b)) {
+      grad.data = pre_activation_grad(a);
+      const float* v = epilogue_reads_output(epilogue_) ? a.output.f32() : pre_activation(a);
+      activation_backward(epilogue_, a.grad_output.f32(), v, grad.f32(), rows_ * out_, stream);
+    }
+    const void* dy = want_x || want_w ? operand_dy(grad, a) : nullptr;
     if (want_x)
       backward_data_->run(ctx_.lt.get(), weights(a), dy, a.grad_inputs[0].data, nullptr,
                           a.workspace, stream);
@@ -154,30 +201,61 @@ class LinearKernel final : public Kernel {
       backward_weight_->run(ctx_.lt.get(), operand_x(a), dy, a.grad_params[0].data,
                             fused ? bias_grad_target(a) : nullptr, a.workspace, stream);
     if (want_b && (!fused || !want_w))
-      bias_grad_rows(a.grad_output.f32(), a.grad_params[1].f32(), rows_, out_, stream);
+      bias_grad_rows(grad.f32(), a.grad_params[1].f32(), rows_, out_, stream);
   }
 
+  // "cublasLt:gemm+bias+relu", "cublasLt:bf16_gemm+gelu_tanh": what runs in
+  // the GEMM; "then gelu" for an activation run after it.
   std::string implementation() const override {
-    if (low_) return std::string("cublasLt:") + std::string(dtype_name(low_type_)) + "_gemm";
-    return std::string("cublasLt:") +
-           (forward_->epilogue == CUBLASLT_EPILOGUE_BIAS ? "bias_epilogue" : "gemm");
+    std::string name = "cublasLt:";
+    if (low_) name += std::string(dtype_name(low_type_)) + "_";
+    name += "gemm";
+    if (has_bias_epilogue(forward_->epilogue)) name += "+bias";
+    if (epilogue_ != Epilogue::none)
+      name += (has_activation_epilogue(forward_->epilogue) ? "+" : " then ") +
+              std::string(epilogue_name(epilogue_));
+    return name;
   }
 
  private:
   std::size_t bias_scratch_bytes() const {
     return (static_cast<std::size_t>(out_) * sizeof(float) + 255) / 256 * 256;
   }
+  std::size_t pre_activation_grad_bytes() const {
+    if (epilogue_ == Epilogue::none) return 0;
+    return (static_cast<std::size_t>(rows_ * out_) * sizeof(float) + 255) / 256 * 256;
+  }
+  float* pre_activation_grad(const KernelArgs& a) const {
+    return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + kLtWorkspace +
+                                    bias_scratch_bytes());
+  }
+  float* pre_activation(const KernelArgs& a) const { return static_cast<float*>(a.saved.at(0)); }
   char* low_region(const KernelArgs& a) const {
-    return static_cast<char*>(a.workspace) + kLtWorkspace + bias_scratch_bytes();
+    return static_cast<char*>(a.workspace) + kLtWorkspace + bias_scratch_bytes() +
+           pre_activation_grad_bytes();
+  }
+
+  // The forward GEMM's epilogues in order of preference. The activation can
+  // join only when the bias does too (or there is none), since it applies
+  // after the bias; GELU_AUX needs the pre-activation's rows 8-aligned.
+  std::vector<cublasLtEpilogue_t> forward_epilogues(bool fuse_bias) const {
+    std::vector<cublasLtEpilogue_t> list;
+    if (fuse_bias || !has_bias_) {
+      if (epilogue_ == Epilogue::relu)
+        list.push_back(fuse_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU);
+      if (epilogue_ == Epilogue::gelu_tanh && out_ % 8 == 0)
+        list.push_back(fuse_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX);
+    }
+    if (fuse_bias) list.push_back(CUBLASLT_EPILOGUE_BIAS);
+    return list;
   }
   // The GEMM operands: as they are in float32, narrowed into the workspace
   // under mixed precision (again at each call: the workspace is shared).
   const void* operand_x(const KernelArgs& a) const {
     return operand(a.inputs[0], low_type_, low_region(a), ctx_.compute.get());
   }
-  const void* operand_dy(const KernelArgs& a) const {
-    return operand(a.grad_output, low_type_, low_region(a) + low_bytes(rows_ * in_),
-                   ctx_.compute.get());
+  const void* operand_dy(const TensorRef& dy, const KernelArgs& a) const {
+    return operand(dy, low_type_, low_region(a) + low_bytes(rows_ * in_), ctx_.compute.get());
   }
   const void* weights(const KernelArgs& a) const {
     if (weights_arrive_low_) return a.params[0].data;
@@ -193,6 +271,7 @@ class LinearKernel final : public Kernel {
   CudaContext& ctx_;
   std::int64_t rows_ = 0, in_ = 0, out_ = 0;
   bool has_bias_ = false;
+  Epilogue epilogue_ = Epilogue::none;
   bool low_ = false;                 // bf16/fp16 operands
   DType low_type_ = DType::f32;      // their type
   bool weights_arrive_low_ = false;  // the weights come as their bf16 copy

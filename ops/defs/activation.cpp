@@ -1,4 +1,4 @@
-// Element-wise activations: relu, leaky_relu, gelu (erf), silu, sigmoid, tanh.
+// Element-wise activations: relu, leaky_relu, gelu (erf or tanh form), silu, sigmoid, tanh.
 #include "ops/defs/def_helpers.h"
 #include "ops/defs/families.h"
 
@@ -31,8 +31,14 @@ void register_activation(OpRegistry& registry) {
   registry.add(activation("relu", "max(x, 0).", true, 1));
   registry.add(activation("sigmoid", "1 / (1 + exp(-x)).", true, 4));
   registry.add(activation("tanh", "Hyperbolic tangent.", true, 4));
-  registry.add(
-      activation("gelu", "x * Phi(x), the exact (erf) form, like PyTorch's default.", false, 8));
+  OpDef gelu = activation(
+      "gelu", "x * Phi(x): the exact (erf) form like PyTorch's default, or its tanh approximation.",
+      false, 8);
+  gelu.attrs = {field("approximate", FieldType::enumeration,
+                      "none: the erf form; tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).")
+                    .def("none")
+                    .one_of({"none", "tanh"})};
+  registry.add(std::move(gelu));
   registry.add(activation("silu", "x * sigmoid(x) (swish).", false, 5));
   OpDef leaky = activation("leaky_relu", "x if x > 0 else slope * x.", false, 1);
   leaky.attrs = {

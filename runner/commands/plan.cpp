@@ -8,6 +8,7 @@
 #include "runner/config/load.h"
 #include "runner/graph/autodiff.h"
 #include "runner/graph/formats.h"
+#include "runner/graph/fusion.h"
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
 #include "runner/train/session.h"
@@ -34,7 +35,7 @@ int command_plan(const CommandArgs& args) {
               static_cast<long long>(s.batch.micro), static_cast<long long>(s.batch.accumulation),
               batch_note.c_str(), to_string(g.values[g.input].shape).c_str(),
               config.precision.mode.c_str());
-  std::printf("%-28s %-15s %-22s %-13s %-7s %12s %12s\n", "node", "op", "output", "stored",
+  std::printf("%-28s %-17s %-22s %-13s %-7s %12s %12s\n", "node", "op", "output", "stored",
               "compute", "params", "MFLOPs");
   double flops = 0;
   for (int n = 0; n < tg.model_nodes; ++n) {
@@ -42,8 +43,8 @@ int command_plan(const CommandArgs& args) {
     std::int64_t params = 0;
     for (int p : node.params) params += numel(g.params[p].shape);
     flops += node.forward_flops;
-    std::printf("%-28s %-15s %-22s %-13s %-7s %12lld %12.2f\n", node.name.c_str(),
-                node.op->name.c_str(), to_string(g.values[node.output].shape).c_str(),
+    std::printf("%-28s %-17s %-22s %-13s %-7s %12lld %12.2f\n", node.name.c_str(),
+                graph::op_label(node).c_str(), to_string(g.values[node.output].shape).c_str(),
                 graph::format_name(g.values[node.output]).c_str(),
                 std::string(dtype_name(node.compute)).c_str(), static_cast<long long>(params),
                 node.forward_flops / 1e6);

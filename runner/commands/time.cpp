@@ -9,6 +9,7 @@
 #include "data/loader.h"
 #include "runner/commands.h"
 #include "runner/config/load.h"
+#include "runner/graph/fusion.h"
 #include "runner/train/devices.h"
 #include "runner/train/session.h"
 #include "runner/train/trainer.h"
@@ -74,11 +75,11 @@ int command_time(const CommandArgs& args) {
   std::printf("%s on %s: micro-batch %lld, %lld steps\n\n", config.name.c_str(),
               backend.name().c_str(), static_cast<long long>(s.batch.micro),
               static_cast<long long>(steps));
-  std::printf("%-28s %-14s %11s %11s  %s\n", "node", "op", "forward ms", "backward ms", "kernel");
+  std::printf("%-28s %-17s %11s %11s  %s\n", "node", "op", "forward ms", "backward ms", "kernel");
   double kernels_ms = 0;
   for (const auto& [node, t] : per_node) {
-    std::printf("%-28s %-14s %11.3f %11.3f  %s\n", g.nodes[node].name.c_str(),
-                g.nodes[node].op->name.c_str(), t.first, t.second,
+    std::printf("%-28s %-17s %11.3f %11.3f  %s\n", g.nodes[node].name.c_str(),
+                graph::op_label(g.nodes[node]).c_str(), t.first, t.second,
                 program->implementation_of(node).c_str());
     kernels_ms += t.first + t.second;
   }

@@ -113,6 +113,7 @@ struct BackendConfig {
   std::int64_t threads = 0;  // CPU threads; 0: all cores
   bool autotune = true;
   bool cuda_graphs = true;
+  bool fuse_activations = true;
 };
 
 struct OutputConfig {

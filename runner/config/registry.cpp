@@ -393,6 +393,12 @@ std::vector<SectionDef> build_sections() {
                    "manifest.json step_execution, when capture fails)")
                  .def("true"),
              [](Config& c, const FieldValue& v) { c.backend.cuda_graphs = bool_of(v); }),
+           f(field("fuse_activations", T::boolean,
+                   "Fold an activation layer after a linear into the linear's GEMM when the "
+                   "backend applies it there (relu on CPU; relu and gelu with approximate: tanh "
+                   "on GPU)")
+                 .def("true"),
+             [](Config& c, const FieldValue& v) { c.backend.fuse_activations = bool_of(v); }),
        },
        {},
        ""});

@@ -134,7 +134,7 @@ TrainingGraph differentiate(Graph graph) {
     // The forward values (and saved buffers) this backward reads: recomputed
     // nodes read the copies their recompute step makes.
     const Node& node = graph.nodes[n];
-    const BackwardReads reads = node.op->backward_reads;
+    const BackwardReads reads = node.op->reads(node.attrs);
     if (recomputed(n)) {
       back.output = materialize(materialize, out);
       back.saved_from = recompute_step_of.at(n);

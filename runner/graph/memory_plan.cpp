@@ -95,9 +95,9 @@ MemoryPlan plan_memory(const TrainingGraph& tg,
         plan.saved_buffers[s].push_back(id);
       }
     } else {
-      if (node.op->backward_reads.inputs)
+      if (node.op->reads(node.attrs).inputs)
         for (ValueId in : step.inputs) read(in, s);
-      if (node.op->backward_reads.output) read(step.output, s);
+      if (node.op->reads(node.attrs).output) read(step.output, s);
       read(step.grad_output, s);
       for (int id : plan.saved_buffers[step.saved_from])
         plan.buffers[id].last_step = std::max(plan.buffers[id].last_step, s);

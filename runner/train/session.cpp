@@ -9,6 +9,7 @@
 #include "runner/config/validate_hooks.h"
 #include "runner/graph/builder.h"
 #include "runner/graph/formats.h"
+#include "runner/graph/fusion.h"
 #include "runner/graph/precision.h"
 
 namespace trainer::train {
@@ -161,6 +162,8 @@ void build_model_graph(Session& s) {
 
 graph::TrainingGraph training_graph(const Session& s, const Backend& backend) {
   graph::Graph g = s.graph;
+  if (s.config.backend.fuse_activations)
+    graph::fuse_activations(g, [&](Epilogue e) { return backend.fuses_into_matmul(e); });
   graph::assign_formats(g, backend.activation_formats(), s.config.precision.mode);
   return graph::differentiate(std::move(g));
 }

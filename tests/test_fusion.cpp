@@ -1,0 +1,157 @@
+// labels: cpu
+// The fusion pass: which linear -> activation pairs become one node, that the
+// graph stays consistent afterwards, and that a fused program trains exactly
+// like the unfused one on the CPU (relu as a post-op, gelu after the GEMM).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <utility>
+
+#include "runner/graph/fusion.h"
+#include "tests/program_fixture.h"
+
+using namespace trainer;
+using namespace trainer::graph;
+
+namespace {
+
+ModelInput input_of(std::int64_t classes = 5) {
+  ModelInput in;
+  in.batch = 6;
+  in.sample_shape = {1, 4, 4};
+  in.num_classes = classes;
+  return in;
+}
+
+bool relu_only(Epilogue e) {
+  return e == Epilogue::relu;
+}
+bool relu_and_gelu_tanh(Epilogue e) {
+  return e == Epilogue::relu || e == Epilogue::gelu_tanh;
+}
+
+const Node* node_named(const Graph& g, const std::string& name) {
+  for (const Node& n : g.nodes)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+// Every reference in the graph points at something that is there and agrees.
+void check_consistent(const Graph& g) {
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    INFO("node " << node.name);
+    REQUIRE(node.output >= 0);
+    REQUIRE(node.output < static_cast<ValueId>(g.values.size()));
+    CHECK(g.values[node.output].producer == static_cast<int>(n));
+    for (ValueId in : node.inputs) {
+      REQUIRE(in >= 0);
+      REQUIRE(in < static_cast<ValueId>(g.values.size()));
+      CHECK(g.values[in].producer < static_cast<int>(n));  // topological, or fed (-1)
+    }
+    for (int p : node.params) CHECK(g.params[p].node == static_cast<int>(n));
+  }
+  for (const Value& v : g.values)
+    if (v.producer < 0) CHECK((v.kind == ValueKind::input || v.kind == ValueKind::labels));
+  CHECK(g.values[g.logits].producer >= 0);
+  CHECK(g.nodes[g.values[g.loss].producer].op->is_loss);
+}
+
+const char* kMlp = R"(
+layers:
+  - {type: flatten}
+  - {type: linear, name: fc1, out_features: 8}
+  - {type: relu, name: r1}
+  - {type: linear, name: fc2, out_features: 8}
+  - {type: gelu, name: g2, approximate: tanh}
+  - {type: linear, name: fc3, out_features: 8}
+  - {type: gelu, name: g3}
+  - {type: linear, name: out, out_features: 5}
+)";
+
+}  // namespace
+
+TEST_CASE("a linear followed by an activation the backend fuses becomes one node") {
+  const Graph before = graph_of_yaml(kMlp, input_of());
+  Graph cpu = before;
+  CHECK(fuse_activations(cpu, relu_only) == 1);
+  check_consistent(cpu);
+  CHECK(cpu.nodes.size() == before.nodes.size() - 1);
+  CHECK(cpu.values.size() == before.values.size() - 1);
+  CHECK_FALSE(node_named(cpu, "r1"));
+  REQUIRE(node_named(cpu, "fc1"));
+  CHECK(op_label(*node_named(cpu, "fc1")) == "linear+relu");
+  // fc1 now writes what r1 wrote, under r1's value name, read by fc2 as before.
+  CHECK(cpu.values[node_named(cpu, "fc1")->output].name ==
+        before.values[node_named(before, "r1")->output].name);
+  CHECK(node_named(cpu, "fc2")->inputs[0] == node_named(cpu, "fc1")->output);
+  CHECK(node_named(cpu, "g2"));  // gelus stay where the backend does not fuse them
+  CHECK(cpu.params.size() == before.params.size());
+  CHECK(cpu.params[node_named(cpu, "fc1")->params[0]].name == "fc1.weight");
+
+  Graph gpu = before;
+  CHECK(fuse_activations(gpu, relu_and_gelu_tanh) == 2);
+  check_consistent(gpu);
+  CHECK(op_label(*node_named(gpu, "fc2")) == "linear+gelu_tanh");
+  CHECK_FALSE(node_named(gpu, "g2"));
+  CHECK(op_label(*node_named(gpu, "fc3")) == "linear");  // the erf gelu is not cuBLASLt's
+  CHECK(node_named(gpu, "g3"));
+  CHECK(fuse_activations(gpu, relu_and_gelu_tanh) == 0);  // nothing left to fold
+}
+
+TEST_CASE("a linear is not fused when its output has another reader or recomputes differently") {
+  const char* shared = R"(
+layers:
+  - {type: flatten}
+  - {type: linear, name: fc1, out_features: 8}
+  - {type: relu, name: r1}
+  - {type: add, name: sum, inputs: [r1, fc1]}
+  - {type: linear, name: out, out_features: 5}
+)";
+  Graph g = graph_of_yaml(shared, input_of());
+  CHECK(fuse_activations(g, relu_only) == 0);
+  CHECK(node_named(g, "r1"));
+
+  const std::string recomputed = std::string(kMlp) + "recompute: [r1]\n";
+  Graph r = graph_of_yaml(recomputed, input_of());
+  CHECK(fuse_activations(r, relu_only) == 0);
+  CHECK(node_named(r, "r1"));
+
+  const std::string both = std::string(kMlp) + "recompute: [fc1, r1]\n";
+  Graph b = graph_of_yaml(both, input_of());
+  CHECK(fuse_activations(b, relu_only) == 1);
+  CHECK(node_named(b, "fc1")->recompute);
+}
+
+TEST_CASE("fused and unfused programs compute bit-identical losses and gradients on the CPU") {
+  // relu as a post-op of the inner product; the gelus, written in the YAML, keep
+  // their pre-activation and run after the GEMM. Each is the same oneDNN
+  // arithmetic as the separate layer, so the results are equal bit for bit.
+  const char* written = R"(
+layers:
+  - {type: flatten}
+  - {type: linear, name: fc1, out_features: 8, activation: relu}
+  - {type: linear, name: fc2, out_features: 8, activation: gelu_tanh}
+  - {type: linear, name: fc3, out_features: 8, activation: gelu}
+  - {type: linear, name: out, out_features: 5}
+)";
+  const Graph separate = graph_of_yaml(kMlp, input_of());
+  Graph folded = graph_of_yaml(kMlp, input_of());
+  REQUIRE(fuse_activations(folded, relu_only) == 1);
+  const Graph epilogues = graph_of_yaml(written, input_of());
+  auto reference = compile_test_program(separate, 3, 5, 5);
+  reference->train_step(7);
+  for (const Graph* g : {&std::as_const(folded), &epilogues}) {
+    auto fused = compile_test_program(*g, 3, 5, 5);
+    fused->train_step(7);
+    CHECK(fused->loss().f32()[0] == reference->loss().f32()[0]);
+    REQUIRE(fused->params().size() == reference->params().size());
+    for (std::size_t p = 0; p < fused->params().size(); ++p) {
+      const auto& a = reference->params()[p];
+      const auto& b = fused->params()[p];
+      INFO(a.param->name);
+      REQUIRE(a.param->name == b.param->name);
+      for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
+    }
+  }
+}

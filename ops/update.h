@@ -1,6 +1,7 @@
 // The training step's whole-model vector work, done by each backend over all
-// parameters at once: optimizer updates (one call for every parameter), the
-// global gradient norm with a non-finite check, scaling and accumulation.
+// parameters at once: optimizer updates (one call for every parameter, with
+// gradient clipping measured inside it), the global gradient norm with a
+// non-finite check, scaling and accumulation.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +39,18 @@ struct OptimizerStep {
   float eps = 1e-8f;
   std::int64_t step = 1;    // 1-based optimizer step, for Adam bias correction
   float grad_scale = 1.0f;  // gradients are multiplied by this first (unscale, clip, average)
+  // > 0: the update first measures the global norm of the gradients times
+  // grad_scale on the backend and, when it exceeds this, scales them down to
+  // it (clipped_scale), so clipping needs nothing read back. 0: no clipping.
+  double clip_norm = 0;
 };
+
+// The gradient scale after clipping to `clip`, where `scaled_norm` is the norm
+// of the gradients times `grad_scale`. constexpr, so CUDA kernels call it on
+// the device too (--expt-relaxed-constexpr).
+constexpr double clipped_scale(double grad_scale, double scaled_norm, double clip) {
+  return scaled_norm > clip ? grad_scale * clip / (scaled_norm + 1e-6) : grad_scale;
+}
 
 class VectorOps {
  public:
@@ -51,8 +63,13 @@ class VectorOps {
   // The hyperparameters later updates use. They are kept in backend memory, so
   // an update recorded with the step (a CUDA graph) reads the current ones.
   virtual void set_optimizer_step(const OptimizerStep& step) = 0;
-  // Updates every slot (all in one launch on a GPU) with the hyperparameters set last.
+  // Updates every slot (all in one launch on a GPU, after the norm's launches
+  // when clipping) with the hyperparameters set last.
   virtual void optimizer_update(const std::vector<ParamSlot>& slots) = 0;
+  // Whether a clipping update met inf or NaN gradients since the last call
+  // (then it updated with them); resets the flag. A read-back on a GPU: for
+  // log points, not every step.
+  virtual bool nonfinite_gradients_seen() = 0;
   // Sum of squares of all tensors (float32) in double precision; `finite` is set
   // to false when any element is inf or NaN.
   virtual double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) = 0;

@@ -129,6 +129,32 @@ TEST_CASE("CUDA optimizer steps equal the CPU ones") {
   for (std::size_t i = 0; i < params.size(); ++i) check_close(got[i].param, want[i].param);
 }
 
+TEST_CASE("CUDA clipping inside the update equals the CPU's") {
+  std::mt19937 rng(6);
+  std::vector<HostParam> params;
+  for (std::size_t n : {std::size_t{5}, std::size_t{40001}})
+    params.push_back({random_vector(n, rng), random_vector(n, rng), random_vector(n, rng),
+                      std::vector<float>(n, 0.5f), true});
+  Backend& gpu = trainer::cuda_backend(0);
+  Backend& cpu = trainer::cpu_backend();
+  trainer::OptimizerStep step;
+  step.kind = trainer::OptimizerKind::adamw;
+  step.lr = 0.01f;
+  step.grad_scale = 0.5f;
+  for (double clip : {1.0, 1e9}) {  // biting, and never biting
+    INFO("clip " << clip);
+    step.clip_norm = clip;
+    const auto want = run_step(cpu, params, step, true);
+    const auto got = run_step(gpu, params, step, true);
+    for (std::size_t i = 0; i < params.size(); ++i) check_close(got[i].param, want[i].param);
+  }
+  CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
+  params[1].grad[17] = NAN;
+  run_step(gpu, params, step, true);
+  CHECK(gpu.vector_ops().nonfinite_gradients_seen());
+  CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
+}
+
 TEST_CASE("CUDA sum_squares equals the CPU one and detects inf and NaN") {
   std::mt19937 rng(9);
   Backend& gpu = trainer::cuda_backend(0);

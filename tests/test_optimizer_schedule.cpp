@@ -109,6 +109,42 @@ TEST_CASE("sum of squares detects non-finite gradients") {
   CHECK_FALSE(finite);
 }
 
+TEST_CASE("clipping inside the update scales the gradients by the clipped norm") {
+  // Two parameters whose gradients have the global norm 5 * 2 = 10 after
+  // grad_scale 2: SGD without momentum moves each by lr * g * grad_scale * clip factor.
+  VectorOps& ops = cpu_backend().vector_ops();
+  for (double clip : {4.0, 100.0}) {
+    INFO("clip " << clip);
+    std::vector<float> p1 = {1.0f, 1.0f}, g1 = {3.0f, 0.0f}, p2 = {1.0f}, g2 = {4.0f};
+    std::vector<ParamSlot> slots = {{p1.data(), g1.data(), nullptr, nullptr, 2},
+                                    {p2.data(), g2.data(), nullptr, nullptr, 1}};
+    OptimizerStep step;
+    step.lr = 0.1f;
+    step.grad_scale = 2.0f;
+    step.clip_norm = clip;
+    ops.optimizer_step(slots, step);
+    const double scale = clip < 10 ? 2.0 * clip / (10.0 + 1e-6) : 2.0;
+    CHECK(p1[0] == static_cast<float>(1.0f - 0.1f * (3.0f * static_cast<float>(scale))));
+    CHECK(p1[1] == 1.0f);
+    CHECK(p2[0] == static_cast<float>(1.0f - 0.1f * (4.0f * static_cast<float>(scale))));
+    CHECK_FALSE(ops.nonfinite_gradients_seen());
+  }
+  // Non-finite gradients are remembered until asked for, once.
+  std::vector<float> p = {1.0f}, g = {NAN};
+  OptimizerStep step;
+  step.clip_norm = 1.0;
+  ops.optimizer_step({{p.data(), g.data(), nullptr, nullptr, 1}}, step);
+  g[0] = 1.0f;
+  ops.optimizer_step({{p.data(), g.data(), nullptr, nullptr, 1}}, step);
+  CHECK(ops.nonfinite_gradients_seen());
+  CHECK_FALSE(ops.nonfinite_gradients_seen());
+  // Without clipping nothing is measured.
+  g[0] = NAN;
+  step.clip_norm = 0;
+  ops.optimizer_step({{p.data(), g.data(), nullptr, nullptr, 1}}, step);
+  CHECK_FALSE(ops.nonfinite_gradients_seen());
+}
+
 TEST_CASE("learning-rate schedules") {
   config::ScheduleConfig s;
   using train::learning_rate;

@@ -14,6 +14,7 @@
 
 #include "run_command.h"
 
+using trainer::testing::run_command;
 using trainer::testing::run_trainer;
 namespace fs = std::filesystem;
 
@@ -71,18 +72,41 @@ std::vector<std::string> learning_curve(const fs::path& dir) {
 }
 
 TEST_CASE("the update inside the step trains exactly like the update after it") {
-  // Without clipping the update is part of train_step (and of its CUDA graph);
-  // a clipping bound that never bites keeps it after the step, with the same math.
+  // One micro-batch on one rank: the update is part of train_step (and of its
+  // CUDA graph), clipping included. An overflow injection scheduled past the
+  // end of the run keeps it after the step instead, with the same math.
   const fs::path inside = fs::temp_directory_path() / "trainer_test_update_inside";
   const fs::path after = fs::temp_directory_path() / "trainer_test_update_after";
+  for (const std::string clip : {"", "train.clip_grad_norm=0.5 "}) {
+    INFO(clip);
+    for (const auto& dir : {inside, after}) fs::remove_all(dir);
+    const std::string common =
+        "run configs/fashion_mnist_mlp.yaml train.max_steps=60 train.log_every=10 "
+        "train.eval_batches=4 optimizer.type=adamw data.workers=1 " +
+        clip;
+    REQUIRE(run_trainer(common + "--out " + inside.string()).code == 0);
+    REQUIRE(run_command("TRAINER_INJECT_OVERFLOW=1000000 " + std::string(TRAINER_BINARY) + " " +
+                        common + "--out " + after.string())
+                .code == 0);
+    const auto a = learning_curve(inside), b = learning_curve(after);
+    CHECK(a.size() == 7);  // 6 train records and the final evaluation
+    CHECK(a == b);
+  }
   for (const auto& dir : {inside, after}) fs::remove_all(dir);
-  const std::string common =
-      "run configs/fashion_mnist_mlp.yaml train.max_steps=60 train.log_every=10 "
-      "train.eval_batches=4 optimizer.type=adamw data.workers=1 ";
-  REQUIRE(run_trainer(common + "--out " + inside.string()).code == 0);
-  REQUIRE(run_trainer(common + "train.clip_grad_norm=1e30 --out " + after.string()).code == 0);
-  const auto a = learning_curve(inside), b = learning_curve(after);
-  CHECK(a.size() == 7);  // 6 train records and the final evaluation
-  CHECK(a == b);
-  for (const auto& dir : {inside, after}) fs::remove_all(dir);
+}
+
+TEST_CASE("non-finite gradients under clipping stop the run at the next log point") {
+  // lr 1e30 overflows the weights within a few steps, so the gradients become
+  // inf or NaN: the clipping update notices, and the log point says so.
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_clip_nonfinite";
+  fs::remove_all(dir);
+  const auto r = run_trainer(
+      "run configs/fashion_mnist_mlp.yaml train.max_steps=40 train.log_every=10 "
+      "train.clip_grad_norm=1 optimizer.lr=1e30 data.workers=1 --out " +
+          dir.string(),
+      true);
+  CHECK(r.code == 1);
+  INFO(r.out);
+  CHECK(r.out.find("non-finite gradients in the steps up to 10") != std::string::npos);
+  fs::remove_all(dir);
 }

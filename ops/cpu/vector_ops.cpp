@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "ops/cpu/parallel.h"
 
@@ -102,20 +104,32 @@ class CpuVectorOps final : public VectorOps {
   void set_optimizer_step(const OptimizerStep& step) override { step_ = step; }
 
   void optimizer_update(const std::vector<ParamSlot>& slots) override {
+    OptimizerStep step = step_;
+    if (step.clip_norm > 0) {
+      std::vector<TensorRef> grads;
+      for (const auto& s : slots) grads.push_back({s.grad, {s.size}, DType::f32});
+      bool finite = true;
+      const double scale = step.grad_scale;
+      const double norm = scale * std::sqrt(sum_squares(grads, finite));
+      nonfinite_seen_ = nonfinite_seen_ || !finite;
+      step.grad_scale = static_cast<float>(clipped_scale(scale, norm, step.clip_norm));
+    }
     for (const auto& s : slots) {
-      switch (step_.kind) {
+      switch (step.kind) {
         case OptimizerKind::sgd:
-          sgd(s, step_);
+          sgd(s, step);
           break;
         case OptimizerKind::adam:
-          adam(s, step_, false);
+          adam(s, step, false);
           break;
         case OptimizerKind::adamw:
-          adam(s, step_, true);
+          adam(s, step, true);
           break;
       }
     }
   }
+
+  bool nonfinite_gradients_seen() override { return std::exchange(nonfinite_seen_, false); }
 
   double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) override {
     double total = 0.0;
@@ -163,6 +177,7 @@ class CpuVectorOps final : public VectorOps {
 
  private:
   OptimizerStep step_;
+  bool nonfinite_seen_ = false;
 };
 
 }  // namespace

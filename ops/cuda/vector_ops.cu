@@ -1,7 +1,9 @@
 // CUDA vector work over all parameters: the optimizer step is ONE launch over a
 // device table of parameter chunks (rewriting the bf16 weight copies in the
 // same pass); the gradient norm reduces per block then in one block (a fixed
-// order: deterministic); accumulate and fill use float4 when aligned.
+// order: deterministic); accumulate and fill use float4 when aligned. With
+// clipping the update queues the norm first and its kernel reads the norm
+// from device memory: nothing is read back.
 #include "ops/cuda/vector_ops.h"
 
 #include <cmath>
@@ -41,6 +43,7 @@ struct Hyper {
   float lr, momentum, weight_decay, beta1, beta2, eps, grad_scale;
   int nesterov;
   float bias_correction1, bias_correction2_sqrt;
+  double clip_norm;  // > 0: clip to this norm (the kernel gets the sum of squares)
 };
 
 __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, float& p, float g,
@@ -69,8 +72,15 @@ __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, flo
 
 // The hyperparameters are read from device memory (set_optimizer_step), so a
 // launch recorded in a CUDA graph uses the values of the step it replays.
-__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper) {
-  const Hyper h = *hyper;
+// `grad_sum_squares`: the gradients' sum of squares when clipping, else null.
+__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper,
+                                 const double* grad_sum_squares) {
+  Hyper h = *hyper;
+  if (grad_sum_squares) {
+    const double scale = h.grad_scale;
+    h.grad_scale =
+        static_cast<float>(clipped_scale(scale, scale * sqrt(*grad_sum_squares), h.clip_norm));
+  }
   const Chunk c = chunks[blockIdx.x];
   const DeviceSlot s = slots[c.slot];
   const long long end = min(c.begin + kChunk, s.size);
@@ -228,10 +238,14 @@ std::vector<Chunk> chunks_of(const std::vector<Sized>& items) {
 class CudaVectorOps final : public VectorOps {
  public:
   explicit CudaVectorOps(CudaContext& ctx)
-      : ctx_(ctx), result_(sizeof(double) + sizeof(int)), hyper_(sizeof(Hyper)) {
+      : ctx_(ctx),
+        result_(sizeof(double) + sizeof(int)),
+        clip_result_(sizeof(double) + sizeof(int)),
+        hyper_(sizeof(Hyper)) {
     void* host = nullptr;
     check(cudaMallocHost(&host, sizeof(double) + sizeof(int)), "cudaMallocHost");
     host_result_ = PinnedHost(host);
+    check(cudaMemset(clip_result_.data(), 0, clip_result_.bytes()), "cudaMemset");
   }
 
   // Queued on the compute stream: ordered with the updates before and after it.
@@ -246,9 +260,11 @@ class CudaVectorOps final : public VectorOps {
     h.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
     h.bias_correction2_sqrt =
         static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
+    h.clip_norm = o.clip_norm;
     check(cudaMemcpyAsync(hyper_.data(), &h, sizeof h, cudaMemcpyHostToDevice, ctx_.compute.get()),
           "cudaMemcpyAsync(optimizer hyperparameters)");
     adam_ = o.kind != OptimizerKind::sgd;
+    clip_ = o.clip_norm > 0;
   }
 
   void optimizer_update(const std::vector<ParamSlot>& slots) override {
@@ -264,33 +280,43 @@ class CudaVectorOps final : public VectorOps {
     }
     const std::vector<Chunk> chunks = chunks_of(table);
     if (chunks.empty()) return;
+    const double* grad_sum_squares = nullptr;
+    if (clip_) {  // the flag stays set until nonfinite_gradients_seen() reads it
+      std::vector<DeviceTensor> grads;
+      for (const auto& s : slots) grads.push_back({s.grad, static_cast<long long>(s.size)});
+      grad_sum_squares = clip_result_.as<double>();
+      queue_sum_squares(grads, clip_result_.as<double>(),
+                        reinterpret_cast<int*>(clip_result_.as<double>() + 1), true);
+    }
     const DeviceSlot* d_slots = slot_table_.upload(table, ctx_.compute);
     const Chunk* d_chunks = optimizer_chunks_.upload(chunks, ctx_.compute);
     optimizer_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, ctx_.compute.get()>>>(
-        d_slots, d_chunks, hyper_.as<Hyper>());
+        d_slots, d_chunks, hyper_.as<Hyper>(), grad_sum_squares);
     check_launch("optimizer_kernel");
+  }
+
+  bool nonfinite_gradients_seen() override {
+    int* flag = reinterpret_cast<int*>(clip_result_.as<double>() + 1);
+    int seen = 0;
+    check(cudaMemcpyAsync(host_result_.get(), flag, sizeof(int), cudaMemcpyDeviceToHost,
+                          ctx_.compute.get()),
+          "cudaMemcpyAsync(non-finite flag)");
+    ctx_.compute.synchronize();
+    std::memcpy(&seen, host_result_.get(), sizeof(int));
+    check(cudaMemsetAsync(flag, 0, sizeof(int), ctx_.compute.get()), "cudaMemsetAsync");
+    return seen != 0;
   }
 
   double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) override {
     std::vector<DeviceTensor> table;
     for (const auto& t : tensors) table.push_back({t.f32(), static_cast<long long>(t.numel())});
-    const std::vector<Chunk> chunks = chunks_of(table);
     finite = true;
-    if (chunks.empty()) return 0.0;
-    const DeviceTensor* d_tensors = tensor_table_.upload(table, ctx_.compute);
-    const Chunk* d_chunks = norm_chunks_.upload(chunks, ctx_.compute);
-    if (partials_.bytes() < chunks.size() * sizeof(double))
-      partials_ = DeviceBuffer(chunks.size() * sizeof(double));
+    if (chunks_of(table).empty()) return 0.0;
     cudaStream_t stream = ctx_.compute.get();
     auto* total = result_.as<double>();
     auto* nonfinite = reinterpret_cast<int*>(total + 1);
     check(cudaMemsetAsync(nonfinite, 0, sizeof(int), stream), "cudaMemsetAsync");
-    sum_squares_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, stream>>>(
-        d_tensors, d_chunks, partials_.as<double>(), nonfinite);
-    check_launch("sum_squares_kernel");
-    sum_partials_kernel<<<1, 1024, 0, stream>>>(partials_.as<double>(),
-                                                static_cast<int>(chunks.size()), total);
-    check_launch("sum_partials_kernel");
+    queue_sum_squares(table, total, nonfinite, false);
     check(cudaMemcpyAsync(host_result_.get(), total, sizeof(double) + sizeof(int),
                           cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync(norm)");
@@ -325,17 +351,46 @@ class CudaVectorOps final : public VectorOps {
   }
 
  private:
+  // Queues *total = the sum of squares of `tensors` (in a fixed order), and
+  // sets *nonfinite to 1 when any element is inf or NaN. `recorded`: the
+  // launches may be part of a CUDA graph, so their per-block partial sums go
+  // to a buffer that is never freed or reused for another size.
+  void queue_sum_squares(const std::vector<DeviceTensor>& tensors, double* total, int* nonfinite,
+                         bool recorded) {
+    const std::vector<Chunk> chunks = chunks_of(tensors);
+    const DeviceTensor* d_tensors = tensor_table_.upload(tensors, ctx_.compute);
+    const Chunk* d_chunks = norm_chunks_.upload(chunks, ctx_.compute);
+    const std::size_t bytes = chunks.size() * sizeof(double);
+    DeviceBuffer* partials = &partials_;
+    if (recorded) {
+      partials = &recorded_partials_[chunks.size()];
+      if (!partials->data()) *partials = DeviceBuffer(bytes);
+    } else if (partials_.bytes() < bytes) {
+      partials_ = DeviceBuffer(bytes);
+    }
+    cudaStream_t stream = ctx_.compute.get();
+    sum_squares_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, stream>>>(
+        d_tensors, d_chunks, partials->as<double>(), nonfinite);
+    check_launch("sum_squares_kernel");
+    sum_partials_kernel<<<1, 1024, 0, stream>>>(partials->as<double>(),
+                                                static_cast<int>(chunks.size()), total);
+    check_launch("sum_partials_kernel");
+  }
+
   using PinnedHost = UniqueHandle<void*, cudaFreeHost>;
   CudaContext& ctx_;
   CachedTable<DeviceSlot> slot_table_;
   CachedTable<Chunk> optimizer_chunks_;
   CachedTable<DeviceTensor> tensor_table_;
   CachedTable<Chunk> norm_chunks_;
-  DeviceBuffer partials_;
-  DeviceBuffer result_;
+  DeviceBuffer partials_;                                  // sum_squares()'s block sums
+  std::map<std::size_t, DeviceBuffer> recorded_partials_;  // the clipping update's, by count
+  DeviceBuffer result_;       // sum_squares(): the total, then its non-finite flag
+  DeviceBuffer clip_result_;  // the clipping update's: the total, then a sticky flag
   PinnedHost host_result_;
   DeviceBuffer hyper_;  // the Hyper of set_optimizer_step
   bool adam_ = false;   // the step set last has moments
+  bool clip_ = false;   // the step set last clips
 };
 
 }  // namespace

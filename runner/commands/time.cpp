@@ -43,7 +43,7 @@ int command_time(const CommandArgs& args) {
   opt.momentum = 0.9f;
 
   using Clock = std::chrono::steady_clock;
-  // Whole steps as a run without clipping or loss scaling takes them: the
+  // Whole steps as a run without loss scaling takes them: the
   // update is part of the step (and of its CUDA graph on a GPU).
   backend.vector_ops().set_optimizer_step(opt);
   program->set_update([&] { backend.vector_ops().optimizer_update(slots); });

@@ -397,9 +397,14 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   const std::set<std::int64_t> inject_overflow = injected_overflow_steps();
   // The update joins the training step (and its recording, a CUDA graph) when
   // nothing is decided on the host between backward and the update: one
-  // micro-batch and one rank, no loss scaling, no clipping, no injected overflow.
-  const bool update_in_step = accumulation == 1 && world == 1 && !scaler.enabled() &&
-                              cfg.train.clip_grad_norm <= 0 && inject_overflow.empty();
+  // micro-batch and one rank, no loss scaling, no injected overflow. Clipping
+  // is measured inside the update.
+  const bool update_in_step =
+      accumulation == 1 && world == 1 && !scaler.enabled() && inject_overflow.empty();
+  // Without loss scaling the update clips on the backend; the host learns of
+  // non-finite gradients at the next log point.
+  const bool clip_in_update = cfg.train.clip_grad_norm > 0 && !scaler.enabled();
+  opt.clip_norm = clip_in_update ? cfg.train.clip_grad_norm : 0.0;
   struct UpdateInStep {  // detached however train() ends: it refers to `slots`
     graph::Program& program;
     ~UpdateInStep() { program.set_update(nullptr); }
@@ -531,7 +536,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   };
 
   // The end of a step whose update is not part of it: reduce over ranks, check
-  // the gradients (loss scaling, clipping), then update or skip.
+  // the gradients (loss scaling, and clipping with it), then update or skip.
   auto finish_step = [&] {
     // Gradients are means over this rank's micro-batches; average them over ranks.
     if (world > 1) collective.all_reduce_sum(grads);
@@ -541,8 +546,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
     }
     bool finite = true;
     double sum_squares = 0;
-    if (scaler.enabled() || cfg.train.clip_grad_norm > 0)
-      sum_squares = backend.vector_ops().sum_squares(grads, finite);
+    if (scaler.enabled()) sum_squares = backend.vector_ops().sum_squares(grads, finite);
     const double scale_before = scaler.scale();
     if (!scaler.update(finite)) {
       // Overflow: the step is skipped; the schedule stays where it is.
@@ -561,11 +565,9 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
       // Gradients are divided by the loss scale and averaged over ranks in the update.
       const double unscale = rank_average / scale_before;
       opt.grad_scale = static_cast<float>(unscale);
-      if (cfg.train.clip_grad_norm > 0) {
-        const double norm = unscale * std::sqrt(sum_squares);
-        if (norm > cfg.train.clip_grad_norm)
-          opt.grad_scale = static_cast<float>(unscale * cfg.train.clip_grad_norm / (norm + 1e-6));
-      }
+      if (cfg.train.clip_grad_norm > 0 && !clip_in_update)
+        opt.grad_scale = static_cast<float>(
+            clipped_scale(unscale, unscale * std::sqrt(sum_squares), cfg.train.clip_grad_norm));
       schedule_update(step);
       backend.vector_ops().optimizer_step(slots, opt);
     }
@@ -589,7 +591,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
         feed(program, *batch, s.num_classes);
         backend.vector_ops().fill(program.loss_seed(),
                                   static_cast<float>(scaler.scale() / accumulation));
-        if (update_in_step) {  // the values the step's own update reads
+        if (update_in_step) {     // the values the step's own update reads
           opt.grad_scale = 1.0f;  // one rank, no loss scale: nothing to divide out
           schedule_update(step);
           backend.vector_ops().set_optimizer_step(opt);
@@ -623,6 +625,11 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
 
       if (step % log_every == 0 || step == total_steps) {
         settle_losses();
+        if (clip_in_update && backend.vector_ops().nonfinite_gradients_seen())
+          throw std::runtime_error("non-finite gradients in the steps up to " +
+                                   std::to_string(step) +
+                                   ": lower optimizer.lr, lower train.clip_grad_norm or check "
+                                   "the data");
         const double elapsed = seconds_since(window_start);
         if (world > 1) {  // the window's loss and hits over every rank
           std::vector<double> sums = {window_loss, static_cast<double>(window_hits.top1),

@@ -38,9 +38,12 @@ int command_time(const CommandArgs& args) {
   backend.vector_ops().fill(program->loss_seed(), 1.0f);
 
   std::vector<ParamSlot> slots = program->optimizer_slots();
-  OptimizerStep opt;
-  opt.lr = 1e-4f;  // small: timing must not depend on the run diverging
-  opt.momentum = 0.9f;
+  // The configured optimizer (and clipping, measured inside the update as in a
+  // run without loss scaling), at a small rate: timing must not depend on the
+  // run diverging.
+  OptimizerStep opt = train::configured_optimizer(config);
+  opt.lr = 1e-4f;
+  opt.clip_norm = config.precision.mode == "fp16" ? 0.0 : config.train.clip_grad_norm;
 
   using Clock = std::chrono::steady_clock;
   // Whole steps as a run without loss scaling takes them: the
@@ -84,8 +87,8 @@ int command_time(const CommandArgs& args) {
     kernels_ms += t.first + t.second;
   }
   const double overhead_ms = std::max(0.0, step_ms - kernels_ms - optimizer_ms);
-  std::printf("\nkernels %.3f ms + optimizer %.3f ms; whole step %.3f ms (%.0f samples/s)\n",
-              kernels_ms, optimizer_ms, step_ms,
+  std::printf("\nkernels %.3f ms + optimizer (%s) %.3f ms; whole step %.3f ms (%.0f samples/s)\n",
+              kernels_ms, config.optimizer.type.c_str(), optimizer_ms, step_ms,
               1000.0 * static_cast<double>(s.batch.micro) / step_ms);
   std::printf("framework overhead outside kernels: %.3f ms (%.2f%% of the step)\n", overhead_ms,
               100.0 * overhead_ms / step_ms);

@@ -47,12 +47,6 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-OptimizerKind optimizer_kind(const std::string& type) {
-  if (type == "adam") return OptimizerKind::adam;
-  if (type == "adamw") return OptimizerKind::adamw;
-  return OptimizerKind::sgd;
-}
-
 data::LoaderOptions loader_options(const Session& s, bool training, Backend& backend,
                                    const Collective* collective = nullptr) {
   data::LoaderOptions o;
@@ -228,6 +222,22 @@ void truncate_file(const std::string& path, std::uint64_t bytes) {
 
 }  // namespace
 
+OptimizerStep configured_optimizer(const config::Config& cfg) {
+  OptimizerStep opt;
+  const std::string& type = cfg.optimizer.type;
+  opt.kind = type == "adam"    ? OptimizerKind::adam
+             : type == "adamw" ? OptimizerKind::adamw
+                               : OptimizerKind::sgd;
+  opt.lr = static_cast<float>(cfg.optimizer.lr);
+  opt.momentum = static_cast<float>(cfg.optimizer.momentum);
+  opt.nesterov = cfg.optimizer.nesterov;
+  opt.weight_decay = static_cast<float>(cfg.optimizer.weight_decay);
+  opt.beta1 = static_cast<float>(cfg.optimizer.beta1);
+  opt.beta2 = static_cast<float>(cfg.optimizer.beta2);
+  opt.eps = static_cast<float>(cfg.optimizer.eps);
+  return opt;
+}
+
 graph::CompileOptions compile_options(const Session& s) {
   graph::CompileOptions o;
   const auto& opt = s.config.optimizer;
@@ -381,14 +391,7 @@ nlohmann::json train(const Session& s, graph::Program& program, const std::strin
   std::vector<TensorRef> grads;
   for (const auto& p : std::as_const(program).params())
     if (p.grad) grads.push_back(p.grad);
-  OptimizerStep opt;
-  opt.kind = optimizer_kind(cfg.optimizer.type);
-  opt.momentum = static_cast<float>(cfg.optimizer.momentum);
-  opt.nesterov = cfg.optimizer.nesterov;
-  opt.weight_decay = static_cast<float>(cfg.optimizer.weight_decay);
-  opt.beta1 = static_cast<float>(cfg.optimizer.beta1);
-  opt.beta2 = static_cast<float>(cfg.optimizer.beta2);
-  opt.eps = static_cast<float>(cfg.optimizer.eps);
+  OptimizerStep opt = configured_optimizer(cfg);
   opt.lr = static_cast<float>(resumed.lr);
 
   // fp16: the loss is scaled before backward and divided out by the optimizer.

@@ -20,6 +20,9 @@ namespace trainer::train {
 // The compile options a config asks for (optimizer state tensors, accumulation).
 graph::CompileOptions compile_options(const Session& session);
 
+// The optimizer a config asks for, at its base learning rate.
+OptimizerStep configured_optimizer(const config::Config& config);
+
 // Compiles the session's graph on `backend` and initialises its parameters
 // (seeded, then `model.init_from` when given).
 std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend);

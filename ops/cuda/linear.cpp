@@ -4,7 +4,8 @@
 // cuBLAS (column-major) as their transposes. Algorithms are chosen once here.
 // Under bf16/fp16 mixed precision the GEMMs take 16-bit operands (x, dy and
 // the weights, narrowed into the workspace unless the weights arrive as their
-// bf16 copy) and write float32 with float32 accumulation; the bias is then
+// bf16 copy; x is narrowed once, into a saved buffer the weight gradient reads
+// again) and write float32 with float32 accumulation; the bias is then
 // added and summed by the row kernels, in float32.
 // An epilogue activation (the `activation` attribute) goes into the forward
 // GEMM too when the bias does (or there is none): RELU_BIAS, and GELU_AUX_BIAS
@@ -137,6 +138,7 @@ class LinearKernel final : public Kernel {
                                   {CUBLAS_OP_T, CUBLAS_OP_N, out_, rows_, in_, in_, in_, out_},
                                   forward_epilogues(fuse_bias), k.deterministic, "forward");
     if (!k.training) return;
+    keep_x_low_ = low_;
     // dx^T [in, N] = W^T [in, out] . dy^T [out, N]
     backward_data_ = plan_with_fallback(
         lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_N, in_, rows_, out_, in_, out_, in_}, {},
@@ -148,10 +150,15 @@ class LinearKernel final : public Kernel {
         k.deterministic, "weight-gradient");
   }
 
-  // The pre-activation of a gelu, kept from forward to backward.
+  // Kept from forward to backward: the pre-activation of a gelu, then under
+  // mixed precision the 16-bit x the forward narrowed (the weight-gradient
+  // GEMM reads it instead of narrowing x again).
   std::vector<std::size_t> saved_bytes() const override {
-    if (!epilogue_keeps_input(epilogue_)) return {};
-    return {static_cast<std::size_t>(rows_ * out_) * sizeof(float)};
+    std::vector<std::size_t> bytes;
+    if (epilogue_keeps_input(epilogue_))
+      bytes.push_back(static_cast<std::size_t>(rows_ * out_) * sizeof(float));
+    if (keep_x_low_) bytes.push_back(low_bytes(rows_ * in_));
+    return bytes;
   }
   // cuBLASLt's workspace, room for a bias gradient nobody asked for (BGRADB
   // writes one), the pre-activation's gradient (with an epilogue), then the
@@ -172,8 +179,10 @@ class LinearKernel final : public Kernel {
     // The GEMM writes y, unless a gelu runs after it: then the pre-activation.
     float* y = a.output.f32();
     float* z = epilogue_keeps_input(epilogue_) && !activation_fused ? pre_activation(a) : y;
-    forward_->run(ctx_.lt.get(), weights(a), operand_x(a), z,
-                  bias_fused ? a.params[1].data : nullptr, a.workspace, stream,
+    const void* x =
+        keep_x_low_ ? operand(a.inputs[0], low_type_, a.saved.back(), stream) : operand_x(a);
+    forward_->run(ctx_.lt.get(), weights(a), x, z, bias_fused ? a.params[1].data : nullptr,
+                  a.workspace, stream,
                   has_aux_output(forward_->epilogue) ? pre_activation(a) : nullptr);
     if (has_bias_ && !bias_fused) add_bias_rows(z, a.params[1].f32(), rows_, out_, stream);
     if (epilogue_ != Epilogue::none && !activation_fused)
@@ -198,8 +207,9 @@ class LinearKernel final : public Kernel {
                           a.workspace, stream);
     const bool fused = backward_weight_->epilogue == CUBLASLT_EPILOGUE_BGRADB;
     if (want_w)
-      backward_weight_->run(ctx_.lt.get(), operand_x(a), dy, a.grad_params[0].data,
-                            fused ? bias_grad_target(a) : nullptr, a.workspace, stream);
+      backward_weight_->run(ctx_.lt.get(), keep_x_low_ ? a.saved.back() : operand_x(a), dy,
+                            a.grad_params[0].data, fused ? bias_grad_target(a) : nullptr,
+                            a.workspace, stream);
     if (want_b && (!fused || !want_w))
       bias_grad_rows(grad.f32(), a.grad_params[1].f32(), rows_, out_, stream);
   }
@@ -273,6 +283,7 @@ class LinearKernel final : public Kernel {
   bool has_bias_ = false;
   Epilogue epilogue_ = Epilogue::none;
   bool low_ = false;                 // bf16/fp16 operands
+  bool keep_x_low_ = false;          // training under them: the narrowed x is saved
   DType low_type_ = DType::f32;      // their type
   bool weights_arrive_low_ = false;  // the weights come as their bf16 copy
   std::unique_ptr<GemmPlan> forward_, backward_data_, backward_weight_;

@@ -2,7 +2,9 @@
 // optimizer > metrics > evaluation > checkpoint, one log line per `log_every`
 // steps, metrics as JSON lines and a summary at the end. A run resumes exactly
 // (bit-identical metrics with `deterministic: true`) from its newest good
-// checkpoint; SIGINT / SIGTERM finish the step, checkpoint and stop.
+// checkpoint; SIGINT / SIGTERM finish the step, checkpoint and stop. Also what
+// the loop and the commands share: compiling a session, its optimizer and
+// loader settings, feeding a batch, evaluation.
 #pragma once
 
 #include <memory>
@@ -10,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/loader.h"
 #include "ops/collective.h"
 #include "ops/kernel.h"
 #include "runner/graph/program.h"
@@ -22,6 +25,15 @@ graph::CompileOptions compile_options(const Session& session);
 
 // The optimizer a config asks for, at its base learning rate.
 OptimizerStep configured_optimizer(const config::Config& config);
+
+// The loader settings of a session's training (shuffled, its ranks' share when
+// `collective` has several) or evaluation data, its batch ring in the
+// backend's host memory.
+data::LoaderOptions loader_options(const Session& session, bool training, Backend& backend,
+                                   const Collective* collective = nullptr);
+
+// Copies a batch into the program's input buffers, checking labels against the model.
+void feed(graph::Program& program, const data::Batch& batch, std::int64_t classes);
 
 // Compiles the session's graph on `backend` and initialises its parameters
 // (seeded, then `model.init_from` when given).

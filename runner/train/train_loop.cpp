@@ -1,0 +1,694 @@
+// The training loop behind train() (trainer.h). A TrainLoop holds what a run
+// carries from step to step (the loader, the optimizer and loss scaler, the
+// logging window, the latest records, where a resume started) and its methods
+// are the loop's parts: one optimizer step of micro-batches, the end of a step
+// outside the recorded work, a log point, an evaluation, a checkpoint and the
+// summary.
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "data/loader.h"
+#include "runner/checkpoint/checkpoint_store.h"
+#include "runner/checkpoint/stop_signal.h"
+#include "runner/train/loss_log.h"
+#include "runner/train/loss_scale.h"
+#include "runner/train/memory_report.h"
+#include "runner/train/metrics.h"
+#include "runner/train/progress.h"
+#include "runner/train/schedule.h"
+#include "runner/train/trainer.h"
+
+namespace trainer::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The root rank logs to the terminal and train.log; other ranks only report warnings.
+std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir,
+                                            const Collective& collective) {
+  auto console = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
+  console->set_pattern(
+      collective.world() > 1 ? "[rank " + std::to_string(collective.rank()) + "] %v" : "%v");
+  if (!collective.is_root()) {
+    auto logger = std::make_shared<spdlog::logger>("trainer", console);
+    logger->set_level(spdlog::level::warn);
+    return logger;
+  }
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(run_dir + "/train.log", false);
+  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
+  return std::make_shared<spdlog::logger>("trainer", spdlog::sinks_init_list{console, file});
+}
+
+// Reads `metric` ("eval.accuracy", "train.loss") from the latest records.
+std::optional<double> metric_value(const std::string& metric, const nlohmann::json& last_eval,
+                                   const nlohmann::json& last_train) {
+  const auto dot = metric.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string split = metric.substr(0, dot), key = metric.substr(dot + 1);
+  const nlohmann::json& record = split == "eval" ? last_eval : last_train;
+  if (!record.is_object() || !record.contains(key) || !record[key].is_number()) return std::nullopt;
+  return record[key].get<double>();
+}
+
+// SIGINT / SIGTERM received here, or (with several ranks) by any rank: all
+// ranks must stop after the same step.
+int agreed_stop_signal(Collective& collective) {
+  const int local = checkpoint::stop_requested();
+  if (collective.world() <= 1) return local;
+  std::vector<double> any = {local != 0 ? 1.0 : 0.0};
+  collective.all_reduce_sum(any);
+  return local != 0 ? local : (any[0] > 0 ? SIGTERM : 0);
+}
+
+// Steps (1-based) whose gradients are overwritten with inf, from the environment
+// variable TRAINER_INJECT_OVERFLOW ("5" or "5,9"): a test hook that drives the
+// real overflow path (detection, skip, backoff) at chosen steps.
+std::set<std::int64_t> injected_overflow_steps() {
+  std::set<std::int64_t> steps;
+  const char* text = std::getenv("TRAINER_INJECT_OVERFLOW");
+  if (!text) return steps;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) steps.insert(std::stoll(item));
+  return steps;
+}
+
+// Why fp16 loss scaling collapsed, and what to change.
+std::string collapse_diagnosis(const LossScaler& scaler, const config::LossScaleConfig& config,
+                               std::int64_t step, double loss,
+                               const std::vector<std::string>& overflowing) {
+  std::string names;
+  for (std::size_t i = 0; i < overflowing.size() && i < 3; ++i)
+    names += (names.empty() ? "" : ", ") + overflowing[i];
+  std::string text = "fp16 loss scaling collapsed at step " + std::to_string(step) + ": " +
+                     std::to_string(config.collapse_patience) +
+                     " consecutive steps overflowed at the minimum loss scale " +
+                     fmt::format("{:g}", scaler.scale()) + " (" +
+                     std::to_string(scaler.skipped_steps()) + " steps skipped in all). ";
+  if (!std::isfinite(loss))
+    return text + "The forward pass itself overflows fp16 (the loss is " +
+           fmt::format("{:g}", loss) +
+           "): activations exceed fp16's largest value, 65504, which no loss scale can fix. "
+           "Likely cause: inputs that are not normalised, a missing normalisation layer, or "
+           "weights grown by too high a learning rate. Use precision: bf16 (float32's range), "
+           "normalise the inputs, or lower optimizer.lr.";
+  return text + "The loss is finite (" + fmt::format("{:.4g}", loss) + ") but the gradients" +
+         (names.empty() ? std::string() : " of " + names) +
+         " overflow fp16 even at that scale. Likely cause: a learning rate that makes the "
+         "weights diverge, or exploding gradients. Lower optimizer.lr, set "
+         "train.clip_grad_norm, or use precision: bf16.";
+}
+
+// The names of the parameters whose gradients hold inf or NaN.
+std::vector<std::string> overflowing_parameters(graph::Program& program) {
+  std::vector<std::string> names;
+  for (auto& p : program.params()) {
+    if (!p.grad) continue;
+    bool finite = true;
+    program.backend().vector_ops().sum_squares({p.grad}, finite);
+    if (!finite) names.push_back(p.param->name);
+  }
+  return names;
+}
+
+// Cuts a JSON-lines file back to `bytes` (what it held at the checkpoint) before appending.
+void truncate_file(const std::string& path, std::uint64_t bytes) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;
+  if (std::filesystem::file_size(path, ec) > bytes) std::filesystem::resize_file(path, bytes, ec);
+  if (ec)
+    throw std::runtime_error("cannot truncate " + path +
+                             " to its checkpointed length: " + ec.message());
+}
+
+// The training records of one logging window. The window in a checkpoint is
+// every rank's (TrainLoop::state_now): its counts go to the root alone, since
+// the log point sums them over the ranks; its loss is the ranks' mean, which
+// every rank keeps (the log point averages).
+struct Window {
+  double loss = 0, wait = 0;
+  Hits hits;
+  std::int64_t steps = 0, samples = 0;
+  Clock::time_point start = Clock::now();
+};
+
+class TrainLoop {
+ public:
+  TrainLoop(const Session& s, graph::Program& program, const std::string& run_dir,
+            Collective& collective, const TrainOptions& options);
+  ~TrainLoop() { program_.set_update(nullptr); }  // the update refers to slots_
+  TrainLoop(const TrainLoop&) = delete;
+  TrainLoop& operator=(const TrainLoop&) = delete;
+
+  nlohmann::json run();
+
+ private:
+  void resume_or_initialize();
+  void open_metrics();
+  void prepare_optimizer();
+  // The learning rate and Adam step of the update that ends the step after
+  // `at_step` (skipped steps do not move the schedule).
+  void schedule_update(std::int64_t at_step);
+  // One optimizer step's micro-batches, each fed, run and its loss recorded.
+  void train_micro_batches();
+  // The end of a step whose update is not part of it: reduce over ranks, check
+  // the gradients (loss scaling, and clipping with it), then update or skip.
+  void finish_step();
+  // Folds the losses recorded since the last call into the window, in step
+  // order (the same sums as reading each loss at its step).
+  void settle_losses();
+  void log_window();
+  void run_eval(std::int64_t at_step);
+  // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its
+  // evaluation is pending).
+  checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
+  void save_state(const checkpoint::TrainState& st);
+  void save_checkpoint(std::int64_t at_epoch, std::int64_t epoch_step) {
+    save_state(state_now(at_epoch, epoch_step));
+  }
+  nlohmann::json summary();
+
+  const Session& s_;
+  const config::Config& cfg_;
+  graph::Program& program_;
+  Backend& backend_;
+  Collective& collective_;
+  const TrainOptions options_;
+  const std::string run_dir_;
+  std::shared_ptr<spdlog::logger> log_;
+  const int world_;
+  const float rank_average_;
+
+  data::Loader loader_;
+  const std::int64_t accumulation_, steps_per_epoch_, total_steps_, log_every_;
+
+  checkpoint::CheckpointStore store_;
+  checkpoint::TrainState resumed_;
+  std::string resumed_from_;
+  const checkpoint::RetentionPolicy retention_;
+  MetricsWriter metrics_, timing_;
+  // Timing can never repeat bit for bit: with `deterministic: true` it lives only in timing.jsonl.
+  const bool timing_in_metrics_;
+
+  std::vector<ParamSlot> slots_;
+  std::vector<TensorRef> grads_;
+  OptimizerStep opt_;
+  LossScaler scaler_;
+  const std::set<std::int64_t> inject_overflow_;
+  bool update_in_step_ = false, clip_in_update_ = false;
+
+  std::vector<float> logits_;
+  Window window_;
+  bool warned_input_bound_ = false;
+  ProgressBar progress_;
+  double last_loss_ = 0;
+  // Each micro-batch's loss stays in backend memory until the window needs it:
+  // no device synchronisation per step for the loss.
+  LossLog losses_;
+
+  Clock::time_point run_start_;
+  double total_wait_ = 0;
+  std::int64_t total_samples_ = 0;
+  nlohmann::json best_eval_, last_eval_, last_train_;
+  std::int64_t step_ = 0, epoch_ = 0;
+  int stopped_by_ = 0;
+  std::string last_checkpoint_;
+  // max_steps ends the run inside an epoch: the state a longer run resumed
+  // from there needs is the one before the forced last record and evaluation.
+  std::optional<checkpoint::TrainState> stopped_inside_epoch_;
+};
+
+TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::string& run_dir,
+                     Collective& collective, const TrainOptions& options)
+    : s_(s),
+      cfg_(s.config),
+      program_(program),
+      backend_(program.backend()),
+      collective_(collective),
+      options_(options),
+      run_dir_(run_dir),
+      log_(make_logger(run_dir, collective)),
+      world_(collective.world()),
+      rank_average_(1.0f / static_cast<float>(world_)),
+      loader_(s.train_data, s.train_pipeline, loader_options(s, true, backend_, &collective)),
+      accumulation_(s.batch.accumulation),
+      steps_per_epoch_(loader_.batches_per_epoch() / accumulation_),
+      total_steps_(cfg_.train.max_steps > 0 ? cfg_.train.max_steps
+                                            : cfg_.train.epochs * steps_per_epoch_),
+      log_every_(std::max<std::int64_t>(1, cfg_.train.log_every)),
+      store_(run_dir),
+      retention_{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best,
+                 cfg_.checkpoint.mode == "max"},
+      timing_in_metrics_(!cfg_.deterministic),
+      scaler_(cfg_.precision.loss_scale, cfg_.precision.mode == "fp16"),
+      inject_overflow_(injected_overflow_steps()),
+      logits_(s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0),
+      progress_(collective.is_root()),
+      losses_(backend_, static_cast<std::size_t>(log_every_ * accumulation_)) {
+  if (steps_per_epoch_ < 1)
+    throw std::runtime_error(
+        "the training set gives " + std::to_string(loader_.batches_per_epoch()) +
+        " micro-batches per epoch, fewer than one optimizer step (batch_size " +
+        std::to_string(s.batch.global) + ")");
+  resume_or_initialize();
+  open_metrics();
+  log_->info(
+      "model: {} parameters, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",
+      s.graph.parameter_count(), s.graph.nodes.size(),
+      static_cast<double>(program.memory_plan().arena_bytes) / (1 << 20), s.batch.global,
+      s.batch.micro, accumulation_);
+  log_->info("training {} steps ({} per epoch) on {}", total_steps_, steps_per_epoch_,
+             backend_.name());
+  prepare_optimizer();
+
+  // The logging window and the records go on from where the checkpoint left them.
+  window_.loss = resumed_.window_loss;
+  const bool window_owner = collective.is_root();
+  window_.hits.top1 = window_owner ? resumed_.window_top1 : 0;
+  window_.hits.rows = window_owner ? resumed_.window_rows : 0;
+  window_.steps = resumed_.window_steps;
+  window_.samples = window_owner ? resumed_.window_samples : 0;
+  best_eval_ = resumed_.best_eval;
+  last_eval_ = resumed_.last_eval;
+  last_train_ = resumed_.last_train;
+  step_ = resumed_.step;
+  epoch_ = resumed_.epoch;
+  window_.start = Clock::now();
+}
+
+// Resume: the newest checkpoint that verifies; bad ones are reported and skipped.
+void TrainLoop::resume_or_initialize() {
+  if (!options_.resume) return;
+  auto loaded = store_.load_newest(program_, [&](const std::string& m) { log_->warn("{}", m); });
+  if (!loaded) {
+    log_->warn("no usable checkpoint in {}: starting from the beginning", store_.directory());
+    initialize_parameters(s_, program_);
+    return;
+  }
+  const auto& st = loaded->state;
+  if (st.seed != cfg_.seed || st.accumulation != accumulation_ ||
+      st.steps_per_epoch != steps_per_epoch_)
+    throw std::runtime_error(
+        "checkpoint " + loaded->path + " was written with seed " + std::to_string(st.seed) + ", " +
+        std::to_string(st.steps_per_epoch) + " steps per epoch and accumulation " +
+        std::to_string(st.accumulation) + "; this config gives seed " + std::to_string(cfg_.seed) +
+        ", " + std::to_string(steps_per_epoch_) + " and " + std::to_string(accumulation_) +
+        ": resume with the run's own config.yaml (only train.max_steps / train.epochs may "
+        "grow)");
+  resumed_ = st;
+  resumed_from_ = loaded->path;
+  log_->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path, st.step,
+             st.epoch, st.epoch_step, steps_per_epoch_);
+}
+
+void TrainLoop::open_metrics() {
+  if (!collective_.is_root()) return;
+  const std::string metrics_path = run_dir_ + "/metrics.jsonl";
+  const std::string timing_path = run_dir_ + "/timing.jsonl";
+  if (options_.resume) {
+    truncate_file(metrics_path, resumed_.metrics_bytes);
+    truncate_file(timing_path, resumed_.timing_bytes);
+  }
+  metrics_ = MetricsWriter(metrics_path, options_.resume);
+  timing_ = MetricsWriter(timing_path, options_.resume);
+}
+
+void TrainLoop::prepare_optimizer() {
+  // Optimizer slots over every trainable parameter.
+  slots_ = program_.optimizer_slots();
+  for (const auto& p : std::as_const(program_).params())
+    if (p.grad) grads_.push_back(p.grad);
+  opt_ = configured_optimizer(cfg_);
+  opt_.lr = static_cast<float>(resumed_.lr);
+  // fp16: the loss is scaled before backward and divided out by the optimizer.
+  scaler_.restore(resumed_.loss_scale);
+  // The update joins the training step (and its recording, a CUDA graph) when
+  // nothing is decided on the host between backward and the update: one
+  // micro-batch and one rank, no loss scaling, no injected overflow. Clipping
+  // is measured inside the update.
+  update_in_step_ =
+      accumulation_ == 1 && world_ == 1 && !scaler_.enabled() && inject_overflow_.empty();
+  // Without loss scaling the update clips on the backend; the host learns of
+  // non-finite gradients at the next log point.
+  clip_in_update_ = cfg_.train.clip_grad_norm > 0 && !scaler_.enabled();
+  opt_.clip_norm = clip_in_update_ ? cfg_.train.clip_grad_norm : 0.0;
+  if (update_in_step_)
+    program_.set_update([this] { backend_.vector_ops().optimizer_update(slots_); });
+}
+
+void TrainLoop::schedule_update(std::int64_t at_step) {
+  const std::int64_t updates = at_step - scaler_.skipped_steps();
+  opt_.lr =
+      static_cast<float>(learning_rate(cfg_.schedule, cfg_.optimizer.lr, updates, total_steps_));
+  opt_.step = updates + 1;
+}
+
+void TrainLoop::train_micro_batches() {
+  if (accumulation_ > 1) program_.zero_gradients();
+  for (std::int64_t micro = 0; micro < accumulation_; ++micro) {
+    const auto wait_start = Clock::now();
+    const data::Batch* batch = loader_.next();
+    const double waited = seconds_since(wait_start);
+    window_.wait += waited;
+    total_wait_ += waited;
+    collective_.note_data_wait(waited);
+    if (!batch) throw std::logic_error("the loader ran out of batches inside an epoch");
+    feed(program_, *batch, s_.num_classes);
+    backend_.vector_ops().fill(program_.loss_seed(),
+                               static_cast<float>(scaler_.scale() / accumulation_));
+    if (update_in_step_) {     // the values the step's own update reads
+      opt_.grad_scale = 1.0f;  // one rank, no loss scale: nothing to divide out
+      schedule_update(step_);
+      backend_.vector_ops().set_optimizer_step(opt_);
+    }
+    program_.train_step(mix(static_cast<std::uint64_t>(cfg_.seed) ^
+                            mix(static_cast<std::uint64_t>(step_ * accumulation_ + micro))),
+                        batch->rows);
+    losses_.record(program_.loss());
+    window_.samples += batch->rows;
+    total_samples_ += batch->rows;
+    if (s_.num_classes > 0 && (step_ + 1) % log_every_ == 0) {
+      backend_.copy_to_host(logits_.data(), program_.logits().data, logits_.size() * sizeof(float));
+      const Hits h = count_hits(logits_.data(), batch->labels.i64(), batch->rows, s_.num_classes);
+      window_.hits.top1 += h.top1;
+      window_.hits.rows += h.rows;
+    }
+  }
+}
+
+void TrainLoop::finish_step() {
+  // Gradients are means over this rank's micro-batches; average them over ranks.
+  if (world_ > 1) collective_.all_reduce_sum(grads_);
+  if (inject_overflow_.count(step_ + 1) && !grads_.empty()) {
+    const float inf = std::numeric_limits<float>::infinity();
+    backend_.copy_to_device(grads_.front().data, &inf, sizeof inf);
+  }
+  bool finite = true;
+  double sum_squares = 0;
+  if (scaler_.enabled()) sum_squares = backend_.vector_ops().sum_squares(grads_, finite);
+  const double scale_before = scaler_.scale();
+  if (!scaler_.update(finite)) {
+    // Overflow: the step is skipped; the schedule stays where it is.
+    progress_.clear();
+    log_->warn("step {}: gradients overflow at loss scale {:g}: step skipped, scale now {:g}",
+               step_ + 1, scale_before, scaler_.scale());
+    if (scaler_.collapsed()) {
+      settle_losses();
+      throw std::runtime_error(collapse_diagnosis(scaler_, cfg_.precision.loss_scale, step_ + 1,
+                                                  last_loss_, overflowing_parameters(program_)));
+    }
+    return;
+  }
+  if (!finite)
+    throw std::runtime_error("non-finite gradients at step " + std::to_string(step_) +
+                             ": lower optimizer.lr or check the data");
+  // Gradients are divided by the loss scale and averaged over ranks in the update.
+  const double unscale = rank_average_ / scale_before;
+  opt_.grad_scale = static_cast<float>(unscale);
+  if (cfg_.train.clip_grad_norm > 0 && !clip_in_update_)
+    opt_.grad_scale = static_cast<float>(
+        clipped_scale(unscale, unscale * std::sqrt(sum_squares), cfg_.train.clip_grad_norm));
+  schedule_update(step_);
+  backend_.vector_ops().optimizer_step(slots_, opt_);
+}
+
+void TrainLoop::settle_losses() {
+  for (const float loss : losses_.read()) {
+    last_loss_ = loss;
+    window_.loss += loss / static_cast<double>(accumulation_);
+  }
+}
+
+void TrainLoop::log_window() {
+  settle_losses();
+  if (clip_in_update_ && backend_.vector_ops().nonfinite_gradients_seen())
+    throw std::runtime_error("non-finite gradients in the steps up to " + std::to_string(step_) +
+                             ": lower optimizer.lr, lower train.clip_grad_norm or check the data");
+  const double elapsed = seconds_since(window_.start);
+  if (world_ > 1) {  // the window's loss and hits over every rank
+    std::vector<double> sums = {window_.loss, static_cast<double>(window_.hits.top1),
+                                static_cast<double>(window_.hits.rows),
+                                static_cast<double>(window_.samples)};
+    collective_.all_reduce_sum(sums);
+    window_.loss = sums[0] / world_;
+    window_.hits.top1 = static_cast<std::int64_t>(sums[1]);
+    window_.hits.rows = static_cast<std::int64_t>(sums[2]);
+    window_.samples = static_cast<std::int64_t>(sums[3]);
+  }
+  const double loss = window_.loss / static_cast<double>(window_.steps);
+  // With fp16 loss scaling an overflowing forward pass is the scaler's to
+  // diagnose (its steps are skipped); anything else non-finite stops here.
+  if (!std::isfinite(loss) && !scaler_.enabled())
+    throw std::runtime_error("the training loss is " + std::to_string(loss) + " at step " +
+                             std::to_string(step_) + ": lower optimizer.lr or check the data");
+  const double samples_per_s = static_cast<double>(window_.samples) / elapsed;
+  const double step_ms = 1000.0 * elapsed / static_cast<double>(window_.steps);
+  const double wait_pct = 100.0 * window_.wait / elapsed;
+  nlohmann::json record = {
+      {"step", step_}, {"epoch", epoch_}, {"split", "train"}, {"loss", loss}, {"lr", opt_.lr}};
+  if (timing_in_metrics_) {
+    record["samples_per_s"] = samples_per_s;
+    record["step_ms"] = step_ms;
+    record["data_wait_pct"] = wait_pct;
+  }
+  if (window_.hits.rows > 0)
+    record["accuracy"] =
+        static_cast<double>(window_.hits.top1) / static_cast<double>(window_.hits.rows);
+  if (scaler_.enabled()) {
+    record["loss_scale"] = scaler_.scale();
+    record["skipped_steps"] = scaler_.skipped_steps();
+  }
+  const MemoryFigures memory = memory_figures(backend_);
+  record["memory_allocated_mib"] = memory.allocated_mib;
+  record["memory_peak_mib"] = memory.peak_mib;
+  nlohmann::json timing_record = {{"step", step_},
+                                  {"samples_per_s", samples_per_s},
+                                  {"step_ms", step_ms},
+                                  {"data_wait_pct", wait_pct},
+                                  {"memory_reserved_mib", memory.reserved_mib}};
+  // The process's resident memory varies run to run, like timing.
+  if (timing_in_metrics_) record["memory_reserved_mib"] = memory.reserved_mib;
+  metrics_.write(record);
+  last_train_ = record;
+  timing_.write(timing_record);
+  progress_.clear();
+  log_->info(
+      "epoch {} step {}/{}: loss {:.4f} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
+      "{:.1f}% mem {:.0f}/{:.0f} MiB{}",
+      epoch_, step_, total_steps_, loss, opt_.lr, samples_per_s, step_ms, wait_pct,
+      memory.allocated_mib, memory.reserved_mib,
+      scaler_.enabled() ? fmt::format(" scale {:g}", scaler_.scale()) : std::string());
+  if (wait_pct > 10.0 && !warned_input_bound_) {
+    warned_input_bound_ = true;
+    const double model_rate =
+        static_cast<double>(window_.samples) / std::max(1e-9, elapsed - window_.wait);
+    log_->warn(
+        "input-bound: the step waited for data {:.0f}% of the time; the loader delivers "
+        "{:.0f} samples/s, "
+        "the model consumes {:.0f} samples/s: raise data.workers from {}",
+        wait_pct, loader_.samples_per_second(), model_rate, cfg_.data.workers);
+  }
+  window_ = Window{};
+}
+
+void TrainLoop::run_eval(std::int64_t at_step) {
+  if (!s_.eval_data) return;
+  const EvalResult e = evaluate(s_, program_);
+  nlohmann::json record = {{"step", at_step},
+                           {"epoch", epoch_},
+                           {"split", "eval"},
+                           {"loss", e.loss},
+                           {"samples", e.samples}};
+  if (s_.num_classes > 0) {
+    record["accuracy"] = e.accuracy;
+    if (s_.num_classes > 5) record["top5"] = e.top5;
+  }
+  metrics_.write(record);
+  last_eval_ = record;
+  if (best_eval_.is_null() || (s_.num_classes > 0 ? e.accuracy > best_eval_.value("accuracy", 0.0)
+                                                  : e.loss < best_eval_.value("loss", 1e300)))
+    best_eval_ = record;
+  progress_.clear();
+  if (s_.num_classes > 0)
+    log_->info("eval  epoch {} step {}: loss {:.4f} accuracy {:.4f}", epoch_, at_step, e.loss,
+               e.accuracy);
+  else
+    log_->info("eval  epoch {} step {}: loss {:.6f}", epoch_, at_step, e.loss);
+}
+
+checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t epoch_step) {
+  settle_losses();
+  checkpoint::TrainState st;
+  st.step = step_;
+  st.epoch = at_epoch;
+  st.epoch_step = epoch_step;
+  st.steps_per_epoch = steps_per_epoch_;
+  st.accumulation = accumulation_;
+  st.total_steps = total_steps_;
+  st.seed = cfg_.seed;
+  st.schedule = cfg_.schedule.type;
+  st.lr = opt_.lr;
+  st.loss_scale = scaler_.to_json();
+  st.window_loss = window_.loss;
+  st.window_top1 = window_.hits.top1;
+  st.window_rows = window_.hits.rows;
+  st.window_steps = window_.steps;
+  st.window_samples = window_.samples;
+  if (world_ > 1 && window_.steps > 0) {  // the window of every rank: resumable on any number
+    std::vector<double> w = {window_.loss, static_cast<double>(window_.hits.top1),
+                             static_cast<double>(window_.hits.rows),
+                             static_cast<double>(window_.samples)};
+    collective_.all_reduce_statistics(w);
+    st.window_loss = w[0] / world_;
+    st.window_top1 = static_cast<std::int64_t>(w[1]);
+    st.window_rows = static_cast<std::int64_t>(w[2]);
+    st.window_samples = static_cast<std::int64_t>(w[3]);
+  }
+  st.last_eval = last_eval_;
+  st.best_eval = best_eval_;
+  st.last_train = last_train_;
+  st.metrics_bytes = metrics_.bytes_written();
+  st.timing_bytes = timing_.bytes_written();
+  st.metric = metric_value(cfg_.checkpoint.metric, last_eval_, last_train_);
+  return st;
+}
+
+void TrainLoop::save_state(const checkpoint::TrainState& st) {
+  if (!collective_.is_root()) return;
+  last_checkpoint_ = store_.save(program_, st, retention_);
+  progress_.clear();
+  log_->info("checkpoint {}", last_checkpoint_);
+}
+
+nlohmann::json TrainLoop::run() {
+  run_start_ = Clock::now();
+  std::int64_t resume_in_epoch = resumed_.epoch_step;
+  while (step_ < total_steps_ || resume_in_epoch >= steps_per_epoch_) {
+    std::int64_t in_epoch = resume_in_epoch;
+    resume_in_epoch = 0;
+    if (in_epoch < steps_per_epoch_) loader_.start_epoch(epoch_, in_epoch * accumulation_);
+    bool step_checkpoint_due = false;
+    for (; in_epoch < steps_per_epoch_ && step_ < total_steps_;) {
+      train_micro_batches();
+      if (!update_in_step_) finish_step();
+      ++step_;
+      ++in_epoch;
+      ++window_.steps;
+      if (progress_.due()) {
+        settle_losses();
+        progress_.update(epoch_, step_, total_steps_, last_loss_);
+      }
+      const bool stops_inside_epoch = step_ == total_steps_ && in_epoch < steps_per_epoch_;
+      if (stops_inside_epoch && step_ % log_every_ != 0)
+        stopped_inside_epoch_ = state_now(epoch_, in_epoch);
+      if (step_ % log_every_ == 0 || step_ == total_steps_) {
+        log_window();
+        // On a log boundary the record is one the longer run writes too: keep it.
+        if (stops_inside_epoch && step_ % log_every_ == 0)
+          stopped_inside_epoch_ = state_now(epoch_, in_epoch);
+      }
+      if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_)
+        run_eval(step_);
+      const bool steps_due =
+          cfg_.checkpoint.every_steps > 0 && step_ % cfg_.checkpoint.every_steps == 0;
+      if (step_ < total_steps_) stopped_by_ = agreed_stop_signal(collective_);
+      if (stopped_by_ != 0) {
+        save_checkpoint(epoch_, in_epoch);
+        break;
+      }
+      if (steps_due && in_epoch < steps_per_epoch_ && step_ < total_steps_)
+        save_checkpoint(epoch_, in_epoch);
+      step_checkpoint_due = steps_due;
+    }
+    if (stopped_by_ != 0) break;
+    if (in_epoch < steps_per_epoch_) {
+      if (stopped_inside_epoch_) save_state(*stopped_inside_epoch_);
+      run_eval(step_);
+      ++epoch_;
+      break;
+    }
+    run_eval(step_);
+    ++epoch_;
+    const bool epochs_due =
+        cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0;
+    if (step_ >= total_steps_ || epochs_due || step_checkpoint_due) save_checkpoint(epoch_, 0);
+  }
+  return summary();
+}
+
+nlohmann::json TrainLoop::summary() {
+  progress_.clear();
+  const double wall = seconds_since(run_start_);
+  const double samples_per_s = static_cast<double>(total_samples_ * world_) / wall;
+  nlohmann::json summary = {{"status", stopped_by_ != 0 ? "interrupted" : "complete"},
+                            {"steps", step_},
+                            {"epochs", epoch_},
+                            {"wall_seconds", wall},
+                            {"mean_samples_per_s", samples_per_s},
+                            {"data_wait_pct", 100.0 * total_wait_ / wall},
+                            {"memory_peak_mib", memory_figures(backend_).peak_mib},
+                            {"final_eval", last_eval_},
+                            {"best_eval", best_eval_},
+                            {"last_train", last_train_},
+                            {"last_checkpoint", last_checkpoint_},
+                            {"step_execution", program_.step_execution()}};
+  if (!resumed_from_.empty()) summary["resumed_from"] = resumed_from_;
+  if (scaler_.enabled()) {
+    summary["loss_scale"] = scaler_.scale();
+    summary["skipped_steps"] = scaler_.skipped_steps();
+  }
+  if (stopped_by_ != 0) summary["signal"] = stopped_by_;
+  if (collective_.is_root()) std::ofstream(run_dir_ + "/summary.json") << summary.dump(2) << '\n';
+  if (stopped_by_ != 0)
+    log_->warn(
+        "stopped by signal {} after step {}: checkpoint {}; continue with `trainer run --resume "
+        "{}`",
+        stopped_by_, step_, last_checkpoint_, run_dir_);
+  else
+    log_->info("done: {} steps in {:.1f} s, {:.0f} samples/s", step_, wall, samples_per_s);
+  return summary;
+}
+
+}  // namespace
+
+nlohmann::json train(const Session& s, graph::Program& program, const std::string& run_dir,
+                     Collective& collective, const TrainOptions& options) {
+  return TrainLoop(s, program, run_dir, collective, options).run();
+}
+
+nlohmann::json train(const Session& s, graph::Program& program, const std::string& run_dir,
+                     Collective& collective) {
+  return train(s, program, run_dir, collective, TrainOptions{});
+}
+
+nlohmann::json train(const Session& s, graph::Program& program, const std::string& run_dir) {
+  SingleProcess single;
+  return train(s, program, run_dir, single, TrainOptions{});
+}
+
+}  // namespace trainer::train

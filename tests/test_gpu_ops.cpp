@@ -45,8 +45,8 @@ TEST_CASE("CUDA linear equals CPU") {
 }
 
 // The activation in the GEMM's epilogue (RELU_BIAS, GELU_AUX_BIAS with 8-aligned
-// rows, RELU without a bias) or after it (the erf gelu, rows cuBLASLt's aux
-// output refuses, the row kernels' bias under 16-bit operands).
+// rows, RELU without a bias, all of them with bf16 operands too) or after it
+// (the erf gelu, rows cuBLASLt's aux output refuses).
 TEST_CASE("CUDA linear with an activation epilogue equals CPU") {
   for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
     INFO("activation " << act);

@@ -1,4 +1,4 @@
-// Activations as own elementwise kernels (float4 when aligned): relu, gelu (erf
+// Activations as own element-wise maps (elementwise.cuh: float4 when aligned): relu, gelu (erf
 // form, like PyTorch's default, or its tanh approximation), silu, sigmoid, tanh
 // and leaky_relu. Backward of relu/sigmoid/tanh reads the output, of the
 // others the input. Also the calls linear's epilogues use (activation.h).
@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/cuda/activation.h"
+#include "ops/cuda/elementwise.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.cuh"
 
@@ -58,59 +59,28 @@ __device__ __forceinline__ float act_grad(float dy, float v, float slope) {
   return dy;
 }
 
+// The element-wise maps (elementwise.cuh): y = act(x), and dx = act'(.) dy
+// where v is the output for relu/sigmoid/tanh and the input otherwise.
 template <Act A>
-__global__ void forward_kernel(const float* x, float* y, long long n, float slope, int vec) {
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  long long done = 0;
-  if (vec) {
-    const long long n4 = n / 4;
-    for (long long i = first; i < n4; i += stride) {
-      float4 v = reinterpret_cast<const float4*>(x)[i];
-      v.x = act<A>(v.x, slope), v.y = act<A>(v.y, slope);
-      v.z = act<A>(v.z, slope), v.w = act<A>(v.w, slope);
-      reinterpret_cast<float4*>(y)[i] = v;
-    }
-    done = n4 * 4;
-  }
-  for (long long i = done + first; i < n; i += stride) y[i] = act<A>(x[i], slope);
-}
-
+struct Forward {
+  float slope;
+  __device__ float operator()(float x, float) const { return act<A>(x, slope); }
+};
 template <Act A>
-__global__ void backward_kernel(const float* dy, const float* v, float* dx, long long n,
-                                float slope, int vec) {
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  long long done = 0;
-  if (vec) {
-    const long long n4 = n / 4;
-    for (long long i = first; i < n4; i += stride) {
-      const float4 g = reinterpret_cast<const float4*>(dy)[i];
-      const float4 a = reinterpret_cast<const float4*>(v)[i];
-      reinterpret_cast<float4*>(dx)[i] =
-          float4{act_grad<A>(g.x, a.x, slope), act_grad<A>(g.y, a.y, slope),
-                 act_grad<A>(g.z, a.z, slope), act_grad<A>(g.w, a.w, slope)};
-    }
-    done = n4 * 4;
-  }
-  for (long long i = done + first; i < n; i += stride) dx[i] = act_grad<A>(dy[i], v[i], slope);
-}
+struct Backward {
+  float slope;
+  __device__ float operator()(float dy, float v) const { return act_grad<A>(dy, v, slope); }
+};
 
 template <Act A>
 void launch_forward(const float* x, float* y, std::int64_t n, float slope, cudaStream_t stream) {
-  if (n == 0) return;
-  const int vec = aligned16(x) && aligned16(y);
-  forward_kernel<A><<<grid_for(n, 4), kBlock, 0, stream>>>(x, y, n, slope, vec);
-  check_launch("activation forward");
+  map(x, nullptr, y, n, Forward<A>{slope}, stream, "activation forward");
 }
 
 template <Act A>
 void launch_backward(const float* dy, const float* v, float* dx, std::int64_t n, float slope,
                      cudaStream_t stream) {
-  if (n == 0) return;
-  const int vec = aligned16(dy) && aligned16(v) && aligned16(dx);
-  backward_kernel<A><<<grid_for(n, 4), kBlock, 0, stream>>>(dy, v, dx, n, slope, vec);
-  check_launch("activation backward");
+  map(dy, v, dx, n, Backward<A>{slope}, stream, "activation backward");
 }
 
 template <Act A>

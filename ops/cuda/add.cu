@@ -2,28 +2,15 @@
 // copies the output gradient to every input gradient.
 #include <string>
 
+#include "ops/cuda/elementwise.cuh"
 #include "ops/cuda/kernels.h"
-#include "ops/cuda/launch.cuh"
 
 namespace trainer::cuda {
 namespace {
 
-// y = a + b (y may alias a: the running sum of three or more inputs).
-__global__ void add_kernel(const float* a, const float* b, float* y, long long n, int vec) {
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  long long done = 0;
-  if (vec) {
-    const long long n4 = n / 4;
-    for (long long i = first; i < n4; i += stride) {
-      const float4 u = reinterpret_cast<const float4*>(a)[i];
-      const float4 v = reinterpret_cast<const float4*>(b)[i];
-      reinterpret_cast<float4*>(y)[i] = float4{u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w};
-    }
-    done = n4 * 4;
-  }
-  for (long long i = done + first; i < n; i += stride) y[i] = a[i] + b[i];
-}
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
 
 class AddKernel final : public Kernel {
  public:
@@ -31,12 +18,10 @@ class AddKernel final : public Kernel {
 
   void forward(const KernelArgs& a) override {
     if (n_ == 0) return;
+    // The running sum of three or more inputs builds up in the output.
     const float* sum = a.inputs[0].f32();
     for (std::size_t i = 1; i < a.inputs.size(); ++i) {
-      const int vec = aligned16(sum) && aligned16(a.inputs[i].data) && aligned16(a.output.data);
-      add_kernel<<<grid_for(n_, 4), kBlock, 0, ctx_.compute.get()>>>(sum, a.inputs[i].f32(),
-                                                                     a.output.f32(), n_, vec);
-      check_launch("add_kernel");
+      map(sum, a.inputs[i].f32(), a.output.f32(), n_, Sum{}, ctx_.compute.get(), "add");
       sum = a.output.f32();
     }
   }

@@ -5,13 +5,13 @@
 // Under bf16/fp16 mixed precision the GEMMs take 16-bit operands (x, dy and
 // the weights, narrowed into the workspace unless the weights arrive as their
 // bf16 copy; x is narrowed once, into a saved buffer the weight gradient reads
-// again) and write float32 with float32 accumulation; the bias is then
-// added and summed by the row kernels, in float32.
+// again) and write float32 with float32 accumulation; the float32 bias is
+// still added in the epilogue, and its gradient summed by the row kernels.
 // An epilogue activation (the `activation` attribute) goes into the forward
-// GEMM too when the bias does (or there is none): RELU_BIAS, and GELU_AUX_BIAS
-// for gelu_tanh, which writes the pre-activation to a saved buffer for the
-// backward. Otherwise (the erf gelu, or a bias added by the row kernels) it
-// runs as its own kernel after the GEMM. The backward turns dy into the
+// GEMM with the bias: RELU_BIAS, and GELU_AUX_BIAS for gelu_tanh, which
+// writes the pre-activation to a saved buffer for the backward. Otherwise (the
+// erf gelu, or a shape cuBLASLt refuses) it runs as its own kernel after the
+// GEMM. The backward turns dy into the
 // pre-activation's gradient in the workspace first, then runs the GEMMs on it.
 #include <memory>
 #include <string>
@@ -129,14 +129,16 @@ class LinearKernel final : public Kernel {
     const cublasComputeType_t compute =
         !low_ && k.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const cudaDataType_t operands = low_ ? cuda_type(low_type_) : CUDA_R_32F;
-    // The fused bias epilogues read and write float32 vectors next to float32
-    // operands; with 16-bit operands the row kernels do the bias instead.
-    const bool fuse_bias = has_bias_ && !low_;
+    // The bias vector has D's type, float32, whatever the operands are: the
+    // forward adds it (and applies the activation) in the epilogue at every
+    // precision. The bias gradient stays in the row kernels under 16-bit
+    // operands, where BGRADB would sum the narrowed dy instead of dy.
+    const bool fuse_bias_grad = has_bias_ && !low_;
     cublasLtHandle_t lt = ctx.lt.get();
     // y^T [out, N] = W^T^T [out, in] . x^T [in, N]
     forward_ = plan_with_fallback(lt, compute, operands,
                                   {CUBLAS_OP_T, CUBLAS_OP_N, out_, rows_, in_, in_, in_, out_},
-                                  forward_epilogues(fuse_bias), k.deterministic, "forward");
+                                  forward_epilogues(), k.deterministic, "forward");
     if (!k.training) return;
     keep_x_low_ = low_;
     // dx^T [in, N] = W^T [in, out] . dy^T [out, N]
@@ -146,7 +148,7 @@ class LinearKernel final : public Kernel {
     // dW^T [in, out] = x^T [in, N] . dy [N, out]; BGRADB sums dy over N into db.
     backward_weight_ = plan_with_fallback(
         lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, rows_, in_, out_, in_},
-        fuse_bias ? std::vector{CUBLASLT_EPILOGUE_BGRADB} : std::vector<cublasLtEpilogue_t>{},
+        fuse_bias_grad ? std::vector{CUBLASLT_EPILOGUE_BGRADB} : std::vector<cublasLtEpilogue_t>{},
         k.deterministic, "weight-gradient");
   }
 
@@ -245,18 +247,16 @@ class LinearKernel final : public Kernel {
            pre_activation_grad_bytes();
   }
 
-  // The forward GEMM's epilogues in order of preference. The activation can
-  // join only when the bias does too (or there is none), since it applies
-  // after the bias; GELU_AUX needs the pre-activation's rows 8-aligned.
-  std::vector<cublasLtEpilogue_t> forward_epilogues(bool fuse_bias) const {
+  // The forward GEMM's epilogues in order of preference: bias and activation,
+  // then the bias alone (the activation then runs after the GEMM); GELU_AUX
+  // needs the pre-activation's rows 8-aligned.
+  std::vector<cublasLtEpilogue_t> forward_epilogues() const {
     std::vector<cublasLtEpilogue_t> list;
-    if (fuse_bias || !has_bias_) {
-      if (epilogue_ == Epilogue::relu)
-        list.push_back(fuse_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU);
-      if (epilogue_ == Epilogue::gelu_tanh && out_ % 8 == 0)
-        list.push_back(fuse_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX);
-    }
-    if (fuse_bias) list.push_back(CUBLASLT_EPILOGUE_BIAS);
+    if (epilogue_ == Epilogue::relu)
+      list.push_back(has_bias_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU);
+    if (epilogue_ == Epilogue::gelu_tanh && out_ % 8 == 0)
+      list.push_back(has_bias_ ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX);
+    if (has_bias_) list.push_back(CUBLASLT_EPILOGUE_BIAS);
     return list;
   }
   // The GEMM operands: as they are in float32, narrowed into the workspace

@@ -1,7 +1,7 @@
 // CUDA vector work over all parameters: the optimizer step is ONE launch over a
 // device table of parameter chunks (rewriting the bf16 weight copies in the
 // same pass); the gradient norm reduces per block then in one block (a fixed
-// order: deterministic); accumulate and fill use float4 when aligned. With
+// order: deterministic); accumulate and fill are element-wise maps. With
 // clipping the update queues the norm first and its kernel reads the norm
 // from device memory: nothing is read back.
 #include "ops/cuda/vector_ops.h"
@@ -14,6 +14,7 @@
 
 #include "ops/cuda/bf16_bits.cuh"
 #include "ops/cuda/device_buffer.h"
+#include "ops/cuda/elementwise.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/low_precision.h"
 
@@ -161,35 +162,13 @@ __global__ void sum_partials_kernel(const double* partials, int n, double* out) 
   if (threadIdx.x == 0) *out = total;
 }
 
-__global__ void accumulate_kernel(float* dst, const float* src, long long n, int vectorized) {
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  long long done = 0;
-  if (vectorized) {
-    const long long n4 = n / 4;
-    for (long long i = first; i < n4; i += stride) {
-      float4 d = reinterpret_cast<float4*>(dst)[i];
-      const float4 s = reinterpret_cast<const float4*>(src)[i];
-      d.x += s.x, d.y += s.y, d.z += s.z, d.w += s.w;
-      reinterpret_cast<float4*>(dst)[i] = d;
-    }
-    done = n4 * 4;
-  }
-  for (long long i = done + first; i < n; i += stride) dst[i] += src[i];
-}
-
-__global__ void fill_kernel(float* dst, float value, long long n, int vectorized) {
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  long long done = 0;
-  if (vectorized) {
-    const long long n4 = n / 4;
-    for (long long i = first; i < n4; i += stride)
-      reinterpret_cast<float4*>(dst)[i] = float4{value, value, value, value};
-    done = n4 * 4;
-  }
-  for (long long i = done + first; i < n; i += stride) dst[i] = value;
-}
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Constant {
+  float value;
+  __device__ float operator()(float, float) const { return value; }
+};
 
 // Device copies of host tables, one per distinct content, never rewritten: a
 // table queued work (or a recorded CUDA graph) reads stays as it was. Each
@@ -330,12 +309,7 @@ class CudaVectorOps final : public VectorOps {
   }
 
   void accumulate(const TensorRef& dst, const TensorRef& src) override {
-    const std::int64_t n = dst.numel();
-    if (n == 0) return;
-    const int vec = aligned16(dst.data) && aligned16(src.data) ? 1 : 0;
-    accumulate_kernel<<<grid_for(n, 4), kBlock, 0, ctx_.compute.get()>>>(dst.f32(), src.f32(), n,
-                                                                         vec);
-    check_launch("accumulate_kernel");
+    map(dst.f32(), src.f32(), dst.f32(), dst.numel(), Sum{}, ctx_.compute.get(), "accumulate");
   }
 
   void round_to_bf16(const TensorRef& src, const TensorRef& dst) override {
@@ -343,11 +317,7 @@ class CudaVectorOps final : public VectorOps {
   }
 
   void fill(const TensorRef& dst, float value) override {
-    const std::int64_t n = dst.numel();
-    if (n == 0) return;
-    fill_kernel<<<grid_for(n, 4), kBlock, 0, ctx_.compute.get()>>>(dst.f32(), value, n,
-                                                                   aligned16(dst.data) ? 1 : 0);
-    check_launch("fill_kernel");
+    map(nullptr, nullptr, dst.f32(), dst.numel(), Constant{value}, ctx_.compute.get(), "fill");
   }
 
  private:

@@ -62,6 +62,7 @@ layers:
   - {type: flatten}
   - {type: linear, name: fc1, out_features: 8}
   - {type: relu, name: r1}
+  - {type: dropout, name: d1, p: 0.3}
   - {type: linear, name: fc2, out_features: 8}
   - {type: gelu, name: g2, approximate: tanh}
   - {type: linear, name: fc3, out_features: 8}
@@ -81,10 +82,10 @@ TEST_CASE("a linear followed by an activation the backend fuses becomes one node
   CHECK_FALSE(node_named(cpu, "r1"));
   REQUIRE(node_named(cpu, "fc1"));
   CHECK(op_label(*node_named(cpu, "fc1")) == "linear+relu");
-  // fc1 now writes what r1 wrote, under r1's value name, read by fc2 as before.
+  // fc1 now writes what r1 wrote, under r1's value name, read by d1 as before.
   CHECK(cpu.values[node_named(cpu, "fc1")->output].name ==
         before.values[node_named(before, "r1")->output].name);
-  CHECK(node_named(cpu, "fc2")->inputs[0] == node_named(cpu, "fc1")->output);
+  CHECK(node_named(cpu, "d1")->inputs[0] == node_named(cpu, "fc1")->output);
   CHECK(node_named(cpu, "g2"));  // gelus stay where the backend does not fuse them
   CHECK(cpu.params.size() == before.params.size());
   CHECK(cpu.params[node_named(cpu, "fc1")->params[0]].name == "fc1.weight");
@@ -127,10 +128,13 @@ TEST_CASE("fused and unfused programs compute bit-identical losses and gradients
   // relu as a post-op of the inner product; the gelus, written in the YAML, keep
   // their pre-activation and run after the GEMM. Each is the same oneDNN
   // arithmetic as the separate layer, so the results are equal bit for bit.
+  // The dropout draws the same mask although the layers before it are fewer:
+  // its random stream is keyed by its name, not its place in the graph.
   const char* written = R"(
 layers:
   - {type: flatten}
   - {type: linear, name: fc1, out_features: 8, activation: relu}
+  - {type: dropout, name: d1, p: 0.3}
   - {type: linear, name: fc2, out_features: 8, activation: gelu_tanh}
   - {type: linear, name: fc3, out_features: 8, activation: gelu}
   - {type: linear, name: out, out_features: 5}

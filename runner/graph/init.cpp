@@ -5,21 +5,17 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace trainer::graph {
-namespace {
+#include "ops/step_values.h"
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+namespace trainer::graph {
 
 std::uint64_t hash_name(const std::string& name) {
   std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
   for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
   return h;
 }
+
+namespace {
 
 // Uniform in (0, 1).
 double uniform(std::uint64_t stream, std::uint64_t i) {

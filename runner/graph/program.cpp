@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "runner/graph/init.h"
 #include "runner/graph/precision.h"
 
 namespace trainer::graph {
@@ -147,7 +148,7 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     a.workspace = workspace_.data();
     a.update_state = !step.recompute;  // a recompute must not move running statistics twice
     a.step = step_values;
-    if (node.op->stochastic) a.seed_salt = splitmix64(static_cast<std::uint64_t>(step.node));
+    if (node.op->stochastic) a.seed_salt = splitmix64(hash_name(node.name));
     if (call.backward) {
       a.grad_output = value_ref(step.grad_output);
       for (ValueId gv : step.grad_inputs)

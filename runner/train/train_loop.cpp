@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/loader.h"
+#include "ops/step_values.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/train/loss_log.h"
@@ -38,13 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 // The root rank logs to the terminal and train.log; other ranks only report warnings.
@@ -386,9 +380,10 @@ void TrainLoop::train_micro_batches() {
       schedule_update(step_);
       backend_.vector_ops().set_optimizer_step(opt_);
     }
-    program_.train_step(mix(static_cast<std::uint64_t>(cfg_.seed) ^
-                            mix(static_cast<std::uint64_t>(step_ * accumulation_ + micro))),
-                        batch->rows);
+    program_.train_step(
+        splitmix64(static_cast<std::uint64_t>(cfg_.seed) ^
+                   splitmix64(static_cast<std::uint64_t>(step_ * accumulation_ + micro))),
+        batch->rows);
     losses_.record(program_.loss());
     window_.samples += batch->rows;
     total_samples_ += batch->rows;

@@ -1,7 +1,7 @@
-// Epilogue: the activation a matmul-like op (linear) applies to its output in
-// the same kernel, from the instance's `activation` attribute. The graph's
-// fusion pass folds a following activation layer into it when the backend
-// applies that activation inside its GEMM (Backend::fuses_into_matmul).
+// Epilogue: the activation an op with an `activation` attribute (linear,
+// batchnorm) applies to its output in the same kernel. The graph's fusion pass
+// folds a following activation layer into it when the backend applies that
+// activation inside its own work (Backend::fuses_activation).
 #pragma once
 
 #include <optional>

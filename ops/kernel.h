@@ -130,11 +130,12 @@ class Backend {
     bool bf16_storage = false;
   };
   virtual ActivationFormats activation_formats() const { return {}; }
-  // Whether its linear kernel applies `activation` inside the GEMM (an
-  // epilogue), so that the fusion pass folds the activation layer after a
-  // linear into it. Every linear kernel takes every epilogue; this says which
-  // ones save work.
-  virtual bool fuses_into_matmul(Epilogue) const { return false; }
+  // Whether its kernel of `op` (linear, batchnorm: the ops with an
+  // `activation` attribute) applies `activation` inside its own work (a GEMM
+  // epilogue, a fused normalisation), so that the fusion pass folds the
+  // activation layer after it into it. Every such kernel takes every
+  // activation its op lists; this says which ones save work.
+  virtual bool fuses_activation(const std::string& /*op*/, Epilogue) const { return false; }
   std::unique_ptr<Kernel> make_kernel(const KernelContext& ctx) const;
 
   // Memory of this backend (host memory for CPU, device memory for CUDA).

@@ -23,11 +23,12 @@ ModelInput input_of(std::int64_t classes = 5) {
   return in;
 }
 
-bool relu_only(Epilogue e) {
+// The CPU's rule for linear, and the GPU's.
+bool relu_only(const std::string&, Epilogue e) {
   return e == Epilogue::relu;
 }
-bool relu_and_gelu_tanh(Epilogue e) {
-  return e == Epilogue::relu || e == Epilogue::gelu_tanh;
+bool relu_and_gelu_tanh(const std::string& op, Epilogue e) {
+  return op == "linear" && (e == Epilogue::relu || e == Epilogue::gelu_tanh);
 }
 
 const Node* node_named(const Graph& g, const std::string& name) {
@@ -157,5 +158,43 @@ layers:
       REQUIRE(a.param->name == b.param->name);
       for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
     }
+  }
+}
+
+TEST_CASE("batchnorm + relu folds on the CPU and trains bit-identically") {
+  const char* cnn = R"(
+layers:
+  - {type: conv2d, name: c1, out_channels: 16, kernel: 3, padding: 1}
+  - {type: batchnorm, name: bn1}
+  - {type: relu, name: r1}
+  - {type: maxpool2d, kernel: 2}
+  - {type: flatten}
+  - {type: linear, name: fc, out_features: 5}
+)";
+  ModelInput in = input_of();
+  in.sample_shape = {2, 6, 6};
+  const Graph separate = graph_of_yaml(cnn, in);
+  Graph folded = separate;
+  Graph gpu = separate;
+  REQUIRE(fuse_activations(folded, relu_only) == 1);
+  check_consistent(folded);
+  CHECK(op_label(*node_named(folded, "bn1")) == "batchnorm+relu");
+  CHECK(fuse_activations(gpu, relu_and_gelu_tanh) == 0);  // cuDNN's batchnorm: not fused
+
+  auto reference = compile_test_program(separate, 3, 5, 5);
+  auto fused = compile_test_program(folded, 3, 5, 5);
+  for (std::uint64_t step = 1; step <= 2; ++step) {
+    reference->train_step(step);
+    fused->train_step(step);
+  }
+  CHECK(fused->loss().f32()[0] == reference->loss().f32()[0]);
+  for (std::size_t p = 0; p < fused->params().size(); ++p) {
+    const auto& a = reference->params()[p];
+    const auto& b = fused->params()[p];
+    INFO(a.param->name);
+    for (std::int64_t i = 0; i < a.value.numel(); ++i)  // running statistics included
+      REQUIRE(a.value.f32()[i] == b.value.f32()[i]);
+    if (!a.grad) continue;
+    for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
   }
 }

@@ -100,6 +100,8 @@ TEST_CASE("CUDA batchnorm equals CPU in training and eval") {
   compare({"batchnorm", {}, {{4, 3, 5, 5}}}, 1e-4, 1e-4);
   compare({"batchnorm", {{"momentum", 0.3}}, {{6, 5}}}, 1e-4, 1e-4);
   compare({"batchnorm", {}, {{4, 3, 5, 5}}}, 1e-4, 1e-4, false);
+  compare({"batchnorm", {{"activation", std::string("relu")}}, {{4, 3, 5, 5}}}, 1e-4, 1e-4);
+  compare({"batchnorm", {{"activation", std::string("relu")}}, {{4, 3, 5, 5}}}, 1e-4, 1e-4, false);
 }
 
 TEST_CASE("CUDA layernorm equals CPU") {

@@ -58,6 +58,39 @@ TEST_CASE("batchnorm in an eval-only program uses the running statistics") {
   check_close(run.forward(false).f, want, 1e-4, 1e-4, "batchnorm eval y");
 }
 
+TEST_CASE("batchnorm with activation relu equals batchnorm then relu") {
+  // Both kernels: oneDNN's (fuse_norm_relu) and SyncBN's own loops.
+  for (bool sync : {false, true})
+    for (const Shape& x : std::vector<Shape>{{4, 16, 5, 3}, {7, 5}}) {
+      INFO("sync " << sync << " x " << to_string(x));
+      OpRun fused(cpu_backend(),
+                  {"batchnorm", {{"sync", sync}, {"activation", std::string("relu")}}, {x}});
+      OpRun plain(cpu_backend(), {"batchnorm", {{"sync", sync}}, {x}});
+      OpRun relu(cpu_backend(), {"relu", {}, {x}});
+      plain.inputs = fused.inputs;
+      plain.params = fused.params;
+      const auto y = fused.forward(true);
+      const auto z = plain.forward(true);
+      relu.inputs = {z};
+      const auto want = relu.forward(true);
+      check_close(y.f, want.f, 0, 0, "y");
+      check_close(fused.params[2].f, plain.params[2].f, 0, 0, "running_mean");
+      check_close(fused.params[3].f, plain.params[3].f, 0, 0, "running_var");
+      HostTensor dy = HostTensor::zeros(x);
+      std::mt19937_64 rng(3);
+      fill_uniform(dy.f, rng, -1.0f, 1.0f);
+      const auto g = fused.backward(dy);
+      const auto dz = relu.backward(dy).inputs[0];
+      const auto want_g = plain.backward(dz);
+      check_close(g.inputs[0].f, want_g.inputs[0].f, 1e-5, 1e-6, "dx");
+      check_close(g.params[0].f, want_g.params[0].f, 1e-5, 1e-6, "dweight");
+      check_close(g.params[1].f, want_g.params[1].f, 1e-5, 1e-6, "dbias");
+      const auto y_eval = fused.forward(false);
+      relu.inputs = {plain.forward(false)};
+      check_close(y_eval.f, relu.forward(false).f, 0, 0, "eval y");
+    }
+}
+
 TEST_CASE("batchnorm and layernorm gradients match finite differences") {
   for (const Shape& x : std::vector<Shape>{{4, 3, 5, 3}, {7, 5}, {2, 3, 1, 5}}) {
     INFO("batchnorm x " << to_string(x));

@@ -9,8 +9,9 @@
 // training loop averages them like every other parameter gradient. Each rank's
 // g is already scaled by the world size (its loss is the mean over its own
 // rows and the ranks' gradients are averaged), so dx comes out as the gradient
-// of the global loss scaled the same way. Without a collective (or with one
-// rank) this is plain batchnorm.
+// of the global loss scaled the same way. With `activation: relu` the output
+// is clamped at zero and g is zeroed where it was. Without a collective (or
+// with one rank) this is plain batchnorm.
 #include "ops/cpu/batchnorm_sync.h"
 
 #include <algorithm>
@@ -34,6 +35,7 @@ class SyncBatchNormKernel final : public Kernel {
     inner_ = numel(x) / (batch_ * channels_);
     momentum_ = ctx.attrs->get_number("momentum");
     eps_ = ctx.attrs->get_number("eps");
+    relu_ = epilogue_of(*ctx.attrs) == Epilogue::relu;
     sums_.assign(static_cast<std::size_t>(2 * channels_ + 1), 0.0);
     const int world = collective_ ? collective_->world() : 1;
     impl_ = "own:sync_batchnorm[ranks=" + std::to_string(world) + "]";
@@ -95,7 +97,10 @@ class SyncBatchNormKernel final : public Kernel {
 
   void backward(const KernelArgs& a) override {
     const float* x = a.inputs[0].f32();
-    const float* dy = a.grad_output.f32();
+    const float* y = a.output.f32();
+    const float* dy_out = a.grad_output.f32();
+    // The gradient before `activation: relu` (zero where the output is).
+    const auto dy = [&](std::int64_t i) { return relu_ && !(y[i] > 0.0f) ? 0.0f : dy_out[i]; };
     const float* gamma = a.params[0].f32();
     const auto* mean = static_cast<const double*>(a.saved[0]);
     const auto* invstd = static_cast<const double*>(a.saved[1]);
@@ -104,7 +109,7 @@ class SyncBatchNormKernel final : public Kernel {
       double s1 = 0, s2 = 0;
       const double m = mean[c], s = invstd[c];
       for_channel(c, [&](std::int64_t i) {
-        const double g = dy[i];
+        const double g = dy(i);
         s1 += g;
         s2 += g * (x[i] - m) * s;
       });
@@ -132,7 +137,7 @@ class SyncBatchNormKernel final : public Kernel {
       const auto sf = static_cast<float>(s);
       for_channel(c, [&](std::int64_t i) {
         const float xhat = (x[i] - m) * sf;
-        dx[i] = k * (dy[i] - mean_dy - xhat * mean_dy_xhat);
+        dx[i] = k * (dy(i) - mean_dy - xhat * mean_dy_xhat);
       });
     }
   }
@@ -148,7 +153,10 @@ class SyncBatchNormKernel final : public Kernel {
   }
   void scale_shift(const float* x, float* y, std::int64_t c, double scale, double shift) const {
     const auto a = static_cast<float>(scale), b = static_cast<float>(shift);
-    for_channel(c, [&](std::int64_t i) { y[i] = x[i] * a + b; });
+    for_channel(c, [&](std::int64_t i) {
+      const float v = x[i] * a + b;
+      y[i] = relu_ ? std::max(v, 0.0f) : v;
+    });
   }
   void reduce(std::vector<double>& values) {
     if (collective_ && collective_->world() > 1) collective_->all_reduce_statistics(values);
@@ -158,6 +166,7 @@ class SyncBatchNormKernel final : public Kernel {
   bool training_program_;
   std::int64_t batch_ = 0, channels_ = 0, inner_ = 1;
   double momentum_ = 0.1, eps_ = 1e-5;
+  bool relu_ = false;         // activation: relu
   double count_ = 1;          // rows x pixels per channel over every rank (the last forward)
   std::vector<double> sums_;  // per-channel sums, then the count; reduced in place
   std::string impl_;

@@ -1,7 +1,9 @@
 // batchnorm and layernorm on oneDNN normalization primitives. batchnorm: batch
 // statistics in training (saved for the backward, running statistics updated
-// here), running statistics in eval; images in a blocked layout; with `sync` the
-// own-loop kernel of batchnorm_sync.cpp. layernorm: statistics over the last dim.
+// here), running statistics in eval; images in a blocked layout; `activation:
+// relu` through oneDNN's fuse_norm_relu (its mask saved for the backward); with
+// `sync` the own-loop kernel of batchnorm_sync.cpp. layernorm: statistics over
+// the last dim.
 #include <algorithm>
 #include <memory>
 
@@ -60,11 +62,13 @@ class BatchNormKernel final : public Kernel {
     const auto data = batchnorm_layout(x, in);
     const auto attr = user_scratchpad_attr();
     auto& eng = cpu_engine();
+    relu_ = epilogue_of(*ctx.attrs) == Epilogue::relu;
+    const flags scale_shift =
+        flags::use_scale | flags::use_shift | (relu_ ? flags::fuse_norm_relu : flags::none);
 
-    bn_fwd::primitive_desc eval_pd(
-        bn_fwd::desc(dnnl::prop_kind::forward_inference, data, eps,
-                     flags::use_global_stats | flags::use_scale | flags::use_shift),
-        attr, eng);
+    bn_fwd::primitive_desc eval_pd(bn_fwd::desc(dnnl::prop_kind::forward_inference, data, eps,
+                                                flags::use_global_stats | scale_shift),
+                                   attr, eng);
     eval_ = PrimitiveCall(bn_fwd(eval_pd));
     for (int id : {DNNL_ARG_SRC, DNNL_ARG_DST}) eval_.arg(id, data);
     for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
@@ -79,20 +83,25 @@ class BatchNormKernel final : public Kernel {
       return;
     }
 
-    bn_fwd::primitive_desc train_pd(bn_fwd::desc(dnnl::prop_kind::forward_training, data, eps,
-                                                 flags::use_scale | flags::use_shift),
-                                    attr, eng);
+    bn_fwd::primitive_desc train_pd(
+        bn_fwd::desc(dnnl::prop_kind::forward_training, data, eps, scale_shift), attr, eng);
     train_ = PrimitiveCall(bn_fwd(train_pd));
     for (int id : {DNNL_ARG_SRC, DNNL_ARG_DST}) train_.arg(id, data);
+    // With fuse_norm_relu the training forward writes which outputs were
+    // positive, and the backward reads it.
+    if (relu_) {
+      relu_mask_bytes_ = train_pd.workspace_desc().get_size();
+      train_.arg(DNNL_ARG_WORKSPACE, train_pd.workspace_desc());
+    }
     for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
       train_.arg(id, stat);
     bufs_.need_scratchpad(add_scratchpad(train_, train_pd));
 
-    bn_bwd::primitive_desc bwd_pd(bn_bwd::desc(dnnl::prop_kind::backward, data, data, eps,
-                                               flags::use_scale | flags::use_shift),
-                                  attr, eng, train_pd);
+    bn_bwd::primitive_desc bwd_pd(
+        bn_bwd::desc(dnnl::prop_kind::backward, data, data, eps, scale_shift), attr, eng, train_pd);
     bwd_ = PrimitiveCall(bn_bwd(bwd_pd));
     for (int id : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}) bwd_.arg(id, data);
+    if (relu_) bwd_.arg(DNNL_ARG_WORKSPACE, bwd_pd.workspace_desc());
     for (int id : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
                    DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
       bwd_.arg(id, stat);
@@ -111,13 +120,15 @@ class BatchNormKernel final : public Kernel {
     dshift_buffer_ = bufs_.add(param_bytes);
   }
 
-  // Batch mean and (biased) variance, and the input in the primitive's layout
-  // when it differs, from the forward to the backward.
+  // Batch mean and (biased) variance, the input in the primitive's layout
+  // when it differs, and the relu mask, from the forward to the backward.
   std::vector<std::size_t> saved_bytes() const override {
     if (!train_.valid()) return {};
     const auto b = static_cast<std::size_t>(channels_) * 4;
-    if (!x_in_.needed()) return {b, b};
-    return {b, b, x_in_.bytes()};
+    std::vector<std::size_t> bytes = {b, b};
+    if (x_in_.needed()) bytes.push_back(x_in_.bytes());
+    if (relu_) bytes.push_back(relu_mask_bytes_);
+    return bytes;
   }
   std::size_t workspace_bytes() const override { return bufs_.total(); }
   std::string implementation() const override { return impl_; }
@@ -133,6 +144,7 @@ class BatchNormKernel final : public Kernel {
     call.bind(DNNL_ARG_SHIFT, a.params[1].data);
     call.bind(DNNL_ARG_MEAN, train ? a.saved[0] : a.params[2].data);
     call.bind(DNNL_ARG_VARIANCE, train ? a.saved[1] : a.params[3].data);
+    if (train && relu_) call.bind(DNNL_ARG_WORKSPACE, a.saved.back());
     call.bind_scratchpad(ws);
     call.execute();
     y_out_.from_buffer(bufs_.at(ws, y_buffer_), a.output.data);
@@ -160,6 +172,7 @@ class BatchNormKernel final : public Kernel {
     bwd_.bind(DNNL_ARG_VARIANCE, a.saved[1]);
     bwd_.bind(DNNL_ARG_SCALE, a.params[0].data);
     bwd_.bind(DNNL_ARG_SHIFT, a.params[1].data);  // oneDNN 2.6 asks for it
+    if (relu_) bwd_.bind(DNNL_ARG_WORKSPACE, a.saved.back());
     void* dx = a.grad_inputs[0] ? a.grad_inputs[0].data : nullptr;
     void* dx_buffer = bufs_.at(ws, dx_buffer_);
     bwd_.bind(DNNL_ARG_DIFF_SRC, dx ? dx_out_.target(dx, dx_buffer) : dx_buffer);
@@ -173,9 +186,11 @@ class BatchNormKernel final : public Kernel {
   }
 
  private:
-  void* saved_x(const KernelArgs& a) const { return a.saved.size() > 2 ? a.saved[2] : nullptr; }
+  void* saved_x(const KernelArgs& a) const { return x_in_.needed() ? a.saved[2] : nullptr; }
 
   std::int64_t channels_ = 0, per_channel_ = 0;
+  bool relu_ = false;  // activation: relu (fuse_norm_relu)
+  std::size_t relu_mask_bytes_ = 0;
   float momentum_ = 0.1f;
   Relayout x_in_, y_out_, dy_in_, dx_out_;
   KernelBuffers bufs_;

@@ -2,12 +2,15 @@
 // [N, C, 1, 1]. Training updates the running statistics with `momentum`
 // (unbiased variance, like PyTorch) and saves the batch mean and inverse std;
 // eval (or a forward with training false) uses the running statistics.
+// `activation: relu` runs as its own kernel over the output, and its gradient
+// (from the output) into the workspace before cuDNN's backward.
 // `sync: true` over several ranks (SyncBN) is refused here: not built for CUDA yet.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "ops/collective.h"
+#include "ops/cuda/activation.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/kernels.h"
 
@@ -28,16 +31,18 @@ class BatchNormKernel final : public Kernel {
         elements_(numel(k.inputs[0])),
         training_program_(k.training),
         momentum_(k.attrs->get_number("momentum")),
-        eps_(std::max(k.attrs->get_number("eps"), CUDNN_BN_MIN_EPSILON)) {}
+        eps_(std::max(k.attrs->get_number("eps"), CUDNN_BN_MIN_EPSILON)),
+        relu_(epilogue_of(*k.attrs) == Epilogue::relu) {}
 
   std::vector<std::size_t> saved_bytes() const override {
     const auto bytes = static_cast<std::size_t>(channels_) * sizeof(float);
     return {bytes, bytes};
   }
-  // Gradients nobody asked for still need a destination: weight, bias, input.
+  // Gradients nobody asked for still need a destination: weight, bias, input;
+  // then the gradient before the relu.
   std::size_t workspace_bytes() const override {
     if (!training_program_) return 0;
-    return static_cast<std::size_t>(2 * channels_ + elements_) * sizeof(float);
+    return static_cast<std::size_t>(2 * channels_ + elements_ * (relu_ ? 2 : 1)) * sizeof(float);
   }
 
   void forward(const KernelArgs& a) override {
@@ -57,6 +62,9 @@ class BatchNormKernel final : public Kernel {
                 a.params[3].data, eps_),
             "cudnnBatchNormalizationForwardInference");
     }
+    if (relu_)
+      activation_forward(Epilogue::relu, a.output.f32(), a.output.f32(), elements_,
+                         ctx_.compute.get());
   }
 
   void backward(const KernelArgs& a) override {
@@ -65,16 +73,25 @@ class BatchNormKernel final : public Kernel {
     auto wanted = [&](const std::vector<TensorRef>& list, std::size_t i, float* fallback) {
       return i < list.size() && list[i] ? list[i].data : static_cast<void*>(fallback);
     };
+    const void* dy = a.grad_output.data;
+    if (relu_) {
+      float* before_relu = scratch + 2 * channels_ + elements_;
+      activation_backward(Epilogue::relu, a.grad_output.f32(), a.output.f32(), before_relu,
+                          elements_, ctx_.compute.get());
+      dy = before_relu;
+    }
     check(cudnnBatchNormalizationBackward(
               ctx_.cudnn.get(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x_.get(),
-              a.inputs[0].data, x_.get(), a.grad_output.data, x_.get(),
+              a.inputs[0].data, x_.get(), dy, x_.get(),
               wanted(a.grad_inputs, 0, scratch + 2 * channels_), stats_.get(), a.params[0].data,
               wanted(a.grad_params, 0, scratch), wanted(a.grad_params, 1, scratch + channels_),
               eps_, a.saved.at(0), a.saved.at(1)),
           "cudnnBatchNormalizationBackward");
   }
 
-  std::string implementation() const override { return "cudnn:batchnorm_spatial"; }
+  std::string implementation() const override {
+    return relu_ ? "cudnn:batchnorm_spatial then relu" : "cudnn:batchnorm_spatial";
+  }
 
  private:
   CudaContext& ctx_;
@@ -82,6 +99,7 @@ class BatchNormKernel final : public Kernel {
   std::int64_t channels_, elements_;
   bool training_program_;
   double momentum_, eps_;
+  bool relu_;  // activation: relu
 };
 
 }  // namespace

@@ -93,9 +93,10 @@ class CudaBackend final : public Backend {
       return name() + " is " + sm + "; fp16 needs sm_70 or newer: use precision: fp32";
     return "use precision: fp32 or tf32 on it";
   }
-  // cuBLASLt's RELU_BIAS and GELU_AUX_BIAS epilogues (its GELU is the tanh form).
-  bool fuses_into_matmul(Epilogue activation) const override {
-    return activation == Epilogue::relu || activation == Epilogue::gelu_tanh;
+  // cuBLASLt's RELU_BIAS and GELU_AUX_BIAS epilogues (its GELU is the tanh
+  // form). batchnorm would run its relu as a kernel of its own either way.
+  bool fuses_activation(const std::string& op, Epilogue activation) const override {
+    return op == "linear" && (activation == Epilogue::relu || activation == Epilogue::gelu_tanh);
   }
 
   void* allocate(std::size_t bytes) override {

@@ -3,6 +3,7 @@
 // layernorm (over the last dimension).
 #include "ops/defs/def_helpers.h"
 #include "ops/defs/families.h"
+#include "ops/epilogue.h"
 
 namespace trainer::defs {
 namespace {
@@ -25,8 +26,12 @@ OpDef batchnorm() {
             "taken over the whole global batch, across all data-parallel ranks; the same as "
             "false on one rank.")
           .def("false"),
+      field("activation", FieldType::enumeration,
+            "Activation applied to the output in the same kernel: relu or none.")
+          .def("none")
+          .one_of({"none", "relu"}),
   };
-  d.signature = [](const std::vector<Shape>& in, const Attrs&) {
+  d.signature = [](const std::vector<Shape>& in, const Attrs& a) {
     const Shape& x = in.at(0);
     if (x.size() != 2 && x.size() != 4)
       throw ShapeError("batchnorm needs input [N, C] or [N, C, H, W], got " + to_string(x));
@@ -37,10 +42,13 @@ OpDef batchnorm() {
                 {"bias", {c}, "zeros", true},
                 {"running_mean", {c}, "zeros", false},
                 {"running_var", {c}, "ones", false}};
-    s.forward_flops = flops_of(x, 5);
+    s.forward_flops = flops_of(x, epilogue_of(a) == Epilogue::relu ? 6 : 5);
     return s;
   };
-  d.backward_reads.inputs = true;
+  // relu differentiates from the output.
+  d.backward_reads_rule = [](const Attrs& a) {
+    return BackwardReads{true, epilogue_reads_output(epilogue_of(a))};
+  };
   d.formats = FormatRule::per_argument;  // synchronised (`sync`): plain, see formats.cpp
   return d;
 }

@@ -1,6 +1,7 @@
 // The fusion pass (fusion.h).
 #include "runner/graph/fusion.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "ops/epilogue.h"
@@ -8,9 +9,14 @@
 namespace trainer::graph {
 namespace {
 
-bool takes_epilogue(const Node& node) {
+// Whether `node` has no activation yet and its op lists `activation` among
+// the values of its `activation` attribute.
+bool takes_activation(const Node& node, Epilogue activation) {
+  if (epilogue_of(node.attrs) != Epilogue::none) return false;
   for (const FieldSpec& f : node.op->attrs)
-    if (f.name == "activation") return epilogue_of(node.attrs) == Epilogue::none;
+    if (f.name == "activation")
+      return std::find(f.choices.begin(), f.choices.end(), epilogue_name(activation)) !=
+             f.choices.end();
   return false;
 }
 
@@ -47,7 +53,7 @@ void compact(Graph& graph, const std::vector<bool>& drop_node,
 
 }  // namespace
 
-int fuse_activations(Graph& graph, const std::function<bool(Epilogue)>& fuses) {
+int fuse_activations(Graph& graph, const FusionRule& fuses) {
   std::vector<int> readers(graph.values.size(), 0);
   std::vector<int> reader(graph.values.size(), -1);
   for (std::size_t n = 0; n < graph.nodes.size(); ++n)
@@ -62,19 +68,19 @@ int fuse_activations(Graph& graph, const std::function<bool(Epilogue)>& fuses) {
   std::vector<bool> drop_value(graph.values.size(), false);
   int fused = 0;
   for (std::size_t n = 0; n < graph.nodes.size(); ++n) {
-    Node& linear = graph.nodes[n];
-    if (!takes_epilogue(linear) || readers[linear.output] != 1) continue;
-    const int a = reader[linear.output];
+    Node& layer = graph.nodes[n];
+    const int a = reader[layer.output];
+    if (readers[layer.output] != 1 || a < 0) continue;  // read elsewhere too, or not by a node
     Node& activation = graph.nodes[a];
     const auto epilogue = epilogue_for_layer(activation.op->name, activation.attrs);
-    if (!epilogue || !fuses(*epilogue) || activation.recompute != linear.recompute ||
-        activation.inputs.size() != 1)
+    if (!epilogue || !takes_activation(layer, *epilogue) || !fuses(layer.op->name, *epilogue) ||
+        activation.recompute != layer.recompute || activation.inputs.size() != 1)
       continue;
-    drop_value[linear.output] = true;
+    drop_value[layer.output] = true;
     drop_node[a] = true;
-    linear.attrs.set("activation", std::string(epilogue_name(*epilogue)));
-    linear.output = activation.output;
-    linear.forward_flops += activation.forward_flops;
+    layer.attrs.set("activation", std::string(epilogue_name(*epilogue)));
+    layer.output = activation.output;
+    layer.forward_flops += activation.forward_flops;
     graph.values[activation.output].producer = static_cast<int>(n);
     ++fused;
   }

@@ -1,10 +1,12 @@
-// The fusion pass: a linear layer whose output is read only by an activation
-// layer the backend applies inside its GEMM (Backend::fuses_into_matmul:
-// relu on oneDNN, relu and gelu_tanh on cuBLASLt) becomes one node, the linear
-// with that `activation`. The activation's node and the pre-activation value
-// go; the linear writes the activation's output value, so every later reader
-// is unchanged, and its parameters (and checkpoint keys) stay as they were.
-// Both layers must be recomputed alike under activation checkpointing.
+// The fusion pass: a layer with an `activation` attribute (linear, batchnorm)
+// whose output is read only by an activation layer the backend applies inside
+// that layer's own work (Backend::fuses_activation: relu after linear and
+// batchnorm on oneDNN; relu and gelu_tanh after linear on cuBLASLt) becomes
+// one node with that `activation`. The activation's node and the
+// pre-activation value go; the layer writes the activation's output value, so
+// every later reader is unchanged, and its parameters (and checkpoint keys)
+// stay as they were. Both layers must be recomputed alike under activation
+// checkpointing.
 #pragma once
 
 #include <functional>
@@ -15,9 +17,12 @@
 
 namespace trainer::graph {
 
-// Folds every activation `fuses` accepts into the linear before it (a backend
-// passes its fuses_into_matmul); returns how many.
-int fuse_activations(Graph& graph, const std::function<bool(Epilogue)>& fuses);
+// Which (op, activation) pairs to fold: a backend's fuses_activation.
+using FusionRule = std::function<bool(const std::string& op, Epilogue activation)>;
+
+// Folds every activation layer `fuses` accepts into the layer before it;
+// returns how many.
+int fuse_activations(Graph& graph, const FusionRule& fuses);
 
 // What a node computes, for `trainer plan`: its op, and its epilogue when it
 // has one ("linear+relu").

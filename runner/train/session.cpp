@@ -163,7 +163,8 @@ void build_model_graph(Session& s) {
 graph::TrainingGraph training_graph(const Session& s, const Backend& backend) {
   graph::Graph g = s.graph;
   if (s.config.backend.fuse_activations)
-    graph::fuse_activations(g, [&](Epilogue e) { return backend.fuses_into_matmul(e); });
+    graph::fuse_activations(
+        g, [&](const std::string& op, Epilogue e) { return backend.fuses_activation(op, e); });
   graph::assign_formats(g, backend.activation_formats(), s.config.precision.mode);
   return graph::differentiate(std::move(g));
 }

@@ -1,5 +1,5 @@
 // Epilogue: the activation an op with an `activation` attribute (linear,
-// batchnorm) applies to its output in the same kernel. The graph's fusion pass
+// batchnorm, add) applies to its output in the same kernel. The graph's fusion pass
 // folds a following activation layer into it when the backend applies that
 // activation inside its own work (Backend::fuses_activation).
 #pragma once

@@ -130,7 +130,7 @@ class Backend {
     bool bf16_storage = false;
   };
   virtual ActivationFormats activation_formats() const { return {}; }
-  // Whether its kernel of `op` (linear, batchnorm: the ops with an
+  // Whether its kernel of `op` (linear, batchnorm, add: the ops with an
   // `activation` attribute) applies `activation` inside its own work (a GEMM
   // epilogue, a fused normalisation), so that the fusion pass folds the
   // activation layer after it into it. Every such kernel takes every

@@ -198,3 +198,50 @@ layers:
     for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
   }
 }
+
+TEST_CASE("a residual add + relu folds on the CPU and trains bit-identically") {
+  const char* block = R"(
+layers:
+  - {type: conv2d, name: c0, out_channels: 16, kernel: 3, padding: 1}
+  - {type: batchnorm, name: bn0}
+  - {type: relu, name: r0}
+  - {type: conv2d, name: c1, out_channels: 16, kernel: 3, padding: 1}
+  - {type: batchnorm, name: bn1}
+  - {type: add, name: sum, inputs: [bn1, r0]}
+  - {type: relu, name: r1}
+  - {type: global_avgpool}
+  - {type: linear, name: fc, out_features: 5}
+)";
+  ModelInput in = input_of();
+  in.sample_shape = {2, 6, 6};
+  const Graph separate = graph_of_yaml(block, in);
+  Graph folded = separate;
+  Graph gpu = separate;
+  // r0's input bn0 has one reader (r0); r0 itself is read twice, which does not matter.
+  REQUIRE(fuse_activations(folded, relu_only) == 2);
+  check_consistent(folded);
+  CHECK(op_label(*node_named(folded, "bn0")) == "batchnorm+relu");
+  CHECK(op_label(*node_named(folded, "sum")) == "add+relu");
+  CHECK(op_label(*node_named(folded, "bn1")) == "batchnorm");  // read by the add, not a relu
+  const auto gpu_rule = [](const std::string& op, Epilogue e) {
+    return op == "add" && e == Epilogue::relu;
+  };
+  CHECK(fuse_activations(gpu, gpu_rule) == 1);
+
+  auto reference = compile_test_program(separate, 3, 5, 5);
+  auto fused = compile_test_program(folded, 3, 5, 5);
+  for (std::uint64_t step = 1; step <= 2; ++step) {
+    reference->train_step(step);
+    fused->train_step(step);
+  }
+  CHECK(fused->loss().f32()[0] == reference->loss().f32()[0]);
+  for (std::size_t p = 0; p < fused->params().size(); ++p) {
+    const auto& a = reference->params()[p];
+    const auto& b = fused->params()[p];
+    INFO(a.param->name);
+    for (std::int64_t i = 0; i < a.value.numel(); ++i)
+      REQUIRE(a.value.f32()[i] == b.value.f32()[i]);
+    if (!a.grad) continue;
+    for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
+  }
+}

@@ -130,6 +130,8 @@ TEST_CASE("CUDA shape ops, add and concat equal CPU") {
   compare({"flatten", {}, {{2, 3, 4, 5}}}, 0, 0);
   compare({"reshape", {{"shape", Ints{12, -1}}}, {{2, 3, 4, 5}}}, 0, 0);
   compare({"add", {}, {{4, 9}, {4, 9}, {4, 9}}}, 1e-6, 1e-7);
+  compare({"add", {{"activation", std::string("relu")}}, {{4, 9}, {4, 9}, {4, 9}}}, 1e-6, 1e-7);
+  compare({"add", {{"activation", std::string("relu")}}, {{4, 9}, {4, 9}}}, 1e-6, 1e-7);
   compare({"concat", {}, {{2, 3, 4}, {2, 5, 4}}}, 0, 0);
   compare({"concat", {{"axis", std::int64_t{-1}}}, {{2, 3, 4}, {2, 3, 1}, {2, 3, 2}}}, 0, 0);
 }

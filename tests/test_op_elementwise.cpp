@@ -75,6 +75,32 @@ TEST_CASE("dropout: inverted scaling, replay with the same seed, identity in eva
   check_gradients(run, o);
 }
 
+TEST_CASE("add with activation relu: the clamped sum, gradients masked by the output") {
+  for (const std::int64_t n : {std::int64_t{7}, std::int64_t{50003}}) {  // serial, and split
+    INFO("n " << n);
+    cpu::set_cpu_threads(2);
+    OpRun run(cpu_backend(),
+              {"add", {{"activation", std::string("relu")}}, {{2, n}, {2, n}, {2, n}}});
+    const auto y = run.forward();
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < y.f.size(); ++k) {
+      const float sum = run.inputs[0].f[k] + run.inputs[1].f[k] + run.inputs[2].f[k];
+      if (y.f[k] != (sum > 0 ? sum : 0.0f)) ++wrong;
+    }
+    CHECK(wrong == 0);
+    HostTensor dy = HostTensor::zeros({2, n});
+    std::mt19937_64 rng(4);
+    fill_uniform(dy.f, rng, -1.0f, 1.0f);
+    const auto grads = run.backward(dy);
+    for (const auto& g : grads.inputs) {
+      wrong = 0;
+      for (std::size_t k = 0; k < g.f.size(); ++k)
+        if (g.f[k] != (y.f[k] > 0 ? dy.f[k] : 0.0f)) ++wrong;
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("add, concat, flatten and reshape: values and gradients") {
   {
     OpRun run(cpu_backend(), {"add", {}, {{2, 3, 5}, {2, 3, 5}, {2, 3, 5}}});

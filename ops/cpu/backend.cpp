@@ -98,11 +98,11 @@ class CpuBackend final : public Backend {
     if (isa >= dnnl::cpu_isa::avx2) return {8, false};
     return {};
   }
-  // relu as a post-op of the inner product, and inside oneDNN's batch
-  // normalisation (fuse_norm_relu). The gelus need their input kept, which a
-  // post-op cannot write: they run after the GEMM either way.
+  // relu as a post-op of the inner product, inside oneDNN's batch
+  // normalisation (fuse_norm_relu) and in add's own loop. The gelus need their
+  // input kept, which a post-op cannot write: they run after the GEMM either way.
   bool fuses_activation(const std::string& op, Epilogue activation) const override {
-    return (op == "linear" || op == "batchnorm") && activation == Epilogue::relu;
+    return (op == "linear" || op == "batchnorm" || op == "add") && activation == Epilogue::relu;
   }
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);

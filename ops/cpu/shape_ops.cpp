@@ -55,8 +55,9 @@ class ReshapeKernel final : public Kernel {
 
 class AddKernel final : public Kernel {
  public:
-  explicit AddKernel(const KernelContext& ctx) : count_(numel(ctx.output)) {}
-  std::string implementation() const override { return "loop"; }
+  explicit AddKernel(const KernelContext& ctx)
+      : count_(numel(ctx.output)), relu_(epilogue_of(*ctx.attrs) == Epilogue::relu) {}
+  std::string implementation() const override { return relu_ ? "loop+relu" : "loop"; }
 
   void forward(const KernelArgs& a) override {
     float* y = a.output.f32();  // may be input 0 (inplace_ok): element by element, fine
@@ -70,19 +71,38 @@ class AddKernel final : public Kernel {
 #pragma omp simd
         for (std::int64_t k = begin; k < end; ++k) y[k] += xi[k];
       }
+      if (!relu_) return;
+#pragma omp simd
+      for (std::int64_t k = begin; k < end; ++k) y[k] = y[k] > 0.0f ? y[k] : 0.0f;
     });
   }
 
+  // Every input's gradient is dy (with relu: where the output is positive).
+  // A gradient may be dy itself: the masked copy then works in place.
   void backward(const KernelArgs& a) override {
     const float* dy = a.grad_output.f32();
-    parallel_chunks(count_, [&](std::int64_t begin, std::int64_t end) {
-      for (const auto& g : a.grad_inputs)
-        if (g) copy_floats(g.f32() + begin, dy + begin, end - begin);
+    const float* y = a.output.f32();
+    const bool relu = relu_;
+    parallel_chunks(count_, [dy, y, relu, &a](std::int64_t begin, std::int64_t end) {
+      for (const auto& g : a.grad_inputs) {
+        if (!g) continue;
+        float* gi = g.f32();
+        if (!relu) {
+          copy_floats(gi + begin, dy + begin, end - begin);
+          continue;
+        }
+#pragma omp simd
+        for (std::int64_t k = begin; k < end; ++k) {
+          const float d = dy[k];  // loaded either way, so the select vectorises
+          gi[k] = y[k] > 0.0f ? d : 0.0f;
+        }
+      }
     });
   }
 
  private:
   std::int64_t count_;
+  bool relu_;  // activation: relu
 };
 
 class ConcatKernel final : public Kernel {

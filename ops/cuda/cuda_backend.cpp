@@ -94,8 +94,10 @@ class CudaBackend final : public Backend {
     return "use precision: fp32 or tf32 on it";
   }
   // cuBLASLt's RELU_BIAS and GELU_AUX_BIAS epilogues (its GELU is the tanh
-  // form). batchnorm would run its relu as a kernel of its own either way.
+  // form), and relu inside add's element-wise kernel. batchnorm would run its
+  // relu as a kernel of its own either way.
   bool fuses_activation(const std::string& op, Epilogue activation) const override {
+    if (op == "add") return activation == Epilogue::relu;
     return op == "linear" && (activation == Epilogue::relu || activation == Epilogue::gelu_tanh);
   }
 

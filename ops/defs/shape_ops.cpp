@@ -2,6 +2,7 @@
 // several inputs) and concat (along one axis).
 #include "ops/defs/def_helpers.h"
 #include "ops/defs/families.h"
+#include "ops/epilogue.h"
 
 namespace trainer::defs {
 namespace {
@@ -73,15 +74,24 @@ OpDef add() {
   d.doc = "Element-wise sum of two or more inputs of identical shape (residual connections).";
   d.min_inputs = 2;
   d.max_inputs = -1;
-  d.signature = [](const std::vector<Shape>& in, const Attrs&) {
+  d.attrs = {field("activation", FieldType::enumeration,
+                   "Activation applied to the sum in the same kernel: relu or none.")
+                 .def("none")
+                 .one_of({"none", "relu"})};
+  d.signature = [](const std::vector<Shape>& in, const Attrs& a) {
     for (std::size_t i = 1; i < in.size(); ++i)
       if (in[i] != in[0])
         throw ShapeError("add needs inputs of identical shape, got " + to_string(in[0]) + " and " +
                          to_string(in[i]) + " (input " + std::to_string(i + 1) + ")");
     OpSignature s;
     s.output = in.at(0);
-    s.forward_flops = flops_of(in.at(0), static_cast<double>(in.size() - 1));
+    const bool relu = epilogue_of(a) == Epilogue::relu;
+    s.forward_flops = flops_of(in.at(0), static_cast<double>(in.size() - (relu ? 0 : 1)));
     return s;
+  };
+  // relu differentiates from the output.
+  d.backward_reads_rule = [](const Attrs& a) {
+    return BackwardReads{false, epilogue_reads_output(epilogue_of(a))};
   };
   d.inplace_ok = true;
   d.formats = FormatRule::same_layout;

@@ -395,8 +395,9 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) { c.backend.cuda_graphs = bool_of(v); }),
            f(field("fuse_activations", T::boolean,
                    "Fold an activation layer into the layer before it when the backend applies "
-                   "it inside that layer's kernel: relu after linear and batchnorm on CPU; relu "
-                   "and gelu with approximate: tanh after linear on GPU")
+                   "it inside that layer's kernel: relu after linear, batchnorm and add on CPU; "
+                   "relu after linear and add, and gelu with approximate: tanh after linear, on "
+                   "GPU")
                  .def("true"),
              [](Config& c, const FieldValue& v) { c.backend.fuse_activations = bool_of(v); }),
        },

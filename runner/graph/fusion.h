@@ -1,8 +1,8 @@
-// The fusion pass: a layer with an `activation` attribute (linear, batchnorm)
-// whose output is read only by an activation layer the backend applies inside
-// that layer's own work (Backend::fuses_activation: relu after linear and
-// batchnorm on oneDNN; relu and gelu_tanh after linear on cuBLASLt) becomes
-// one node with that `activation`. The activation's node and the
+// The fusion pass: a layer with an `activation` attribute (linear, batchnorm,
+// add) whose output is read only by an activation layer the backend applies
+// inside that layer's own work (Backend::fuses_activation: on the CPU relu
+// after linear, batchnorm and add; on CUDA relu and gelu_tanh after linear,
+// relu after add) becomes one node with that `activation`. The activation's node and the
 // pre-activation value go; the layer writes the activation's output value, so
 // every later reader is unchanged, and its parameters (and checkpoint keys)
 // stay as they were. Both layers must be recomputed alike under activation

@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <string>
-#include <utility>
 
 #include "runner/graph/fusion.h"
 #include "tests/program_fixture.h"
@@ -56,6 +55,31 @@ void check_consistent(const Graph& g) {
     if (v.producer < 0) CHECK((v.kind == ValueKind::input || v.kind == ValueKind::labels));
   CHECK(g.values[g.logits].producer >= 0);
   CHECK(g.nodes[g.values[g.loss].producer].op->is_loss);
+}
+
+// Trains `a` and `b` (one model, folded two ways) for two steps from the same
+// start and requires the same loss, parameters (running statistics included)
+// and gradients, bit for bit, parameter by parameter name.
+void check_trains_identically(const Graph& a, const Graph& b) {
+  auto ra = compile_test_program(a, 3, 5, 5);
+  auto rb = compile_test_program(b, 3, 5, 5);
+  for (std::uint64_t step = 1; step <= 2; ++step) {
+    ra->train_step(step);
+    rb->train_step(step);
+  }
+  CHECK(rb->loss().f32()[0] == ra->loss().f32()[0]);
+  REQUIRE(ra->params().size() == rb->params().size());
+  for (std::size_t p = 0; p < ra->params().size(); ++p) {
+    const auto& pa = ra->params()[p];
+    const auto& pb = rb->params()[p];
+    INFO(pa.param->name);
+    REQUIRE(pa.param->name == pb.param->name);
+    for (std::int64_t i = 0; i < pa.value.numel(); ++i)
+      REQUIRE(pa.value.f32()[i] == pb.value.f32()[i]);
+    if (!pa.grad) continue;
+    for (std::int64_t i = 0; i < pa.grad.numel(); ++i)
+      REQUIRE(pa.grad.f32()[i] == pb.grad.f32()[i]);
+  }
 }
 
 const char* kMlp = R"(
@@ -143,22 +167,8 @@ layers:
   const Graph separate = graph_of_yaml(kMlp, input_of());
   Graph folded = graph_of_yaml(kMlp, input_of());
   REQUIRE(fuse_activations(folded, relu_only) == 1);
-  const Graph epilogues = graph_of_yaml(written, input_of());
-  auto reference = compile_test_program(separate, 3, 5, 5);
-  reference->train_step(7);
-  for (const Graph* g : {&std::as_const(folded), &epilogues}) {
-    auto fused = compile_test_program(*g, 3, 5, 5);
-    fused->train_step(7);
-    CHECK(fused->loss().f32()[0] == reference->loss().f32()[0]);
-    REQUIRE(fused->params().size() == reference->params().size());
-    for (std::size_t p = 0; p < fused->params().size(); ++p) {
-      const auto& a = reference->params()[p];
-      const auto& b = fused->params()[p];
-      INFO(a.param->name);
-      REQUIRE(a.param->name == b.param->name);
-      for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
-    }
-  }
+  check_trains_identically(separate, folded);
+  check_trains_identically(separate, graph_of_yaml(written, input_of()));
 }
 
 TEST_CASE("batchnorm + relu folds on the CPU and trains bit-identically") {
@@ -181,22 +191,7 @@ layers:
   CHECK(op_label(*node_named(folded, "bn1")) == "batchnorm+relu");
   CHECK(fuse_activations(gpu, relu_and_gelu_tanh) == 0);  // cuDNN's batchnorm: not fused
 
-  auto reference = compile_test_program(separate, 3, 5, 5);
-  auto fused = compile_test_program(folded, 3, 5, 5);
-  for (std::uint64_t step = 1; step <= 2; ++step) {
-    reference->train_step(step);
-    fused->train_step(step);
-  }
-  CHECK(fused->loss().f32()[0] == reference->loss().f32()[0]);
-  for (std::size_t p = 0; p < fused->params().size(); ++p) {
-    const auto& a = reference->params()[p];
-    const auto& b = fused->params()[p];
-    INFO(a.param->name);
-    for (std::int64_t i = 0; i < a.value.numel(); ++i)  // running statistics included
-      REQUIRE(a.value.f32()[i] == b.value.f32()[i]);
-    if (!a.grad) continue;
-    for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
-  }
+  check_trains_identically(separate, folded);
 }
 
 TEST_CASE("a residual add + relu folds on the CPU and trains bit-identically") {
@@ -228,20 +223,5 @@ layers:
   };
   CHECK(fuse_activations(gpu, gpu_rule) == 1);
 
-  auto reference = compile_test_program(separate, 3, 5, 5);
-  auto fused = compile_test_program(folded, 3, 5, 5);
-  for (std::uint64_t step = 1; step <= 2; ++step) {
-    reference->train_step(step);
-    fused->train_step(step);
-  }
-  CHECK(fused->loss().f32()[0] == reference->loss().f32()[0]);
-  for (std::size_t p = 0; p < fused->params().size(); ++p) {
-    const auto& a = reference->params()[p];
-    const auto& b = fused->params()[p];
-    INFO(a.param->name);
-    for (std::int64_t i = 0; i < a.value.numel(); ++i)
-      REQUIRE(a.value.f32()[i] == b.value.f32()[i]);
-    if (!a.grad) continue;
-    for (std::int64_t i = 0; i < a.grad.numel(); ++i) REQUIRE(a.grad.f32()[i] == b.grad.f32()[i]);
-  }
+  check_trains_identically(separate, folded);
 }

@@ -35,7 +35,7 @@ layers:
   - {type: conv2d, name: conv1, out_channels: 8, kernel: 3, padding: 1}
   - {type: batchnorm, name: bn1}
   - {type: relu}
-  - {type: maxpool, kernel: 2}
+  - {type: maxpool2d, kernel: 2}
   - {type: flatten}
   - {type: linear, name: fc1, out_features: 32}
   - {type: relu}

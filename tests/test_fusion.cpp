@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 
 #include "runner/graph/fusion.h"
 #include "tests/program_fixture.h"
@@ -14,11 +15,11 @@ using namespace trainer::graph;
 
 namespace {
 
-ModelInput input_of(std::int64_t classes = 5) {
+ModelInput input_of(Shape sample = {1, 4, 4}) {
   ModelInput in;
   in.batch = 6;
-  in.sample_shape = {1, 4, 4};
-  in.num_classes = classes;
+  in.sample_shape = std::move(sample);
+  in.num_classes = 5;
   return in;
 }
 
@@ -181,8 +182,7 @@ layers:
   - {type: flatten}
   - {type: linear, name: fc, out_features: 5}
 )";
-  ModelInput in = input_of();
-  in.sample_shape = {2, 6, 6};
+  const ModelInput in = input_of({2, 6, 6});
   const Graph separate = graph_of_yaml(cnn, in);
   Graph folded = separate;
   Graph gpu = separate;
@@ -207,8 +207,7 @@ layers:
   - {type: global_avgpool}
   - {type: linear, name: fc, out_features: 5}
 )";
-  ModelInput in = input_of();
-  in.sample_shape = {2, 6, 6};
+  const ModelInput in = input_of({2, 6, 6});
   const Graph separate = graph_of_yaml(block, in);
   Graph folded = separate;
   Graph gpu = separate;

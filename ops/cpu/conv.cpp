@@ -116,14 +116,14 @@ class ConvKernel final : public Kernel {
   std::string implementation() const override { return impl_; }
 
   void forward(const KernelArgs& a) override {
-    ports_.bind_forward(fwd_, a, bufs_);
+    ports_.bind_forward(fwd_, a, bufs_, a.output.data);
     if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, a.params[1].data);
     fwd_.execute();
-    ports_.finish_forward(a, bufs_);
+    ports_.finish_forward(a, bufs_, a.output.data);
   }
 
   void backward(const KernelArgs& a) override {
-    ports_.begin_backward();
+    ports_.begin_backward(a.grad_output.data);
     if (a.grad_inputs[0]) ports_.backward_data(bwd_data_, a, bufs_);
     if (has_bias_ && a.grad_params.size() > 1 && a.grad_params[1]) bias_gradient(a);
     if (a.grad_params.empty() || !a.grad_params[0]) return;

@@ -130,29 +130,37 @@ class LinearKernel final : public Kernel {
   std::size_t workspace_bytes() const override { return bufs_.total(); }
   std::string implementation() const override { return impl_; }
 
-  void forward(const KernelArgs& args) override {
+  void forward(const KernelArgs& a) override {
+    // The GEMM writes y, or with a gelu the pre-activation it keeps.
     const bool keeps_input = epilogue_keeps_input(epilogue_);
-    const KernelArgs& a = keeps_input ? with_output(args, pre_activation(args)) : args;
-    ports_.bind_forward(fwd_, a, bufs_);
+    void* z = keeps_input ? pre_activation(a) : a.output.data;
+    ports_.bind_forward(fwd_, a, bufs_, z);
     if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, a.params[1].data);
     fwd_.execute();
-    ports_.finish_forward(a, bufs_);
-    if (keeps_input) activation_.forward(a.output.data, args.output.data);
+    ports_.finish_forward(a, bufs_, z);
+    if (keeps_input) activation_.forward(z, a.output.data);
   }
 
-  void backward(const KernelArgs& args) override {
-    const KernelArgs& a = epilogue_ == Epilogue::none ? args : with_pre_activation_grad(args);
-    ports_.begin_backward();
+  void backward(const KernelArgs& a) override {
+    // The GEMMs read dy, or with an epilogue the pre-activation's gradient,
+    // computed here into the workspace.
+    const void* dy = a.grad_output.data;
+    if (epilogue_ != Epilogue::none) {
+      void* dz = bufs_.at(a.workspace, pre_activation_grad_);
+      activation_.backward(activation_.uses_output() ? a.output.data : pre_activation(a), dy, dz);
+      dy = dz;
+    }
+    ports_.begin_backward(dy);
     if (a.grad_inputs[0]) ports_.backward_data(bwd_data_, a, bufs_);
     const bool want_w = a.grad_params.size() > 0 && a.grad_params[0];
     const bool want_b = has_bias_ && a.grad_params.size() > 1 && a.grad_params[1];
     if (!want_w && !want_b) return;
-    if (!want_w) {  // bias only: the column sums of grad_output
-      const float* dy = ports_.plain_dy(a, bufs_);
+    if (!want_w) {  // bias only: the column sums of dy
+      const float* plain = ports_.plain_dy(a, bufs_);
       float* db = a.grad_params[1].f32();
       std::fill(db, db + out_, 0.0f);
       for (std::int64_t r = 0; r < rows_; ++r)
-        for (std::int64_t o = 0; o < out_; ++o) db[o] += dy[r * out_ + o];
+        for (std::int64_t o = 0; o < out_; ++o) db[o] += plain[r * out_ + o];
       return;
     }
     ports_.bind_backward_weights(bwd_weights_, a, bufs_);
@@ -167,32 +175,12 @@ class LinearKernel final : public Kernel {
   // The pre-activation (kept by the gelus): the last saved buffer.
   void* pre_activation(const KernelArgs& a) const { return a.saved.back(); }
 
-  // `a` with the output pointing at `output` (the forward of a kept pre-activation).
-  const KernelArgs& with_output(const KernelArgs& a, void* output) {
-    epilogue_args_ = a;
-    epilogue_args_.output.data = output;
-    return epilogue_args_;
-  }
-
-  // `a` with dy replaced by the pre-activation's gradient, computed here into
-  // the workspace. (Copy-assigning the same-sized argument lists reuses their
-  // storage: no allocation after the first step.)
-  const KernelArgs& with_pre_activation_grad(const KernelArgs& a) {
-    void* dz = bufs_.at(a.workspace, pre_activation_grad_);
-    activation_.backward(activation_.uses_output() ? a.output.data : pre_activation(a),
-                         a.grad_output.data, dz);
-    epilogue_args_ = a;
-    epilogue_args_.grad_output.data = dz;
-    return epilogue_args_;
-  }
-
   std::int64_t rows_ = 0, out_ = 0;
   bool has_bias_ = false;
   Epilogue epilogue_ = Epilogue::none;
   Eltwise activation_;  // the epilogue's element-wise operation (backward too for relu)
   std::size_t y_bytes_ = 0;
   std::size_t unwanted_bias_ = 0, pre_activation_grad_ = 0;
-  KernelArgs epilogue_args_;
   KernelBuffers bufs_;
   MatmulPorts ports_;
   std::string impl_;

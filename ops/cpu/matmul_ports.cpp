@@ -59,7 +59,7 @@ void MatmulPorts::plan_training(const dnnl::primitive_desc_base& fwd,
 }
 
 const float* MatmulPorts::plain_dy(const KernelArgs& a, const KernelBuffers& bufs) {
-  return static_cast<const float*>(dy_plain_.in(a.grad_output.data, a.workspace, bufs));
+  return static_cast<const float*>(dy_plain_.in(dy_, a.workspace, bufs));
 }
 
 std::vector<std::size_t> MatmulPorts::saved_bytes() const {
@@ -73,26 +73,26 @@ void* MatmulPorts::saved_w(const KernelArgs& a) const {
   return a.saved[x_from_saved_ ? 1 : 0];
 }
 
-void MatmulPorts::bind_forward(PrimitiveCall& call, const KernelArgs& a,
-                               const KernelBuffers& bufs) {
+void MatmulPorts::bind_forward(PrimitiveCall& call, const KernelArgs& a, const KernelBuffers& bufs,
+                               void* y) {
   void* ws = a.workspace;
   call.bind(DNNL_ARG_SRC, x_from_saved_ ? x_fwd_.in_saved(a.inputs[0].data, a.saved[0])
                                         : x_fwd_.in(a.inputs[0].data, ws, bufs));
   call.bind(DNNL_ARG_WEIGHTS, w_from_saved_ ? w_fwd_.in_saved(a.params[0].data, saved_w(a))
                                             : w_fwd_.in(a.params[0].data, ws, bufs));
-  call.bind(DNNL_ARG_DST, y_fwd_.out_target(a.output.data, ws, bufs));
+  call.bind(DNNL_ARG_DST, y_fwd_.out_target(y, ws, bufs));
   call.bind_scratchpad(ws);
 }
 
-void MatmulPorts::finish_forward(const KernelArgs& a, const KernelBuffers& bufs) {
-  y_fwd_.out_finish(a.output.data, a.workspace, bufs);
+void MatmulPorts::finish_forward(const KernelArgs& a, const KernelBuffers& bufs, void* y) {
+  y_fwd_.out_finish(y, a.workspace, bufs);
 }
 
 void MatmulPorts::backward_data(PrimitiveCall& call, const KernelArgs& a,
                                 const KernelBuffers& bufs) {
   void* ws = a.workspace;
   void* dx = a.grad_inputs[0].data;
-  dy_converted_ = dy_bd_.in(a.grad_output.data, ws, bufs);
+  dy_converted_ = dy_bd_.in(dy_, ws, bufs);
   call.bind(DNNL_ARG_DIFF_DST, dy_converted_);
   call.bind(DNNL_ARG_WEIGHTS, w_from_saved_ ? saved_w(a) : w_bd_.in(a.params[0].data, ws, bufs));
   call.bind(DNNL_ARG_DIFF_SRC, dx_bd_.out_target(dx, ws, bufs));
@@ -104,9 +104,9 @@ void MatmulPorts::backward_data(PrimitiveCall& call, const KernelArgs& a,
 void MatmulPorts::bind_backward_weights(PrimitiveCall& call, const KernelArgs& a,
                                         const KernelBuffers& bufs) {
   void* ws = a.workspace;
-  const void* dy = !dy_shared_     ? dy_bw_.in(a.grad_output.data, ws, bufs)
+  const void* dy = !dy_shared_     ? dy_bw_.in(dy_, ws, bufs)
                    : dy_converted_ ? dy_converted_
-                                   : dy_bd_.in(a.grad_output.data, ws, bufs);
+                                   : dy_bd_.in(dy_, ws, bufs);
   call.bind(DNNL_ARG_SRC, x_from_saved_ ? a.saved[0] : x_bw_.in(a.inputs[0].data, ws, bufs));
   call.bind(DNNL_ARG_DIFF_DST, dy);
   call.bind(DNNL_ARG_DIFF_WEIGHTS, dw_bw_.out_target(a.grad_params[0].data, ws, bufs));

@@ -41,12 +41,17 @@ class MatmulPorts {
   // backward calls read them as converted; none: {}).
   std::vector<std::size_t> saved_bytes() const;
 
-  // Binds SRC, WEIGHTS and DST of the forward call; finish_forward() after it ran.
-  void bind_forward(PrimitiveCall& call, const KernelArgs& a, const KernelBuffers& bufs);
-  void finish_forward(const KernelArgs& a, const KernelBuffers& bufs);
+  // Binds SRC, WEIGHTS and DST of the forward call, writing `y` (the output,
+  // or where the kernel wants the GEMM's result); finish_forward() after it ran.
+  void bind_forward(PrimitiveCall& call, const KernelArgs& a, const KernelBuffers& bufs, void* y);
+  void finish_forward(const KernelArgs& a, const KernelBuffers& bufs, void* y);
 
-  // At the start of each backward call.
-  void begin_backward() { dy_converted_ = nullptr; }
+  // At the start of each backward call: `dy` is the gradient the GEMMs read
+  // (the output's, or one the kernel derived from it).
+  void begin_backward(const void* dy) {
+    dy_ = dy;
+    dy_converted_ = nullptr;
+  }
   // Backward data: dx from dy and w (binds, runs, converts dx back).
   void backward_data(PrimitiveCall& call, const KernelArgs& a, const KernelBuffers& bufs);
   // Binds SRC, DIFF_DST and DIFF_WEIGHTS of the backward-weights call (after
@@ -63,6 +68,7 @@ class MatmulPorts {
   void* saved_w(const KernelArgs& a) const;
 
   bool x_from_saved_ = false, w_from_saved_ = false, dy_shared_ = false;
+  const void* dy_ = nullptr;            // the incoming gradient, this step
   const void* dy_converted_ = nullptr;  // dy in the backward-data layout, this step
   Port x_fwd_, w_fwd_, y_fwd_, dy_bd_, w_bd_, dx_bd_, x_bw_, dy_bw_, dw_bw_, dy_plain_;
 };

@@ -99,6 +99,21 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
   });
 }
 
+// Sum of squares of n floats in double: blocks of float sums keep the loop
+// vectorised.
+double sum_of_squares(const float* x, std::int64_t n) {
+  float partial = 0.0f;
+  double block_total = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    partial += x[i] * x[i];
+    if ((i & 1023) == 1023) {
+      block_total += partial;
+      partial = 0.0f;
+    }
+  }
+  return block_total + partial;
+}
+
 class CpuVectorOps final : public VectorOps {
  public:
   void set_optimizer_step(const OptimizerStep& step) override { step_ = step; }
@@ -106,12 +121,11 @@ class CpuVectorOps final : public VectorOps {
   void optimizer_update(const std::vector<ParamSlot>& slots) override {
     OptimizerStep step = step_;
     if (step.clip_norm > 0) {
-      std::vector<TensorRef> grads;
-      for (const auto& s : slots) grads.push_back({s.grad, {s.size}, DType::f32});
-      bool finite = true;
+      double total = 0.0;
+      for (const auto& s : slots) total += sum_of_squares(s.grad, s.size);
       const double scale = step.grad_scale;
-      const double norm = scale * std::sqrt(sum_squares(grads, finite));
-      nonfinite_seen_ = nonfinite_seen_ || !finite;
+      const double norm = scale * std::sqrt(total);
+      nonfinite_seen_ = nonfinite_seen_ || !std::isfinite(total);
       step.grad_scale = static_cast<float>(clipped_scale(scale, norm, step.clip_norm));
     }
     for (const auto& s : slots) {
@@ -134,20 +148,7 @@ class CpuVectorOps final : public VectorOps {
   double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) override {
     double total = 0.0;
     finite = true;
-    for (const auto& t : tensors) {
-      const float* x = t.f32();
-      const std::int64_t n = t.numel();
-      float partial = 0.0f;  // blocks of float sums keep the loop vectorised
-      double block_total = 0.0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        partial += x[i] * x[i];
-        if ((i & 1023) == 1023) {
-          block_total += partial;
-          partial = 0.0f;
-        }
-      }
-      total += block_total + partial;
-    }
+    for (const auto& t : tensors) total += sum_of_squares(t.f32(), t.numel());
     if (!std::isfinite(total)) finite = false;
     return total;
   }

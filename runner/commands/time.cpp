@@ -43,7 +43,6 @@ int command_time(const CommandArgs& args) {
   // run diverging.
   OptimizerStep opt = train::configured_optimizer(config);
   opt.lr = 1e-4f;
-  opt.clip_norm = config.precision.mode == "fp16" ? 0.0 : config.train.clip_grad_norm;
 
   using Clock = std::chrono::steady_clock;
   // Whole steps as a run without loss scaling takes them: the

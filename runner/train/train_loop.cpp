@@ -347,10 +347,9 @@ void TrainLoop::prepare_optimizer() {
   // is measured inside the update.
   update_in_step_ =
       accumulation_ == 1 && world_ == 1 && !scaler_.enabled() && inject_overflow_.empty();
-  // Without loss scaling the update clips on the backend; the host learns of
-  // non-finite gradients at the next log point.
-  clip_in_update_ = cfg_.train.clip_grad_norm > 0 && !scaler_.enabled();
-  opt_.clip_norm = clip_in_update_ ? cfg_.train.clip_grad_norm : 0.0;
+  // Without loss scaling the update clips on the backend (configured_optimizer);
+  // the host learns of non-finite gradients at the next log point.
+  clip_in_update_ = opt_.clip_norm > 0;
   if (update_in_step_)
     program_.set_update([this] { backend_.vector_ops().optimizer_update(slots_); });
 }

@@ -23,7 +23,8 @@ namespace trainer::train {
 // The compile options a config asks for (optimizer state tensors, accumulation).
 graph::CompileOptions compile_options(const Session& session);
 
-// The optimizer a config asks for, at its base learning rate.
+// The optimizer a config asks for, at its base learning rate, with clipping
+// inside the update unless fp16 loss scaling clips on the host.
 OptimizerStep configured_optimizer(const config::Config& config);
 
 // The loader settings of a session's training (shuffled, its ranks' share when

@@ -1,7 +1,7 @@
 // The training step's whole-model vector work, done by each backend over all
 // parameters at once: optimizer updates (one call for every parameter, with
-// gradient clipping measured inside it), the global gradient norm with a
-// non-finite check, scaling and accumulation.
+// gradient clipping and fp16 loss scaling decided inside it), the global
+// gradient norm with a non-finite check, scaling and accumulation.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/loss_scale_rule.h"
 #include "ops/tensor.h"
 
 namespace trainer {
@@ -52,6 +53,38 @@ constexpr double clipped_scale(double grad_scale, double scaled_norm, double cli
   return scaled_norm > clip ? grad_scale * clip / (scaled_norm + 1e-6) : grad_scale;
 }
 
+// What one update applies.
+struct UpdateDecision {
+  bool apply = true;
+  double grad_scale = 1.0;
+  float lr = 0.0f;
+  std::int64_t step = 1;
+};
+
+// Decides one update from the gradients it is about to apply (`grad_norm`:
+// their norm as computed, before grad_scale; `finite`: none is inf or NaN).
+// Under loss scaling (`scaling` non-null) the scaler's rule says whether the
+// update is applied and moves the scale on, the gradients are divided by the
+// scale they were computed at, and the learning rate (`lr_by_update`, indexed
+// by the updates applied so far) and Adam's step follow the applied updates,
+// so that a skipped step holds the schedule. Then clipping. constexpr: the
+// CUDA update decides on the device with it.
+constexpr UpdateDecision decide_update(const OptimizerStep& o, double grad_norm, bool finite,
+                                       const LossScaleRule& rule, LossScaleState* scaling,
+                                       const float* lr_by_update, std::int64_t lr_count) {
+  UpdateDecision d{true, o.grad_scale, o.lr, o.step};
+  if (scaling) {
+    const std::int64_t applied = scaling->steps - scaling->skipped;
+    d.grad_scale = o.grad_scale / scaling->scale;
+    if (lr_count > 0) d.lr = lr_by_update[applied < lr_count ? applied : lr_count - 1];
+    d.step = applied + 1;
+    d.apply = advance_loss_scale(rule, *scaling, finite);
+  }
+  if (o.clip_norm > 0)
+    d.grad_scale = clipped_scale(d.grad_scale, d.grad_scale * grad_norm, o.clip_norm);
+  return d;
+}
+
 class VectorOps {
  public:
   virtual ~VectorOps() = default;
@@ -70,6 +103,20 @@ class VectorOps {
   // (then it updated with them); resets the flag. A read-back on a GPU: for
   // log points, not every step.
   virtual bool nonfinite_gradients_seen() = 0;
+  // fp16 loss scaling done by the updates themselves (decide_update), from
+  // `state` on: each update checks the gradients for inf and NaN, skips itself
+  // or divides the scale out, and moves the scale on by `rule`. The state stays
+  // in backend memory, so nothing is read back per step and an update recorded
+  // with the step (a CUDA graph) scales too.
+  virtual void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state,
+                                  const std::vector<float>& lr_by_update) = 0;
+  // Back to updates that apply every step with the hyperparameters set.
+  virtual void stop_loss_scaling() = 0;
+  // The scaler's state after the updates queued so far (a read-back on a GPU).
+  virtual LossScaleState loss_scale_state() = 0;
+  // dst = factor x the current loss scale (1 without loss scaling): the seed
+  // gradient backward starts from, read from backend memory.
+  virtual void fill_loss_seed(const TensorRef& dst, double factor) = 0;
   // Sum of squares of all tensors (float32) in double precision; `finite` is set
   // to false when any element is inf or NaN.
   virtual double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) = 0;

@@ -2,12 +2,14 @@
 // CUDA graphs: a training step captured once and replayed gives the same loss
 // and gradients, bit for bit, as the same step run kernel by kernel, across
 // changing seeds (dropout) and valid rows (a short last batch), for training
-// and evaluation; and inputs staged on the copy stream arrive in order while
+// and evaluation; an update recorded with the step skips and scales under fp16
+// loss scaling as the eager one does; and inputs staged on the copy stream arrive in order while
 // compute runs, from a host buffer reused at once. Skipped with the reason on a
 // machine without a GPU.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,6 +136,58 @@ TEST_CASE("the optimizer update recorded with the step reads each step's learnin
   }
   graphed->set_update(nullptr);
   eager->set_update(nullptr);
+}
+
+TEST_CASE("a recorded update with loss scaling skips, unscales and scales like the eager one") {
+  // Step 3's input holds a NaN, so its gradients do: that update, replayed
+  // from the recording, must skip itself and halve the scale on the device.
+  LossScaleRule rule;
+  rule.growth_interval = 2;
+  LossScaleState start;
+  start.scale = 1024;
+  const std::vector<float> lr_by_update = {0.05f, 0.04f, 0.03f, 0.02f, 0.01f, 0.005f};
+  struct Result {
+    std::vector<std::vector<float>> params;
+    LossScaleState state;
+    std::string execution;
+  };
+  auto run = [&](bool record) {
+    auto program = compile_cnn(record);
+    std::vector<ParamSlot> slots = program->optimizer_slots();
+    Backend& backend = program->backend();
+    VectorOps& ops = backend.vector_ops();
+    program->set_update([&] { ops.optimizer_update(slots); });
+    ops.start_loss_scaling(rule, start, lr_by_update);
+    ops.set_optimizer_step(OptimizerStep{});
+    std::vector<float> input = read(*program, program->input());
+    std::vector<float> poisoned = input;
+    poisoned[3] = std::numeric_limits<float>::quiet_NaN();
+    for (int step = 1; step <= 6; ++step) {
+      const auto& x = step == 3 ? poisoned : input;
+      backend.copy_to_device(program->input().data, x.data(), x.size() * sizeof(float));
+      ops.fill_loss_seed(program->loss_seed(), 1.0);
+      program->train_step(static_cast<std::uint64_t>(step), -1);
+    }
+    Result r;
+    r.state = ops.loss_scale_state();
+    ops.stop_loss_scaling();
+    for (const auto& p : program->params())
+      if (p.grad) r.params.push_back(read(*program, p.value));
+    r.execution = program->step_execution();
+    program->set_update(nullptr);
+    return r;
+  };
+  const Result graphed = run(true), eager = run(false);
+  CHECK(graphed.execution == "recorded");
+  CHECK(graphed.state.skipped == 1);
+  CHECK(graphed.state.last_overflow_step == 3);
+  CHECK(graphed.state.steps == 6);
+  CHECK(graphed.state.scale == 2048);  // grown at step 2, halved at 3, grown at 5
+  CHECK(graphed.state.scale == eager.state.scale);
+  CHECK(graphed.state.clean_steps == eager.state.clean_steps);
+  REQUIRE(graphed.params.size() == eager.params.size());
+  for (std::size_t i = 0; i < graphed.params.size(); ++i)
+    CHECK(graphed.params[i] == eager.params[i]);
 }
 
 TEST_CASE("staged input copies land in order and free the host buffer at once") {

@@ -155,6 +155,98 @@ TEST_CASE("CUDA clipping inside the update equals the CPU's") {
   CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
 }
 
+TEST_CASE("CUDA loss scaling inside the update equals the CPU's: skip, unscale, schedule") {
+  // Adam over five steps of gradients computed at the loss scale; the second
+  // step's overflow is skipped on the device, and the scale grows after two
+  // clean steps. Weights, moments and the scaler's state must match the CPU.
+  std::mt19937 rng(8);
+  const std::vector<std::size_t> sizes = {5, 40001};
+  trainer::LossScaleRule rule;
+  rule.growth_interval = 2;
+  trainer::LossScaleState start;
+  start.scale = 1024;
+  const std::vector<float> lr_by_update = {0.02f, 0.015f, 0.01f, 0.005f, 0.001f};
+  trainer::OptimizerStep step;
+  step.kind = trainer::OptimizerKind::adamw;
+  step.weight_decay = 0.01f;
+  step.clip_norm = 100.0;  // bites: the unscaled gradients have a norm near 115
+  std::vector<std::vector<std::vector<float>>> grads(5);  // [step][param]
+  for (int s = 0; s < 5; ++s)
+    for (std::size_t n : sizes) {
+      auto g = random_vector(n, rng);
+      for (auto& x : g) x *= 1024.0f;
+      grads[s].push_back(g);
+    }
+  grads[1][1][17] = std::numeric_limits<float>::infinity();
+
+  struct Result {
+    std::vector<std::vector<float>> params, moments;
+    trainer::LossScaleState state;
+  };
+  auto run = [&](Backend& backend, bool device) {
+    std::vector<std::vector<float>> host_params, host_grads, host_m, host_v;
+    for (std::size_t n : sizes) {
+      host_params.push_back(random_vector(n, rng));
+      host_grads.emplace_back(n, 0.0f);
+      host_m.emplace_back(n, 0.0f);
+      host_v.emplace_back(n, 0.0f);
+    }
+    std::vector<void*> allocations;
+    auto place = [&](std::vector<float>& v) {
+      if (!device) return v.data();
+      auto* p = static_cast<float*>(backend.allocate(v.size() * 4));
+      allocations.push_back(p);
+      backend.copy_to_device(p, v.data(), v.size() * 4);
+      return p;
+    };
+    std::vector<trainer::ParamSlot> slots;
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      slots.push_back({place(host_params[i]), place(host_grads[i]), place(host_m[i]),
+                       place(host_v[i]), static_cast<std::int64_t>(sizes[i]), true});
+    trainer::VectorOps& ops = backend.vector_ops();
+    ops.start_loss_scaling(rule, start, lr_by_update);
+    for (int s = 0; s < 5; ++s) {
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        if (device)
+          backend.copy_to_device(slots[i].grad, grads[s][i].data(), sizes[i] * 4);
+        else
+          host_grads[i] = grads[s][i];
+      }
+      ops.optimizer_step(slots, step);
+    }
+    Result r;
+    r.state = ops.loss_scale_state();
+    ops.stop_loss_scaling();
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (device) {
+        backend.copy_to_host(host_params[i].data(), slots[i].param, sizes[i] * 4);
+        backend.copy_to_host(host_m[i].data(), slots[i].state0, sizes[i] * 4);
+      }
+      r.params.push_back(host_params[i]);
+      r.moments.push_back(host_m[i]);
+    }
+    for (void* p : allocations) backend.release(p);
+    return r;
+  };
+  const std::mt19937 params_seed = rng;
+  const Result want = run(trainer::cpu_backend(), false);
+  rng = params_seed;  // the same initial weights
+  const Result got = run(trainer::cuda_backend(0), true);
+  CHECK(want.state.skipped == 1);
+  CHECK(want.state.last_overflow_step == 2);
+  CHECK(got.state.steps == want.state.steps);
+  CHECK(got.state.skipped == want.state.skipped);
+  CHECK(got.state.scale == want.state.scale);
+  CHECK(got.state.clean_steps == want.state.clean_steps);
+  CHECK(got.state.last_overflow_step == want.state.last_overflow_step);
+  CHECK(got.state.last_overflow_scale == want.state.last_overflow_scale);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    INFO("param " << i);
+    check_close(got.params[i], want.params[i]);
+    check_close(got.moments[i], want.moments[i]);
+  }
+}
+
 TEST_CASE("CUDA sum_squares equals the CPU one and detects inf and NaN") {
   std::mt19937 rng(9);
   Backend& gpu = trainer::cuda_backend(0);

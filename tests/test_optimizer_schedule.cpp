@@ -145,6 +145,65 @@ TEST_CASE("clipping inside the update scales the gradients by the clipped norm")
   CHECK_FALSE(ops.nonfinite_gradients_seen());
 }
 
+TEST_CASE("loss scaling inside the update skips overflowing steps and holds the schedule") {
+  // Adam over the gradients g1, inf, g2 computed at the loss scale: the scaled
+  // run must equal a plain one over g1, g2 divided by the scale each was
+  // computed at, with the learning rates and Adam steps of updates 1 and 2.
+  VectorOps& ops = cpu_backend().vector_ops();
+  const std::vector<float> lr_by_update = {0.1f, 0.05f, 0.02f};
+  LossScaleRule rule;
+  rule.growth_interval = 100;
+  LossScaleState start;
+  start.scale = 8;
+  OptimizerStep step;
+  step.kind = OptimizerKind::adam;
+  step.lr = 1.0f;  // overridden by the table
+  step.step = 7;   // and by the count of applied updates
+
+  std::vector<float> p = {1.0f, -2.0f}, m(2, 0.0f), v(2, 0.0f), g;
+  const ParamSlot slot{p.data(), nullptr, m.data(), v.data(), 2, true};
+  auto scaled_step = [&](std::vector<float> grad) {
+    g = std::move(grad);
+    ParamSlot s = slot;
+    s.grad = g.data();
+    ops.optimizer_step({s}, step);
+  };
+  ops.start_loss_scaling(rule, start, lr_by_update);
+  std::vector<float> seed(3);
+  ops.fill_loss_seed({seed.data(), {3}, DType::f32}, 0.5);
+  CHECK(seed[2] == 4.0f);
+  scaled_step({8.0f, -16.0f});
+  CHECK(ops.loss_scale_state().steps == 1);
+  const std::vector<float> after_first = p;
+  scaled_step({INFINITY, 1.0f});
+  CHECK(p == after_first);  // skipped: weights and moments untouched
+  const LossScaleState skipped = ops.loss_scale_state();
+  CHECK(skipped.scale == 4);
+  CHECK(skipped.skipped == 1);
+  CHECK(skipped.last_overflow_step == 2);
+  CHECK(skipped.last_overflow_scale == 8);
+  ops.fill_loss_seed({seed.data(), {3}, DType::f32}, 0.5);
+  CHECK(seed[0] == 2.0f);  // the seed follows the scale
+  scaled_step({2.0f, 4.0f});
+  CHECK(ops.loss_scale_state().steps == 3);
+  ops.stop_loss_scaling();
+  ops.fill_loss_seed({seed.data(), {3}, DType::f32}, 0.5);
+  CHECK(seed[1] == 0.5f);  // unscaled again
+
+  std::vector<float> q = {1.0f, -2.0f}, qm(2, 0.0f), qv(2, 0.0f);
+  std::vector<float> g1 = {1.0f, -2.0f}, g2 = {0.5f, 1.0f};  // g / the scale
+  OptimizerStep plain = step;
+  plain.lr = 0.1f;
+  plain.step = 1;
+  ops.optimizer_step({{q.data(), g1.data(), qm.data(), qv.data(), 2, true}}, plain);
+  plain.lr = 0.05f;
+  plain.step = 2;
+  ops.optimizer_step({{q.data(), g2.data(), qm.data(), qv.data(), 2, true}}, plain);
+  CHECK(p == q);
+  CHECK(m == qm);
+  CHECK(v == qv);
+}
+
 TEST_CASE("learning-rate schedules") {
   config::ScheduleConfig s;
   using train::learning_rate;

@@ -158,6 +158,9 @@ TEST_CASE("overflows at the minimum scale collapse the scaler; a clean step rese
   CHECK_FALSE(s.collapsed());
   CHECK_FALSE(s.update(false));
   CHECK(s.collapsed());
+  CHECK(s.collapsed_at_step() == 6);
+  CHECK_FALSE(s.update(false));
+  CHECK(s.collapsed_at_step() == 6);  // still the step the run of overflows reached patience
 }
 
 TEST_CASE("static loss scaling skips overflowing steps and keeps its scale") {
@@ -186,12 +189,15 @@ TEST_CASE("the scaler's state survives a checkpoint round trip") {
   a.update(true);
   a.update(false);
   train::LossScaler b(scaling(1024, 3, 2), true);
-  b.restore(a.to_json());
+  b.restore(a.to_json(), 2);
   for (bool finite : {false, true, true, true, true, false, false}) {
     CHECK(a.update(finite) == b.update(finite));
     CHECK(a.scale() == b.scale());
   }
   CHECK(a.skipped_steps() == b.skipped_steps());
+  CHECK(b.state().steps == 9);
+  CHECK(b.state().last_overflow_step == 9);
+  CHECK(b.state().last_overflow_scale == a.state().last_overflow_scale);
 }
 
 TEST_CASE("bf16 linear computes on bf16-rounded inputs and weights with float32 results") {

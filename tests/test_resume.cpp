@@ -97,6 +97,17 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "an fp16 run resumes exactly too, its loss scale and skipped steps read back from the "
+    "backend at the checkpoint") {
+  // Real overflows: the scale starts far too high, backs off tenfold and grows
+  // every 4 clean steps, so steps are skipped before and after the cut.
+  check_max_steps_resume(
+      "resume-max-steps-fp16",
+      {"precision.mode=fp16", "precision.loss_scale.init_scale=1e9",
+       "precision.loss_scale.backoff_factor=0.1", "precision.loss_scale.growth_interval=4"});
+}
+
+TEST_CASE(
     "SIGTERM finishes the step, checkpoints, exits 143; the resumed run matches one that never "
     "stopped") {
   TempDir tmp("resume-sigterm");

@@ -2,7 +2,8 @@
 // Mixed precision end to end through `trainer run`: an injected fp16 overflow
 // skips exactly that step, halves the loss scale and holds the learning-rate
 // schedule; overflows that persist at the minimum scale stop the run with a
-// diagnosis; bf16 and fp16 train the shipped MLP to within half a point of
+// diagnosis; real overflows are decided alike inside the recorded step and
+// after it; bf16 and fp16 train the shipped MLP to within half a point of
 // float32.
 #include <catch2/catch.hpp>
 
@@ -10,7 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -121,6 +124,43 @@ TEST_CASE("overflows that persist at the minimum scale stop the run with a diagn
   CHECK(r.out.find("fp16 loss scaling collapsed at step 5") != std::string::npos);
   CHECK(r.out.find("Likely cause") != std::string::npos);
   CHECK(r.out.find("gradients of fc1.weight") != std::string::npos);
+}
+
+TEST_CASE("real overflows are skipped alike whether the update runs inside the step or after it") {
+  // A huge initial scale that backs off tenfold and grows every 3 clean
+  // steps: the first steps overflow for real, later ones again after growth.
+  // The update decides inside itself in both runs; an injection hook set
+  // beyond the run moves it out of the step without injecting anything.
+  const fs::path config = write_config("real_overflow");
+  const fs::path inside = kRoot / "real_inside", after = kRoot / "real_after";
+  fs::remove_all(inside);
+  fs::remove_all(after);
+  auto run_args = [&](const fs::path& dir) {
+    return "run " + config.string() + " --out " + dir.string() +
+           " deterministic=true train.max_steps=30 train.log_every=5"
+           " precision.loss_scale.init_scale=1e9 precision.loss_scale.backoff_factor=0.1"
+           " precision.loss_scale.growth_interval=3";
+  };
+  const auto r = run_trainer(run_args(inside));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  // Steps 1 to 3 overflow at 1e9, 1e8 and 1e7: one warning for the window.
+  CHECK(r.out.find("steps 1 to 5: ") != std::string::npos);
+  CHECK(r.out.find("steps' gradients overflowed and were skipped") != std::string::npos);
+  const auto r2 = run_command(run_with_env("TRAINER_INJECT_OVERFLOW=1000", run_args(after)));
+  INFO(r2.out);
+  REQUIRE(r2.code == 0);
+  std::ifstream a_file(inside / "metrics.jsonl"), b_file(after / "metrics.jsonl");
+  const std::string a((std::istreambuf_iterator<char>(a_file)), {}),
+      b((std::istreambuf_iterator<char>(b_file)), {});
+  CHECK(a == b);
+  const auto records = train_records(inside);
+  REQUIRE(records.size() == 6);
+  CHECK(records.at(5)["skipped_steps"].get<int>() >= 3);
+  CHECK(records.at(5)["loss_scale"].get<double>() <= 1e6);
+  std::ifstream summary_file(inside / "summary.json");
+  const auto summary = nlohmann::json::parse(summary_file);
+  CHECK(summary["skipped_steps"] == records.at(30)["skipped_steps"]);
 }
 
 TEST_CASE("bf16 and fp16 train the MLP to within half a point of float32") {

@@ -120,13 +120,19 @@ class CpuVectorOps final : public VectorOps {
 
   void optimizer_update(const std::vector<ParamSlot>& slots) override {
     OptimizerStep step = step_;
-    if (step.clip_norm > 0) {
+    if (step.clip_norm > 0 || scaling_) {
       double total = 0.0;
       for (const auto& s : slots) total += sum_of_squares(s.grad, s.size);
-      const double scale = step.grad_scale;
-      const double norm = scale * std::sqrt(total);
-      nonfinite_seen_ = nonfinite_seen_ || !std::isfinite(total);
-      step.grad_scale = static_cast<float>(clipped_scale(scale, norm, step.clip_norm));
+      const bool finite = std::isfinite(total);
+      // Under loss scaling non-finite gradients skip the step instead.
+      if (!scaling_) nonfinite_seen_ = nonfinite_seen_ || !finite;
+      const UpdateDecision d =
+          decide_update(step, std::sqrt(total), finite, rule_, scaling_ ? &state_ : nullptr,
+                        lr_by_update_.data(), static_cast<std::int64_t>(lr_by_update_.size()));
+      if (!d.apply) return;
+      step.grad_scale = static_cast<float>(d.grad_scale);
+      step.lr = d.lr;
+      step.step = d.step;
     }
     for (const auto& s : slots) {
       switch (step.kind) {
@@ -144,6 +150,26 @@ class CpuVectorOps final : public VectorOps {
   }
 
   bool nonfinite_gradients_seen() override { return std::exchange(nonfinite_seen_, false); }
+
+  void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state,
+                          const std::vector<float>& lr_by_update) override {
+    scaling_ = true;
+    rule_ = rule;
+    state_ = state;
+    lr_by_update_ = lr_by_update;
+  }
+
+  void stop_loss_scaling() override {
+    scaling_ = false;
+    state_ = LossScaleState{};
+    lr_by_update_.clear();
+  }
+
+  LossScaleState loss_scale_state() override { return state_; }
+
+  void fill_loss_seed(const TensorRef& dst, double factor) override {
+    fill(dst, static_cast<float>(factor * state_.scale));
+  }
 
   double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) override {
     double total = 0.0;
@@ -179,6 +205,10 @@ class CpuVectorOps final : public VectorOps {
  private:
   OptimizerStep step_;
   bool nonfinite_seen_ = false;
+  bool scaling_ = false;
+  LossScaleRule rule_;
+  LossScaleState state_;  // scale 1 when not scaling
+  std::vector<float> lr_by_update_;
 };
 
 }  // namespace

@@ -2,10 +2,13 @@
 // device table of parameter chunks (rewriting the bf16 weight copies in the
 // same pass); the gradient norm reduces per block then in one block (a fixed
 // order: deterministic); accumulate and fill are element-wise maps. With
-// clipping the update queues the norm first and its kernel reads the norm
-// from device memory: nothing is read back.
+// clipping or fp16 loss scaling the update queues the norm first, then one
+// thread decides the update (decide_update: skip, unscale, clip, the loss
+// scale's next value) into device memory for the update kernel: nothing is
+// read back.
 #include "ops/cuda/vector_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -39,13 +42,55 @@ struct Chunk {
   long long begin;
 };
 
+// The values the update kernel applies, decided.
 struct Hyper {
   int kind;  // OptimizerKind
   float lr, momentum, weight_decay, beta1, beta2, eps, grad_scale;
   int nesterov;
   float bias_correction1, bias_correction2_sqrt;
-  double clip_norm;  // > 0: clip to this norm (the kernel gets the sum of squares)
+  int apply;  // 0: the step is skipped (its gradients overflowed under loss scaling)
 };
+
+__host__ __device__ Hyper hyper_of(const OptimizerStep& o, const UpdateDecision& d) {
+  Hyper h{};
+  h.kind = static_cast<int>(o.kind);
+  h.lr = d.lr, h.momentum = o.momentum, h.weight_decay = o.weight_decay;
+  h.beta1 = o.beta1, h.beta2 = o.beta2, h.eps = o.eps;
+  h.grad_scale = static_cast<float>(d.grad_scale);
+  h.nesterov = o.nesterov ? 1 : 0;
+  const double t = static_cast<double>(d.step);
+  h.bias_correction1 = static_cast<float>(1.0 - pow(static_cast<double>(o.beta1), t));
+  h.bias_correction2_sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(o.beta2), t)));
+  h.apply = d.apply ? 1 : 0;
+  return h;
+}
+
+// The step as set on the host, and the Hyper the update applies: computed from
+// it on the host, or by decide_kernel when the update measures the gradients.
+struct StepParams {
+  OptimizerStep step;
+  Hyper hyper;
+};
+
+// The gradients' check before an update that clips or scales.
+struct GradientCheck {
+  double sum_squares;
+  int nonfinite;         // this update's gradients hold inf or NaN
+  int nonfinite_sticky;  // some clipping update's did (unscaled runs), until read
+};
+
+// One thread: the update's decision from the check, applied to the loss
+// scale's state when scaling (`scaling` non-null).
+__global__ void decide_kernel(StepParams* params, GradientCheck* check, LossScaleRule rule,
+                              LossScaleState* scaling, const float* lr_by_update,
+                              long long lr_count) {
+  const OptimizerStep o = params->step;
+  const bool finite = check->nonfinite == 0 && isfinite(check->sum_squares);
+  if (!scaling && !finite) check->nonfinite_sticky = 1;
+  const UpdateDecision d =
+      decide_update(o, sqrt(check->sum_squares), finite, rule, scaling, lr_by_update, lr_count);
+  params->hyper = hyper_of(o, d);
+}
 
 __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, float& p, float g,
                                            float* s0, float* s1) {
@@ -71,17 +116,12 @@ __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, flo
   p = p * decay - step_size * m / (sqrtf(v) / h.bias_correction2_sqrt + h.eps);
 }
 
-// The hyperparameters are read from device memory (set_optimizer_step), so a
-// launch recorded in a CUDA graph uses the values of the step it replays.
-// `grad_sum_squares`: the gradients' sum of squares when clipping, else null.
-__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper,
-                                 const double* grad_sum_squares) {
-  Hyper h = *hyper;
-  if (grad_sum_squares) {
-    const double scale = h.grad_scale;
-    h.grad_scale =
-        static_cast<float>(clipped_scale(scale, scale * sqrt(*grad_sum_squares), h.clip_norm));
-  }
+// The hyperparameters are read from device memory (set_optimizer_step, or
+// decide_kernel), so a launch recorded in a CUDA graph uses the values of the
+// step it replays.
+__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper) {
+  const Hyper h = *hyper;
+  if (!h.apply) return;
   const Chunk c = chunks[blockIdx.x];
   const DeviceSlot s = slots[c.slot];
   const long long end = min(c.begin + kChunk, s.size);
@@ -169,6 +209,11 @@ struct Constant {
   float value;
   __device__ float operator()(float, float) const { return value; }
 };
+struct ScaledConstant {  // factor x a value in device memory
+  const double* value;
+  double factor;
+  __device__ float operator()(float, float) const { return static_cast<float>(*value * factor); }
+};
 
 // Device copies of host tables, one per distinct content, never rewritten: a
 // table queued work (or a recorded CUDA graph) reads stays as it was. Each
@@ -219,31 +264,59 @@ class CudaVectorOps final : public VectorOps {
   explicit CudaVectorOps(CudaContext& ctx)
       : ctx_(ctx),
         result_(sizeof(double) + sizeof(int)),
-        clip_result_(sizeof(double) + sizeof(int)),
-        hyper_(sizeof(Hyper)) {
+        check_(sizeof(GradientCheck)),
+        params_(sizeof(StepParams)),
+        loss_scale_(sizeof(LossScaleState)) {
     void* host = nullptr;
-    check(cudaMallocHost(&host, sizeof(double) + sizeof(int)), "cudaMallocHost");
+    check(cudaMallocHost(&host, std::max(sizeof(double) + sizeof(int), sizeof(LossScaleState))),
+          "cudaMallocHost");
     host_result_ = PinnedHost(host);
-    check(cudaMemset(clip_result_.data(), 0, clip_result_.bytes()), "cudaMemset");
+    check(cudaMemset(check_.data(), 0, check_.bytes()), "cudaMemset");
+    upload_loss_scale(LossScaleState{});  // scale 1: the loss seed without scaling
   }
 
   // Queued on the compute stream: ordered with the updates before and after it.
   // The source is pageable, so it is staged before the call returns.
   void set_optimizer_step(const OptimizerStep& o) override {
-    Hyper h{};
-    h.kind = static_cast<int>(o.kind);
-    h.lr = o.lr, h.momentum = o.momentum, h.weight_decay = o.weight_decay;
-    h.beta1 = o.beta1, h.beta2 = o.beta2, h.eps = o.eps, h.grad_scale = o.grad_scale;
-    h.nesterov = o.nesterov ? 1 : 0;
-    const double t = static_cast<double>(o.step);
-    h.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
-    h.bias_correction2_sqrt =
-        static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
-    h.clip_norm = o.clip_norm;
-    check(cudaMemcpyAsync(hyper_.data(), &h, sizeof h, cudaMemcpyHostToDevice, ctx_.compute.get()),
+    const StepParams p{o, hyper_of(o, UpdateDecision{true, o.grad_scale, o.lr, o.step})};
+    check(cudaMemcpyAsync(params_.data(), &p, sizeof p, cudaMemcpyHostToDevice, ctx_.compute.get()),
           "cudaMemcpyAsync(optimizer hyperparameters)");
     adam_ = o.kind != OptimizerKind::sgd;
     clip_ = o.clip_norm > 0;
+  }
+
+  void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state,
+                          const std::vector<float>& lr_by_update) override {
+    scaling_ = true;
+    rule_ = rule;
+    upload_loss_scale(state);
+    lr_count_ = static_cast<long long>(lr_by_update.size());
+    lr_by_update_ = DeviceBuffer(std::max<std::size_t>(1, lr_by_update.size()) * sizeof(float));
+    if (!lr_by_update.empty())
+      check(cudaMemcpy(lr_by_update_.data(), lr_by_update.data(),
+                       lr_by_update.size() * sizeof(float), cudaMemcpyHostToDevice),
+            "cudaMemcpy(learning-rate table)");
+  }
+
+  void stop_loss_scaling() override {
+    scaling_ = false;
+    upload_loss_scale(LossScaleState{});
+  }
+
+  LossScaleState loss_scale_state() override {
+    check(cudaMemcpyAsync(host_result_.get(), loss_scale_.data(), sizeof(LossScaleState),
+                          cudaMemcpyDeviceToHost, ctx_.compute.get()),
+          "cudaMemcpyAsync(loss scale)");
+    ctx_.compute.synchronize();
+    LossScaleState state;
+    std::memcpy(&state, host_result_.get(), sizeof state);
+    return state;
+  }
+
+  void fill_loss_seed(const TensorRef& dst, double factor) override {
+    map(nullptr, nullptr, dst.f32(), dst.numel(),
+        ScaledConstant{&loss_scale_.as<LossScaleState>()->scale, factor}, ctx_.compute.get(),
+        "fill_loss_seed");
   }
 
   void optimizer_update(const std::vector<ParamSlot>& slots) override {
@@ -259,23 +332,28 @@ class CudaVectorOps final : public VectorOps {
     }
     const std::vector<Chunk> chunks = chunks_of(table);
     if (chunks.empty()) return;
-    const double* grad_sum_squares = nullptr;
-    if (clip_) {  // the flag stays set until nonfinite_gradients_seen() reads it
+    cudaStream_t stream = ctx_.compute.get();
+    auto* params = params_.as<StepParams>();
+    if (clip_ || scaling_) {
       std::vector<DeviceTensor> grads;
       for (const auto& s : slots) grads.push_back({s.grad, static_cast<long long>(s.size)});
-      grad_sum_squares = clip_result_.as<double>();
-      queue_sum_squares(grads, clip_result_.as<double>(),
-                        reinterpret_cast<int*>(clip_result_.as<double>() + 1), true);
+      auto* gradient_check = check_.as<GradientCheck>();
+      check(cudaMemsetAsync(&gradient_check->nonfinite, 0, sizeof(int), stream), "cudaMemsetAsync");
+      queue_sum_squares(grads, &gradient_check->sum_squares, &gradient_check->nonfinite, true);
+      decide_kernel<<<1, 1, 0, stream>>>(params, gradient_check, rule_,
+                                         scaling_ ? loss_scale_.as<LossScaleState>() : nullptr,
+                                         lr_by_update_.as<float>(), lr_count_);
+      check_launch("decide_kernel");
     }
     const DeviceSlot* d_slots = slot_table_.upload(table, ctx_.compute);
     const Chunk* d_chunks = optimizer_chunks_.upload(chunks, ctx_.compute);
-    optimizer_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, ctx_.compute.get()>>>(
-        d_slots, d_chunks, hyper_.as<Hyper>(), grad_sum_squares);
+    optimizer_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, stream>>>(d_slots, d_chunks,
+                                                                                  &params->hyper);
     check_launch("optimizer_kernel");
   }
 
   bool nonfinite_gradients_seen() override {
-    int* flag = reinterpret_cast<int*>(clip_result_.as<double>() + 1);
+    int* flag = &check_.as<GradientCheck>()->nonfinite_sticky;
     int seen = 0;
     check(cudaMemcpyAsync(host_result_.get(), flag, sizeof(int), cudaMemcpyDeviceToHost,
                           ctx_.compute.get()),
@@ -347,6 +425,12 @@ class CudaVectorOps final : public VectorOps {
     check_launch("sum_partials_kernel");
   }
 
+  void upload_loss_scale(const LossScaleState& state) {
+    check(cudaMemcpyAsync(loss_scale_.data(), &state, sizeof state, cudaMemcpyHostToDevice,
+                          ctx_.compute.get()),
+          "cudaMemcpyAsync(loss scale)");
+  }
+
   using PinnedHost = UniqueHandle<void*, cudaFreeHost>;
   CudaContext& ctx_;
   CachedTable<DeviceSlot> slot_table_;
@@ -355,12 +439,17 @@ class CudaVectorOps final : public VectorOps {
   CachedTable<Chunk> norm_chunks_;
   DeviceBuffer partials_;                                  // sum_squares()'s block sums
   std::map<std::size_t, DeviceBuffer> recorded_partials_;  // the clipping update's, by count
-  DeviceBuffer result_;       // sum_squares(): the total, then its non-finite flag
-  DeviceBuffer clip_result_;  // the clipping update's: the total, then a sticky flag
+  DeviceBuffer result_;  // sum_squares(): the total, then its non-finite flag
+  DeviceBuffer check_;   // the GradientCheck of updates that clip or scale
   PinnedHost host_result_;
-  DeviceBuffer hyper_;  // the Hyper of set_optimizer_step
-  bool adam_ = false;   // the step set last has moments
-  bool clip_ = false;   // the step set last clips
+  DeviceBuffer params_;      // StepParams
+  DeviceBuffer loss_scale_;  // LossScaleState (scale 1 when not scaling)
+  DeviceBuffer lr_by_update_;
+  long long lr_count_ = 0;
+  LossScaleRule rule_;
+  bool scaling_ = false;
+  bool adam_ = false;  // the step set last has moments
+  bool clip_ = false;  // the step set last clips
 };
 
 }  // namespace

@@ -2,15 +2,20 @@
 // the scale before backward so that small gradients survive fp16; the optimizer
 // divides it out. A step whose gradients overflow (inf/NaN) is skipped: the
 // dynamic scale backs off (after `hysteresis` consecutive overflows) and grows
-// again after `growth_interval` clean steps. When steps keep overflowing at
-// `min_scale` the scaler reports a collapse, and the run stops with a diagnosis
-// instead of training on with every step skipped.
+// again after `growth_interval` clean steps (ops/loss_scale_rule.h). When steps
+// keep overflowing at `min_scale` the scaler reports a collapse, and the run
+// stops with a diagnosis instead of training on with every step skipped.
+//
+// In training the backend's update applies the rule itself, step by step, and
+// this object holds the host's copy of the state, brought up to date (sync) at
+// log points and checkpoints.
 #pragma once
 
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
 
+#include "ops/loss_scale_rule.h"
 #include "runner/config/config.h"
 
 namespace trainer::train {
@@ -21,27 +26,33 @@ class LossScaler {
   LossScaler(const config::LossScaleConfig& config, bool enabled);
 
   bool enabled() const { return enabled_; }
-  double scale() const { return scale_; }
-  std::int64_t skipped_steps() const { return skipped_; }
+  double scale() const { return state_.scale; }
+  std::int64_t skipped_steps() const { return state_.skipped; }
   // Consecutive overflowing steps at min_scale reached collapse_patience.
-  bool collapsed() const { return overflows_at_min_ >= config_.collapse_patience; }
+  bool collapsed() const { return state_.overflows_at_min >= config_.collapse_patience; }
+  // The step (1-based) at which the run of overflows reached collapse_patience.
+  std::int64_t collapsed_at_step() const {
+    return state_.last_overflow_step - (state_.overflows_at_min - config_.collapse_patience);
+  }
 
   // The outcome of one step's gradients; returns whether to apply them.
   bool update(bool gradients_finite);
 
-  // The scaler's state, for checkpoints; restore() takes what to_json() gave.
+  const LossScaleRule& rule() const { return rule_; }
+  const LossScaleState& state() const { return state_; }
+  // Takes the state the backend's updates reached.
+  void sync(const LossScaleState& state) { state_ = state; }
+
+  // The scaler's state, for checkpoints; restore() takes what to_json() gave
+  // and the step it was saved at.
   nlohmann::json to_json() const;
-  void restore(const nlohmann::json& state);
+  void restore(const nlohmann::json& state, std::int64_t step);
 
  private:
   config::LossScaleConfig config_;
   bool enabled_ = false;
-  bool dynamic_ = false;
-  double scale_ = 1;
-  std::int64_t clean_steps_ = 0;       // since the last overflow or growth
-  std::int64_t hysteresis_left_ = 1;   // overflows still tolerated before backing off
-  std::int64_t skipped_ = 0;           // steps skipped so far
-  std::int64_t overflows_at_min_ = 0;  // consecutive overflows at min_scale
+  LossScaleRule rule_;
+  LossScaleState state_;
 };
 
 }  // namespace trainer::train

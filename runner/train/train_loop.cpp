@@ -155,7 +155,15 @@ class TrainLoop {
  public:
   TrainLoop(const Session& s, graph::Program& program, const std::string& run_dir,
             Collective& collective, const TrainOptions& options);
-  ~TrainLoop() { program_.set_update(nullptr); }  // the update refers to slots_
+  ~TrainLoop() {
+    program_.set_update(nullptr);  // the update refers to slots_
+    if (!scaler_.enabled()) return;
+    try {  // the backend outlives this run: later ones start unscaled
+      backend_.vector_ops().stop_loss_scaling();
+    } catch (const std::exception& e) {
+      log_->warn("loss scaling could not be stopped on the backend: {}", e.what());
+    }
+  }
   TrainLoop(const TrainLoop&) = delete;
   TrainLoop& operator=(const TrainLoop&) = delete;
 
@@ -166,13 +174,18 @@ class TrainLoop {
   void open_metrics();
   void prepare_optimizer();
   // The learning rate and Adam step of the update that ends the step after
-  // `at_step` (skipped steps do not move the schedule).
+  // `at_step`. Under loss scaling the update takes both from the backend's
+  // count of applied updates instead (skipped steps hold the schedule).
   void schedule_update(std::int64_t at_step);
   // One optimizer step's micro-batches, each fed, run and its loss recorded.
   void train_micro_batches();
-  // The end of a step whose update is not part of it: reduce over ranks, check
-  // the gradients (loss scaling, and clipping with it), then update or skip.
+  // The end of a step whose update is not part of it: reduce over ranks, then
+  // update (which checks, unscales, clips or skips on the backend).
   void finish_step();
+  // Brings the host's copy of the loss scale up to date from the backend (a
+  // read-back: log points and checkpoints only), warns of the steps skipped
+  // since, and stops a run whose scaling collapsed.
+  void sync_loss_scale();
   // Folds the losses recorded since the last call into the window, in step
   // order (the same sums as reading each loss at its step).
   void settle_losses();
@@ -339,16 +352,25 @@ void TrainLoop::prepare_optimizer() {
     if (p.grad) grads_.push_back(p.grad);
   opt_ = configured_optimizer(cfg_);
   opt_.lr = static_cast<float>(resumed_.lr);
-  // fp16: the loss is scaled before backward and divided out by the optimizer.
-  scaler_.restore(resumed_.loss_scale);
+  // fp16: the loss is scaled before backward; the update checks the gradients,
+  // divides the scale out or skips, and moves the scale on, all on the backend.
+  // Its learning rate follows the updates applied (skipped steps hold the
+  // schedule), from a table over every update the run can make.
+  scaler_.restore(resumed_.loss_scale, resumed_.step);
+  if (scaler_.enabled()) {
+    std::vector<float> lr_by_update(static_cast<std::size_t>(total_steps_));
+    for (std::size_t u = 0; u < lr_by_update.size(); ++u)
+      lr_by_update[u] = static_cast<float>(learning_rate(
+          cfg_.schedule, cfg_.optimizer.lr, static_cast<std::int64_t>(u), total_steps_));
+    backend_.vector_ops().start_loss_scaling(scaler_.rule(), scaler_.state(), lr_by_update);
+  }
   // The update joins the training step (and its recording, a CUDA graph) when
-  // nothing is decided on the host between backward and the update: one
-  // micro-batch and one rank, no loss scaling, no injected overflow. Clipping
-  // is measured inside the update.
-  update_in_step_ =
-      accumulation_ == 1 && world_ == 1 && !scaler_.enabled() && inject_overflow_.empty();
-  // Without loss scaling the update clips on the backend (configured_optimizer);
-  // the host learns of non-finite gradients at the next log point.
+  // nothing is done on the host between backward and the update: one
+  // micro-batch and one rank, no injected overflow. Clipping and loss scaling
+  // are decided inside the update.
+  update_in_step_ = accumulation_ == 1 && world_ == 1 && inject_overflow_.empty();
+  // Without loss scaling the host learns of non-finite gradients at the next
+  // log point (with it they skip the step).
   clip_in_update_ = opt_.clip_norm > 0;
   if (update_in_step_)
     program_.set_update([this] { backend_.vector_ops().optimizer_update(slots_); });
@@ -372,10 +394,11 @@ void TrainLoop::train_micro_batches() {
     collective_.note_data_wait(waited);
     if (!batch) throw std::logic_error("the loader ran out of batches inside an epoch");
     feed(program_, *batch, s_.num_classes);
-    backend_.vector_ops().fill(program_.loss_seed(),
-                               static_cast<float>(scaler_.scale() / accumulation_));
+    // The loss scale, read on the backend: it may have moved in the last update.
+    backend_.vector_ops().fill_loss_seed(program_.loss_seed(),
+                                         1.0 / static_cast<double>(accumulation_));
     if (update_in_step_) {     // the values the step's own update reads
-      opt_.grad_scale = 1.0f;  // one rank, no loss scale: nothing to divide out
+      opt_.grad_scale = 1.0f;  // one rank: nothing to average
       schedule_update(step_);
       backend_.vector_ops().set_optimizer_step(opt_);
     }
@@ -402,33 +425,39 @@ void TrainLoop::finish_step() {
     const float inf = std::numeric_limits<float>::infinity();
     backend_.copy_to_device(grads_.front().data, &inf, sizeof inf);
   }
-  bool finite = true;
-  double sum_squares = 0;
-  if (scaler_.enabled()) sum_squares = backend_.vector_ops().sum_squares(grads_, finite);
-  const double scale_before = scaler_.scale();
-  if (!scaler_.update(finite)) {
-    // Overflow: the step is skipped; the schedule stays where it is.
-    progress_.clear();
-    log_->warn("step {}: gradients overflow at loss scale {:g}: step skipped, scale now {:g}",
-               step_ + 1, scale_before, scaler_.scale());
-    if (scaler_.collapsed()) {
-      settle_losses();
-      throw std::runtime_error(collapse_diagnosis(scaler_, cfg_.precision.loss_scale, step_ + 1,
-                                                  last_loss_, overflowing_parameters(program_)));
-    }
-    return;
-  }
-  if (!finite)
-    throw std::runtime_error("non-finite gradients at step " + std::to_string(step_) +
-                             ": lower optimizer.lr or check the data");
-  // Gradients are divided by the loss scale and averaged over ranks in the update.
-  const double unscale = rank_average_ / scale_before;
-  opt_.grad_scale = static_cast<float>(unscale);
-  if (cfg_.train.clip_grad_norm > 0 && !clip_in_update_)
-    opt_.grad_scale = static_cast<float>(
-        clipped_scale(unscale, unscale * std::sqrt(sum_squares), cfg_.train.clip_grad_norm));
+  // The update averages over ranks; under loss scaling it also divides the
+  // scale out, or skips the step when the gradients overflowed.
+  opt_.grad_scale = rank_average_;
   schedule_update(step_);
   backend_.vector_ops().optimizer_step(slots_, opt_);
+}
+
+void TrainLoop::sync_loss_scale() {
+  if (!scaler_.enabled()) return;
+  const LossScaleState known = scaler_.state();
+  scaler_.sync(backend_.vector_ops().loss_scale_state());
+  const LossScaleState& now = scaler_.state();
+  // The learning rate shown is the one the last applied update used.
+  const std::int64_t applied = now.steps - now.skipped;
+  if (applied > 0)
+    opt_.lr = static_cast<float>(
+        learning_rate(cfg_.schedule, cfg_.optimizer.lr, applied - 1, total_steps_));
+  // Every rank decided alike, from the same reduced gradients: the root reports.
+  const std::int64_t skipped = collective_.is_root() ? now.skipped - known.skipped : 0;
+  if (skipped > 0) progress_.clear();
+  if (skipped == 1)
+    log_->warn("step {}: gradients overflow at loss scale {:g}: step skipped, scale now {:g}",
+               now.last_overflow_step, now.last_overflow_scale, now.scale);
+  else if (skipped > 1)
+    log_->warn(
+        "steps {} to {}: {} steps' gradients overflowed and were skipped, the last (step {}) "
+        "at loss scale {:g}; scale now {:g}",
+        known.steps + 1, now.steps, skipped, now.last_overflow_step, now.last_overflow_scale,
+        now.scale);
+  if (scaler_.collapsed())
+    throw std::runtime_error(collapse_diagnosis(scaler_, cfg_.precision.loss_scale,
+                                                scaler_.collapsed_at_step(), last_loss_,
+                                                overflowing_parameters(program_)));
 }
 
 void TrainLoop::settle_losses() {
@@ -440,6 +469,7 @@ void TrainLoop::settle_losses() {
 
 void TrainLoop::log_window() {
   settle_losses();
+  sync_loss_scale();
   if (clip_in_update_ && backend_.vector_ops().nonfinite_gradients_seen())
     throw std::runtime_error("non-finite gradients in the steps up to " + std::to_string(step_) +
                              ": lower optimizer.lr, lower train.clip_grad_norm or check the data");
@@ -537,6 +567,7 @@ void TrainLoop::run_eval(std::int64_t at_step) {
 
 checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t epoch_step) {
   settle_losses();
+  sync_loss_scale();
   checkpoint::TrainState st;
   st.step = step_;
   st.epoch = at_epoch;
@@ -636,6 +667,7 @@ nlohmann::json TrainLoop::run() {
 }
 
 nlohmann::json TrainLoop::summary() {
+  sync_loss_scale();
   progress_.clear();
   const double wall = seconds_since(run_start_);
   const double samples_per_s = static_cast<double>(total_samples_ * world_) / wall;

@@ -105,9 +105,8 @@ OptimizerStep configured_optimizer(const config::Config& cfg) {
   opt.beta1 = static_cast<float>(cfg.optimizer.beta1);
   opt.beta2 = static_cast<float>(cfg.optimizer.beta2);
   opt.eps = static_cast<float>(cfg.optimizer.eps);
-  // Clipping is measured inside the update, except under fp16 loss scaling:
-  // there the host reads the norm anyway for the overflow check and clips with it.
-  opt.clip_norm = cfg.precision.mode == "fp16" ? 0.0 : cfg.train.clip_grad_norm;
+  // Clipping is measured inside the update (after the loss scale is divided out).
+  opt.clip_norm = cfg.train.clip_grad_norm;
   return opt;
 }
 

@@ -5,7 +5,8 @@
 # are missing), points the loader at the bundle's libraries and at PyTorch's
 # nvidia-* wheel libraries (cuDNN, cuBLAS, NCCL), runs `trainer doctor`, the
 # GPU tests (with the 1-GPU NCCL collective), the memory plan against the GPU
-# allocation, the GPU benchmarks next to PyTorch, and last, in the time left,
+# allocation, one fp16 epoch of the MLP (loss scaling on the device), the GPU
+# benchmarks next to PyTorch, and last, in the time left,
 # the CNN config trained to the end on the GPU against its CPU accuracy; writes
 # logs and results.json under $OUT (default ./gpu-check-out). Fashion-MNIST
 # comes from the carry when the machine has no /usr/share/datasets copy.
@@ -153,6 +154,26 @@ PY
 rc[plan_vs_run]=$?
 log "plan vs run on GPU: exit ${rc[plan_vs_run]} ($(cat "$out/plan_vs_run.txt" | tail -n 1))"
 
+# 4c. fp16 with dynamic loss scaling decided inside the update: one epoch of
+# the MLP on the GPU reaches the CPU's float32 accuracy after one epoch
+# (0.8635, `trainer run configs/fashion_mnist_mlp.yaml train.epochs=1`) within
+# one point, with every step replayed from its recording.
+timeout 90 "$bundle/bin/trainer" run configs/fashion_mnist_mlp.yaml "devices=[0]" "${fmnist[@]}" \
+  precision=fp16 train.epochs=1 --out "$out/run_mlp_fp16" >"$out/run_mlp_fp16.log" 2>&1
+rc[mlp_fp16_run]=$?
+SUMMARY="$out/run_mlp_fp16/summary.json" python3 - >"$out/mlp_fp16.txt" 2>&1 <<'PY'
+import json, os, sys
+cpu = 0.8635
+s = json.load(open(os.environ["SUMMARY"]))
+gpu = s["final_eval"]["accuracy"]
+print(f"fp16 GPU {gpu:.4f} vs fp32 CPU {cpu:.4f}; loss scale {s.get('loss_scale')}, "
+      f"{s.get('skipped_steps')} steps skipped, steps {s.get('step_execution')}, "
+      f"{s['mean_samples_per_s']:.0f} samples/s")
+sys.exit(0 if abs(gpu - cpu) <= 0.01 and s.get("step_execution") == "recorded" else 1)
+PY
+rc[mlp_fp16]=$?
+log "fp16 MLP on GPU: run exit ${rc[mlp_fp16_run]}, check exit ${rc[mlp_fp16]} ($(tail -n 1 "$out/mlp_fp16.txt"))"
+
 # 5. Benchmarks: the PyTorch peer, then the trainer on the same configs.
 timeout 150 python3 "$root/bench/gpu/torch_peer.py" --out "$out/torch_peer.json" --steps 50 \
   >"$out/torch_peer.log" 2>&1
@@ -212,7 +233,7 @@ status=passed
 [[ ${rc[doctor]} == 0 && ${rc[test_gpu_ops]} == 0 && ${rc[test_gpu_vector_ops]} == 0 &&
    ${rc[test_gpu_step_graph]} == 0 ]] || status=failed
 [[ ${rc[test_dist_nccl]:-0} == 0 ]] || status=failed  # the 1-GPU NCCL path
-[[ ${rc[plan_vs_run]} == 0 && ${rc[cnn_accuracy]} == 0 ]] || status=failed
+[[ ${rc[plan_vs_run]} == 0 && ${rc[cnn_accuracy]} == 0 && ${rc[mlp_fp16]} == 0 ]] || status=failed
 write_results "$status"
 log "done: $status (results.json in $out)"
 [[ $status == passed ]]

@@ -108,6 +108,14 @@ TEST_CASE("CUDA layernorm equals CPU") {
   compare({"layernorm", {}, {{4, 7, 10}}}, 1e-4, 1e-5);
 }
 
+// One warp per row (or plane) with the grid capped at 524,280 blocks of 256
+// threads (4,194,240 warps): rows beyond that are reached by striding.
+TEST_CASE("CUDA one-warp-per-row kernels cover more rows than the grid has warps") {
+  // Its weight gradients sum 4.2M rows in float32, in another order than the CPU's.
+  compare({"layernorm", {}, {{4198400, 2}}}, 2e-3, 1e-3);
+  compare({"global_avgpool", {}, {{4100, 1024, 1, 1}}}, 1e-5, 1e-6);
+}
+
 TEST_CASE("CUDA activations equal CPU") {
   for (const char* op : {"relu", "gelu", "silu", "sigmoid", "tanh", "leaky_relu"})
     compare({op, {}, {{3, 5, 7}}}, 1e-5, 1e-6);

@@ -32,28 +32,41 @@ class BatchNormKernel final : public Kernel {
         training_program_(k.training),
         momentum_(k.attrs->get_number("momentum")),
         eps_(std::max(k.attrs->get_number("eps"), CUDNN_BN_MIN_EPSILON)),
-        relu_(epilogue_of(*k.attrs) == Epilogue::relu) {}
+        relu_(epilogue_of(*k.attrs) == Epilogue::relu) {
+    // cuDNN's unbiased running variance divides by (values per channel - 1).
+    if (training_program_ && elements_ == channels_)
+      throw std::runtime_error(
+          "batchnorm over input " + to_string(k.inputs[0]) +
+          " has one value per channel in training (batch x height x width = 1): its variance is "
+          "undefined; use a micro-batch larger than 1");
+  }
 
   std::vector<std::size_t> saved_bytes() const override {
     const auto bytes = static_cast<std::size_t>(channels_) * sizeof(float);
     return {bytes, bytes};
   }
   // Gradients nobody asked for still need a destination: weight, bias, input;
-  // then the gradient before the relu.
+  // then the gradient before the relu. Each slice starts on a 256-byte boundary.
   std::size_t workspace_bytes() const override {
     if (!training_program_) return 0;
-    return static_cast<std::size_t>(2 * channels_ + elements_ * (relu_ ? 2 : 1)) * sizeof(float);
+    return static_cast<std::size_t>(2 * aligned(channels_) + aligned(elements_) * (relu_ ? 2 : 1)) *
+           sizeof(float);
   }
 
   void forward(const KernelArgs& a) override {
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = ctx_.cudnn.get();
     if (a.training) {
+      // A recomputed forward leaves the running statistics alone: cuDNN takes
+      // no pointers for them (not a zero factor, which would still write
+      // 0 x batch + running, NaN when the batch statistics are).
+      void* running_mean = a.update_state ? a.params[2].data : nullptr;
+      void* running_var = a.update_state ? a.params[3].data : nullptr;
       check(cudnnBatchNormalizationForwardTraining(
                 h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x_.get(), a.inputs[0].data, x_.get(),
                 a.output.data, stats_.get(), a.params[0].data, a.params[1].data,
-                a.update_state ? momentum_ : 0.0, a.params[2].data, a.params[3].data, eps_,
-                a.saved.at(0), a.saved.at(1)),
+                a.update_state ? momentum_ : 0.0, running_mean, running_var, eps_, a.saved.at(0),
+                a.saved.at(1)),
             "cudnnBatchNormalizationForwardTraining");
     } else {
       check(cudnnBatchNormalizationForwardInference(
@@ -74,17 +87,19 @@ class BatchNormKernel final : public Kernel {
       return i < list.size() && list[i] ? list[i].data : static_cast<void*>(fallback);
     };
     const void* dy = a.grad_output.data;
+    float* const dweight = scratch;
+    float* const dbias = scratch + aligned(channels_);
+    float* const dx = scratch + 2 * aligned(channels_);
     if (relu_) {
-      float* before_relu = scratch + 2 * channels_ + elements_;
+      float* before_relu = dx + aligned(elements_);
       activation_backward(Epilogue::relu, a.grad_output.f32(), a.output.f32(), before_relu,
                           elements_, ctx_.compute.get());
       dy = before_relu;
     }
     check(cudnnBatchNormalizationBackward(
               ctx_.cudnn.get(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x_.get(),
-              a.inputs[0].data, x_.get(), dy, x_.get(),
-              wanted(a.grad_inputs, 0, scratch + 2 * channels_), stats_.get(), a.params[0].data,
-              wanted(a.grad_params, 0, scratch), wanted(a.grad_params, 1, scratch + channels_),
+              a.inputs[0].data, x_.get(), dy, x_.get(), wanted(a.grad_inputs, 0, dx), stats_.get(),
+              a.params[0].data, wanted(a.grad_params, 0, dweight), wanted(a.grad_params, 1, dbias),
               eps_, a.saved.at(0), a.saved.at(1)),
           "cudnnBatchNormalizationBackward");
   }
@@ -94,6 +109,9 @@ class BatchNormKernel final : public Kernel {
   }
 
  private:
+  // Floats rounded up to a multiple of 64 (256 bytes).
+  static std::int64_t aligned(std::int64_t floats) { return (floats + 63) / 64 * 64; }
+
   CudaContext& ctx_;
   TensorDescriptor x_, stats_;
   std::int64_t channels_, elements_;

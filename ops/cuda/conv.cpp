@@ -1,7 +1,8 @@
 // conv2d through cuDNN (legacy convolution API): forward, backward data and
 // backward filter with algorithms chosen once here, within a workspace limit
 // (cudnnFind* when autotuning, the _v7 heuristics otherwise; only deterministic
-// algorithms when asked; cached per shape for the process), and the bias by cudnnAddTensor /
+// algorithms when asked; the workspace asked again for the descriptor's math
+// type; cached per shape for the process), and the bias by cudnnAddTensor /
 // cudnnConvolutionBackwardBias. Under bf16/fp16 mixed precision cuDNN convolves 16-bit tensors with
 // float accumulation: x, dy and the weights (unless they arrive as their bf16 copy) are narrowed
 // into the workspace. cuDNN writes y, dx and dW in the operands' 16-bit type (as autocast
@@ -21,16 +22,37 @@ namespace {
 
 constexpr std::size_t kWorkspaceLimit = 256u << 20;
 
-// The first usable candidate: succeeded, fits the workspace, deterministic if asked.
-template <typename Perf>
-const Perf* pick(const Perf* perfs, int count, bool deterministic) {
-  for (int i = 0; i < count; ++i) {
-    const Perf& p = perfs[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kWorkspaceLimit) continue;
-    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
-    return &p;
-  }
-  return nullptr;
+// One pass's algorithm and the workspace it needs.
+template <typename Algo>
+struct Choice {
+  Algo algo{};
+  std::size_t workspace = 0;
+  bool found = false;
+};
+
+// The first usable candidate, in cuDNN's order: it succeeded, is deterministic
+// if asked, and its workspace fits. Candidates rated under the descriptor's
+// own math type come first (cuDNN rates each algorithm under a math type of
+// its choosing, but it runs under the descriptor's), and the workspace is
+// asked of cuDNN again for the descriptor as it will run: `workspace_of(algo,
+// &bytes)`. A candidate it refuses is passed over.
+template <typename Perf, typename WorkspaceQuery>
+auto pick(const Perf* perfs, int count, bool deterministic, cudnnMathType_t math,
+          WorkspaceQuery workspace_of) {
+  Choice<decltype(Perf{}.algo)> choice;
+  for (const bool same_math : {true, false})
+    for (int i = 0; i < count; ++i) {
+      const Perf& p = perfs[i];
+      if (p.status != CUDNN_STATUS_SUCCESS || (p.mathType == math) != same_math) continue;
+      if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
+      std::size_t bytes = 0;
+      if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+      bytes = std::max(bytes, p.memory);
+      if (bytes > kWorkspaceLimit) continue;
+      choice = {p.algo, bytes, true};
+      return choice;
+    }
+  return choice;
 }
 
 [[noreturn]] void no_algorithm(const char* pass, const KernelContext& k) {
@@ -174,10 +196,13 @@ class ConvKernel final : public Kernel {
         check(cudnnGetConvolutionForwardAlgorithm_v7(h, x_.get(), w_.get(), conv_.get(), y_.get(),
                                                      kMax, &n, perf),
               "cudnnGetConvolutionForwardAlgorithm_v7");
-      const auto* p = pick(perf, n, k.deterministic);
-      if (!p) no_algorithm("forward", k);
-      chosen.fwd = p->algo;
-      chosen.workspace = std::max(chosen.workspace, p->memory);
+      const auto c = pick(perf, n, k.deterministic, conv_.math(), [&](auto algo, std::size_t* b) {
+        return cudnnGetConvolutionForwardWorkspaceSize(h, x_.get(), w_.get(), conv_.get(), y_.get(),
+                                                       algo, b);
+      });
+      if (!c.found) no_algorithm("forward", k);
+      chosen.fwd = c.algo;
+      chosen.workspace = std::max(chosen.workspace, c.workspace);
     }
     if (!k.training) return chosen;
     {
@@ -190,10 +215,13 @@ class ConvKernel final : public Kernel {
         check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_.get(), y_.get(), conv_.get(),
                                                           x_.get(), kMax, &n, perf),
               "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      const auto* p = pick(perf, n, k.deterministic);
-      if (!p) no_algorithm("backward-data", k);
-      chosen.bwd_data = p->algo;
-      chosen.workspace = std::max(chosen.workspace, p->memory);
+      const auto c = pick(perf, n, k.deterministic, conv_.math(), [&](auto algo, std::size_t* b) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_.get(), y_.get(), conv_.get(),
+                                                            x_.get(), algo, b);
+      });
+      if (!c.found) no_algorithm("backward-data", k);
+      chosen.bwd_data = c.algo;
+      chosen.workspace = std::max(chosen.workspace, c.workspace);
     }
     {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
@@ -205,10 +233,13 @@ class ConvKernel final : public Kernel {
         check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_.get(), y_.get(), conv_.get(),
                                                             w_.get(), kMax, &n, perf),
               "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      const auto* p = pick(perf, n, k.deterministic);
-      if (!p) no_algorithm("backward-filter", k);
-      chosen.bwd_filter = p->algo;
-      chosen.workspace = std::max(chosen.workspace, p->memory);
+      const auto c = pick(perf, n, k.deterministic, conv_.math(), [&](auto algo, std::size_t* b) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_.get(), y_.get(), conv_.get(),
+                                                              w_.get(), algo, b);
+      });
+      if (!c.found) no_algorithm("backward-filter", k);
+      chosen.bwd_filter = c.algo;
+      chosen.workspace = std::max(chosen.workspace, c.workspace);
     }
     return chosen;
   }

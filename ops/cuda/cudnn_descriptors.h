@@ -66,15 +66,16 @@ class ConvolutionDescriptor {
           "cudnnSetConvolution2dDescriptor");
     check(cudnnSetConvolutionGroupCount(d, g.groups), "cudnnSetConvolutionGroupCount");
     // FMA math keeps float32 exact; default math lets cuDNN use TF32 tensor cores.
-    const cudnnMathType_t math =
-        low ? CUDNN_TENSOR_OP_MATH : (allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
-    check(cudnnSetConvolutionMathType(d, math), "cudnnSetConvolutionMathType");
+    math_ = low ? CUDNN_TENSOR_OP_MATH : (allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    check(cudnnSetConvolutionMathType(d, math_), "cudnnSetConvolutionMathType");
   }
   cudnnConvolutionDescriptor_t get() const { return handle_.get(); }
+  cudnnMathType_t math() const { return math_; }
 
  private:
   using Owned = UniqueHandle<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
   Owned handle_;
+  cudnnMathType_t math_ = CUDNN_DEFAULT_MATH;
 };
 
 }  // namespace trainer::cuda

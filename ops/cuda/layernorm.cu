@@ -1,6 +1,8 @@
 // layernorm over the last dimension as own kernels: one warp per row for the
-// statistics and the input gradient; one thread per column, looping over rows in
-// order, for the weight and bias gradients (deterministic, no atomics).
+// statistics and the input gradient (each warp strides over rows, so a grid
+// capped by grid_for still covers them all); one thread per column, looping
+// over rows in order, for the weight and bias gradients (deterministic, no
+// atomics).
 #include <string>
 
 #include "ops/cuda/kernels.h"
@@ -14,45 +16,53 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// This thread's warp's first row, and the stride between a warp's rows.
+__device__ __forceinline__ long long first_warp_row() {
+  return (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+}
+__device__ __forceinline__ long long warp_row_stride() {
+  return static_cast<long long>(gridDim.x) * blockDim.x / 32;
+}
+
 __global__ void layernorm_forward(const float* x, const float* w, const float* b, float* y,
                                   float* mean_out, float* rstd_out, long long rows, int d,
                                   float eps) {
-  const long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (r >= rows) return;
-  const float* xr = x + r * d;
-  float sum = 0.0f;
-  for (int i = lane; i < d; i += 32) sum += xr[i];
-  const float mean = warp_sum(sum) / static_cast<float>(d);
-  float sq = 0.0f;
-  for (int i = lane; i < d; i += 32) sq += (xr[i] - mean) * (xr[i] - mean);
-  const float rstd = rsqrtf(warp_sum(sq) / static_cast<float>(d) + eps);
-  float* yr = y + r * d;
-  for (int i = lane; i < d; i += 32) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
-  if (lane == 0) mean_out[r] = mean, rstd_out[r] = rstd;
+  for (long long r = first_warp_row(); r < rows; r += warp_row_stride()) {
+    const float* xr = x + r * d;
+    float sum = 0.0f;
+    for (int i = lane; i < d; i += 32) sum += xr[i];
+    const float mean = warp_sum(sum) / static_cast<float>(d);
+    float sq = 0.0f;
+    for (int i = lane; i < d; i += 32) sq += (xr[i] - mean) * (xr[i] - mean);
+    const float rstd = rsqrtf(warp_sum(sq) / static_cast<float>(d) + eps);
+    float* yr = y + r * d;
+    for (int i = lane; i < d; i += 32) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+    if (lane == 0) mean_out[r] = mean, rstd_out[r] = rstd;
+  }
 }
 
 __global__ void layernorm_backward_input(const float* x, const float* w, const float* dy,
                                          const float* mean, const float* rstd, float* dx,
                                          long long rows, int d) {
-  const long long r = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (r >= rows) return;
-  const float* xr = x + r * d;
-  const float* g = dy + r * d;
-  const float m = mean[r], s = rstd[r];
-  float sum_g = 0.0f, sum_gx = 0.0f;
-  for (int i = lane; i < d; i += 32) {
-    const float gw = g[i] * w[i];
-    sum_g += gw;
-    sum_gx += gw * (xr[i] - m) * s;
-  }
-  sum_g = warp_sum(sum_g) / static_cast<float>(d);
-  sum_gx = warp_sum(sum_gx) / static_cast<float>(d);
-  float* out = dx + r * d;
-  for (int i = lane; i < d; i += 32) {
-    const float xhat = (xr[i] - m) * s;
-    out[i] = s * (g[i] * w[i] - sum_g - xhat * sum_gx);
+  for (long long r = first_warp_row(); r < rows; r += warp_row_stride()) {
+    const float* xr = x + r * d;
+    const float* g = dy + r * d;
+    const float m = mean[r], s = rstd[r];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int i = lane; i < d; i += 32) {
+      const float gw = g[i] * w[i];
+      sum_g += gw;
+      sum_gx += gw * (xr[i] - m) * s;
+    }
+    sum_g = warp_sum(sum_g) / static_cast<float>(d);
+    sum_gx = warp_sum(sum_gx) / static_cast<float>(d);
+    float* out = dx + r * d;
+    for (int i = lane; i < d; i += 32) {
+      const float xhat = (xr[i] - m) * s;
+      out[i] = s * (g[i] * w[i] - sum_g - xhat * sum_gx);
+    }
   }
 }
 

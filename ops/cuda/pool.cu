@@ -121,16 +121,19 @@ __global__ void avgpool_backward(const float* dy, float* dx, Window g, long long
   }
 }
 
-// One warp per (n, c) plane.
+// One warp per (n, c) plane; each warp strides over planes, so a grid capped
+// by grid_for still covers them all.
 __global__ void global_avgpool_forward(const float* x, float* y, long long planes, int hw) {
-  const long long plane = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (plane >= planes) return;
-  const float* xp = x + plane * hw;
-  float sum = 0.0f;
-  for (int i = lane; i < hw; i += 32) sum += xp[i];
-  for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
-  if (lane == 0) y[plane] = sum / static_cast<float>(hw);
+  const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
+  for (long long plane = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       plane < planes; plane += warps) {
+    const float* xp = x + plane * hw;
+    float sum = 0.0f;
+    for (int i = lane; i < hw; i += 32) sum += xp[i];
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
+    if (lane == 0) y[plane] = sum / static_cast<float>(hw);
+  }
 }
 
 __global__ void global_avgpool_backward(const float* dy, float* dx, long long total, int hw) {

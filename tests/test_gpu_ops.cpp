@@ -46,19 +46,22 @@ TEST_CASE("CUDA linear equals CPU") {
 
 // The activation in the GEMM's epilogue (RELU_BIAS, GELU_AUX_BIAS with 8-aligned
 // rows, RELU without a bias, all of them with bf16 operands too) or after it
-// (the erf gelu, rows cuBLASLt's aux output refuses).
+// (the erf gelu, rows cuBLASLt's aux output refuses). cuBLASLt's GELU may use
+// the hardware's approximate tanh (relative 2^-11) for the output; the saved
+// pre-activation and the gradients are exact.
 TEST_CASE("CUDA linear with an activation epilogue equals CPU") {
   for (const std::string act : {"relu", "gelu", "gelu_tanh"}) {
     INFO("activation " << act);
-    compare({"linear", {{"out_features", std::int64_t{16}}, {"activation", act}}, {{8, 20}}}, 1e-4,
-            1e-4);
+    const double fused_tolerance = act == "gelu_tanh" ? 1e-3 : 1e-4;
+    compare({"linear", {{"out_features", std::int64_t{16}}, {"activation", act}}, {{8, 20}}},
+            fused_tolerance, fused_tolerance);
     compare({"linear",
              {{"out_features", std::int64_t{5}}, {"bias", false}, {"activation", act}},
              {{3, 7}}},
             1e-4, 1e-4);
     OpCase low{"linear", {{"out_features", std::int64_t{24}}, {"activation", act}}, {{16, 40}}};
     low.compute = DType::bf16;
-    compare(low, 2e-3, 2e-3);
+    compare(low, 1e-2, 1e-2);  // see "bf16 and fp16 linear" below
   }
 }
 
@@ -79,15 +82,19 @@ TEST_CASE("CUDA conv2d equals CPU") {
 }
 
 // Mixed precision: both backends round x, the weights and dy to the same
-// 16-bit values and accumulate in float32, so linear differs only in the order
-// of the sums; cuDNN also rounds conv's y, dx and dW to the 16-bit type
-// (relative 2^-8 for bf16), which the CPU kernel does not when they are float32.
+// 16-bit values and accumulate in float32, so linear's GEMMs differ only in
+// the order of the sums. The bias gradient does not: the CPU sums the dy it
+// rounded (oneDNN's bf16 backward-weights), CUDA the float32 dy, which differs
+// by up to 2^-9 per element under bf16. cuDNN also rounds conv's y, dx and dW
+// to the 16-bit type (relative 2^-8 for bf16), which the CPU kernel does not
+// when they are float32.
 TEST_CASE("CUDA bf16 and fp16 linear and conv2d equal CPU") {
   for (DType low : {DType::bf16, DType::f16}) {
     INFO("compute " << trainer::dtype_name(low));
     OpCase linear{"linear", {{"out_features", std::int64_t{24}}}, {{16, 40}}};
     linear.compute = low;
-    compare(linear, 2e-3, 2e-3);
+    const double tolerance = low == DType::bf16 ? 1e-2 : 2e-3;
+    compare(linear, tolerance, tolerance);
     OpCase conv{"conv2d",
                 {{"out_channels", std::int64_t{8}}, {"kernel", Ints{3}}, {"padding", Ints{1}}},
                 {{4, 3, 10, 10}}};

@@ -107,10 +107,12 @@ class CudaBackend final : public Backend {
     counter_.added(p, bytes);
     return p;
   }
+  // Called from destructors, so it never throws: after a device fault every
+  // cudaFree fails with that fault, which the first error already reported.
   void release(void* ptr) override {
     if (!ptr) return;
     counter_.removed(ptr);
-    check(cudaFree(ptr), "cudaFree");
+    if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
   }
   MemoryStats memory_stats() const override {
     MemoryStats stats = counter_.stats();
@@ -207,9 +209,12 @@ class CudaBackend final : public Backend {
 
 Backend& cuda_backend(int device) {
   static std::mutex mutex;
-  static std::map<int, std::unique_ptr<cuda::CudaBackend>> backends;
+  // Never destroyed: at exit the CUDA runtime and cuDNN may be torn down
+  // before static destructors run, and destroying handles then can crash. The
+  // process's end releases the device.
+  static auto* backends = new std::map<int, std::unique_ptr<cuda::CudaBackend>>;
   std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = backends[device];
+  auto& slot = (*backends)[device];
   if (!slot) {
     cuda::require_device(device);
     slot = std::make_unique<cuda::CudaBackend>(device);

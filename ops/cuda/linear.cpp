@@ -64,6 +64,12 @@ struct GemmPlan {
     // The pre-activation lies like D (row-major [N, out]: column-major with ld out).
     if (has_aux_output(epilogue)) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, s.ldd);
     MatmulPreference pref(kLtWorkspace);
+    // The heuristic otherwise assumes 256-byte aligned matrices; ours start at
+    // 64-byte arena offsets. 16 bytes is what the tensor-core kernels need.
+    for (const auto attr :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      pref.set(attr, std::uint32_t{16});
     if (deterministic)  // no split-K reductions through atomics
       pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));

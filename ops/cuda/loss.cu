@@ -50,13 +50,19 @@ __device__ __forceinline__ bool counted(const CeShape& s, int valid, const long 
   return r < valid && labels[r] != s.ignore_index;
 }
 
-// One warp per row: row_loss[r] and row_count[r] (1 when counted).
-__global__ void ce_rows(const float* logits, const long long* labels, CeShape s,
-                        const StepValues* step, float* row_loss, float* row_count) {
-  const int r =
-      static_cast<int>((static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
+// One warp per row; each warp strides over rows, so a grid capped by
+// grid_for still covers them all.
+__device__ __forceinline__ long long first_warp_row() {
+  return (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+}
+__device__ __forceinline__ long long warp_row_stride() {
+  return static_cast<long long>(gridDim.x) * blockDim.x / 32;
+}
+
+// row_loss[r] and row_count[r] (1 when counted) of one row, by one warp.
+__device__ void ce_row(const float* logits, const long long* labels, const CeShape& s,
+                       const StepValues* step, float* row_loss, float* row_count, int r) {
   const int lane = threadIdx.x & 31;
-  if (r >= s.rows) return;
   if (!counted(s, static_cast<int>(rows_counted(step, s.rows)), labels, r)) {
     if (lane == 0) row_loss[r] = 0.0f, row_count[r] = 0.0f;
     return;
@@ -83,6 +89,12 @@ __global__ void ce_rows(const float* logits, const long long* labels, CeShape s,
   }
 }
 
+__global__ void ce_rows(const float* logits, const long long* labels, CeShape s,
+                        const StepValues* step, float* row_loss, float* row_count) {
+  for (long long r = first_warp_row(); r < s.rows; r += warp_row_stride())
+    ce_row(logits, labels, s, step, row_loss, row_count, static_cast<int>(r));
+}
+
 // One block: out[0] = sum(values) / sum(counts) (0 when nothing is counted).
 __global__ void mean_of(const float* values, const float* counts, int n, float* out) {
   float v = 0.0f, c = 0.0f;
@@ -104,13 +116,11 @@ __global__ void ce_count(const long long* labels, CeShape s, const StepValues* s
   if (threadIdx.x == 0) count[0] = c;
 }
 
-__global__ void ce_backward(const float* logits, const long long* labels, CeShape s,
-                            const StepValues* step, const float* count, const float* grad_output,
-                            float* dx) {
-  const int r =
-      static_cast<int>((static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32);
+// The gradient of one row, by one warp.
+__device__ void ce_backward_row(const float* logits, const long long* labels, const CeShape& s,
+                                const StepValues* step, const float* count,
+                                const float* grad_output, float* dx, int r) {
   const int lane = threadIdx.x & 31;
-  if (r >= s.rows) return;
   float* d = dx + static_cast<long long>(r) * s.classes;
   if (!counted(s, static_cast<int>(rows_counted(step, s.rows)), labels, r) || count[0] <= 0.0f) {
     for (int k = lane; k < s.classes; k += 32) d[k] = 0.0f;
@@ -130,6 +140,13 @@ __global__ void ce_backward(const float* logits, const long long* labels, CeShap
     const float target = (k == y ? 1.0f - s.smoothing : 0.0f) + off;
     d[k] = (expf(x[k] - m) / sum_exp - target) * scale;
   }
+}
+
+__global__ void ce_backward(const float* logits, const long long* labels, CeShape s,
+                            const StepValues* step, const float* count, const float* grad_output,
+                            float* dx) {
+  for (long long r = first_warp_row(); r < s.rows; r += warp_row_stride())
+    ce_backward_row(logits, labels, s, step, count, grad_output, dx, static_cast<int>(r));
 }
 
 class CrossEntropyKernel final : public Kernel {

@@ -45,6 +45,8 @@ std::unique_ptr<RecordedWork> record_graph(cudaStream_t stream,
     queue_work();
   } catch (const std::exception& e) {
     queue_error = e.what();
+  } catch (...) {  // the capture must end whatever was thrown
+    queue_error = "an exception that is not a std::exception";
   }
   cudaGraph_t captured = nullptr;
   status = cudaStreamEndCapture(stream, &captured);

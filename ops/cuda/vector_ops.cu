@@ -215,10 +215,11 @@ struct ScaledConstant {  // factor x a value in device memory
   __device__ float operator()(float, float) const { return static_cast<float>(*value * factor); }
 };
 
-// Device copies of host tables, one per distinct content, never rewritten: a
-// table queued work (or a recorded CUDA graph) reads stays as it was. Each
-// program's tables are the same every step, so steady state uploads nothing,
-// and a step being captured finds its tables already there.
+// Device copies of host tables, one per distinct content, never rewritten or
+// freed: a table queued work (or a recorded CUDA graph) reads stays as it was.
+// Each program's tables are the same every step, so steady state uploads
+// nothing, and a step being captured finds its tables already there. They are
+// a few bytes per parameter, one set per program.
 template <typename T>
 class CachedTable {
  public:
@@ -232,22 +233,40 @@ class CachedTable {
     std::string key(first, bytes);
     last_ = tables_.find(key);
     if (last_ != tables_.end()) return last_->second.template as<T>();
-    if (tables_.size() >= kMaxTables) {  // many programs came and went: start over
-      stream.synchronize();
-      tables_.clear();
-    }
     DeviceBuffer buffer(bytes);
-    check(cudaMemcpy(buffer.data(), host.data(), bytes, cudaMemcpyHostToDevice),
-          "cudaMemcpy(parameter table)");
+    // In stream order (the compute stream does not wait for the legacy one);
+    // a pageable source is staged before the call returns.
+    check(cudaMemcpyAsync(buffer.data(), host.data(), bytes, cudaMemcpyHostToDevice, stream.get()),
+          "cudaMemcpyAsync(parameter table)");
     last_ = tables_.emplace(std::move(key), std::move(buffer)).first;
     return last_->second.template as<T>();
   }
 
  private:
   using Tables = std::map<std::string, DeviceBuffer>;  // by the table's bytes
-  static constexpr std::size_t kMaxTables = 64;
   Tables tables_;
   Tables::iterator last_ = tables_.end();
+};
+
+// One device table rewritten at each upload, in stream order, for work that is
+// never recorded: the work queued before has read the old contents by the
+// time the copy runs.
+template <typename T>
+class ScratchTable {
+ public:
+  const T* upload(const std::vector<T>& host, Stream& stream) {
+    const std::size_t bytes = host.size() * sizeof(T);
+    if (buffer_.bytes() < bytes) {
+      stream.synchronize();  // the old buffer may still be read
+      buffer_ = DeviceBuffer(bytes);
+    }
+    check(cudaMemcpyAsync(buffer_.data(), host.data(), bytes, cudaMemcpyHostToDevice, stream.get()),
+          "cudaMemcpyAsync(tensor table)");
+    return buffer_.as<T>();
+  }
+
+ private:
+  DeviceBuffer buffer_;
 };
 
 template <typename Sized>
@@ -271,7 +290,7 @@ class CudaVectorOps final : public VectorOps {
     check(cudaMallocHost(&host, std::max(sizeof(double) + sizeof(int), sizeof(LossScaleState))),
           "cudaMallocHost");
     host_result_ = PinnedHost(host);
-    check(cudaMemset(check_.data(), 0, check_.bytes()), "cudaMemset");
+    check(cudaMemsetAsync(check_.data(), 0, check_.bytes(), ctx_.compute.get()), "cudaMemsetAsync");
     upload_loss_scale(LossScaleState{});  // scale 1: the loss seed without scaling
   }
 
@@ -291,11 +310,13 @@ class CudaVectorOps final : public VectorOps {
     rule_ = rule;
     upload_loss_scale(state);
     lr_count_ = static_cast<long long>(lr_by_update.size());
+    ctx_.compute.synchronize();  // queued updates may still read the old table
     lr_by_update_ = DeviceBuffer(std::max<std::size_t>(1, lr_by_update.size()) * sizeof(float));
     if (!lr_by_update.empty())
-      check(cudaMemcpy(lr_by_update_.data(), lr_by_update.data(),
-                       lr_by_update.size() * sizeof(float), cudaMemcpyHostToDevice),
-            "cudaMemcpy(learning-rate table)");
+      check(cudaMemcpyAsync(lr_by_update_.data(), lr_by_update.data(),
+                            lr_by_update.size() * sizeof(float), cudaMemcpyHostToDevice,
+                            ctx_.compute.get()),
+            "cudaMemcpyAsync(learning-rate table)");
   }
 
   void stop_loss_scaling() override {
@@ -401,13 +422,16 @@ class CudaVectorOps final : public VectorOps {
  private:
   // Queues *total = the sum of squares of `tensors` (in a fixed order), and
   // sets *nonfinite to 1 when any element is inf or NaN. `recorded`: the
-  // launches may be part of a CUDA graph, so their per-block partial sums go
-  // to a buffer that is never freed or reused for another size.
+  // launches may be part of a CUDA graph, so their tables are cached and their
+  // per-block partial sums go to a buffer that is never freed or reused for
+  // another size.
   void queue_sum_squares(const std::vector<DeviceTensor>& tensors, double* total, int* nonfinite,
                          bool recorded) {
     const std::vector<Chunk> chunks = chunks_of(tensors);
-    const DeviceTensor* d_tensors = tensor_table_.upload(tensors, ctx_.compute);
-    const Chunk* d_chunks = norm_chunks_.upload(chunks, ctx_.compute);
+    const DeviceTensor* d_tensors = recorded ? tensor_table_.upload(tensors, ctx_.compute)
+                                             : scratch_tensors_.upload(tensors, ctx_.compute);
+    const Chunk* d_chunks = recorded ? norm_chunks_.upload(chunks, ctx_.compute)
+                                     : scratch_chunks_.upload(chunks, ctx_.compute);
     const std::size_t bytes = chunks.size() * sizeof(double);
     DeviceBuffer* partials = &partials_;
     if (recorded) {
@@ -435,8 +459,10 @@ class CudaVectorOps final : public VectorOps {
   CudaContext& ctx_;
   CachedTable<DeviceSlot> slot_table_;
   CachedTable<Chunk> optimizer_chunks_;
-  CachedTable<DeviceTensor> tensor_table_;
+  CachedTable<DeviceTensor> tensor_table_;  // the update's gradients (may be recorded)
   CachedTable<Chunk> norm_chunks_;
+  ScratchTable<DeviceTensor> scratch_tensors_;  // sum_squares()'s (never recorded)
+  ScratchTable<Chunk> scratch_chunks_;
   DeviceBuffer partials_;                                  // sum_squares()'s block sums
   std::map<std::size_t, DeviceBuffer> recorded_partials_;  // the clipping update's, by count
   DeviceBuffer result_;  // sum_squares(): the total, then its non-finite flag

@@ -54,10 +54,15 @@ class NcclCollective final : public Collective {
     const auto start = std::chrono::steady_clock::now();
     backend_.synchronize();  // the gradients are written on the backend's stream
     check_nccl(ncclGroupStart(), "ncclGroupStart");
-    for (const auto& t : tensors)
-      check_nccl(ncclAllReduce(t.data, t.data, static_cast<std::size_t>(t.numel()), ncclFloat,
-                               ncclSum, comm_, stream_),
-                 "ncclAllReduce");
+    try {
+      for (const auto& t : tensors)
+        check_nccl(ncclAllReduce(t.data, t.data, static_cast<std::size_t>(t.numel()), ncclFloat,
+                                 ncclSum, comm_, stream_),
+                   "ncclAllReduce");
+    } catch (...) {
+      ncclGroupEnd();  // leave no group open behind the error
+      throw;
+    }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
     wait_stream(start);
   }

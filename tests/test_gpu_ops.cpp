@@ -83,9 +83,10 @@ TEST_CASE("CUDA conv2d equals CPU") {
 
 // Mixed precision: both backends round x, the weights and dy to the same
 // 16-bit values and accumulate in float32, so linear's GEMMs differ only in
-// the order of the sums. The bias gradient does not: the CPU sums the dy it
-// rounded (oneDNN's bf16 backward-weights), CUDA the float32 dy, which differs
-// by up to 2^-9 per element under bf16. cuDNN also rounds conv's y, dx and dW
+// the order of the sums. So does the bias gradient when cuBLASLt sums it in
+// the weight-gradient GEMM (BGRADB, from the rounded dy, as oneDNN's bf16
+// backward-weights does); where it refuses that epilogue, CUDA sums the
+// float32 dy, which differs by up to 2^-9 per element under bf16. cuDNN also rounds conv's y, dx and dW
 // to the 16-bit type (relative 2^-8 for bf16), which the CPU kernel does not
 // when they are float32.
 TEST_CASE("CUDA bf16 and fp16 linear and conv2d equal CPU") {

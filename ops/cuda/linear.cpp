@@ -136,10 +136,11 @@ class LinearKernel final : public Kernel {
         !low_ && k.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const cudaDataType_t operands = low_ ? cuda_type(low_type_) : CUDA_R_32F;
     // The bias vector has D's type, float32, whatever the operands are: the
-    // forward adds it (and applies the activation) in the epilogue at every
-    // precision. The bias gradient stays in the row kernels under 16-bit
-    // operands, where BGRADB would sum the narrowed dy instead of dy.
-    const bool fuse_bias_grad = has_bias_ && !low_;
+    // forward adds it (and applies the activation) in the epilogue, and the
+    // weight-gradient GEMM sums the bias gradient (BGRADB), at every
+    // precision. Under 16-bit operands that sums the narrowed dy, as the CPU's
+    // bf16 backward-weights and autocast frameworks do.
+    const bool fuse_bias_grad = has_bias_;
     cublasLtHandle_t lt = ctx.lt.get();
     // y^T [out, N] = W^T^T [out, in] . x^T [in, N]
     forward_ = plan_with_fallback(lt, compute, operands,

@@ -23,6 +23,9 @@ namespace trainer {
 namespace cuda {
 
 void require_device(int device) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string visible_note =
+      visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : std::string();
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice) {
@@ -36,20 +39,18 @@ void require_device(int device) {
           "run on a machine with an NVIDIA GPU and driver, or use devices: [cpu]");
     if (status == cudaErrorNoDevice)
       throw std::runtime_error("cannot use GPU " + std::to_string(device) +
-                               ": the NVIDIA driver reports no GPU; use devices: [cpu]");
+                               ": the NVIDIA driver reports no GPU" + visible_note +
+                               "; use devices: [cpu]" +
+                               (visible ? ", or unset CUDA_VISIBLE_DEVICES" : ""));
     throw std::runtime_error("cannot use GPU " + std::to_string(device) +
                              ": the NVIDIA driver (version " + std::to_string(driver) +
                              ") is older than this build's CUDA runtime; update the driver");
   }
   check(status, "cudaGetDeviceCount");
-  if (device < 0 || device >= count) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    throw std::runtime_error(
-        "GPU " + std::to_string(device) + " does not exist: " + std::to_string(count) +
-        " GPU(s) visible" +
-        (visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : std::string()) +
-        "; valid indices are 0.." + std::to_string(count - 1));
-  }
+  if (device < 0 || device >= count)
+    throw std::runtime_error("GPU " + std::to_string(device) +
+                             " does not exist: " + std::to_string(count) + " GPU(s) visible" +
+                             visible_note + "; valid indices are 0.." + std::to_string(count - 1));
   // Creating the device's context is where a GPU held by another process shows.
   cudaError_t opened = cudaSetDevice(device);
   if (opened == cudaSuccess) opened = cudaFree(nullptr);

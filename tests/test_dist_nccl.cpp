@@ -25,7 +25,7 @@ TEST_CASE("NCCL all-reduce on one GPU") {
   auto collective = dist::make_nccl_collective(nullptr, gpu, 0, 60);
   CHECK(collective->world() == 1);
   CHECK(collective->is_root());
-  CHECK_FALSE(dist::nccl_version().empty());
+  CHECK(dist::nccl_version() != "0.0.0");  // the loaded library answered
 
   std::vector<float> a(1000), b(37);
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = 0.5f * static_cast<float>(i);

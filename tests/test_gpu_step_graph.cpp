@@ -138,7 +138,7 @@ TEST_CASE("the optimizer update recorded with the step reads each step's learnin
   eager->set_update(nullptr);
 }
 
-TEST_CASE("a recorded update with loss scaling skips, unscales and scales like the eager one") {
+TEST_CASE("a recorded update with loss scaling skips and scales like the eager one") {
   // Step 3's input holds a NaN, so its gradients do: that update, replayed
   // from the recording, must skip itself and halve the scale on the device.
   LossScaleRule rule;

@@ -155,7 +155,7 @@ TEST_CASE("CUDA clipping inside the update equals the CPU's") {
   CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
 }
 
-TEST_CASE("CUDA loss scaling inside the update equals the CPU's: skip, unscale, schedule") {
+TEST_CASE("CUDA loss scaling inside the update equals the CPU's (skip; unscale; schedule)") {
   // Adam over five steps of gradients computed at the loss scale; the second
   // step's overflow is skipped on the device, and the scale grows after two
   // clean steps. Weights, moments and the scaler's state must match the CPU.
@@ -210,7 +210,7 @@ TEST_CASE("CUDA loss scaling inside the update equals the CPU's: skip, unscale, 
         if (device)
           backend.copy_to_device(slots[i].grad, grads[s][i].data(), sizes[i] * 4);
         else
-          host_grads[i] = grads[s][i];
+          std::copy(grads[s][i].begin(), grads[s][i].end(), host_grads[i].begin());
       }
       ops.optimizer_step(slots, step);
     }

@@ -7,22 +7,46 @@
 # GPU tests (with the 1-GPU NCCL collective), the memory plan against the GPU
 # allocation, one fp16 epoch of the MLP (loss scaling on the device), the GPU
 # benchmarks next to PyTorch, and last, in the time left,
-# the CNN config trained to the end on the GPU against its CPU accuracy; writes
-# logs and results.json under $OUT (default ./gpu-check-out). Fashion-MNIST
-# comes from the carry when the machine has no /usr/share/datasets copy.
+# the CNN config trained to the end on the GPU against its CPU accuracy. Every
+# stage runs under a timeout, and all of them within one deadline
+# (GPU_CHECK_SECONDS, 450 s). Logs are written to a temporary folder; at exit
+# $OUT (default ./gpu-check-out) gets three files: results.json, gpu-check.log
+# and logs.tar.gz with every log (a GPU machine returns only a few files).
+# Fashion-MNIST comes from the carry when the machine has no
+# /usr/share/datasets copy. The carried bundle replaces one left by an earlier
+# call.
 # Exit: 0 all passed; 1 something failed; 77 no GPU here (nothing was run on one).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${OUT:-$root/gpu-check-out}"
+py_ld="${LD_LIBRARY_PATH:-}"  # python3 (torch) keeps its own libraries, not the bundle's
+final="${OUT:-$root/gpu-check-out}"  # gets at most 8 files back: results.json, gpu-check.log, logs.tar.gz
+out=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")  # every log; packed into $final on exit
 bundle="$root/build-gpu/bundle"
-mkdir -p "$out"
+mkdir -p "$final"
+: "${HOME:=/root}"
 started=$(date +%s)
+deadline=$((started + ${GPU_CHECK_SECONDS:-450}))
+pack() {
+  cp -f "$out/results.json" "$out/gpu-check.log" "$final/" 2>/dev/null
+  tar -C "$out" --exclude=checkpoints -czf "$final/logs.tar.gz" . 2>/dev/null && rm -rf "$out"
+}
+trap pack EXIT
+trap 'log "stopped by a signal"; write_results "interrupted"; exit 1' TERM INT
+# capped CAP CMD...: CMD under `timeout -k 10`, at most CAP seconds and never past the deadline.
+capped() {
+  local cap=$1 left=$((deadline - $(date +%s)))
+  shift
+  ((left < cap)) && cap=$left
+  ((cap >= 10)) || { echo "skipped: the time budget is spent"; return 124; }
+  timeout -k 10 "$cap" "$@"
+}
+py() { LD_LIBRARY_PATH="$py_ld" python3 "$@"; }
 log() { echo "[gpu-check $(($(date +%s) - started))s] $*" | tee -a "$out/gpu-check.log"; }
 declare -A rc
 
 write_results() {  # $1: overall status
   STATUS="$1" OUTDIR="$out" RCS="$(for k in "${!rc[@]}"; do echo "$k=${rc[$k]}"; done)" \
-    python3 - <<'PY'
+    py - <<'PY'
 import json, os, re
 out = os.environ["OUTDIR"]
 def read(name):
@@ -35,7 +59,10 @@ r = {"status": os.environ["STATUS"],
      "exit_codes": dict(line.split("=", 1) for line in os.environ["RCS"].split("\n") if "=" in line),
      "doctor": read("doctor.txt")}
 peer = read("torch_peer.json")
-r["torch_peer"] = json.loads(peer) if peer else None
+try:
+    r["torch_peer"] = json.loads(peer) if peer else None
+except ValueError as e:
+    r["torch_peer"] = {"unreadable": str(e)}
 timings, ratios = {}, {}
 peer = r["torch_peer"] or {}
 for name in sorted(os.listdir(out)):
@@ -74,8 +101,8 @@ PY
 
 # 1. The build.
 carry="$root/build-gpu/carry"
-if [[ ! -x "$bundle/bin/trainer" && -f "$carry/bundle.tar.xz" ]]; then
-  mkdir -p "$bundle" && tar -C "$bundle" -xJf "$carry/bundle.tar.xz" ||
+if [[ -f "$carry/bundle.tar.xz" ]]; then  # the carry wins over a bundle left by an earlier call
+  rm -rf "$bundle" && mkdir -p "$bundle" && tar -C "$bundle" -xJf "$carry/bundle.tar.xz" ||
     { log "cannot unpack $carry/bundle.tar.xz"; rc[build]=1; write_results "bad carry"; exit 1; }
 fi
 if [[ ! -x "$bundle/bin/trainer" ]]; then
@@ -119,9 +146,13 @@ fmnist=("data.train.images=$data/train-images-idx3-ubyte.gz" "data.train.labels=
         "data.eval.images=$data/t10k-images-idx3-ubyte.gz" "data.eval.labels=$data/t10k-labels-idx1-ubyte.gz")
 
 # 3. The doctor decides whether there is a GPU to check.
-"$bundle/bin/trainer" doctor >"$out/doctor.txt" 2>&1
+capped 60 "$bundle/bin/trainer" doctor >"$out/doctor.txt" 2>&1
 rc[doctor]=$?
 cat "$out/doctor.txt"
+if ((rc[doctor] >= 124)) || grep -q "error while loading shared libraries" "$out/doctor.txt"; then
+  log "the bundle does not run here (doctor exit ${rc[doctor]}): doctor.txt, library_path.txt"
+  write_results "bundle does not run"; exit 1
+fi
 if ! grep -q "^  GPU 0:" "$out/doctor.txt"; then
   reason=$(grep -m1 "status:.*\(no GPU\|BROKEN\)" "$out/doctor.txt" | sed -e 's/^ *status: *//' -e 's/^no GPU: //')
   log "no GPU: ${reason:-trainer doctor lists no GPU (exit ${rc[doctor]})}; GPU tests and benchmarks NOT run"
@@ -133,16 +164,16 @@ fi
 cd "$root"
 for t in test_gpu_vector_ops test_gpu_ops test_gpu_step_graph test_dist_nccl; do
   [[ $t == test_dist_nccl && ! -x "$bundle/bin/$t" ]] && { log "$t: not in the bundle (re-run gpu-prepare.sh)"; continue; }
-  timeout "$([[ $t == test_dist_nccl ]] && echo 60 || echo 150)" "$bundle/bin/$t" >"$out/$t.log" 2>&1
+  capped "$([[ $t == test_dist_nccl ]] && echo 60 || echo 120)" "$bundle/bin/$t" >"$out/$t.log" 2>&1
   rc[$t]=$?
   log "$t: exit ${rc[$t]} ($(tail -n 2 "$out/$t.log" | tr '\n' ' '))"
 done
 
 # 4b. The memory plan against what a GPU run allocates (within 5%).
-"$bundle/bin/trainer" plan configs/fashion_mnist_cnn.yaml "devices=[0]" "${fmnist[@]}" >"$out/plan_cnn.txt" 2>&1
-timeout 90 "$bundle/bin/trainer" run configs/fashion_mnist_cnn.yaml "devices=[0]" "${fmnist[@]}" train.max_steps=20 \
+capped 60 "$bundle/bin/trainer" plan configs/fashion_mnist_cnn.yaml "devices=[0]" "${fmnist[@]}" >"$out/plan_cnn.txt" 2>&1
+capped 90 "$bundle/bin/trainer" run configs/fashion_mnist_cnn.yaml "devices=[0]" "${fmnist[@]}" train.max_steps=20 \
   --out "$out/run_cnn" >"$out/run_cnn.log" 2>&1
-PLAN="$out/plan_cnn.txt" SUMMARY="$out/run_cnn/summary.json" python3 - >"$out/plan_vs_run.txt" 2>&1 <<'PY'
+PLAN="$out/plan_cnn.txt" SUMMARY="$out/run_cnn/summary.json" py - >"$out/plan_vs_run.txt" 2>&1 <<'PY'
 import json, os, re, sys
 text = open(os.environ["PLAN"]).read()
 fig = lambda label: float(re.search(r"^  " + label + r"\s+([\d.]+) MiB", text, re.M).group(1))
@@ -158,10 +189,10 @@ log "plan vs run on GPU: exit ${rc[plan_vs_run]} ($(cat "$out/plan_vs_run.txt" |
 # the MLP on the GPU reaches the CPU's float32 accuracy after one epoch
 # (0.8635, `trainer run configs/fashion_mnist_mlp.yaml train.epochs=1`) within
 # one point, with every step replayed from its recording.
-timeout 90 "$bundle/bin/trainer" run configs/fashion_mnist_mlp.yaml "devices=[0]" "${fmnist[@]}" \
+capped 90 "$bundle/bin/trainer" run configs/fashion_mnist_mlp.yaml "devices=[0]" "${fmnist[@]}" \
   precision=fp16 train.epochs=1 --out "$out/run_mlp_fp16" >"$out/run_mlp_fp16.log" 2>&1
 rc[mlp_fp16_run]=$?
-SUMMARY="$out/run_mlp_fp16/summary.json" python3 - >"$out/mlp_fp16.txt" 2>&1 <<'PY'
+SUMMARY="$out/run_mlp_fp16/summary.json" py - >"$out/mlp_fp16.txt" 2>&1 <<'PY'
 import json, os, sys
 cpu = 0.8635
 s = json.load(open(os.environ["SUMMARY"]))
@@ -175,7 +206,7 @@ rc[mlp_fp16]=$?
 log "fp16 MLP on GPU: run exit ${rc[mlp_fp16_run]}, check exit ${rc[mlp_fp16]} ($(tail -n 1 "$out/mlp_fp16.txt"))"
 
 # 5. Benchmarks: the PyTorch peer, then the trainer on the same configs.
-timeout 150 python3 "$root/bench/gpu/torch_peer.py" --out "$out/torch_peer.json" --steps 50 \
+capped 150 env LD_LIBRARY_PATH="$py_ld" python3 "$root/bench/gpu/torch_peer.py" --out "$out/torch_peer.json" --steps 50 \
   >"$out/torch_peer.log" 2>&1
 rc[torch_peer]=$?
 log "torch peer: exit ${rc[torch_peer]}"
@@ -184,7 +215,7 @@ time_config() {  # $1: name for the log, then the config and its overrides
   shift
   local remaining=$((330 - ($(date +%s) - started)))
   ((remaining < 30)) && { log "time budget spent: trainer time $name skipped"; return; }
-  timeout $((remaining < 60 ? remaining : 60)) "$bundle/bin/trainer" time "$@" "devices=[0]" \
+  capped $((remaining < 60 ? remaining : 60)) "$bundle/bin/trainer" time "$@" "devices=[0]" \
     >"$out/trainer_time_$name.log" 2>&1
   rc[trainer_time_$name]=$?
   log "trainer time $name: exit ${rc[trainer_time_$name]} ($(grep -m1 'whole step' "$out/trainer_time_$name.log"))"
@@ -204,17 +235,17 @@ time_config large_mlp_bf16_unfused bench/gpu/large_mlp.yaml backend.fuse_activat
 # accuracy of the same config on the CPU (README: 0.9281 after 15 epochs,
 # `trainer run configs/fashion_mnist_cnn.yaml`), within one point.
 # It runs last, in the time the benchmarks left (at most 150 s).
-limit=$((470 - ($(date +%s) - started)))
+limit=$((deadline - $(date +%s)))
 ((limit > 150)) && limit=150
 if ((limit < 60)); then
   log "time budget spent: the CNN run to the end is skipped"
   rc[cnn_full_run]=124
 else
-  timeout $limit "$bundle/bin/trainer" run configs/fashion_mnist_cnn.yaml "devices=[0]" "${fmnist[@]}" \
+  timeout -k 10 $limit "$bundle/bin/trainer" run configs/fashion_mnist_cnn.yaml "devices=[0]" "${fmnist[@]}" \
     data.workers=6 --out "$out/run_cnn_full" >"$out/run_cnn_full.log" 2>&1
   rc[cnn_full_run]=$?
 fi
-SUMMARY="$out/run_cnn_full/summary.json" MANIFEST="$out/run_cnn_full/manifest.json" python3 - \
+SUMMARY="$out/run_cnn_full/summary.json" MANIFEST="$out/run_cnn_full/manifest.json" py - \
   >"$out/cnn_accuracy.txt" 2>&1 <<'PY'
 import json, os, sys
 cpu = 0.9281
@@ -235,5 +266,5 @@ status=passed
 [[ ${rc[test_dist_nccl]:-0} == 0 ]] || status=failed  # the 1-GPU NCCL path
 [[ ${rc[plan_vs_run]} == 0 && ${rc[cnn_accuracy]} == 0 && ${rc[mlp_fp16]} == 0 ]] || status=failed
 write_results "$status"
-log "done: $status (results.json in $out)"
+log "done: $status (results.json, logs.tar.gz in $final)"
 [[ $status == passed ]]

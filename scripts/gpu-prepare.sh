@@ -28,13 +28,19 @@ strip --strip-unneeded "$bundle"/bin/* 2>/dev/null || true
 # family (always on the target) and the big CUDA libraries (from the wheels).
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libcuda\.so|libcudnn|libcublas|libnccl)'
 for bin in "$bundle"/bin/*; do
+  if ldd "$bin" | grep -q "not found"; then
+    echo "error: $bin needs libraries this machine cannot resolve:" >&2
+    ldd "$bin" | grep "not found" >&2
+    exit 1
+  fi
   ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi
   cp -L "$path" "$bundle/lib/$name"
 done
 strip --strip-unneeded "$bundle"/lib/*.so* 2>/dev/null || true
-git -C "$root" rev-parse HEAD >"$bundle/COMMIT" 2>/dev/null || true
+# The commit, marked -dirty when the tree had uncommitted changes.
+git -C "$root" describe --always --dirty >"$bundle/COMMIT" 2>/dev/null || true
 
 echo "bundle: $bundle"
 ls -la "$bundle/bin" "$bundle/lib" | awk 'NF > 5 {print "  " $5, $9}'

@@ -15,15 +15,37 @@ import sys
 import time
 
 
-def train_rate(torch, model, batch, precision, steps, in_shape, classes, smoothing=0.0):
+# The optimizer and loss of each config (configs/fashion_mnist_*.yaml and
+# bench/gpu/large_mlp.yaml), so both sides do the same work.
+RECIPES = {
+    "mlp": {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-4},
+    "cnn": {"lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4},
+    "resnet": {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 5e-4,
+               "smoothing": 0.05},
+    "large_mlp": {"lr": 0.01, "momentum": 0.9},
+}
+
+
+def set_tf32(torch, on):
+    try:  # torch 2.9 and later (allow_tf32 is deprecated there)
+        mode = "tf32" if on else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode
+    except Exception:  # older torch raises on the unknown attribute
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+
+def train_rate(torch, model, batch, precision, steps, in_shape, classes, recipe):
     dev = torch.device("cuda")
     model = model.to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
-    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=smoothing)
+    opt = torch.optim.SGD(model.parameters(), lr=recipe["lr"], momentum=recipe["momentum"],
+                          nesterov=recipe.get("nesterov", False),
+                          weight_decay=recipe.get("weight_decay", 0.0))
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=recipe.get("smoothing", 0.0))
     x = torch.randn(batch, *in_shape, device=dev)
     y = torch.randint(0, classes, (batch,), device=dev)
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    set_tf32(torch, precision == "tf32")
 
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
@@ -77,16 +99,22 @@ def main():
     for name, make in MODELS.items():
         for precision in ("fp32", "tf32", "bf16"):
             torch.manual_seed(1)
-            rate = train_rate(torch, make(), 128, precision, args.steps, (1, 28, 28), 10)
+            rate = train_rate(torch, make(), 128, precision, args.steps, (1, 28, 28), 10,
+                              RECIPES[name])
             result["train_samples_per_s"][f"{name}/{precision}"] = round(rate, 1)
             print(f"{name:7s} {precision}: {rate:10.1f} samples/s", file=sys.stderr)
     gemm = bf16_gemm_rate(torch)
     result["bf16_gemm_tflops"] = round(gemm / 1e12, 1)
-    # A large bf16 MLP: 4 layers of 8192 at batch 8192; 3 GEMMs per layer per step.
+    # A large bf16 MLP: 4 layers of 8192 at batch 8192 with relus between them;
+    # 3 GEMMs per layer per step.
     width, batch, depth = 8192, 8192, 4
-    big = torch.nn.Sequential(*[m for _ in range(depth)
-                                for m in (torch.nn.Linear(width, width), torch.nn.ReLU())])
-    rate = train_rate(torch, big, batch, "bf16", 10, (width,), width)
+    layers = []
+    for i in range(depth):
+        layers.append(torch.nn.Linear(width, width))
+        if i < depth - 1:
+            layers.append(torch.nn.ReLU())
+    big = torch.nn.Sequential(*layers)
+    rate = train_rate(torch, big, batch, "bf16", 10, (width,), width, RECIPES["large_mlp"])
     flops = 6.0 * width * width * depth * rate
     result["large_bf16_mlp"] = {"width": width, "depth": depth, "batch": batch,
                                 "samples_per_s": round(rate, 1), "tflops": round(flops / 1e12, 1),

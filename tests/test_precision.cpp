@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "ops/cpu/half.h"
 #include "runner/train/loss_scale.h"
 #include "tests/op_check.h"
@@ -198,6 +200,11 @@ TEST_CASE("the scaler's state survives a checkpoint round trip") {
   CHECK(b.state().steps == 9);
   CHECK(b.state().last_overflow_step == 9);
   CHECK(b.state().last_overflow_scale == a.state().last_overflow_scale);
+  // A checkpoint of a run without loss scaling: the initial scale, the step count kept.
+  train::LossScaler c(scaling(1024, 3, 2), true);
+  c.restore(nlohmann::json::object(), 7);
+  CHECK(c.scale() == 1024);
+  CHECK(c.state().steps == 7);
 }
 
 TEST_CASE("bf16 linear computes on bf16-rounded inputs and weights with float32 results") {

@@ -34,7 +34,9 @@ nlohmann::json LossScaler::to_json() const {
 }
 
 void LossScaler::restore(const nlohmann::json& state, std::int64_t step) {
-  if (!enabled_ || !state.is_object() || !state.contains("scale")) return;
+  if (!enabled_) return;
+  state_.steps = step;  // also when the checkpoint has no scaler (a run that was not fp16)
+  if (!state.is_object() || !state.contains("scale")) return;
   state_.scale = state.at("scale").get<double>();
   state_.clean_steps = state.at("clean_steps").get<std::int64_t>();
   state_.hysteresis_left = state.at("hysteresis_left").get<std::int64_t>();
@@ -42,7 +44,6 @@ void LossScaler::restore(const nlohmann::json& state, std::int64_t step) {
   state_.overflows_at_min = state.at("overflows_at_min").get<std::int64_t>();
   state_.last_overflow_step = state.value("last_overflow_step", std::int64_t{0});
   state_.last_overflow_scale = state.value("last_overflow_scale", 0.0);
-  state_.steps = step;
 }
 
 }  // namespace trainer::train

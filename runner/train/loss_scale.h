@@ -44,7 +44,7 @@ class LossScaler {
   void sync(const LossScaleState& state) { state_ = state; }
 
   // The scaler's state, for checkpoints; restore() takes what to_json() gave
-  // and the step it was saved at.
+  // (or nothing, from a run without loss scaling) and the step it was saved at.
   nlohmann::json to_json() const;
   void restore(const nlohmann::json& state, std::int64_t step);
 

@@ -7,7 +7,8 @@
 # GPU tests (with the 1-GPU NCCL collective), the memory plan against the GPU
 # allocation, one fp16 epoch of the MLP (loss scaling on the device), the GPU
 # benchmarks next to PyTorch, and last, in the time left,
-# the CNN config trained to the end on the GPU against its CPU accuracy. Every
+# the CNN config trained to the end on the GPU against its CPU accuracy, then
+# (for information) two GPU tests under compute-sanitizer's memcheck. Every
 # stage runs under a timeout, and all of them within one deadline
 # (GPU_CHECK_SECONDS, 450 s). Logs are written to a temporary folder; at exit
 # $OUT (default ./gpu-check-out) gets three files: results.json, gpu-check.log
@@ -259,6 +260,19 @@ sys.exit(0 if abs(gpu - cpu) <= 0.01 else 1)
 PY
 rc[cnn_accuracy]=$?
 log "CNN to the end on GPU: run exit ${rc[cnn_full_run]}, accuracy check exit ${rc[cnn_accuracy]} ($(tail -n 1 "$out/cnn_accuracy.txt"))"
+
+# 7. In the time left, for information (not part of the status): the vector
+# ops and the recorded steps under compute-sanitizer's memcheck (out-of-bounds
+# and misaligned accesses, API errors). Some machines refuse the sanitizer.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [[ -n "$sanitizer" ]]; then
+  for t in test_gpu_vector_ops test_gpu_step_graph; do
+    capped 60 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/$t" \
+      >"$out/memcheck_$t.log" 2>&1
+    rc[memcheck_$t]=$?
+    log "memcheck $t: exit ${rc[memcheck_$t]} ($(grep -m1 "ERROR SUMMARY" "$out/memcheck_$t.log"))"
+  done
+fi
 
 status=passed
 [[ ${rc[doctor]} == 0 && ${rc[test_gpu_ops]} == 0 && ${rc[test_gpu_vector_ops]} == 0 &&

@@ -1,5 +1,5 @@
-// Launch helpers shared by the .cu files: block size, grid size and the check
-// that a launch was accepted.
+// Launch helpers shared by the .cu files: block size, grid size, the check
+// that a launch was accepted, and the rows of a warp-per-row kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,6 +21,15 @@ inline unsigned grid_for(std::int64_t n, int per_thread = 1) {
 
 inline void check_launch(const char* kernel) {
   check(cudaGetLastError(), kernel);
+}
+
+// This thread's warp's first row, and the stride between a warp's rows, for
+// kernels with one warp per row that stride over rows (grid_for caps the grid).
+__device__ __forceinline__ long long first_warp_row() {
+  return (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+}
+__device__ __forceinline__ long long warp_row_stride() {
+  return static_cast<long long>(gridDim.x) * blockDim.x / 32;
 }
 
 inline bool aligned16(const void* p) {

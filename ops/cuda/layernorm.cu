@@ -16,14 +16,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// This thread's warp's first row, and the stride between a warp's rows.
-__device__ __forceinline__ long long first_warp_row() {
-  return (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-}
-__device__ __forceinline__ long long warp_row_stride() {
-  return static_cast<long long>(gridDim.x) * blockDim.x / 32;
-}
-
 __global__ void layernorm_forward(const float* x, const float* w, const float* b, float* y,
                                   float* mean_out, float* rstd_out, long long rows, int d,
                                   float eps) {

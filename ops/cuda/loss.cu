@@ -50,15 +50,6 @@ __device__ __forceinline__ bool counted(const CeShape& s, int valid, const long 
   return r < valid && labels[r] != s.ignore_index;
 }
 
-// One warp per row; each warp strides over rows, so a grid capped by
-// grid_for still covers them all.
-__device__ __forceinline__ long long first_warp_row() {
-  return (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-}
-__device__ __forceinline__ long long warp_row_stride() {
-  return static_cast<long long>(gridDim.x) * blockDim.x / 32;
-}
-
 // row_loss[r] and row_count[r] (1 when counted) of one row, by one warp.
 __device__ void ce_row(const float* logits, const long long* labels, const CeShape& s,
                        const StepValues* step, float* row_loss, float* row_count, int r) {
@@ -89,6 +80,7 @@ __device__ void ce_row(const float* logits, const long long* labels, const CeSha
   }
 }
 
+// One warp per row, striding over the rows.
 __global__ void ce_rows(const float* logits, const long long* labels, CeShape s,
                         const StepValues* step, float* row_loss, float* row_count) {
   for (long long r = first_warp_row(); r < s.rows; r += warp_row_stride())
@@ -142,6 +134,7 @@ __device__ void ce_backward_row(const float* logits, const long long* labels, co
   }
 }
 
+// One warp per row, striding over the rows.
 __global__ void ce_backward(const float* logits, const long long* labels, CeShape s,
                             const StepValues* step, const float* count, const float* grad_output,
                             float* dx) {

@@ -125,9 +125,7 @@ __global__ void avgpool_backward(const float* dy, float* dx, Window g, long long
 // by grid_for still covers them all.
 __global__ void global_avgpool_forward(const float* x, float* y, long long planes, int hw) {
   const int lane = threadIdx.x & 31;
-  const long long warps = static_cast<long long>(gridDim.x) * blockDim.x / 32;
-  for (long long plane = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       plane < planes; plane += warps) {
+  for (long long plane = first_warp_row(); plane < planes; plane += warp_row_stride()) {
     const float* xp = x + plane * hw;
     float sum = 0.0f;
     for (int i = lane; i < hw; i += 32) sum += xp[i];

@@ -105,9 +105,11 @@ class VectorOps {
   virtual bool nonfinite_gradients_seen() = 0;
   // fp16 loss scaling done by the updates themselves (decide_update), from
   // `state` on: each update checks the gradients for inf and NaN, skips itself
-  // or divides the scale out, and moves the scale on by `rule`. The state stays
-  // in backend memory, so nothing is read back per step and an update recorded
-  // with the step (a CUDA graph) scales too.
+  // or divides the scale out, and moves the scale on by `rule`; its learning
+  // rate is `lr_by_update` at the count of updates applied so far, and Adam's
+  // step that count plus one. The state stays in backend memory, so nothing is
+  // read back per step and an update recorded with the step (a CUDA graph)
+  // scales too.
   virtual void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state,
                                   const std::vector<float>& lr_by_update) = 0;
   // Back to updates that apply every step with the hyperparameters set.

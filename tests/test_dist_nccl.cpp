@@ -22,7 +22,7 @@ std::string trainer_test_skip_reason() {
 TEST_CASE("NCCL all-reduce on one GPU") {
   using namespace trainer;
   Backend& gpu = cuda_backend(0);
-  auto collective = dist::make_nccl_collective(nullptr, gpu, 0, 60);
+  auto collective = dist::make_nccl_collective(nullptr, 0, 60);
   CHECK(collective->world() == 1);
   CHECK(collective->is_root());
   CHECK(dist::nccl_version() != "0.0.0");  // the loaded library answered

@@ -122,6 +122,7 @@ class CudaBackend final : public Backend {
     if (cudaMemGetInfo(&free, &total) == cudaSuccess) stats.reserved = total - free;
     return stats;
   }
+  cudaStream_t compute_stream() const { return ctx_.compute.get(); }
   std::size_t available_memory() const override {
     std::size_t free = 0, total = 0;
     ctx_.device.activate();
@@ -221,6 +222,10 @@ Backend& cuda_backend(int device) {
     slot = std::make_unique<cuda::CudaBackend>(device);
   }
   return *slot;
+}
+
+cudaStream_t cuda_compute_stream(int device) {
+  return static_cast<cuda::CudaBackend&>(cuda_backend(device)).compute_stream();
 }
 
 }  // namespace trainer

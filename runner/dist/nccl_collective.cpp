@@ -9,8 +9,14 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
 #include <thread>
+
+#include "ops/cuda/cuda_backend.h"
 
 #include "runner/dist/mpi_collective.h"
 #include "runner/dist/mpi_runtime.h"
@@ -29,19 +35,30 @@ void check_nccl(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
 }
 
+// The gradient all-reduce runs on the backend's compute stream, in order
+// between the backward that wrote the gradients and the update that reads
+// them: the host queues it and goes on, with no device synchronisation. A
+// watchdog thread follows each reduction's completion event, so that a dead
+// or hung peer ends the job (with the reason) instead of hanging it.
 class NcclCollective final : public Collective {
  public:
-  NcclCollective(MpiCollective* mpi, Backend& backend, int device, double timeout_s)
-      : mpi_(mpi), backend_(backend), timeout_s_(timeout_s) {
+  NcclCollective(MpiCollective* mpi, int device, double timeout_s)
+      : mpi_(mpi), device_(device), stream_(cuda_compute_stream(device)), timeout_s_(timeout_s) {
     check_cuda(cudaSetDevice(device), "cudaSetDevice");
     ncclUniqueId id{};
     if (rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     if (mpi_) mpi_->broadcast(&id, sizeof id);
     check_nccl(ncclCommInitRank(&comm_, world(), id, rank()), "ncclCommInitRank");
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    watchdog_ = std::thread([this] { watch(); });
   }
   ~NcclCollective() override {
-    if (stream_) cudaStreamDestroy(stream_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    watchdog_.join();
+    for (const auto& p : pending_) cudaEventDestroy(p.done);
     if (comm_) ncclCommDestroy(comm_);
   }
   NcclCollective(const NcclCollective&) = delete;
@@ -51,8 +68,6 @@ class NcclCollective final : public Collective {
   int world() const override { return mpi_ ? mpi_->world() : 1; }
 
   void all_reduce_sum(const std::vector<TensorRef>& tensors) override {
-    const auto start = std::chrono::steady_clock::now();
-    backend_.synchronize();  // the gradients are written on the backend's stream
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     try {
       for (const auto& t : tensors)
@@ -64,7 +79,14 @@ class NcclCollective final : public Collective {
       throw;
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-    wait_stream(start);
+    cudaEvent_t done = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventRecord(done, stream_), "cudaEventRecord");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back({done, std::chrono::steady_clock::now()});
+    }
+    changed_.notify_all();
   }
   void all_reduce_sum(std::vector<double>& values) override {
     if (mpi_) mpi_->all_reduce_sum(values);
@@ -80,45 +102,70 @@ class NcclCollective final : public Collective {
   }
 
  private:
-  // Polls the stream so that a dead or hung peer ends the job instead of hanging it.
-  void wait_stream(std::chrono::steady_clock::time_point start) {
+  struct Pending {
+    cudaEvent_t done;  // recorded after the reduction
+    std::chrono::steady_clock::time_point queued;
+  };
+
+  // The watchdog: waits for each queued reduction in turn; one that NCCL
+  // reports failed, or that has not completed within the timeout, ends the job.
+  void watch() {
+    cudaSetDevice(device_);
+    std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      const cudaError_t e = cudaStreamQuery(stream_);
-      if (e == cudaSuccess) return;
-      if (e != cudaErrorNotReady) check_cuda(e, "NCCL all-reduce");
+      changed_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping, nothing left to follow
+      const Pending p = pending_.front();
+      lock.unlock();
+      const cudaError_t e = cudaEventQuery(p.done);
+      std::string failure;
+      if (e != cudaSuccess && e != cudaErrorNotReady) failure = cudaGetErrorString(e);
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess)
+        failure = std::string("NCCL reported: ") + ncclGetErrorString(async);
       const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (async != ncclSuccess || waited > timeout_s_) {
-        ncclCommAbort(comm_);
-        comm_ = nullptr;
-        const std::string why = async != ncclSuccess
-                                    ? std::string("NCCL reported: ") + ncclGetErrorString(async)
-                                    : "it did not complete within " +
-                                          std::to_string(static_cast<int>(timeout_s_)) + " s";
-        if (!mpi_) throw std::runtime_error("the NCCL gradient all-reduce failed: " + why);
-        std::fprintf(stderr,
-                     "error: rank %d: the NCCL gradient all-reduce failed: %s. Aborting the job\n",
-                     rank(), why.c_str());
-        MpiRuntime::abort_job(1);
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - p.queued).count();
+      if (failure.empty() && e == cudaErrorNotReady && waited > timeout_s_)
+        failure =
+            "it did not complete within " + std::to_string(static_cast<int>(timeout_s_)) + " s";
+      if (!failure.empty()) end_job(failure);
+      lock.lock();
+      if (e == cudaSuccess) {
+        cudaEventDestroy(p.done);
+        pending_.pop_front();
+      } else {  // also when stopping: the comm is destroyed after the last reduction
+        changed_.wait_for(lock, std::chrono::microseconds(200));
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 
+  // Breaks the hung reduction and ends the job: every rank of it, when there are several.
+  [[noreturn]] void end_job(const std::string& why) {
+    ncclCommAbort(comm_);
+    std::fprintf(stderr, "error: rank %d: the NCCL gradient all-reduce failed: %s. %s\n", rank(),
+                 why.c_str(), mpi_ ? "Aborting the job" : "Stopping");
+    std::fflush(stderr);
+    if (mpi_) MpiRuntime::abort_job(1);
+    std::_Exit(1);
+  }
+
   MpiCollective* mpi_;
-  Backend& backend_;
+  int device_;
+  cudaStream_t stream_;  // the backend's compute stream
   double timeout_s_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Pending> pending_;  // reductions queued and not yet seen complete
+  bool stopping_ = false;
+  std::thread watchdog_;
 };
 
 }  // namespace
 
-std::unique_ptr<Collective> make_nccl_collective(MpiCollective* mpi, Backend& backend, int device,
-                                                 double timeout_s) {
-  return std::make_unique<NcclCollective>(mpi, backend, device, timeout_s);
+std::unique_ptr<Collective> make_nccl_collective(MpiCollective* mpi, int device, double timeout_s) {
+  return std::make_unique<NcclCollective>(mpi, device, timeout_s);
 }
 
 std::string nccl_version() {
@@ -130,7 +177,7 @@ std::string nccl_version() {
 
 #else
 
-std::unique_ptr<Collective> make_nccl_collective(MpiCollective*, Backend&, int, double) {
+std::unique_ptr<Collective> make_nccl_collective(MpiCollective*, int, double) {
   throw std::runtime_error("this build of trainer has no CUDA backend, so NCCL cannot be used");
 }
 

@@ -72,8 +72,8 @@ RankJob::~RankJob() {
 Backend& RankJob::select_backend() {
   Backend& backend = train::select_backend(config_);
   if (uses_gpus(config_) && place_.world > 1)
-    nccl_ = make_nccl_collective(mpi_.get(), backend,
-                                 static_cast<int>(config_.devices.gpus.front()), timeout_s_);
+    nccl_ = make_nccl_collective(mpi_.get(), static_cast<int>(config_.devices.gpus.front()),
+                                 timeout_s_);
   return backend;
 }
 

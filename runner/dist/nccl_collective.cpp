@@ -119,7 +119,8 @@ class NcclCollective final : public Collective {
       lock.unlock();
       const cudaError_t e = cudaEventQuery(p.done);
       std::string failure;
-      if (e != cudaSuccess && e != cudaErrorNotReady) failure = cudaGetErrorString(e);
+      if (e != cudaSuccess && e != cudaErrorNotReady)
+        failure = std::string("the GPU reported ") + cudaGetErrorString(e);
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess)

@@ -158,9 +158,12 @@ TEST_CASE("real overflows are skipped alike whether the update runs inside the s
   REQUIRE(records.size() == 6);
   CHECK(records.at(5)["skipped_steps"].get<int>() >= 3);
   CHECK(records.at(5)["loss_scale"].get<double>() <= 1e6);
-  std::ifstream summary_file(inside / "summary.json");
+  std::ifstream summary_file(inside / "summary.json"), after_file(after / "summary.json");
   const auto summary = nlohmann::json::parse(summary_file);
   CHECK(summary["skipped_steps"] == records.at(30)["skipped_steps"]);
+  CHECK(summary["optimizer_update"] == "in the step");
+  CHECK(nlohmann::json::parse(after_file)["optimizer_update"].get<std::string>().rfind(
+            "after the step", 0) == 0);
 }
 
 TEST_CASE("bf16 and fp16 train the MLP to within half a point of float32") {

@@ -228,6 +228,9 @@ class TrainLoop {
   LossScaler scaler_;
   const std::set<std::int64_t> inject_overflow_;
   bool update_in_step_ = false, clip_in_update_ = false;
+  // Where the optimizer update runs, for the summary: "in the step", or
+  // "after the step: <why>".
+  std::string update_placement_;
 
   std::vector<float> logits_;
   Window window_;
@@ -369,6 +372,11 @@ void TrainLoop::prepare_optimizer() {
   // micro-batch and one rank, no injected overflow. Clipping and loss scaling
   // are decided inside the update.
   update_in_step_ = accumulation_ == 1 && world_ == 1 && inject_overflow_.empty();
+  update_placement_ =
+      update_in_step_     ? "in the step"
+      : accumulation_ > 1 ? "after the step: gradients accumulate over micro-batches first"
+      : world_ > 1        ? "after the step: gradients are reduced across ranks first"
+                          : "after the step: an overflow is injected (TRAINER_INJECT_OVERFLOW)";
   // Without loss scaling the host learns of non-finite gradients at the next
   // log point (with it they skip the step).
   clip_in_update_ = opt_.clip_norm > 0;
@@ -682,7 +690,8 @@ nlohmann::json TrainLoop::summary() {
                             {"best_eval", best_eval_},
                             {"last_train", last_train_},
                             {"last_checkpoint", last_checkpoint_},
-                            {"step_execution", program_.step_execution()}};
+                            {"step_execution", program_.step_execution()},
+                            {"optimizer_update", update_placement_}};
   if (!resumed_from_.empty()) summary["resumed_from"] = resumed_from_;
   if (scaler_.enabled()) {
     summary["loss_scale"] = scaler_.scale();

@@ -20,6 +20,7 @@ struct LossScaleRule {
   double min_scale = 1.0;
   std::int64_t growth_interval = 2000;
   std::int64_t hysteresis = 1;
+  std::int64_t collapse_patience = 10;  // consecutive overflows at the minimum that collapse it
 };
 
 // Plain data of fixed layout: the CUDA backend keeps it in device memory.
@@ -32,6 +33,9 @@ struct LossScaleState {
   std::int64_t overflows_at_min = 0;    // consecutive overflows at the minimum scale
   std::int64_t last_overflow_step = 0;  // the last skipped step (1-based; 0: none yet)
   double last_overflow_scale = 0.0;     // the scale that step ran at
+  // The step at which overflows_at_min first reached collapse_patience (0:
+  // never). It stays set, so a host that reads the state later still sees it.
+  std::int64_t collapsed_at_step = 0;
 };
 
 // Advances `state` by one step whose gradients were `finite` or not; returns
@@ -53,7 +57,9 @@ constexpr bool advance_loss_scale(const LossScaleRule& rule, LossScaleState& sta
   state.last_overflow_step = state.steps;
   state.last_overflow_scale = state.scale;
   const double floor = rule.dynamic ? rule.min_scale : state.scale;
-  if (state.scale <= floor) ++state.overflows_at_min;
+  if (state.scale <= floor && ++state.overflows_at_min >= rule.collapse_patience &&
+      state.collapsed_at_step == 0)
+    state.collapsed_at_step = state.steps;
   if (rule.dynamic && --state.hysteresis_left <= 0) {
     const double backed_off = state.scale * rule.backoff_factor;
     state.scale = backed_off > rule.min_scale ? backed_off : rule.min_scale;

@@ -53,6 +53,19 @@ constexpr double clipped_scale(double grad_scale, double scaled_norm, double cli
   return scaled_norm > clip ? grad_scale * clip / (scaled_norm + 1e-6) : grad_scale;
 }
 
+// Learning rates by applied update for a window of updates: `values[i]` is
+// the rate of update `first + i` (0-based); updates outside the window take
+// the nearest end's.
+struct LearningRateWindow {
+  std::int64_t first = 0;
+  std::int64_t count = 0;
+  const float* values = nullptr;
+  constexpr float at(std::int64_t update) const {
+    const std::int64_t i = update - first;
+    return values[i < 0 ? 0 : (i >= count ? count - 1 : i)];
+  }
+};
+
 // What one update applies.
 struct UpdateDecision {
   bool apply = true;
@@ -65,18 +78,18 @@ struct UpdateDecision {
 // their norm as computed, before grad_scale; `finite`: none is inf or NaN).
 // Under loss scaling (`scaling` non-null) the scaler's rule says whether the
 // update is applied and moves the scale on, the gradients are divided by the
-// scale they were computed at, and the learning rate (`lr_by_update`, indexed
-// by the updates applied so far) and Adam's step follow the applied updates,
-// so that a skipped step holds the schedule. Then clipping. constexpr: the
-// CUDA update decides on the device with it.
+// scale they were computed at, and the learning rate (from `rates`, by the
+// count of updates applied so far) and Adam's step follow the applied
+// updates, so that a skipped step holds the schedule. Then clipping.
+// constexpr: the CUDA update decides on the device with it.
 constexpr UpdateDecision decide_update(const OptimizerStep& o, double grad_norm, bool finite,
                                        const LossScaleRule& rule, LossScaleState* scaling,
-                                       const float* lr_by_update, std::int64_t lr_count) {
+                                       const LearningRateWindow* rates) {
   UpdateDecision d{true, o.grad_scale, o.lr, o.step};
   if (scaling) {
     const std::int64_t applied = scaling->steps - scaling->skipped;
     d.grad_scale = o.grad_scale / scaling->scale;
-    if (lr_count > 0) d.lr = lr_by_update[applied < lr_count ? applied : lr_count - 1];
+    if (rates && rates->count > 0) d.lr = rates->at(applied);
     d.step = applied + 1;
     d.apply = advance_loss_scale(rule, *scaling, finite);
   }
@@ -106,12 +119,16 @@ class VectorOps {
   // fp16 loss scaling done by the updates themselves (decide_update), from
   // `state` on: each update checks the gradients for inf and NaN, skips itself
   // or divides the scale out, and moves the scale on by `rule`; its learning
-  // rate is `lr_by_update` at the count of updates applied so far, and Adam's
-  // step that count plus one. The state stays in backend memory, so nothing is
-  // read back per step and an update recorded with the step (a CUDA graph)
-  // scales too.
-  virtual void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state,
-                                  const std::vector<float>& lr_by_update) = 0;
+  // rate is the one set_learning_rates gave for the count of updates applied
+  // so far, and Adam's step that count plus one. The state stays in backend
+  // memory, so nothing is read back per step and an update recorded with the
+  // step (a CUDA graph) scales too.
+  virtual void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state) = 0;
+  // Under loss scaling: the learning rates of applied updates `first_update`,
+  // `first_update` + 1, ... (the host sends the window that the updates until
+  // its next read of the state can reach). Send windows of one size: on a GPU
+  // a larger one moves the table, which a recorded update would not see.
+  virtual void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) = 0;
   // Back to updates that apply every step with the hyperparameters set.
   virtual void stop_loss_scaling() = 0;
   // The scaler's state after the updates queued so far (a read-back on a GPU).

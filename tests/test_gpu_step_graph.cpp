@@ -157,7 +157,8 @@ TEST_CASE("a recorded update with loss scaling skips and scales like the eager o
     Backend& backend = program->backend();
     VectorOps& ops = backend.vector_ops();
     program->set_update([&] { ops.optimizer_update(slots); });
-    ops.start_loss_scaling(rule, start, lr_by_update);
+    ops.start_loss_scaling(rule, start);
+    ops.set_learning_rates(0, lr_by_update);
     ops.set_optimizer_step(OptimizerStep{});
     std::vector<float> input = read(*program, program->input());
     std::vector<float> poisoned = input;

@@ -204,7 +204,8 @@ TEST_CASE("CUDA loss scaling inside the update equals the CPU's (skip; unscale; 
       slots.push_back({place(host_params[i]), place(host_grads[i]), place(host_m[i]),
                        place(host_v[i]), static_cast<std::int64_t>(sizes[i]), true});
     trainer::VectorOps& ops = backend.vector_ops();
-    ops.start_loss_scaling(rule, start, lr_by_update);
+    ops.start_loss_scaling(rule, start);
+    ops.set_learning_rates(0, lr_by_update);
     for (int s = 0; s < 5; ++s) {
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         if (device)

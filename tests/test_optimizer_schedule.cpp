@@ -168,7 +168,8 @@ TEST_CASE("loss scaling inside the update skips overflowing steps and holds the 
     s.grad = g.data();
     ops.optimizer_step({s}, step);
   };
-  ops.start_loss_scaling(rule, start, lr_by_update);
+  ops.start_loss_scaling(rule, start);
+  ops.set_learning_rates(0, lr_by_update);
   std::vector<float> seed(3);
   ops.fill_loss_seed({seed.data(), {3}, DType::f32}, 0.5);
   CHECK(seed[2] == 4.0f);
@@ -202,6 +203,21 @@ TEST_CASE("loss scaling inside the update skips overflowing steps and holds the 
   CHECK(p == q);
   CHECK(m == qm);
   CHECK(v == qv);
+
+  // A window of rates that starts later: 4 updates applied of 5 steps, so the
+  // next update takes the window's first rate.
+  LossScaleState later;
+  later.scale = 2;
+  later.steps = 5;
+  later.skipped = 1;
+  OptimizerStep sgd;
+  sgd.lr = 1.0f;  // overridden by the window
+  std::vector<float> w = {1.0f}, wg = {2.0f};
+  ops.start_loss_scaling(rule, later);
+  ops.set_learning_rates(4, {0.25f, 0.5f});
+  ops.optimizer_step({{w.data(), wg.data(), nullptr, nullptr, 1}}, sgd);
+  CHECK(w[0] == 1.0f - 0.25f * (2.0f / 2.0f));
+  ops.stop_loss_scaling();
 }
 
 TEST_CASE("learning-rate schedules") {

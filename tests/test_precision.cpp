@@ -163,6 +163,9 @@ TEST_CASE("overflows at the minimum scale collapse the scaler; a clean step rese
   CHECK(s.collapsed_at_step() == 6);
   CHECK_FALSE(s.update(false));
   CHECK(s.collapsed_at_step() == 6);  // still the step the run of overflows reached patience
+  CHECK(s.update(true));
+  CHECK(s.collapsed());  // a clean step after the collapse does not hide it from a later read
+  CHECK(s.collapsed_at_step() == 6);
 }
 
 TEST_CASE("static loss scaling skips overflowing steps and keeps its scale") {

@@ -126,6 +126,49 @@ TEST_CASE("overflows that persist at the minimum scale stop the run with a diagn
   CHECK(r.out.find("gradients of fc1.weight") != std::string::npos);
 }
 
+TEST_CASE("under loss scaling the learning rates stay exact past the backend's window") {
+  // The backend holds the rates of at most 4096 updates ahead; with log_every
+  // above that the host reads the state at least every 4096 steps. A warmup
+  // over 4100 updates changes the rate at every one: the weights must not
+  // depend on log_every.
+  const fs::path config = write_config("rate_window");
+  std::string weights[2];
+  int i = 0;
+  for (const std::string log_every : {"5000", "100"}) {
+    const fs::path dir = kRoot / ("rate_window_" + log_every);
+    fs::remove_all(dir);
+    const auto r =
+        run_trainer("run " + config.string() + " --out " + dir.string() +
+                    " deterministic=true train.max_steps=4200 train.log_every=" + log_every +
+                    " schedule.warmup_steps=4100 precision.loss_scale.init_scale=1e9"
+                    " precision.loss_scale.backoff_factor=0.1"
+                    " precision.loss_scale.growth_interval=3");
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    std::ifstream in(dir / "checkpoints/last/model.safetensors", std::ios::binary);
+    weights[i++] = std::string((std::istreambuf_iterator<char>(in)), {});
+  }
+  REQUIRE_FALSE(weights[0].empty());
+  CHECK(weights[0] == weights[1]);
+}
+
+TEST_CASE("a collapse is reported at the next log point even when clean steps followed it") {
+  // Steps 1 to 5 overflow (collapse at step 5: 4 -> 2 -> 1, then three at the
+  // minimum); steps 6 to 10 are clean; the state is read at step 10.
+  const fs::path config = write_config("collapse_later");
+  const fs::path dir = kRoot / "collapse_later";
+  fs::remove_all(dir);
+  const auto r = run_command(
+      run_with_env("TRAINER_INJECT_OVERFLOW=1,2,3,4,5",
+                   "run " + config.string() + " --out " + dir.string() +
+                       " train.max_steps=20 train.log_every=10 precision.loss_scale.init_scale=4"
+                       " precision.loss_scale.collapse_patience=3"));
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("fp16 loss scaling collapsed at step 5") != std::string::npos);
+  CHECK(r.out.find("5 steps skipped up to step 10") != std::string::npos);
+}
+
 TEST_CASE("real overflows are skipped alike whether the update runs inside the step or after it") {
   // A huge initial scale that backs off tenfold and grows every 3 clean
   // steps: the first steps overflow for real, later ones again after growth.
@@ -156,6 +199,18 @@ TEST_CASE("real overflows are skipped alike whether the update runs inside the s
   CHECK(a == b);
   const auto records = train_records(inside);
   REQUIRE(records.size() == 6);
+  // Before any update applies, the rate shown is the one the run started with.
+  const fs::path each = kRoot / "real_each_step";
+  fs::remove_all(each);
+  REQUIRE(run_trainer(run_args(each) + " train.log_every=1").code == 0);
+  const auto each_records = train_records(each);
+  REQUIRE(each_records.at(1)["skipped_steps"] == 1);
+  CHECK(each_records.at(1)["lr"] == 0.0);
+  for (int step = 2; step <= 20; ++step) {  // and it never goes back while warming up
+    INFO("step " << step);
+    CHECK(each_records.at(step)["lr"].get<double>() >=
+          each_records.at(step - 1)["lr"].get<double>());
+  }
   CHECK(records.at(5)["skipped_steps"].get<int>() >= 3);
   CHECK(records.at(5)["loss_scale"].get<double>() <= 1e6);
   std::ifstream summary_file(inside / "summary.json"), after_file(after / "summary.json");

@@ -126,9 +126,8 @@ class CpuVectorOps final : public VectorOps {
       const bool finite = std::isfinite(total);
       // Under loss scaling non-finite gradients skip the step instead.
       if (!scaling_) nonfinite_seen_ = nonfinite_seen_ || !finite;
-      const UpdateDecision d =
-          decide_update(step, std::sqrt(total), finite, rule_, scaling_ ? &state_ : nullptr,
-                        lr_by_update_.data(), static_cast<std::int64_t>(lr_by_update_.size()));
+      const UpdateDecision d = decide_update(step, std::sqrt(total), finite, rule_,
+                                             scaling_ ? &state_ : nullptr, &rates_window_);
       if (!d.apply) return;
       step.grad_scale = static_cast<float>(d.grad_scale);
       step.lr = d.lr;
@@ -151,18 +150,21 @@ class CpuVectorOps final : public VectorOps {
 
   bool nonfinite_gradients_seen() override { return std::exchange(nonfinite_seen_, false); }
 
-  void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state,
-                          const std::vector<float>& lr_by_update) override {
+  void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state) override {
     scaling_ = true;
     rule_ = rule;
     state_ = state;
-    lr_by_update_ = lr_by_update;
+  }
+
+  void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) override {
+    rates_ = rates;
+    rates_window_ = {first_update, static_cast<std::int64_t>(rates_.size()), rates_.data()};
   }
 
   void stop_loss_scaling() override {
     scaling_ = false;
     state_ = LossScaleState{};
-    lr_by_update_.clear();
+    set_learning_rates(0, {});
   }
 
   LossScaleState loss_scale_state() override { return state_; }
@@ -208,7 +210,8 @@ class CpuVectorOps final : public VectorOps {
   bool scaling_ = false;
   LossScaleRule rule_;
   LossScaleState state_;  // scale 1 when not scaling
-  std::vector<float> lr_by_update_;
+  std::vector<float> rates_;
+  LearningRateWindow rates_window_;  // over rates_
 };
 
 }  // namespace

@@ -82,13 +82,11 @@ struct GradientCheck {
 // One thread: the update's decision from the check, applied to the loss
 // scale's state when scaling (`scaling` non-null).
 __global__ void decide_kernel(StepParams* params, GradientCheck* check, LossScaleRule rule,
-                              LossScaleState* scaling, const float* lr_by_update,
-                              long long lr_count) {
+                              LossScaleState* scaling, const LearningRateWindow* rates) {
   const OptimizerStep o = params->step;
   const bool finite = check->nonfinite == 0 && isfinite(check->sum_squares);
   if (!scaling && !finite) check->nonfinite_sticky = 1;
-  const UpdateDecision d =
-      decide_update(o, sqrt(check->sum_squares), finite, rule, scaling, lr_by_update, lr_count);
+  const UpdateDecision d = decide_update(o, sqrt(check->sum_squares), finite, rule, scaling, rates);
   params->hyper = hyper_of(o, d);
 }
 
@@ -285,13 +283,15 @@ class CudaVectorOps final : public VectorOps {
         result_(sizeof(double) + sizeof(int)),
         check_(sizeof(GradientCheck)),
         params_(sizeof(StepParams)),
-        loss_scale_(sizeof(LossScaleState)) {
+        loss_scale_(sizeof(LossScaleState)),
+        rates_(sizeof(LearningRateWindow)) {
     void* host = nullptr;
     check(cudaMallocHost(&host, std::max(sizeof(double) + sizeof(int), sizeof(LossScaleState))),
           "cudaMallocHost");
     host_result_ = PinnedHost(host);
     check(cudaMemsetAsync(check_.data(), 0, check_.bytes(), ctx_.compute.get()), "cudaMemsetAsync");
     upload_loss_scale(LossScaleState{});  // scale 1: the loss seed without scaling
+    set_learning_rates(0, {});            // an empty window: the rate set on the host
   }
 
   // Queued on the compute stream: ordered with the updates before and after it.
@@ -304,24 +304,36 @@ class CudaVectorOps final : public VectorOps {
     clip_ = o.clip_norm > 0;
   }
 
-  void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state,
-                          const std::vector<float>& lr_by_update) override {
+  void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state) override {
     scaling_ = true;
     rule_ = rule;
     upload_loss_scale(state);
-    lr_count_ = static_cast<long long>(lr_by_update.size());
-    ctx_.compute.synchronize();  // queued updates may still read the old table
-    lr_by_update_ = DeviceBuffer(std::max<std::size_t>(1, lr_by_update.size()) * sizeof(float));
-    if (!lr_by_update.empty())
-      check(cudaMemcpyAsync(lr_by_update_.data(), lr_by_update.data(),
-                            lr_by_update.size() * sizeof(float), cudaMemcpyHostToDevice,
-                            ctx_.compute.get()),
-            "cudaMemcpyAsync(learning-rate table)");
+  }
+
+  // The window lives in device memory as a LearningRateWindow followed by its
+  // rates; one copy in stream order rewrites both.
+  void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) override {
+    const std::size_t bytes = sizeof(LearningRateWindow) + rates.size() * sizeof(float);
+    if (rates_.bytes() < bytes) {
+      ctx_.compute.synchronize();  // queued updates may still read the old window
+      rates_ = DeviceBuffer(bytes);
+    }
+    std::vector<char> host(bytes);
+    const LearningRateWindow window{
+        first_update, static_cast<std::int64_t>(rates.size()),
+        reinterpret_cast<const float*>(rates_.as<char>() + sizeof(LearningRateWindow))};
+    std::memcpy(host.data(), &window, sizeof window);
+    if (!rates.empty())
+      std::memcpy(host.data() + sizeof window, rates.data(), rates.size() * sizeof(float));
+    check(cudaMemcpyAsync(rates_.data(), host.data(), bytes, cudaMemcpyHostToDevice,
+                          ctx_.compute.get()),
+          "cudaMemcpyAsync(learning rates)");
   }
 
   void stop_loss_scaling() override {
     scaling_ = false;
     upload_loss_scale(LossScaleState{});
+    set_learning_rates(0, {});
   }
 
   LossScaleState loss_scale_state() override {
@@ -363,7 +375,7 @@ class CudaVectorOps final : public VectorOps {
       queue_sum_squares(grads, &gradient_check->sum_squares, &gradient_check->nonfinite, true);
       decide_kernel<<<1, 1, 0, stream>>>(params, gradient_check, rule_,
                                          scaling_ ? loss_scale_.as<LossScaleState>() : nullptr,
-                                         lr_by_update_.as<float>(), lr_count_);
+                                         rates_.as<LearningRateWindow>());
       check_launch("decide_kernel");
     }
     const DeviceSlot* d_slots = slot_table_.upload(table, ctx_.compute);
@@ -470,8 +482,7 @@ class CudaVectorOps final : public VectorOps {
   PinnedHost host_result_;
   DeviceBuffer params_;      // StepParams
   DeviceBuffer loss_scale_;  // LossScaleState (scale 1 when not scaling)
-  DeviceBuffer lr_by_update_;
-  long long lr_count_ = 0;
+  DeviceBuffer rates_;       // LearningRateWindow, then its rates
   LossScaleRule rule_;
   bool scaling_ = false;
   bool adam_ = false;  // the step set last has moments

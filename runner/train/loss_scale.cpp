@@ -13,6 +13,7 @@ LossScaler::LossScaler(const config::LossScaleConfig& config, bool enabled)
   rule_.min_scale = config_.min_scale;
   rule_.growth_interval = config_.growth_interval;
   rule_.hysteresis = config_.hysteresis;
+  rule_.collapse_patience = config_.collapse_patience;
   state_.scale = rule_.dynamic ? config_.init_scale : config_.static_scale;
   state_.hysteresis_left = config_.hysteresis;
 }

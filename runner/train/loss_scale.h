@@ -29,11 +29,10 @@ class LossScaler {
   double scale() const { return state_.scale; }
   std::int64_t skipped_steps() const { return state_.skipped; }
   // Consecutive overflowing steps at min_scale reached collapse_patience.
-  bool collapsed() const { return state_.overflows_at_min >= config_.collapse_patience; }
+  // It stays collapsed, so a state read later still shows it.
+  bool collapsed() const { return state_.collapsed_at_step > 0; }
   // The step (1-based) at which the run of overflows reached collapse_patience.
-  std::int64_t collapsed_at_step() const {
-    return state_.last_overflow_step - (state_.overflows_at_min - config_.collapse_patience);
-  }
+  std::int64_t collapsed_at_step() const { return state_.collapsed_at_step; }
 
   // The outcome of one step's gradients; returns whether to apply them.
   bool update(bool gradients_finite);

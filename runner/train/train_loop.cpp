@@ -103,7 +103,8 @@ std::string collapse_diagnosis(const LossScaler& scaler, const config::LossScale
                      std::to_string(config.collapse_patience) +
                      " consecutive steps overflowed at the minimum loss scale " +
                      fmt::format("{:g}", scaler.scale()) + " (" +
-                     std::to_string(scaler.skipped_steps()) + " steps skipped in all). ";
+                     std::to_string(scaler.skipped_steps()) + " steps skipped up to step " +
+                     std::to_string(scaler.state().steps) + "). ";
   if (!std::isfinite(loss))
     return text + "The forward pass itself overflows fp16 (the loss is " +
            fmt::format("{:g}", loss) +
@@ -184,8 +185,10 @@ class TrainLoop {
   void finish_step();
   // Brings the host's copy of the loss scale up to date from the backend (a
   // read-back: log points and checkpoints only), warns of the steps skipped
-  // since, and stops a run whose scaling collapsed.
+  // since, stops a run whose scaling collapsed, and sends the learning rates
+  // of the updates that can be applied before the next read.
   void sync_loss_scale();
+  void send_learning_rates();
   // Folds the losses recorded since the last call into the window, in step
   // order (the same sums as reading each loss at its step).
   void settle_losses();
@@ -228,6 +231,9 @@ class TrainLoop {
   LossScaler scaler_;
   const std::set<std::int64_t> inject_overflow_;
   bool update_in_step_ = false, clip_in_update_ = false;
+  // Loss scaling: how many updates' learning rates the backend holds, and the
+  // step of the last read of its state (read again at least that often).
+  std::int64_t lr_window_ = 0, synced_at_step_ = 0;
   // Where the optimizer update runs, for the summary: "in the step", or
   // "after the step: <why>".
   std::string update_placement_;
@@ -358,14 +364,14 @@ void TrainLoop::prepare_optimizer() {
   // fp16: the loss is scaled before backward; the update checks the gradients,
   // divides the scale out or skips, and moves the scale on, all on the backend.
   // Its learning rate follows the updates applied (skipped steps hold the
-  // schedule), from a table over every update the run can make.
+  // schedule), from a window of rates the host sends at each read of the
+  // state: at most log_every (and never more than 4096) updates ahead.
   scaler_.restore(resumed_.loss_scale, resumed_.step);
   if (scaler_.enabled()) {
-    std::vector<float> lr_by_update(static_cast<std::size_t>(total_steps_));
-    for (std::size_t u = 0; u < lr_by_update.size(); ++u)
-      lr_by_update[u] = static_cast<float>(learning_rate(
-          cfg_.schedule, cfg_.optimizer.lr, static_cast<std::int64_t>(u), total_steps_));
-    backend_.vector_ops().start_loss_scaling(scaler_.rule(), scaler_.state(), lr_by_update);
+    lr_window_ = std::min<std::int64_t>(log_every_, 4096);
+    synced_at_step_ = resumed_.step;
+    backend_.vector_ops().start_loss_scaling(scaler_.rule(), scaler_.state());
+    send_learning_rates();
   }
   // The update joins the training step (and its recording, a CUDA graph) when
   // nothing is done on the host between backward and the update: one
@@ -385,7 +391,8 @@ void TrainLoop::prepare_optimizer() {
 }
 
 void TrainLoop::schedule_update(std::int64_t at_step) {
-  const std::int64_t updates = at_step - scaler_.skipped_steps();
+  if (scaler_.enabled()) return;  // the backend knows the applied updates
+  const std::int64_t updates = at_step;
   opt_.lr =
       static_cast<float>(learning_rate(cfg_.schedule, cfg_.optimizer.lr, updates, total_steps_));
   opt_.step = updates + 1;
@@ -445,11 +452,14 @@ void TrainLoop::sync_loss_scale() {
   const LossScaleState known = scaler_.state();
   scaler_.sync(backend_.vector_ops().loss_scale_state());
   const LossScaleState& now = scaler_.state();
-  // The learning rate shown is the one the last applied update used.
+  synced_at_step_ = step_;
+  send_learning_rates();
+  // The learning rate shown is the one the last applied update used (before
+  // any, the one the run started with).
   const std::int64_t applied = now.steps - now.skipped;
-  if (applied > 0)
-    opt_.lr = static_cast<float>(
-        learning_rate(cfg_.schedule, cfg_.optimizer.lr, applied - 1, total_steps_));
+  opt_.lr = applied > 0 ? static_cast<float>(learning_rate(cfg_.schedule, cfg_.optimizer.lr,
+                                                           applied - 1, total_steps_))
+                        : static_cast<float>(resumed_.lr);
   // Every rank decided alike, from the same reduced gradients: the root reports.
   const std::int64_t skipped = collective_.is_root() ? now.skipped - known.skipped : 0;
   if (skipped > 0) progress_.clear();
@@ -466,6 +476,16 @@ void TrainLoop::sync_loss_scale() {
     throw std::runtime_error(collapse_diagnosis(scaler_, cfg_.precision.loss_scale,
                                                 scaler_.collapsed_at_step(), last_loss_,
                                                 overflowing_parameters(program_)));
+}
+
+void TrainLoop::send_learning_rates() {
+  const LossScaleState& s = scaler_.state();
+  const std::int64_t applied = s.steps - s.skipped;
+  std::vector<float> rates(static_cast<std::size_t>(lr_window_));
+  for (std::size_t i = 0; i < rates.size(); ++i)
+    rates[i] = static_cast<float>(learning_rate(
+        cfg_.schedule, cfg_.optimizer.lr, applied + static_cast<std::int64_t>(i), total_steps_));
+  backend_.vector_ops().set_learning_rates(applied, rates);
 }
 
 void TrainLoop::settle_losses() {
@@ -645,6 +665,8 @@ nlohmann::json TrainLoop::run() {
         if (stops_inside_epoch && step_ % log_every_ == 0)
           stopped_inside_epoch_ = state_now(epoch_, in_epoch);
       }
+      // The backend's window of learning rates reaches no further (log_every above 4096).
+      if (scaler_.enabled() && step_ - synced_at_step_ >= lr_window_) sync_loss_scale();
       if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_)
         run_eval(step_);
       const bool steps_due =

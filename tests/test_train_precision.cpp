@@ -129,20 +129,22 @@ TEST_CASE("overflows that persist at the minimum scale stop the run with a diagn
 TEST_CASE("under loss scaling the learning rates stay exact past the backend's window") {
   // The backend holds the rates of at most 4096 updates ahead; with log_every
   // above that the host reads the state at least every 4096 steps. A warmup
-  // over 4100 updates changes the rate at every one: the weights must not
-  // depend on log_every.
+  // over 4600 updates changes the rate at every one, and 4700 steps apply more
+  // than 4096 updates: the weights must not depend on log_every. (No epoch
+  // checkpoints: each one reads the state too.)
   const fs::path config = write_config("rate_window");
   std::string weights[2];
   int i = 0;
   for (const std::string log_every : {"5000", "100"}) {
     const fs::path dir = kRoot / ("rate_window_" + log_every);
     fs::remove_all(dir);
-    const auto r =
-        run_trainer("run " + config.string() + " --out " + dir.string() +
-                    " deterministic=true train.max_steps=4200 train.log_every=" + log_every +
-                    " schedule.warmup_steps=4100 precision.loss_scale.init_scale=1e9"
-                    " precision.loss_scale.backoff_factor=0.1"
-                    " precision.loss_scale.growth_interval=3");
+    const auto r = run_trainer(
+        "run " + config.string() + " --out " + dir.string() +
+        " deterministic=true checkpoint.every_epochs=0 train.max_steps=4700 train.log_every=" +
+        log_every +
+        " schedule.warmup_steps=4600 precision.loss_scale.init_scale=1e9"
+        " precision.loss_scale.backoff_factor=0.1"
+        " precision.loss_scale.growth_interval=3");
     INFO(r.out);
     REQUIRE(r.code == 0);
     std::ifstream in(dir / "checkpoints/last/model.safetensors", std::ios::binary);

@@ -1,8 +1,10 @@
 // layernorm over the last dimension as own kernels: one warp per row for the
 // statistics and the input gradient (each warp strides over rows, so a grid
-// capped by grid_for still covers them all); one thread per column, looping
-// over rows in order, for the weight and bias gradients (deterministic, no
-// atomics).
+// capped by grid_for still covers them all). The weight and bias gradients
+// sum over rows in two passes without atomics, so in a fixed order
+// (deterministic): one thread per column and chunk of rows writes the chunk's
+// sums to the workspace, then one thread per column adds the chunks in order.
+#include <algorithm>
 #include <string>
 
 #include "ops/cuda/kernels.h"
@@ -58,19 +60,37 @@ __global__ void layernorm_backward_input(const float* x, const float* w, const f
   }
 }
 
-__global__ void layernorm_backward_params(const float* x, const float* dy, const float* mean,
-                                          const float* rstd, float* dw, float* db, long long rows,
-                                          int d) {
+// Column i's sums over the rows of chunk blockIdx.y into partial_w/b[chunk * d + i].
+__global__ void layernorm_param_partials(const float* x, const float* dy, const float* mean,
+                                         const float* rstd, float* partial_w, float* partial_b,
+                                         long long rows, int d, long long rows_per_chunk) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= d) return;
+  const long long first = static_cast<long long>(blockIdx.y) * rows_per_chunk;
+  const long long end = min(first + rows_per_chunk, rows);
   float gw = 0.0f, gb = 0.0f;
-  for (long long r = 0; r < rows; ++r) {
+  for (long long r = first; r < end; ++r) {
     const float g = dy[r * d + i];
     gw += g * (x[r * d + i] - mean[r]) * rstd[r];
     gb += g;
   }
-  if (dw) dw[i] = gw;
-  if (db) db[i] = gb;
+  partial_w[blockIdx.y * static_cast<long long>(d) + i] = gw;
+  partial_b[blockIdx.y * static_cast<long long>(d) + i] = gb;
+}
+
+// dw[i], db[i] (either may be null) = the chunks' sums of column i, in chunk order.
+__global__ void layernorm_param_sums(const float* partial_w, const float* partial_b, int chunks,
+                                     int d, float* dw, float* db) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < d;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    float gw = 0.0f, gb = 0.0f;
+    for (int c = 0; c < chunks; ++c) {
+      gw += partial_w[static_cast<long long>(c) * d + i];
+      gb += partial_b[static_cast<long long>(c) * d + i];
+    }
+    if (dw) dw[i] = gw;
+    if (db) db[i] = gb;
+  }
 }
 
 class LayerNormKernel final : public Kernel {
@@ -79,7 +99,19 @@ class LayerNormKernel final : public Kernel {
       : ctx_(ctx),
         d_(static_cast<int>(k.output.back())),
         rows_(d_ ? numel(k.output) / d_ : 0),
-        eps_(static_cast<float>(k.attrs->get_number("eps"))) {}
+        eps_(static_cast<float>(k.attrs->get_number("eps"))),
+        training_(k.training) {
+    // Chunks of at least 256 rows, and at most 65535 of them (the grid's y limit).
+    rows_per_chunk_ = std::max<std::int64_t>(256, (rows_ + 65534) / 65535);
+    chunks_ = static_cast<int>(
+        std::max<std::int64_t>(1, (rows_ + rows_per_chunk_ - 1) / rows_per_chunk_));
+  }
+  // The weight and bias gradients' partial sums, one row of d per chunk each.
+  std::size_t workspace_bytes() const override {
+    return training_ ? 2 * static_cast<std::size_t>(chunks_) * static_cast<std::size_t>(d_) *
+                           sizeof(float)
+                     : 0;
+  }
   std::vector<std::size_t> saved_bytes() const override {
     return {static_cast<std::size_t>(rows_) * sizeof(float),
             static_cast<std::size_t>(rows_) * sizeof(float)};
@@ -104,9 +136,17 @@ class LayerNormKernel final : public Kernel {
     float* dw = a.grad_params.size() > 0 && a.grad_params[0] ? a.grad_params[0].f32() : nullptr;
     float* db = a.grad_params.size() > 1 && a.grad_params[1] ? a.grad_params[1].f32() : nullptr;
     if (dw || db) {
-      layernorm_backward_params<<<grid_for(d_), kBlock, 0, ctx_.compute.get()>>>(
-          a.inputs[0].f32(), a.grad_output.f32(), mean, rstd, dw, db, rows_, d_);
-      check_launch("layernorm_backward_params");
+      float* partial_w = static_cast<float*>(a.workspace);
+      float* partial_b = partial_w + static_cast<std::size_t>(chunks_) * d_;
+      const dim3 grid((static_cast<unsigned>(d_) + kBlock - 1) / kBlock,
+                      static_cast<unsigned>(chunks_));
+      layernorm_param_partials<<<grid, kBlock, 0, ctx_.compute.get()>>>(
+          a.inputs[0].f32(), a.grad_output.f32(), mean, rstd, partial_w, partial_b, rows_, d_,
+          rows_per_chunk_);
+      check_launch("layernorm_param_partials");
+      layernorm_param_sums<<<grid_for(d_), kBlock, 0, ctx_.compute.get()>>>(partial_w, partial_b,
+                                                                            chunks_, d_, dw, db);
+      check_launch("layernorm_param_sums");
     }
   }
   std::string implementation() const override { return "cuda:warp_per_row"; }
@@ -116,6 +156,9 @@ class LayerNormKernel final : public Kernel {
   int d_;
   std::int64_t rows_;
   float eps_;
+  bool training_;  // a program with backward: it needs the workspace
+  std::int64_t rows_per_chunk_ = 256;
+  int chunks_ = 1;
 };
 
 }  // namespace

@@ -4,18 +4,17 @@
 
 namespace trainer::train {
 
-LossScaler::LossScaler(const config::LossScaleConfig& config, bool enabled)
-    : config_(config), enabled_(enabled) {
+LossScaler::LossScaler(const config::LossScaleConfig& config, bool enabled) : enabled_(enabled) {
   if (!enabled_) return;
-  rule_.dynamic = config_.static_scale <= 0;
-  rule_.growth_factor = config_.growth_factor;
-  rule_.backoff_factor = config_.backoff_factor;
-  rule_.min_scale = config_.min_scale;
-  rule_.growth_interval = config_.growth_interval;
-  rule_.hysteresis = config_.hysteresis;
-  rule_.collapse_patience = config_.collapse_patience;
-  state_.scale = rule_.dynamic ? config_.init_scale : config_.static_scale;
-  state_.hysteresis_left = config_.hysteresis;
+  rule_.dynamic = config.static_scale <= 0;
+  rule_.growth_factor = config.growth_factor;
+  rule_.backoff_factor = config.backoff_factor;
+  rule_.min_scale = config.min_scale;
+  rule_.growth_interval = config.growth_interval;
+  rule_.hysteresis = config.hysteresis;
+  rule_.collapse_patience = config.collapse_patience;
+  state_.scale = rule_.dynamic ? config.init_scale : config.static_scale;
+  state_.hysteresis_left = config.hysteresis;
 }
 
 bool LossScaler::update(bool gradients_finite) {

@@ -48,7 +48,6 @@ class LossScaler {
   void restore(const nlohmann::json& state, std::int64_t step);
 
  private:
-  config::LossScaleConfig config_;
   bool enabled_ = false;
   LossScaleRule rule_;
   LossScaleState state_;

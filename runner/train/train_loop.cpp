@@ -93,14 +93,14 @@ std::set<std::int64_t> injected_overflow_steps() {
 }
 
 // Why fp16 loss scaling collapsed, and what to change.
-std::string collapse_diagnosis(const LossScaler& scaler, const config::LossScaleConfig& config,
-                               std::int64_t step, double loss,
+std::string collapse_diagnosis(const LossScaler& scaler, double loss,
                                const std::vector<std::string>& overflowing) {
+  const std::int64_t step = scaler.collapsed_at_step();
   std::string names;
   for (std::size_t i = 0; i < overflowing.size() && i < 3; ++i)
     names += (names.empty() ? "" : ", ") + overflowing[i];
   std::string text = "fp16 loss scaling collapsed at step " + std::to_string(step) + ": " +
-                     std::to_string(config.collapse_patience) +
+                     std::to_string(scaler.rule().collapse_patience) +
                      " consecutive steps overflowed at the minimum loss scale " +
                      fmt::format("{:g}", scaler.scale()) + " (" +
                      std::to_string(scaler.skipped_steps()) + " steps skipped up to step " +
@@ -392,10 +392,9 @@ void TrainLoop::prepare_optimizer() {
 
 void TrainLoop::schedule_update(std::int64_t at_step) {
   if (scaler_.enabled()) return;  // the backend knows the applied updates
-  const std::int64_t updates = at_step;
   opt_.lr =
-      static_cast<float>(learning_rate(cfg_.schedule, cfg_.optimizer.lr, updates, total_steps_));
-  opt_.step = updates + 1;
+      static_cast<float>(learning_rate(cfg_.schedule, cfg_.optimizer.lr, at_step, total_steps_));
+  opt_.step = at_step + 1;
 }
 
 void TrainLoop::train_micro_batches() {
@@ -473,9 +472,8 @@ void TrainLoop::sync_loss_scale() {
         known.steps + 1, now.steps, skipped, now.last_overflow_step, now.last_overflow_scale,
         now.scale);
   if (scaler_.collapsed())
-    throw std::runtime_error(collapse_diagnosis(scaler_, cfg_.precision.loss_scale,
-                                                scaler_.collapsed_at_step(), last_loss_,
-                                                overflowing_parameters(program_)));
+    throw std::runtime_error(
+        collapse_diagnosis(scaler_, last_loss_, overflowing_parameters(program_)));
 }
 
 void TrainLoop::send_learning_rates() {

@@ -22,45 +22,38 @@ namespace {
 
 constexpr std::size_t kWorkspaceLimit = 256u << 20;
 
-// One pass's algorithm and the workspace it needs.
-template <typename Algo>
-struct Choice {
-  Algo algo{};
-  std::size_t workspace = 0;
-  bool found = false;
-};
-
-// The first usable candidate, in cuDNN's order: it succeeded, is deterministic
-// if asked, and its workspace fits. Candidates rated under the descriptor's
-// own math type come first (cuDNN rates each algorithm under a math type of
-// its choosing, but it runs under the descriptor's), and the workspace is
-// asked of cuDNN again for the descriptor as it will run: `workspace_of(algo,
-// &bytes)`. A candidate it refuses is passed over.
-template <typename Perf, typename WorkspaceQuery>
-auto pick(const Perf* perfs, int count, bool deterministic, cudnnMathType_t math,
-          WorkspaceQuery workspace_of) {
-  Choice<decltype(Perf{}.algo)> choice;
-  for (const bool same_math : {true, false})
-    for (int i = 0; i < count; ++i) {
-      const Perf& p = perfs[i];
-      if (p.status != CUDNN_STATUS_SUCCESS || (p.mathType == math) != same_math) continue;
-      if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
-      std::size_t bytes = 0;
-      if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-      bytes = std::max(bytes, p.memory);
-      if (bytes > kWorkspaceLimit) continue;
-      choice = {p.algo, bytes, true};
-      return choice;
-    }
-  return choice;
-}
-
 [[noreturn]] void no_algorithm(const char* pass, const KernelContext& k) {
   throw std::runtime_error(std::string("conv2d: cuDNN offers no ") + pass +
                            " algorithm for input " + to_string(k.inputs.at(0)) + " -> " +
                            to_string(k.output) + " within " +
                            std::to_string(kWorkspaceLimit >> 20) + " MiB of workspace" +
                            (k.deterministic ? " that is deterministic" : ""));
+}
+
+// The first usable candidate of one pass, in cuDNN's order: it succeeded, is
+// deterministic if asked, and its workspace fits. Candidates rated under the
+// descriptor's own math type come first (cuDNN rates each algorithm under a
+// math type of its choosing, but it runs under the descriptor's), and the
+// workspace is asked of cuDNN again for the descriptor as it will run:
+// `workspace_of(algo, &bytes)`. A candidate it refuses is passed over. Sets
+// `algo` and raises `workspace` to what it needs; throws when none is usable.
+template <typename Perf, typename Algo, typename WorkspaceQuery>
+void pick(const Perf* perfs, int count, const KernelContext& k, cudnnMathType_t math,
+          const char* pass, WorkspaceQuery workspace_of, Algo& algo, std::size_t& workspace) {
+  for (const bool same_math : {true, false})
+    for (int i = 0; i < count; ++i) {
+      const Perf& p = perfs[i];
+      if (p.status != CUDNN_STATUS_SUCCESS || (p.mathType == math) != same_math) continue;
+      if (k.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
+      std::size_t bytes = 0;
+      if (workspace_of(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+      bytes = std::max(bytes, p.memory);
+      if (bytes > kWorkspaceLimit) continue;
+      algo = p.algo;
+      workspace = std::max(workspace, bytes);
+      return;
+    }
+  no_algorithm(pass, k);
 }
 
 class ConvKernel final : public Kernel {
@@ -196,13 +189,13 @@ class ConvKernel final : public Kernel {
         check(cudnnGetConvolutionForwardAlgorithm_v7(h, x_.get(), w_.get(), conv_.get(), y_.get(),
                                                      kMax, &n, perf),
               "cudnnGetConvolutionForwardAlgorithm_v7");
-      const auto c = pick(perf, n, k.deterministic, conv_.math(), [&](auto algo, std::size_t* b) {
-        return cudnnGetConvolutionForwardWorkspaceSize(h, x_.get(), w_.get(), conv_.get(), y_.get(),
-                                                       algo, b);
-      });
-      if (!c.found) no_algorithm("forward", k);
-      chosen.fwd = c.algo;
-      chosen.workspace = std::max(chosen.workspace, c.workspace);
+      pick(
+          perf, n, k, conv_.math(), "forward",
+          [&](auto algo, std::size_t* b) {
+            return cudnnGetConvolutionForwardWorkspaceSize(h, x_.get(), w_.get(), conv_.get(),
+                                                           y_.get(), algo, b);
+          },
+          chosen.fwd, chosen.workspace);
     }
     if (!k.training) return chosen;
     {
@@ -215,13 +208,13 @@ class ConvKernel final : public Kernel {
         check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_.get(), y_.get(), conv_.get(),
                                                           x_.get(), kMax, &n, perf),
               "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      const auto c = pick(perf, n, k.deterministic, conv_.math(), [&](auto algo, std::size_t* b) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_.get(), y_.get(), conv_.get(),
-                                                            x_.get(), algo, b);
-      });
-      if (!c.found) no_algorithm("backward-data", k);
-      chosen.bwd_data = c.algo;
-      chosen.workspace = std::max(chosen.workspace, c.workspace);
+      pick(
+          perf, n, k, conv_.math(), "backward-data",
+          [&](auto algo, std::size_t* b) {
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_.get(), y_.get(), conv_.get(),
+                                                                x_.get(), algo, b);
+          },
+          chosen.bwd_data, chosen.workspace);
     }
     {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
@@ -233,13 +226,13 @@ class ConvKernel final : public Kernel {
         check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_.get(), y_.get(), conv_.get(),
                                                             w_.get(), kMax, &n, perf),
               "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      const auto c = pick(perf, n, k.deterministic, conv_.math(), [&](auto algo, std::size_t* b) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_.get(), y_.get(), conv_.get(),
-                                                              w_.get(), algo, b);
-      });
-      if (!c.found) no_algorithm("backward-filter", k);
-      chosen.bwd_filter = c.algo;
-      chosen.workspace = std::max(chosen.workspace, c.workspace);
+      pick(
+          perf, n, k, conv_.math(), "backward-filter",
+          [&](auto algo, std::size_t* b) {
+            return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_.get(), y_.get(),
+                                                                  conv_.get(), w_.get(), algo, b);
+          },
+          chosen.bwd_filter, chosen.workspace);
     }
     return chosen;
   }

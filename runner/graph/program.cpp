@@ -3,7 +3,9 @@
 #include "runner/graph/program.h"
 
 #include <chrono>
+#include <stdexcept>
 
+#include "ops/out_of_memory.h"
 #include "runner/graph/init.h"
 #include "runner/graph/precision.h"
 
@@ -45,7 +47,16 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
     ctx.allow_tf32 = options.allow_tf32;
     ctx.compute = node.compute;
     ctx.collective = options.collective;
-    out.kernels[step.node] = backend.make_kernel(ctx);
+    try {
+      out.kernels[step.node] = backend.make_kernel(ctx);
+    } catch (const OutOfMemoryError&) {
+      throw;  // answered with the memory plan by the run command
+    } catch (const std::runtime_error& e) {
+      // A kernel that refuses its layer (a shape, an algorithm, a mode its
+      // backend lacks): say which layer, and where the YAML writes it.
+      throw std::runtime_error(config::to_string(node.mark) + ": layer '" + node.name + "' (" +
+                               node.op->name + "): " + e.what());
+    }
     out.saved_bytes[step.node] = out.kernels[step.node]->saved_bytes();
     out.workspace_bytes[step.node] = out.kernels[step.node]->workspace_bytes();
   }

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <functional>
 
 #include "runner/commands.h"
@@ -16,12 +17,21 @@ namespace {
 
 constexpr int kUsageError = 2;
 
+// A KEY=VALUE where the config file goes: an override, when no file has that name.
+bool is_override(const std::string& arg) {
+  return arg.find('=') != std::string::npos && !std::filesystem::exists(arg);
+}
+
 CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::string& help,
                              CommandArgs& args) {
   CLI::App* sub = app.add_subcommand(name, help);
+  // An override in the config's place passes here and is placed (or refused) after parsing.
+  const CLI::Validator file_or_override(
+      [](std::string& arg) { return is_override(arg) ? std::string() : CLI::ExistingFile(arg); },
+      "FILE");
   sub->add_option("config", args.config_path, "Experiment YAML file")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(file_or_override);
   sub->add_option("overrides", args.overrides,
                   "KEY=VALUE overrides applied last (optimizer.lr=3e-4, devices=[0,1])");
   return sub;
@@ -88,6 +98,21 @@ int run_cli(int argc, char** argv) {
   }
 
   const std::string name = app.get_subcommands().front()->get_name();
+  if (is_override(args.config_path)) {
+    // `run --resume DIR KEY=VALUE`: the run directory's config, overridden.
+    if (name == "run" && !args.resume_dir.empty()) {
+      args.overrides.insert(args.overrides.begin(), args.config_path);
+      args.config_path.clear();
+    } else {
+      std::fprintf(
+          stderr,
+          "error: '%s' is an override, but the config file comes first: trainer %s "
+          "CONFIG.yaml %s%s\n",
+          args.config_path.c_str(), name.c_str(), args.config_path.c_str(),
+          name == "run" ? " (or, to continue a run: trainer run --resume RUN_DIR KEY=VALUE)" : "");
+      return kUsageError;
+    }
+  }
   return guarded([&]() -> int {
     if (name == "run") return command_run(args);
     if (name == "validate") return command_validate(args);

@@ -59,6 +59,16 @@ TEST_CASE("usage errors exit 2, help exits 0") {
   }
 }
 
+TEST_CASE("an override where the config file goes is refused with the order to use") {
+  const auto r = run("validate optimizer.lr=0.01", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: 'optimizer.lr=0.01' is an override, but the config file comes first: "
+                   "trainer validate CONFIG.yaml optimizer.lr=0.01") == 0);
+  const auto run_without_resume = run("run train.max_steps=3", true);
+  CHECK(run_without_resume.code == 2);
+  CHECK(run_without_resume.out.find("trainer run --resume RUN_DIR KEY=VALUE") != std::string::npos);
+}
+
 TEST_CASE("print-config output is a config that validates to the same values") {
   const auto printed = run("print-config " + kGood + "child.yaml optimizer.lr=0.025");
   REQUIRE(printed.code == 0);

@@ -51,8 +51,10 @@ TEST_CASE("the same config twice gives identical metrics; another seed does not"
 namespace {
 
 // A run cut by train.max_steps inside an epoch, then resumed with more steps,
-// against the uninterrupted run, under `extra` overrides.
-void check_max_steps_resume(const std::string& name, const std::vector<std::string>& extra) {
+// against the uninterrupted run, under `extra` overrides. The resume names the
+// run directory's config, or (`config_from_run_dir`) gives only the override.
+void check_max_steps_resume(const std::string& name, const std::vector<std::string>& extra,
+                            bool config_from_run_dir = false) {
   TempDir tmp(name);
   write_text(tmp / "tiny.yaml", tiny_experiment());
   // A constant schedule: the learning rate must not depend on max_steps.
@@ -66,9 +68,12 @@ void check_max_steps_resume(const std::string& name, const std::vector<std::stri
   CHECK(fs::read_symlink(tmp / "part/checkpoints/last") == "step-00000022");
   CHECK(read_text(tmp / "full/metrics.jsonl") != read_text(tmp / "part/metrics.jsonl"));
 
-  REQUIRE(
-      run_to_end({"run", tmp / "part/config.yaml", "--resume", tmp / "part", "train.max_steps=0"},
-                 tmp / "r.log") == 0);
+  const std::vector<std::string> resume =
+      config_from_run_dir
+          ? std::vector<std::string>{"run", "--resume", tmp / "part", "train.max_steps=0"}
+          : std::vector<std::string>{"run", tmp / "part/config.yaml", "--resume", tmp / "part",
+                                     "train.max_steps=0"};
+  REQUIRE(run_to_end(resume, tmp / "r.log") == 0);
   INFO(read_text(tmp / "r.log"));
   CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "part/metrics.jsonl"));
   const auto summary = summary_of(tmp / "part");
@@ -92,8 +97,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint)") {
-  check_max_steps_resume("resume-max-steps-bf16", {"precision=bf16"});
+    "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint), "
+    "with only the override on the command line") {
+  check_max_steps_resume("resume-max-steps-bf16", {"precision=bf16"}, true);
 }
 
 TEST_CASE(

@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <string>
 
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
@@ -21,6 +22,21 @@ constexpr int kUsageError = 2;
 bool is_override(const std::string& arg) {
   return arg.find('=') != std::string::npos && !std::filesystem::exists(arg);
 }
+
+// A count flag's check, worded like the config's own range errors.
+const CLI::Validator kAtLeastOne(
+    [](std::string& arg) {
+      std::size_t used = 0;
+      long long value = 0;
+      try {
+        value = std::stoll(arg, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == arg.size() && used > 0 && value >= 1) return std::string();
+      return "expected an integer >= 1, found '" + arg + "'";
+    },
+    "INT>=1");
 
 CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::string& help,
                              CommandArgs& args) {
@@ -76,10 +92,10 @@ int run_cli(int argc, char** argv) {
                      args);
   CLI::App* time =
       add_config_command(app, "time", "Time forward/backward per layer and per step", args);
-  time->add_option("--steps", args.steps, "Number of timed steps")->check(CLI::PositiveNumber);
+  time->add_option("--steps", args.steps, "Number of timed steps")->check(kAtLeastOne);
   CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args);
   sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`");
-  sweep->add_option("--parallel", args.parallel, "Runs at once")->check(CLI::PositiveNumber);
+  sweep->add_option("--parallel", args.parallel, "Runs at once")->check(kAtLeastOne);
   sweep->add_option("--out", args.out_dir,
                     "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)");
   CLI::App* doctor =

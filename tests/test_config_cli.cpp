@@ -50,6 +50,11 @@ TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("validate").code == 2);
   CHECK(run("validate " + kGood + "does_not_exist.yaml").code == 2);
   CHECK(run("time " + kGood + "mlp.yaml --steps -3").code == 2);
+  const auto zero_steps = run("time " + kGood + "mlp.yaml --steps 0", true);
+  CHECK(zero_steps.code == 2);
+  CHECK(zero_steps.out.find("--steps: expected an integer >= 1, found '0'") == 0);
+  CHECK(run("sweep " + kGood + "mlp.yaml --parallel 1.5", true)
+            .out.find("--parallel: expected an integer >= 1, found '1.5'") == 0);
   for (const char* sub : {"run", "validate", "print-config", "plan", "time", "sweep", "doctor",
                           "schema", "version"}) {
     INFO(sub);

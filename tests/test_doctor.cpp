@@ -13,6 +13,7 @@
 
 #include "run_command.h"
 #include "runner/commands.h"
+#include "runner/commands/library_version.h"
 
 namespace {
 
@@ -79,4 +80,34 @@ TEST_CASE("command_doctor in process: exit 0 and the plain no-driver wording") {
     CHECK(output.find("no NVIDIA driver is installed on this machine (driver version 0)") !=
           std::string::npos);
 #endif
+}
+
+TEST_CASE("a CUDA library found at run time is judged against the version compiled against") {
+  using trainer::check_library_version;
+  // The same or a newer release of the major version: fine, nothing said.
+  for (const char* loaded : {"9.19.0", "9.19.1", "9.21.0"}) {
+    INFO(loaded);
+    const auto check = check_library_version("cuDNN", "9.19.0", loaded);
+    CHECK_FALSE(check.broken);
+    CHECK(check.note.empty());
+  }
+  // An older release: a warning naming the version to use, not a failure.
+  for (const char* loaded : {"9.13.0", "9.19.0"}) {
+    const auto check = check_library_version("cuBLAS", "9.19.2", loaded);
+    CHECK_FALSE(check.broken);
+    CHECK(check.note ==
+          "older than compiled: not guaranteed to work; use cuBLAS 9.19.2 or newer "
+          "if a GPU kernel fails");
+  }
+  // Another major version: broken, with what to put on the library path.
+  const auto other_major = check_library_version("NCCL", "2.28.9", "3.0.1");
+  CHECK(other_major.broken);
+  CHECK(other_major.note.find("put NCCL 2.x on the library path") != std::string::npos);
+  // Unknown or unparsable versions give no verdict.
+  for (const char* loaded : {"", "unknown", "0.0.0", "9.19", "9.19.0-rc1"}) {
+    INFO(loaded);
+    const auto check = check_library_version("cuDNN", "9.19.0", loaded);
+    CHECK_FALSE(check.broken);
+    CHECK(check.note.empty());
+  }
 }

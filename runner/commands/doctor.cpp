@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runner/commands.h"
+#include "runner/commands/library_version.h"
 #include "runner/train/host_info.h"
 
 #ifdef TRAINER_WITH_CUDA
@@ -47,12 +48,18 @@ bool report_cuda() {
   std::printf("  driver:   %s\n", r.driver_missing
                                       ? "none (driver version 0)"
                                       : cuda::cuda_version_string(r.driver_version).c_str());
-  std::printf("  cuDNN:    compiled %s, loaded %s\n", r.cudnn_compiled.c_str(),
-              r.cudnn_loaded.c_str());
-  std::printf("  cuBLAS:   compiled %s, loaded %s\n", r.cublas_compiled.c_str(),
-              r.cublas_loaded.c_str());
-  std::printf("  NCCL:     compiled %s, loaded %s\n", r.nccl_compiled.c_str(),
-              r.nccl_loaded.empty() ? "unknown" : r.nccl_loaded.c_str());
+  std::string broken_library;  // the first library of another major version
+  const auto library = [&](const char* label, const char* name, const std::string& compiled,
+                           const std::string& loaded) {
+    const LibraryVersionCheck check = check_library_version(name, compiled, loaded);
+    std::printf("  %-9s compiled %s, loaded %s%s%s\n", label, compiled.c_str(),
+                loaded.empty() ? "unknown" : loaded.c_str(), check.note.empty() ? "" : ": ",
+                check.note.c_str());
+    if (check.broken && broken_library.empty()) broken_library = check.note;
+  };
+  library("cuDNN:", "cuDNN", r.cudnn_compiled, r.cudnn_loaded);
+  library("cuBLAS:", "cuBLAS", r.cublas_compiled, r.cublas_loaded);
+  library("NCCL:", "NCCL", r.nccl_compiled, r.nccl_loaded);
   if (r.driver_missing) {
     std::printf(
         "  status:   no GPU: CUDA driver version is insufficient for CUDA runtime version: no "
@@ -69,6 +76,10 @@ bool report_cuda() {
         "newer), or use devices: [cpu].\n",
         cuda::cuda_version_string(r.driver_version).c_str(),
         cuda::cuda_version_string(r.runtime_version).c_str());
+    return false;
+  }
+  if (!broken_library.empty()) {
+    std::printf("  status:   BROKEN: %s\n", broken_library.c_str());
     return false;
   }
   if (!r.device_error.empty()) {

@@ -104,3 +104,46 @@ TEST_CASE("schema writes the schema and the reference under --out") {
   CHECK(std::filesystem::file_size(dir / "docs" / "config-reference.md") > 1000);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("an evaluation set that does not fit the model is refused before training") {
+  const auto dir = std::filesystem::temp_directory_path() / "trainer_test_cli_eval_fit";
+  std::filesystem::create_directories(dir);
+  const std::string config = (dir / "eval_fit.yaml").string();
+  // Line 4 holds data.eval, so every error is reported at 4:9.
+  const auto write_config = [&](const std::string& eval) {
+    std::ofstream(config) << "name: eval_fit\n"
+                             "data:\n"
+                             "  train: {type: synthetic, shape: [4], classes: 3, size: 64}\n"
+                             "  eval: "
+                          << eval
+                          << "\n"
+                             "model:\n"
+                             "  layers: [{type: linear, out_features: 3}]\n"
+                             "train: {batch_size: 8}\n";
+  };
+  const auto error_of = [&](const std::string& eval) {
+    write_config(eval);
+    const auto r = run("validate " + config, true);
+    CHECK(r.code == 2);
+    return r.out;
+  };
+  write_config("{type: synthetic, shape: [4], classes: 2, size: 16}");  // fewer classes: fine
+  CHECK(run("validate " + config).out == "ok\n");
+  CHECK(error_of("{type: synthetic, shape: [5], classes: 3, size: 16}") ==
+        config +
+            ":4:9: error: data.eval: its samples are [5] after the transforms, but data.train's "
+            "are [4] (the model's input)\n"
+            "    use an evaluation set of the same shape as the training set\n1 error\n");
+  CHECK(error_of("{type: synthetic, shape: [4], classes: 5, size: 16}") ==
+        config +
+            ":4:9: error: data.eval: it has 5 classes, but the model predicts data.train's 3\n"
+            "    if the training set lacks some classes, set data.train.classes: 5 (and the "
+            "last layer's size)\n1 error\n");
+  const std::string csv = (dir / "targets.csv").string();
+  std::ofstream(csv) << "a,b,c,d,y\n0.1,0.2,0.3,0.4,1.5\n0.5,0.6,0.7,0.8,-2.5\n";
+  CHECK(error_of("{type: csv, path: " + csv + ", regression: true}") ==
+        config +
+            ":4:9: error: data.eval: it has regression targets, but data.train has class labels\n"
+            "    use an evaluation set of the same kind as the training set\n1 error\n");
+  std::filesystem::remove_all(dir);
+}

@@ -95,7 +95,10 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) { c.data.drop_last = bool_of(v); }),
        },
        {{"train", "The training source: `{type: <source>, ...}` (required)"},
-        {"eval", "The evaluation source: `{type: <source>, ...}` (optional)"},
+        {"eval",
+         "The evaluation source: `{type: <source>, ...}` (optional); after its transforms its "
+         "samples must have the training samples' shape, and its classes must be among the "
+         "model's (for regression: targets of the same shape)"},
         {"transforms",
          "Transforms applied to training samples: a list of `{type: <transform>, ...}`"},
         {"eval_transforms",

@@ -37,6 +37,50 @@ std::shared_ptr<data::Dataset> open_source(const config::TypedItem& item, const 
   throw config::ConfigError(d);
 }
 
+// An evaluation set of its own must give what the model was built for from
+// the training set: the same sample shape after its transforms, and class
+// labels the model predicts (or regression targets of the same shape).
+void check_eval_matches_train(const config::Config& config, const Session& s,
+                              config::Diagnostics& diags) {
+  const data::Dataset& train = *s.train_data;
+  const data::Dataset& eval = *s.eval_data;
+  const config::Mark mark = config.data.eval->mark;
+  Shape eval_shape;
+  try {
+    eval_shape = s.eval_pipeline->output_shape(eval.sample_shape());
+  } catch (const std::runtime_error& e) {
+    diags.add(mark, "data.eval", std::string("its samples do not fit the transforms: ") + e.what());
+    return;
+  }
+  if (eval_shape != s.sample_shape)
+    diags.add(mark, "data.eval",
+              "its samples are " + to_string(eval_shape) +
+                  " after the transforms, but data.train's "
+                  "are " +
+                  to_string(s.sample_shape) + " (the model's input)",
+              "use an evaluation set of the same shape as the training set");
+  const std::int64_t train_classes = train.num_classes(), eval_classes = eval.num_classes();
+  if ((train_classes > 0) != (eval_classes > 0)) {
+    const auto kind = [](std::int64_t classes) {
+      return classes > 0 ? std::string("class labels") : std::string("regression targets");
+    };
+    diags.add(mark, "data.eval",
+              "it has " + kind(eval_classes) + ", but data.train has " + kind(train_classes),
+              "use an evaluation set of the same kind as the training set");
+  } else if (eval_classes > train_classes) {
+    diags.add(mark, "data.eval",
+              "it has " + std::to_string(eval_classes) + " classes, but the model predicts " +
+                  "data.train's " + std::to_string(train_classes),
+              "if the training set lacks some classes, set data.train.classes: " +
+                  std::to_string(eval_classes) + " (and the last layer's size)");
+  } else if (train_classes == 0 && eval.target_shape() != train.target_shape()) {
+    diags.add(mark, "data.eval",
+              "its targets are " + to_string(eval.target_shape()) + ", but data.train's are " +
+                  to_string(train.target_shape()),
+              "use an evaluation set of the same shape as the training set");
+  }
+}
+
 }  // namespace
 
 config::Mark mark_of(const config::Config& config, const std::string& path) {
@@ -143,6 +187,8 @@ Session prepare_session(const config::Config& config) {
     diags.add(mark_of(config, "data.transforms"), "data.transforms", e.what());
     diags.throw_if_any();
   }
+  if (config.data.eval) check_eval_matches_train(config, s, diags);
+  diags.throw_if_any();
   s.num_classes = s.train_data->num_classes();
   build_model_graph(s);
   return s;

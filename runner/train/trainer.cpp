@@ -39,6 +39,14 @@ data::LoaderOptions loader_options(const Session& s, bool training, Backend& bac
 }
 
 void feed(graph::Program& program, const data::Batch& batch, std::int64_t classes) {
+  // The session checks the data against the model; this guards the copies.
+  if (batch.inputs.bytes() != program.input().bytes() ||
+      batch.labels.bytes() != program.labels().bytes())
+    throw std::runtime_error(
+        "batch " + std::to_string(batch.index) + " (epoch " + std::to_string(batch.epoch) +
+        ") has inputs " + to_string(batch.inputs.shape) + " and labels " +
+        to_string(batch.labels.shape) + ", but the model takes " +
+        to_string(program.input().shape) + " and " + to_string(program.labels().shape));
   if (classes > 0) {
     const std::int64_t* labels = batch.labels.i64();
     for (std::int64_t r = 0; r < batch.rows; ++r) {

@@ -47,6 +47,12 @@ constexpr std::size_t kTimingWindow = 32;
 
 }  // namespace
 
+std::int64_t Loader::batches_per_epoch(std::int64_t samples, std::int64_t batch_size,
+                                       std::int64_t world_size, bool drop_last) {
+  const std::int64_t shard = (samples + world_size - 1) / world_size;
+  return drop_last ? shard / batch_size : (shard + batch_size - 1) / batch_size;
+}
+
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pipeline> pipeline,
                LoaderOptions options)
     : dataset_(std::move(dataset)), pipeline_(std::move(pipeline)), options_(std::move(options)) {
@@ -77,8 +83,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pip
 
   const std::int64_t n = dataset_->size();
   shard_size_ = (n + o.world_size - 1) / o.world_size;
-  batches_per_epoch_ =
-      o.drop_last ? shard_size_ / o.batch_size : (shard_size_ + o.batch_size - 1) / o.batch_size;
+  batches_per_epoch_ = batches_per_epoch(n, o.batch_size, o.world_size, o.drop_last);
 
   Shape input_shape{o.batch_size};
   input_shape.insert(input_shape.end(), sample_shape_.begin(), sample_shape_.end());

@@ -90,6 +90,9 @@ class Loader {
 
   Cursor cursor() const;  // the next batch next() would return
   std::int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // The batches each of `world_size` ranks gets from `samples` in one epoch.
+  static std::int64_t batches_per_epoch(std::int64_t samples, std::int64_t batch_size,
+                                        std::int64_t world_size, bool drop_last);
   std::int64_t samples_per_rank() const { return shard_size_; }
   Shape sample_shape() const { return sample_shape_; }  // after transforms
   const LoaderOptions& options() const { return options_; }

@@ -105,7 +105,9 @@ TEST_CASE("schema writes the schema and the reference under --out") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("an evaluation set that does not fit the model is refused before training") {
+TEST_CASE(
+    "an evaluation set that does not fit the model, or a batch too large, is refused before "
+    "training") {
   const auto dir = std::filesystem::temp_directory_path() / "trainer_test_cli_eval_fit";
   std::filesystem::create_directories(dir);
   const std::string config = (dir / "eval_fit.yaml").string();
@@ -139,6 +141,15 @@ TEST_CASE("an evaluation set that does not fit the model is refused before train
             ":4:9: error: data.eval: it has 5 classes, but the model predicts data.train's 3\n"
             "    if the training set lacks some classes, set data.train.classes: 5 (and the "
             "last layer's size)\n1 error\n");
+  // A batch the training set cannot fill is found here too, at the batch size.
+  write_config("{type: synthetic, shape: [4], classes: 3, size: 16}");
+  const auto too_large = run("validate " + config + " train.batch_size=128", true);
+  CHECK(too_large.code == 2);
+  CHECK(too_large.out ==
+        "<command line>:1:18: error: train.batch_size: the training set's 64 samples do not fill "
+        "one batch of 128 (data.drop_last: true drops a short one)\n"
+        "    use a batch_size of at most 64, or data.drop_last: false\n1 error\n");
+  CHECK(run("validate " + config + " train.batch_size=128 data.drop_last=false").out == "ok\n");
   const std::string csv = (dir / "targets.csv").string();
   std::ofstream(csv) << "a,b,c,d,y\n0.1,0.2,0.3,0.4,1.5\n0.5,0.6,0.7,0.8,-2.5\n";
   CHECK(error_of("{type: csv, path: " + csv + ", regression: true}") ==

@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "data/loader.h"
 #include "data/registry.h"
 #include "data/split.h"
 #include "runner/config/validate_hooks.h"
@@ -186,6 +187,18 @@ Session prepare_session(const config::Config& config) {
   } catch (const std::runtime_error& e) {
     diags.add(mark_of(config, "data.transforms"), "data.transforms", e.what());
     diags.throw_if_any();
+  }
+  const std::int64_t micro_batches = data::Loader::batches_per_epoch(
+      s.train_data->size(), s.batch.micro, s.batch.world, config.data.drop_last);
+  if (micro_batches < s.batch.accumulation) {
+    const std::int64_t samples = s.train_data->size();
+    diags.add(mark_of(config, "train.batch_size"), "train.batch_size",
+              "the training set's " + std::to_string(samples) + " samples" +
+                  (s.batch.world > 1 ? " over " + std::to_string(s.batch.world) + " ranks" : "") +
+                  " do not fill one batch of " + std::to_string(s.batch.global) +
+                  (config.data.drop_last ? " (data.drop_last: true drops a short one)" : ""),
+              "use a batch_size of at most " + std::to_string(samples) +
+                  (config.data.drop_last ? ", or data.drop_last: false" : ""));
   }
   if (config.data.eval) check_eval_matches_train(config, s, diags);
   diags.throw_if_any();

@@ -158,3 +158,53 @@ TEST_CASE(
             "    use an evaluation set of the same kind as the training set\n1 error\n");
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE(
+    "keep_best with a metric the run never records, or a loss kept at its largest, is refused") {
+  const auto dir = std::filesystem::temp_directory_path() / "trainer_test_cli_keep_best";
+  std::filesystem::create_directories(dir);
+  const std::string config = (dir / "keep_best.yaml").string();
+  std::ofstream(config) << "name: keep_best\n"
+                           "data:\n"
+                           "  train: {type: synthetic, shape: [4], classes: 3, size: 64}\n"
+                           "  eval: {type: synthetic, shape: [4], classes: 3, size: 16}\n"
+                           "model:\n"
+                           "  layers: [{type: linear, out_features: 3}]\n"
+                           "train: {batch_size: 8}\n"
+                           "checkpoint: {keep_best: 2}\n";
+  const auto validate = [&](const std::string& overrides) {
+    return run("validate " + config + " " + overrides, true);
+  };
+  CHECK(validate("").out == "ok\n");  // eval.accuracy, the default
+  CHECK(validate("checkpoint.metric=eval.loss checkpoint.mode=min").out == "ok\n");
+  CHECK(validate("checkpoint.metric=train.accuracy").out == "ok\n");
+  CHECK(validate("checkpoint.metric=eval.acuracy").out ==
+        "<command line>:1:19: error: checkpoint.metric: keep_best ranks checkpoints by "
+        "'eval.acuracy', which this run never records\n"
+        "    did you mean 'eval.accuracy'? It records eval.loss, eval.accuracy, train.loss, "
+        "train.accuracy\n1 error\n");
+  CHECK(validate("checkpoint.metric=eval.top5")
+            .out.find("never records: top5 needs more than 5 classes, and the data has 3\n") !=
+        std::string::npos);
+  const auto loss_at_max = validate("checkpoint.metric=eval.loss");
+  CHECK(loss_at_max.code == 2);
+  CHECK(loss_at_max.out ==
+        "<command line>:1:19: error: checkpoint.mode: keep_best would keep the checkpoints of the "
+        "largest eval.loss (checkpoint.mode defaults to max)\n"
+        "    set checkpoint.mode: min\n1 error\n");
+  // No evaluation set: the default metric is reported at keep_best.
+  std::ofstream(config) << "name: keep_best\n"
+                           "data:\n"
+                           "  train: {type: synthetic, shape: [4], classes: 3, size: 64}\n"
+                           "model:\n"
+                           "  layers: [{type: linear, out_features: 3}]\n"
+                           "train: {batch_size: 8}\n"
+                           "checkpoint: {keep_best: 2}\n";
+  CHECK(validate("").out ==
+        config +
+            ":7:25: error: checkpoint.metric: keep_best ranks checkpoints by 'eval.accuracy' "
+            "(checkpoint.metric's default), which this run never records: it has no evaluation "
+            "set (add data.eval, or data.split)\n"
+            "    it records train.loss, train.accuracy\n1 error\n");
+  std::filesystem::remove_all(dir);
+}

@@ -2,6 +2,7 @@
 // registers the model check that `trainer validate` runs.
 #include "runner/train/session.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "data/loader.h"
@@ -80,6 +81,56 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
                   to_string(train.target_shape()),
               "use an evaluation set of the same shape as the training set");
   }
+}
+
+// keep_best ranks checkpoints by a metric the run records: the evaluation's
+// (with an evaluation set) or the training log's loss, and accuracy (top5
+// above 5 classes) for class labels. Any other name would keep nothing.
+void check_checkpoint_metric(const config::Config& config, const Session& s,
+                             config::Diagnostics& diags) {
+  if (config.checkpoint.keep_best <= 0) return;
+  std::vector<std::string> recorded;
+  const bool classes = s.num_classes > 0;
+  if (s.eval_data) {
+    recorded.push_back("eval.loss");
+    if (classes) recorded.push_back("eval.accuracy");
+    if (s.num_classes > 5) recorded.push_back("eval.top5");
+  }
+  recorded.push_back("train.loss");
+  if (classes) recorded.push_back("train.accuracy");
+  const std::string& metric = config.checkpoint.metric;
+  if (std::find(recorded.begin(), recorded.end(), metric) != recorded.end()) {
+    // A loss is better smaller: the default mode would keep the worst checkpoints.
+    if (metric.ends_with(".loss") && config.checkpoint.mode == "max" &&
+        mark_of(config, "checkpoint.mode").file == "<default>")
+      diags.add(mark_of(config, "checkpoint.metric"), "checkpoint.mode",
+                "keep_best would keep the checkpoints of the largest " + metric +
+                    " (checkpoint.mode defaults to max)",
+                "set checkpoint.mode: min");
+    return;
+  }
+  std::string listed;
+  for (const auto& name : recorded) listed += (listed.empty() ? "" : ", ") + name;
+  // A default metric is reported where keep_best asks for it.
+  config::Mark mark = mark_of(config, "checkpoint.metric");
+  const bool defaulted = mark.file == "<default>";
+  if (defaulted) mark = mark_of(config, "checkpoint.keep_best");
+  std::string why = "keep_best ranks checkpoints by '" + metric + "'" +
+                    (defaulted ? " (checkpoint.metric's default)" : "") +
+                    ", which this run never records";
+  std::string near;  // for a name no run records
+  const bool eval_metric = metric.rfind("eval.", 0) == 0;
+  const bool class_metric = metric.ends_with(".accuracy") || metric == "eval.top5";
+  if (eval_metric && !s.eval_data)
+    why += ": it has no evaluation set (add data.eval, or data.split)";
+  else if (class_metric && !classes)
+    why += ": its data has regression targets, not class labels";
+  else if (metric == "eval.top5")
+    why += ": top5 needs more than 5 classes, and the data has " + std::to_string(s.num_classes);
+  else
+    near = config::nearest(metric, recorded);
+  diags.add(mark, "checkpoint.metric", why,
+            (near.empty() ? "it records " : "did you mean '" + near + "'? It records ") + listed);
 }
 
 }  // namespace
@@ -203,6 +254,8 @@ Session prepare_session(const config::Config& config) {
   if (config.data.eval) check_eval_matches_train(config, s, diags);
   diags.throw_if_any();
   s.num_classes = s.train_data->num_classes();
+  check_checkpoint_metric(config, s, diags);
+  diags.throw_if_any();
   build_model_graph(s);
   return s;
 }

@@ -1,7 +1,8 @@
 // labels: cpu
 // `trainer sweep`: a failing trial does not stop the sweep and is retried up
 // to max_retries; a sweep stopped in the middle and run again finishes every
-// trial exactly once (finished ones skipped, the interrupted one resumed).
+// trial exactly once (finished ones skipped, the interrupted one resumed);
+// trial configs that fail their field checks stop the sweep before any runs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -37,11 +38,13 @@ int count(const std::string& text, const std::string& word) {
 
 }  // namespace
 
-TEST_CASE("a trial whose config fails does not stop the sweep, is retried, and is reported") {
+TEST_CASE("a trial that fails does not stop the sweep, is retried, and is reported") {
   TempDir tmp("sweep-fail");
   write_text(tmp / "tiny.yaml", tiny_experiment() + "sweep: {max_retries: 1}\n");
+  // A batch of 1000 passes the field checks but not the 512 training samples:
+  // that trial fails when it starts.
   const std::vector<std::string> args = {
-      "sweep", tmp / "tiny.yaml", "train.max_steps=10", "--grid", "optimizer.lr=0.01,-1,0.001",
+      "sweep", tmp / "tiny.yaml", "train.max_steps=10", "--grid", "train.batch_size=32,1000,16",
       "--out", tmp / "sw"};
   CHECK(run_to_end(args, tmp / "1.log") == 1);
   auto state = trial_state(tmp / "sw");
@@ -49,12 +52,13 @@ TEST_CASE("a trial whose config fails does not stop the sweep, is retried, and i
   CHECK(state["trial-002"]["status"] == "done");
   CHECK(state["trial-001"]["status"] == "failed");
   CHECK(state["trial-001"]["attempts"] == 2);  // the first try and one retry
-  CHECK(state["trial-001"]["error"].get<std::string>().find("optimizer.lr") != std::string::npos);
+  CHECK(state["trial-001"]["error"].get<std::string>().find("train.batch_size") !=
+        std::string::npos);
   const std::string table = read_text(tmp / "sw/results.md");
   INFO(table);
   CHECK(table.find("| 1 | trial-0") != std::string::npos);
   CHECK(table.find("trial-001 | failed") != std::string::npos);
-  CHECK(table.find("optimizer.lr") != std::string::npos);
+  CHECK(table.find("train.batch_size") != std::string::npos);
   CHECK(read_lines(tmp / "sw/trials.csv").size() == 4);
 
   // Run again: nothing left to do (done ones skipped, the failure out of retries).
@@ -63,20 +67,39 @@ TEST_CASE("a trial whose config fails does not stop the sweep, is retried, and i
   CHECK(count(read_text(tmp / "sw/logs/trial-000.log"), "run directory:") == 1);
 }
 
+TEST_CASE("a sweep with a trial config that fails its field checks runs no trial") {
+  TempDir tmp("sweep-config");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::vector<std::string> args = {
+      "sweep", tmp / "tiny.yaml", "--grid", "optimizer.lr=0.01,-1", "--out", tmp / "sw"};
+  CHECK(run_to_end(args, tmp / "1.log") == 2);
+  const std::string log = read_text(tmp / "1.log");
+  INFO(log);
+  CHECK(log.find("sweep: trial-001 (optimizer.lr=-1):\n<command line>:1:14: error: optimizer.lr: "
+                 "expected a number > 0") != std::string::npos);
+  CHECK(log.find("sweep: 1 of 2 trials have config errors; none was run") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "sw"));
+  // A misspelt objective is refused too: the results could not rank the trials.
+  write_text(tmp / "objective.yaml",
+             tiny_experiment() + "sweep: {objective: {metric: eval.acuracy}}\n");
+  CHECK(run_to_end({"sweep", tmp / "objective.yaml", "--grid", "optimizer.lr=0.01,0.02", "--out",
+                    tmp / "sw"},
+                   tmp / "2.log") == 2);
+  CHECK(read_text(tmp / "2.log").find("sweep.objective.metric: unknown metric 'eval.acuracy'") !=
+        std::string::npos);
+  CHECK(read_text(tmp / "2.log").find("did you mean 'eval.accuracy'?") != std::string::npos);
+}
+
 TEST_CASE("a sweep stopped in the middle and run again finishes every trial exactly once") {
   TempDir tmp("sweep-resume");
   write_text(tmp / "tiny.yaml",
              tiny_experiment(2048) + "sweep: {grid: {optimizer.lr: [0.01, 0.003, 0.001]}}\n");
   // Long enough (2560 steps) that the second trial cannot finish between the
   // poll below seeing its second record and the stop signal arriving.
-  const std::vector<std::string> args = {"sweep",
-                                         tmp / "tiny.yaml",
-                                         "checkpoint.every_steps=0",
-                                         "data.workers=0",
-                                         "train.epochs=40",
-                                         "train.log_every=50",
-                                         "--out",
-                                         tmp / "sw"};
+  const std::vector<std::string> args = {
+      "sweep",          tmp / "tiny.yaml", "checkpoint.every_steps=0",
+      "data.workers=0", "train.epochs=40", "train.log_every=50",
+      "--out",          tmp / "sw"};
   {
     TrainerProcess sweep(args, tmp / "1.log");
     // Stop it once the first trial is done and the second has started training.

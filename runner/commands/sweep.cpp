@@ -44,6 +44,34 @@ std::string sweep_yaml(const sweep::SweepJob& job) {
   return out;
 }
 
+// Every trial's config, checked field by field before any trial runs: a
+// typo in a swept key or a value out of range would otherwise fail each
+// trial in turn. Prints the errors of the first few failing trials and
+// returns how many failed. (The data and model are checked by each trial.)
+std::size_t report_trial_config_errors(const sweep::SweepJob& job) {
+  constexpr std::size_t kShown = 3;
+  std::size_t failed = 0;
+  for (const auto& trial : job.trials) {
+    std::vector<std::string> overrides = job.overrides;
+    overrides.insert(overrides.end(), trial.overrides.begin(), trial.overrides.end());
+    try {
+      config::load_config(job.config_path, overrides);
+    } catch (const config::ConfigError& e) {
+      if (++failed > kShown) continue;
+      std::string swept;
+      for (const auto& o : trial.overrides) swept += (swept.empty() ? "" : " ") + o;
+      std::fprintf(stderr, "sweep: %s (%s):\n%s", trial.id.c_str(), swept.c_str(),
+                   e.diagnostics().format_all().c_str());
+    }
+  }
+  if (failed > kShown)
+    std::fprintf(stderr, "sweep: ... and %zu more trials with config errors\n", failed - kShown);
+  if (failed)
+    std::fprintf(stderr, "sweep: %zu of %zu trials have config errors; none was run\n", failed,
+                 job.trials.size());
+  return failed;
+}
+
 }  // namespace
 
 int command_sweep(const CommandArgs& args) {
@@ -63,6 +91,7 @@ int command_sweep(const CommandArgs& args) {
           : (std::filesystem::path(config.output.dir) / config.name /
              ("sweep-" + train::sha256_hex(config::to_yaml(config.resolved) + grid).substr(0, 10)))
                 .string();
+  if (report_trial_config_errors(job) > 0) return 2;
   std::filesystem::create_directories(job.dir);
   checkpoint::write_file_atomically(job.dir + "/sweep.yaml", sweep_yaml(job));
   const int code = sweep::run_sweep(job);

@@ -177,13 +177,24 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
       } else if (key == "objective") {
         const Node* metric = value.is_map() ? value.find("metric") : nullptr;
         const Node* mode = value.is_map() ? value.find("mode") : nullptr;
-        if (!value.is_map() || !metric || !metric->is_scalar() ||
-            metric->text().find('.') == std::string::npos)
+        // The fields a trial's summary holds (final_eval, last_train).
+        static const std::vector<std::string> metrics = {
+            "eval.loss",           "eval.accuracy",       "eval.top5",
+            "train.loss",          "train.accuracy",      "train.lr",
+            "train.samples_per_s", "train.step_ms",       "train.data_wait_pct",
+            "train.loss_scale",    "train.skipped_steps", "train.memory_peak_mib"};
+        if (!value.is_map() || !metric || !metric->is_scalar()) {
           diags.add(
               value.mark(), path,
               "expected {metric: eval.accuracy | eval.loss | train.loss ..., mode: max | min}");
-        else
+        } else if (std::find(metrics.begin(), metrics.end(), metric->text()) == metrics.end()) {
+          const std::string near = config::nearest(metric->text(), metrics);
+          diags.add(metric->mark(), path + ".metric",
+                    "unknown metric '" + metric->text() + "': the trials' summaries never hold it",
+                    near.empty() ? "metrics: " + join(metrics) : "did you mean '" + near + "'?");
+        } else {
           spec.metric = metric->text();
+        }
         if (mode && (!mode->is_scalar() || (mode->text() != "max" && mode->text() != "min")))
           diags.add(mode->mark(), path + ".mode", "expected max or min");
         spec.maximize =

@@ -122,10 +122,12 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
   write_text(tmp / "narrow.yaml", narrow);
   write_text(tmp / "ft.yaml", "extends: narrow.yaml\nmodel: {init_from: " + weights + "}\n");
   CHECK(run_to_end({"run", tmp / "ft.yaml", "train.max_steps=3", "--out", tmp / "ft"},
-                   tmp / "f.log") == 1);
+                   tmp / "f.log") == 2);
   const std::string log = read_text(tmp / "f.log");
   INFO(log);
-  CHECK(log.find(weights + ": 3 tensor(s) do not match") != std::string::npos);
+  // The error names where init_from is set, then the file and what does not match.
+  CHECK(log.find("ft.yaml:2:20: error: model.init_from: " + weights +
+                 ": 3 tensor(s) do not match") != std::string::npos);
   CHECK(log.find("fc1.weight: shape [32, 64] in the file, [16, 64] in the model") !=
         std::string::npos);
   CHECK(log.find("fc2.weight: shape [4, 32] in the file, [4, 16] in the model") !=
@@ -135,4 +137,14 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
                     tmp / "ns"},
                    tmp / "n.log") == 0);
   CHECK(read_text(tmp / "n.log").find("loaded 1 tensor(s)") != std::string::npos);
+
+  // A file that is not there is found by validate, at its key, before any data is read.
+  write_text(tmp / "missing.yaml",
+             "extends: tiny.yaml\nmodel: {init_from: w/missing.safetensors}\n");
+  CHECK(run_to_end({"validate", tmp / "missing.yaml"}, tmp / "m.log") == 2);
+  CHECK(read_text(tmp / "m.log") ==
+        tmp / "missing.yaml" + ":2:20: error: model.init_from: cannot read '" + tmp / "w" +
+            "/missing.safetensors': no such file\n"
+            "    a relative path is taken from the folder of the YAML file that names it\n"
+            "1 error\n");
 }

@@ -3,6 +3,8 @@
 #include "runner/train/session.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "data/loader.h"
@@ -204,12 +206,38 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
   return b;
 }
 
+std::string init_from_path(const config::Config& config) {
+  const config::Node& model = config.model.node;
+  const config::Node* from = model.is_map() ? model.find("init_from") : nullptr;
+  if (!from) return "";
+  config::Diagnostics diags;
+  if (!from->is_scalar() || from->text().empty()) {
+    diags.add(from->mark(), "model.init_from", "expected a path to a .safetensors file");
+    diags.throw_if_any();
+  }
+  std::filesystem::path path = from->text();
+  const bool from_yaml = !from->mark().file.empty() && from->mark().file[0] != '<';
+  if (path.is_relative() && from_yaml)
+    path = std::filesystem::path(from->mark().file).parent_path() / path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path).good())
+    diags.add(from->mark(), "model.init_from",
+              "cannot read '" + path.string() + "'" +
+                  (std::filesystem::exists(path, ec) ? "" : ": no such file"),
+              from_yaml && from->text()[0] != '/'
+                  ? "a relative path is taken from the folder of the YAML file that names it"
+                  : "");
+  diags.throw_if_any();
+  return path.string();
+}
+
 Session prepare_session(const config::Config& config) {
   Session s;
   s.config = config;
   config::Diagnostics diags;
   s.batch = plan_batches(config, diags);
   diags.throw_if_any();
+  init_from_path(config);  // before the data: a missing file is found at once
   if (!config.data.train) {
     diags.add(mark_of(config, "data"), "data.train", "no training data source",
               "add data.train: {type: idx, images: ..., labels: ...}");

@@ -50,6 +50,11 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
 // std::runtime_error for bad data files (the message names the file).
 Session prepare_session(const config::Config& config);
 
+// model.init_from, resolved against the YAML file that names it; "" when the
+// model has none. Throws ConfigError (at its position) when it is not a path
+// or names no readable file.
+std::string init_from_path(const config::Config& config);
+
 // (Re)builds s.graph for s.batch.micro and s.config (compute types included).
 void build_model_graph(Session& s);
 

@@ -73,15 +73,9 @@ float read_scalar(graph::Program& program, const TensorRef& t) {
 // `model.init_from: weights.safetensors` (relative to the YAML file that names
 // it) with `model.init_strict: false` to load only the tensors that match.
 void load_init_from(const Session& s, graph::Program& program) {
+  const std::string path = init_from_path(s.config);
+  if (path.empty()) return;
   const config::Node& model = s.config.model.node;
-  const config::Node* from = model.is_map() ? model.find("init_from") : nullptr;
-  if (!from) return;
-  if (!from->is_scalar() || from->text().empty())
-    throw std::runtime_error(config::to_string(from->mark()) +
-                             ": model.init_from: expected a path to a .safetensors file");
-  std::filesystem::path path = from->text();
-  if (path.is_relative() && !from->mark().file.empty() && from->mark().file[0] != '<')
-    path = std::filesystem::path(from->mark().file).parent_path() / path;
   bool strict = true;
   if (const config::Node* st = model.find("init_strict")) {
     if (!st->is_scalar() || (st->text() != "true" && st->text() != "false"))
@@ -89,13 +83,21 @@ void load_init_from(const Session& s, graph::Program& program) {
                                ": model.init_strict: expected true or false");
     strict = st->text() == "true";
   }
-  const auto file = checkpoint::read_safetensors(path.string());
-  const auto report = checkpoint::load_parameters(program, file, path.string(), strict);
+  checkpoint::LoadReport report;
+  try {
+    const auto file = checkpoint::read_safetensors(path);
+    report = checkpoint::load_parameters(program, file, path, strict);
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {  // a corrupt file, or tensors that do not fit
+    config::Diagnostics diags;
+    diags.add(model.find("init_from")->mark(), "model.init_from", e.what());
+    throw config::ConfigError(diags);
+  }
   std::string skipped;
   for (const auto& m : report.mismatches) skipped += "\n  " + m;
   std::fprintf(stderr, "model.init_from: loaded %zu tensor(s) from %s%s%s\n", report.loaded.size(),
-               path.string().c_str(),
-               report.mismatches.empty() ? "" : "; not loaded:", skipped.c_str());
+               path.c_str(), report.mismatches.empty() ? "" : "; not loaded:", skipped.c_str());
 }
 
 }  // namespace

@@ -75,9 +75,11 @@ class Normalize final : public Transform {
     const std::int64_t c = planes_of(in).channels;
     for (const auto* list : {&mean_, &std_}) {
       if (list->size() != 1 && static_cast<std::int64_t>(list->size()) != c) {
-        throw std::runtime_error("transform 'normalize': mean and std need 1 or " +
-                                 std::to_string(c) + " values for samples " + to_string(in) +
-                                 ", got " + std::to_string(list->size()));
+        throw std::runtime_error(
+            "transform 'normalize': mean and std need " +
+            (c == 1 ? std::string("1 value") : "1 or " + std::to_string(c) + " values") +
+            " (one per channel) for samples " + to_string(in) + ", got " +
+            std::to_string(list->size()));
       }
     }
     return in;

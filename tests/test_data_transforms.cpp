@@ -79,6 +79,9 @@ TEST_CASE("normalize uses per-channel or broadcast mean and std") {
   three.set("mean", std::vector<double>{0, 0, 0});
   three.set("std", std::vector<double>{1, 1, 1});
   CHECK_THROWS_WITH(one("normalize", three).output_shape(kShape), Contains("need 1 or 2 values"));
+  CHECK_THROWS_WITH(one("normalize", a).output_shape({1, 28, 28}),
+                    Contains("mean and std need 1 value (one per channel) for samples [1, 28, 28], "
+                             "got 2"));
 }
 
 TEST_CASE("normalize without mean/std computes them from the training set, after scale") {

@@ -146,6 +146,13 @@ TEST_CASE("cross-field rules") {
   CHECK(only_error(kGood + "minimal.yaml", {"schedule.type=multistep"})
             .find("schedule.milestones: a multistep schedule needs milestones") !=
         std::string::npos);
+  CHECK(only_error(kGood + "minimal.yaml",
+                   {"data.eval={type: synthetic, shape: [1, 4, 4]}", "data.split=0.2"}) ==
+        "<command line>:2:12: error: data.split: it holds part of data.train out for evaluation "
+        "only when there is no data.eval; data.eval is set, so the split would be ignored (in "
+        "override 2 'data.split=0.2')\n"
+        "    remove data.split, or data.eval");
+  CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"data.split=0.2"}));
   CHECK(only_error(kGood + "minimal.yaml", {"devices=[1,1]"}) ==
         "<command line>:1:9: error: devices.gpus: a GPU index is listed twice (in override 1 "
         "'devices=[1,1]')");

@@ -128,6 +128,11 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
           c.schedule.milestones.end())
     diags.add(mark_of(root, "schedule", "milestones"), "schedule.milestones",
               "milestones must be strictly increasing");
+  if (c.data.split > 0 && c.data.eval)
+    diags.add(mark_of(root, "data", "split"), "data.split",
+              "it holds part of data.train out for evaluation only when there is no "
+              "data.eval; data.eval is set, so the split would be ignored",
+              "remove data.split, or data.eval");
   const std::set<std::int64_t> unique(c.devices.gpus.begin(), c.devices.gpus.end());
   if (unique.size() != c.devices.gpus.size())
     diags.add(mark_of(root, "devices", "gpus"), "devices.gpus", "a GPU index is listed twice");

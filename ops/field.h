@@ -40,6 +40,11 @@ struct FieldSpec {
   bool min_exclusive = false;
   std::vector<std::string> choices;        // enumeration values, or suggested strings
   std::optional<std::size_t> list_length;  // exact list length, when fixed
+  // The field acts only when the field `applies_when` (a sibling's name, or a
+  // dotted path from the top of the config) holds one of `applies_values`;
+  // set to another value there, it is reported as having no effect.
+  std::string applies_when;
+  std::vector<std::string> applies_values;
 
   // Builder-style helpers so declarations read as one line each.
   FieldSpec& def(std::string yaml) {
@@ -69,6 +74,11 @@ struct FieldSpec {
   }
   FieldSpec& length(std::size_t n) {
     list_length = n;
+    return *this;
+  }
+  FieldSpec& only_when(std::string field, std::vector<std::string> values) {
+    applies_when = std::move(field);
+    applies_values = std::move(values);
     return *this;
   }
 };

@@ -26,6 +26,17 @@ TEST_CASE("validate prints ok and exits 0 for a good config") {
   CHECK(r.out == "ok\n");
 }
 
+TEST_CASE("validate prints a setting without effect as a warning on stderr, and still ok") {
+  const auto quiet =
+      run("validate " + kGood + "mlp.yaml optimizer.type=adam optimizer.nesterov=true");
+  CHECK(quiet.code == 0);
+  CHECK(quiet.out == "ok\n");
+  const auto r =
+      run("validate " + kGood + "mlp.yaml optimizer.type=adam optimizer.nesterov=true", true);
+  CHECK(r.out.find("<command line>:2:20: warning: optimizer.nesterov: has no effect with "
+                   "optimizer.type: adam") == 0);
+}
+
 TEST_CASE("validate prints every error on stderr and exits 2") {
   const auto quiet = run("validate " + kBad + "several_errors.yaml");
   CHECK(quiet.code == 2);

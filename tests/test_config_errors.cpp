@@ -166,3 +166,28 @@ TEST_CASE("the model section must be a map with a list of layers") {
         "<command line>:1:14: error: model.layers: expected a non-empty list of layers, found "
         "integer 3 (in override 1 'model.layers=3')");
 }
+
+TEST_CASE("a setting without effect under the type it depends on is a warning at its value") {
+  const auto config =
+      load_config(kGood + "minimal.yaml",
+                  {"optimizer.type=adam", "optimizer.momentum=0.5", "schedule.milestones=[10]",
+                   "precision.loss_scale.init_scale=1024", "optimizer.beta2=0.99"});
+  REQUIRE(config.warnings.size() == 3);
+  CHECK(format(config.warnings[0], "warning") ==
+        "<command line>:2:20: warning: optimizer.momentum: has no effect with optimizer.type: "
+        "adam (it applies to sgd)\n"
+        "    remove it, or set optimizer.type: sgd");
+  CHECK(config.warnings[1].key_path == "schedule.milestones");
+  CHECK(config.warnings[1].message ==
+        "has no effect with schedule.type: constant (it applies to multistep)");
+  CHECK(config.warnings[2].message ==
+        "has no effect with precision.mode: fp32 (it applies to fp16)");  // another section's
+  // Values equal to the defaults (as print-config writes them) and settings of
+  // the chosen type are not reported.
+  CHECK(load_config(kGood + "minimal.yaml", {"optimizer.type=adam", "optimizer.momentum=0.9"})
+            .warnings.empty());
+  CHECK(load_config(kGood + "minimal.yaml",
+                    {"optimizer.momentum=0.5", "schedule.type=step", "schedule.gamma=0.5",
+                     "precision.mode=fp16", "precision.loss_scale.init_scale=1024"})
+            .warnings.empty());
+}

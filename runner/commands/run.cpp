@@ -7,6 +7,7 @@
 
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/commands.h"
+#include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
 #include "runner/dist/local_launcher.h"
 #include "runner/dist/rank_job.h"
@@ -37,6 +38,7 @@ int command_run(const CommandArgs& given) {
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
   const config::Config& config = job.config();
+  if (job.is_root()) print_config_warnings(config);
   train::Session session = train::prepare_session(config);
   Backend& backend = job.select_backend();
   if (config.train.micro_batch_auto) {

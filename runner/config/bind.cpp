@@ -141,6 +141,50 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
               "world_size counts CPU ranks; with GPUs there is one rank per listed GPU");
 }
 
+// The value at a dotted path of the tree ("optimizer.type"), or null.
+const Node* find_dotted(const Node& root, const std::string& path) {
+  const Node* node = &root;
+  std::size_t start = 0;
+  while (node && start <= path.size()) {
+    const std::size_t dot = std::min(path.find('.', start), path.size());
+    node = node->find(path.substr(start, dot - start));
+    start = dot + 1;
+  }
+  return node;
+}
+
+// Fields given a value of their own while the field they depend on
+// (FieldSpec::applies_when) rules them out: accepted, and reported as warnings.
+void collect_inert_settings(const Node& root, Config& config) {
+  for (const SectionDef& section : config_sections()) {
+    for (const ConfigField& field : section.fields) {
+      const FieldSpec& spec = field.spec;
+      if (spec.applies_when.empty()) continue;
+      const std::string key = join_key(section.path, spec.name);
+      const Node* given = find_dotted(root, key);
+      if (!given || given->mark().file == "<default>") continue;
+      Diagnostics ignored;
+      FieldValue value, fallback;
+      if (!parse_field(*given, spec, key, ignored, value) ||
+          !parse_field(default_node(spec), spec, key, ignored, fallback) || value == fallback)
+        continue;
+      const std::string control = spec.applies_when.find('.') == std::string::npos
+                                      ? join_key(section.path, spec.applies_when)
+                                      : spec.applies_when;
+      const Node* setting = find_dotted(root, control);
+      if (!setting || !setting->is_scalar()) continue;
+      const auto& values = spec.applies_values;
+      if (std::find(values.begin(), values.end(), setting->text()) != values.end()) continue;
+      std::string listed;
+      for (const auto& v : values) listed += (listed.empty() ? "" : " or ") + v;
+      config.warnings.push_back({given->mark(), key,
+                                 "has no effect with " + control + ": " + setting->text() +
+                                     " (it applies to " + listed + ")",
+                                 "remove it, or set " + control + ": " + values.front()});
+    }
+  }
+}
+
 }  // namespace
 
 Config bind_config(Node& root, Diagnostics& diags) {
@@ -155,6 +199,7 @@ Config bind_config(Node& root, Diagnostics& diags) {
   bind_data_items(root, config, diags);
   if (const Node* sweep = root.find("sweep")) config.sweep = *sweep;
   check_cross_fields(root, config, diags);
+  collect_inert_settings(root, config);
   return config;
 }
 

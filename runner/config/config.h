@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/field.h"
+#include "runner/config/diagnostics.h"
 #include "runner/config/node.h"
 
 namespace trainer::config {
@@ -138,6 +139,9 @@ struct Config {
 
   std::string source_file;  // the top-level YAML file
   Node resolved;            // the merged tree (extends + overrides) with defaults filled
+  // Settings given but without effect (momentum under adam): `validate` and
+  // `run` show them as warnings.
+  std::vector<Diagnostic> warnings;
 };
 
 }  // namespace trainer::config

@@ -7,8 +7,8 @@
 
 namespace trainer::config {
 
-std::string format(const Diagnostic& d) {
-  std::string out = to_string(d.mark) + ": error: ";
+std::string format(const Diagnostic& d, const char* severity) {
+  std::string out = to_string(d.mark) + ": " + severity + ": ";
   if (!d.key_path.empty()) out += d.key_path + ": ";
   out += d.message;
   if (!d.suggestion.empty()) out += "\n    " + d.suggestion;

@@ -20,7 +20,9 @@ struct Diagnostic {
   std::string suggestion;  // "did you mean 'lr'?"; may be empty
 };
 
-std::string format(const Diagnostic& d);
+// "file:line:col: error: key: message" and the suggestion indented below it;
+// `severity` "warning" for a setting that is accepted but has no effect.
+std::string format(const Diagnostic& d, const char* severity = "error");
 
 class Diagnostics {
  public:

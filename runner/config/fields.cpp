@@ -115,6 +115,12 @@ std::string describe_constraint(const FieldSpec& spec) {
   if (spec.max) out += std::string(out.empty() ? "" : ", ") + "<= " + format_number(*spec.max);
   if (spec.list_length)
     out += std::string(out.empty() ? "" : ", ") + std::to_string(*spec.list_length) + " items";
+  if (!spec.applies_when.empty()) {
+    std::string values;
+    for (const auto& v : spec.applies_values) values += (values.empty() ? "" : " or ") + v;
+    out += std::string(out.empty() ? "" : "; ") + "acts only with " + spec.applies_when + ": " +
+           values;
+  }
   return out;
 }
 

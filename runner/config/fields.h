@@ -40,7 +40,8 @@ void fill_defaults(Node& map, const std::vector<FieldSpec>& specs);
 // "optimizer" + "lr" -> "optimizer.lr"; "" + "seed" -> "seed".
 std::string join_key(const std::string& parent, const std::string& key);
 
-// A human description of a spec's constraint: "> 0", "0 .. 1", "one of a, b".
+// A human description of a spec's constraint: "> 0", ">= 0, <= 1", "one of a, b",
+// and "acts only with type: sgd" for a field that depends on another.
 std::string describe_constraint(const FieldSpec& spec);
 
 }  // namespace trainer::config

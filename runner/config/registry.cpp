@@ -118,9 +118,15 @@ std::vector<SectionDef> build_sections() {
                  .def("0.1")
                  .above(0),
              [](Config& c, const FieldValue& v) { c.optimizer.lr = number_of(v); }),
-           f(field("momentum", T::number, "SGD momentum").def("0.9").at_least(0).at_most(1),
+           f(field("momentum", T::number, "SGD momentum")
+                 .def("0.9")
+                 .at_least(0)
+                 .at_most(1)
+                 .only_when("type", {"sgd"}),
              [](Config& c, const FieldValue& v) { c.optimizer.momentum = number_of(v); }),
-           f(field("nesterov", T::boolean, "SGD with Nesterov momentum").def("false"),
+           f(field("nesterov", T::boolean, "SGD with Nesterov momentum")
+                 .def("false")
+                 .only_when("type", {"sgd"}),
              [](Config& c, const FieldValue& v) { c.optimizer.nesterov = bool_of(v); }),
            f(field("weight_decay", T::number, "L2 penalty (sgd, adam) or decoupled decay (adamw)")
                  .def("0")
@@ -129,14 +135,19 @@ std::vector<SectionDef> build_sections() {
            f(field("beta1", T::number, "Adam first-moment decay")
                  .def("0.9")
                  .at_least(0)
-                 .at_most(0.999999),
+                 .at_most(0.999999)
+                 .only_when("type", {"adam", "adamw"}),
              [](Config& c, const FieldValue& v) { c.optimizer.beta1 = number_of(v); }),
            f(field("beta2", T::number, "Adam second-moment decay")
                  .def("0.999")
                  .at_least(0)
-                 .at_most(0.999999),
+                 .at_most(0.999999)
+                 .only_when("type", {"adam", "adamw"}),
              [](Config& c, const FieldValue& v) { c.optimizer.beta2 = number_of(v); }),
-           f(field("eps", T::number, "Adam denominator epsilon").def("1e-8").above(0),
+           f(field("eps", T::number, "Adam denominator epsilon")
+                 .def("1e-8")
+                 .above(0)
+                 .only_when("type", {"adam", "adamw"}),
              [](Config& c, const FieldValue& v) { c.optimizer.eps = number_of(v); }),
            f(field("lr_scaling", T::enumeration, "Scale lr with the number of data-parallel ranks")
                  .def("none")
@@ -160,30 +171,36 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) { c.schedule.warmup_steps = int_of(v); }),
            f(field("step_size", T::integer, "step: multiply lr by gamma every step_size steps")
                  .def("1000")
-                 .at_least(1),
+                 .at_least(1)
+                 .only_when("type", {"step"}),
              [](Config& c, const FieldValue& v) { c.schedule.step_size = int_of(v); }),
            f(field("milestones", T::int_list,
                    "multistep: steps at which lr is multiplied by gamma (increasing)")
                  .def("[]")
-                 .at_least(1),
+                 .at_least(1)
+                 .only_when("type", {"multistep"}),
              [](Config& c, const FieldValue& v) { c.schedule.milestones = ints_of(v); }),
            f(field("gamma", T::number, "step / multistep decay factor")
                  .def("0.1")
                  .above(0)
-                 .at_most(1),
+                 .at_most(1)
+                 .only_when("type", {"step", "multistep"}),
              [](Config& c, const FieldValue& v) { c.schedule.gamma = number_of(v); }),
            f(field("min_lr", T::number, "cosine / linear: final learning rate")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .only_when("type", {"cosine", "linear"}),
              [](Config& c, const FieldValue& v) { c.schedule.min_lr = number_of(v); }),
            f(field("max_lr", T::number, "onecycle: peak learning rate (0: optimizer.lr)")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .only_when("type", {"onecycle"}),
              [](Config& c, const FieldValue& v) { c.schedule.max_lr = number_of(v); }),
            f(field("pct_start", T::number, "onecycle: fraction of the steps spent rising")
                  .def("0.3")
                  .above(0)
-                 .at_most(1),
+                 .at_most(1)
+                 .only_when("type", {"onecycle"}),
              [](Config& c, const FieldValue& v) { c.schedule.pct_start = number_of(v); }),
        },
        {},
@@ -327,6 +344,8 @@ std::vector<SectionDef> build_sections() {
        },
        {},
        ""});
+  // Every loss-scaling setting acts under fp16 only.
+  for (ConfigField& field : s.back().fields) field.spec.only_when("precision.mode", {"fp16"});
 
   s.push_back(
       {"checkpoint",

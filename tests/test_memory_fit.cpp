@@ -102,6 +102,28 @@ TEST_CASE("micro_batch_size: auto picks the largest micro-batch the plan fits") 
   CHECK(manifest["batch"]["micro_batch_auto"] == true);
 }
 
+TEST_CASE("a run whose plan does not fit train.memory_limit_mib is refused before it starts") {
+  const fs::path config = write_config();
+  const fs::path dir = kRoot / "over_limit";
+  fs::remove_all(dir);
+  const double at16 = plan_figure(config, "train.micro_batch_size=16", "total");
+  // Room for micro-batch 16 with the headroom, not for the configured 32.
+  const int limit = static_cast<int>(std::ceil(at16 / 0.9)) + 1;
+  const std::string run = "run " + config.string() + " --out " + dir.string() +
+                          " train.memory_limit_mib=" + std::to_string(limit);
+  const auto refused = run_trainer(run, true);
+  INFO(refused.out);
+  CHECK(refused.code == 2);
+  CHECK(refused.out.find("<command line>:1:24: error: train.memory_limit_mib: the memory plan "
+                         "needs ") == 0);
+  CHECK(refused.out.find("does not fit by") != std::string::npos);
+  CHECK(refused.out.find("train.micro_batch_size: auto -> micro-batch 16 x accumulation 2") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(dir));  // nothing started, no run directory
+  // Its first suggestion runs.
+  CHECK(run_trainer(run + " train.micro_batch_size=16").code == 0);
+}
+
 TEST_CASE("an allocation that fails prints the memory figures and the plan's advice") {
   const fs::path config = write_config();
   const fs::path dir = kRoot / "oom";

@@ -52,6 +52,7 @@ int command_run(const CommandArgs& given) {
           static_cast<long long>(session.batch.accumulation), train::mib(choice.estimate.total()),
           train::mib(choice.capacity), 100 * config.train.memory_headroom);
   }
+  if (config.train.memory_limit_mib > 0) train::enforce_memory_limit(session, backend);
   session.collective = &job.collective();  // SyncBN kernels reduce over the job's ranks
   // Every rank reads the checkpoint to resume from; only the root writes.
   std::string dir = resume ? args.resume_dir : "";

@@ -88,6 +88,20 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
   return text;
 }
 
+void enforce_memory_limit(const Session& s, Backend& backend) {
+  const MemoryEstimate e = estimate_memory(s, backend);
+  const double capacity = memory_capacity(s, backend);
+  const std::string verdict = fit_verdict(s, backend, e, capacity);
+  if (verdict == "fits") return;
+  config::Diagnostics diags;
+  diags.add(mark_of(s.config, "train.memory_limit_mib"), "train.memory_limit_mib",
+            "the memory plan needs " +
+                std::to_string(static_cast<long long>(std::ceil(mib(e.total())))) +
+                " MiB (`trainer plan` itemises it); with the limit of " +
+                std::to_string(s.config.train.memory_limit_mib) + " MiB it " + verdict);
+  diags.throw_if_any();
+}
+
 MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend) {
   const std::int64_t per_rank = s.batch.micro * s.batch.accumulation;
   MicroBatchChoice choice;

@@ -47,6 +47,10 @@ struct MicroBatchChoice {
 };
 MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend);
 
+// With train.memory_limit_mib set: throws a ConfigError at that key, with the
+// fit verdict and its options, when the plan does not fit the limit.
+void enforce_memory_limit(const Session& s, Backend& backend);
+
 // What to print when an allocation fails: the backend's figures, the plan
 // and the advice.
 std::string out_of_memory_report(const Session& s, Backend& backend);

@@ -249,3 +249,23 @@ TEST_CASE("bf16 and fp16 train the MLP to within half a point of float32") {
   CHECK(std::abs(accuracy["bf16"] - accuracy["fp32"]) <= 0.005);
   CHECK(std::abs(accuracy["fp16"] - accuracy["fp32"]) <= 0.005);
 }
+
+TEST_CASE(
+    "tf32 on the CPU says that it computes in float32, and the manifest does not claim tf32") {
+  const fs::path dir = kRoot / "mlp_tf32_cpu";
+  fs::remove_all(dir);
+  const auto r = run_trainer(
+      "run configs/fashion_mnist_mlp.yaml train.max_steps=2 precision=tf32 "
+      "--out " +
+          dir.string(),
+      true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("note: precision tf32: tf32 is a GPU matmul mode: on the CPU every operation "
+                   "computes in float32") != std::string::npos);
+  std::ifstream manifest_file(dir / "manifest.json");
+  const auto manifest = nlohmann::json::parse(manifest_file);
+  CHECK(manifest["precision"] == "tf32");
+  CHECK(manifest["determinism"]["tf32"] == false);
+  CHECK(manifest["precision_note"].get<std::string>().find("float32") != std::string::npos);
+}

@@ -38,7 +38,11 @@ int command_run(const CommandArgs& given) {
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
   const config::Config& config = job.config();
-  if (job.is_root()) print_config_warnings(config);
+  if (job.is_root()) {
+    print_config_warnings(config);
+    if (const std::string note = train::precision_note(config); !note.empty())
+      std::fprintf(stderr, "note: precision %s: %s\n", config.precision.mode.c_str(), note.c_str());
+  }
   train::Session session = train::prepare_session(config);
   Backend& backend = job.select_backend();
   if (config.train.micro_batch_auto) {

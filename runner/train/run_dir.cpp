@@ -169,18 +169,26 @@ std::string create_run_dir(const config::Config& config, const CommandArgs& args
       {"determinism",
        {{"deterministic", config.deterministic},
         {"autotune", config.backend.autotune && !config.deterministic},
-        {"tf32", config.precision.mode == "tf32"}}},
+        {"tf32", config.precision.mode == "tf32" && !config.devices.gpus.empty()}}},
       {"precision", config.precision.mode},
       // bf16 runs through oneDNN's bf16 kernels; fp16 has none on CPUs, so it is
       // emulated: fp16 rounding around float32 kernels.
       {"precision_emulation", config.precision.mode == "fp16" && config.devices.gpus.empty()},
   };
-  if (config.precision.mode == "fp16" && config.devices.gpus.empty())
-    manifest["precision_note"] =
-        "emulated: fp16 values (fp16 rounding of every matmul/convolution argument) with "
-        "float32 compute";
+  if (const std::string note = precision_note(config); !note.empty())
+    manifest["precision_note"] = note;
   write_manifest(dir, manifest);
   return dir.string();
+}
+
+std::string precision_note(const config::Config& config) {
+  if (!config.devices.gpus.empty()) return "";
+  if (config.precision.mode == "fp16")
+    return "emulated: fp16 values (fp16 rounding of every matmul/convolution argument) with "
+           "float32 compute";
+  if (config.precision.mode == "tf32")
+    return "tf32 is a GPU matmul mode: on the CPU every operation computes in float32";
+  return "";
 }
 
 std::string reopen_run_dir(const std::string& dir, const config::Config& config,

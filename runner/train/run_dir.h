@@ -18,6 +18,10 @@ namespace trainer::train {
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
                            const std::string& backend_name);
 
+// What the precision means on this run's devices when it is not what it says
+// (fp16 emulated on the CPU, tf32 computing in float32 there); "" otherwise.
+std::string precision_note(const config::Config& config);
+
 // `trainer run --resume DIR`: keeps the directory; when the config differs
 // from the recorded one (a longer max_steps), rewrites config.yaml and
 // config.sha256 and records the change; appends the resume to manifest.json.

@@ -6,6 +6,7 @@
 // one used.
 #include <catch2/catch.hpp>
 
+#include <ctime>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -164,4 +165,53 @@ TEST_CASE("a truncated checkpoint is reported with its path and the previous one
   CHECK(fs::exists(tmp / "part/checkpoints/step-00000022.bad"));
   // Resumed from step 21: still exactly the uninterrupted metrics.
   CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "part/metrics.jsonl"));
+}
+
+TEST_CASE("a new run never writes into a directory that holds something") {
+  TempDir tmp("run-dir-taken");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "a", {"train.max_steps=5"}),
+                     tmp / "a.log") == 0);
+  const std::string metrics = read_text(tmp / "a/metrics.jsonl");
+  // The same --out again: refused at once, the first run untouched.
+  CHECK(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "a", {"train.max_steps=3"}),
+                   tmp / "again.log") == 2);
+  CHECK(read_text(tmp / "again.log") ==
+        "error: --out " + tmp / "a" +
+            ": the directory is not empty (it holds a run); to continue that run: trainer run "
+            "--resume " +
+            tmp / "a" + "; give a new directory, or remove this one\n");
+  CHECK(read_text(tmp / "a/metrics.jsonl") == metrics);
+  CHECK(fs::read_symlink(tmp / "a/checkpoints/last") == "step-00000005");
+  // Any other file in it refuses the run too.
+  fs::create_directories(tmp / "other");
+  write_text(tmp / "other/notes.txt", "mine");
+  CHECK(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "other"), tmp / "other.log") == 2);
+  CHECK(read_text(tmp / "other/notes.txt") == "mine");
+
+  // Without --out, runs started within the same second get <time>-2, -3, ...:
+  // take the names of the next seconds, so this run must find one taken.
+  const std::string runs = tmp / "runs";
+  for (int s = 0; s < 6; ++s) {
+    char stamp[32];
+    const std::time_t t = std::time(nullptr) + s;
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    fs::create_directories(fs::path(runs) / "tiny" / stamp);
+    write_text((fs::path(runs) / "tiny" / stamp / "taken").string(), "");
+  }
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "train.max_steps=2", "output.dir=" + runs},
+                     tmp / "default.log") == 0);
+  int fresh = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(runs) / "tiny")) {
+    if (fs::exists(e.path() / "taken")) {
+      CHECK_FALSE(fs::exists(e.path() / "metrics.jsonl"));
+    } else {
+      ++fresh;
+      CHECK(e.path().filename().string().ends_with("-2"));
+      CHECK(fs::exists(e.path() / "metrics.jsonl"));
+    }
+  }
+  CHECK(fresh == 1);
 }

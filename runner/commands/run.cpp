@@ -9,6 +9,7 @@
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
+#include "runner/dist/launch_env.h"
 #include "runner/dist/local_launcher.h"
 #include "runner/dist/rank_job.h"
 #include "runner/train/devices.h"
@@ -18,6 +19,17 @@
 #include "runner/train/trainer.h"
 
 namespace trainer {
+namespace {
+
+bool launched_as_rank() {
+  try {
+    return dist::detect_launch_env().has_value();
+  } catch (const std::runtime_error&) {
+    return true;  // a launcher's variables, if malformed: the rank job reports them
+  }
+}
+
+}  // namespace
 
 int command_run(const CommandArgs& given) {
   CommandArgs args = given;
@@ -33,6 +45,14 @@ int command_run(const CommandArgs& given) {
     std::fprintf(stderr, "error: --resume %s: not a run directory (no config.sha256)\n",
                  args.resume_dir.c_str());
     return 2;
+  }
+  // Before any work: this run would overwrite another. (Not in the ranks of a
+  // job: rank 0 may have created the directory already; it checks again.)
+  if (!resume && !args.out_dir.empty() && !launched_as_rank()) {
+    if (const std::string refused = train::refuse_used_run_dir(args.out_dir); !refused.empty()) {
+      std::fprintf(stderr, "error: %s\n", refused.c_str());
+      return 2;
+    }
   }
   const config::Config loaded = config::load_config(args.config_path, args.overrides);
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun

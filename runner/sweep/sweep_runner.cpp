@@ -144,6 +144,10 @@ int run_sweep(const SweepJob& job) {
       if (fs::exists(fs::path(r.run_dir) / "config.sha256")) {
         args = {"run", "--resume", r.run_dir};
       } else {
+        // What an attempt left before it wrote its config holds no run; a
+        // new run needs the directory empty.
+        std::error_code ec;
+        fs::remove_all(r.run_dir, ec);
         args = {"run", job.config_path};
         args.insert(args.end(), job.overrides.begin(), job.overrides.end());
         args.insert(args.end(), r.trial.overrides.begin(), r.trial.overrides.end());

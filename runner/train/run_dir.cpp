@@ -141,12 +141,32 @@ std::string write_config(const fs::path& dir, const config::Config& config,
 
 }  // namespace
 
+std::string refuse_used_run_dir(const std::string& out) {
+  std::error_code ec;
+  if (!fs::is_directory(out, ec) || fs::is_empty(out, ec)) return "";
+  const bool holds_run = fs::exists(fs::path(out) / "config.sha256", ec);
+  return "--out " + out + ": the directory is not empty" +
+         (holds_run ? " (it holds a run); to continue that run: trainer run --resume " + out
+                    : std::string()) +
+         "; give a new directory, or remove this one";
+}
+
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
                            const std::string& backend_name) {
   fs::path dir = args.out_dir;
-  if (dir.empty()) dir = fs::path(config.output.dir) / config.name / now_text("%Y%m%d-%H%M%S");
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  if (dir.empty()) {
+    // runs/<name>/<time>, with -2, -3, ... when runs start within the same second.
+    const fs::path base = fs::path(config.output.dir) / config.name / now_text("%Y%m%d-%H%M%S");
+    fs::create_directories(base.parent_path(), ec);
+    dir = base;
+    for (int n = 2; !ec && !fs::create_directory(dir, ec); ++n)
+      dir = base.string() + "-" + std::to_string(n);
+  } else {
+    if (const std::string refused = refuse_used_run_dir(dir.string()); !refused.empty())
+      throw std::runtime_error(refused);
+    fs::create_directories(dir, ec);
+  }
   if (ec)
     throw std::runtime_error("cannot create run directory " + dir.string() + ": " + ec.message());
 

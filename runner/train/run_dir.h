@@ -13,8 +13,13 @@
 
 namespace trainer::train {
 
-// Creates `out` (or runs/<name>/<YYYYmmdd-HHMMSS>) and writes config.yaml,
-// config.sha256 and manifest.json. Returns the directory.
+// Why `--out DIR` cannot take a new run: a directory that is not empty (a run
+// in it would be overwritten, or files mixed with the run's); "" when it can.
+std::string refuse_used_run_dir(const std::string& out);
+
+// Creates `out` (refused when refuse_used_run_dir says so) or
+// runs/<name>/<YYYYmmdd-HHMMSS>[-N] and writes config.yaml, config.sha256 and
+// manifest.json. Returns the directory.
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
                            const std::string& backend_name);
 

@@ -48,7 +48,7 @@ void bind_section(const SectionDef& section, Node& node, Config& config, Diagnos
     const SectionDef* def = find_section(section.path.empty() ? child : section.path + "." + child);
     Node* child_node = node.find(child);
     if (!child_node)
-      child_node = &node.set(child, Node::map({"<default>", 0, 0}), {"<default>", 0, 0});
+      child_node = &node.set(child, Node::map({kDefaultFile, 0, 0}), {kDefaultFile, 0, 0});
     bind_section(*def, *child_node, config, diags);
   }
 }
@@ -91,7 +91,7 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
     return;
   }
   // Default: the deterministic part of `transforms`.
-  Node list = Node::sequence({"<default>", 0, 0});
+  Node list = Node::sequence({kDefaultFile, 0, 0});
   const Node* transforms = data->find("transforms");
   for (std::size_t i = 0; i < config.data.transforms.size(); ++i) {
     const TypedItem& item = config.data.transforms[i];
@@ -102,7 +102,7 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
           node.mark().file == item.mark.file)
         list.push_back(node);
   }
-  data->set("eval_transforms", std::move(list), {"<default>", 0, 0});
+  data->set("eval_transforms", std::move(list), {kDefaultFile, 0, 0});
 }
 
 const Node* find_path(const Node& root, const std::string& section, const std::string& key) {
@@ -162,7 +162,7 @@ void collect_inert_settings(const Node& root, Config& config) {
       if (spec.applies_when.empty()) continue;
       const std::string key = join_key(section.path, spec.name);
       const Node* given = find_dotted(root, key);
-      if (!given || given->mark().file == "<default>") continue;
+      if (!given || given->mark().is_default()) continue;
       Diagnostics ignored;
       FieldValue value, fallback;
       if (!parse_field(*given, spec, key, ignored, value) ||

@@ -221,7 +221,7 @@ Node default_node(const FieldSpec& spec) {
   auto it = cache.find(spec.default_yaml);
   if (it == cache.end()) {
     Diagnostics ignored;
-    Node parsed = parse_yaml(spec.default_yaml, "<default>", ignored);
+    Node parsed = parse_yaml(spec.default_yaml, kDefaultFile, ignored);
     it = cache.emplace(spec.default_yaml, std::move(parsed)).first;
   }
   return it->second;
@@ -291,7 +291,7 @@ void fill_defaults(Node& map, const std::vector<FieldSpec>& specs) {
     if (map.find(spec.name)) continue;
     Node def = default_node(spec);
     if (def.is_null()) continue;
-    map.set(spec.name, std::move(def), Mark{"<default>", 0, 0});
+    map.set(spec.name, std::move(def), Mark{kDefaultFile, 0, 0});
   }
 }
 

@@ -8,10 +8,14 @@
 
 namespace trainer::config {
 
+// The file of a value the user did not write: a field's default.
+inline constexpr const char* kDefaultFile = "<default>";
+
 struct Mark {
-  std::string file;  // as given by the user (or "<override>" / "<default>")
+  std::string file;  // as given by the user (or "<override>" / kDefaultFile)
   int line = 0;      // 1-based; 0: unknown
   int column = 0;    // 1-based
+  bool is_default() const { return file == kDefaultFile; }
 };
 
 std::string to_string(const Mark& mark);  // "configs/a.yaml:12:5"

@@ -87,8 +87,6 @@ void load_init_from(const Session& s, graph::Program& program) {
   try {
     const auto file = checkpoint::read_safetensors(path);
     report = checkpoint::load_parameters(program, file, path, strict);
-  } catch (const config::ConfigError&) {
-    throw;
   } catch (const std::exception& e) {  // a corrupt file, or tensors that do not fit
     config::Diagnostics diags;
     diags.add(model.find("init_from")->mark(), "model.init_from", e.what());

@@ -1,0 +1,30 @@
+// The checks of a session against its model and settings that need the data
+// opened: run by prepare_session, so `trainer validate` reports them too, and
+// a run finds them before it starts instead of at its first evaluation or
+// checkpoint.
+#pragma once
+
+#include <string>
+
+#include "runner/config/config.h"
+#include "runner/config/diagnostics.h"
+#include "runner/train/session.h"
+
+namespace trainer::train {
+
+// The training set fills at least one optimizer step per epoch (error at
+// train.batch_size otherwise).
+void check_batch_fills(const config::Config& config, const Session& s, config::Diagnostics& diags);
+
+// An evaluation set of its own gives what the model was built for from the
+// training set: the same sample shape after its transforms, and class labels
+// the model predicts (or regression targets of the same shape).
+void check_eval_matches_train(const config::Config& config, const Session& s,
+                              config::Diagnostics& diags);
+
+// keep_best ranks checkpoints by a metric the run records, and a loss is not
+// kept at its largest by the default mode. Needs s.num_classes.
+void check_checkpoint_metric(const config::Config& config, const Session& s,
+                             config::Diagnostics& diags);
+
+}  // namespace trainer::train

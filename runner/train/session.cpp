@@ -172,12 +172,11 @@ Session prepare_session(const config::Config& config) {
     diags.add(mark_of(config, "data.transforms"), "data.transforms", e.what());
     diags.throw_if_any();
   }
+  s.num_classes = s.train_data->num_classes();
   check_batch_fills(config, s, diags);
   if (config.data.eval) check_eval_matches_train(config, s, diags);
-  diags.throw_if_any();
-  s.num_classes = s.train_data->num_classes();
   check_checkpoint_metric(config, s, diags);
-  diags.throw_if_any();
+  diags.throw_if_any();  // all of them at once
   build_model_graph(s);
   return s;
 }

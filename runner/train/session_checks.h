@@ -23,7 +23,7 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
                               config::Diagnostics& diags);
 
 // keep_best ranks checkpoints by a metric the run records, and a loss is not
-// kept at its largest by the default mode. Needs s.num_classes.
+// kept at its largest by the default mode.
 void check_checkpoint_metric(const config::Config& config, const Session& s,
                              config::Diagnostics& diags);
 

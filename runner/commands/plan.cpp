@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runner/commands.h"
+#include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
 #include "runner/graph/autodiff.h"
 #include "runner/graph/formats.h"
@@ -17,6 +18,7 @@ namespace trainer {
 
 int command_plan(const CommandArgs& args) {
   const config::Config config = config::load_config(args.config_path, args.overrides);
+  print_config_warnings(config);
   train::Session s = train::prepare_session(config);
   Backend& backend = train::select_backend(config);
   std::string batch_note;

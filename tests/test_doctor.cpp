@@ -35,6 +35,13 @@ TEST_CASE("trainer doctor reports the CPU and exits 0 when CPU training works") 
   CHECK(out.out.find("oneDNN:") != std::string::npos);
   CHECK(out.out.find("CPU training works") != std::string::npos);
   CHECK(out.out.find("ISA:") != std::string::npos);
+  CHECK(out.out.find("compute:  fp32, ") != std::string::npos);
+  // Where oneDNN runs below AVX-512 (here by its own limit), bf16 is not offered, and why.
+  const auto avx2 = run_command("DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 " +
+                                std::string(TRAINER_BINARY) + " doctor");
+  CHECK(avx2.code == 0);
+  CHECK(avx2.out.find("; no bf16: oneDNN's bf16 kernels need AVX-512, and oneDNN runs at AVX2") !=
+        std::string::npos);
 }
 
 TEST_CASE("trainer doctor names a missing NVIDIA driver plainly") {

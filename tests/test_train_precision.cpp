@@ -269,3 +269,27 @@ TEST_CASE(
   CHECK(manifest["determinism"]["tf32"] == false);
   CHECK(manifest["precision_note"].get<std::string>().find("float32") != std::string::npos);
 }
+
+TEST_CASE("bf16 on a CPU whose oneDNN runs below AVX-512 is refused at precision.mode") {
+  // DNNL_MAX_CPU_ISA makes oneDNN act as on an AVX2 machine.
+  const fs::path dir = kRoot / "bf16_avx2";
+  fs::remove_all(dir);
+  const std::string avx2 = "DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ";
+  const auto refused = trainer::testing::run_command(
+      avx2 + TRAINER_BINARY + " run configs/fashion_mnist_mlp.yaml train.max_steps=2 --out " +
+      dir.string() + " precision=bf16");
+  INFO(refused.out);
+  CHECK(refused.code == 2);
+  CHECK(refused.out ==
+        "<command line>:2:11: error: precision.mode: bf16 is not available on the cpu backend: "
+        "oneDNN's bf16 kernels need AVX-512, and oneDNN runs at AVX2 on this CPU (as "
+        "ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA limits it): use precision: fp32, or fp16 "
+        "(emulated)\n1 error\n");
+  CHECK_FALSE(fs::exists(dir));
+  // float32 runs there.
+  CHECK(trainer::testing::run_command(avx2 + TRAINER_BINARY +
+                                      " run configs/fashion_mnist_mlp.yaml train.max_steps=2 "
+                                      "--out " +
+                                      dir.string())
+            .code == 0);
+}

@@ -21,6 +21,22 @@
 namespace trainer {
 namespace {
 
+// The instruction set oneDNN uses here, when it is below AVX-512.
+std::string effective_isa_name() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41:
+      return "SSE4.1";
+    case dnnl::cpu_isa::avx:
+      return "AVX";
+    case dnnl::cpu_isa::avx2:
+      return "AVX2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "AVX2 with VNNI";
+    default:
+      return "an instruction set below AVX-512";
+  }
+}
+
 // The process's resident set, from /proc/self/statm (0 when unknown).
 std::size_t resident_bytes() {
   std::ifstream in("/proc/self/statm");
@@ -87,8 +103,20 @@ class CpuBackend final : public Backend {
   }
   std::size_t available_memory() const override { return available_bytes(); }
   bool supports_compute(DType type) const override {
-    // bf16 through oneDNN; fp16 emulated (fp16 rounding around float32 kernels).
-    return type == DType::f32 || type == DType::bf16 || type == DType::f16;
+    // bf16 through oneDNN, whose bf16 kernels need AVX-512; fp16 emulated
+    // (fp16 rounding around float32 kernels) everywhere.
+    if (type == DType::bf16) return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+    return type == DType::f32 || type == DType::f16;
+  }
+  std::string compute_refusal(DType type) const override {
+    if (type == DType::bf16)
+      return "oneDNN's bf16 kernels need AVX-512, and oneDNN runs at " + effective_isa_name() +
+             " on this CPU" +
+             (std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA")
+                  ? " (as ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA limits it)"
+                  : "") +
+             ": use precision: fp32, or fp16 (emulated)";
+    return "use precision: fp32";
   }
   ActivationFormats activation_formats() const override {
     // oneDNN's fast convolution, batchnorm and pooling kernels run on nChw16c

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "ops/kernel.h"
 #include "runner/commands.h"
 #include "runner/commands/library_version.h"
 #include "runner/train/host_info.h"
@@ -34,6 +35,13 @@ bool report_cpu() {
   dnnl_engine_t engine = nullptr;
   const bool ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success;
   if (engine) dnnl_engine_destroy(engine);
+  if (ok) {
+    const Backend& cpu = cpu_backend();
+    const bool bf16 = cpu.supports_compute(DType::bf16);
+    std::printf("  compute:  fp32, %sfp16 (emulated: fp16 rounding around float32 kernels)%s%s\n",
+                bf16 ? "bf16 (oneDNN), " : "",
+                bf16 ? "" : "; no bf16: ", bf16 ? "" : cpu.compute_refusal(DType::bf16).c_str());
+  }
   std::printf("  status:   %s\n",
               ok ? "CPU training works" : "BROKEN: oneDNN cannot create a CPU engine");
   return ok;

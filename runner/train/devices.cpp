@@ -12,14 +12,33 @@
 
 namespace trainer::train {
 
+namespace {
+
+// The precision's compute type runs on `backend`, or a config error says why
+// and what to use, at precision.mode, before any kernel is built.
+Backend& with_precision_checked(Backend& backend, const config::Config& config) {
+  const std::string& mode = config.precision.mode;
+  const DType compute = mode == "bf16" ? DType::bf16 : mode == "fp16" ? DType::f16 : DType::f32;
+  if (backend.supports_compute(compute)) return backend;
+  config::Diagnostics d;
+  d.add(mark_of(config, "precision.mode"), "precision.mode",
+        mode + " is not available on the " + backend.name() +
+            " backend: " + backend.compute_refusal(compute));
+  throw config::ConfigError(d);
+}
+
+}  // namespace
+
 Backend& select_backend(const config::Config& config) {
   const int threads = config.backend.threads > 0
                           ? static_cast<int>(config.backend.threads)
                           : static_cast<int>(std::thread::hardware_concurrency());
   cpu::set_cpu_threads(threads);
-  if (config.devices.cpu || config.devices.gpus.empty()) return cpu_backend();
+  if (config.devices.cpu || config.devices.gpus.empty())
+    return with_precision_checked(cpu_backend(), config);
 #ifdef TRAINER_WITH_CUDA
-  return cuda_backend(static_cast<int>(config.devices.gpus.front()));
+  return with_precision_checked(cuda_backend(static_cast<int>(config.devices.gpus.front())),
+                                config);
 #else
   config::Diagnostics d;
   d.add(mark_of(config, "devices"), "devices",

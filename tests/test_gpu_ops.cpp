@@ -86,9 +86,9 @@ TEST_CASE("CUDA conv2d equals CPU") {
 // the order of the sums. So does the bias gradient when cuBLASLt sums it in
 // the weight-gradient GEMM (BGRADB, from the rounded dy, as oneDNN's bf16
 // backward-weights does); where it refuses that epilogue, CUDA sums the
-// float32 dy, which differs by up to 2^-9 per element under bf16. cuDNN also rounds conv's y, dx and dW
-// to the 16-bit type (relative 2^-8 for bf16), which the CPU kernel does not
-// when they are float32.
+// float32 dy, which differs by up to 2^-9 per element under bf16. cuDNN also rounds conv's y, dx
+// and dW to the 16-bit type (relative 2^-8 for bf16), which the CPU kernel does not when they are
+// float32.
 TEST_CASE("CUDA bf16 and fp16 linear and conv2d equal CPU") {
   for (DType low : {DType::bf16, DType::f16}) {
     INFO("compute " << trainer::dtype_name(low));

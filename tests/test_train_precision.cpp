@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpu_bf16.h"
 #include "run_command.h"
 
 namespace fs = std::filesystem;
@@ -225,7 +226,9 @@ TEST_CASE("real overflows are skipped alike whether the update runs inside the s
 
 TEST_CASE("bf16 and fp16 train the MLP to within half a point of float32") {
   std::map<std::string, double> accuracy;
+  const bool bf16 = cpu_computes_bf16();
   for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+    if (precision == "bf16" && !bf16) continue;
     const fs::path dir = kRoot / ("mlp_" + precision);
     fs::remove_all(dir);
     const auto r =
@@ -246,7 +249,7 @@ TEST_CASE("bf16 and fp16 train the MLP to within half a point of float32") {
   }
   INFO("fp32 " << accuracy["fp32"] << " bf16 " << accuracy["bf16"] << " fp16 " << accuracy["fp16"]);
   CHECK(accuracy["fp32"] >= 0.84);
-  CHECK(std::abs(accuracy["bf16"] - accuracy["fp32"]) <= 0.005);
+  if (bf16) CHECK(std::abs(accuracy["bf16"] - accuracy["fp32"]) <= 0.005);
   CHECK(std::abs(accuracy["fp16"] - accuracy["fp32"]) <= 0.005);
 }
 

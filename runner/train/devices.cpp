@@ -5,6 +5,7 @@
 
 #include "ops/cpu/onednn.h"
 #include "runner/config/diagnostics.h"
+#include "runner/graph/precision.h"
 #include "runner/train/session.h"
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/cuda_backend.h"
@@ -18,7 +19,7 @@ namespace {
 // and what to use, at precision.mode, before any kernel is built.
 Backend& with_precision_checked(Backend& backend, const config::Config& config) {
   const std::string& mode = config.precision.mode;
-  const DType compute = mode == "bf16" ? DType::bf16 : mode == "fp16" ? DType::f16 : DType::f32;
+  const DType compute = graph::low_precision_type(mode).value_or(DType::f32);
   if (backend.supports_compute(compute)) return backend;
   config::Diagnostics d;
   d.add(mark_of(config, "precision.mode"), "precision.mode",

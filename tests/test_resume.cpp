@@ -219,3 +219,19 @@ TEST_CASE("a new run never writes into a directory that holds something") {
   }
   CHECK(fresh == 1);
 }
+
+TEST_CASE("a run that stops on an error leaves summary.json with status failed and the error") {
+  TempDir tmp("run-failed");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // A learning rate this large makes the loss overflow within a few steps.
+  CHECK(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "run",
+                                {"optimizer.type=sgd", "optimizer.lr=1e30"}),
+                   tmp / "run.log") == 1);
+  INFO(read_text(tmp / "run.log"));
+  const auto summary = summary_of(tmp / "run");
+  CHECK(summary["status"] == "failed");
+  CHECK(summary["error"].get<std::string>().find("the training loss is") == 0);
+  CHECK(summary["steps"].get<int>() > 0);
+  CHECK(read_text(tmp / "run.log").find("error: " + summary["error"].get<std::string>()) !=
+        std::string::npos);
+}

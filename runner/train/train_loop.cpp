@@ -202,6 +202,12 @@ class TrainLoop {
     save_state(state_now(at_epoch, epoch_step));
   }
   nlohmann::json summary();
+  // The loop itself: steps, log points, evaluations and checkpoints to the end
+  // (or to a stop signal).
+  void train_to_end();
+  // summary.json for a run that stopped on an error: status "failed", the
+  // error, and how far it got (the last checkpoint to resume from).
+  void write_failure_summary(const std::string& error);
 
   const Session& s_;
   const config::Config& cfg_;
@@ -638,6 +644,31 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
 
 nlohmann::json TrainLoop::run() {
   run_start_ = Clock::now();
+  try {
+    train_to_end();
+  } catch (const std::exception& e) {
+    write_failure_summary(e.what());
+    throw;
+  }
+  return summary();
+}
+
+void TrainLoop::write_failure_summary(const std::string& error) {
+  if (!collective_.is_root()) return;
+  // Only what the loop holds: the backend may be the thing that failed.
+  const nlohmann::json summary = {{"status", "failed"},
+                                  {"error", error},
+                                  {"steps", step_},
+                                  {"epochs", epoch_},
+                                  {"wall_seconds", seconds_since(run_start_)},
+                                  {"final_eval", last_eval_},
+                                  {"best_eval", best_eval_},
+                                  {"last_train", last_train_},
+                                  {"last_checkpoint", last_checkpoint_}};
+  std::ofstream(run_dir_ + "/summary.json") << summary.dump(2) << '\n';
+}
+
+void TrainLoop::train_to_end() {
   std::int64_t resume_in_epoch = resumed_.epoch_step;
   while (step_ < total_steps_ || resume_in_epoch >= steps_per_epoch_) {
     std::int64_t in_epoch = resume_in_epoch;
@@ -691,7 +722,6 @@ nlohmann::json TrainLoop::run() {
         cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0;
     if (step_ >= total_steps_ || epochs_due || step_checkpoint_due) save_checkpoint(epoch_, 0);
   }
-  return summary();
 }
 
 nlohmann::json TrainLoop::summary() {

@@ -135,10 +135,9 @@ TEST_CASE("mutated configs: no crash or hang, and every config error is found by
       CHECK(out->find("Sanitizer") == std::string::npos);
     }
     // What validate rejects, run rejects; what it accepts, no run rejects as a
-    // config error, except the memory limit, which needs the backend's plan.
+    // config error.
     if (validate.code == 2) CHECK(run.code == 2);
-    if (validate.code == 0 && run.out.find("train.memory_limit_mib") == std::string::npos)
-      CHECK(run.code != 2);
+    if (validate.code == 0) CHECK(run.code != 2);
     if (run.code == 1) CHECK(run.out.find("error: ") != std::string::npos);
     validated += validate.code == 0;
     ran += run.code == 0;

@@ -122,6 +122,11 @@ TEST_CASE("a run whose plan does not fit train.memory_limit_mib is refused befor
   CHECK(refused.out.find("train.micro_batch_size: auto -> micro-batch 16 x accumulation 2") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(dir));  // nothing started, no run directory
+  // validate finds it too, with the same words.
+  const auto validated = run_trainer(
+      "validate " + config.string() + " train.memory_limit_mib=" + std::to_string(limit), true);
+  CHECK(validated.code == 2);
+  CHECK(validated.out == refused.out);
   // Its first suggestion runs.
   CHECK(run_trainer(run + " train.micro_batch_size=16").code == 0);
 }

@@ -105,13 +105,20 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
   data->set("eval_transforms", std::move(list), {kDefaultFile, 0, 0});
 }
 
-const Node* find_path(const Node& root, const std::string& section, const std::string& key) {
-  const Node* s = root.find(section);
-  return s ? s->find(key) : nullptr;
+// The value at a dotted path of the tree ("optimizer.type"), or null.
+const Node* find_dotted(const Node& root, const std::string& path) {
+  const Node* node = &root;
+  std::size_t start = 0;
+  while (node && start <= path.size()) {
+    const std::size_t dot = std::min(path.find('.', start), path.size());
+    node = node->find(path.substr(start, dot - start));
+    start = dot + 1;
+  }
+  return node;
 }
 
 Mark mark_of(const Node& root, const std::string& section, const std::string& key) {
-  if (const Node* n = find_path(root, section, key)) return n->mark();
+  if (const Node* n = find_dotted(root, section + "." + key)) return n->mark();
   if (const Node* s = root.find(section)) return s->mark();
   return root.mark();
 }
@@ -139,18 +146,6 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
   if (!c.devices.gpus.empty() && c.devices.world_size > 1)
     diags.add(mark_of(root, "devices", "world_size"), "devices.world_size",
               "world_size counts CPU ranks; with GPUs there is one rank per listed GPU");
-}
-
-// The value at a dotted path of the tree ("optimizer.type"), or null.
-const Node* find_dotted(const Node& root, const std::string& path) {
-  const Node* node = &root;
-  std::size_t start = 0;
-  while (node && start <= path.size()) {
-    const std::size_t dot = std::min(path.find('.', start), path.size());
-    node = node->find(path.substr(start, dot - start));
-    start = dot + 1;
-  }
-  return node;
 }
 
 // Fields given a value of their own while the field they depend on

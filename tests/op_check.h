@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/half.h"
 #include "ops/kernel.h"
 #include "ops/op.h"
 
@@ -95,6 +97,30 @@ struct HostTensor {
   }
   void* data() { return dtype == DType::i64 ? static_cast<void*>(i.data()) : f.data(); }
 };
+
+// float -> bf16 -> float, round to nearest even (what oneDNN's conversion does).
+inline float bf16_round(float v) {
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(v);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return std::bit_cast<float>(bits & 0xffff0000u);
+}
+
+inline float half_round(float v) {
+  return cpu::round_to_half(v);
+}
+
+inline HostTensor rounded(const HostTensor& t, float (*round)(float)) {
+  HostTensor r = t;
+  for (auto& v : r.f) v = round(v);
+  return r;
+}
+
+// Rounds a float32 tensor's values to the nearest of a 16-bit type (bf16 or
+// f16); other tensors are left alone.
+inline void round_to(HostTensor& t, DType type) {
+  if (t.dtype != DType::f32) return;
+  t = rounded(t, type == DType::bf16 ? bf16_round : half_round);
+}
 
 inline void fill_uniform(std::vector<float>& v, std::mt19937_64& rng, float lo, float hi) {
   std::uniform_real_distribution<float> d(lo, hi);
@@ -407,32 +433,61 @@ inline void check_gradients(OpRun& run, const GradCheckOptions& o = {}) {
 
 // Runs the same case on `backend` and on `reference` (normally the CPU) with
 // identical data and compares outputs, parameter updates and all gradients.
-inline void compare_backends(Backend& backend, Backend& reference, const OpCase& c,
-                             double rtol = 1e-4, double atol = 1e-5, bool training = true,
-                             std::int64_t valid_rows = -1,
-                             const std::function<void(OpRun&)>& prepare = {}) {
-  OpRun ref(reference, c, 3, training);
-  OpRun run(backend, c, 3, training);
-  if (prepare) {
-    prepare(ref);
-    run.inputs = ref.inputs;
-    run.params = ref.params;
-  }
+// Forward (then, in training, backward from one random incoming gradient) on
+// both runs, which hold the same data: outputs, parameters after the forward
+// and gradients within rtol/atol. `incoming`: a 16-bit type the incoming
+// gradient is rounded to (see round_reference_data), or f32.
+inline void compare_runs(OpRun& run, OpRun& ref, const std::string& op, double rtol, double atol,
+                         bool training, std::int64_t valid_rows, DType incoming = DType::f32) {
   const auto out_ref = ref.forward(training, 11, valid_rows);
   const auto out = run.forward(training, 11, valid_rows);
-  check_close(out.f, out_ref.f, rtol, atol, c.op + " output");
+  check_close(out.f, out_ref.f, rtol, atol, op + " output");
   for (std::size_t k = 0; k < ref.params.size(); ++k)
-    check_close(run.params[k].f, ref.params[k].f, rtol, atol, c.op + " param after forward");
+    check_close(run.params[k].f, ref.params[k].f, rtol, atol, op + " param after forward");
   if (!training) return;
   HostTensor r = HostTensor::zeros(ref.signature().output);
   std::mt19937_64 rng(99);
   fill_uniform(r.f, rng, -1.0f, 1.0f);
+  if (incoming != DType::f32) round_to(r, incoming);
   const auto g_ref = ref.backward(r, training, 11, valid_rows);
   const auto g = run.backward(r, training, 11, valid_rows);
   for (std::size_t k = 0; k < g_ref.inputs.size(); ++k)
-    check_close(g.inputs[k].f, g_ref.inputs[k].f, rtol, atol, c.op + " grad input");
+    check_close(g.inputs[k].f, g_ref.inputs[k].f, rtol, atol, op + " grad input");
   for (std::size_t k = 0; k < g_ref.params.size(); ++k)
-    check_close(g.params[k].f, g_ref.params[k].f, rtol, atol, c.op + " grad param");
+    check_close(g.params[k].f, g_ref.params[k].f, rtol, atol, op + " grad param");
+}
+
+// A reference backend that cannot compute a case's 16-bit type (a CPU below
+// AVX-512 has no bf16) runs the case in float32 instead, on inputs, parameters
+// and incoming gradient rounded to that type: the products are then exact on
+// both sides, and the results differ by the order of the sums and by what the
+// 16-bit side rounds on the way out, as they do against a 16-bit reference.
+inline void round_reference_data(OpRun& ref, DType type) {
+  for (auto& t : ref.inputs) round_to(t, type);
+  for (auto& t : ref.params) round_to(t, type);
+}
+
+// Runs case `c` on `backend` and on `reference` with the same random data
+// (`prepare` may change the reference's before both copy it) and compares.
+inline void compare_backends(Backend& backend, Backend& reference, const OpCase& c,
+                             double rtol = 1e-4, double atol = 1e-5, bool training = true,
+                             std::int64_t valid_rows = -1,
+                             const std::function<void(OpRun&)>& prepare = {}) {
+  const bool widens = c.compute != DType::f32 && !reference.supports_compute(c.compute);
+  OpCase reference_case = c;
+  if (widens) {
+    WARN("the reference backend does not compute " << dtype_name(c.compute) << ": " << c.op
+                                                   << " is compared with its float32 run on "
+                                                   << dtype_name(c.compute) << "-rounded data");
+    reference_case.compute = DType::f32;
+  }
+  OpRun ref(reference, reference_case, 3, training);
+  OpRun run(backend, c, 3, training);
+  if (prepare) prepare(ref);
+  if (widens) round_reference_data(ref, c.compute);
+  run.inputs = ref.inputs;
+  run.params = ref.params;
+  compare_runs(run, ref, c.op, rtol, atol, training, valid_rows, widens ? c.compute : DType::f32);
 }
 
 // ---------------------------------------------------------------- reference loops

@@ -34,23 +34,6 @@ bool same_float(float a, float b) {
                        : std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
 }
 
-// float -> bf16 -> float, round to nearest even (what oneDNN's conversion does).
-float bf16_round(float v) {
-  std::uint32_t bits = std::bit_cast<std::uint32_t>(v);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return std::bit_cast<float>(bits & 0xffff0000u);
-}
-
-HostTensor rounded(const HostTensor& t, float (*round)(float)) {
-  HostTensor r = t;
-  for (auto& v : r.f) v = round(v);
-  return r;
-}
-
-float half_round(float v) {
-  return cpu::round_to_half(v);
-}
-
 // The low-precision run's gradients against the float32 run's for one random
 // incoming gradient (both after their forward): dx and dw within `tolerance`.
 // Returns both sets for further checks.
@@ -254,6 +237,36 @@ TEST_CASE("bf16 conv2d computes on bf16-rounded inputs and weights") {
     f32.params = run.params;
     f32.forward();
     check_gradients_near_f32(run, f32, 4, 5e-2, "bf16 conv");
+  }
+}
+
+// The GPU tests' reference where the CPU has no bf16 (compare_backends): the
+// float32 kernels on data rounded to bf16 give what the bf16 kernels give, up
+// to the order of the sums. Unrounded data would not.
+TEST_CASE("float32 on bf16-rounded data matches bf16 compute (the GPU tests' fallback reference)") {
+  if (!cpu_computes_bf16()) return;
+  const OpCase linear{"linear", {{"out_features", std::int64_t{24}}}, {{16, 40}}};
+  const OpCase conv =
+      conv_case(ConvCase{{4, 3, 10, 10}, 8, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true});
+  for (const OpCase& wide : {linear, conv}) {
+    INFO("op " << wide.op);
+    OpCase low = wide;
+    low.compute = DType::bf16;
+    OpRun run(cpu_backend(), low, 3);
+    OpRun ref(cpu_backend(), wide, 3);
+    round_reference_data(ref, DType::bf16);
+    run.inputs = ref.inputs;
+    run.params = ref.params;
+    compare_runs(run, ref, wide.op, 1e-4, 1e-4, true, -1, DType::bf16);
+
+    OpRun unrounded(cpu_backend(), wide, 3);
+    OpRun low_again(cpu_backend(), low, 3);
+    const auto y32 = unrounded.forward();
+    const auto y16 = low_again.forward();
+    double largest = 0;
+    for (std::size_t k = 0; k < y32.f.size(); ++k)
+      largest = std::max(largest, static_cast<double>(std::abs(y32.f[k] - y16.f[k])));
+    CHECK(largest > 1e-3);
   }
 }
 

@@ -98,6 +98,18 @@ constexpr UpdateDecision decide_update(const OptimizerStep& o, double grad_norm,
   return d;
 }
 
+// The most learning rates a backend holds ahead under loss scaling
+// (VectorOps::set_learning_rates): the host reads the scaler's state at most
+// this many updates apart.
+inline constexpr std::int64_t kMaxLearningRates = 4096;
+
+inline void check_learning_rate_count(std::size_t count) {
+  if (count > static_cast<std::size_t>(kMaxLearningRates))
+    throw std::invalid_argument("set_learning_rates: " + std::to_string(count) +
+                                " rates, more than the " + std::to_string(kMaxLearningRates) +
+                                " a backend holds");
+}
+
 class VectorOps {
  public:
   virtual ~VectorOps() = default;
@@ -126,8 +138,9 @@ class VectorOps {
   virtual void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state) = 0;
   // Under loss scaling: the learning rates of applied updates `first_update`,
   // `first_update` + 1, ... (the host sends the window that the updates until
-  // its next read of the state can reach). Send windows of one size: on a GPU
-  // a larger one moves the table, which a recorded update would not see.
+  // its next read of the state can reach), at most kMaxLearningRates of them
+  // (std::invalid_argument beyond): a GPU holds them in a table of that size,
+  // allocated once, so that a recorded update always reads where they are.
   virtual void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) = 0;
   // Back to updates that apply every step with the hyperparameters set.
   virtual void stop_loss_scaling() = 0;

@@ -277,6 +277,20 @@ TEST_CASE("CUDA sum_squares equals the CPU one and detects inf and NaN") {
     CHECK_FALSE(gpu_finite);
   }
   for (void* p : allocations) gpu.release(p);
+
+  // Squares past float32's range but finite values: finite on both, the same norm.
+  std::vector<float> large(70000, 1e18f);
+  void* p = gpu.allocate(large.size() * 4);
+  gpu.copy_to_device(p, large.data(), large.size() * 4);
+  const trainer::Shape shape{static_cast<std::int64_t>(large.size())};
+  const double want_large = trainer::cpu_backend().vector_ops().sum_squares(
+      {{large.data(), shape, trainer::DType::f32}}, cpu_finite);
+  const double got_large =
+      gpu.vector_ops().sum_squares({{p, shape, trainer::DType::f32}}, gpu_finite);
+  gpu.release(p);
+  CHECK(cpu_finite);
+  CHECK(gpu_finite);
+  CHECK(got_large == Approx(want_large).epsilon(1e-9));
 }
 
 TEST_CASE("CUDA accumulate and fill, aligned and unaligned") {

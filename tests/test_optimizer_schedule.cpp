@@ -107,6 +107,27 @@ TEST_CASE("sum of squares detects non-finite gradients") {
   cpu_backend().vector_ops().sum_squares({{a.data(), {2}, DType::f32}, {b.data(), {1}, DType::f32}},
                                          finite);
   CHECK_FALSE(finite);
+  // Large finite values: their squares overflow float32 sums, not the double
+  // sum, so the gradients count as finite (as on a GPU) and the norm is right.
+  std::vector<float> large(2048, 1e18f);
+  const double total =
+      cpu_backend().vector_ops().sum_squares({{large.data(), {2048}, DType::f32}}, finite);
+  CHECK(finite);
+  CHECK(total == Approx(2048 * 1e36).epsilon(1e-6));
+  // ...and the sum is exact in every lane and in the tail.
+  std::vector<float> odd(1027);
+  for (std::size_t i = 0; i < odd.size(); ++i) odd[i] = static_cast<float>(i % 7);
+  double want = 0;
+  for (float v : odd) want += static_cast<double>(v) * v;
+  CHECK(cpu_backend().vector_ops().sum_squares({{odd.data(), {1027}, DType::f32}}, finite) == want);
+}
+
+TEST_CASE("a backend holds at most kMaxLearningRates learning rates ahead") {
+  VectorOps& ops = cpu_backend().vector_ops();
+  CHECK_NOTHROW(ops.set_learning_rates(0, std::vector<float>(kMaxLearningRates, 0.1f)));
+  CHECK_THROWS_AS(ops.set_learning_rates(0, std::vector<float>(kMaxLearningRates + 1, 0.1f)),
+                  std::invalid_argument);
+  ops.set_learning_rates(0, {});
 }
 
 TEST_CASE("clipping inside the update scales the gradients by the clipped norm") {

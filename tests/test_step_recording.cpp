@@ -21,7 +21,8 @@ using namespace trainer::graph;
 namespace {
 
 // The CPU kernels and memory, with a recording that keeps the queued work and
-// runs it again at each replay (or refuses to record, with `refusal`).
+// runs it again at each replay (or refuses to record, with `refusal`, after
+// queueing the work once, as a capture that fails at its end does).
 class RecordingBackend final : public Backend {
  public:
   explicit RecordingBackend(std::string refusal = {})
@@ -42,6 +43,10 @@ class RecordingBackend final : public Backend {
                                        std::string& why_not) override {
     ++recordings;
     if (!refusal_.empty()) {
+      // As a failed CUDA capture: the calls' host code has run once already
+      // when the step then runs directly (here their work runs too, and is
+      // overwritten by the direct run's).
+      queue_work();
       why_not = refusal_;
       return nullptr;
     }

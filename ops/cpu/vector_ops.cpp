@@ -99,19 +99,25 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
   });
 }
 
-// Sum of squares of n floats in double: blocks of float sums keep the loop
-// vectorised.
+// Sum of squares of n floats in double, so that it is infinite only when an
+// element is (the CUDA kernel's rule too). Eight independent sums let the
+// loop vectorise without reordering any one of them.
 double sum_of_squares(const float* x, std::int64_t n) {
-  float partial = 0.0f;
-  double block_total = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    partial += x[i] * x[i];
-    if ((i & 1023) == 1023) {
-      block_total += partial;
-      partial = 0.0f;
+  constexpr int kLanes = 8;
+  double lanes[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) {
+      const double v = x[i + k];
+      lanes[k] += v * v;
     }
+  double total = 0.0;
+  for (; i < n; ++i) {
+    const double v = x[i];
+    total += v * v;
   }
-  return block_total + partial;
+  for (double lane : lanes) total += lane;
+  return total;
 }
 
 class CpuVectorOps final : public VectorOps {
@@ -157,6 +163,7 @@ class CpuVectorOps final : public VectorOps {
   }
 
   void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) override {
+    check_learning_rate_count(rates.size());
     rates_ = rates;
     rates_window_ = {first_update, static_cast<std::int64_t>(rates_.size()), rates_.data()};
   }

@@ -27,38 +27,20 @@ void check(cudaError_t status, const char* call) {
 
 void check(cudnnStatus_t status, const char* call) {
   if (status == CUDNN_STATUS_SUCCESS) return;
-  fail(call, cudnnGetErrorString(status));
+  // cuDNN keeps why its last call failed apart from the status.
+  char why[1024] = {};
+  cudnnGetLastErrorString(why, sizeof why);
+  fail(call,
+       std::string(cudnnGetErrorString(status)) + (why[0] ? std::string(" (") + why + ")" : ""));
 }
 
-const char* cublas_status_name(cublasStatus_t status) {
-  switch (status) {
-    case CUBLAS_STATUS_SUCCESS:
-      return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED:
-      return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED:
-      return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE:
-      return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH:
-      return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR:
-      return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED:
-      return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR:
-      return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED:
-      return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR:
-      return "CUBLAS_STATUS_LICENSE_ERROR";
-  }
-  return "unknown cuBLAS status";
+std::string cublas_status_text(cublasStatus_t status) {
+  return std::string(cublasLtGetStatusName(status)) + ": " + cublasLtGetStatusString(status);
 }
 
 void check(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  fail(call, cublas_status_name(status));
+  fail(call, cublas_status_text(status));
 }
 
 void check(ncclResult_t status, const char* call) {
@@ -73,7 +55,7 @@ void* device_malloc(std::size_t bytes) {
   cudaGetLastError();
   if (status == cudaErrorMemoryAllocation) {
     std::size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
+    ignore_status(cudaMemGetInfo(&free_bytes, &total_bytes));
     int device = -1;
     cudaGetDevice(&device);
     throw OutOfMemoryError("out of GPU memory on device " + std::to_string(device) +

@@ -8,6 +8,7 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <string>
 
 namespace trainer::cuda {
 
@@ -16,10 +17,21 @@ void check(cudnnStatus_t status, const char* call);
 void check(cublasStatus_t status, const char* call);
 void check(ncclResult_t status, const char* call);
 
+// For a status deliberately ignored (releases in destructors, optional
+// queries): a failed CUDA runtime call's error is cleared, so that the next
+// checked call or launch check is not blamed for it. The libraries' statuses
+// leave nothing behind.
+inline void ignore_status(cudaError_t status) {
+  if (status != cudaSuccess) cudaGetLastError();
+}
+inline void ignore_status(cudnnStatus_t) {}
+inline void ignore_status(cublasStatus_t) {}
+inline void ignore_status(ncclResult_t) {}
+
 // cudaMalloc that reports, on failure, how much was asked and how much is free.
 void* device_malloc(std::size_t bytes);
 
-// The name of a cuBLAS status (cuBLAS has no such function of its own).
-const char* cublas_status_name(cublasStatus_t status);
+// A cuBLAS status as "CUBLAS_STATUS_NOT_SUPPORTED: <what it means>".
+std::string cublas_status_text(cublasStatus_t status);
 
 }  // namespace trainer::cuda

@@ -113,20 +113,24 @@ class CudaBackend final : public Backend {
   void release(void* ptr) override {
     if (!ptr) return;
     counter_.removed(ptr);
-    if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
+    ignore_status(cudaFree(ptr));
   }
   MemoryStats memory_stats() const override {
     MemoryStats stats = counter_.stats();
     std::size_t free = 0, total = 0;
     ctx_.device.activate();
-    if (cudaMemGetInfo(&free, &total) == cudaSuccess) stats.reserved = total - free;
+    const cudaError_t status = cudaMemGetInfo(&free, &total);
+    if (status == cudaSuccess) stats.reserved = total - free;
+    ignore_status(status);
     return stats;
   }
   cudaStream_t compute_stream() const { return ctx_.compute.get(); }
   std::size_t available_memory() const override {
     std::size_t free = 0, total = 0;
     ctx_.device.activate();
-    return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
+    const cudaError_t status = cudaMemGetInfo(&free, &total);
+    ignore_status(status);
+    return status == cudaSuccess ? free : 0;
   }
   // The copy waits for the compute work queued so far (it may overwrite a
   // buffer that work reads) and compute work queued later waits for the copy.
@@ -188,7 +192,7 @@ class CudaBackend final : public Backend {
     check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc");
     return p;
   }
-  void release_host(void* ptr) override { cudaFreeHost(ptr); }
+  void release_host(void* ptr) override { ignore_status(cudaFreeHost(ptr)); }
 
  private:
   // A staging buffer per input destination (the batch and its labels).

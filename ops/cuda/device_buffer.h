@@ -20,14 +20,14 @@ class DeviceBuffer {
       : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
-      if (data_) cudaFree(data_);
+      if (data_) ignore_status(cudaFree(data_));
       data_ = std::exchange(o.data_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
     }
     return *this;
   }
   ~DeviceBuffer() {
-    if (data_) cudaFree(data_);
+    if (data_) ignore_status(cudaFree(data_));
   }
 
   void* data() const { return data_; }

@@ -6,18 +6,22 @@
 // the weights, narrowed into the workspace unless the weights arrive as their
 // bf16 copy; x is narrowed once, into a saved buffer the weight gradient reads
 // again) and write float32 with float32 accumulation; the float32 bias is
-// still added in the epilogue, and its gradient summed by the row kernels.
+// still added in the epilogue, and its gradient summed by BGRADB from the
+// narrowed dy.
 // An epilogue activation (the `activation` attribute) goes into the forward
 // GEMM with the bias: RELU_BIAS, and GELU_AUX_BIAS for gelu_tanh, which
 // writes the pre-activation to a saved buffer for the backward. Otherwise (the
 // erf gelu, or a shape cuBLASLt refuses) it runs as its own kernel after the
 // GEMM. The backward turns dy into the
 // pre-activation's gradient in the workspace first, then runs the GEMMs on it.
+#include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ops/cuda/activation.h"
+#include "ops/cuda/check.h"
 #include "ops/cuda/cublaslt.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/linear_bias.h"
@@ -45,38 +49,79 @@ bool has_activation_epilogue(cublasLtEpilogue_t e) {
 bool has_aux_output(cublasLtEpilogue_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
+// The epilogues that read or write the vector at BIAS_POINTER.
+bool uses_bias_pointer(cublasLtEpilogue_t e) {
+  return has_bias_epilogue(e) || e == CUBLASLT_EPILOGUE_BGRADB;
+}
 
-// One GEMM of fixed shape with its chosen algorithm (or none: `ok` false).
+// The alignment every pointer we hand cuBLASLt has (the arena's and the
+// workspace's slices), and a stand-in pointer with exactly that alignment:
+// the heuristic reads the bias and aux pointers' values to learn theirs.
+constexpr std::uintptr_t kOperandAlignment = 64;
+const void* aligned_stand_in() {
+  return reinterpret_cast<const void*>(kOperandAlignment);
+}
+
+const char* epilogue_label(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_BIAS:
+      return "BIAS";
+    case CUBLASLT_EPILOGUE_RELU:
+      return "RELU";
+    case CUBLASLT_EPILOGUE_RELU_BIAS:
+      return "RELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+      return "GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+      return "GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_BGRADB:
+      return "BGRADB";
+    default:
+      return "DEFAULT";
+  }
+}
+
+// One GEMM of fixed shape with its chosen algorithm (or none: `ok` false,
+// and `status` says why when the heuristic failed rather than found nothing).
 struct GemmPlan {
-  // `operands`: the type of A and B (D is always float32).
+  // `operands`: the type of A and B (D is always float32); `what`: which GEMM
+  // ("forward"), for errors.
   GemmPlan(cublasLtHandle_t lt, cublasComputeType_t compute, cudaDataType_t operands,
-           const GemmShape& s, cublasLtEpilogue_t epilogue, bool deterministic)
+           const GemmShape& s, cublasLtEpilogue_t epilogue, bool deterministic, const char* what)
       : desc(compute, CUDA_R_32F),
         a(operands, s.trans_a == CUBLAS_OP_N ? s.m : s.k, s.trans_a == CUBLAS_OP_N ? s.k : s.m,
           s.lda),
         b(operands, s.trans_b == CUBLAS_OP_N ? s.k : s.n, s.trans_b == CUBLAS_OP_N ? s.n : s.k,
           s.ldb),
         d(CUDA_R_32F, s.m, s.n, s.ldd),
-        epilogue(epilogue) {
+        epilogue(epilogue),
+        label(std::string(what) + " GEMM [" + std::to_string(s.m) + " x " + std::to_string(s.k) +
+              "] x [" + std::to_string(s.k) + " x " + std::to_string(s.n) + "]" +
+              (operands == CUDA_R_32F ? "" : " with 16-bit operands")) {
     desc.set(CUBLASLT_MATMUL_DESC_TRANSA, s.trans_a);
     desc.set(CUBLASLT_MATMUL_DESC_TRANSB, s.trans_b);
     desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
     // The pre-activation lies like D (row-major [N, out]: column-major with ld out).
     if (has_aux_output(epilogue)) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, s.ldd);
+    if (uses_bias_pointer(epilogue))
+      desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned_stand_in());
+    if (has_aux_output(epilogue))
+      desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aligned_stand_in());
     MatmulPreference pref(kLtWorkspace);
     // The heuristic otherwise assumes 256-byte aligned matrices; ours start at
-    // 64-byte arena offsets. 16 bytes is what the tensor-core kernels need.
+    // 64-byte arena offsets (kOperandAlignment). 16 bytes is what the
+    // tensor-core kernels need.
     for (const auto attr :
          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       pref.set(attr, std::uint32_t{16});
-    if (deterministic)  // no split-K reductions through atomics
+    if (deterministic)  // no split-K: one summation order for every shape and run
       pref.set(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-        lt, desc.get(), a.get(), b.get(), d.get(), d.get(), pref.get(), 1, &result, &found);
+    status = cublasLtMatmulAlgoGetHeuristic(lt, desc.get(), a.get(), b.get(), d.get(), d.get(),
+                                            pref.get(), 1, &result, &found);
     ok = status == CUBLAS_STATUS_SUCCESS && found > 0;
     if (ok) algo = result.algo;
   }
@@ -88,15 +133,20 @@ struct GemmPlan {
     if (bias) desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
     if (aux) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
     const float one = 1.0f, zero = 0.0f;
-    check(cublasLtMatmul(lt, desc.get(), &one, a_ptr, a.get(), b_ptr, b.get(), &zero, d_ptr,
-                         d.get(), d_ptr, d.get(), &algo, workspace, kLtWorkspace, stream),
-          "cublasLtMatmul");
+    const cublasStatus_t status =
+        cublasLtMatmul(lt, desc.get(), &one, a_ptr, a.get(), b_ptr, b.get(), &zero, d_ptr, d.get(),
+                       d_ptr, d.get(), &algo, workspace, kLtWorkspace, stream);
+    if (status != CUBLAS_STATUS_SUCCESS)
+      throw std::runtime_error("linear: cublasLtMatmul failed for the " + label + " (epilogue " +
+                               epilogue_label(epilogue) + "): " + cublas_status_text(status));
   }
 
   MatmulDesc desc;
   MatrixLayout a, b, d;
   cublasLtEpilogue_t epilogue;
+  std::string label;  // "forward GEMM [16 x 784] x [784 x 128]"
   cublasLtMatmulAlgo_t algo{};
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   bool ok = false;
 };
 
@@ -106,16 +156,17 @@ std::unique_ptr<GemmPlan> plan_with_fallback(cublasLtHandle_t lt, cublasComputeT
                                              const std::vector<cublasLtEpilogue_t>& preferred,
                                              bool deterministic, const char* what) {
   for (cublasLtEpilogue_t epilogue : preferred) {
-    auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, epilogue, deterministic);
+    auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, epilogue, deterministic, what);
     if (plan->ok) return plan;
   }
   auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, CUBLASLT_EPILOGUE_DEFAULT,
-                                         deterministic);
+                                         deterministic, what);
   if (!plan->ok)
-    throw std::runtime_error(std::string("linear: cuBLASLt has no algorithm for the ") + what +
-                             " GEMM [" + std::to_string(s.m) + " x " + std::to_string(s.k) +
-                             "] x [" + std::to_string(s.k) + " x " + std::to_string(s.n) + "]" +
-                             (operands == CUDA_R_32F ? "" : " with 16-bit operands"));
+    throw std::runtime_error(
+        "linear: cuBLASLt has no algorithm for the " + plan->label +
+        (plan->status == CUBLAS_STATUS_SUCCESS
+             ? std::string()
+             : ": the heuristic answered " + cublas_status_text(plan->status)));
   return plan;
 }
 
@@ -224,7 +275,9 @@ class LinearKernel final : public Kernel {
   }
 
   // "cublasLt:gemm+bias+relu", "cublasLt:bf16_gemm+gelu_tanh": what runs in
-  // the GEMM; "then gelu" for an activation run after it.
+  // the GEMM; "then gelu" for an activation run after it. In training, with
+  // a bias, ", dW gemm+db" when the weight-gradient GEMM sums the bias
+  // gradient, ", dW gemm then db" when a kernel does after it.
   std::string implementation() const override {
     std::string name = "cublasLt:";
     if (low_) name += std::string(dtype_name(low_type_)) + "_";
@@ -233,6 +286,9 @@ class LinearKernel final : public Kernel {
     if (epilogue_ != Epilogue::none)
       name += (has_activation_epilogue(forward_->epilogue) ? "+" : " then ") +
               std::string(epilogue_name(epilogue_));
+    if (backward_weight_ && has_bias_)
+      name += backward_weight_->epilogue == CUBLASLT_EPILOGUE_BGRADB ? ", dW gemm+db"
+                                                                     : ", dW gemm then db";
     return name;
   }
 

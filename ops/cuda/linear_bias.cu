@@ -11,13 +11,15 @@ __global__ void add_bias_kernel(float* y, const float* bias, long long total, lo
     y[i] += bias[i % cols];
 }
 
-// One thread per column; columns are adjacent in memory, so each row read is coalesced.
+// One thread per column (striding past the grid cap); columns are adjacent in
+// memory, so each row read is coalesced.
 __global__ void bias_grad_kernel(const float* dy, float* db, long long rows, long long cols) {
-  const long long j = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= cols) return;
-  float sum = 0.0f;
-  for (long long r = 0; r < rows; ++r) sum += dy[r * cols + j];
-  db[j] = sum;
+  for (long long j = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; j < cols;
+       j += static_cast<long long>(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (long long r = 0; r < rows; ++r) sum += dy[r * cols + j];
+    db[j] = sum;
+  }
 }
 
 }  // namespace

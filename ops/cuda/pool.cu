@@ -44,7 +44,8 @@ __global__ void maxpool_forward(const float* x, float* y, int* argmax, Window g,
     const float* xp = x + plane * g.h * g.w;
     float best = -INFINITY;
     int best_index = -1;
-    for (int i = 0; i < g.kh; ++i) {
+    bool nan_found = false;  // the first NaN in scan order wins, and ends the scan
+    for (int i = 0; i < g.kh && !nan_found; ++i) {
       const int hh = oh * g.sh - g.ph + i;
       if (hh < 0 || hh >= g.h) continue;
       for (int j = 0; j < g.kw; ++j) {
@@ -54,7 +55,8 @@ __global__ void maxpool_forward(const float* x, float* y, int* argmax, Window g,
         if (v > best || best_index < 0 || isnan(v)) {
           best = v;
           best_index = hh * g.w + ww;
-          if (isnan(v)) break;
+          nan_found = isnan(v);
+          if (nan_found) break;
         }
       }
     }

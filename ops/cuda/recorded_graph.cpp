@@ -33,6 +33,7 @@ std::string error_text(cudaError_t status) {
 std::unique_ptr<RecordedWork> record_graph(cudaStream_t stream,
                                            const std::function<void()>& queue_work,
                                            std::string& why_not) {
+  cudaGetLastError();  // an error left by an unchecked call must not end the capture
   // Thread-local mode: other threads (the loader's) may keep using CUDA.
   cudaError_t status = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
   if (status != cudaSuccess) {

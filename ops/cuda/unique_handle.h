@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "ops/cuda/check.h"
+
 namespace trainer::cuda {
 
 template <typename T, auto Destroy>
@@ -26,7 +28,7 @@ class UniqueHandle {
   T get() const { return handle_; }
   explicit operator bool() const { return handle_ != T{}; }
   void reset() {
-    if (handle_ != T{}) Destroy(handle_);  // destroy statuses are ignored: nothing to do
+    if (handle_ != T{}) ignore_status(Destroy(handle_));  // nothing to do about a failure
     handle_ = T{};
   }
 

@@ -181,10 +181,10 @@ __global__ void sum_squares_kernel(const DeviceTensor* tensors, const Chunk* chu
   const Chunk c = chunks[blockIdx.x];
   const DeviceTensor t = tensors[c.slot];
   const long long end = min(c.begin + kChunk, t.size);
-  float acc = 0.0f;
+  double acc = 0.0;  // infinite only when an element is (as on the CPU)
   bool bad = false;
   for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float x = t.data[i];
+    const double x = t.data[i];
     bad |= !isfinite(x);
     acc += x * x;
   }
@@ -284,7 +284,7 @@ class CudaVectorOps final : public VectorOps {
         check_(sizeof(GradientCheck)),
         params_(sizeof(StepParams)),
         loss_scale_(sizeof(LossScaleState)),
-        rates_(sizeof(LearningRateWindow)) {
+        rates_(sizeof(LearningRateWindow) + kMaxLearningRates * sizeof(float)) {
     void* host = nullptr;
     check(cudaMallocHost(&host, std::max(sizeof(double) + sizeof(int), sizeof(LossScaleState))),
           "cudaMallocHost");
@@ -311,13 +311,11 @@ class CudaVectorOps final : public VectorOps {
   }
 
   // The window lives in device memory as a LearningRateWindow followed by its
-  // rates; one copy in stream order rewrites both.
+  // rates, in a table allocated once (a recorded update keeps its address);
+  // one copy in stream order rewrites both.
   void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) override {
+    check_learning_rate_count(rates.size());
     const std::size_t bytes = sizeof(LearningRateWindow) + rates.size() * sizeof(float);
-    if (rates_.bytes() < bytes) {
-      ctx_.compute.synchronize();  // queued updates may still read the old window
-      rates_ = DeviceBuffer(bytes);
-    }
     std::vector<char> host(bytes);
     const LearningRateWindow window{
         first_update, static_cast<std::int64_t>(rates.size()),
@@ -364,20 +362,27 @@ class CudaVectorOps final : public VectorOps {
                        static_cast<long long>(s.size), s.weight_decay ? 1.0f : 0.0f, vec ? 1 : 0});
     }
     const std::vector<Chunk> chunks = chunks_of(table);
-    if (chunks.empty()) return;
     cudaStream_t stream = ctx_.compute.get();
     auto* params = params_.as<StepParams>();
+    // Whether to clip or scale is fixed for a run, so an update recorded with
+    // the step keeps the branch taken here. The decision runs even with no
+    // values, as on the CPU: the scaler counts the step.
     if (clip_ || scaling_) {
       std::vector<DeviceTensor> grads;
       for (const auto& s : slots) grads.push_back({s.grad, static_cast<long long>(s.size)});
       auto* gradient_check = check_.as<GradientCheck>();
       check(cudaMemsetAsync(&gradient_check->nonfinite, 0, sizeof(int), stream), "cudaMemsetAsync");
-      queue_sum_squares(grads, &gradient_check->sum_squares, &gradient_check->nonfinite, true);
+      if (chunks.empty())
+        check(cudaMemsetAsync(&gradient_check->sum_squares, 0, sizeof(double), stream),
+              "cudaMemsetAsync");
+      else
+        queue_sum_squares(grads, &gradient_check->sum_squares, &gradient_check->nonfinite, true);
       decide_kernel<<<1, 1, 0, stream>>>(params, gradient_check, rule_,
                                          scaling_ ? loss_scale_.as<LossScaleState>() : nullptr,
                                          rates_.as<LearningRateWindow>());
       check_launch("decide_kernel");
     }
+    if (chunks.empty()) return;
     const DeviceSlot* d_slots = slot_table_.upload(table, ctx_.compute);
     const Chunk* d_chunks = optimizer_chunks_.upload(chunks, ctx_.compute);
     optimizer_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, stream>>>(d_slots, d_chunks,

@@ -371,10 +371,10 @@ void TrainLoop::prepare_optimizer() {
   // divides the scale out or skips, and moves the scale on, all on the backend.
   // Its learning rate follows the updates applied (skipped steps hold the
   // schedule), from a window of rates the host sends at each read of the
-  // state: at most log_every (and never more than 4096) updates ahead.
+  // state: at most log_every (and never more than kMaxLearningRates) updates ahead.
   scaler_.restore(resumed_.loss_scale, resumed_.step);
   if (scaler_.enabled()) {
-    lr_window_ = std::min<std::int64_t>(log_every_, 4096);
+    lr_window_ = std::min(log_every_, kMaxLearningRates);
     synced_at_step_ = resumed_.step;
     backend_.vector_ops().start_loss_scaling(scaler_.rule(), scaler_.state());
     send_learning_rates();
@@ -694,7 +694,8 @@ void TrainLoop::train_to_end() {
         if (stops_inside_epoch && step_ % log_every_ == 0)
           stopped_inside_epoch_ = state_now(epoch_, in_epoch);
       }
-      // The backend's window of learning rates reaches no further (log_every above 4096).
+      // The backend's window of learning rates reaches no further (log_every
+      // above kMaxLearningRates).
       if (scaler_.enabled() && step_ - synced_at_step_ >= lr_window_) sync_loss_scale();
       if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_)
         run_eval(step_);

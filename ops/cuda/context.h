@@ -1,11 +1,13 @@
 // CudaContext: what every CUDA kernel of one device shares: the compute stream
 // (all kernels run on it, in program order), the copy stream for host-to-device
-// transfers, and the cuDNN and cuBLASLt handles bound to the compute stream.
+// transfers, the pinned ring the small per-step uploads go through, and the
+// cuDNN and cuBLASLt handles bound to the compute stream.
 #pragma once
 
 #include "ops/cuda/cublaslt.h"
 #include "ops/cuda/cudnn_handle.h"
 #include "ops/cuda/event.h"
+#include "ops/cuda/pinned_uploads.h"
 #include "ops/cuda/stream.h"
 
 namespace trainer::cuda {
@@ -27,6 +29,7 @@ struct CudaContext {
   Stream copy;
   Event copy_done;     // recorded on `copy` after a transfer; `compute` waits on it
   Event compute_done;  // recorded on `compute` before a transfer; `copy` waits on it
+  PinnedUploads uploads;
   CudnnHandle cudnn;
   LtHandle lt;
 };

@@ -134,12 +134,13 @@ class CudaBackend final : public Backend {
   }
   // The copy waits for the compute work queued so far (it may overwrite a
   // buffer that work reads) and compute work queued later waits for the copy.
+  // Small ones (a step's values) go through the pinned ring: the host does
+  // not wait for the GPU.
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     ctx_.device.activate();
     ctx_.compute_done.record(ctx_.compute.get());
     ctx_.compute_done.make_wait(ctx_.copy.get());
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_.copy.get()),
-          "cudaMemcpyAsync(host to device)");
+    ctx_.uploads.upload(dst, src, bytes, ctx_.copy.get(), "cudaMemcpyAsync(host to device)");
     ctx_.copy_done.record(ctx_.copy.get());
     ctx_.copy_done.make_wait(ctx_.compute.get());
   }

@@ -276,6 +276,10 @@ std::vector<Chunk> chunks_of(const std::vector<Sized>& items) {
   return chunks;
 }
 
+// A full window of learning rates goes up in one slot of the pinned ring.
+static_assert(sizeof(LearningRateWindow) + kMaxLearningRates * sizeof(float) <=
+              PinnedUploads::kSlotBytes);
+
 class CudaVectorOps final : public VectorOps {
  public:
   explicit CudaVectorOps(CudaContext& ctx)
@@ -295,11 +299,10 @@ class CudaVectorOps final : public VectorOps {
   }
 
   // Queued on the compute stream: ordered with the updates before and after it.
-  // The source is pageable, so it is staged before the call returns.
   void set_optimizer_step(const OptimizerStep& o) override {
     const StepParams p{o, hyper_of(o, UpdateDecision{true, o.grad_scale, o.lr, o.step})};
-    check(cudaMemcpyAsync(params_.data(), &p, sizeof p, cudaMemcpyHostToDevice, ctx_.compute.get()),
-          "cudaMemcpyAsync(optimizer hyperparameters)");
+    ctx_.uploads.upload(params_.data(), &p, sizeof p, ctx_.compute.get(),
+                        "cudaMemcpyAsync(optimizer hyperparameters)");
     adam_ = o.kind != OptimizerKind::sgd;
     clip_ = o.clip_norm > 0;
   }
@@ -323,9 +326,8 @@ class CudaVectorOps final : public VectorOps {
     std::memcpy(host.data(), &window, sizeof window);
     if (!rates.empty())
       std::memcpy(host.data() + sizeof window, rates.data(), rates.size() * sizeof(float));
-    check(cudaMemcpyAsync(rates_.data(), host.data(), bytes, cudaMemcpyHostToDevice,
-                          ctx_.compute.get()),
-          "cudaMemcpyAsync(learning rates)");
+    ctx_.uploads.upload(rates_.data(), host.data(), bytes, ctx_.compute.get(),
+                        "cudaMemcpyAsync(learning rates)");
   }
 
   void stop_loss_scaling() override {
@@ -467,9 +469,8 @@ class CudaVectorOps final : public VectorOps {
   }
 
   void upload_loss_scale(const LossScaleState& state) {
-    check(cudaMemcpyAsync(loss_scale_.data(), &state, sizeof state, cudaMemcpyHostToDevice,
-                          ctx_.compute.get()),
-          "cudaMemcpyAsync(loss scale)");
+    ctx_.uploads.upload(loss_scale_.data(), &state, sizeof state, ctx_.compute.get(),
+                        "cudaMemcpyAsync(loss scale)");
   }
 
   using PinnedHost = UniqueHandle<void*, cudaFreeHost>;

@@ -1,0 +1,48 @@
+// PinnedUploads (pinned_uploads.h): a ring of pinned slots for per-step uploads.
+#include "ops/cuda/pinned_uploads.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "ops/cuda/check.h"
+
+namespace trainer::cuda {
+namespace {
+
+void* pinned(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc(upload ring)");
+  return p;
+}
+
+}  // namespace
+
+PinnedUploads::PinnedUploads() : memory_(pinned(kSlots * kSlotBytes)), in_use_(kSlots, false) {
+  read_.reserve(kSlots);
+  for (std::size_t i = 0; i < kSlots; ++i) read_.emplace_back();
+}
+
+void PinnedUploads::upload(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                           const char* what) {
+  if (bytes == 0) return;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
+  if (capturing != cudaStreamCaptureStatusNone)
+    throw std::logic_error(std::string("an upload (") + what + ") inside a recorded step");
+  if (bytes > kSlotBytes) {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), what);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::size_t slot = next_;
+  next_ = (next_ + 1) % kSlots;
+  if (in_use_[slot]) read_[slot].synchronize();  // its last transfer has left it
+  char* staged = static_cast<char*>(memory_.get()) + slot * kSlotBytes;
+  std::memcpy(staged, src, bytes);
+  check(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream), what);
+  read_[slot].record(stream);
+  in_use_[slot] = true;
+}
+
+}  // namespace trainer::cuda

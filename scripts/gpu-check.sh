@@ -161,11 +161,13 @@ if ! grep -q "^  GPU 0:" "$out/doctor.txt"; then
   exit 77
 fi
 
-# 4. GPU tests (run from the repository root, as ctest does).
+# 4. GPU tests (run from the repository root, as ctest does), with cuBLASLt's
+# and cuDNN's own error logs in theirs: a refused call says why there.
 cd "$root"
 for t in test_gpu_vector_ops test_gpu_ops test_gpu_step_graph test_dist_nccl; do
   [[ $t == test_dist_nccl && ! -x "$bundle/bin/$t" ]] && { log "$t: not in the bundle (re-run gpu-prepare.sh)"; continue; }
-  capped "$([[ $t == test_dist_nccl ]] && echo 60 || echo 120)" "$bundle/bin/$t" >"$out/$t.log" 2>&1
+  CUBLASLT_LOG_LEVEL=1 CUDNN_LOGLEVEL_DBG=1 CUDNN_LOGDEST_DBG=stderr \
+    capped "$([[ $t == test_dist_nccl ]] && echo 60 || echo 120)" "$bundle/bin/$t" >"$out/$t.log" 2>&1
   rc[$t]=$?
   log "$t: exit ${rc[$t]} ($(tail -n 2 "$out/$t.log" | tr '\n' ' '))"
 done

@@ -133,12 +133,12 @@ struct GemmPlan {
     if (bias) desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
     if (aux) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
     const float one = 1.0f, zero = 0.0f;
-    const cublasStatus_t status =
+    const cublasStatus_t queued =
         cublasLtMatmul(lt, desc.get(), &one, a_ptr, a.get(), b_ptr, b.get(), &zero, d_ptr, d.get(),
                        d_ptr, d.get(), &algo, workspace, kLtWorkspace, stream);
-    if (status != CUBLAS_STATUS_SUCCESS)
+    if (queued != CUBLAS_STATUS_SUCCESS)
       throw std::runtime_error("linear: cublasLtMatmul failed for the " + label + " (epilogue " +
-                               epilogue_label(epilogue) + "): " + cublas_status_text(status));
+                               epilogue_label(epilogue) + "): " + cublas_status_text(queued));
   }
 
   MatmulDesc desc;

@@ -20,6 +20,10 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
   }
   size_ = static_cast<std::int64_t>(values) / sample_numel_;
   const bool regression = !data_.target_shape.empty();
+  if (regression && numel(data_.target_shape) <= 0) {
+    throw std::runtime_error(data_.description + ": empty target shape " +
+                             to_string(data_.target_shape));
+  }
   const std::int64_t label_count =
       regression ? static_cast<std::int64_t>(data_.targets.size()) / numel(data_.target_shape)
                  : static_cast<std::int64_t>(data_.labels.size());

@@ -25,7 +25,8 @@ struct ArrayData {
 class ArrayDataset final : public Dataset {
  public:
   // Validates sizes and labels; throws std::runtime_error naming `description`
-  // for a count mismatch or a label outside [0, num_classes).
+  // for an empty sample or target shape, a count mismatch or a label outside
+  // [0, num_classes).
   explicit ArrayDataset(ArrayData data);
 
   std::int64_t size() const override { return size_; }

@@ -1,7 +1,9 @@
 // CSV files: numeric feature columns and one label column, read once into
 // memory. Errors carry the file and the 1-based line number.
 #include <charconv>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -88,6 +90,12 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
                                ", column '" + names[column] + "': '" + cell + "' is not a number");
     }
+    // Values are float32: a finite number beyond its range would silently become inf.
+    if (std::isfinite(value) && std::abs(value) > std::numeric_limits<float>::max()) {
+      throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
+                               ", column '" + names[column] + "': '" + cell +
+                               "' is outside the float32 range");
+    }
     return value;
   };
   while (std::getline(in, line)) {
@@ -105,7 +113,8 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     if (o.regression) {
       data.targets.push_back(static_cast<float>(label));
     } else {
-      if (label != static_cast<double>(static_cast<std::int64_t>(label)) || label < 0 ||
+      // Compared before the cast: NaN or a value beyond int64 has no integer to cast to.
+      if (!(label >= 0 && label < 0x1p63) || label != std::floor(label) ||
           (o.classes > 0 && label >= static_cast<double>(o.classes))) {
         throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
                                  ": label '" + cells[label_column] + "' is not a class in [0, " +

@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -31,11 +32,15 @@ std::vector<std::uint8_t> read_file_bytes(const std::string& path) {
   if (!file) {
     throw std::runtime_error("cannot open data file '" + path + "': " + std::strerror(errno));
   }
-  gzbuffer(file.get(), 1 << 20);
-  std::vector<std::uint8_t> bytes;
+  // Buffers sized to the file (8 KiB to 1 MiB): a small file (one image of an
+  // image folder, read on every sample) need not page in megabytes.
   const auto size_hint = std::filesystem::file_size(path, ec);
-  bytes.reserve(ec ? 0 : static_cast<std::size_t>(size_hint));
-  constexpr unsigned chunk = 1 << 20;
+  const std::size_t file_size = ec ? 0 : static_cast<std::size_t>(size_hint);
+  const unsigned chunk =
+      static_cast<unsigned>(std::clamp<std::size_t>(file_size + 1, 1 << 13, 1 << 20));
+  gzbuffer(file.get(), chunk);
+  std::vector<std::uint8_t> bytes;
+  bytes.reserve(file_size);
   for (;;) {
     const std::size_t old = bytes.size();
     bytes.resize(old + chunk);

@@ -1,6 +1,7 @@
 // The IDX format (MNIST, Fashion-MNIST): magic 0x000008DD (unsigned bytes, DD
 // dimensions), DD big-endian extents, then the data.
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "data/array_dataset.h"
@@ -46,17 +47,25 @@ IdxArray read_idx(const std::string& path) {
                              std::to_string(a.bytes.size()) + ": the header needs " +
                              std::to_string(header) + " bytes");
   }
-  std::size_t expected = 1;
-  for (std::uint32_t d = 0; d < dims; ++d) {
-    const std::uint32_t extent = read_be32(a.bytes, 4 + 4 * d);
-    a.shape.push_back(extent);
-    expected *= extent;
-  }
+  for (std::uint32_t d = 0; d < dims; ++d) a.shape.push_back(read_be32(a.bytes, 4 + 4 * d));
   a.offset = header;
-  if (a.bytes.size() < header + expected) {
+  const std::optional<std::size_t> data_bytes =
+      element_count_within(a.shape, a.bytes.size() - header);
+  if (!data_bytes) {
     throw std::runtime_error("IDX file '" + path + "' is truncated at byte offset " +
                              std::to_string(a.bytes.size()) + ": shape " + to_string(a.shape) +
-                             " needs " + std::to_string(header + expected) + " bytes");
+                             " (extents at byte offsets 4 to " + std::to_string(header - 1) +
+                             ") needs " + bytes_needed(a.shape, 1, header));
+  }
+  const std::size_t expected = *data_bytes;
+  // IDX has no padding: bytes after the data mean a wrong extent (data read
+  // misaligned) or a damaged file.
+  if (a.bytes.size() > header + expected) {
+    throw std::runtime_error(
+        "IDX file '" + path + "' has " + std::to_string(a.bytes.size() - header - expected) +
+        " bytes after the data, from byte offset " + std::to_string(header + expected) +
+        ": shape " + to_string(a.shape) + " needs exactly " + std::to_string(header + expected) +
+        " bytes (a wrong extent at byte offsets 4 to " + std::to_string(header - 1) + "?)");
   }
   return a;
 }

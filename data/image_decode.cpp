@@ -4,6 +4,7 @@
 
 #include <cstdio>  // before jpeglib.h, which uses FILE
 
+#include <jerror.h>  // JWRN_JPEG_EOF
 #include <jpeglib.h>
 #include <png.h>
 
@@ -11,12 +12,17 @@
 #include <cmath>
 #include <csetjmp>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "data/file_bytes.h"
 
 namespace trainer::data {
 namespace {
+
+// The message for an image of more than kMaxImagePixels (width, height, limit).
+constexpr const char* kTooLarge =
+    "%s gives %llu x %llu pixels, more than the %lld-pixel limit (a corrupt size field?)";
 
 Image decode_png(const std::string& path, const std::vector<std::uint8_t>& bytes,
                  std::int64_t channels) {
@@ -26,6 +32,16 @@ Image decode_png(const std::string& path, const std::vector<std::uint8_t>& bytes
   if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size())) {
     throw std::runtime_error("cannot decode PNG image '" + path + "': " + image.message);
   }
+  // Frees libpng's state on every way out (a no-op once finish_read has).
+  const std::unique_ptr<png_image, void (*)(png_image*)> state(&image, png_image_free);
+  if (std::uint64_t{image.width} * image.height > std::uint64_t{kMaxImagePixels}) {
+    char message[200];
+    std::snprintf(message, sizeof message, kTooLarge, "the IHDR chunk at byte offset 8",
+                  static_cast<unsigned long long>(image.width),
+                  static_cast<unsigned long long>(image.height),
+                  static_cast<long long>(kMaxImagePixels));
+    throw std::runtime_error("cannot decode PNG image '" + path + "': " + message);
+  }
   image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   Image out;
   out.height = image.height;
@@ -33,9 +49,7 @@ Image decode_png(const std::string& path, const std::vector<std::uint8_t>& bytes
   out.channels = channels;
   out.pixels.resize(PNG_IMAGE_SIZE(image));
   if (!png_image_finish_read(&image, nullptr, out.pixels.data(), 0, nullptr)) {
-    const std::string message = image.message;
-    png_image_free(&image);
-    throw std::runtime_error("cannot decode PNG image '" + path + "': " + message);
+    throw std::runtime_error("cannot decode PNG image '" + path + "': " + image.message);
   }
   return out;
 }
@@ -44,12 +58,20 @@ struct JpegError {
   jpeg_error_mgr manager;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  int code = 0;  // libjpeg's message code
 };
 
 void jpeg_fail(j_common_ptr info) {
   auto* error = reinterpret_cast<JpegError*>(info->err);
   info->err->format_message(info, error->message);
+  error->code = info->err->msg_code;
   std::longjmp(error->jump, 1);
+}
+
+// Warnings are dropped (the data decides, not stderr), except the end of the
+// data before the end of the image: libjpeg would fill the rest with grey.
+void jpeg_warn(j_common_ptr info, int level) {
+  if (level < 0 && info->err->msg_code == JWRN_JPEG_EOF) info->err->error_exit(info);
 }
 
 // Plain C-style decoding: no object with a destructor lives in this frame, so
@@ -60,7 +82,7 @@ bool decode_jpeg_into(const std::uint8_t* data, std::size_t size, int channels,
   jpeg_decompress_struct info;
   info.err = jpeg_std_error(&error->manager);
   error->manager.error_exit = jpeg_fail;
-  error->manager.output_message = [](j_common_ptr) {};  // warnings: the data decides, not stderr
+  error->manager.emit_message = jpeg_warn;
   if (setjmp(error->jump)) {
     jpeg_destroy_decompress(&info);
     return false;
@@ -68,6 +90,14 @@ bool decode_jpeg_into(const std::uint8_t* data, std::size_t size, int channels,
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
   jpeg_read_header(&info, TRUE);
+  if (std::uint64_t{info.image_width} * info.image_height > std::uint64_t{kMaxImagePixels}) {
+    std::snprintf(error->message, sizeof error->message, kTooLarge, "the frame header (SOF)",
+                  static_cast<unsigned long long>(info.image_width),
+                  static_cast<unsigned long long>(info.image_height),
+                  static_cast<long long>(kMaxImagePixels));
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
   info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&info);
   *height = static_cast<long>(info.output_height);
@@ -90,7 +120,10 @@ Image decode_jpeg(const std::string& path, const std::vector<std::uint8_t>& byte
   long height = 0, width = 0;
   if (!decode_jpeg_into(bytes.data(), bytes.size(), static_cast<int>(channels), &out.pixels,
                         &height, &width, &error)) {
-    throw std::runtime_error("cannot decode JPEG image '" + path + "': " + error.message);
+    throw std::runtime_error("cannot decode JPEG image '" + path + "': " + error.message +
+                             (error.code == JWRN_JPEG_EOF ? " (the data ends at byte offset " +
+                                                                std::to_string(bytes.size()) + ")"
+                                                          : ""));
   }
   out.height = height;
   out.width = width;

@@ -13,8 +13,13 @@ struct Image {
   std::vector<std::uint8_t> pixels;  // [height, width, channels]
 };
 
+// The most pixels an image may declare (16384 x 16384): a corrupt size field
+// in a header must not make the reader allocate gigabytes.
+constexpr std::int64_t kMaxImagePixels = std::int64_t{1} << 28;
+
 // Decodes `path` (PNG or JPEG, told apart by content) to `channels` 1 (grey) or
-// 3 (RGB). Throws std::runtime_error naming the path when it cannot.
+// 3 (RGB). Throws std::runtime_error naming the path when it cannot: corrupt
+// or truncated data, or more than kMaxImagePixels pixels.
 Image decode_image(const std::string& path, std::int64_t channels);
 
 // Bilinear resize (pixel centres aligned, edges clamped) of `image` into

@@ -26,11 +26,15 @@ struct NpyArray {
     return v;
   }
   double value(std::int64_t i) const {
-    if (descr == "u1") return bytes[offset + static_cast<std::size_t>(i)];
     if (descr == "f4") return at<float>(i);
     if (descr == "f8") return at<double>(i);
+    return static_cast<double>(integer(i));
+  }
+  // Integer types only (class labels: no round trip through double).
+  std::int64_t integer(std::int64_t i) const {
+    if (descr == "u1") return bytes[offset + static_cast<std::size_t>(i)];
     if (descr == "i4") return at<std::int32_t>(i);
-    return static_cast<double>(at<std::int64_t>(i));
+    return at<std::int64_t>(i);
   }
 };
 
@@ -116,14 +120,15 @@ NpyArray read_npy(const std::string& path) {
     } catch (const std::exception&) {
       bad_header(path, "malformed 'shape' in " + header);
     }
+    if (a.shape.back() < 0) bad_header(path, "negative extent in 'shape' of " + header);
     pos += used;
   }
   if (a.shape.empty()) bad_header(path, "a scalar array; expected [N, ...]");
-  const std::size_t need = a.offset + static_cast<std::size_t>(a.count()) * element_size(a.descr);
-  if (b.size() < need) {
+  const std::size_t size = element_size(a.descr);
+  if (!element_count_within(a.shape, (b.size() - a.offset) / size)) {
     bad_header(path, "truncated at byte offset " + std::to_string(b.size()) + ": shape " +
-                         to_string(a.shape) + " of " + a.descr + " needs " + std::to_string(need) +
-                         " bytes");
+                         to_string(a.shape) + " of " + a.descr + " needs " +
+                         bytes_needed(a.shape, size, a.offset));
   }
   return a;
 }
@@ -171,7 +176,7 @@ std::shared_ptr<Dataset> open_npy(const std::string& x_path, const std::string& 
     }
     data.labels.resize(static_cast<std::size_t>(y.count()));
     for (std::int64_t i = 0; i < y.count(); ++i) {
-      data.labels[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(y.value(i));
+      data.labels[static_cast<std::size_t>(i)] = y.integer(i);
     }
   }
   data.num_classes = classes;

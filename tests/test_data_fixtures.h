@@ -1,5 +1,6 @@
 // Helpers shared by the data tests: a temporary directory removed on exit, and
-// writers for the small fixture files (raw, gzip) the tests create themselves.
+// writers for the small fixture files (raw, gzip, IDX, NPY) the tests create
+// themselves.
 #pragma once
 
 #include <zlib.h>
@@ -64,6 +65,23 @@ inline std::vector<std::uint8_t> idx_bytes(const std::vector<std::uint32_t>& dim
   append_be32(out, 0x0800u | static_cast<std::uint32_t>(dims.size()));
   for (auto d : dims) append_be32(out, d);
   out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+// An .npy file: version 1.0 header padded to a multiple of 64 bytes.
+inline std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string& shape,
+                                           const void* data, std::size_t bytes,
+                                           const std::string& fortran = "False") {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.push_back(static_cast<std::uint8_t>(header.size() & 0xFF));
+  out.push_back(static_cast<std::uint8_t>(header.size() >> 8));
+  out.insert(out.end(), header.begin(), header.end());
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  if (bytes) out.insert(out.end(), p, p + bytes);
   return out;
 }
 

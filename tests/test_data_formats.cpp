@@ -4,11 +4,6 @@
 // links: trainer_data
 #include <catch2/catch.hpp>
 
-#include <cstdio>  // before jpeglib.h
-
-#include <jpeglib.h>
-#include <png.h>
-
 #include <cstring>
 #include <set>
 
@@ -16,6 +11,7 @@
 #include "data/sources.h"
 #include "data/split.h"
 #include "test_data_fixtures.h"
+#include "test_image_fixtures.h"
 
 using namespace trainer;
 using namespace trainer::data;
@@ -28,60 +24,6 @@ std::vector<float> sample_of(const Dataset& d, std::int64_t i, std::int64_t* lab
   std::vector<float> s(static_cast<std::size_t>(numel(d.sample_shape())));
   d.read(i, s.data(), label);
   return s;
-}
-
-// An .npy file: version 1.0 header padded to 64 bytes.
-std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string& shape,
-                                    const void* data, std::size_t bytes,
-                                    const std::string& fortran = "False") {
-  std::string header =
-      "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  out.push_back(static_cast<std::uint8_t>(header.size() & 0xFF));
-  out.push_back(static_cast<std::uint8_t>(header.size() >> 8));
-  out.insert(out.end(), header.begin(), header.end());
-  const auto* p = static_cast<const std::uint8_t*>(data);
-  out.insert(out.end(), p, p + bytes);
-  return out;
-}
-
-void write_png(const std::string& path, int width, int height, int channels,
-               const std::vector<std::uint8_t>& pixels) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  png_image image;
-  std::memset(&image, 0, sizeof image);
-  image.version = PNG_IMAGE_VERSION;
-  image.width = static_cast<png_uint_32>(width);
-  image.height = static_cast<png_uint_32>(height);
-  image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-  REQUIRE(png_image_write_to_file(&image, path.c_str(), 0, pixels.data(), 0, nullptr));
-}
-
-void write_jpeg(const std::string& path, int width, int height,
-                const std::vector<std::uint8_t>& rgb) {
-  jpeg_compress_struct info;
-  jpeg_error_mgr err;
-  info.err = jpeg_std_error(&err);
-  jpeg_create_compress(&info);
-  FILE* f = std::fopen(path.c_str(), "wb");
-  REQUIRE(f);
-  jpeg_stdio_dest(&info, f);
-  info.image_width = static_cast<JDIMENSION>(width);
-  info.image_height = static_cast<JDIMENSION>(height);
-  info.input_components = 3;
-  info.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, 100, TRUE);
-  jpeg_start_compress(&info, TRUE);
-  while (info.next_scanline < info.image_height) {
-    JSAMPROW row = const_cast<std::uint8_t*>(rgb.data()) + info.next_scanline * width * 3;
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  jpeg_destroy_compress(&info);
-  std::fclose(f);
 }
 
 }  // namespace
@@ -258,10 +200,12 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
 TEST_CASE("image folders: PNG and JPEG, classes by folder, resize, unreadable image") {
   TempDir dir;
   // A 4x2 grey PNG gradient in class "cat", a uniform RGB JPEG in class "dog".
-  write_png(dir.file("img/cat/a.png"), 4, 2, 1, {0, 40, 80, 120, 160, 200, 240, 255});
-  write_png(dir.file("img/cat/b.png"), 2, 2, 3, std::vector<std::uint8_t>(12, 90));
+  std::filesystem::create_directories(dir.file("img/cat"));
   std::filesystem::create_directories(dir.file("img/dog"));
-  write_jpeg(dir.file("img/dog/c.jpg"), 8, 8, std::vector<std::uint8_t>(8 * 8 * 3, 200));
+  write_bytes(dir.file("img/cat/a.png"), png_bytes(4, 2, 1, {0, 40, 80, 120, 160, 200, 240, 255}));
+  write_bytes(dir.file("img/cat/b.png"), png_bytes(2, 2, 3, std::vector<std::uint8_t>(12, 90)));
+  write_bytes(dir.file("img/dog/c.jpg"),
+              jpeg_bytes(8, 8, std::vector<std::uint8_t>(8 * 8 * 3, 200), 100));
   write_text(dir.file("img/dog/notes.txt"), "not an image");
 
   auto grey = open_image_folder(dir.file("img"), 2, 4, 1);

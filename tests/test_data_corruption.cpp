@@ -1,0 +1,550 @@
+// labels: cpu
+// links: trainer_data
+// No corruption of a data file crashes a source, hangs it or makes it read
+// garbage of the wrong shape: seeded byte overwrites (1-4), truncations and
+// appended bytes of small valid IDX (raw and gzip), CIFAR, NPY, CSV, PNG and
+// JPEG fixtures, each opened through the source registry and read to the end.
+// Every trial either reads every sample (and label or target) of its declared
+// shape or throws std::runtime_error naming the damaged file. Seeded: the same
+// trials every time (TRAINER_DATA_FUZZ_TRIALS per format, 1000 by default;
+// TRAINER_DATA_FUZZ_SEED picks another set).
+#include <catch2/catch.hpp>
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <typeinfo>
+
+#include "data/registry.h"
+#include "data/sources.h"
+#include "test_data_fixtures.h"
+#include "test_image_fixtures.h"
+
+using namespace trainer;
+using namespace trainer::data;
+using namespace trainer::data::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+int trials() {
+  return env_int("TRAINER_DATA_FUZZ_TRIALS", 1000);
+}
+
+Bytes read_back(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(in), {});
+}
+
+// Aborts the test, naming the trial, when one trial runs longer than `limit`
+// (a hang would otherwise only end at the CTest timeout, with no hint).
+class Watchdog {
+ public:
+  explicit Watchdog(std::chrono::seconds limit) : thread_([this, limit] { watch(limit); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  void trial(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    what_ = what;
+    ++count_;
+  }
+
+ private:
+  void watch(std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!done_) {
+      const std::uint64_t seen = count_;
+      if (!wake_.wait_for(lock, limit, [&] { return done_ || count_ != seen; })) {
+        std::fprintf(stderr, "test_data_corruption: a trial ran over %lld s: %s\n",
+                     static_cast<long long>(limit.count()), what_.c_str());
+        std::abort();
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::uint64_t count_ = 0;
+  std::string what_;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+// A damaged copy of `good`: 1-4 overwrites, each of one byte or (a quarter of
+// the time) a run of 2-4 equal bytes, with a random value or (half the time)
+// one that matters to parsers: 0, 1, 0x7F, 0x80, 0xFF (size fields), digits,
+// signs and separators (text headers, CSV). Then, a quarter of the time, a
+// truncation, or an eighth, 1-16 appended random bytes. `fixup`, when given,
+// runs after the overwrites half the time (e.g. recomputing checksums, so the
+// damage reaches the parsers behind them). `what` says what was done.
+struct Mutation {
+  Bytes bytes;
+  std::string what;
+};
+
+Mutation mutate(const Bytes& good, std::mt19937& rng,
+                const std::function<void(Bytes&)>& fixup = nullptr) {
+  static constexpr std::uint8_t kInteresting[] = {0x00, 0x01, 0x7F, 0x80, 0xFF, '-',
+                                                  '+',  '0',  '1',  '9',  '.',  'e',
+                                                  ',',  ' ',  '\n', '(',  ')',  '\''};
+  Mutation m{good, ""};
+  const int writes = 1 + static_cast<int>(rng() % 4);
+  for (int w = 0; w < writes; ++w) {
+    const std::size_t at = rng() % m.bytes.size();
+    const std::size_t run = rng() % 4 == 0 ? 2 + rng() % 3 : 1;
+    const auto value =
+        rng() % 2 ? static_cast<std::uint8_t>(rng()) : kInteresting[rng() % sizeof kInteresting];
+    m.what += "byte " + std::to_string(at) + (run > 1 ? " x" + std::to_string(run) : "") + " " +
+              std::to_string(m.bytes[at]) + "->" + std::to_string(value) + "; ";
+    for (std::size_t k = at; k < std::min(at + run, m.bytes.size()); ++k) m.bytes[k] = value;
+  }
+  if (fixup && rng() % 2 == 0) {
+    fixup(m.bytes);
+    m.what += "checksums fixed; ";
+  }
+  const unsigned tail = rng() % 8;
+  if (tail < 2) {
+    m.bytes.resize(rng() % m.bytes.size());
+    m.what += "truncated to " + std::to_string(m.bytes.size()) + " bytes";
+  } else if (tail == 2) {
+    const std::size_t extra = 1 + rng() % 16;
+    for (std::size_t i = 0; i < extra; ++i) m.bytes.push_back(static_cast<std::uint8_t>(rng()));
+    m.what += std::to_string(extra) + " bytes appended";
+  }
+  return m;
+}
+
+// Reads every sample, label and target of `d`. Returns "" when each read
+// filled exactly its declared shape with a label in [0, num_classes()),
+// else what is wrong. `max_values`: more values than the files could hold
+// means a size was misread.
+std::string read_all(const Dataset& d, std::int64_t max_values) {
+  const Shape shape = d.sample_shape();
+  const Shape target_shape = d.target_shape();
+  const bool regression = !target_shape.empty();
+  for (auto e : shape) {
+    if (e <= 0 || e > max_values) return "sample shape " + to_string(shape);
+  }
+  for (auto e : target_shape) {
+    if (e <= 0 || e > max_values) return "target shape " + to_string(target_shape);
+  }
+  const std::int64_t n = numel(shape);
+  const std::int64_t t = regression ? numel(target_shape) : 0;
+  if (d.size() < 0 || n > max_values || d.size() > max_values / n) {
+    return std::to_string(d.size()) + " samples of shape " + to_string(shape) + " from files of " +
+           std::to_string(max_values) + " values at most";
+  }
+  if (regression ? d.num_classes() != 0 : (d.size() > 0 && d.num_classes() <= 0)) {
+    return "num_classes " + std::to_string(d.num_classes());
+  }
+  if (!regression && d.max_label() >= d.num_classes()) {
+    return "max_label " + std::to_string(d.max_label()) + " >= num_classes " +
+           std::to_string(d.num_classes());
+  }
+  // Each buffer is filled with a canary before the read, and has guard values
+  // after it: every declared value is written, and nothing beyond it
+  // (AddressSanitizer catches overruns too, in its build).
+  constexpr std::size_t kGuard = 16;
+  constexpr std::uint32_t kCanary = 0x7FA5A5A5;  // a NaN the fixtures do not hold
+  float canary;
+  std::memcpy(&canary, &kCanary, sizeof canary);
+  auto is_canary = [&](const float& v) { return std::memcmp(&v, &kCanary, sizeof v) == 0; };
+  // "" when exactly the first `used` values of `v` were written.
+  auto check = [&](std::vector<float>& v, std::int64_t used, const std::string& what) {
+    const auto end = v.begin() + used;
+    std::string problem;
+    if (std::any_of(v.begin(), end, is_canary)) problem = what + " left values unwritten";
+    if (!std::all_of(end, v.end(), is_canary)) problem = what + " overran its shape";
+    std::fill(v.begin(), v.end(), canary);
+    return problem;
+  };
+  std::vector<float> sample(static_cast<std::size_t>(n) + kGuard, canary);
+  std::vector<float> target(static_cast<std::size_t>(t) + kGuard, canary);
+  for (std::int64_t i = 0; i < d.size(); ++i) {
+    std::int64_t label = -1;
+    d.read(i, sample.data(), &label, regression ? target.data() : nullptr);
+    const std::string index = " " + std::to_string(i);
+    if (auto problem = check(sample, n, "sample" + index); !problem.empty()) return problem;
+    if (auto problem = check(target, t, "target" + index); !problem.empty()) return problem;
+    if (!regression && (label < 0 || label >= d.num_classes())) {
+      return "label " + std::to_string(label) + " of sample " + std::to_string(i) +
+             " outside [0, " + std::to_string(d.num_classes()) + ")";
+    }
+  }
+  return "";
+}
+
+struct Fixture {
+  std::string path;
+  Bytes good;  // as written to disk (compressed for gzip)
+};
+
+struct Tally {
+  int accepted = 0, rejected = 0;
+};
+
+// `trials()` damaged copies of one of `files` (picked at random, the others
+// left intact), each opened with `open(trial)` and read to the end.
+Tally fuzz(const std::string& name, std::uint32_t seed, const std::vector<Fixture>& files,
+           const std::function<std::shared_ptr<Dataset>(int trial)>& open, std::int64_t max_values,
+           const std::function<void(Bytes&)>& fixup = nullptr) {
+  for (const auto& f : files) write_bytes(f.path, f.good);
+  // The fixtures themselves read cleanly.
+  for (int trial = 0; trial < 2; ++trial) REQUIRE(read_all(*open(trial), max_values) == "");
+
+  Watchdog watchdog(std::chrono::seconds(60));
+  std::mt19937 rng(seed + static_cast<std::uint32_t>(env_int("TRAINER_DATA_FUZZ_SEED", 0)));
+  Tally tally;
+  const int count = trials();
+  for (int trial = 0; trial < count; ++trial) {
+    const Fixture& victim = files[rng() % files.size()];
+    const Mutation m = mutate(victim.good, rng, fixup);
+    write_bytes(victim.path, m.bytes);
+    const std::string what =
+        name + " trial " + std::to_string(trial) + ": " + victim.path + ": " + m.what;
+    INFO(what);
+    watchdog.trial(what);
+    try {
+      const std::shared_ptr<Dataset> d = open(trial);
+      const std::string problem = read_all(*d, max_values);  // may throw, like open
+      CHECK(problem == "");
+      ++tally.accepted;
+    } catch (const std::runtime_error& e) {
+      CHECK_THAT(e.what(), Contains(victim.path));
+      ++tally.rejected;
+    } catch (const std::exception& e) {
+      FAIL_CHECK("threw " << typeid(e).name() << ", not std::runtime_error: " << e.what());
+    }
+    write_bytes(victim.path, victim.good);
+  }
+  std::printf("%s: %d trials, %d read, %d rejected\n", name.c_str(), count, tally.accepted,
+              tally.rejected);
+  return tally;
+}
+
+// Both outcomes happen: the damage reaches the parsers, and they do not
+// reject everything.
+void check_mix(const Tally& t, double min_rejected, double min_accepted) {
+  const double n = std::max(1, t.accepted + t.rejected);
+  CHECK(t.rejected >= min_rejected * n);
+  CHECK(t.accepted >= min_accepted * n);
+}
+
+Attrs attrs(std::initializer_list<std::pair<const char*, FieldValue>> values) {
+  Attrs a;
+  for (const auto& [k, v] : values) a.set(k, v);
+  return a;
+}
+
+// ---- fixtures ----
+
+std::uint32_t be32(const Bytes& b, std::size_t at) {
+  return (std::uint32_t{b[at]} << 24) | (std::uint32_t{b[at + 1]} << 16) |
+         (std::uint32_t{b[at + 2]} << 8) | std::uint32_t{b[at + 3]};
+}
+
+// Recomputes the CRC of every PNG chunk whose length still fits the file, so
+// damage inside a chunk reaches libpng's chunk parsers instead of its CRC check.
+void fix_png_crcs(Bytes& b) {
+  std::size_t at = 8;
+  while (at + 12 <= b.size()) {
+    const std::uint32_t length = be32(b, at);
+    if (length > b.size() - at - 12) break;
+    const std::uint32_t crc =
+        static_cast<std::uint32_t>(crc32(0, b.data() + at + 4, static_cast<uInt>(length) + 4));
+    for (int k = 0; k < 4; ++k)
+      b[at + 8 + length + k] = static_cast<std::uint8_t>(crc >> (24 - 8 * k));
+    at += 12 + length;
+  }
+}
+
+Bytes gzip_of(const TempDir& dir, const Bytes& raw) {
+  const std::string path = dir.file("scratch.gz");
+  write_gzip(path, raw);
+  return read_back(path);
+}
+
+// 5 images of 3x4 and their labels (classes 0..2).
+Bytes idx_images() {
+  Bytes pixels;
+  for (int k = 0; k < 60; ++k) pixels.push_back(static_cast<std::uint8_t>(k * 4));
+  return idx_bytes({5, 3, 4}, pixels);
+}
+Bytes idx_labels() {
+  return idx_bytes({5}, {0, 1, 2, 1, 0});
+}
+
+std::shared_ptr<Dataset> open_idx_files(const TempDir& dir, const std::string& suffix) {
+  return open_source("idx", attrs({{"images", dir.file("images.idx" + suffix)},
+                                   {"labels", dir.file("labels.idx" + suffix)},
+                                   {"classes", std::int64_t{0}}}));
+}
+
+}  // namespace
+
+TEST_CASE("no corruption of an IDX file crashes the reader") {
+  TempDir dir;
+  const Tally t = fuzz(
+      "idx", 1, {{dir.file("images.idx"), idx_images()}, {dir.file("labels.idx"), idx_labels()}},
+      [&](int) { return open_idx_files(dir, ""); }, 100);
+  check_mix(t, 0.3, 0.1);
+}
+
+TEST_CASE("no corruption of a gzip IDX file crashes the reader") {
+  TempDir dir;
+  const Tally t = fuzz(
+      "idx.gz", 2,
+      {{dir.file("images.idx.gz"), gzip_of(dir, idx_images())},
+       {dir.file("labels.idx.gz"), gzip_of(dir, idx_labels())}},
+      [&](int) { return open_idx_files(dir, ".gz"); }, 100);
+  // The gzip CRC rejects almost every change of the data; the header's
+  // time stamp and flags bytes can change freely.
+  check_mix(t, 0.5, 0.005);
+}
+
+TEST_CASE("no corruption of a CIFAR batch crashes the reader") {
+  TempDir dir;
+  Bytes c10, c100;
+  for (int r = 0; r < 2; ++r) {
+    c10.push_back(static_cast<std::uint8_t>(r + 3));
+    c100.push_back(static_cast<std::uint8_t>(r + 7));   // coarse
+    c100.push_back(static_cast<std::uint8_t>(r + 70));  // fine
+    for (int k = 0; k < 3072; ++k) {
+      c10.push_back(static_cast<std::uint8_t>(k + r));
+      c100.push_back(static_cast<std::uint8_t>(3 * k + r));
+    }
+  }
+  const std::vector<std::string> files = {dir.file("a.bin"), dir.file("b.bin")};
+  const Tally t10 = fuzz(
+      "cifar10", 3, {{files[0], c10}, {files[1], c10}},
+      [&](int) {
+        return open_source("cifar", attrs({{"files", files}}));
+      },
+      2 * 2 * 3073);
+  check_mix(t10, 0.2, 0.3);
+  const std::string fine = dir.file("c100.bin");
+  const Tally t100 = fuzz(
+      "cifar100", 4, {{fine, c100}},
+      [&](int trial) {
+        return open_source("cifar", attrs({{"files", std::vector<std::string>{fine}},
+                                           {"variant", std::string("cifar100")},
+                                           {"label", std::string(trial % 2 ? "fine" : "coarse")}}));
+      },
+      2 * 3074);
+  check_mix(t100, 0.2, 0.3);
+}
+
+TEST_CASE("no corruption of an NPY pair crashes the reader") {
+  TempDir dir;
+  const float xf[] = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f, -1.0f, 1e6f, 0.0f, 7.0f, 8.0f, 9.0f};
+  const std::int64_t y64[] = {2, 0, 1, 1};
+  const std::uint8_t x8[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  const double yf[] = {0.25, -1.0, 8.0, 1e-3};
+  const Tally classes = fuzz(
+      "npy f4/i8", 5,
+      {{dir.file("x.npy"), npy_bytes("<f4", "(4, 3)", xf, sizeof xf)},
+       {dir.file("y.npy"), npy_bytes("<i8", "(4,)", y64, sizeof y64)}},
+      [&](int) {
+        return open_source("npy", attrs({{"x", dir.file("x.npy")},
+                                         {"y", dir.file("y.npy")},
+                                         {"classes", std::int64_t{0}}}));
+      },
+      200);
+  check_mix(classes, 0.3, 0.1);
+  const Tally targets = fuzz(
+      "npy u1/f8", 6,
+      {{dir.file("x8.npy"), npy_bytes("|u1", "(4, 2, 2)", x8, sizeof x8)},
+       {dir.file("t.npy"), npy_bytes("<f8", "(4, 1)", yf, sizeof yf)}},
+      [&](int) {
+        return open_source("npy", attrs({{"x", dir.file("x8.npy")},
+                                         {"y", dir.file("t.npy")},
+                                         {"classes", std::int64_t{0}}}));
+      },
+      200);
+  check_mix(targets, 0.3, 0.1);
+}
+
+TEST_CASE("no corruption of a CSV file crashes the reader") {
+  TempDir dir;
+  const std::string text = "w,h,kind,z\n1.5,2,1,9\n3,4.25,0,8\n\n5,6,2,7\n-1e3,0.5,1,2\n";
+  const std::string path = dir.file("a.csv");
+  const Tally t = fuzz(
+      "csv", 7, {{path, Bytes(text.begin(), text.end())}},
+      [&](int trial) {
+        // Alternately: classes by column name, and a regression target.
+        return open_source("csv", attrs({{"path", path},
+                                         {"label", std::string(trial % 2 ? "kind" : "h")},
+                                         {"regression", trial % 2 == 0}}));
+      },
+      100);
+  // Most overwrites break a number or a row of this small text.
+  check_mix(t, 0.5, 0.015);
+  const std::string plain = "1,2,0\n3,4,1\n5.5,6e2,2\n";
+  const std::string plain_path = dir.file("plain.csv");
+  const Tally p = fuzz(
+      "csv without header", 8, {{plain_path, Bytes(plain.begin(), plain.end())}},
+      [&](int) {
+        return open_source("csv", attrs({{"path", plain_path},
+                                         {"header", false},
+                                         {"label", std::string("2")},
+                                         {"delimiter", std::string(",")}}));
+      },
+      100);
+  check_mix(p, 0.5, 0.015);
+}
+
+TEST_CASE("no corruption of a PNG or JPEG image crashes the image folder reader") {
+  TempDir dir;
+  Bytes grey, rgb, photo;
+  for (int k = 0; k < 8; ++k) grey.push_back(static_cast<std::uint8_t>(k * 30));
+  for (int k = 0; k < 27; ++k) rgb.push_back(static_cast<std::uint8_t>(k * 9));
+  for (int y = 0; y < 16; ++y) {
+    for (int x = 0; x < 16; ++x) {
+      photo.push_back(static_cast<std::uint8_t>(16 * x));
+      photo.push_back(static_cast<std::uint8_t>(16 * y));
+      photo.push_back(static_cast<std::uint8_t>((x * y) % 256));
+    }
+  }
+  const std::vector<Fixture> pngs = {{dir.file("img/cat/a.png"), png_bytes(4, 2, 1, grey)},
+                                     {dir.file("img/cat/b.png"), png_bytes(3, 3, 3, rgb)}};
+  const std::vector<Fixture> jpegs = {
+      {dir.file("img/dog/c.jpg"), jpeg_bytes(16, 16, photo, 90, false)},
+      {dir.file("img/dog/d.jpeg"), jpeg_bytes(16, 16, photo, 90, true)}};
+  for (const auto& f : pngs) write_bytes(f.path, f.good);
+  for (const auto& f : jpegs) write_bytes(f.path, f.good);
+  auto open = [&](int trial) {
+    return open_source("image_folder", attrs({{"root", dir.file("img")},
+                                              {"size", std::vector<std::int64_t>{4, 5}},
+                                              {"channels", std::int64_t{trial % 2 ? 3 : 1}}}));
+  };
+  const Tally png = fuzz("png", 9, pngs, open, 4 * 3 * 4 * 5, fix_png_crcs);
+  // Without the CRC fix-up (half the trials) libpng rejects nearly all damage.
+  check_mix(png, 0.5, 0.03);
+  const Tally jpeg = fuzz("jpeg", 10, jpegs, open, 4 * 3 * 4 * 5);
+  check_mix(jpeg, 0.3, 0.1);
+}
+
+// Damage the random trials reach rarely or never, each once: a size field that
+// overflows or asks for gigabytes, values with no float32 or integer meaning,
+// and truncated or padded data that would otherwise be read as garbage.
+TEST_CASE("corrupt size fields and values are errors naming the file") {
+  TempDir dir;
+  SECTION("IDX extents whose product overflows to the size present") {
+    // 5 * 2147418113 * 2147549185 * 12 = 60 * (2^62 + 1) = 60 modulo 2^64.
+    Bytes pixels(60, 7);
+    write_bytes(dir.file("i.idx"), idx_bytes({5, 2147418113u, 2147549185u, 12}, pixels));
+    write_bytes(dir.file("l.idx"), idx_labels());
+    CHECK_THROWS_WITH(open_idx(dir.file("i.idx"), dir.file("l.idx")),
+                      Contains(dir.file("i.idx")) && Contains("truncated at byte offset 80") &&
+                          Contains("needs more bytes than can be counted"));
+  }
+  SECTION("IDX data followed by more bytes: a wrong extent") {
+    Bytes images = idx_images();
+    images[15] = 2;  // [5, 3, 4] -> [5, 3, 2]: 30 of the 60 pixel bytes
+    write_bytes(dir.file("i.idx"), images);
+    write_bytes(dir.file("l.idx"), idx_labels());
+    CHECK_THROWS_WITH(
+        open_idx(dir.file("i.idx"), dir.file("l.idx")),
+        Contains(dir.file("i.idx")) && Contains("30 bytes after the data, from byte offset 46"));
+  }
+  SECTION("NPY shapes: negative, overflowing, empty targets") {
+    const float x[12] = {};
+    const std::int64_t y[4] = {0, 1, 0, 1};
+    write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(4,)", y, sizeof y));
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4, -3)", x, sizeof x));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy")),
+                      Contains(dir.file("x.npy")) && Contains("negative extent"));
+    // 4 * 2^62 = 0 modulo 2^64.
+    const Bytes huge = npy_bytes("<f4", "(4, 4611686018427387904)", x, sizeof x);
+    write_bytes(dir.file("x.npy"), huge);
+    const std::string end = std::to_string(huge.size());
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy")),
+                      Contains(dir.file("x.npy")) && Contains("truncated at byte offset " + end) &&
+                          Contains("needs more bytes than can be counted"));
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4, 3)", x, sizeof x));
+    write_bytes(dir.file("t.npy"), npy_bytes("<f8", "(4, 0)", nullptr, 0));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("t.npy")),
+                      Contains(dir.file("t.npy")) && Contains("empty target shape [0]"));
+  }
+  SECTION("NPY int64 labels beyond 2^53 are compared as integers") {
+    const float x[4] = {};
+    const std::int64_t y[2] = {0, std::numeric_limits<std::int64_t>::max()};
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(2, 2)", x, sizeof x));
+    write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(2,)", y, sizeof y));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy"), 10),
+                      Contains(dir.file("y.npy")) &&
+                          Contains("label 9223372036854775807 of sample 1 is outside [0, 10)"));
+  }
+  SECTION("CSV labels that are no integer, values beyond float32") {
+    const std::string path = dir.file("a.csv");
+    for (const std::string label : {"nan", "inf", "-0.5", "9.3e18"}) {
+      write_text(path, "a,b\n1,0\n2," + label + "\n");
+      CHECK_THROWS_WITH(open_csv({path}),
+                        Contains(path) && Contains("line 3: label '" + label + "' is not a class"));
+    }
+    write_text(path, "a,b\n1e39,0\n");
+    CHECK_THROWS_WITH(open_csv({path}), Contains(path) && Contains("line 2, column 'a'") &&
+                                            Contains("outside the float32 range"));
+  }
+  SECTION("PNG and JPEG headers declaring gigapixels are refused before decoding") {
+    Bytes png = png_bytes(3, 3, 3, Bytes(27, 5));
+    for (int k : {16, 20}) {  // IHDR width, height: 1000000 (libpng's own limit)
+      png[k] = 0x00, png[k + 1] = 0x0F, png[k + 2] = 0x42, png[k + 3] = 0x40;
+    }
+    fix_png_crcs(png);
+    write_bytes(dir.file("img/a/big.png"), png);
+    const auto folder = open_image_folder(dir.file("img"), 4, 4, 3);
+    std::vector<float> sample(48);
+    std::int64_t label = 0;
+    CHECK_THROWS_WITH(folder->read(0, sample.data(), &label),
+                      Contains(dir.file("img/a/big.png")) &&
+                          Contains("1000000 x 1000000 pixels, more than the 268435456-pixel"));
+
+    Bytes jpeg = jpeg_bytes(16, 16, Bytes(16 * 16 * 3, 99), 90, false);
+    std::size_t sof = 2;
+    while (sof + 9 < jpeg.size() && !(jpeg[sof] == 0xFF && jpeg[sof + 1] == 0xC0)) ++sof;
+    REQUIRE(sof + 9 < jpeg.size());
+    for (std::size_t k : {sof + 5, sof + 7}) jpeg[k] = 0xFF, jpeg[k + 1] = 0xDC;  // 65500
+    write_bytes(dir.file("img/a/big.png"), jpeg);
+    CHECK_THROWS_WITH(folder->read(0, sample.data(), &label),
+                      Contains(dir.file("img/a/big.png")) &&
+                          Contains("65500 x 65500 pixels, more than the 268435456-pixel"));
+  }
+  SECTION("a JPEG that ends inside the image data") {
+    std::mt19937 rng(3);
+    Bytes noise(16 * 16 * 3);
+    for (auto& v : noise) v = static_cast<std::uint8_t>(rng());
+    Bytes jpeg = jpeg_bytes(16, 16, noise, 90, false);  // mostly scan data
+    jpeg.resize(jpeg.size() - 20);
+    write_bytes(dir.file("img/a/cut.jpg"), jpeg);
+    std::vector<float> sample(48);
+    std::int64_t label = 0;
+    CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3)->read(0, sample.data(), &label),
+                      Contains(dir.file("img/a/cut.jpg")) && Contains("Premature end") &&
+                          Contains("ends at byte offset " + std::to_string(jpeg.size())));
+  }
+}

@@ -3,9 +3,9 @@
 // and gradients, bit for bit, as the same step run kernel by kernel, across
 // changing seeds (dropout) and valid rows (a short last batch), for training
 // and evaluation; an update recorded with the step skips and scales under fp16
-// loss scaling as the eager one does; and inputs staged on the copy stream arrive in order while
-// compute runs, from a host buffer reused at once. Skipped with the reason on a
-// machine without a GPU.
+// loss scaling as the eager one does; inputs staged on the copy stream arrive in order while
+// compute runs, from a host buffer reused at once; and so do the small uploads
+// through the pinned ring. Skipped with the reason on a machine without a GPU.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -217,5 +217,32 @@ TEST_CASE("staged input copies land in order and free the host buffer at once") 
     gpu.release(seen[b]);
   }
   gpu.release(input);
+}
+
+// The small uploads of each step go through a ring of pinned slots: more of
+// them than the ring has slots land in order, each read from its source before
+// the call returns, and compute work queued after each one sees its value.
+TEST_CASE("small uploads through the pinned ring land in order, past its wrap") {
+  Backend& gpu = cuda_backend(0);
+  const int uploads = 200;  // several times round the ring
+  const Shape one{1}, all{uploads};
+  void* value = gpu.allocate(4);
+  void* seen = gpu.allocate(static_cast<std::size_t>(uploads) * 4);
+  gpu.vector_ops().fill({seen, all, DType::f32}, 0.0f);
+  for (int k = 0; k < uploads; ++k) {
+    float host = 3.0f * k + 1.0f;
+    gpu.copy_to_device(value, &host, sizeof host);
+    host = -1.0f;  // the source may be reused at once
+    void* slot = static_cast<float*>(seen) + k;
+    gpu.vector_ops().accumulate({slot, one, DType::f32}, {value, one, DType::f32});
+  }
+  std::vector<float> got(static_cast<std::size_t>(uploads));
+  gpu.copy_to_host(got.data(), seen, got.size() * 4);
+  for (int k = 0; k < uploads; ++k) {
+    INFO("upload " << k);
+    REQUIRE(got[static_cast<std::size_t>(k)] == 3.0f * k + 1.0f);
+  }
+  gpu.release(seen);
+  gpu.release(value);
 }
 #endif

@@ -58,6 +58,11 @@ TEST_CASE("trainer doctor names a missing NVIDIA driver plainly") {
         std::string::npos);
   CHECK(out.out.find("no GPU") != std::string::npos);
   CHECK(out.out.find("cuDNN:    compiled 9.") != std::string::npos);
+  // Which files the loader picked, for each library.
+  for (const char* file : {"libcudart.so", "libcudnn.so", "libcublasLt.so", "libnccl.so"}) {
+    INFO(file);
+    CHECK(out.out.find(std::string("/") + file) != std::string::npos);
+  }
 #else
   CHECK(out.out.find("not built") != std::string::npos);
 #endif

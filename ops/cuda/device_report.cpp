@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <stdexcept>
@@ -17,6 +18,14 @@ namespace {
 std::string dotted(long long code) {
   return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
          std::to_string(code % 100);
+}
+
+// The shared library file that holds `function` ("" when it is not in one).
+template <typename Function>
+std::string file_of(Function* function) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(function), &info) == 0 || !info.dli_fname) return {};
+  return info.dli_fname;
 }
 
 GpuReport query_gpu(int index) {
@@ -75,6 +84,10 @@ CudaReport cuda_report() {
   r.nccl_compiled = dotted(NCCL_VERSION_CODE);
   int nccl = 0;
   if (ncclGetVersion(&nccl) == ncclSuccess) r.nccl_loaded = dotted(nccl);
+  r.runtime_file = file_of(&cudaRuntimeGetVersion);
+  r.cudnn_file = file_of(&cudnnGetVersion);
+  r.cublas_file = file_of(&cublasLtGetVersion);
+  r.nccl_file = file_of(&ncclGetVersion);
 
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

@@ -1,6 +1,7 @@
 // What `trainer doctor` asks of the CUDA stack, in plain types so the runner
 // needs no CUDA header: driver and runtime versions, the library versions
-// compiled against and loaded, and every visible GPU.
+// compiled against and loaded (and the files they were loaded from), and
+// every visible GPU.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +30,9 @@ struct CudaReport {
   std::string cudnn_compiled, cudnn_loaded;
   std::string cublas_compiled, cublas_loaded;
   std::string nccl_compiled, nccl_loaded;
+  // The shared library files in use ("" when unknown): which of several
+  // installs the dynamic loader picked is what a version mismatch turns on.
+  std::string runtime_file, cudnn_file, cublas_file, nccl_file;
   std::vector<GpuReport> gpus;
 };
 

@@ -52,22 +52,27 @@ bool report_cpu() {
 bool report_cuda() {
   const cuda::CudaReport r = cuda::cuda_report();
   std::printf("CUDA\n");
-  std::printf("  runtime:  %s\n", cuda::cuda_version_string(r.runtime_version).c_str());
+  // "  (from /usr/local/cuda/lib64/libcudnn.so.9)", or nothing when unknown.
+  const auto from = [](const std::string& file) {
+    return file.empty() ? std::string() : " (from " + file + ")";
+  };
+  std::printf("  runtime:  %s%s\n", cuda::cuda_version_string(r.runtime_version).c_str(),
+              from(r.runtime_file).c_str());
   std::printf("  driver:   %s\n", r.driver_missing
                                       ? "none (driver version 0)"
                                       : cuda::cuda_version_string(r.driver_version).c_str());
   std::string broken_library;  // the first library of another major version
   const auto library = [&](const char* label, const char* name, const std::string& compiled,
-                           const std::string& loaded) {
+                           const std::string& loaded, const std::string& file) {
     const LibraryVersionCheck check = check_library_version(name, compiled, loaded);
-    std::printf("  %-9s compiled %s, loaded %s%s%s\n", label, compiled.c_str(),
-                loaded.empty() ? "unknown" : loaded.c_str(), check.note.empty() ? "" : ": ",
-                check.note.c_str());
+    std::printf("  %-9s compiled %s, loaded %s%s%s%s\n", label, compiled.c_str(),
+                loaded.empty() ? "unknown" : loaded.c_str(), from(file).c_str(),
+                check.note.empty() ? "" : ": ", check.note.c_str());
     if (check.broken && broken_library.empty()) broken_library = check.note;
   };
-  library("cuDNN:", "cuDNN", r.cudnn_compiled, r.cudnn_loaded);
-  library("cuBLAS:", "cuBLAS", r.cublas_compiled, r.cublas_loaded);
-  library("NCCL:", "NCCL", r.nccl_compiled, r.nccl_loaded);
+  library("cuDNN:", "cuDNN", r.cudnn_compiled, r.cudnn_loaded, r.cudnn_file);
+  library("cuBLAS:", "cuBLAS", r.cublas_compiled, r.cublas_loaded, r.cublas_file);
+  library("NCCL:", "NCCL", r.nccl_compiled, r.nccl_loaded, r.nccl_file);
   if (r.driver_missing) {
     std::printf(
         "  status:   no GPU: CUDA driver version is insufficient for CUDA runtime version: no "

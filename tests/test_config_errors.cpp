@@ -159,6 +159,11 @@ TEST_CASE("cross-field rules") {
   CHECK(only_error(kGood + "minimal.yaml", {"devices=gpu"}) ==
         "<command line>:1:9: error: devices: expected 'cpu' or a list of GPU indices like [0, 1], "
         "found 'gpu' (in override 1 'devices=gpu')");
+  // [cpu] reads naturally: the error says what to write instead.
+  CHECK(only_error(kGood + "minimal.yaml", {"devices=[cpu]"}) ==
+        "<command line>:1:10: error: devices: 'cpu' in a list of GPU indices: for the CPU write "
+        "devices: cpu (no brackets); for GPUs, their indices: devices: [0, 1] (in override 1 "
+        "'devices=[cpu]')");
 }
 
 TEST_CASE("the model section must be a map with a list of layers") {

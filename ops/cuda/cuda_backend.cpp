@@ -36,11 +36,11 @@ void require_device(int device) {
       throw std::runtime_error(
           "cannot use GPU " + std::to_string(device) +
           ": no NVIDIA driver is installed on this machine (driver version 0); "
-          "run on a machine with an NVIDIA GPU and driver, or use devices: [cpu]");
+          "run on a machine with an NVIDIA GPU and driver, or use devices: cpu");
     if (status == cudaErrorNoDevice)
       throw std::runtime_error("cannot use GPU " + std::to_string(device) +
                                ": the NVIDIA driver reports no GPU" + visible_note +
-                               "; use devices: [cpu]" +
+                               "; use devices: cpu" +
                                (visible ? ", or unset CUDA_VISIBLE_DEVICES" : ""));
     throw std::runtime_error("cannot use GPU " + std::to_string(device) +
                              ": the NVIDIA driver (version " + std::to_string(driver) +

@@ -77,7 +77,7 @@ bool report_cuda() {
     std::printf(
         "  status:   no GPU: CUDA driver version is insufficient for CUDA runtime version: no "
         "NVIDIA driver is installed on this machine (driver version 0). Training runs on the "
-        "CPU (devices: [cpu]); to use a GPU, run on a machine with an NVIDIA GPU and install "
+        "CPU (devices: cpu); to use a GPU, run on a machine with an NVIDIA GPU and install "
         "its driver (R580 or newer for CUDA %s).\n",
         cuda::cuda_version_string(r.runtime_version).c_str());
     return true;
@@ -86,7 +86,7 @@ bool report_cuda() {
     std::printf(
         "  status:   BROKEN: CUDA driver version is insufficient for CUDA runtime version: the "
         "driver supports CUDA %s, this build needs CUDA %s. Update the NVIDIA driver (R580 or "
-        "newer), or use devices: [cpu].\n",
+        "newer), or use devices: cpu.\n",
         cuda::cuda_version_string(r.driver_version).c_str(),
         cuda::cuda_version_string(r.runtime_version).c_str());
     return false;

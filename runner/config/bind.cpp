@@ -189,6 +189,19 @@ Config bind_config(Node& root, Diagnostics& diags) {
               "expected 'cpu' or a list of GPU indices like [0, 1], found " + describe(*devices));
     root.erase("devices");
   }
+  // devices: [cpu] reads naturally, but a list holds GPU indices.
+  if (Node* devices = root.find("devices"); devices && devices->is_map()) {
+    if (const Node* gpus = devices->find("gpus"); gpus && gpus->is_sequence()) {
+      for (const Node& item : gpus->items())
+        if (item.is_scalar() && item.text() == "cpu") {
+          diags.add(item.mark(), "devices",
+                    "'cpu' in a list of GPU indices: for the CPU write devices: cpu (no "
+                    "brackets); for GPUs, their indices: devices: [0, 1]");
+          root.erase("devices");
+          break;
+        }
+    }
+  }
   bind_section(*find_section(""), root, config, diags);  // recurses into every section
   bind_model(root, config, diags);
   bind_data_items(root, config, diags);

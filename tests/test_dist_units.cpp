@@ -1,13 +1,15 @@
 // labels: cpu
 // The parts of data-parallel training that need no second process: rank
 // detection from launcher variables, lr scaling, the per-rank config, the
-// mpirun command line, gradient bucket packing, the straggler check.
+// mpirun command line, gradient bucket packing, the straggler check, the
+// smallest value over ranks (every rank fits the same micro-batch).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <map>
 #include <string>
 
+#include "ops/collective.h"
 #include "runner/config/diagnostics.h"
 #include "runner/dist/gradient_buckets.h"
 #include "runner/dist/launch_env.h"
@@ -27,7 +29,38 @@ std::function<const char*(const char*)> env_of(const std::map<std::string, std::
   };
 }
 
+// One rank of a job whose other ranks hold `others` (by rank, this rank's
+// slot ignored): its sums add what they would contribute.
+class OneRankOf final : public Collective {
+ public:
+  OneRankOf(int rank, std::vector<double> others) : rank_(rank), others_(std::move(others)) {}
+  int rank() const override { return rank_; }
+  int world() const override { return static_cast<int>(others_.size()); }
+  void all_reduce_sum(const std::vector<TensorRef>&) override {}
+  void all_reduce_sum(std::vector<double>&) override {}
+  void all_reduce_statistics(std::vector<double>& values) override {
+    REQUIRE(values.size() == others_.size());
+    for (std::size_t r = 0; r < values.size(); ++r)
+      if (static_cast<int>(r) != rank_) values[r] += others_[r];
+  }
+  void barrier() override {}
+
+ private:
+  int rank_;
+  std::vector<double> others_;
+};
+
 }  // namespace
+
+TEST_CASE("the smallest value over ranks is the same on every rank") {
+  const std::vector<double> capacity = {8e9, 6e9, 7e9};
+  for (int rank = 0; rank < 3; ++rank) {
+    OneRankOf job(rank, capacity);
+    CHECK(smallest_over_ranks(job, capacity[static_cast<std::size_t>(rank)]) == 6e9);
+  }
+  SingleProcess alone;
+  CHECK(smallest_over_ranks(alone, 5.0) == 5.0);
+}
 
 TEST_CASE("rank and world size come from the launcher's environment") {
   CHECK_FALSE(dist::detect_launch_env(env_of({})));

@@ -28,7 +28,7 @@ std::string file_of(Function* function) {
   return info.dli_fname;
 }
 
-GpuReport query_gpu(int index) {
+GpuReport query_gpu(int index, GpuQuery query) {
   GpuReport gpu;
   gpu.index = index;
   cudaDeviceProp props{};
@@ -45,6 +45,7 @@ GpuReport query_gpu(int index) {
   gpu.ecc = props.ECCEnabled != 0;
   gpu.bf16 = props.major >= 8;
   gpu.tf32 = props.major >= 8;
+  if (query == GpuQuery::properties) return gpu;
   std::size_t free_bytes = 0, total_bytes = 0;
   status = cudaSetDevice(index);
   if (status == cudaSuccess) status = cudaMemGetInfo(&free_bytes, &total_bytes);
@@ -73,7 +74,7 @@ std::string gpu_unavailable_reason(int device) {
   }
 }
 
-CudaReport cuda_report() {
+CudaReport cuda_report(GpuQuery query) {
   CudaReport r;
   cudaDriverGetVersion(&r.driver_version);
   cudaRuntimeGetVersion(&r.runtime_version);
@@ -100,8 +101,15 @@ CudaReport cuda_report() {
   } else if (status != cudaSuccess && status != cudaErrorNoDevice) {
     r.device_error = std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
   }
-  if (status == cudaSuccess)
-    for (int i = 0; i < count; ++i) r.gpus.push_back(query_gpu(i));
+  if (status == cudaSuccess) {
+    // Opening GPU i makes it the thread's current device: put back the one
+    // the caller had (a run's kernels, handles and streams live on it).
+    int current = -1;
+    const bool had_device = cudaGetDevice(&current) == cudaSuccess;
+    for (int i = 0; i < count; ++i) r.gpus.push_back(query_gpu(i, query));
+    if (query == GpuQuery::free_memory && had_device) ignore_status(cudaSetDevice(current));
+    cudaGetLastError();
+  }
   return r;
 }
 

@@ -13,8 +13,8 @@ namespace trainer::cuda {
 struct GpuReport {
   int index = 0;
   std::string name;
-  int major = 0, minor = 0;  // compute capability
-  std::size_t memory_total = 0, memory_free = 0;
+  int major = 0, minor = 0;                       // compute capability
+  std::size_t memory_total = 0, memory_free = 0;  // free: with GpuQuery::free_memory
   bool ecc = false;
   bool bf16 = false;  // sm_80 and later
   bool tf32 = false;  // sm_80 and later
@@ -36,7 +36,13 @@ struct CudaReport {
   std::vector<GpuReport> gpus;
 };
 
-CudaReport cuda_report();
+// How far cuda_report looks at each GPU: its properties only (no CUDA context
+// is created: a run's manifest), or also its free memory, which opens a
+// context on every visible GPU (`trainer doctor`). Either way the calling
+// thread's current device is left as it was.
+enum class GpuQuery { properties, free_memory };
+
+CudaReport cuda_report(GpuQuery query);
 
 // Empty when GPU `device` can be used; otherwise why not (no driver, no such GPU).
 std::string gpu_unavailable_reason(int device = 0);

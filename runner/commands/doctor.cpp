@@ -50,7 +50,7 @@ bool report_cpu() {
 #ifdef TRAINER_WITH_CUDA
 // Returns false when the CUDA stack is present but broken.
 bool report_cuda() {
-  const cuda::CudaReport r = cuda::cuda_report();
+  const cuda::CudaReport r = cuda::cuda_report(cuda::GpuQuery::free_memory);
   std::printf("CUDA\n");
   // "  (from /usr/local/cuda/lib64/libcudnn.so.9)", or nothing when unknown.
   const auto from = [](const std::string& file) {

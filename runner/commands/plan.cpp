@@ -23,7 +23,8 @@ int command_plan(const CommandArgs& args) {
   Backend& backend = train::select_backend(config);
   std::string batch_note;
   if (config.train.micro_batch_auto) {
-    train::MicroBatchChoice choice = train::fit_micro_batch(s, backend);
+    train::MicroBatchChoice choice =
+        train::fit_micro_batch(s, backend, train::memory_capacity(s, backend));
     s = std::move(choice.session);
     batch_note = " (micro_batch_size: auto)";
   }

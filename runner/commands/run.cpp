@@ -66,7 +66,10 @@ int command_run(const CommandArgs& given) {
   train::Session session = train::prepare_session(config);
   Backend& backend = job.select_backend();
   if (config.train.micro_batch_auto) {
-    train::MicroBatchChoice choice = train::fit_micro_batch(session, backend);
+    // Every rank must step alike: the smallest memory of the job's devices decides.
+    const double capacity =
+        smallest_over_ranks(job.collective(), train::memory_capacity(session, backend));
+    train::MicroBatchChoice choice = train::fit_micro_batch(session, backend, capacity);
     session = std::move(choice.session);
     if (job.is_root())
       std::printf(
@@ -103,6 +106,7 @@ int command_run(const CommandArgs& given) {
     program.reset();  // give the memory back before planning again
     std::fprintf(stderr, "error: %s\n%s\n", e.what(),
                  train::out_of_memory_report(session, backend).c_str());
+    job.end_job_at_exit();  // the other ranks would wait for this one
     return 1;
   }
   if (job.is_root()) std::printf("run directory: %s\n", dir.c_str());

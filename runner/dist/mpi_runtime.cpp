@@ -31,11 +31,15 @@ MpiRuntime::MpiRuntime() {
 }
 
 MpiRuntime::~MpiRuntime() {
-  if (std::uncaught_exceptions() > 0) {
+  if (std::uncaught_exceptions() > 0 || abort_at_exit) {
     abort_at_exit = true;  // the error is printed by the command line first
     return;
   }
   MPI_Finalize();
+}
+
+void MpiRuntime::end_job_at_exit() {
+  abort_at_exit = true;
 }
 
 void MpiRuntime::abort_job(int code) {

@@ -15,6 +15,8 @@ class MpiRuntime {
 
   // Prints nothing; aborts every rank of the job with `code` (stdout/stderr flushed first).
   [[noreturn]] static void abort_job(int code);
+  // At exit, abort the job (code 1) instead of finalising: this rank failed.
+  static void end_job_at_exit();
 };
 
 }  // namespace trainer::dist

@@ -19,7 +19,6 @@
 #include "ops/cuda/cuda_backend.h"
 
 #include "runner/dist/mpi_collective.h"
-#include "runner/dist/mpi_runtime.h"
 #endif
 
 namespace trainer::dist {
@@ -47,7 +46,12 @@ class NcclCollective final : public Collective {
     check_cuda(cudaSetDevice(device), "cudaSetDevice");
     ncclUniqueId id{};
     if (rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    if (mpi_) mpi_->broadcast(&id, sizeof id);
+    if (mpi_) {
+      mpi_->broadcast(&id, sizeof id);
+      // ncclCommInitRank waits for every rank with no timeout of its own:
+      // meet here first, where a missing rank is named after the timeout.
+      mpi_->barrier();
+    }
     check_nccl(ncclCommInitRank(&comm_, world(), id, rank()), "ncclCommInitRank");
     watchdog_ = std::thread([this] { watch(); });
   }
@@ -141,13 +145,16 @@ class NcclCollective final : public Collective {
     }
   }
 
-  // Breaks the hung reduction and ends the job: every rank of it, when there are several.
+  // Breaks the hung reduction and ends this process. This runs on the
+  // watchdog thread, and MPI was started for the main thread's calls only
+  // (MPI_THREAD_FUNNELED), so no MPI_Abort here: a rank that exits without
+  // finalising makes the launcher end the job.
   [[noreturn]] void end_job(const std::string& why) {
     ncclCommAbort(comm_);
     std::fprintf(stderr, "error: rank %d: the NCCL gradient all-reduce failed: %s. %s\n", rank(),
-                 why.c_str(), mpi_ ? "Aborting the job" : "Stopping");
+                 why.c_str(), mpi_ ? "Ending this rank (the launcher ends the job)" : "Stopping");
+    std::fflush(stdout);
     std::fflush(stderr);
-    if (mpi_) MpiRuntime::abort_job(1);
     std::_Exit(1);
   }
 

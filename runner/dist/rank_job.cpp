@@ -77,6 +77,10 @@ Backend& RankJob::select_backend() {
   return backend;
 }
 
+void RankJob::end_job_at_exit() {
+  if (mpi_runtime_) MpiRuntime::end_job_at_exit();
+}
+
 Collective& RankJob::collective() {
   if (nccl_) return *nccl_;
   if (mpi_) return *mpi_;

@@ -42,6 +42,10 @@ class RankJob {
   // Overlaps gradient reduction with backward, and records the job in `run_dir` (root).
   void attach(graph::Program& program, const std::string& run_dir);
   Collective& collective();
+  // This rank failed and returns normally: at exit it ends the whole job
+  // (MPI_Abort) instead of finalising, which would wait for the other ranks
+  // while they wait for it. Nothing to do for a single process.
+  void end_job_at_exit();
 
  private:
   config::Config config_;

@@ -65,7 +65,7 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
                      "% headroom). To make it fit:";
   // Each option with the total the plan predicts for it.
   try {
-    const MicroBatchChoice choice = fit_micro_batch(s, backend);
+    const MicroBatchChoice choice = fit_micro_batch(s, backend, capacity);
     text += "\n    - train.micro_batch_size: auto -> micro-batch " +
             std::to_string(choice.session.batch.micro) + " x accumulation " +
             std::to_string(choice.session.batch.accumulation) + ", " +
@@ -102,10 +102,10 @@ void enforce_memory_limit(const Session& s, Backend& backend) {
   diags.throw_if_any();
 }
 
-MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend) {
+MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capacity) {
   const std::int64_t per_rank = s.batch.micro * s.batch.accumulation;
   MicroBatchChoice choice;
-  choice.capacity = memory_capacity(s, backend);
+  choice.capacity = capacity;
   const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
   for (std::int64_t micro = per_rank; micro >= 1; --micro) {
     if (per_rank % micro != 0) continue;

@@ -38,14 +38,16 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
                         double capacity);
 
 // `train.micro_batch_size: auto`: the largest micro-batch dividing the per-rank
-// batch whose predicted memory, with the headroom, fits the capacity; the
-// accumulation grows so the global batch stays. Throws when even 1 does not fit.
+// batch whose predicted memory, with the headroom, fits `capacity` (bytes, from
+// memory_capacity; with several ranks, the smallest of theirs, so that every
+// rank picks the same); the accumulation grows so the global batch stays.
+// Throws when even 1 does not fit.
 struct MicroBatchChoice {
   Session session;
   MemoryEstimate estimate;
   double capacity = 0;
 };
-MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend);
+MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capacity);
 
 // With train.memory_limit_mib set: throws a ConfigError at that key, with the
 // fit verdict and its options, when the plan does not fit the limit.

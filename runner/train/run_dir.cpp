@@ -86,7 +86,7 @@ nlohmann::json library_versions() {
   nlohmann::json v = {{"onednn", std::to_string(dv->major) + "." + std::to_string(dv->minor) + "." +
                                      std::to_string(dv->patch)}};
 #ifdef TRAINER_WITH_CUDA
-  const cuda::CudaReport r = cuda::cuda_report();
+  const cuda::CudaReport r = cuda::cuda_report(cuda::GpuQuery::properties);
   v["cuda_runtime"] = cuda::cuda_version_string(r.runtime_version);
   v["cuda_driver"] = r.driver_missing ? "none" : cuda::cuda_version_string(r.driver_version);
   v["cudnn"] = r.cudnn_loaded.empty() ? r.cudnn_compiled : r.cudnn_loaded;
@@ -104,7 +104,7 @@ nlohmann::json devices_of(const config::Config& config, const std::string& backe
   if (!config.devices.gpus.empty()) d["gpus"] = config.devices.gpus;
 #ifdef TRAINER_WITH_CUDA
   nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : cuda::cuda_report().gpus)
+  for (const auto& g : cuda::cuda_report(cuda::GpuQuery::properties).gpus)
     gpus.push_back(
         {{"index", g.index},
          {"name", g.name},

@@ -22,9 +22,10 @@ class Collective {
   // Sums a few host doubles over all ranks, in place (metrics, step times);
   // closes the ranks' load-balance window.
   virtual void all_reduce_sum(std::vector<double>& values) = 0;
-  // Sums a few host doubles over all ranks, in place, inside a step (the
-  // per-channel sums of a synchronised batchnorm): nothing else happens.
-  // Every rank gets bit-identical sums, so replicas cannot drift apart.
+  // Sums a few host doubles over all ranks, in place, and nothing else happens
+  // (inside a step: the per-channel sums of a synchronised batchnorm; after
+  // it: whether any rank was asked to stop). Every rank gets bit-identical
+  // sums, so replicas cannot drift apart.
   virtual void all_reduce_statistics(std::vector<double>& values) = 0;
   virtual void barrier() = 0;
   // How long this rank just waited for its next batch (per-rank load-balance reports).

@@ -221,6 +221,23 @@ TEST_CASE("2 ranks x global batch 128 train like 1 rank x 128") {
   REQUIRE(r3.code == 0);
   check_same_training(one, two_small);
   CHECK(read_json(two_small / "distributed.json")["bucket_bytes"] == 0);
+
+  // The ranks' load-balance windows span a logging window (4 steps), not one
+  // step: one ranks.jsonl record per log point.
+  const fs::path windows = kRoot / "equal_2_log_every_4";
+  fs::remove_all(windows);
+  auto r4 = run_trainer("run " + config.string() +
+                            " devices.world_size=2 train.log_every=4 --out " + windows.string(),
+                        true);
+  INFO(r4.out);
+  REQUIRE(r4.code == 0);
+  std::ifstream ranks_file(windows / "ranks.jsonl");
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(ranks_file, line);)
+    records.push_back(nlohmann::json::parse(line));
+  REQUIRE(records.size() == 2);  // 8 steps
+  for (const auto& record : records)
+    for (const auto& rank : record["ranks"]) CHECK(rank["steps"] == 4);
 }
 
 // Tolerance of the SyncBN comparisons: the statistics are sums in double, so

@@ -73,6 +73,14 @@ void MpiCollective::all_reduce_sum(const std::vector<TensorRef>& tensors) {
   last_sync_end_ = end;
 }
 
+void MpiCollective::note_step_reduced_elsewhere() {
+  const auto now = Clock::now();
+  if (last_sync_end_) window_.busy_s += seconds_between(*last_sync_end_, now);
+  ++window_.steps;
+  ++steps_;
+  last_sync_end_ = now;
+}
+
 void MpiCollective::reduce_unbucketed(const std::vector<TensorRef>& tensors) {
   watchdog_.enter();
   std::vector<MPI_Request> requests;
@@ -120,7 +128,9 @@ void MpiCollective::all_reduce_statistics(std::vector<double>& values) {
   std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
   MPI_Iallgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD,
                  &request[0]);
-  watchdog_.wait(request, fmt::format("batchnorm statistics in step {}", steps_ + 1));
+  watchdog_.wait(request, fmt::format("a small reduction (batchnorm statistics or the stop "
+                                      "flag) at step {}",
+                                      steps_ + 1));
   for (std::size_t i = 0; i < values.size(); ++i) {
     double sum = 0;
     for (int r = 0; r < world_; ++r) sum += all[static_cast<std::size_t>(r) * values.size() + i];

@@ -48,6 +48,9 @@ class MpiCollective final : public Collective {
   std::vector<std::string> host_names();
   // The number of gradient reductions (optimizer steps) so far.
   std::int64_t steps() const { return steps_; }
+  // A step's gradients were reduced by another collective (NCCL, queued on the
+  // GPU): counted in the load-balance window, its time as busy.
+  void note_step_reduced_elsewhere();
 
  private:
   void start_bucket(float* data, std::size_t count);

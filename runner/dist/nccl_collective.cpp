@@ -91,6 +91,7 @@ class NcclCollective final : public Collective {
       pending_.push_back({done, std::chrono::steady_clock::now()});
     }
     changed_.notify_all();
+    if (mpi_) mpi_->note_step_reduced_elsewhere();  // the ranks' load-balance reports
   }
   void all_reduce_sum(std::vector<double>& values) override {
     if (mpi_) mpi_->all_reduce_sum(values);

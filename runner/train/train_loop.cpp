@@ -69,12 +69,13 @@ std::optional<double> metric_value(const std::string& metric, const nlohmann::js
 }
 
 // SIGINT / SIGTERM received here, or (with several ranks) by any rank: all
-// ranks must stop after the same step.
+// ranks must stop after the same step. A plain sum: the metric reduction
+// would close the ranks' load-balance window at every step.
 int agreed_stop_signal(Collective& collective) {
   const int local = checkpoint::stop_requested();
   if (collective.world() <= 1) return local;
   std::vector<double> any = {local != 0 ? 1.0 : 0.0};
-  collective.all_reduce_sum(any);
+  collective.all_reduce_statistics(any);
   return local != 0 ? local : (any[0] > 0 ? SIGTERM : 0);
 }
 

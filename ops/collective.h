@@ -43,15 +43,20 @@ class SingleProcess final : public Collective {
   void barrier() override {}
 };
 
-// The smallest of each rank's `value`, on every rank: each rank's value in its
-// own slot of a sum, so that no other reduction is needed.
-inline double smallest_over_ranks(Collective& collective, double value) {
-  if (collective.world() <= 1) return value;
+// Every rank's `value`, in rank order, on every rank: each rank's value in
+// its own slot of a sum, so that no other reduction is needed.
+inline std::vector<double> values_over_ranks(Collective& collective, double value) {
   std::vector<double> values(static_cast<std::size_t>(collective.world()), 0.0);
   values[static_cast<std::size_t>(collective.rank())] = value;
-  collective.all_reduce_statistics(values);
-  double smallest = values.front();
-  for (const double v : values) smallest = v < smallest ? v : smallest;
+  if (collective.world() > 1) collective.all_reduce_statistics(values);
+  return values;
+}
+
+// The smallest of each rank's `value`, on every rank.
+inline double smallest_over_ranks(Collective& collective, double value) {
+  double smallest = value;
+  for (const double v : values_over_ranks(collective, value))
+    smallest = v < smallest ? v : smallest;
   return smallest;
 }
 

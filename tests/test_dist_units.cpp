@@ -52,7 +52,7 @@ class OneRankOf final : public Collective {
 
 }  // namespace
 
-TEST_CASE("the smallest value over ranks is the same on every rank") {
+TEST_CASE("every rank gets each rank's value, and the smallest, alike") {
   const std::vector<double> capacity = {8e9, 6e9, 7e9};
   for (int rank = 0; rank < 3; ++rank) {
     OneRankOf job(rank, capacity);
@@ -60,6 +60,10 @@ TEST_CASE("the smallest value over ranks is the same on every rank") {
   }
   SingleProcess alone;
   CHECK(smallest_over_ranks(alone, 5.0) == 5.0);
+  // What each rank resumed from, compared on every rank.
+  OneRankOf job(2, {40, 40, 0});
+  CHECK(values_over_ranks(job, 32) == std::vector<double>{40, 40, 32});
+  CHECK(values_over_ranks(alone, 7) == std::vector<double>{7});
 }
 
 TEST_CASE("rank and world size come from the launcher's environment") {

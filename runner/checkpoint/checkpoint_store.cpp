@@ -166,7 +166,8 @@ TrainState verify_checkpoint(const std::string& path) {
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
-    graph::Program& program, const std::function<void(const std::string&)>& warn) {
+    graph::Program& program, bool set_aside_bad,
+    const std::function<void(const std::string&)>& warn) {
   for (const auto& [step, path] : list_checkpoints(dir_)) {
     try {
       const auto [model, state_file] = read_verified(path);
@@ -176,9 +177,11 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
       return LoadedCheckpoint{path.string(), std::move(state)};
     } catch (const CheckpointError& e) {
       const fs::path bad = path.string() + ".bad";
-      std::error_code ec;
-      fs::remove_all(bad, ec);
-      fs::rename(path, bad, ec);
+      std::error_code ec = std::make_error_code(std::errc::operation_not_permitted);
+      if (set_aside_bad) {
+        fs::remove_all(bad, ec);
+        fs::rename(path, bad, ec);
+      }
       warn("checkpoint " + path.string() + " is unusable: " + e.what() +
            (ec ? "" : "; moved to " + bad.string()) + "; trying the previous one");
     }

@@ -39,8 +39,10 @@ class CheckpointStore {
 
   // Loads the newest checkpoint that verifies (checksums, format, names and
   // shapes) into `program`. Each bad one is reported through `warn` with its
-  // path and why, renamed to <name>.bad, and the previous one is tried.
-  std::optional<LoadedCheckpoint> load_newest(graph::Program& program,
+  // path and why, renamed to <name>.bad when `set_aside_bad` (one process of
+  // a job does that: the others may still be reading it), and the previous
+  // one is tried.
+  std::optional<LoadedCheckpoint> load_newest(graph::Program& program, bool set_aside_bad,
                                               const std::function<void(const std::string&)>& warn);
 
  private:

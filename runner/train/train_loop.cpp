@@ -4,12 +4,14 @@
 // are the loop's parts: one optimizer step of micro-batches, the end of a step
 // outside the recorded work, a log point, an evaluation, a checkpoint and the
 // summary.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -324,10 +326,26 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   window_.start = Clock::now();
 }
 
-// Resume: the newest checkpoint that verifies; bad ones are reported and skipped.
+// Resume: the newest checkpoint that verifies; bad ones are reported and
+// skipped (and set aside by the root). With several ranks, every rank must
+// have taken the same one, or they would train out of step.
 void TrainLoop::resume_or_initialize() {
   if (!options_.resume) return;
-  auto loaded = store_.load_newest(program_, [&](const std::string& m) { log_->warn("{}", m); });
+  auto loaded = store_.load_newest(program_, collective_.is_root(),
+                                   [&](const std::string& m) { log_->warn("{}", m); });
+  if (collective_.world() > 1) {
+    const std::vector<double> steps =
+        values_over_ranks(collective_, loaded ? static_cast<double>(loaded->state.step) : -1.0);
+    if (std::adjacent_find(steps.begin(), steps.end(), std::not_equal_to<>()) != steps.end()) {
+      std::string found;
+      for (std::size_t r = 0; r < steps.size(); ++r)
+        found += (r ? ", rank " : "rank ") + std::to_string(r) + ": " +
+                 (steps[r] < 0 ? "none" : "step " + std::to_string(std::llround(steps[r])));
+      throw std::runtime_error("the ranks found different checkpoints to resume from in " +
+                               store_.directory() + " (" + found +
+                               "): is the run directory on storage every rank sees alike?");
+    }
+  }
   if (!loaded) {
     log_->warn("no usable checkpoint in {}: starting from the beginning", store_.directory());
     initialize_parameters(s_, program_);

@@ -177,13 +177,15 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
       return LoadedCheckpoint{path.string(), std::move(state)};
     } catch (const CheckpointError& e) {
       const fs::path bad = path.string() + ".bad";
-      std::error_code ec = std::make_error_code(std::errc::operation_not_permitted);
+      bool moved = false;
       if (set_aside_bad) {
+        std::error_code ec;
         fs::remove_all(bad, ec);
         fs::rename(path, bad, ec);
+        moved = !ec;
       }
       warn("checkpoint " + path.string() + " is unusable: " + e.what() +
-           (ec ? "" : "; moved to " + bad.string()) + "; trying the previous one");
+           (moved ? "; moved to " + bad.string() : "") + "; trying the previous one");
     }
   }
   return std::nullopt;

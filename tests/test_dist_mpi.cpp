@@ -327,6 +327,51 @@ TEST_CASE("a checkpoint of 2 ranks resumes on 1 rank (and of 1 on 2) like the ru
   for (std::size_t i = 0; i < 4; ++i) CHECK(after[i] == before[i]);
 }
 
+TEST_CASE("2 ranks resume past a corrupt checkpoint: the root alone sets it aside") {
+  const fs::path config = write_config("corrupt", "checkpoint: {every_steps: 2}\n");
+  const fs::path full = kRoot / "corrupt_full", part = kRoot / "corrupt_part";
+  for (const auto& d : {full, part}) fs::remove_all(d);
+  REQUIRE(run_trainer("run " + config.string() + " devices.world_size=2 train.max_steps=6 --out " +
+                          full.string(),
+                      true)
+              .code == 0);
+  REQUIRE(run_trainer("run " + config.string() + " devices.world_size=2 train.max_steps=4 --out " +
+                          part.string(),
+                      true)
+              .code == 0);
+  // The newest checkpoint (step 4) is damaged: both ranks fall back to step 2.
+  const fs::path newest = part / "checkpoints/step-00000004";
+  {
+    std::fstream f(newest / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x7f');
+  }
+  const auto r = run_trainer("run " + (part / "config.yaml").string() + " --resume " +
+                                 part.string() + " train.max_steps=6",
+                             true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("resuming from " + (part / "checkpoints/step-00000002").string()));
+  // Rank 0 moved it; rank 1 only reported it (moving it too could delete rank 0's copy).
+  CHECK_THAT(r.out, Catch::Contains("[rank 0] checkpoint " + newest.string() + " is unusable"));
+  CHECK_THAT(r.out, Catch::Contains("moved to " + newest.string() + ".bad"));
+  std::istringstream lines(r.out);
+  int rank1_reports = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("[rank 1] checkpoint " + newest.string() + " is unusable", 0) == 0) {
+      ++rank1_reports;
+      CHECK(line.find("moved to") == std::string::npos);
+    }
+  CHECK(rank1_reports == 1);
+  CHECK(fs::exists(newest.string() + ".bad/model.safetensors"));
+  // Steps 3 to 6 again from step 2: the uninterrupted run's losses.
+  const auto want = train_losses(full), got = train_losses(part);
+  REQUIRE(want.size() == 6);
+  REQUIRE(got.size() == 6);
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-6));
+}
+
 TEST_CASE("a checkpoint inside a logging window resumes on 1 rank with the records of 1 rank") {
   // 8 steps per epoch, a record every 3 steps: the 2-rank run stops after
   // step 4, inside the window of steps 4-6.

@@ -18,7 +18,7 @@ void* pinned(std::size_t bytes) {
 
 }  // namespace
 
-PinnedUploads::PinnedUploads() : memory_(pinned(kSlots * kSlotBytes)), in_use_(kSlots, false) {
+PinnedUploads::PinnedUploads() : memory_(pinned(kSlots * kSlotBytes)) {
   read_.reserve(kSlots);
   for (std::size_t i = 0; i < kSlots; ++i) read_.emplace_back();
 }
@@ -37,12 +37,12 @@ void PinnedUploads::upload(void* dst, const void* src, std::size_t bytes, cudaSt
   std::lock_guard<std::mutex> lock(mutex_);
   const std::size_t slot = next_;
   next_ = (next_ + 1) % kSlots;
-  if (in_use_[slot]) read_[slot].synchronize();  // its last transfer has left it
+  // Its last transfer has left it (an event never recorded is complete).
+  read_[slot].synchronize();
   char* staged = static_cast<char*>(memory_.get()) + slot * kSlotBytes;
   std::memcpy(staged, src, bytes);
   check(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream), what);
   read_[slot].record(stream);
-  in_use_[slot] = true;
 }
 
 }  // namespace trainer::cuda

@@ -37,8 +37,7 @@ class PinnedUploads {
  private:
   using PinnedMemory = UniqueHandle<void*, cudaFreeHost>;
   PinnedMemory memory_;
-  std::vector<Event> read_;   // per slot: recorded behind the transfer out of it
-  std::vector<bool> in_use_;  // per slot: read_ has been recorded
+  std::vector<Event> read_;  // per slot: recorded behind the transfer out of it
   std::size_t next_ = 0;
   std::mutex mutex_;
 };

@@ -47,10 +47,17 @@ constexpr std::size_t kTimingWindow = 32;
 
 }  // namespace
 
+namespace {
+
+std::int64_t batches_of_shard(std::int64_t shard, std::int64_t batch_size, bool drop_last) {
+  return drop_last ? shard / batch_size : (shard + batch_size - 1) / batch_size;
+}
+
+}  // namespace
+
 std::int64_t Loader::batches_per_epoch(std::int64_t samples, std::int64_t batch_size,
                                        std::int64_t world_size, bool drop_last) {
-  const std::int64_t shard = (samples + world_size - 1) / world_size;
-  return drop_last ? shard / batch_size : (shard + batch_size - 1) / batch_size;
+  return batches_of_shard((samples + world_size - 1) / world_size, batch_size, drop_last);
 }
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pipeline> pipeline,
@@ -82,8 +89,10 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pip
   target_numel_ = regression_ ? numel(target_shape_) : 1;
 
   const std::int64_t n = dataset_->size();
-  shard_size_ = (n + o.world_size - 1) / o.world_size;
-  batches_per_epoch_ = batches_per_epoch(n, o.batch_size, o.world_size, o.drop_last);
+  shard_size_ = o.equal_shards
+                    ? (n + o.world_size - 1) / o.world_size
+                    : (std::max<std::int64_t>(n - o.rank, 0) + o.world_size - 1) / o.world_size;
+  batches_per_epoch_ = batches_of_shard(shard_size_, o.batch_size, o.drop_last);
 
   Shape input_shape{o.batch_size};
   input_shape.insert(input_shape.end(), sample_shape_.begin(), sample_shape_.end());

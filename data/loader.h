@@ -3,11 +3,13 @@
 // host buffers; the trainer takes them in order with next(), without copying.
 //
 // Order and sharding. Each epoch visits the dataset in a permutation seeded by
-// (seed, epoch) (or in order without shuffle). With world_size > 1 the
-// permutation is padded by wrapping around to a multiple of world_size, and
-// rank r takes positions r, r + world, r + 2*world, ...: every rank gets the
-// same number of samples (ceil(N / world)), the shards are disjoint except for
-// the at most world-1 wrapped samples, and together they cover every sample.
+// (seed, epoch) (or in order without shuffle). With world_size > 1 rank r
+// takes positions r, r + world, r + 2*world, ... With equal_shards (training)
+// the permutation is padded by wrapping around to a multiple of world_size:
+// every rank gets the same number of samples (ceil(N / world)), the shards are
+// disjoint except for the at most world-1 wrapped samples, and together they
+// cover every sample. Without (evaluation) each sample is in exactly one
+// shard, and the shards differ by at most one sample.
 // With drop_last the last incomplete batch of a shard is dropped; otherwise it
 // is padded: pad rows hold zeros and label -100 (ignored by the losses), and
 // Batch::rows says how many rows are real.
@@ -48,6 +50,7 @@ struct LoaderOptions {
   std::uint64_t seed = 0;
   std::int64_t rank = 0;
   std::int64_t world_size = 1;
+  bool equal_shards = true;  // false: no wrapped samples, each counted once over the ranks
   // Host buffer allocation for the ring. Default: 64-byte aligned malloc. The
   // CUDA build passes cudaHostAlloc / cudaFreeHost when pin_memory is on.
   bool pin_memory = false;
@@ -90,7 +93,8 @@ class Loader {
 
   Cursor cursor() const;  // the next batch next() would return
   std::int64_t batches_per_epoch() const { return batches_per_epoch_; }
-  // The batches each of `world_size` ranks gets from `samples` in one epoch.
+  // The batches each of `world_size` ranks gets from `samples` in one epoch
+  // (equal shards).
   static std::int64_t batches_per_epoch(std::int64_t samples, std::int64_t batch_size,
                                         std::int64_t world_size, bool drop_last);
   std::int64_t samples_per_rank() const { return shard_size_; }

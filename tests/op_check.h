@@ -292,6 +292,9 @@ class OpRun {
 
   std::vector<HostTensor> inputs;
   std::vector<HostTensor> params;
+  // Where the rows sit in the step's global batch (StepValues).
+  std::int64_t first_position = 0;
+  std::int64_t position_stride = 1;
 
  private:
   KernelArgs args(bool training, std::uint64_t seed, std::int64_t valid_rows) {
@@ -304,7 +307,7 @@ class OpRun {
     for (auto& s : saved_bufs_) a.saved.push_back(s->get());
     a.workspace = workspace_->get();
     a.training = training;
-    const StepValues values{seed, valid_rows};
+    const StepValues values{seed, valid_rows, first_position, position_stride};
     step_values_->upload(&values);
     a.step = static_cast<const StepValues*>(step_values_->get());
     return a;
@@ -487,6 +490,8 @@ inline void compare_backends(Backend& backend, Backend& reference, const OpCase&
   if (widens) round_reference_data(ref, c.compute);
   run.inputs = ref.inputs;
   run.params = ref.params;
+  run.first_position = ref.first_position;
+  run.position_stride = ref.position_stride;
   compare_runs(run, ref, c.op, rtol, atol, training, valid_rows, widens ? c.compute : DType::f32);
 }
 

@@ -198,6 +198,42 @@ TEST_CASE("shards for world sizes 1, 2, 3 are equal-length, disjoint and complet
   }
 }
 
+TEST_CASE("without equal shards every sample is in exactly one shard (evaluation)") {
+  for (std::int64_t n : {12, 10, 7, 2}) {
+    auto d = std::make_shared<IndexDataset>(n);
+    for (std::int64_t world : {1, 2, 3}) {
+      INFO("n " << n << " world " << world);
+      std::map<std::int64_t, int> count;
+      for (std::int64_t rank = 0; rank < world; ++rank) {
+        auto o = options(2, 2);
+        o.shuffle = false;
+        o.drop_last = false;
+        o.rank = rank;
+        o.world_size = world;
+        o.equal_shards = false;
+        Loader loader(d, nullptr, o);
+        // Rank r holds r, r + world, ... below n: sizes differ by at most one.
+        const std::int64_t expected = n > rank ? (n - rank + world - 1) / world : 0;
+        CHECK(loader.samples_per_rank() == expected);
+        CHECK(loader.batches_per_epoch() == (expected + 1) / 2);
+        loader.start_epoch(0);
+        std::int64_t rows = 0;
+        while (const Batch* b = loader.next()) {
+          for (std::int64_t r = 0; r < b->rows; ++r) {
+            const std::int64_t index = std::lround(b->inputs.f32()[r * 36]);
+            CHECK(index % world == rank);
+            ++count[index];
+          }
+          rows += b->rows;
+        }
+        CHECK(rows == expected);
+      }
+      CHECK(static_cast<std::int64_t>(count.size()) == n);
+      for (auto& [index, c] : count) CHECK(c == 1);
+    }
+  }
+}
+
 TEST_CASE("restoring a cursor yields the same remaining batches") {
   auto d = std::make_shared<IndexDataset>(77);
   auto p = augmenting_pipeline();

@@ -1,9 +1,12 @@
 // labels: mpi
 // Data-parallel training on CPU ranks, end to end through `trainer run`:
 // 2 ranks x global batch 128 train like 1 rank x 128 (bucketed overlap or
-// not; started by trainer's own launcher or by mpirun), also a CNN with SyncBN
-// (and, without sync, not), a checkpoint resumes on another number of ranks
-// and continues like the uninterrupted run, lr scaling is applied and
+// not; started by trainer's own launcher or by mpirun; with dropout, also
+// against micro-batches of the same global batch), evaluate a shard each and
+// report the whole eval set's metrics, also a CNN with SyncBN (and, without
+// sync, not), a checkpoint resumes on another number of ranks
+// and continues like the uninterrupted run (ranks that find different
+// checkpoints stop with an error naming each), lr scaling is applied and
 // recorded, a batch that does not divide is one clear error, and a rank that
 // is killed or hangs ends the job with an error naming it.
 #include <catch2/catch.hpp>
@@ -32,7 +35,27 @@ namespace {
 const fs::path kRoot = fs::temp_directory_path() / "trainer_test_dist";
 
 // A small MLP without batchnorm or dropout on synthetic data.
-fs::path write_config(const std::string& name, const std::string& extra = "") {
+const char* kMlpLayers = R"(
+    - {type: flatten}
+    - {type: linear, name: fc1, out_features: 32}
+    - {type: relu}
+    - {type: linear, name: fc2, out_features: 16}
+    - {type: relu}
+    - {type: linear, name: fc3, out_features: 4})";
+
+// The same MLP with dropout after each hidden layer.
+const char* kDropoutMlpLayers = R"(
+    - {type: flatten}
+    - {type: linear, name: fc1, out_features: 32}
+    - {type: relu}
+    - {type: dropout, name: drop1, p: 0.3}
+    - {type: linear, name: fc2, out_features: 16}
+    - {type: relu}
+    - {type: dropout, name: drop2, p: 0.2}
+    - {type: linear, name: fc3, out_features: 4})";
+
+fs::path write_config(const std::string& name, const std::string& extra = "",
+                      const char* layers = kMlpLayers) {
   fs::create_directories(kRoot);
   const fs::path path = kRoot / (name + ".yaml");
   std::ofstream(path) << "name: " << name << R"(
@@ -42,13 +65,7 @@ data:
   eval: {type: synthetic, shape: [1, 8, 8], classes: 4, size: 128, seed: 2}
   workers: 1
 model:
-  layers:
-    - {type: flatten}
-    - {type: linear, name: fc1, out_features: 32}
-    - {type: relu}
-    - {type: linear, name: fc2, out_features: 16}
-    - {type: relu}
-    - {type: linear, name: fc3, out_features: 4}
+  layers:)" << layers << R"(
   loss: {type: cross_entropy}
 optimizer: {type: sgd, lr: 0.2, momentum: 0.9}
 train: {batch_size: 128, max_steps: 8, log_every: 1}
@@ -240,6 +257,68 @@ TEST_CASE("2 ranks x global batch 128 train like 1 rank x 128") {
     for (const auto& rank : record["ranks"]) CHECK(rank["steps"] == 4);
 }
 
+TEST_CASE("with dropout, 2 ranks and micro-batches train like 1 rank x 128") {
+  // A dropout mask follows the sample (its position in the step's global
+  // batch), not the rank or micro-batch that holds it.
+  const fs::path config = write_config("dropout", "", kDropoutMlpLayers);
+  const fs::path one = kRoot / "dropout_1", accumulated = kRoot / "dropout_1_micro_64",
+                 two = kRoot / "dropout_2", two_accumulated = kRoot / "dropout_2_micro_32";
+  for (const auto& d : {one, accumulated, two, two_accumulated}) fs::remove_all(d);
+  const std::string cfg = "run " + config.string();
+  auto r1 = run_trainer(cfg + " --out " + one.string(), true);
+  INFO(r1.out);
+  REQUIRE(r1.code == 0);
+  auto r2 = run_trainer(cfg + " train.micro_batch_size=64 --out " + accumulated.string(), true);
+  INFO(r2.out);
+  REQUIRE(r2.code == 0);
+  auto r3 = run_trainer(cfg + " devices.world_size=2 --out " + two.string(), true);
+  INFO(r3.out);
+  REQUIRE(r3.code == 0);
+  auto r4 = run_trainer(
+      cfg + " devices.world_size=2 train.micro_batch_size=32 --out " + two_accumulated.string(),
+      true);
+  INFO(r4.out);
+  REQUIRE(r4.code == 0);
+  CHECK(read_json(two_accumulated / "manifest.json")["batch"]["accumulation"] == 2);
+  check_same_training(one, accumulated);
+  check_same_training(one, two);
+  check_same_training(one, two_accumulated);
+}
+
+TEST_CASE("2 ranks evaluate a shard each and report the metrics of the whole eval set") {
+  // 101 eval samples: rank 0 takes 51, rank 1 50; each sample counts once.
+  const fs::path config = write_config("eval_shards");
+  const fs::path one = kRoot / "eval_shards_1", two = kRoot / "eval_shards_2";
+  for (const auto& d : {one, two}) fs::remove_all(d);
+  const std::string cfg = "run " + config.string() + " data.eval.size=101 train.eval_every=4";
+  auto r1 = run_trainer(cfg + " --out " + one.string(), true);
+  INFO(r1.out);
+  REQUIRE(r1.code == 0);
+  auto r2 = run_trainer(cfg + " devices.world_size=2 --out " + two.string(), true);
+  INFO(r2.out);
+  REQUIRE(r2.code == 0);
+  auto eval_records = [](const fs::path& dir) {
+    std::ifstream in(dir / "metrics.jsonl");
+    std::vector<nlohmann::json> records;
+    for (std::string line; std::getline(in, line);) {
+      auto r = nlohmann::json::parse(line);
+      if (r["split"] == "eval") records.push_back(r);
+    }
+    return records;
+  };
+  const auto a = eval_records(one), b = eval_records(two);
+  REQUIRE(a.size() == 2);  // after step 4 and at the end (step 8)
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("eval " << i << ": " << a[i].dump() << " vs " << b[i].dump());
+    CHECK(a[i]["samples"] == 101);
+    CHECK(b[i]["samples"] == 101);
+    const double la = a[i]["loss"].get<double>(), lb = b[i]["loss"].get<double>();
+    CHECK(std::abs(la - lb) <= 1e-6 * std::abs(la));
+    CHECK(a[i]["accuracy"].get<double>() == b[i]["accuracy"].get<double>());
+  }
+}
+
 // Tolerance of the SyncBN comparisons: the statistics are sums in double, so
 // 2 ranks differ from 1 only by float rounding in the per-rank sums of the
 // convolution/linear weight gradients (over 64 rows instead of 128, then added
@@ -353,7 +432,7 @@ TEST_CASE("2 ranks resume past a corrupt checkpoint: the root alone sets it asid
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out,
              Catch::Contains("resuming from " + (part / "checkpoints/step-00000002").string()));
-  // Rank 0 moved it; rank 1 only reported it (moving it too could delete rank 0's copy).
+  // Rank 0 moved it; rank 1 at most reported it (moving it too could delete rank 0's copy).
   CHECK_THAT(r.out, Catch::Contains("[rank 0] checkpoint " + newest.string() + " is unusable"));
   CHECK_THAT(r.out, Catch::Contains("moved to " + newest.string() + ".bad"));
   std::istringstream lines(r.out);
@@ -363,13 +442,50 @@ TEST_CASE("2 ranks resume past a corrupt checkpoint: the root alone sets it asid
       ++rank1_reports;
       CHECK(line.find("moved to") == std::string::npos);
     }
-  CHECK(rank1_reports == 1);
+  // Rank 1 reports it when it looks before rank 0 has moved it, else it never
+  // sees it: both are right.
+  CHECK(rank1_reports <= 1);
   CHECK(fs::exists(newest.string() + ".bad/model.safetensors"));
   // Steps 3 to 6 again from step 2: the uninterrupted run's losses.
   const auto want = train_losses(full), got = train_losses(part);
   REQUIRE(want.size() == 6);
   REQUIRE(got.size() == 6);
   for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-6));
+}
+
+TEST_CASE("ranks that find different checkpoints to resume from stop alike, naming each") {
+  // Two copies of a 2-rank run; one lacks the newest checkpoint. An mpirun
+  // job whose ranks resume from different copies (as ranks on storage that
+  // is not shared alike would) must not train.
+  const fs::path config = write_config("mismatch", "checkpoint: {every_steps: 2}\n");
+  const fs::path part = kRoot / "mismatch_part", seen_by_0 = kRoot / "mismatch_rank0",
+                 seen_by_1 = kRoot / "mismatch_rank1";
+  for (const auto& d : {part, seen_by_0, seen_by_1}) fs::remove_all(d);
+  REQUIRE(run_trainer("run " + config.string() + " devices.world_size=2 train.max_steps=4 --out " +
+                          part.string(),
+                      true)
+              .code == 0);
+  const auto copy = fs::copy_options::recursive | fs::copy_options::copy_symlinks;
+  fs::copy(part, seen_by_0, copy);
+  fs::copy(part, seen_by_1, copy);
+  fs::remove_all(seen_by_1 / "checkpoints/step-00000004");
+  auto rank_command = [](const fs::path& dir) {
+    return std::string(" -np 1 ") + TRAINER_BINARY + " run " + (dir / "config.yaml").string() +
+           " --resume " + dir.string() + " train.max_steps=6";
+  };
+  const std::string cmd = "mpirun" + std::string(geteuid() == 0 ? " --allow-run-as-root" : "") +
+                          " --oversubscribe --bind-to none" + rank_command(seen_by_0) + " :" +
+                          rank_command(seen_by_1);
+  const auto r = trainer::testing::run_command(cmd);
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("the ranks found different checkpoints to resume from"));
+  CHECK_THAT(r.out, Catch::Contains("rank 0: step 4, rank 1: step 2"));
+  CHECK_THAT(r.out, Catch::Contains("is the run directory on storage every rank sees alike?"));
+  // Nothing trained and nothing was lost: no step past 4 was written.
+  CHECK(train_losses(seen_by_0).size() == 4);
+  CHECK(fs::exists(seen_by_0 / "checkpoints/step-00000004/model.safetensors"));
+  CHECK_FALSE(fs::exists(seen_by_0 / "checkpoints/step-00000006"));
 }
 
 TEST_CASE("a checkpoint inside a logging window resumes on 1 rank with the records of 1 rank") {

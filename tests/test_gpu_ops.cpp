@@ -155,6 +155,14 @@ TEST_CASE("CUDA shape ops, add and concat equal CPU") {
 TEST_CASE("CUDA dropout draws the CPU's mask for the same seed") {
   compare({"dropout", {{"p", 0.3}}, {{4, 101}}}, 1e-6, 1e-7);
   compare({"dropout", {{"p", 0.3}}, {{4, 101}}}, 1e-6, 1e-7, false);
+  // Rows placed in a larger batch: the second of 2 ranks, and a later micro-batch.
+  const auto second_rank = [](OpRun& run) {
+    run.first_position = 9;
+    run.position_stride = 2;
+  };
+  compare({"dropout", {{"p", 0.3}}, {{4, 3, 7}}}, 1e-6, 1e-7, true, -1, second_rank);
+  const auto later_micro_batch = [](OpRun& run) { run.first_position = 12; };
+  compare({"dropout", {{"p", 0.3}}, {{4, 101}}}, 1e-6, 1e-7, true, -1, later_micro_batch);
 }
 
 TEST_CASE("CUDA losses equal CPU") {

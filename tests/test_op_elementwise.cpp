@@ -75,6 +75,39 @@ TEST_CASE("dropout: inverted scaling, replay with the same seed, identity in eva
   check_gradients(run, o);
 }
 
+TEST_CASE("dropout: a row draws by its position in the step's batch, not in its micro-batch") {
+  // 8 rows of [3, 5] as one batch; then as 2 micro-batches of 4 and as the
+  // shards of 2 ranks (rows r, r + 2, ...), each saying where its rows sit.
+  OpRun whole(cpu_backend(), {"dropout", {{"p", 0.5}}, {{8, 3, 5}}});
+  for (float& v : whole.inputs[0].f) v = 1.0f;
+  const auto all = whole.forward(true, 42);
+  const std::size_t per_row = 15;
+  auto check_rows = [&](std::int64_t first, std::int64_t stride) {
+    INFO("first position " << first << ", stride " << stride);
+    OpRun part(cpu_backend(), {"dropout", {{"p", 0.5}}, {{4, 3, 5}}});
+    for (float& v : part.inputs[0].f) v = 1.0f;
+    part.first_position = first;
+    part.position_stride = stride;
+    const auto got = part.forward(true, 42);
+    for (std::size_t r = 0; r < 4; ++r) {
+      const auto row = static_cast<std::size_t>(first + static_cast<std::int64_t>(r) * stride);
+      const std::vector<float> want(
+          all.f.begin() + static_cast<std::ptrdiff_t>(row * per_row),
+          all.f.begin() + static_cast<std::ptrdiff_t>((row + 1) * per_row));
+      const std::vector<float> have(got.f.begin() + static_cast<std::ptrdiff_t>(r * per_row),
+                                    got.f.begin() + static_cast<std::ptrdiff_t>((r + 1) * per_row));
+      CHECK(have == want);
+    }
+    return got;
+  };
+  const auto first_half = check_rows(0, 1);
+  const auto second_half = check_rows(4, 1);
+  check_rows(0, 2);
+  check_rows(1, 2);
+  // Two micro-batches at the same position would draw the same masks.
+  CHECK(first_half.f != second_half.f);
+}
+
 TEST_CASE("add with activation relu: the clamped sum, gradients masked by the output") {
   for (const std::int64_t n : {std::int64_t{7}, std::int64_t{50003}}) {  // serial, and split
     INFO("n " << n);

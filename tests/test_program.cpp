@@ -1,7 +1,8 @@
 // labels: cpu
 // The lowered program on the CPU backend: whole-model gradients against finite
 // differences (autodiff, fan-in sums, kernels and memory plan together), and
-// gradient accumulation equal to the large batch.
+// gradient accumulation equal to the large batch, also with dropout when the
+// micro-batches (or ranks) say where their rows sit in the step's batch.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -26,7 +27,21 @@ layers:
   - {type: linear, name: fc, out_features: 5}
 )";
 
-std::unique_ptr<Program> compile_model(std::int64_t batch, bool accumulate) {
+// The same layers with dropout between the convolutions and before the head.
+const char* kDropoutModel = R"(
+layers:
+  - {type: conv2d, name: stem, out_channels: 4, kernel: 3, padding: 1}
+  - {type: tanh, name: t0}
+  - {type: dropout, name: d0, p: 0.4}
+  - {type: conv2d, name: a, out_channels: 4, kernel: 3, padding: 1, stride: 1}
+  - {type: tanh, name: t1}
+  - {type: flatten}
+  - {type: dropout, name: d1, p: 0.3}
+  - {type: linear, name: fc, out_features: 5}
+)";
+
+std::unique_ptr<Program> compile_model(std::int64_t batch, bool accumulate,
+                                       const char* model = kModel) {
   ModelInput in;
   in.batch = batch;
   in.sample_shape = {2, 5, 5};
@@ -35,17 +50,56 @@ std::unique_ptr<Program> compile_model(std::int64_t batch, bool accumulate) {
   options.optimizer_state_tensors = 0;
   options.accumulate_gradients = accumulate;
   auto program =
-      std::make_unique<Program>(differentiate(graph_of_yaml(kModel, in)), cpu_backend(), options);
+      std::make_unique<Program>(differentiate(graph_of_yaml(model, in)), cpu_backend(), options);
   initialize_params(*program, 7);
   return program;
 }
 
+// Rows first_row, first_row + stride, ... of the whole batch.
 void fill_batch(Program& program, std::int64_t first_row, const std::vector<float>& inputs,
-                const std::vector<std::int64_t>& labels) {
+                const std::vector<std::int64_t>& labels, std::int64_t stride = 1) {
   const std::int64_t rows = program.labels().numel();
   const std::int64_t per_row = program.input().numel() / rows;
-  std::copy_n(inputs.begin() + first_row * per_row, rows * per_row, program.input().f32());
-  std::copy_n(labels.begin() + first_row, rows, program.labels().i64());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t source = first_row + r * stride;
+    std::copy_n(inputs.begin() + source * per_row, per_row, program.input().f32() + r * per_row);
+    program.labels().i64()[r] = labels[static_cast<std::size_t>(source)];
+  }
+}
+
+// The largest difference between the parameter gradients of a and b, relative
+// to the largest gradient, over all parameters.
+void check_same_gradients(Program& a, Program& b, double tolerance) {
+  for (std::size_t p = 0; p < a.params().size(); ++p) {
+    const auto& x = a.params()[p];
+    const auto& y = b.params()[p];
+    if (!x.grad) continue;
+    double max_abs = 0, max_diff = 0;
+    for (std::int64_t i = 0; i < x.grad.numel(); ++i) {
+      max_abs = std::max(max_abs, static_cast<double>(std::abs(x.grad.f32()[i])));
+      max_diff =
+          std::max(max_diff, static_cast<double>(std::abs(x.grad.f32()[i] - y.grad.f32()[i])));
+    }
+    INFO(x.param->name << ": max |grad| " << max_abs << ", max difference " << max_diff);
+    CHECK(max_diff <= tolerance * max_abs + 1e-9);
+  }
+}
+
+struct Batch {
+  std::vector<float> inputs;
+  std::vector<std::int64_t> labels;
+};
+
+Batch random_batch(std::int64_t rows) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<std::int64_t> label(0, 4);
+  Batch b;
+  b.inputs.resize(static_cast<std::size_t>(rows * 2 * 5 * 5));
+  for (auto& x : b.inputs) x = normal(rng);
+  b.labels.resize(static_cast<std::size_t>(rows));
+  for (auto& l : b.labels) l = label(rng);
+  return b;
 }
 
 double loss_of(Program& program) {
@@ -92,40 +146,80 @@ TEST_CASE("whole-model gradients match finite differences") {
 }
 
 TEST_CASE("accumulating 4 micro-batches of 8 equals one batch of 32") {
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal;
-  std::uniform_int_distribution<std::int64_t> label(0, 4);
   const std::int64_t total = 32;
-  std::vector<float> inputs(static_cast<std::size_t>(total * 2 * 5 * 5));
-  for (auto& x : inputs) x = normal(rng);
-  std::vector<std::int64_t> labels(total);
-  for (auto& l : labels) l = label(rng);
-
+  const Batch data = random_batch(total);
   auto big = compile_model(total, false);
-  fill_batch(*big, 0, inputs, labels);
+  fill_batch(*big, 0, data.inputs, data.labels);
   big->loss_seed().f32()[0] = 1.0f;
   big->train_step(0);
 
   auto small = compile_model(total / 4, true);
   small->zero_gradients();
   for (int micro = 0; micro < 4; ++micro) {
-    fill_batch(*small, micro * (total / 4), inputs, labels);
+    fill_batch(*small, micro * (total / 4), data.inputs, data.labels);
     small->loss_seed().f32()[0] = 0.25f;  // the trainer's 1 / accumulation
     small->train_step(static_cast<std::uint64_t>(micro));
   }
-  for (std::size_t p = 0; p < big->params().size(); ++p) {
-    const auto& a = big->params()[p];
-    const auto& b = small->params()[p];
-    if (!a.grad) continue;
-    double max_abs = 0, max_diff = 0;
-    for (std::int64_t i = 0; i < a.grad.numel(); ++i) {
-      max_abs = std::max(max_abs, static_cast<double>(std::abs(a.grad.f32()[i])));
-      max_diff =
-          std::max(max_diff, static_cast<double>(std::abs(a.grad.f32()[i] - b.grad.f32()[i])));
-    }
-    INFO(a.param->name << ": max |grad| " << max_abs << ", max difference " << max_diff);
-    CHECK(max_diff <= 1e-6 * max_abs + 1e-9);
+  check_same_gradients(*big, *small, 1e-6);
+}
+
+TEST_CASE("with dropout, micro-batches and ranks that say where their rows sit equal the batch") {
+  const std::int64_t total = 32;
+  const std::uint64_t seed = 17;
+  const Batch data = random_batch(total);
+  auto big = compile_model(total, false, kDropoutModel);
+  fill_batch(*big, 0, data.inputs, data.labels);
+  big->loss_seed().f32()[0] = 1.0f;
+  big->train_step(seed);
+
+  // 4 micro-batches of consecutive rows: micro m holds rows 8m ... 8m + 7.
+  auto micro_batches = compile_model(total / 4, true, kDropoutModel);
+  micro_batches->zero_gradients();
+  for (std::int64_t micro = 0; micro < 4; ++micro) {
+    fill_batch(*micro_batches, micro * (total / 4), data.inputs, data.labels);
+    micro_batches->loss_seed().f32()[0] = 0.25f;
+    micro_batches->train_step(StepValues{seed, -1, micro * (total / 4), 1});
   }
+  check_same_gradients(*big, *micro_batches, 1e-6);
+
+  // 2 ranks, each with 2 micro-batches of 8 (the loader's sharding: rank r
+  // holds rows r, r + 2, ...; its micro-batch m rows r + 2 * (8m + j)). The
+  // ranks' accumulated gradients, averaged, are the batch's.
+  std::vector<std::unique_ptr<Program>> ranks;
+  for (std::int64_t rank = 0; rank < 2; ++rank) {
+    ranks.push_back(compile_model(total / 4, true, kDropoutModel));
+    Program& r = *ranks.back();
+    r.zero_gradients();
+    for (std::int64_t micro = 0; micro < 2; ++micro) {
+      const std::int64_t first = rank + 2 * micro * (total / 4);
+      fill_batch(r, first, data.inputs, data.labels, 2);
+      r.loss_seed().f32()[0] = 0.5f;
+      r.train_step(StepValues{seed, -1, first, 2});
+    }
+  }
+  for (std::size_t p = 0; p < ranks[0]->params().size(); ++p) {
+    auto& g0 = ranks[0]->params()[p].grad;
+    const auto& g1 = ranks[1]->params()[p].grad;
+    if (!g0) continue;
+    for (std::int64_t i = 0; i < g0.numel(); ++i) g0.f32()[i] = 0.5f * (g0.f32()[i] + g1.f32()[i]);
+  }
+  check_same_gradients(*big, *ranks[0], 1e-6);
+
+  // Without the positions every micro-batch draws the first rows' masks: the
+  // test tells.
+  auto unplaced = compile_model(total / 4, true, kDropoutModel);
+  unplaced->zero_gradients();
+  for (std::int64_t micro = 0; micro < 4; ++micro) {
+    fill_batch(*unplaced, micro * (total / 4), data.inputs, data.labels);
+    unplaced->loss_seed().f32()[0] = 0.25f;
+    unplaced->train_step(StepValues{seed, -1, 0, 1});
+  }
+  const auto& want = big->params().back().grad;
+  const auto& got = unplaced->params().back().grad;
+  double diff = 0;
+  for (std::int64_t i = 0; i < want.numel(); ++i)
+    diff = std::max(diff, static_cast<double>(std::abs(want.f32()[i] - got.f32()[i])));
+  CHECK(diff > 1e-3);
 }
 
 namespace {

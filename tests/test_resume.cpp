@@ -50,6 +50,20 @@ TEST_CASE("the same config twice gives identical metrics; another seed does not"
   CHECK(a == read_text(tmp / "d/metrics.jsonl"));
 }
 
+TEST_CASE("train.eval_every evaluates once per step, also at the end of an epoch") {
+  TempDir tmp("eval-every");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // 16 steps per epoch, 48 steps: evaluations after 8, 16, 24, 32, 40 and 48.
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "a", {"train.eval_every=8"}),
+                     tmp / "a.log") == 0);
+  std::vector<std::int64_t> eval_steps;
+  for (const auto& line : read_lines(tmp / "a/metrics.jsonl")) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["split"] == "eval") eval_steps.push_back(record["step"].get<std::int64_t>());
+  }
+  CHECK(eval_steps == std::vector<std::int64_t>{8, 16, 24, 32, 40, 48});
+}
+
 namespace {
 
 // A run cut by train.max_steps inside an epoch, then resumed with more steps,

@@ -1,6 +1,8 @@
 // dropout: inverted dropout. The keep mask comes from a counter-based hash of
-// (seed, element index), so a replay with the same seed draws the same mask
-// whatever the thread count; it is saved (one byte per element) for the backward.
+// (seed, element index in the step's global batch: draw_index), so a replay
+// with the same seed draws the same mask whatever the thread count, and a
+// sample draws the same mask whichever rank or micro-batch holds it. The mask
+// is saved (one byte per element) for the backward.
 #include <cstring>
 #include <memory>
 
@@ -20,7 +22,10 @@ inline std::uint64_t mix(std::uint64_t z) {
 
 class DropoutKernel final : public Kernel {
  public:
-  explicit DropoutKernel(const KernelContext& ctx) : count_(numel(ctx.output)) {
+  explicit DropoutKernel(const KernelContext& ctx)
+      : count_(numel(ctx.output)),
+        rows_(ctx.output.empty() ? 1 : ctx.output[0]),
+        per_row_(rows_ > 0 ? count_ / rows_ : 0) {
     const double p = ctx.attrs->get_number("p");
     // keep when the top 32 bits of the hash are >= p * 2^32
     threshold_ = static_cast<std::uint64_t>(p * 4294967296.0);
@@ -39,12 +44,19 @@ class DropoutKernel final : public Kernel {
       return;
     }
     auto* mask = static_cast<std::uint8_t*>(a.saved[0]);
-    const std::uint64_t base = mix(call_seed(step_values_of(a).seed, a.seed_salt) + kGolden);
-    for (std::int64_t k = 0; k < count_; ++k) {
-      const std::uint64_t h = mix(base + static_cast<std::uint64_t>(k) * kGolden);
-      const std::uint8_t keep = (h >> 32) >= threshold_ ? 1 : 0;
-      mask[k] = keep;
-      y[k] = keep ? x[k] * scale_ : 0.0f;
+    const StepValues step = step_values_of(a);
+    const std::uint64_t base = mix(call_seed(step.seed, a.seed_salt) + kGolden);
+    for (std::int64_t row = 0; row < rows_; ++row) {
+      const std::uint64_t first =
+          draw_index(step.first_position, step.position_stride, row, per_row_, 0);
+      const std::int64_t offset = row * per_row_;
+      for (std::int64_t column = 0; column < per_row_; ++column) {
+        const std::int64_t k = offset + column;
+        const std::uint64_t h = mix(base + (first + static_cast<std::uint64_t>(column)) * kGolden);
+        const std::uint8_t keep = (h >> 32) >= threshold_ ? 1 : 0;
+        mask[k] = keep;
+        y[k] = keep ? x[k] * scale_ : 0.0f;
+      }
     }
   }
 
@@ -57,7 +69,7 @@ class DropoutKernel final : public Kernel {
   }
 
  private:
-  std::int64_t count_;
+  std::int64_t count_, rows_, per_row_;
   std::uint64_t threshold_ = 0;
   float scale_ = 1.0f;
 };

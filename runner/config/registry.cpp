@@ -252,7 +252,8 @@ std::vector<SectionDef> build_sections() {
            f(field("log_every", T::integer, "Log one line every N steps").def("50").at_least(1),
              [](Config& c, const FieldValue& v) { c.train.log_every = int_of(v); }),
            f(field("eval_batches", T::integer,
-                   "Evaluate on the first N batches of the eval split only (0: all of it)")
+                   "Evaluate on the first N micro-batches of the eval split only, on each rank "
+                   "(0: all of it)")
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.eval_batches = int_of(v); }),

@@ -134,7 +134,7 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
 
   // 4. Fixed arguments of every call.
   step_values_ = DeviceBuffer(backend_, sizeof(StepValues));
-  set_step_values(0, -1);
+  set_step_values(StepValues{});
   const auto* step_values = static_cast<const StepValues*>(step_values_.data());
   input_ = value_ref(g.input);
   labels_ = value_ref(g.labels);
@@ -184,8 +184,7 @@ TensorRef Program::value_ref(ValueId v) const {
   return {arena_.at(plan_.buffers[b].offset), value.shape, value.dtype};
 }
 
-void Program::set_step_values(std::uint64_t step_seed, std::int64_t valid_rows) {
-  const StepValues values{step_seed, valid_rows};
+void Program::set_step_values(const StepValues& values) {
   backend_.copy_to_device(step_values_.data(), &values, sizeof values);
 }
 
@@ -247,9 +246,9 @@ void Program::refresh_bf16_copies() {
   bf16_copies_stale_ = false;
 }
 
-void Program::train_step(std::uint64_t step_seed, std::int64_t valid_rows) {
+void Program::train_step(const StepValues& values) {
   if (bf16_copies_stale_) refresh_bf16_copies();
-  set_step_values(step_seed, valid_rows);
+  set_step_values(values);
   run(train_recording_, [this] {
     for (Call& c : train_calls_) {
       if (c.backward) {
@@ -269,7 +268,7 @@ void Program::train_step(std::uint64_t step_seed, std::int64_t valid_rows) {
 
 void Program::eval_step(std::int64_t valid_rows) {
   if (bf16_copies_stale_) refresh_bf16_copies();
-  set_step_values(0, valid_rows);
+  set_step_values(StepValues{0, valid_rows});
   run(eval_recording_, [this] {
     for (Call& c : eval_calls_) c.kernel->forward(c.args);
   });
@@ -283,7 +282,7 @@ void Program::zero_gradients() {
 void Program::train_step_timed(std::uint64_t step_seed,
                                const std::function<void(const Call&, double ms)>& on_call) {
   if (bf16_copies_stale_) refresh_bf16_copies();
-  set_step_values(step_seed, -1);
+  set_step_values(StepValues{step_seed, -1});
   for (Call& c : train_calls_) {
     backend_.synchronize();
     const auto start = std::chrono::steady_clock::now();

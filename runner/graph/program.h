@@ -83,7 +83,12 @@ class Program {
   // Forward and backward of one micro-batch; with accumulate_gradients the
   // parameter gradients are added into ParamStorage::grad (zero them with
   // zero_gradients() before the first micro-batch).
-  void train_step(std::uint64_t step_seed, std::int64_t valid_rows = -1);
+  // `values` (seed, valid rows, the rows' positions in the step's global
+  // batch) are what the step's kernels read (ops/step_values.h).
+  void train_step(const StepValues& values);
+  void train_step(std::uint64_t step_seed, std::int64_t valid_rows = -1) {
+    train_step(StepValues{step_seed, valid_rows});
+  }
   // The forward pass in evaluation mode (running statistics, no dropout).
   void eval_step(std::int64_t valid_rows);
   void zero_gradients();
@@ -121,7 +126,7 @@ class Program {
     std::string why_not;  // set once recording is off for good
   };
   TensorRef value_ref(ValueId v) const;
-  void set_step_values(std::uint64_t step_seed, std::int64_t valid_rows);
+  void set_step_values(const StepValues& values);
   void run(Recording& recording, const std::function<void()>& queue_calls);
   void refresh_bf16_copies();
 

@@ -441,10 +441,16 @@ void TrainLoop::train_micro_batches() {
       schedule_update(step_);
       backend_.vector_ops().set_optimizer_step(opt_);
     }
-    program_.train_step(
-        splitmix64(static_cast<std::uint64_t>(cfg_.seed) ^
-                   splitmix64(static_cast<std::uint64_t>(step_ * accumulation_ + micro))),
-        batch->rows);
+    // One seed for the whole step; row j of this rank's micro-batch is sample
+    // rank + world * (micro * micro_size + j) of the step's global batch (the
+    // loader's sharding), so dropout draws follow the sample.
+    StepValues values;
+    values.seed = splitmix64(static_cast<std::uint64_t>(cfg_.seed) ^
+                             splitmix64(static_cast<std::uint64_t>(step_)));
+    values.valid_rows = batch->rows;
+    values.first_position = collective_.rank() + world_ * micro * s_.batch.micro;
+    values.position_stride = world_;
+    program_.train_step(values);
     losses_.record(program_.loss());
     window_.samples += batch->rows;
     total_samples_ += batch->rows;
@@ -593,7 +599,7 @@ void TrainLoop::log_window() {
 
 void TrainLoop::run_eval(std::int64_t at_step) {
   if (!s_.eval_data) return;
-  const EvalResult e = evaluate(s_, program_);
+  const EvalResult e = evaluate(s_, program_, collective_);
   nlohmann::json record = {{"step", at_step},
                            {"epoch", epoch_},
                            {"split", "eval"},
@@ -716,7 +722,9 @@ void TrainLoop::train_to_end() {
       // The backend's window of learning rates reaches no further (log_every
       // above kMaxLearningRates).
       if (scaler_.enabled() && step_ - synced_at_step_ >= lr_window_) sync_loss_scale();
-      if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_)
+      // The end of the epoch (or of training) evaluates anyway: once per step.
+      if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_ &&
+          in_epoch < steps_per_epoch_)
         run_eval(step_);
       const bool steps_due =
           cfg_.checkpoint.every_steps > 0 && step_ % cfg_.checkpoint.every_steps == 0;

@@ -150,16 +150,21 @@ std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend
   return program;
 }
 
-EvalResult evaluate(const Session& s, graph::Program& program) {
+EvalResult evaluate(const Session& s, graph::Program& program, Collective& collective) {
   EvalResult result;
   if (!s.eval_data) return result;
-  data::Loader loader(s.eval_data, s.eval_pipeline, loader_options(s, false, program.backend()));
+  // Each rank evaluates its own shard (each sample on exactly one rank) and
+  // the sums are added over the ranks.
+  data::LoaderOptions options = loader_options(s, false, program.backend(), &collective);
+  options.equal_shards = false;
+  data::Loader loader(s.eval_data, s.eval_pipeline, options);
   loader.start_epoch(0);
   const std::int64_t classes = s.num_classes;
   std::vector<float> logits(classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape))
                                         : 0);
   double loss_sum = 0;
   Hits hits;
+  std::int64_t samples = 0;
   const std::int64_t limit = s.config.train.eval_batches;
   for (std::int64_t b = 0; limit == 0 || b < limit; ++b) {
     const data::Batch* batch = loader.next();
@@ -168,7 +173,7 @@ EvalResult evaluate(const Session& s, graph::Program& program) {
     program.eval_step(batch->rows);
     loss_sum += static_cast<double>(read_scalar(program, program.loss())) *
                 static_cast<double>(batch->rows);
-    result.samples += batch->rows;
+    samples += batch->rows;
     if (classes > 0) {
       program.backend().copy_to_host(logits.data(), program.logits().data,
                                      logits.size() * sizeof(float));
@@ -178,10 +183,17 @@ EvalResult evaluate(const Session& s, graph::Program& program) {
       hits.rows += h.rows;
     }
   }
-  if (result.samples > 0) result.loss = loss_sum / static_cast<double>(result.samples);
-  if (hits.rows > 0) {
-    result.accuracy = static_cast<double>(hits.top1) / static_cast<double>(hits.rows);
-    result.top5 = static_cast<double>(hits.top5) / static_cast<double>(hits.rows);
+  // Counts below 2^53 are exact in double; every rank gets the same sums.
+  std::vector<double> sums = {loss_sum, static_cast<double>(samples),
+                              static_cast<double>(hits.top1), static_cast<double>(hits.top5),
+                              static_cast<double>(hits.rows)};
+  if (collective.world() > 1) collective.all_reduce_statistics(sums);
+  result.samples = static_cast<std::int64_t>(sums[1]);
+  const double rows = sums[4];
+  if (result.samples > 0) result.loss = sums[0] / sums[1];
+  if (rows > 0) {
+    result.accuracy = sums[2] / rows;
+    result.top5 = sums[3] / rows;
   }
   return result;
 }

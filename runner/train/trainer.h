@@ -65,6 +65,10 @@ struct EvalResult {
   std::int64_t samples = 0;
 };
 
-EvalResult evaluate(const Session& session, graph::Program& program);
+// The model on the eval split (up to train.eval_batches micro-batches per
+// rank). With several ranks each evaluates its shard and the sums are added
+// over `collective`: every rank returns the same result, that of one rank
+// evaluating all of it (to float rounding).
+EvalResult evaluate(const Session& session, graph::Program& program, Collective& collective);
 
 }  // namespace trainer::train

@@ -28,6 +28,10 @@ class Collective {
   // sums, so replicas cannot drift apart.
   virtual void all_reduce_statistics(std::vector<double>& values) = 0;
   virtual void barrier() = 0;
+  // Every rank waits here while the root writes a checkpoint (the others have
+  // nothing to write), under its own, longer timeout: a large checkpoint on
+  // slow storage is not a hung rank.
+  virtual void wait_for_checkpoint() {}
   // How long this rank just waited for its next batch (per-rank load-balance reports).
   virtual void note_data_wait(double /*seconds*/) {}
   bool is_root() const { return rank() == 0; }

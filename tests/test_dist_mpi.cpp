@@ -8,7 +8,8 @@
 // and continues like the uninterrupted run (ranks that find different
 // checkpoints stop with an error naming each), lr scaling is applied and
 // recorded, a batch that does not divide is one clear error, and a rank that
-// is killed or hangs ends the job with an error naming it.
+// is killed or hangs ends the job with an error naming it, while a slow
+// checkpoint write is waited for under its own timeout.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -586,4 +587,38 @@ TEST_CASE("a hung rank ends the job after the collective timeout, named by the o
   CHECK_THAT(run.output(), Catch::Contains("did not complete within") &&
                                (Catch::Contains("rank 1 (last reached collective") ||
                                 Catch::Contains("rank 1 (silent for")));
+}
+
+TEST_CASE("the ranks wait for a slow checkpoint write under its own timeout") {
+  // The root writes each checkpoint 4 s late (a stand-in for slow storage)
+  // while the collective timeout is 2 s: the others wait for the write, not
+  // in the next step's reduction, so the job goes on.
+  const fs::path config = write_config("slow_checkpoint", "checkpoint: {every_steps: 2}\n");
+  const fs::path dir = kRoot / "slow_checkpoint_run";
+  fs::remove_all(dir);
+  BackgroundRun run(
+      "TRAINER_COLLECTIVE_TIMEOUT=2 TRAINER_INJECT_CHECKPOINT_DELAY=4",
+      "run " + config.string() + " devices.world_size=2 train.max_steps=4 --out " + dir.string(),
+      "slow_checkpoint");
+  const int code = run.wait(90);
+  INFO(run.output());
+  REQUIRE(code == 0);
+  CHECK(train_losses(dir).size() == 4);
+  CHECK(fs::exists(dir / "checkpoints/step-00000002/model.safetensors"));
+  CHECK(fs::exists(dir / "checkpoints/step-00000004/model.safetensors"));
+  CHECK(read_json(dir / "distributed.json")["checkpoint_timeout_s"] == 3600);
+
+  // Past TRAINER_CHECKPOINT_TIMEOUT the root is named as the one missing.
+  const fs::path stuck = kRoot / "stuck_checkpoint_run";
+  fs::remove_all(stuck);
+  BackgroundRun failing(
+      "TRAINER_CHECKPOINT_TIMEOUT=2 TRAINER_INJECT_CHECKPOINT_DELAY=6",
+      "run " + config.string() + " devices.world_size=2 train.max_steps=4 --out " + stuck.string(),
+      "stuck_checkpoint");
+  const int failed = failing.wait(90);
+  INFO(failing.output());
+  CHECK(failed > 0);
+  CHECK_THAT(failing.output(), Catch::Contains("the wait for rank 0 to write the checkpoint") &&
+                                   Catch::Contains("rank 0 (last reached collective") &&
+                                   Catch::Contains("timeout: TRAINER_CHECKPOINT_TIMEOUT, 2 s"));
 }

@@ -25,7 +25,8 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
-MpiCollective::MpiCollective(double timeout_s) : watchdog_(MPI_COMM_WORLD, timeout_s) {
+MpiCollective::MpiCollective(double timeout_s, double checkpoint_timeout_s)
+    : watchdog_(MPI_COMM_WORLD, timeout_s), checkpoint_timeout_s_(checkpoint_timeout_s) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_);
 }
@@ -171,6 +172,14 @@ void MpiCollective::barrier() {
   std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
   MPI_Ibarrier(MPI_COMM_WORLD, &request[0]);
   watchdog_.wait(request, "barrier");
+}
+
+void MpiCollective::wait_for_checkpoint() {
+  watchdog_.enter();
+  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+  MPI_Ibarrier(MPI_COMM_WORLD, &request[0]);
+  watchdog_.wait(request, "wait for rank 0 to write the checkpoint", checkpoint_timeout_s_,
+                 "TRAINER_CHECKPOINT_TIMEOUT");
 }
 
 void MpiCollective::broadcast(void* data, std::size_t bytes) {

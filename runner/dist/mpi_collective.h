@@ -25,7 +25,10 @@ namespace trainer::dist {
 
 class MpiCollective final : public Collective {
  public:
-  explicit MpiCollective(double timeout_s);  // MPI must be initialised
+  // MPI must be initialised. `timeout_s` bounds every wait
+  // (TRAINER_COLLECTIVE_TIMEOUT), `checkpoint_timeout_s` the wait for the
+  // root's checkpoint write (TRAINER_CHECKPOINT_TIMEOUT).
+  MpiCollective(double timeout_s, double checkpoint_timeout_s);
   ~MpiCollective() override;
 
   int rank() const override { return rank_; }
@@ -34,6 +37,7 @@ class MpiCollective final : public Collective {
   void all_reduce_sum(std::vector<double>& values) override;
   void all_reduce_statistics(std::vector<double>& values) override;
   void barrier() override;
+  void wait_for_checkpoint() override;
   void note_data_wait(double seconds) override { window_.data_wait_s += seconds; }
 
   // Starts bucket reductions from `program`'s backward calls (host memory
@@ -59,6 +63,7 @@ class MpiCollective final : public Collective {
 
   int rank_ = 0, world_ = 1;
   MpiWatchdog watchdog_;
+  double checkpoint_timeout_s_;
   std::unique_ptr<GradientBuckets> buckets_;
   graph::Program* attached_ = nullptr;
   std::vector<MPI_Request> pending_;  // bucket reductions in flight

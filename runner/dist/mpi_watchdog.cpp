@@ -87,6 +87,11 @@ void MpiWatchdog::poll(std::vector<MPI_Request>& requests) {
 }
 
 void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& what) {
+  wait(requests, what, timeout_s_, "TRAINER_COLLECTIVE_TIMEOUT");
+}
+
+void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& what,
+                       double timeout_s, const std::string& setting) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const double heartbeat_s = std::min(1.0, timeout_s_ / 8);
@@ -97,7 +102,7 @@ void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& wh
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (done) return;
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (waited > timeout_s_) fail(what, waited);
+    if (waited > timeout_s) fail(what, waited, timeout_s, setting);
     if (waited > next_heartbeat) {  // still here: tell the peers, hear from them
       send_notices();
       read_notices();
@@ -109,7 +114,8 @@ void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& wh
   }
 }
 
-void MpiWatchdog::fail(const std::string& what, double waited_s) {
+void MpiWatchdog::fail(const std::string& what, double waited_s, double timeout_s,
+                       const std::string& setting) {
   read_notices();
   std::string missing, silent;
   const auto now = std::chrono::steady_clock::now();
@@ -136,7 +142,7 @@ void MpiWatchdog::fail(const std::string& what, double waited_s) {
     message += silent + " reached it but stopped responding (hung)";
   else
     message += "every rank reached it and is alive: the interconnect or MPI is stuck";
-  message += ". Aborting the job (timeout: TRAINER_COLLECTIVE_TIMEOUT)";
+  message += fmt::format(". Aborting the job (timeout: {}, {:.0f} s)", setting, timeout_s);
   std::fprintf(stderr, "error: %s\n", message.c_str());
   MpiRuntime::abort_job(1);
 }

@@ -24,6 +24,8 @@ namespace trainer::dist {
 
 class MpiWatchdog {
  public:
+  // `timeout_s`: TRAINER_COLLECTIVE_TIMEOUT, the limit of every wait unless
+  // a wait names its own.
   MpiWatchdog(MPI_Comm world, double timeout_s);
   ~MpiWatchdog();
   MpiWatchdog(const MpiWatchdog&) = delete;
@@ -33,6 +35,9 @@ class MpiWatchdog {
   void enter();
   // Waits for every request; on timeout prints who is missing and aborts the job.
   void wait(std::vector<MPI_Request>& requests, const std::string& what);
+  // The same under another limit, `setting` naming where it comes from.
+  void wait(std::vector<MPI_Request>& requests, const std::string& what, double timeout_s,
+            const std::string& setting);
   // Advances MPI progress without waiting (called between backward calls).
   void poll(std::vector<MPI_Request>& requests);
 
@@ -42,7 +47,8 @@ class MpiWatchdog {
  private:
   void read_notices();
   void send_notices();
-  [[noreturn]] void fail(const std::string& what, double waited_s);
+  [[noreturn]] void fail(const std::string& what, double waited_s, double timeout_s,
+                         const std::string& setting);
 
   MPI_Comm notices_ = MPI_COMM_NULL;  // duplicate of the world communicator
   int rank_ = 0, world_ = 1;

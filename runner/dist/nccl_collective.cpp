@@ -102,6 +102,11 @@ class NcclCollective final : public Collective {
   void barrier() override {
     if (mpi_) mpi_->barrier();
   }
+  // The host waits over MPI; no reduction is pending then (the step before
+  // the checkpoint was reduced on every rank before the root read it back).
+  void wait_for_checkpoint() override {
+    if (mpi_) mpi_->wait_for_checkpoint();
+  }
   void note_data_wait(double seconds) override {
     if (mpi_) mpi_->note_data_wait(seconds);
   }

@@ -47,6 +47,7 @@ bool uses_gpus(const config::Config& c) {
 
 RankJob::RankJob(const config::Config& loaded) : env_(detect_launch_env()) {
   timeout_s_ = env_number("TRAINER_COLLECTIVE_TIMEOUT", 300, 1);
+  checkpoint_timeout_s_ = env_number("TRAINER_CHECKPOINT_TIMEOUT", 3600, 1);
   bucket_bytes_ = static_cast<std::size_t>(env_number("TRAINER_BUCKET_MB", 25, 0) * (1 << 20));
   RankPlace place;
   if (env_) place = {env_->rank, env_->world, env_->local_rank, local_world_of(*env_)};
@@ -55,7 +56,7 @@ RankJob::RankJob(const config::Config& loaded) : env_(detect_launch_env()) {
   place_ = {place.rank, place.world, place.local_rank};
   if (place.world > 1) {
     mpi_runtime_ = std::make_unique<MpiRuntime>();
-    mpi_ = std::make_unique<MpiCollective>(timeout_s_);
+    mpi_ = std::make_unique<MpiCollective>(timeout_s_, checkpoint_timeout_s_);
     if (mpi_->world() != place.world || mpi_->rank() != place.rank)
       throw std::runtime_error("the launcher's environment says rank " +
                                std::to_string(place.rank) + " of " + std::to_string(place.world) +
@@ -108,6 +109,7 @@ void RankJob::attach(graph::Program& program, const std::string& run_dir) {
       {"bucket_bytes", overlap ? bucket_bytes_ : 0},
       {"overlap_backward", overlap},
       {"collective_timeout_s", timeout_s_},
+      {"checkpoint_timeout_s", checkpoint_timeout_s_},
       {"threads_per_rank", config_.backend.threads},
   };
   std::ofstream(run_dir + "/distributed.json") << record.dump(2) << '\n';

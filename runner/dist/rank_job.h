@@ -6,7 +6,9 @@
 //
 // Settings from the environment: TRAINER_COLLECTIVE_TIMEOUT (seconds a rank
 // waits in a collective before it names the missing ranks and aborts the job;
-// default 300) and TRAINER_BUCKET_MB (gradient bucket size; default 25).
+// default 300), TRAINER_CHECKPOINT_TIMEOUT (seconds the other ranks wait while
+// the root writes a checkpoint; default 3600) and TRAINER_BUCKET_MB (gradient
+// bucket size; default 25).
 #pragma once
 
 #include <memory>
@@ -54,6 +56,7 @@ class RankJob {
     int rank = 0, world = 1, local_rank = 0;
   } place_;
   double timeout_s_ = 300;
+  double checkpoint_timeout_s_ = 3600;
   std::size_t bucket_bytes_ = 25u << 20;
   double lr_base_ = 0;
   std::unique_ptr<MpiRuntime> mpi_runtime_;

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include <spdlog/sinks/basic_file_sink.h>
@@ -93,6 +94,14 @@ std::set<std::int64_t> injected_overflow_steps() {
   while (std::getline(in, item, ','))
     if (!item.empty()) steps.insert(std::stoll(item));
   return steps;
+}
+
+// Seconds the root sleeps before writing each checkpoint, from the environment
+// variable TRAINER_INJECT_CHECKPOINT_DELAY: a test hook standing in for slow
+// storage (the other ranks wait for the write under TRAINER_CHECKPOINT_TIMEOUT).
+double injected_checkpoint_delay_s() {
+  const char* text = std::getenv("TRAINER_INJECT_CHECKPOINT_DELAY");
+  return text ? std::max(0.0, std::strtod(text, nullptr)) : 0.0;
 }
 
 // Why fp16 loss scaling collapsed, and what to change.
@@ -239,6 +248,7 @@ class TrainLoop {
   OptimizerStep opt_;
   LossScaler scaler_;
   const std::set<std::int64_t> inject_overflow_;
+  const double inject_checkpoint_delay_s_;
   bool update_in_step_ = false, clip_in_update_ = false;
   // Loss scaling: how many updates' learning rates the backend holds, and the
   // step of the last read of its state (read again at least that often).
@@ -292,6 +302,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       timing_in_metrics_(!cfg_.deterministic),
       scaler_(cfg_.precision.loss_scale, cfg_.precision.mode == "fp16"),
       inject_overflow_(injected_overflow_steps()),
+      inject_checkpoint_delay_s_(injected_checkpoint_delay_s()),
       logits_(s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0),
       progress_(collective.is_root()),
       losses_(backend_, static_cast<std::size_t>(log_every_ * accumulation_)) {
@@ -661,10 +672,19 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
 }
 
 void TrainLoop::save_state(const checkpoint::TrainState& st) {
-  if (!collective_.is_root()) return;
-  last_checkpoint_ = store_.save(program_, st, retention_);
-  progress_.clear();
-  log_->info("checkpoint {}", last_checkpoint_);
+  if (collective_.is_root()) {
+    if (inject_checkpoint_delay_s_ > 0) {
+      log_->warn("TRAINER_INJECT_CHECKPOINT_DELAY: writing the checkpoint {} s late",
+                 inject_checkpoint_delay_s_);
+      std::this_thread::sleep_for(std::chrono::duration<double>(inject_checkpoint_delay_s_));
+    }
+    last_checkpoint_ = store_.save(program_, st, retention_);
+    progress_.clear();
+    log_->info("checkpoint {}", last_checkpoint_);
+  }
+  // The other ranks wait here, not in the next step's gradient reduction,
+  // whose timeout is meant for hung ranks, not for slow storage.
+  if (world_ > 1) collective_.wait_for_checkpoint();
 }
 
 nlohmann::json TrainLoop::run() {

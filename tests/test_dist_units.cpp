@@ -136,20 +136,41 @@ TEST_CASE("the config's world size must match the job's") {
   CHECK_THROWS_AS(dist::rank_config(g, {0, 6, 0, 2}), config::ConfigError);  // 2 per node
 }
 
-TEST_CASE("GPU ranks on several nodes: the batch is split over every rank, or a clear error") {
+TEST_CASE("a rank its launcher bound to one GPU uses that GPU, whatever the list says") {
+  config::Config g;
+  g.devices.cpu = false;
+  g.devices.gpus = {4, 5, 6, 7};
+  // srun --gpus-per-task=1: rank 2 of 4 sees one GPU, CUDA index 0.
+  dist::RankPlace bound{2, 4, 2, 4, 1};
+  CHECK(dist::launcher_bound_gpu(g, bound));
+  const config::Config r = dist::rank_config(g, bound);
+  CHECK(r.devices.gpus == std::vector<std::int64_t>{0});
+  CHECK(r.devices.world_size == 4);
+  config::Diagnostics diags;
+  CHECK(train::plan_batches(r, diags).world == 4);  // the batch still splits over 4
+  // Every GPU visible: the list decides.
+  dist::RankPlace shared{2, 4, 2, 4, 8};
+  CHECK_FALSE(dist::launcher_bound_gpu(g, shared));
+  CHECK(dist::rank_config(g, shared).devices.gpus.front() == 6);
+  // Not asked (a CPU build): the list decides.
+  CHECK(dist::rank_config(g, {2, 4, 2, 4}).devices.gpus.front() == 6);
+  // One listed GPU, one rank: nothing to bind.
+  config::Config one = g;
+  one.devices.gpus = {3};
+  CHECK_FALSE(dist::launcher_bound_gpu(one, {0, 1, 0, 1, 1}));
+}
+
+TEST_CASE("GPU ranks on several nodes: the batch is split over every rank of the job") {
   config::Config g;
   g.devices.cpu = false;
   g.devices.gpus = {0, 1, 2, 3, 4, 5, 6, 7};
   g.train.batch_size = 256;
   // Rank 9 of 16, the second on its node (8 per node).
-  try {
-    const config::Config r = dist::rank_config(g, {9, 16, 1, 8});
-    CHECK(r.devices.gpus.front() == 1);
-    config::Diagnostics diags;
-    CHECK(train::plan_batches(r, diags).world == 16);
-  } catch (const config::ConfigError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("multi-node GPU jobs are not supported"));
-  }
+  const config::Config r = dist::rank_config(g, {9, 16, 1, 8});
+  CHECK(r.devices.gpus.front() == 1);
+  config::Diagnostics diags;
+  CHECK(train::plan_batches(r, diags).world == 16);
+  CHECK(diags.empty());
 }
 
 TEST_CASE("the local launcher's mpirun command") {

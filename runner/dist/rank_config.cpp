@@ -16,6 +16,10 @@ double lr_scale_factor(const std::string& scaling, int world) {
   return 1.0;
 }
 
+bool launcher_bound_gpu(const config::Config& c, const RankPlace& place) {
+  return !c.devices.cpu && c.devices.gpus.size() > 1 && place.world > 1 && place.visible_gpus == 1;
+}
+
 config::Config rank_config(config::Config c, const RankPlace& place) {
   config::Diagnostics diags;
   if (c.devices.cpu || c.devices.gpus.empty()) {
@@ -46,17 +50,10 @@ config::Config rank_config(config::Config c, const RankPlace& place) {
       // select_backend uses the first GPU of the list: this rank's
       std::rotate(c.devices.gpus.begin(), c.devices.gpus.begin() + (place.local_rank % gpus),
                   c.devices.gpus.end());
+      if (launcher_bound_gpu(c, place)) c.devices.gpus = {0};
+      // The batch plan splits the batch over devices.world_size (the job's
+      // ranks, on every node), never over fewer listed GPUs.
       c.devices.world_size = place.world;
-      // Never a silently wrong batch split: the batch plan must count every rank.
-      config::Diagnostics plan;
-      const auto planned = train::plan_batches(c, plan).world;
-      if (planned != place.world)
-        diags.add(train::mark_of(c, "devices"), "devices.gpus",
-                  "the batch plan splits train.batch_size over " + std::to_string(planned) +
-                      " ranks (the listed GPUs), but the job has " + std::to_string(place.world) +
-                      " ranks on several nodes: multi-node GPU jobs are not supported by this "
-                      "build yet",
-                  "run on one node, with one rank per listed GPU");
     }
   }
   diags.throw_if_any();

@@ -14,6 +14,9 @@
 #include "runner/dist/rank_config.h"
 #include "runner/graph/program.h"
 #include "runner/train/devices.h"
+#ifdef TRAINER_WITH_CUDA
+#include "ops/cuda/device_report.h"
+#endif
 
 namespace trainer::dist {
 namespace {
@@ -43,6 +46,15 @@ bool uses_gpus(const config::Config& c) {
   return !c.devices.cpu && !c.devices.gpus.empty();
 }
 
+// How many GPUs this process sees (-1: no CUDA in this build).
+int visible_gpu_count() {
+#ifdef TRAINER_WITH_CUDA
+  return static_cast<int>(cuda::cuda_report(cuda::GpuQuery::properties).gpus.size());
+#else
+  return -1;
+#endif
+}
+
 }  // namespace
 
 RankJob::RankJob(const config::Config& loaded) : env_(detect_launch_env()) {
@@ -51,6 +63,8 @@ RankJob::RankJob(const config::Config& loaded) : env_(detect_launch_env()) {
   bucket_bytes_ = static_cast<std::size_t>(env_number("TRAINER_BUCKET_MB", 25, 0) * (1 << 20));
   RankPlace place;
   if (env_) place = {env_->rank, env_->world, env_->local_rank, local_world_of(*env_)};
+  if (uses_gpus(loaded) && place.world > 1) place.visible_gpus = visible_gpu_count();
+  gpu_bound_by_launcher_ = launcher_bound_gpu(loaded, place);
   lr_base_ = loaded.optimizer.lr;
   config_ = rank_config(loaded, place);
   place_ = {place.rank, place.world, place.local_rank};
@@ -112,6 +126,8 @@ void RankJob::attach(graph::Program& program, const std::string& run_dir) {
       {"checkpoint_timeout_s", checkpoint_timeout_s_},
       {"threads_per_rank", config_.backend.threads},
   };
+  // Which GPU a rank uses: devices[local rank], or the one its launcher bound to it.
+  if (nccl_) record["gpu_binding"] = gpu_bound_by_launcher_ ? "launcher" : "devices list";
   std::ofstream(run_dir + "/distributed.json") << record.dump(2) << '\n';
   std::printf(
       "[rank 0] data-parallel: %d ranks (%s, %s collectives), lr %g x %g (lr_scaling %s) = %g\n",

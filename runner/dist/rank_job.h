@@ -57,6 +57,7 @@ class RankJob {
   } place_;
   double timeout_s_ = 300;
   double checkpoint_timeout_s_ = 3600;
+  bool gpu_bound_by_launcher_ = false;
   std::size_t bucket_bytes_ = 25u << 20;
   double lr_base_ = 0;
   std::unique_ptr<MpiRuntime> mpi_runtime_;

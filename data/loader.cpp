@@ -188,6 +188,11 @@ void Loader::start_epoch(std::int64_t epoch, std::int64_t position) {
   work_ready_.notify_all();
 }
 
+std::int64_t Loader::rows_of_batch(std::int64_t batch) const {
+  return std::clamp<std::int64_t>(shard_size_ - batch * options_.batch_size, 0,
+                                  options_.batch_size);
+}
+
 Cursor Loader::cursor() const {
   std::lock_guard lock(mutex_);
   return {epoch_, next_deliver_};

@@ -98,6 +98,9 @@ class Loader {
   static std::int64_t batches_per_epoch(std::int64_t samples, std::int64_t batch_size,
                                         std::int64_t world_size, bool drop_last);
   std::int64_t samples_per_rank() const { return shard_size_; }
+  // The real rows of batch `batch` of an epoch (batch_size but for the last
+  // batch without drop_last; 0 past the end).
+  std::int64_t rows_of_batch(std::int64_t batch) const;
   Shape sample_shape() const { return sample_shape_; }  // after transforms
   const LoaderOptions& options() const { return options_; }
   // Dataset indices of batch `batch` of `epoch` for this rank, in row order

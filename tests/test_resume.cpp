@@ -64,6 +64,34 @@ TEST_CASE("train.eval_every evaluates once per step, also at the end of an epoch
   CHECK(eval_steps == std::vector<std::int64_t>{8, 16, 24, 32, 40, 48});
 }
 
+TEST_CASE("micro-batches of a short last batch train like the batch (drop_last: false)") {
+  // 500 samples, batch 32: each epoch ends with a step of 20 samples, as one
+  // batch or as micro-batches of 16 and 4. Each micro-batch's loss counts by
+  // its rows, so the two runs agree at every step (dropout included).
+  TempDir tmp("short-micro-batches");
+  write_text(tmp / "tiny.yaml", tiny_experiment(500));
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "whole", {"data.drop_last=false"}),
+                     tmp / "whole.log") == 0);
+  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "micro",
+                                  {"data.drop_last=false", "train.micro_batch_size=16"}),
+                     tmp / "micro.log") == 0);
+  auto records = [](const std::string& dir) {
+    std::vector<nlohmann::json> r;
+    for (const auto& line : read_lines(dir + "/metrics.jsonl"))
+      r.push_back(nlohmann::json::parse(line));
+    return r;
+  };
+  const auto whole = records(tmp / "whole"), micro = records(tmp / "micro");
+  REQUIRE(whole.size() == micro.size());
+  REQUIRE(whole.size() == 13);  // 48 steps (16 per epoch): 10 train records + 3 evals
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    INFO("record " << i << ": " << whole[i].dump() << " vs " << micro[i].dump());
+    CHECK(whole[i]["step"] == micro[i]["step"]);
+    const double a = whole[i]["loss"].get<double>(), b = micro[i]["loss"].get<double>();
+    CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+  }
+}
+
 namespace {
 
 // A run cut by train.max_steps inside an epoch, then resumed with more steps,

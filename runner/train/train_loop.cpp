@@ -265,6 +265,7 @@ class TrainLoop {
   // Each micro-batch's loss stays in backend memory until the window needs it:
   // no device synchronisation per step for the loss.
   LossLog losses_;
+  std::vector<double> loss_weights_;  // per recorded loss: its share of its step's rows
 
   Clock::time_point run_start_;
   double total_wait_ = 0;
@@ -435,6 +436,14 @@ void TrainLoop::schedule_update(std::int64_t at_step) {
 
 void TrainLoop::train_micro_batches() {
   if (accumulation_ > 1) program_.zero_gradients();
+  // Each micro-batch's loss counts by its real rows: the step's gradient is
+  // the mean over the step's samples even when its last micro-batch is short
+  // (drop_last: false), as one batch of them would give. The ranks' shards
+  // are equal, so each rank's step holds as many rows.
+  const std::int64_t first_batch = loader_.cursor().position;
+  std::int64_t step_rows = 0;
+  for (std::int64_t micro = 0; micro < accumulation_; ++micro)
+    step_rows += loader_.rows_of_batch(first_batch + micro);
   for (std::int64_t micro = 0; micro < accumulation_; ++micro) {
     const auto wait_start = Clock::now();
     const data::Batch* batch = loader_.next();
@@ -445,8 +454,8 @@ void TrainLoop::train_micro_batches() {
     if (!batch) throw std::logic_error("the loader ran out of batches inside an epoch");
     feed(program_, *batch, s_.num_classes);
     // The loss scale, read on the backend: it may have moved in the last update.
-    backend_.vector_ops().fill_loss_seed(program_.loss_seed(),
-                                         1.0 / static_cast<double>(accumulation_));
+    const double weight = static_cast<double>(batch->rows) / static_cast<double>(step_rows);
+    backend_.vector_ops().fill_loss_seed(program_.loss_seed(), weight);
     if (update_in_step_) {     // the values the step's own update reads
       opt_.grad_scale = 1.0f;  // one rank: nothing to average
       schedule_update(step_);
@@ -463,6 +472,7 @@ void TrainLoop::train_micro_batches() {
     values.position_stride = world_;
     program_.train_step(values);
     losses_.record(program_.loss());
+    loss_weights_.push_back(weight);
     window_.samples += batch->rows;
     total_samples_ += batch->rows;
     if (s_.num_classes > 0 && (step_ + 1) % log_every_ == 0) {
@@ -529,10 +539,14 @@ void TrainLoop::send_learning_rates() {
 }
 
 void TrainLoop::settle_losses() {
-  for (const float loss : losses_.read()) {
-    last_loss_ = loss;
-    window_.loss += loss / static_cast<double>(accumulation_);
+  const std::vector<float> losses = losses_.read();
+  if (losses.size() != loss_weights_.size())
+    throw std::logic_error("the loss log and its weights disagree");
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    last_loss_ = losses[i];
+    window_.loss += losses[i] * loss_weights_[i];
   }
+  loss_weights_.clear();
 }
 
 void TrainLoop::log_window() {

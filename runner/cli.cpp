@@ -98,6 +98,17 @@ int run_cli(int argc, char** argv) {
   sweep->add_option("--parallel", args.parallel, "Runs at once")->check(kAtLeastOne);
   sweep->add_option("--out", args.out_dir,
                     "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)");
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Evaluate a run's checkpoint on its eval data (or other data, by override)");
+  eval->add_option("run_dir", args.run_dir, "Run directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  eval->add_option("overrides", args.overrides,
+                   "KEY=VALUE overrides of the run's config (data.eval.size=1000, devices=cpu)");
+  eval->add_option("--checkpoint", args.checkpoint,
+                   "last (default), best (by checkpoint.metric), a name under checkpoints/ or a "
+                   "checkpoint folder");
+  eval->add_flag("--json", args.json, "Print one JSON object instead of text");
   CLI::App* doctor =
       app.add_subcommand("doctor", "Report the toolchain, libraries and devices found");
   CLI::App* schema = app.add_subcommand(
@@ -136,6 +147,7 @@ int run_cli(int argc, char** argv) {
     if (name == "plan") return command_plan(args);
     if (name == "time") return command_time(args);
     if (name == "sweep") return command_sweep(args);
+    if (name == "eval") return command_eval(args);
     if (doctor->parsed()) return command_doctor();
     if (schema->parsed()) return command_schema(schema_out);
     if (version->parsed()) return command_version();

@@ -16,12 +16,16 @@ struct CommandArgs {
   std::int64_t steps = 0;              // time: number of steps (0: default)
   std::vector<std::string> grid;       // sweep: --grid key=v1,v2 (one entry per --grid)
   std::int64_t parallel = 1;           // sweep: --parallel N runs at once
+  std::string run_dir;                 // eval: the run directory
+  std::string checkpoint = "last";     // eval: --checkpoint last | best | NAME | PATH
+  bool json = false;                   // eval: --json prints one JSON object
 };
 
 int command_run(const CommandArgs& args);
 int command_plan(const CommandArgs& args);
 int command_time(const CommandArgs& args);
 int command_sweep(const CommandArgs& args);
+int command_eval(const CommandArgs& args);
 int command_doctor();
 
 }  // namespace trainer

@@ -159,6 +159,40 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   return final_path.string();
 }
 
+TrainState load_checkpoint_weights(graph::Program& program, const std::string& path) {
+  const auto [model, state_file] = read_verified(path);
+  TrainState state = state_of(state_file, (fs::path(path) / kStateFile).string());
+  load_parameters(program, model, (fs::path(path) / kModelFile).string(), true);
+  return state;
+}
+
+std::string CheckpointStore::find(const std::string& which, bool maximize) const {
+  const auto all = list_checkpoints(dir_);  // newest first
+  std::string names;
+  for (const auto& [step, path] : all)
+    names += (names.empty() ? "" : ", ") + path.filename().string();
+  const std::string here =
+      all.empty() ? dir_ + " holds no checkpoint" : dir_ + " holds " + names + " (newest first)";
+  if (which == "last") {
+    if (all.empty()) throw CheckpointError(here);
+    return all.front().second.string();
+  }
+  if (which == "best") {
+    std::optional<std::pair<double, fs::path>> best;
+    for (const auto& [step, path] : all)
+      if (const auto m = metric_of(path); m && std::isfinite(*m))
+        if (!best || (maximize ? *m > best->first : *m < best->first)) best.emplace(*m, path);
+    if (!best)
+      throw CheckpointError("no checkpoint recorded a finite checkpoint.metric: " + here +
+                            "; name one, or use last");
+    return best->second.string();
+  }
+  for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
+    if (fs::is_directory(candidate) && fs::exists(candidate / kSumsFile)) return candidate.string();
+  throw CheckpointError("no checkpoint '" + which + "': " + here +
+                        "; use last, best, one of those names or a checkpoint folder's path");
+}
+
 TrainState verify_checkpoint(const std::string& path) {
   const auto [model, state] = read_verified(path);
   (void)model;

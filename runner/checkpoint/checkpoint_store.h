@@ -45,6 +45,13 @@ class CheckpointStore {
   std::optional<LoadedCheckpoint> load_newest(graph::Program& program, bool set_aside_bad,
                                               const std::function<void(const std::string&)>& warn);
 
+  // The folder of the checkpoint `which` names: "last" (the newest), "best"
+  // (the best `metric` the checkpoints recorded, the largest when
+  // `maximize`), a folder name here ("step-00000120"), or a path to a
+  // checkpoint folder. Throws CheckpointError, listing what there is, when
+  // nothing matches.
+  std::string find(const std::string& which, bool maximize) const;
+
  private:
   std::string dir_;
 };
@@ -52,6 +59,10 @@ class CheckpointStore {
 // Checks one checkpoint folder and returns its state without touching a
 // program (throws CheckpointError naming the file and what is wrong).
 TrainState verify_checkpoint(const std::string& path);
+
+// Verifies checkpoint folder `path` and loads its weights (not the optimizer
+// state) into `program`, strictly; returns its state.
+TrainState load_checkpoint_weights(graph::Program& program, const std::string& path);
 
 // "step-00000120".
 std::string checkpoint_name(std::int64_t step);

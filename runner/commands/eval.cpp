@@ -1,0 +1,77 @@
+// `trainer eval RUN_DIR [KEY=VALUE ...] [--checkpoint last|best|NAME|PATH] [--json]`:
+// evaluates a checkpoint of a run on the run's eval data (or, through
+// overrides, on other data) with the run's own config, in one process on the
+// config's first device. Prints the metrics; writes nothing.
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runner/checkpoint/checkpoint_store.h"
+#include "runner/checkpoint/safetensors.h"
+#include "runner/commands.h"
+#include "runner/commands/config_commands.h"
+#include "runner/config/load.h"
+#include "runner/train/devices.h"
+#include "runner/train/session.h"
+#include "runner/train/trainer.h"
+
+namespace trainer {
+
+int command_eval(const CommandArgs& args) {
+  namespace fs = std::filesystem;
+  const fs::path config_path = fs::path(args.run_dir) / "config.yaml";
+  if (!fs::exists(config_path)) {
+    std::fprintf(stderr, "error: %s: not a run directory (no config.yaml)\n", args.run_dir.c_str());
+    return 2;
+  }
+  config::Config config = config::load_config(config_path.string(), args.overrides);
+  print_config_warnings(config);
+  // One process: the batch of one rank, on the first device the run used.
+  config.devices.world_size = 1;
+  if (config.devices.gpus.size() > 1) config.devices.gpus = {config.devices.gpus.front()};
+  train::Session session = train::prepare_session(config);
+  if (!session.eval_data) {
+    std::fprintf(stderr,
+                 "error: %s has no eval data: give it with an override, e.g. "
+                 "data.eval.images=... data.eval.labels=... (or data.split=0.1)\n",
+                 config_path.c_str());
+    return 2;
+  }
+  const checkpoint::CheckpointStore store(args.run_dir);
+  std::string path;
+  try {
+    path = store.find(args.checkpoint, config.checkpoint.mode == "max");
+  } catch (const checkpoint::CheckpointError& e) {  // what --checkpoint names is not there
+    std::fprintf(stderr, "error: --checkpoint %s: %s\n", args.checkpoint.c_str(), e.what());
+    return 2;
+  }
+  Backend& backend = train::select_backend(config);
+  auto program = train::compile(session, backend);
+  const checkpoint::TrainState state = checkpoint::load_checkpoint_weights(*program, path);
+  SingleProcess alone;
+  const train::EvalResult result = train::evaluate(session, *program, alone);
+
+  nlohmann::json record = {{"checkpoint", path},
+                           {"step", state.step},
+                           {"loss", result.loss},
+                           {"samples", result.samples}};
+  if (session.num_classes > 0) {
+    record["accuracy"] = result.accuracy;
+    if (session.num_classes > 5) record["top5"] = result.top5;
+  }
+  if (args.json) {
+    std::printf("%s\n", record.dump().c_str());
+    return 0;
+  }
+  std::string line = "eval: loss " + fmt::format("{:.6f}", result.loss);
+  if (session.num_classes > 0) line += fmt::format(" accuracy {:.4f}", result.accuracy);
+  if (session.num_classes > 5) line += fmt::format(" top5 {:.4f}", result.top5);
+  std::printf("checkpoint %s (step %lld)\n%s on %lld samples\n", path.c_str(),
+              static_cast<long long>(state.step), line.c_str(),
+              static_cast<long long>(result.samples));
+  return 0;
+}
+
+}  // namespace trainer

@@ -1,0 +1,133 @@
+// labels: cpu
+// `trainer eval RUN_DIR`: a checkpoint evaluated again gives the metrics the
+// run recorded for it (last, best by the run's checkpoint metric, a named
+// one), on other data through overrides; bad input is a clear error with the
+// usual exit codes (2: usage or config, 1: a damaged checkpoint).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.h"
+#include "test_resume_fixtures.h"
+
+using namespace trainer::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The eval records of a run, by step.
+std::map<std::int64_t, nlohmann::json> eval_records(const std::string& dir) {
+  std::map<std::int64_t, nlohmann::json> records;
+  for (const auto& line : read_lines(dir + "/metrics.jsonl")) {
+    const auto r = nlohmann::json::parse(line);
+    if (r["split"] == "eval") records[r["step"].get<std::int64_t>()] = r;
+  }
+  return records;
+}
+
+nlohmann::json eval_json(const std::string& args) {
+  const auto r = run_trainer("eval " + args + " --json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("trainer eval gives a checkpoint's recorded metrics again") {
+  TempDir tmp("eval-command");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // 3 epochs of 16 steps, a checkpoint and an evaluation after each. The
+  // eval loss falls, so ranking by the largest eval.loss (mode max) makes an
+  // early checkpoint the best, which `best` must find rather than the last.
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "run", "checkpoint.every_steps=0",
+                      "checkpoint.every_epochs=1", "checkpoint.keep_last=0",
+                      "checkpoint.metric=eval.loss", "checkpoint.mode=max"},
+                     tmp / "run.log") == 0);
+  const auto records = eval_records(tmp / "run");
+  REQUIRE(records.size() == 3);
+
+  // Default: the newest checkpoint, whose weights the final evaluation used.
+  const auto last = eval_json(tmp / "run");
+  CHECK(last["step"] == 48);
+  CHECK(last["loss"].get<double>() == records.at(48)["loss"].get<double>());
+  CHECK(last["accuracy"].get<double>() == records.at(48)["accuracy"].get<double>());
+  CHECK(last["samples"] == 128);
+  CHECK_FALSE(last.contains("top5"));  // 4 classes
+
+  // A named one, and the best by the run's checkpoint.metric (eval.loss, max).
+  const auto first = eval_json(tmp / "run --checkpoint step-00000016");
+  CHECK(first["step"] == 16);
+  CHECK(first["loss"].get<double>() == records.at(16)["loss"].get<double>());
+  std::int64_t best_step = 0;
+  for (const auto& [step, record] : records)
+    if (best_step == 0 ||
+        record["loss"].get<double>() > records.at(best_step)["loss"].get<double>())
+      best_step = step;
+  REQUIRE(best_step != 48);
+  const auto best = eval_json(tmp / "run --checkpoint best");
+  CHECK(best["step"] == best_step);
+  CHECK(best["loss"].get<double>() == records.at(best_step)["loss"].get<double>());
+  // A checkpoint folder's path works too.
+  CHECK(eval_json((tmp / "run") + " --checkpoint " +
+                  (tmp / "run/checkpoints/step-00000032"))["step"] == 32);
+
+  // Other data through an override: another synthetic eval set.
+  const auto other = eval_json(tmp / "run data.eval.size=40 data.eval.seed=9");
+  CHECK(other["samples"] == 40);
+  CHECK(other["loss"].get<double>() != last["loss"].get<double>());
+
+  // The text form names the checkpoint and the metrics.
+  const auto text = run_trainer("eval " + (tmp / "run"));
+  CHECK(text.code == 0);
+  CHECK_THAT(text.out, Catch::Contains("checkpoint " + (tmp / "run/checkpoints/step-00000048")) &&
+                           Catch::Contains("on 128 samples"));
+}
+
+TEST_CASE("trainer eval: bad input is a clear error") {
+  TempDir tmp("eval-errors");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=1"},
+                     tmp / "run.log") == 0);
+
+  // Not a run directory.
+  auto r = run_trainer("eval " + tmp.path().string(), true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("not a run directory (no config.yaml)"));
+  // A checkpoint that is not there: what there is.
+  r = run_trainer("eval " + (tmp / "run") + " --checkpoint step-00000099", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("no checkpoint 'step-00000099'") &&
+                        Catch::Contains("holds step-00000016, step-00000014"));
+  // A typo in an override: the key and a suggestion.
+  r = run_trainer("eval " + (tmp / "run") + " data.evl.size=3", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("did you mean 'eval'?"));
+  // No eval data in the run's config.
+  {
+    std::string text = tiny_experiment();
+    const auto at = text.find("  eval:");
+    REQUIRE(at != std::string::npos);
+    text.erase(at, text.find('\n', at) - at + 1);
+    write_text(tmp / "no_eval.yaml", text);
+  }
+  REQUIRE(run_to_end({"run", tmp / "no_eval.yaml", "--out", tmp / "no_eval_run", "train.epochs=1"},
+                     tmp / "no_eval.log") == 0);
+  r = run_trainer("eval " + (tmp / "no_eval_run"), true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("has no eval data"));
+  // A damaged checkpoint: the file and why, exit 1.
+  {
+    std::fstream f(tmp / "run/checkpoints/step-00000016/model.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x55');
+  }
+  r = run_trainer("eval " + (tmp / "run"), true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("step-00000016/model.safetensors: checksum mismatch"));
+}

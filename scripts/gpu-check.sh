@@ -192,6 +192,22 @@ sys.exit(0 if abs(peak - predicted) <= 0.05 * peak else 1)
 PY
 rc[plan_vs_run]=$?
 log "plan vs run on GPU: exit ${rc[plan_vs_run]} ($(cat "$out/plan_vs_run.txt" | tail -n 1))"
+# The run's last checkpoint, loaded onto the GPU by `trainer eval`, evaluates
+# like the run's own final evaluation (autotuning may pick other algorithms
+# in the new process: within 1e-4 relative).
+capped 60 "$bundle/bin/trainer" eval "$out/run_cnn" --json >"$out/eval_cnn.json" 2>"$out/eval_cnn.log"
+EVAL="$out/eval_cnn.json" SUMMARY="$out/run_cnn/summary.json" py - >"$out/gpu_eval.txt" 2>&1 <<'PY'
+import json, os, sys
+run = json.load(open(os.environ["SUMMARY"]))["final_eval"]
+again = json.loads(open(os.environ["EVAL"]).read())
+print(f"trainer eval: loss {again['loss']:.6f} accuracy {again['accuracy']:.4f}; "
+      f"the run: loss {run['loss']:.6f} accuracy {run['accuracy']:.4f}")
+ok = abs(again["loss"] - run["loss"]) <= 1e-4 * abs(run["loss"]) and \
+     abs(again["accuracy"] - run["accuracy"]) <= 1e-3
+sys.exit(0 if ok else 1)
+PY
+rc[gpu_eval]=$?
+log "trainer eval on GPU: exit ${rc[gpu_eval]} ($(tail -n 1 "$out/gpu_eval.txt"))"
 fi
 
 # 4c. fp16 with dynamic loss scaling decided inside the update: one epoch of
@@ -292,7 +308,7 @@ fi
 # memcheck are figures, not checks).
 status=passed
 for check in doctor test_gpu_vector_ops test_gpu_ops test_gpu_step_graph test_dist_nccl \
-             plan_vs_run mlp_fp16 cnn_accuracy; do
+             plan_vs_run gpu_eval mlp_fp16 cnn_accuracy; do
   [[ -z ${rc[$check]:-} || ${rc[$check]} == 0 ]] || status=failed
 done
 write_results "$status"

@@ -95,6 +95,37 @@ TEST_CASE("rank and world size come from the launcher's environment") {
   CHECK(slurm->local_rank == 0);
 }
 
+TEST_CASE("ranks per node come from the launcher: a count, or srun's tasks-per-node list") {
+  const auto ompi = dist::detect_launch_env(env_of({{"OMPI_COMM_WORLD_RANK", "9"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "16"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}}));
+  REQUIRE(ompi);
+  CHECK(ompi->local_world == 8);
+  // Not said: the whole job is taken to be on this node.
+  const auto pmi = dist::detect_launch_env(env_of({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}));
+  REQUIRE(pmi);
+  CHECK(pmi->local_world == 2);
+  // srun sets a list; without --ntasks-per-node nothing else says it.
+  const auto slurm = dist::detect_launch_env(env_of({{"SLURM_PROCID", "9"},
+                                                     {"SLURM_NTASKS", "16"},
+                                                     {"SLURM_LOCALID", "1"},
+                                                     {"SLURM_STEP_ID", "0"},
+                                                     {"SLURM_STEP_TASKS_PER_NODE", "8(x2)"},
+                                                     {"SLURM_NODEID", "1"}}));
+  REQUIRE(slurm);
+  CHECK(slurm->local_world == 8);
+  // The list's forms.
+  CHECK(dist::slurm_tasks_on_node("8(x2)", 5) == 8);  // uniform: any node
+  CHECK(dist::slurm_tasks_on_node("4", -1) == 4);
+  CHECK(dist::slurm_tasks_on_node("2(x3),1", 1) == 2);
+  CHECK(dist::slurm_tasks_on_node("2(x3),1", 3) == 1);
+  CHECK(dist::slurm_tasks_on_node("2(x3),1", 4) == 0);  // no such node
+  CHECK(dist::slurm_tasks_on_node("2(x3),1", -1) == 0);
+  for (const char* bad : {"", "x", "2(3)", "2(x)", "2(x3", "2(x3)y", "0", "-1", "2,,1"})
+    CHECK(dist::slurm_tasks_on_node(bad, 0) == 0);
+}
+
 TEST_CASE("a bad launcher variable is an error naming it") {
   CHECK_THROWS_WITH(dist::detect_launch_env(env_of({{"PMI_RANK", "x"}, {"PMI_SIZE", "2"}})),
                     Catch::Contains("PMI_RANK") && Catch::Contains("\"x\""));

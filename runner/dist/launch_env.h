@@ -13,8 +13,14 @@ struct LaunchEnv {
   std::string launcher;  // "openmpi", "pmi" or "slurm"
   int rank = 0;
   int world = 1;
-  int local_rank = 0;  // rank among the ranks on this node (GPU choice)
+  int local_rank = 0;   // rank among the ranks on this node (GPU choice)
+  int local_world = 1;  // ranks on this node (threads per rank, GPU lists per node)
 };
+
+// The tasks srun starts on node `node` from its tasks-per-node list
+// ("8(x2)", "2(x3),1"); 0 when the list cannot be read or has no such node.
+// A list whose nodes all get the same count gives that count for any node.
+int slurm_tasks_on_node(const std::string& tasks_per_node, int node);
 
 // Reads the launcher's variables through `get` (std::getenv by default).
 // Returns nothing when no launcher started this process. Throws

@@ -32,16 +32,6 @@ double env_number(const char* name, double fallback, double minimum) {
   return v;
 }
 
-int local_world_of(const LaunchEnv& env) {
-  for (const char* name :
-       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
-    if (const char* v = std::getenv(name)) {
-      const int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  return env.world;
-}
-
 bool uses_gpus(const config::Config& c) {
   return !c.devices.cpu && !c.devices.gpus.empty();
 }
@@ -62,7 +52,7 @@ RankJob::RankJob(const config::Config& loaded) : env_(detect_launch_env()) {
   checkpoint_timeout_s_ = env_number("TRAINER_CHECKPOINT_TIMEOUT", 3600, 1);
   bucket_bytes_ = static_cast<std::size_t>(env_number("TRAINER_BUCKET_MB", 25, 0) * (1 << 20));
   RankPlace place;
-  if (env_) place = {env_->rank, env_->world, env_->local_rank, local_world_of(*env_)};
+  if (env_) place = {env_->rank, env_->world, env_->local_rank, env_->local_world};
   if (uses_gpus(loaded) && place.world > 1) place.visible_gpus = visible_gpu_count();
   gpu_bound_by_launcher_ = launcher_bound_gpu(loaded, place);
   lr_base_ = loaded.optimizer.lr;

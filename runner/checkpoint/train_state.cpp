@@ -30,6 +30,7 @@ nlohmann::json TrainState::to_json() const {
       {"metrics_bytes", metrics_bytes},
       {"timing_bytes", timing_bytes}};
   if (metric) j["metric"] = *metric;
+  if (events_bytes) j["events_bytes"] = *events_bytes;
   return j;
 }
 
@@ -64,6 +65,7 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& pat
     s.metrics_bytes = need("metrics_bytes").get<std::uint64_t>();
     s.timing_bytes = need("timing_bytes").get<std::uint64_t>();
     if (j.contains("metric") && j["metric"].is_number()) s.metric = j["metric"].get<double>();
+    if (j.contains("events_bytes")) s.events_bytes = j["events_bytes"].get<std::uint64_t>();
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(path + ": malformed state: " + e.what());

@@ -35,7 +35,10 @@ struct TrainState {
   nlohmann::json last_eval, best_eval, last_train;  // metrics records (null when none yet)
   std::uint64_t metrics_bytes = 0;  // metrics.jsonl length when this state was taken
   std::uint64_t timing_bytes = 0;   // timing.jsonl length
-  std::optional<double> metric;     // checkpoint.metric at this point (keep_best)
+  // The TensorBoard events file's length (absent in checkpoints of earlier
+  // versions: their resumes append to it as it is).
+  std::optional<std::uint64_t> events_bytes;
+  std::optional<double> metric;  // checkpoint.metric at this point (keep_best)
 
   nlohmann::json to_json() const;
   // Throws CheckpointError naming `path` for a missing or mistyped field.

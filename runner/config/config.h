@@ -119,6 +119,7 @@ struct BackendConfig {
 
 struct OutputConfig {
   std::string dir = "runs";  // run directories go to <dir>/<name>/<timestamp>
+  bool tensorboard = true;   // events.out.tfevents.trainer in the run directory
 };
 
 struct Config {

@@ -434,6 +434,11 @@ std::vector<SectionDef> build_sections() {
                {
                    f(field("dir", T::string, "Parent directory of run directories").def("runs"),
                      [](Config& c, const FieldValue& v) { c.output.dir = string_of(v); }),
+                   f(field("tensorboard", T::boolean,
+                           "Also write the metrics as TensorBoard scalars "
+                           "(events.out.tfevents.trainer in the run directory)")
+                         .def("true"),
+                     [](Config& c, const FieldValue& v) { c.output.tensorboard = bool_of(v); }),
                },
                {},
                ""});

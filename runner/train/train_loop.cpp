@@ -33,6 +33,7 @@
 #include "runner/train/metrics.h"
 #include "runner/train/progress.h"
 #include "runner/train/schedule.h"
+#include "runner/train/tfevents.h"
 #include "runner/train/trainer.h"
 
 namespace trainer::train {
@@ -143,6 +144,17 @@ std::vector<std::string> overflowing_parameters(graph::Program& program) {
   return names;
 }
 
+// A metrics record's numbers as TensorBoard scalars tagged <split>/<key>
+// ("train/loss", "eval/accuracy"), at its step.
+Scalars scalars_of(const nlohmann::json& record) {
+  Scalars scalars;
+  const std::string split = record.value("split", "train");
+  for (const auto& [key, value] : record.items())
+    if (key != "step" && key != "epoch" && value.is_number())
+      scalars.emplace_back(split + "/" + key, value.get<float>());
+  return scalars;
+}
+
 // Cuts a JSON-lines file back to `bytes` (what it held at the checkpoint) before appending.
 void truncate_file(const std::string& path, std::uint64_t bytes) {
   std::error_code ec;
@@ -209,6 +221,8 @@ class TrainLoop {
   // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its
   // evaluation is pending).
   checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
+  // A record into metrics.jsonl, and into the TensorBoard events file.
+  void write_metrics(const nlohmann::json& record);
   void save_state(const checkpoint::TrainState& st);
   void save_checkpoint(std::int64_t at_epoch, std::int64_t epoch_step) {
     save_state(state_now(at_epoch, epoch_step));
@@ -240,6 +254,7 @@ class TrainLoop {
   std::string resumed_from_;
   const checkpoint::RetentionPolicy retention_;
   MetricsWriter metrics_, timing_;
+  EventsWriter events_;  // output.tensorboard
   // Timing can never repeat bit for bit: with `deterministic: true` it lives only in timing.jsonl.
   const bool timing_in_metrics_;
 
@@ -389,6 +404,17 @@ void TrainLoop::open_metrics() {
   }
   metrics_ = MetricsWriter(metrics_path, options_.resume);
   timing_ = MetricsWriter(timing_path, options_.resume);
+  if (cfg_.output.tensorboard) {
+    const std::string events_path = run_dir_ + "/" + kEventsFile;
+    if (options_.resume && resumed_.events_bytes)
+      truncate_file(events_path, *resumed_.events_bytes);
+    events_ = EventsWriter(events_path, options_.resume);
+  }
+}
+
+void TrainLoop::write_metrics(const nlohmann::json& record) {
+  metrics_.write(record);
+  events_.write_scalars(record.value("step", std::int64_t{0}), scalars_of(record));
 }
 
 void TrainLoop::prepare_optimizer() {
@@ -599,9 +625,14 @@ void TrainLoop::log_window() {
                                   {"memory_reserved_mib", memory.reserved_mib}};
   // The process's resident memory varies run to run, like timing.
   if (timing_in_metrics_) record["memory_reserved_mib"] = memory.reserved_mib;
-  metrics_.write(record);
+  write_metrics(record);
   last_train_ = record;
   timing_.write(timing_record);
+  // Throughput in TensorBoard too when metrics.jsonl leaves it out.
+  if (!timing_in_metrics_) {
+    timing_record["split"] = "train";
+    events_.write_scalars(step_, scalars_of(timing_record));
+  }
   progress_.clear();
   log_->info(
       "epoch {} step {}/{}: loss {:.4f} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
@@ -634,7 +665,7 @@ void TrainLoop::run_eval(std::int64_t at_step) {
     record["accuracy"] = e.accuracy;
     if (s_.num_classes > 5) record["top5"] = e.top5;
   }
-  metrics_.write(record);
+  write_metrics(record);
   last_eval_ = record;
   if (best_eval_.is_null() || (s_.num_classes > 0 ? e.accuracy > best_eval_.value("accuracy", 0.0)
                                                   : e.loss < best_eval_.value("loss", 1e300)))
@@ -681,6 +712,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.last_train = last_train_;
   st.metrics_bytes = metrics_.bytes_written();
   st.timing_bytes = timing_.bytes_written();
+  if (cfg_.output.tensorboard) st.events_bytes = events_.bytes_written();
   st.metric = metric_value(cfg_.checkpoint.metric, last_eval_, last_train_);
   return st;
 }

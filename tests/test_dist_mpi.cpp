@@ -320,6 +320,27 @@ TEST_CASE("2 ranks evaluate a shard each and report the metrics of the whole eva
   }
 }
 
+TEST_CASE("2 ranks stop early at the same evaluation") {
+  // Every rank sees the same (reduced) evaluation, so all stop alike: with
+  // min_delta 1 nothing improves on the first evaluation (step 2), and
+  // patience 1 stops at the second (step 4). Ranks that disagreed would hang.
+  const fs::path config = write_config("early_stop");
+  const fs::path dir = kRoot / "early_stop_2";
+  fs::remove_all(dir);
+  auto r =
+      run_trainer("run " + config.string() +
+                      " devices.world_size=2 train.eval_every=2 "
+                      "train.early_stopping.patience=1 train.early_stopping.min_delta=1 --out " +
+                      dir.string(),
+                  true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto summary = read_json(dir / "summary.json");
+  CHECK(summary["early_stopped"]["step"] == 4);
+  CHECK(summary["steps"] == 4);
+  CHECK(fs::exists(dir / "checkpoints/step-00000004/model.safetensors"));
+}
+
 // Tolerance of the SyncBN comparisons: the statistics are sums in double, so
 // 2 ranks differ from 1 only by float rounding in the per-rank sums of the
 // convolution/linear weight gradients (over 64 rows instead of 128, then added

@@ -31,6 +31,7 @@ nlohmann::json TrainState::to_json() const {
       {"timing_bytes", timing_bytes}};
   if (metric) j["metric"] = *metric;
   if (events_bytes) j["events_bytes"] = *events_bytes;
+  if (!early_stopping.is_null()) j["early_stopping"] = early_stopping;
   return j;
 }
 
@@ -66,6 +67,12 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& pat
     s.timing_bytes = need("timing_bytes").get<std::uint64_t>();
     if (j.contains("metric") && j["metric"].is_number()) s.metric = j["metric"].get<double>();
     if (j.contains("events_bytes")) s.events_bytes = j["events_bytes"].get<std::uint64_t>();
+    if (j.contains("early_stopping")) {
+      s.early_stopping = j["early_stopping"];
+      // Read now, so that a malformed one is this error and not a later one.
+      (void)s.early_stopping.at("best_step").get<std::int64_t>();
+      (void)s.early_stopping.at("bad").get<std::int64_t>();
+    }
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(path + ": malformed state: " + e.what());

@@ -39,6 +39,8 @@ struct TrainState {
   // versions: their resumes append to it as it is).
   std::optional<std::uint64_t> events_bytes;
   std::optional<double> metric;  // checkpoint.metric at this point (keep_best)
+  // train.early_stopping: {best, best_step, bad} (null: nothing followed yet).
+  nlohmann::json early_stopping;
 
   nlohmann::json to_json() const;
   // Throws CheckpointError naming `path` for a missing or mistyped field.

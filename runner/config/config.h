@@ -64,6 +64,14 @@ struct ScheduleConfig {
   double pct_start = 0.3;  // onecycle warm fraction
 };
 
+// Stop when an evaluation metric has not improved for `patience` evaluations.
+struct EarlyStoppingConfig {
+  std::int64_t patience = 0;  // evaluations without improvement; 0: off
+  std::string metric = "eval.loss";
+  std::string mode = "min";  // min: smaller is better; max: larger
+  double min_delta = 0.0;    // an improvement must beat the best by more than this
+};
+
 struct TrainConfig {
   std::int64_t epochs = 1;
   std::int64_t max_steps = 0;     // 0: run `epochs`; otherwise stop after this many optimizer steps
@@ -77,6 +85,7 @@ struct TrainConfig {
   std::int64_t eval_every = 0;        // steps; 0: only at epoch ends
   std::int64_t log_every = 50;
   std::int64_t eval_batches = 0;  // evaluate on the first N batches only (0: all)
+  EarlyStoppingConfig early_stopping;
 };
 
 struct LossScaleConfig {

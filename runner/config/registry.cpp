@@ -276,6 +276,37 @@ std::vector<SectionDef> build_sections() {
        ""});
 
   s.push_back(
+      {"train.early_stopping",
+       "Stop training when an evaluation metric has stopped improving: after `patience` "
+       "evaluations in a row that do not beat the best by more than `min_delta`, the run writes "
+       "a checkpoint and ends (summary.json `early_stopped`).",
+       {
+           f(field("patience", T::integer,
+                   "Evaluations without improvement before training stops (0: off)")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) { c.train.early_stopping.patience = int_of(v); }),
+           f(field("metric", T::string,
+                   "The evaluation metric followed: eval.loss, eval.accuracy or eval.top5 "
+                   "(more than 5 classes)")
+                 .def("eval.loss"),
+             [](Config& c, const FieldValue& v) { c.train.early_stopping.metric = string_of(v); }),
+           f(field("mode", T::enumeration, "Whether a smaller or larger metric is better")
+                 .def("min")
+                 .one_of({"min", "max"}),
+             [](Config& c, const FieldValue& v) { c.train.early_stopping.mode = string_of(v); }),
+           f(field("min_delta", T::number,
+                   "An evaluation improves only when it beats the best by more than this")
+                 .def("0")
+                 .at_least(0),
+             [](Config& c, const FieldValue& v) {
+               c.train.early_stopping.min_delta = number_of(v);
+             }),
+       },
+       {},
+       ""});
+
+  s.push_back(
       {"precision",
        "Numeric precision of compute. `precision: bf16` is short for `precision: {mode: bf16}`.",
        {

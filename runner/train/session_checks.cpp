@@ -65,12 +65,23 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
   }
 }
 
-// keep_best ranks checkpoints by a metric the run records: the evaluation's
-// (with an evaluation set) or the training log's loss, and accuracy (top5
-// above 5 classes) for class labels. Any other name would keep nothing.
-void check_checkpoint_metric(const config::Config& config, const Session& s,
-                             config::Diagnostics& diags) {
-  if (config.checkpoint.keep_best <= 0) return;
+namespace {
+
+// A setting that follows a metric: where its keys are, what it does with the
+// metric, and which metrics it may follow.
+struct MetricUse {
+  std::string metric, mode;
+  std::string metric_key, mode_key, enabling_key;  // enabling_key: reported for a default metric
+  std::string action;                              // "keep_best ranks checkpoints by"
+  std::string worst_pick;                          // "keep_best would keep the checkpoints of"
+  bool eval_only = false;
+};
+
+// `use.metric` is one the run records (the evaluation's with an evaluation
+// set, the training log's unless eval_only; accuracy, and top5 above 5
+// classes, for class labels), and a default mode does not pick its worst.
+void check_metric_use(const config::Config& config, const Session& s, const MetricUse& use,
+                      config::Diagnostics& diags) {
   std::vector<std::string> recorded;
   const bool classes = s.num_classes > 0;
   if (s.eval_data) {
@@ -78,28 +89,32 @@ void check_checkpoint_metric(const config::Config& config, const Session& s,
     if (classes) recorded.push_back("eval.accuracy");
     if (s.num_classes > 5) recorded.push_back("eval.top5");
   }
-  recorded.push_back("train.loss");
-  if (classes) recorded.push_back("train.accuracy");
-  const std::string& metric = config.checkpoint.metric;
+  if (!use.eval_only) {
+    recorded.push_back("train.loss");
+    if (classes) recorded.push_back("train.accuracy");
+  }
+  const std::string& metric = use.metric;
   if (std::find(recorded.begin(), recorded.end(), metric) != recorded.end()) {
-    // A loss is better smaller: the default mode would keep the worst checkpoints.
-    if (metric.ends_with(".loss") && config.checkpoint.mode == "max" &&
-        mark_of(config, "checkpoint.mode").is_default())
-      diags.add(mark_of(config, "checkpoint.metric"), "checkpoint.mode",
-                "keep_best would keep the checkpoints of the largest " + metric +
-                    " (checkpoint.mode defaults to max)",
-                "set checkpoint.mode: min");
+    // A loss is better smaller, an accuracy larger: a default mode must not
+    // pick the worst.
+    const bool loss = metric.ends_with(".loss");
+    const std::string better = loss ? "min" : "max";
+    if (use.mode != better && mark_of(config, use.mode_key).is_default())
+      diags.add(mark_of(config, use.metric_key), use.mode_key,
+                use.worst_pick + " the " + (loss ? "largest " : "smallest ") + metric + " (" +
+                    use.mode_key + " defaults to " + use.mode + ")",
+                "set " + use.mode_key + ": " + better);
     return;
   }
   std::string listed;
   for (const auto& name : recorded) listed += (listed.empty() ? "" : ", ") + name;
-  // A default metric is reported where keep_best asks for it.
-  config::Mark mark = mark_of(config, "checkpoint.metric");
+  // A default metric is reported where the setting that uses it is.
+  config::Mark mark = mark_of(config, use.metric_key);
   const bool defaulted = mark.is_default();
-  if (defaulted) mark = mark_of(config, "checkpoint.keep_best");
-  std::string why = "keep_best ranks checkpoints by '" + metric + "'" +
-                    (defaulted ? " (checkpoint.metric's default)" : "") +
-                    ", which this run never records";
+  if (defaulted) mark = mark_of(config, use.enabling_key);
+  std::string why = use.action + " '" + metric + "'" +
+                    (defaulted ? " (" + use.metric_key + "'s default)" : "") +
+                    ", which this run never records" + (use.eval_only ? " at its evaluations" : "");
   std::string near;  // for a name no run records
   const bool eval_metric = metric.rfind("eval.", 0) == 0;
   const bool class_metric = metric.ends_with(".accuracy") || metric == "eval.top5";
@@ -109,10 +124,33 @@ void check_checkpoint_metric(const config::Config& config, const Session& s,
     why += ": its data has regression targets, not class labels";
   else if (metric == "eval.top5")
     why += ": top5 needs more than 5 classes, and the data has " + std::to_string(s.num_classes);
+  else if (use.eval_only && metric.rfind("train.", 0) == 0)
+    why += ": it follows the evaluations";
   else
     near = config::nearest(metric, recorded);
-  diags.add(mark, "checkpoint.metric", why,
-            (near.empty() ? "it records " : "did you mean '" + near + "'? It records ") + listed);
+  const std::string records =
+      recorded.empty() ? "records none (add data.eval, or data.split)" : "records " + listed;
+  diags.add(mark, use.metric_key, why,
+            near.empty() ? "it " + records : "did you mean '" + near + "'? It " + records);
+}
+
+}  // namespace
+
+void check_checkpoint_metric(const config::Config& config, const Session& s,
+                             config::Diagnostics& diags) {
+  if (config.checkpoint.keep_best > 0)
+    check_metric_use(config, s,
+                     {config.checkpoint.metric, config.checkpoint.mode, "checkpoint.metric",
+                      "checkpoint.mode", "checkpoint.keep_best", "keep_best ranks checkpoints by",
+                      "keep_best would keep the checkpoints of", false},
+                     diags);
+  const config::EarlyStoppingConfig& stop = config.train.early_stopping;
+  if (stop.patience > 0)
+    check_metric_use(config, s,
+                     {stop.metric, stop.mode, "train.early_stopping.metric",
+                      "train.early_stopping.mode", "train.early_stopping.patience",
+                      "early stopping follows", "early stopping would wait for", true},
+                     diags);
 }
 
 }  // namespace trainer::train

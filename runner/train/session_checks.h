@@ -22,8 +22,9 @@ void check_batch_fills(const config::Config& config, const Session& s, config::D
 void check_eval_matches_train(const config::Config& config, const Session& s,
                               config::Diagnostics& diags);
 
-// keep_best ranks checkpoints by a metric the run records, and a loss is not
-// kept at its largest by the default mode.
+// keep_best ranks checkpoints, and early stopping follows, a metric the run
+// records (early stopping: an evaluation's), and a default mode does not pick
+// the worst (a loss at its largest, an accuracy at its smallest).
 void check_checkpoint_metric(const config::Config& config, const Session& s,
                              config::Diagnostics& diags);
 

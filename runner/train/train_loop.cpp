@@ -218,6 +218,9 @@ class TrainLoop {
   void settle_losses();
   void log_window();
   void run_eval(std::int64_t at_step);
+  // train.early_stopping after an evaluation: sets early_stopped_ when the
+  // metric has not improved for `patience` evaluations.
+  void follow_early_stopping(std::int64_t at_step);
   // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its
   // evaluation is pending).
   checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
@@ -286,6 +289,11 @@ class TrainLoop {
   double total_wait_ = 0;
   std::int64_t total_samples_ = 0;
   nlohmann::json best_eval_, last_eval_, last_train_;
+  // Early stopping: the best value of its metric and its step, the
+  // evaluations since, and whether they ended training.
+  std::optional<double> stop_best_;
+  std::int64_t stop_best_step_ = 0, stop_bad_evals_ = 0;
+  bool early_stopped_ = false;
   std::int64_t step_ = 0, epoch_ = 0;
   int stopped_by_ = 0;
   std::string last_checkpoint_;
@@ -347,6 +355,11 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   window_.samples = window_owner ? resumed_.window_samples : 0;
   best_eval_ = resumed_.best_eval;
   last_eval_ = resumed_.last_eval;
+  if (const auto& stop = resumed_.early_stopping; !stop.is_null()) {
+    if (stop.at("best").is_number()) stop_best_ = stop.at("best").get<double>();
+    stop_best_step_ = stop.at("best_step").get<std::int64_t>();
+    stop_bad_evals_ = stop.at("bad").get<std::int64_t>();
+  }
   last_train_ = resumed_.last_train;
   step_ = resumed_.step;
   epoch_ = resumed_.epoch;
@@ -676,6 +689,31 @@ void TrainLoop::run_eval(std::int64_t at_step) {
                e.accuracy);
   else
     log_->info("eval  epoch {} step {}: loss {:.6f}", epoch_, at_step, e.loss);
+  // The evaluation at the end of training has nothing left to stop.
+  if (cfg_.train.early_stopping.patience > 0 && step_ < total_steps_)
+    follow_early_stopping(at_step);
+}
+
+// Every rank sees the same evaluation (its sums are reduced over the ranks),
+// so every rank decides alike.
+void TrainLoop::follow_early_stopping(std::int64_t at_step) {
+  const config::EarlyStoppingConfig& rule = cfg_.train.early_stopping;
+  const std::optional<double> value = metric_value(rule.metric, last_eval_, last_train_);
+  const bool improved =
+      value && std::isfinite(*value) &&
+      (!stop_best_ || (rule.mode == "min" ? *value < *stop_best_ - rule.min_delta
+                                          : *value > *stop_best_ + rule.min_delta));
+  if (improved) {
+    stop_best_ = *value;
+    stop_best_step_ = at_step;
+    stop_bad_evals_ = 0;
+    return;
+  }
+  if (++stop_bad_evals_ < rule.patience) return;
+  early_stopped_ = true;
+  log_->info("early stopping at step {}: {} has not improved on {:.6g} (step {}) in {} evaluations",
+             at_step, rule.metric, stop_best_.value_or(std::nan("")), stop_best_step_,
+             stop_bad_evals_);
 }
 
 checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t epoch_step) {
@@ -709,6 +747,10 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   }
   st.last_eval = last_eval_;
   st.best_eval = best_eval_;
+  if (stop_best_ || stop_bad_evals_ > 0)
+    st.early_stopping = {{"best", stop_best_ ? nlohmann::json(*stop_best_) : nlohmann::json()},
+                         {"best_step", stop_best_step_},
+                         {"bad", stop_bad_evals_}};
   st.last_train = last_train_;
   st.metrics_bytes = metrics_.bytes_written();
   st.timing_bytes = timing_.bytes_written();
@@ -790,8 +832,13 @@ void TrainLoop::train_to_end() {
       if (scaler_.enabled() && step_ - synced_at_step_ >= lr_window_) sync_loss_scale();
       // The end of the epoch (or of training) evaluates anyway: once per step.
       if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_ &&
-          in_epoch < steps_per_epoch_)
+          in_epoch < steps_per_epoch_) {
         run_eval(step_);
+        if (early_stopped_) {
+          save_checkpoint(epoch_, in_epoch);
+          break;
+        }
+      }
       const bool steps_due =
           cfg_.checkpoint.every_steps > 0 && step_ % cfg_.checkpoint.every_steps == 0;
       if (step_ < total_steps_) stopped_by_ = agreed_stop_signal(collective_);
@@ -803,7 +850,7 @@ void TrainLoop::train_to_end() {
         save_checkpoint(epoch_, in_epoch);
       step_checkpoint_due = steps_due;
     }
-    if (stopped_by_ != 0) break;
+    if (stopped_by_ != 0 || early_stopped_) break;
     if (in_epoch < steps_per_epoch_) {
       if (stopped_inside_epoch_) save_state(*stopped_inside_epoch_);
       run_eval(step_);
@@ -814,7 +861,9 @@ void TrainLoop::train_to_end() {
     ++epoch_;
     const bool epochs_due =
         cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0;
-    if (step_ >= total_steps_ || epochs_due || step_checkpoint_due) save_checkpoint(epoch_, 0);
+    if (step_ >= total_steps_ || epochs_due || step_checkpoint_due || early_stopped_)
+      save_checkpoint(epoch_, 0);
+    if (early_stopped_) break;
   }
 }
 
@@ -842,6 +891,13 @@ nlohmann::json TrainLoop::summary() {
     summary["skipped_steps"] = scaler_.skipped_steps();
   }
   if (stopped_by_ != 0) summary["signal"] = stopped_by_;
+  if (early_stopped_)
+    summary["early_stopped"] = {
+        {"step", step_},
+        {"metric", cfg_.train.early_stopping.metric},
+        {"best", stop_best_ ? nlohmann::json(*stop_best_) : nlohmann::json()},
+        {"best_step", stop_best_step_},
+        {"evaluations_without_improvement", stop_bad_evals_}};
   if (collective_.is_root()) std::ofstream(run_dir_ + "/summary.json") << summary.dump(2) << '\n';
   if (stopped_by_ != 0)
     log_->warn(

@@ -1,0 +1,149 @@
+// labels: cpu
+// train.early_stopping: training ends at the evaluation where the metric has
+// gone `patience` evaluations without beating its best by more than
+// min_delta (recomputed here from metrics.jsonl), with a checkpoint there; a
+// resumed run stops where the uninterrupted one did; bad settings are config
+// errors with the key and a suggestion.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.h"
+#include "test_resume_fixtures.h"
+
+using namespace trainer::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<nlohmann::json> records_of(const std::string& dir, const std::string& split) {
+  std::vector<nlohmann::json> records;
+  for (const auto& line : read_lines(dir + "/metrics.jsonl")) {
+    auto r = nlohmann::json::parse(line);
+    if (r["split"] == split) records.push_back(r);
+  }
+  return records;
+}
+
+// The step at which the rule stops, from the eval records (0: it does not).
+std::int64_t stop_step(const std::vector<nlohmann::json>& evals, std::int64_t patience,
+                       double min_delta) {
+  std::optional<double> best;
+  std::int64_t bad = 0;
+  for (const auto& e : evals) {
+    const double v = e["accuracy"].get<double>();
+    if (!best || v > *best + min_delta) {
+      best = v;
+      bad = 0;
+    } else if (++bad >= patience) {
+      return e["step"].get<std::int64_t>();
+    }
+  }
+  return 0;
+}
+
+nlohmann::json summary_of(const std::string& dir) {
+  return nlohmann::json::parse(read_text(dir + "/summary.json"));
+}
+
+const std::vector<std::string> kFollowAccuracy = {
+    "train.eval_every=4", "train.early_stopping.metric=eval.accuracy",
+    "train.early_stopping.mode=max", "schedule.type=constant"};
+
+std::vector<std::string> run_args(const std::string& config, const std::string& out,
+                                  std::vector<std::string> extra) {
+  std::vector<std::string> args = {"run", config, "--out", out};
+  args.insert(args.end(), kFollowAccuracy.begin(), kFollowAccuracy.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("early stopping ends training where the metric stopped improving") {
+  TempDir tmp("early-stopping");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+
+  // Without a stop (patience beyond the run) the run goes to step 48 and
+  // evaluates every 4 steps: where a patience of 2 would stop, from its records.
+  REQUIRE(
+      run_to_end(run_args(tmp / "tiny.yaml", tmp / "long", {"train.early_stopping.patience=99"}),
+                 tmp / "long.log") == 0);
+  const auto evals = records_of(tmp / "long", "eval");
+  REQUIRE(evals.size() == 12);
+  CHECK_FALSE(summary_of(tmp / "long").contains("early_stopped"));
+  const std::int64_t expected = stop_step(evals, 2, 0.0);
+  REQUIRE(expected > 0);  // this data does stop early
+  REQUIRE(expected < 48);
+
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "stop", {"train.early_stopping.patience=2"}),
+                     tmp / "stop.log") == 0);
+  const auto summary = summary_of(tmp / "stop");
+  INFO(read_text(tmp / "stop.log"));
+  CHECK(summary["status"] == "complete");
+  REQUIRE(summary.contains("early_stopped"));
+  CHECK(summary["early_stopped"]["step"] == expected);
+  CHECK(summary["early_stopped"]["metric"] == "eval.accuracy");
+  CHECK(summary["early_stopped"]["evaluations_without_improvement"] == 2);
+  CHECK(summary["steps"] == expected);
+  // Nothing trained past the stop, and a checkpoint is there.
+  for (const auto& r : records_of(tmp / "stop", "train")) CHECK(r["step"] <= expected);
+  CHECK(records_of(tmp / "stop", "eval").back()["step"] == expected);
+  CHECK(fs::exists(tmp / "stop/checkpoints/" + [&] {
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(expected));
+    return std::string(name);
+  }()));
+  CHECK_THAT(read_text(tmp / "stop/train.log"),
+             Catch::Contains("early stopping at step " + std::to_string(expected)));
+
+  // min_delta: no evaluation beats the first by more than 1 (accuracies are
+  // fractions), so the third evaluation (step 12) stops with patience 2.
+  REQUIRE(
+      run_to_end(run_args(tmp / "tiny.yaml", tmp / "delta",
+                          {"train.early_stopping.patience=2", "train.early_stopping.min_delta=1"}),
+                 tmp / "delta.log") == 0);
+  CHECK(summary_of(tmp / "delta")["early_stopped"]["step"] == 12);
+  CHECK(summary_of(tmp / "delta")["early_stopped"]["best_step"] == 4);
+
+  // Stopped by max_steps before the early stop and resumed: the counters
+  // come back from the checkpoint, so it stops at the same step with the
+  // same records.
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "part",
+                              {"train.early_stopping.patience=2",
+                               "train.max_steps=" + std::to_string(expected - 2)}),
+                     tmp / "part.log") == 0);
+  CHECK_FALSE(summary_of(tmp / "part").contains("early_stopped"));
+  REQUIRE(run_to_end({"run", "--resume", tmp / "part", "train.max_steps=0"}, tmp / "resume.log") ==
+          0);
+  CHECK(read_text(tmp / "part/metrics.jsonl") == read_text(tmp / "stop/metrics.jsonl"));
+  CHECK(summary_of(tmp / "part")["early_stopped"] == summary["early_stopped"]);
+}
+
+TEST_CASE("early stopping settings that cannot work are config errors") {
+  TempDir tmp("early-stopping-errors");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string validate =
+      "validate " + (tmp / "tiny.yaml") + " train.early_stopping.patience=3 ";
+  auto r = run_trainer(validate + "train.early_stopping.metric=eval.acuracy", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("error: train.early_stopping.metric") &&
+                        Catch::Contains("did you mean 'eval.accuracy'?"));
+  // An accuracy followed with the default mode (min) would wait for it to fall.
+  r = run_trainer(validate + "train.early_stopping.metric=eval.accuracy", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("set train.early_stopping.mode: max"));
+  // It follows the evaluations, not the training log.
+  r = run_trainer(validate + "train.early_stopping.metric=train.loss", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("it follows the evaluations"));
+  // The defaults (eval.loss, min) are fine; without patience nothing is checked.
+  CHECK(run_trainer(validate).code == 0);
+  CHECK(run_trainer("validate " + (tmp / "tiny.yaml") + " train.early_stopping.metric=nonsense")
+            .code == 0);
+  r = run_trainer(validate + "train.early_stopping.patience=-1", true);
+  CHECK(r.code == 2);
+}

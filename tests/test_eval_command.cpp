@@ -1,7 +1,8 @@
 // labels: cpu
 // `trainer eval RUN_DIR`: a checkpoint evaluated again gives the metrics the
 // run recorded for it (last, best by the run's checkpoint metric, a named
-// one), on other data through overrides; bad input is a clear error with the
+// one), on other data through overrides, also after the run's
+// model.init_from file is gone; bad input is a clear error with the
 // usual exit codes (2: usage or config, 1: a damaged checkpoint).
 #include <catch2/catch.hpp>
 
@@ -86,6 +87,17 @@ TEST_CASE("trainer eval gives a checkpoint's recorded metrics again") {
   CHECK(text.code == 0);
   CHECK_THAT(text.out, Catch::Contains("checkpoint " + (tmp / "run/checkpoints/step-00000048")) &&
                            Catch::Contains("on 128 samples"));
+
+  // A run started from model.init_from evaluates after that file is gone:
+  // the checkpoint's weights replace everything.
+  const std::string init = tmp / "init.safetensors";
+  fs::copy_file(tmp / "run/checkpoints/step-00000016/model.safetensors", init);
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "tuned", "train.epochs=1",
+                      "model.init_from=" + init},
+                     tmp / "tuned.log") == 0);
+  fs::remove(init);
+  const auto tuned = eval_json(tmp / "tuned");
+  CHECK(tuned["loss"].get<double>() == eval_records(tmp / "tuned").at(16)["loss"].get<double>());
 }
 
 TEST_CASE("trainer eval: bad input is a clear error") {

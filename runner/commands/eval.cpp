@@ -13,6 +13,7 @@
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
+#include "runner/graph/program.h"
 #include "runner/train/devices.h"
 #include "runner/train/session.h"
 #include "runner/train/trainer.h"
@@ -31,6 +32,9 @@ int command_eval(const CommandArgs& args) {
   // One process: the batch of one rank, on the first device the run used.
   config.devices.world_size = 1;
   if (config.devices.gpus.size() > 1) config.devices.gpus = {config.devices.gpus.front()};
+  // The checkpoint's weights replace all others: a model.init_from file the
+  // run started from is not needed (and may be gone by now).
+  if (config.model.node.is_map()) config.model.node.erase("init_from");
   train::Session session = train::prepare_session(config);
   if (!session.eval_data) {
     std::fprintf(stderr,
@@ -48,10 +52,13 @@ int command_eval(const CommandArgs& args) {
     return 2;
   }
   Backend& backend = train::select_backend(config);
-  auto program = train::compile(session, backend);
-  const checkpoint::TrainState state = checkpoint::load_checkpoint_weights(*program, path);
+  // Not train::compile: its initial weights are all replaced by the
+  // checkpoint's, strictly.
+  graph::Program program(train::training_graph(session, backend), backend,
+                         train::compile_options(session));
+  const checkpoint::TrainState state = checkpoint::load_checkpoint_weights(program, path);
   SingleProcess alone;
-  const train::EvalResult result = train::evaluate(session, *program, alone);
+  const train::EvalResult result = train::evaluate(session, program, alone);
 
   nlohmann::json record = {{"checkpoint", path},
                            {"step", state.step},

@@ -53,12 +53,10 @@ const std::vector<std::string> kFollowAccuracy = {
     "train.eval_every=4", "train.early_stopping.metric=eval.accuracy",
     "train.early_stopping.mode=max", "schedule.type=constant"};
 
-std::vector<std::string> run_args(const std::string& config, const std::string& out,
-                                  std::vector<std::string> extra) {
-  std::vector<std::string> args = {"run", config, "--out", out};
-  args.insert(args.end(), kFollowAccuracy.begin(), kFollowAccuracy.end());
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
+std::vector<std::string> following_accuracy(const std::string& config, const std::string& out,
+                                            std::vector<std::string> extra) {
+  extra.insert(extra.begin(), kFollowAccuracy.begin(), kFollowAccuracy.end());
+  return run_args(config, out, extra);
 }
 
 }  // namespace
@@ -69,9 +67,9 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
 
   // Without a stop (patience beyond the run) the run goes to step 48 and
   // evaluates every 4 steps: where a patience of 2 would stop, from its records.
-  REQUIRE(
-      run_to_end(run_args(tmp / "tiny.yaml", tmp / "long", {"train.early_stopping.patience=99"}),
-                 tmp / "long.log") == 0);
+  REQUIRE(run_to_end(following_accuracy(tmp / "tiny.yaml", tmp / "long",
+                                        {"train.early_stopping.patience=99"}),
+                     tmp / "long.log") == 0);
   const auto evals = records_of(tmp / "long", "eval");
   REQUIRE(evals.size() == 12);
   CHECK_FALSE(summary_of(tmp / "long").contains("early_stopped"));
@@ -79,7 +77,8 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
   REQUIRE(expected > 0);  // this data does stop early
   REQUIRE(expected < 48);
 
-  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "stop", {"train.early_stopping.patience=2"}),
+  REQUIRE(run_to_end(following_accuracy(tmp / "tiny.yaml", tmp / "stop",
+                                        {"train.early_stopping.patience=2"}),
                      tmp / "stop.log") == 0);
   const auto summary = summary_of(tmp / "stop");
   INFO(read_text(tmp / "stop.log"));
@@ -102,19 +101,19 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
 
   // min_delta: no evaluation beats the first by more than 1 (accuracies are
   // fractions), so the third evaluation (step 12) stops with patience 2.
-  REQUIRE(
-      run_to_end(run_args(tmp / "tiny.yaml", tmp / "delta",
-                          {"train.early_stopping.patience=2", "train.early_stopping.min_delta=1"}),
-                 tmp / "delta.log") == 0);
+  REQUIRE(run_to_end(following_accuracy(
+                         tmp / "tiny.yaml", tmp / "delta",
+                         {"train.early_stopping.patience=2", "train.early_stopping.min_delta=1"}),
+                     tmp / "delta.log") == 0);
   CHECK(summary_of(tmp / "delta")["early_stopped"]["step"] == 12);
   CHECK(summary_of(tmp / "delta")["early_stopped"]["best_step"] == 4);
 
   // Stopped by max_steps before the early stop and resumed: the counters
   // come back from the checkpoint, so it stops at the same step with the
   // same records.
-  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "part",
-                              {"train.early_stopping.patience=2",
-                               "train.max_steps=" + std::to_string(expected - 2)}),
+  REQUIRE(run_to_end(following_accuracy(tmp / "tiny.yaml", tmp / "part",
+                                        {"train.early_stopping.patience=2",
+                                         "train.max_steps=" + std::to_string(expected - 2)}),
                      tmp / "part.log") == 0);
   CHECK_FALSE(summary_of(tmp / "part").contains("early_stopped"));
   REQUIRE(run_to_end({"run", "--resume", tmp / "part", "train.max_steps=0"}, tmp / "resume.log") ==

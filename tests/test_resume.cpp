@@ -23,21 +23,14 @@ nlohmann::json summary_of(const std::string& dir) {
   return nlohmann::json::parse(read_text(dir + "/summary.json"));
 }
 
-std::vector<std::string> trainer_args(const std::string& config, const std::string& out,
-                                      std::vector<std::string> overrides = {}) {
-  std::vector<std::string> args = {"run", config, "--out", out};
-  args.insert(args.end(), overrides.begin(), overrides.end());
-  return args;
-}
-
 }  // namespace
 
 TEST_CASE("the same config twice gives identical metrics; another seed does not") {
   TempDir tmp("resume-twice");
   write_text(tmp / "tiny.yaml", tiny_experiment());
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "a"), tmp / "a.log") == 0);
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "b"), tmp / "b.log") == 0);
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "c", {"seed=4"}), tmp / "c.log") == 0);
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "a"), tmp / "a.log") == 0);
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "b"), tmp / "b.log") == 0);
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "c", {"seed=4"}), tmp / "c.log") == 0);
   const std::string a = read_text(tmp / "a/metrics.jsonl");
   CHECK(read_lines(tmp / "a/metrics.jsonl").size() == 13);  // 48 steps: 10 train records + 3 evals
   CHECK(a == read_text(tmp / "b/metrics.jsonl"));
@@ -54,7 +47,7 @@ TEST_CASE("train.eval_every evaluates once per step, also at the end of an epoch
   TempDir tmp("eval-every");
   write_text(tmp / "tiny.yaml", tiny_experiment());
   // 16 steps per epoch, 48 steps: evaluations after 8, 16, 24, 32, 40 and 48.
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "a", {"train.eval_every=8"}),
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "a", {"train.eval_every=8"}),
                      tmp / "a.log") == 0);
   std::vector<std::int64_t> eval_steps;
   for (const auto& line : read_lines(tmp / "a/metrics.jsonl")) {
@@ -70,10 +63,10 @@ TEST_CASE("micro-batches of a short last batch train like the batch (drop_last: 
   // its rows, so the two runs agree at every step (dropout included).
   TempDir tmp("short-micro-batches");
   write_text(tmp / "tiny.yaml", tiny_experiment(500));
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "whole", {"data.drop_last=false"}),
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "whole", {"data.drop_last=false"}),
                      tmp / "whole.log") == 0);
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "micro",
-                                  {"data.drop_last=false", "train.micro_batch_size=16"}),
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "micro",
+                              {"data.drop_last=false", "train.micro_batch_size=16"}),
                      tmp / "micro.log") == 0);
   auto records = [](const std::string& dir) {
     std::vector<nlohmann::json> r;
@@ -104,10 +97,10 @@ void check_max_steps_resume(const std::string& name, const std::vector<std::stri
   // A constant schedule: the learning rate must not depend on max_steps.
   std::vector<std::string> overrides = {"schedule.type=constant"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
   // 16 steps per epoch: step 22 is inside epoch 1, in the middle of a logging window.
   overrides.push_back("train.max_steps=22");
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "part", overrides), tmp / "p.log") == 0);
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "part", overrides), tmp / "p.log") == 0);
   CHECK(fs::exists(tmp / "part/checkpoints/step-00000022/model.safetensors"));
   CHECK(fs::read_symlink(tmp / "part/checkpoints/last") == "step-00000022");
   CHECK(read_text(tmp / "full/metrics.jsonl") != read_text(tmp / "part/metrics.jsonl"));
@@ -169,9 +162,9 @@ TEST_CASE(
   write_text(tmp / "tiny.yaml", tiny_experiment(4096));
   const std::vector<std::string> overrides = {"checkpoint.every_steps=0", "data.workers=0",
                                               "train.epochs=20"};
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
 
-  TrainerProcess child(trainer_args(tmp / "tiny.yaml", tmp / "cut", overrides), tmp / "c.log");
+  TrainerProcess child(run_args(tmp / "tiny.yaml", tmp / "cut", overrides), tmp / "c.log");
   REQUIRE(wait_for_lines(tmp / "cut/metrics.jsonl", 3, std::chrono::seconds(20)));
   child.signal(SIGTERM);
   const int code = child.wait();
@@ -192,10 +185,10 @@ TEST_CASE(
 TEST_CASE("a truncated checkpoint is reported with its path and the previous one is used") {
   TempDir tmp("resume-torn");
   write_text(tmp / "tiny.yaml", tiny_experiment());
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "full", {"schedule.type=constant"}),
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full", {"schedule.type=constant"}),
                      tmp / "f.log") == 0);
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "part",
-                                  {"schedule.type=constant", "train.max_steps=22"}),
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "part",
+                              {"schedule.type=constant", "train.max_steps=22"}),
                      tmp / "p.log") == 0);
   const std::string newest = tmp / "part/checkpoints/step-00000022/model.safetensors";
   fs::resize_file(newest, fs::file_size(newest) / 2);
@@ -216,11 +209,11 @@ TEST_CASE("a truncated checkpoint is reported with its path and the previous one
 TEST_CASE("a new run never writes into a directory that holds something") {
   TempDir tmp("run-dir-taken");
   write_text(tmp / "tiny.yaml", tiny_experiment());
-  REQUIRE(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "a", {"train.max_steps=5"}),
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "a", {"train.max_steps=5"}),
                      tmp / "a.log") == 0);
   const std::string metrics = read_text(tmp / "a/metrics.jsonl");
   // The same --out again: refused at once, the first run untouched.
-  CHECK(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "a", {"train.max_steps=3"}),
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "a", {"train.max_steps=3"}),
                    tmp / "again.log") == 2);
   CHECK(read_text(tmp / "again.log") ==
         "error: --out " + tmp / "a" +
@@ -232,7 +225,7 @@ TEST_CASE("a new run never writes into a directory that holds something") {
   // Any other file in it refuses the run too.
   fs::create_directories(tmp / "other");
   write_text(tmp / "other/notes.txt", "mine");
-  CHECK(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "other"), tmp / "other.log") == 2);
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "other"), tmp / "other.log") == 2);
   CHECK(read_text(tmp / "other/notes.txt") == "mine");
 
   // Without --out, runs started within the same second get <time>-2, -3, ...:
@@ -266,9 +259,9 @@ TEST_CASE("a run that stops on an error leaves summary.json with status failed a
   TempDir tmp("run-failed");
   write_text(tmp / "tiny.yaml", tiny_experiment());
   // A learning rate this large makes the loss overflow within a few steps.
-  CHECK(run_to_end(trainer_args(tmp / "tiny.yaml", tmp / "run",
-                                {"optimizer.type=sgd", "optimizer.lr=1e30"}),
-                   tmp / "run.log") == 1);
+  CHECK(run_to_end(
+            run_args(tmp / "tiny.yaml", tmp / "run", {"optimizer.type=sgd", "optimizer.lr=1e30"}),
+            tmp / "run.log") == 1);
   INFO(read_text(tmp / "run.log"));
   const auto summary = summary_of(tmp / "run");
   CHECK(summary["status"] == "failed");

@@ -130,6 +130,14 @@ class TrainerProcess {
   bool waited_ = false;
 };
 
+// `trainer run CONFIG --out OUT OVERRIDES...` as arguments.
+inline std::vector<std::string> run_args(const std::string& config, const std::string& out,
+                                         const std::vector<std::string>& overrides = {}) {
+  std::vector<std::string> args = {"run", config, "--out", out};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  return args;
+}
+
 inline int run_to_end(const std::vector<std::string>& args, const std::string& log_path) {
   TrainerProcess p(args, log_path);
   return p.wait();

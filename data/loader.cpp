@@ -45,10 +45,7 @@ void* aligned_host_alloc(std::size_t bytes) {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kTimingWindow = 32;
 
-}  // namespace
-
-namespace {
-
+// Batches in an epoch of a shard of `shard` samples.
 std::int64_t batches_of_shard(std::int64_t shard, std::int64_t batch_size, bool drop_last) {
   return drop_last ? shard / batch_size : (shard + batch_size - 1) / batch_size;
 }

@@ -19,15 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<nlohmann::json> records_of(const std::string& dir, const std::string& split) {
-  std::vector<nlohmann::json> records;
-  for (const auto& line : read_lines(dir + "/metrics.jsonl")) {
-    auto r = nlohmann::json::parse(line);
-    if (r["split"] == split) records.push_back(r);
-  }
-  return records;
-}
-
 // The step at which the rule stops, from the eval records (0: it does not).
 std::int64_t stop_step(const std::vector<nlohmann::json>& evals, std::int64_t patience,
                        double min_delta) {
@@ -70,7 +61,7 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
   REQUIRE(run_to_end(following_accuracy(tmp / "tiny.yaml", tmp / "long",
                                         {"train.early_stopping.patience=99"}),
                      tmp / "long.log") == 0);
-  const auto evals = records_of(tmp / "long", "eval");
+  const auto evals = metrics_records(tmp / "long", "eval");
   REQUIRE(evals.size() == 12);
   CHECK_FALSE(summary_of(tmp / "long").contains("early_stopped"));
   const std::int64_t expected = stop_step(evals, 2, 0.0);
@@ -89,8 +80,8 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
   CHECK(summary["early_stopped"]["evaluations_without_improvement"] == 2);
   CHECK(summary["steps"] == expected);
   // Nothing trained past the stop, and a checkpoint is there.
-  for (const auto& r : records_of(tmp / "stop", "train")) CHECK(r["step"] <= expected);
-  CHECK(records_of(tmp / "stop", "eval").back()["step"] == expected);
+  for (const auto& r : metrics_records(tmp / "stop", "train")) CHECK(r["step"] <= expected);
+  CHECK(metrics_records(tmp / "stop", "eval").back()["step"] == expected);
   CHECK(fs::exists(tmp / "stop/checkpoints/" + [&] {
     char name[32];
     std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(expected));

@@ -23,10 +23,7 @@ namespace {
 // The eval records of a run, by step.
 std::map<std::int64_t, nlohmann::json> eval_records(const std::string& dir) {
   std::map<std::int64_t, nlohmann::json> records;
-  for (const auto& line : read_lines(dir + "/metrics.jsonl")) {
-    const auto r = nlohmann::json::parse(line);
-    if (r["split"] == "eval") records[r["step"].get<std::int64_t>()] = r;
-  }
+  for (const auto& r : metrics_records(dir, "eval")) records[r["step"].get<std::int64_t>()] = r;
   return records;
 }
 

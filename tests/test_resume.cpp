@@ -50,10 +50,8 @@ TEST_CASE("train.eval_every evaluates once per step, also at the end of an epoch
   REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "a", {"train.eval_every=8"}),
                      tmp / "a.log") == 0);
   std::vector<std::int64_t> eval_steps;
-  for (const auto& line : read_lines(tmp / "a/metrics.jsonl")) {
-    const auto record = nlohmann::json::parse(line);
-    if (record["split"] == "eval") eval_steps.push_back(record["step"].get<std::int64_t>());
-  }
+  for (const auto& record : metrics_records(tmp / "a", "eval"))
+    eval_steps.push_back(record["step"].get<std::int64_t>());
   CHECK(eval_steps == std::vector<std::int64_t>{8, 16, 24, 32, 40, 48});
 }
 
@@ -68,13 +66,7 @@ TEST_CASE("micro-batches of a short last batch train like the batch (drop_last: 
   REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "micro",
                               {"data.drop_last=false", "train.micro_batch_size=16"}),
                      tmp / "micro.log") == 0);
-  auto records = [](const std::string& dir) {
-    std::vector<nlohmann::json> r;
-    for (const auto& line : read_lines(dir + "/metrics.jsonl"))
-      r.push_back(nlohmann::json::parse(line));
-    return r;
-  };
-  const auto whole = records(tmp / "whole"), micro = records(tmp / "micro");
+  const auto whole = metrics_records(tmp / "whole"), micro = metrics_records(tmp / "micro");
   REQUIRE(whole.size() == micro.size());
   REQUIRE(whole.size() == 13);  // 48 steps (16 per epoch): 10 train records + 3 evals
   for (std::size_t i = 0; i < whole.size(); ++i) {

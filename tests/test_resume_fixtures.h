@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace trainer::testing {
 
 class TempDir {
@@ -83,6 +85,18 @@ inline std::vector<std::string> read_lines(const std::string& path) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
+}
+
+// The records of a run directory's metrics.jsonl, of one split ("train",
+// "eval") or all of them ("").
+inline std::vector<nlohmann::json> metrics_records(const std::string& run_dir,
+                                                   const std::string& split = "") {
+  std::vector<nlohmann::json> records;
+  for (const auto& line : read_lines(run_dir + "/metrics.jsonl")) {
+    auto record = nlohmann::json::parse(line);
+    if (split.empty() || record["split"] == split) records.push_back(std::move(record));
+  }
+  return records;
 }
 
 // A `trainer` child process; output (stdout and stderr) goes to `log_path`.

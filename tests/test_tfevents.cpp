@@ -139,8 +139,7 @@ TEST_CASE("a run's TensorBoard scalars are its metrics records; a resume continu
 
   // Every number of every metrics.jsonl record, as <split>/<key> at its step.
   std::vector<Scalar> want;
-  for (const auto& line : read_lines(tmp / "full/metrics.jsonl")) {
-    const auto r = nlohmann::json::parse(line);
+  for (const auto& r : metrics_records(tmp / "full")) {
     for (const auto& [key, value] : r.items())
       if (key != "step" && key != "epoch" && value.is_number())
         want.push_back({r["step"].get<std::int64_t>(), r["split"].get<std::string>() + "/" + key,

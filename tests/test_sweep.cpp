@@ -137,3 +137,34 @@ TEST_CASE("a sweep stopped in the middle and run again finishes every trial exac
   CHECK(read_text(tmp / "sw/logs/trial-001.log").find("resuming from") != std::string::npos);
   CHECK(read_lines(tmp / "sw/trials.csv").size() == 4);
 }
+
+TEST_CASE("the sweep's tables say how many steps each trial took and which stopped early") {
+  TempDir tmp("sweep-early-stop");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // A min_delta no evaluation can beat: patience 1 stops at the second
+  // evaluation (step 4); patience 1000 runs all 48 steps.
+  const std::vector<std::string> args = {"sweep",
+                                         tmp / "tiny.yaml",
+                                         "train.eval_every=2",
+                                         "train.early_stopping.min_delta=100",
+                                         "--grid",
+                                         "train.early_stopping.patience=1,1000",
+                                         "--out",
+                                         tmp / "sw"};
+  REQUIRE(run_to_end(args, tmp / "1.log") == 0);
+  const auto state = trial_state(tmp / "sw");
+  CHECK(state["trial-000"]["steps"] == 4);
+  CHECK(state["trial-000"]["early_stopped"] == true);
+  CHECK(state["trial-001"]["steps"] == 48);
+  CHECK(state["trial-001"]["early_stopped"] == false);
+  const std::string table = read_text(tmp / "sw/results.md");
+  INFO(table);
+  CHECK(table.find("| eval.accuracy | steps |") != std::string::npos);
+  CHECK(table.find("| 4 (early stop) | 1 |") != std::string::npos);
+  CHECK(table.find("| 48 | 1000 |") != std::string::npos);
+  const auto csv = read_lines(tmp / "sw/trials.csv");
+  REQUIRE(csv.size() == 3);
+  CHECK(csv[0].rfind("trial,status,attempts,objective,steps,early_stopped,", 0) == 0);
+  CHECK(csv[1].find(",4,true,1,") != std::string::npos);
+  CHECK(csv[2].find(",48,false,1000,") != std::string::npos);
+}

@@ -29,9 +29,9 @@ struct Running {
   std::size_t slot = 0;   // which CPU share / GPU
 };
 
-// The trial's objective from its summary.json, when the run completed.
-bool read_completed(const std::string& run_dir, const std::string& metric,
-                    std::optional<double>& objective) {
+// The trial's outcome from its summary.json, when the run completed: the
+// objective, the steps it took and whether early stopping ended it.
+bool read_completed(const std::string& run_dir, const std::string& metric, TrialRecord& record) {
   std::ifstream in(fs::path(run_dir) / "summary.json");
   if (!in) return false;
   nlohmann::json s;
@@ -40,13 +40,16 @@ bool read_completed(const std::string& run_dir, const std::string& metric,
   } catch (const nlohmann::json::exception&) {
     return false;
   }
-  if (s.value("status", "complete") != "complete") return false;
+  if (!s.is_object() || s.value("status", "complete") != "complete") return false;
   const auto dot = metric.find('.');
-  const nlohmann::json& record =
+  const nlohmann::json& metrics =
       metric.substr(0, dot) == "eval" ? s["final_eval"] : s["last_train"];
   const std::string key = metric.substr(dot + 1);
-  if (record.is_object() && record.contains(key) && record[key].is_number())
-    objective = record[key].get<double>();
+  if (metrics.is_object() && metrics.contains(key) && metrics[key].is_number())
+    record.objective = metrics[key].get<double>();
+  if (s.contains("steps") && s["steps"].is_number_integer())
+    record.steps = s["steps"].get<std::int64_t>();
+  record.early_stopped = s.contains("early_stopped");
   return true;
 }
 
@@ -101,7 +104,7 @@ int run_sweep(const SweepJob& job) {
   for (const auto& t : job.trials) records.push_back({t, (dir / "trials" / t.id).string()});
   load_trial_state(state_path, records);
   for (auto& r : records) {
-    if (read_completed(r.run_dir, job.spec.metric, r.objective)) {
+    if (read_completed(r.run_dir, job.spec.metric, r)) {
       r.status = "done";
       r.error.clear();
     } else if (r.status == "done" || r.status == "running") {
@@ -193,7 +196,7 @@ int run_sweep(const SweepJob& job) {
     TrialRecord& r = records[run.index];
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     const std::string log_path = (dir / "logs" / (r.trial.id + ".log")).string();
-    if (code == 0 && read_completed(r.run_dir, job.spec.metric, r.objective)) {
+    if (code == 0 && read_completed(r.run_dir, job.spec.metric, r)) {
       r.status = "done";
       r.error.clear();
     } else if (forwarded && (code == 130 || code == 143)) {

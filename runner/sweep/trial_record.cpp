@@ -49,6 +49,12 @@ std::string number_text(const std::optional<double>& v) {
   return buf;
 }
 
+// "1200", "600 (early stop)", or empty for a trial that has not finished.
+std::string steps_text(const TrialRecord& r) {
+  if (r.status != "done") return "";
+  return std::to_string(r.steps) + (r.early_stopped ? " (early stop)" : "");
+}
+
 }  // namespace
 
 void load_trial_state(const std::string& path, std::vector<TrialRecord>& records) {
@@ -68,6 +74,8 @@ void load_trial_state(const std::string& path, std::vector<TrialRecord>& records
     r.error = t.value("error", "");
     if (t.contains("objective") && t["objective"].is_number())
       r.objective = t["objective"].get<double>();
+    r.steps = t.value("steps", std::int64_t{0});
+    r.early_stopped = t.value("early_stopped", false);
   }
 }
 
@@ -76,6 +84,8 @@ void save_trial_state(const std::string& path, const std::vector<TrialRecord>& r
   for (const auto& r : records) {
     nlohmann::json t = {{"status", r.status},
                         {"attempts", r.attempts},
+                        {"steps", r.steps},
+                        {"early_stopped", r.early_stopped},
                         {"error", r.error},
                         {"run_dir", r.run_dir},
                         {"overrides", r.trial.overrides}};
@@ -87,12 +97,13 @@ void save_trial_state(const std::string& path, const std::vector<TrialRecord>& r
 
 void write_trials_csv(const std::string& path, const std::vector<TrialRecord>& records) {
   const auto keys = swept_keys(records);
-  std::string out = "trial,status,attempts,objective";
+  std::string out = "trial,status,attempts,objective,steps,early_stopped";
   for (const auto& k : keys) out += "," + csv_field(k);
   out += ",run_dir,error\n";
   for (const auto& r : records) {
     out += r.trial.id + "," + r.status + "," + std::to_string(r.attempts) + "," +
-           number_text(r.objective);
+           number_text(r.objective) + "," + (r.status == "done" ? std::to_string(r.steps) : "") +
+           "," + (r.early_stopped ? "true" : "false");
     for (const auto& k : keys) {
       std::string v;
       for (const auto& o : r.trial.overrides)
@@ -123,16 +134,16 @@ void write_results_table(const std::string& path, const std::vector<TrialRecord>
   std::string out = "# Sweep results\n\nObjective: `" + spec.metric + "` (" +
                     (spec.maximize ? "max" : "min") + "). " + std::to_string(done) + " of " +
                     std::to_string(records.size()) + " trials done, " + std::to_string(failed) +
-                    " failed.\n\n| rank | trial | status | " + spec.metric + " |";
+                    " failed.\n\n| rank | trial | status | " + spec.metric + " | steps |";
   for (const auto& k : keys) out += " " + md_cell(k) + " |";
-  out += " attempts | error |\n|---|---|---|---|";
+  out += " attempts | error |\n|---|---|---|---|---|";
   for (std::size_t i = 0; i < keys.size(); ++i) out += "---|";
   out += "---|---|\n";
   int rank = 0;
   for (const TrialRecord* r : order) {
     const bool ranked = r->status == "done" && r->objective;
     out += "| " + (ranked ? std::to_string(++rank) : std::string("-")) + " | " + r->trial.id +
-           " | " + r->status + " | " + number_text(r->objective) + " |";
+           " | " + r->status + " | " + number_text(r->objective) + " | " + steps_text(*r) + " |";
     for (const auto& k : keys) {
       std::string v;
       for (const auto& o : r->trial.overrides)

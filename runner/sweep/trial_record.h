@@ -1,6 +1,7 @@
 // What the sweep knows about one trial: its overrides, run directory, status
-// (pending, running, done, failed, interrupted), attempts, objective and the
-// error of its last failure. Kept in <sweep>/trials.json between invocations.
+// (pending, running, done, failed, interrupted), attempts, objective, the
+// steps it took (and whether early stopping ended it) and the error of its
+// last failure. Kept in <sweep>/trials.json between invocations.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,8 @@ struct TrialRecord {
   std::string status = "pending";
   std::int64_t attempts = 0;  // runs that ended in failure (interruptions do not count)
   std::optional<double> objective;
+  std::int64_t steps = 0;      // optimizer steps the finished run took
+  bool early_stopped = false;  // train.early_stopping ended it before its last step
   std::string error;
 };
 

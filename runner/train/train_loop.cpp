@@ -10,7 +10,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -26,6 +25,7 @@
 #include "data/loader.h"
 #include "ops/step_values.h"
 #include "runner/checkpoint/checkpoint_store.h"
+#include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/train/loss_log.h"
 #include "runner/train/loss_scale.h"
@@ -798,7 +798,11 @@ void TrainLoop::write_failure_summary(const std::string& error) {
                                   {"best_eval", best_eval_},
                                   {"last_train", last_train_},
                                   {"last_checkpoint", last_checkpoint_}};
-  std::ofstream(run_dir_ + "/summary.json") << summary.dump(2) << '\n';
+  try {
+    checkpoint::write_file_atomically(run_dir_ + "/summary.json", summary.dump(2) + "\n");
+  } catch (const std::exception& e) {
+    log_->error("could not write summary.json: {}", e.what());  // the run's own error follows
+  }
 }
 
 void TrainLoop::train_to_end() {
@@ -898,7 +902,8 @@ nlohmann::json TrainLoop::summary() {
         {"best", stop_best_ ? nlohmann::json(*stop_best_) : nlohmann::json()},
         {"best_step", stop_best_step_},
         {"evaluations_without_improvement", stop_bad_evals_}};
-  if (collective_.is_root()) std::ofstream(run_dir_ + "/summary.json") << summary.dump(2) << '\n';
+  if (collective_.is_root())
+    checkpoint::write_file_atomically(run_dir_ + "/summary.json", summary.dump(2) + "\n");
   if (stopped_by_ != 0)
     log_->warn(
         "stopped by signal {} after step {}: checkpoint {}; continue with `trainer run --resume "

@@ -27,6 +27,7 @@
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/stop_signal.h"
+#include "runner/train/input_advice.h"
 #include "runner/train/loss_log.h"
 #include "runner/train/loss_scale.h"
 #include "runner/train/memory_report.h"
@@ -655,13 +656,18 @@ void TrainLoop::log_window() {
       scaler_.enabled() ? fmt::format(" scale {:g}", scaler_.scale()) : std::string());
   if (wait_pct > 10.0 && !warned_input_bound_) {
     warned_input_bound_ = true;
-    const double model_rate =
+    InputWait w;
+    w.wait_pct = wait_pct;
+    w.loader_samples_per_s = loader_.samples_per_second();
+    w.model_samples_per_s =
         static_cast<double>(window_.samples) / std::max(1e-9, elapsed - window_.wait);
-    log_->warn(
-        "input-bound: the step waited for data {:.0f}% of the time; the loader delivers "
-        "{:.0f} samples/s, "
-        "the model consumes {:.0f} samples/s: raise data.workers from {}",
-        wait_pct, loader_.samples_per_second(), model_rate, cfg_.data.workers);
+    w.workers = cfg_.data.workers;
+    w.prefetch = cfg_.data.prefetch;
+    const std::int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+    const bool on_cpu = cfg_.devices.cpu || cfg_.devices.gpus.empty();
+    w.compute_threads = !on_cpu ? 1 : cfg_.backend.threads > 0 ? cfg_.backend.threads : cores;
+    w.cores = cores;
+    log_->warn("{}", input_wait_advice(w));
   }
   window_ = Window{};
 }

@@ -1,0 +1,49 @@
+// The input-bound warning: the loader too slow, starved of cores, or bursty.
+#include "runner/train/input_advice.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace trainer::train {
+
+std::string input_wait_advice(const InputWait& w) {
+  // The loader's rate counts fill time only; below twice what the step
+  // consumes, more workers (or fewer transforms) are what helps.
+  const double headroom =
+      w.model_samples_per_s > 0 ? w.loader_samples_per_s / w.model_samples_per_s : 0.0;
+  if (headroom < 2.0) {
+    const std::string knob =
+        w.workers == 0 ? std::string("set data.workers (0 builds batches on the training thread)")
+                       : fmt::format("raise data.workers from {}", w.workers);
+    return fmt::format(
+        "input-bound: the step waited for data {:.0f}% of the time; the loader delivers {:.0f} "
+        "samples/s, the model consumes {:.0f} samples/s: {}",
+        w.wait_pct, w.loader_samples_per_s, w.model_samples_per_s, knob);
+  }
+  const std::string head = fmt::format(
+      "data wait {:.0f}% of the time, though the loader can fill {:.0f} samples/s, {:.0f}x the "
+      "{:.0f} the model consumes: ",
+      w.wait_pct, w.loader_samples_per_s, headroom, w.model_samples_per_s);
+  if (w.workers + w.compute_threads > w.cores) {
+    // Workers plus compute threads within the cores: fewer threads when
+    // that leaves at least one, else a quarter of the cores for the loader.
+    std::string knob;
+    if (w.cores - w.workers >= 1) {
+      knob = fmt::format("set backend.threads: {}", w.cores - w.workers);
+    } else if (w.cores == 1) {
+      knob = "set data.workers: 0 (batches built on the training thread)";
+    } else {
+      const std::int64_t workers = std::max<std::int64_t>(1, w.cores / 4);
+      knob =
+          fmt::format("set data.workers: {} and backend.threads: {}", workers, w.cores - workers);
+    }
+    return head + fmt::format(
+                      "its {} workers and the {} compute threads share {} cores and wait for "
+                      "each other; {}",
+                      w.workers, w.compute_threads, w.cores, knob);
+  }
+  return head + fmt::format("batches arrive in bursts; raise data.prefetch from {}", w.prefetch);
+}
+
+}  // namespace trainer::train

@@ -1,0 +1,25 @@
+// What to tell the user when the training step waits for data: which knob
+// to turn depends on whether the loader is too slow, or fast enough but
+// sharing the cores with the compute threads, or fast but bursty.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace trainer::train {
+
+struct InputWait {
+  double wait_pct = 0;               // share of the window the step waited for a batch
+  double loader_samples_per_s = 0;   // what the workers can fill, busy time only
+  double model_samples_per_s = 0;    // what the step consumes, waiting excluded
+  std::int64_t workers = 0;          // data.workers
+  std::int64_t prefetch = 0;         // data.prefetch
+  std::int64_t compute_threads = 0;  // CPU threads the step computes on (1 on a GPU)
+  std::int64_t cores = 0;            // hardware threads of the machine
+};
+
+// One warning line, starting "input-bound:" (or "data wait" when the loader
+// is not the limit), ending with the setting to change.
+std::string input_wait_advice(const InputWait& w);
+
+}  // namespace trainer::train

@@ -1,0 +1,61 @@
+// labels: cpu
+// The input-bound warning names the knob that helps: more workers when the
+// loader is too slow, fewer threads when its workers share the cores with
+// the compute threads, more prefetch when it is fast and has cores.
+#include <catch2/catch.hpp>
+
+#include "runner/train/input_advice.h"
+
+using trainer::train::input_wait_advice;
+using trainer::train::InputWait;
+
+namespace {
+
+InputWait waiting(double loader_rate, std::int64_t workers, std::int64_t threads,
+                  std::int64_t cores) {
+  InputWait w;
+  w.wait_pct = 25;
+  w.loader_samples_per_s = loader_rate;
+  w.model_samples_per_s = 10000;
+  w.workers = workers;
+  w.prefetch = 4;
+  w.compute_threads = threads;
+  w.cores = cores;
+  return w;
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("a loader slower than twice the model's rate: raise the workers") {
+  const std::string advice = input_wait_advice(waiting(15000, 2, 2, 16));
+  INFO(advice);
+  CHECK(advice.rfind("input-bound: the step waited for data 25%", 0) == 0);
+  CHECK(has(advice, "the loader delivers 15000 samples/s, the model consumes 10000"));
+  CHECK(has(advice, "raise data.workers from 2"));
+  CHECK(has(input_wait_advice(waiting(15000, 0, 2, 16)), "set data.workers"));
+}
+
+TEST_CASE("a fast loader sharing the cores with the compute threads: fewer threads") {
+  const std::string advice = input_wait_advice(waiting(500000, 2, 2, 2));
+  INFO(advice);
+  CHECK(has(advice, "50x the 10000 the model consumes"));
+  CHECK(has(advice, "2 workers and the 2 compute threads share 2 cores"));
+  CHECK_FALSE(has(advice, "raise data.workers"));
+  CHECK(has(input_wait_advice(waiting(500000, 2, 8, 8)), "set backend.threads: 6"));
+  // No core left for the compute threads: a quarter of the cores load.
+  CHECK(has(advice, "set data.workers: 1 and backend.threads: 1"));
+  CHECK(has(input_wait_advice(waiting(500000, 8, 8, 8)),
+            "set data.workers: 2 and backend.threads: 6"));
+  CHECK(has(input_wait_advice(waiting(500000, 1, 1, 1)), "set data.workers: 0"));
+}
+
+TEST_CASE("a fast loader with cores to spare: more prefetch") {
+  const std::string advice = input_wait_advice(waiting(500000, 4, 1, 16));
+  INFO(advice);
+  CHECK(has(advice, "raise data.prefetch from 4"));
+  CHECK_FALSE(has(advice, "workers"));
+}

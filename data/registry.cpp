@@ -158,10 +158,11 @@ SourceDef synthetic_source() {
 }
 
 TransformDef transform(std::string name, bool random, std::string doc,
-                       std::vector<FieldSpec> fields) {
+                       std::vector<FieldSpec> fields, std::string eval_form = "") {
   TransformDef d;
   d.name = std::move(name);
   d.random = random;
+  d.eval_form = std::move(eval_form);
   d.doc = std::move(doc);
   d.fields = std::move(fields);
   return d;
@@ -187,14 +188,14 @@ const std::vector<TransformDef>& transform_defs() {
                 {field("mean", FT::number_list, "Mean per channel (or one for all)."),
                  field("std", FT::number_list, "Standard deviation per channel (or one for all).")
                      .above(0)}),
-      transform(
-          "random_crop", true,
-          "Pads every side with `padding` zeros and crops `size` at a random offset. "
-          "Eval: a centre crop when `size` differs from the sample size, else nothing.",
-          {field("size", FT::int_list, "Crop size: [height, width] or one value for both.")
-               .req()
-               .at_least(1),
-           field("padding", FT::integer, "Zero padding on every side.").def("0").at_least(0)}),
+      transform("random_crop", true,
+                "Pads every side with `padding` zeros and crops `size` at a random offset. "
+                "Eval: a centre crop when `size` differs from the sample size, else nothing.",
+                {field("size", FT::int_list, "Crop size: [height, width] or one value for both.")
+                     .req()
+                     .at_least(1),
+                 field("padding", FT::integer, "Zero padding on every side.").def("0").at_least(0)},
+                "centre crop"),
       transform(
           "random_flip", true, "Flips the image horizontally with probability p.",
           {field("p", FT::number, "Probability of a flip.").def("0.5").at_least(0).at_most(1)}),

@@ -28,7 +28,8 @@ struct TransformDef {
   std::string name;  // scale, normalize, random_crop, random_flip, random_translate, random_erasing
   std::string doc;
   std::vector<FieldSpec> fields;
-  bool random = false;  // random transforms run on the training split only
+  bool random = false;    // random transforms run on the training split only...
+  std::string eval_form;  // ...unless they have a deterministic form for eval ("centre crop")
 };
 
 const std::vector<SourceDef>& source_defs();

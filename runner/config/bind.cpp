@@ -90,12 +90,12 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
         read_transform_list(*eval_transforms, "data.eval_transforms", diags);
     return;
   }
-  // Default: the deterministic part of `transforms`.
+  // Default: the entries of `transforms` that act on eval samples.
   Node list = Node::sequence({kDefaultFile, 0, 0});
   const Node* transforms = data->find("transforms");
   for (std::size_t i = 0; i < config.data.transforms.size(); ++i) {
     const TypedItem& item = config.data.transforms[i];
-    if (is_random_transform(item.type)) continue;
+    if (!acts_on_eval_samples(item.type)) continue;
     config.data.eval_transforms.push_back(item);
     for (const auto& node : transforms->items())
       if (node.mark().line == item.mark.line && node.mark().column == item.mark.column &&

@@ -125,10 +125,10 @@ std::vector<TypedItem> read_transform_list(Node& node, const std::string& key_pa
   return out;
 }
 
-bool is_random_transform(const std::string& type) {
+bool acts_on_eval_samples(const std::string& type) {
   for (const auto& d : data::transform_defs())
-    if (d.name == type) return d.random;
-  return false;
+    if (d.name == type) return !d.random || !d.eval_form.empty();
+  return true;
 }
 
 }  // namespace trainer::config

@@ -19,7 +19,9 @@ std::optional<TypedItem> read_source_item(Node& node, const std::string& key_pat
 // Validates a list of transform items in place.
 std::vector<TypedItem> read_transform_list(Node& node, const std::string& key_path,
                                            Diagnostics& diags);
-// Whether a transform type is random (runs on training batches only).
-bool is_random_transform(const std::string& type);
+// Whether a transform type does something to eval samples: every
+// deterministic one, and a random one with an eval form (random_crop: a
+// centre crop). The default data.eval_transforms keeps those.
+bool acts_on_eval_samples(const std::string& type);
 
 }  // namespace trainer::config

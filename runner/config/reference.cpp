@@ -93,8 +93,11 @@ std::string config_reference_markdown() {
   out += "## Transforms (`data.transforms`, `data.eval_transforms`)\n\n";
   if (data::transform_defs().empty()) out += "(no transforms registered)\n\n";
   for (const auto& d : data::transform_defs()) {
-    out += "### `" + d.name + "`" + (d.random ? " (random: training only)" : "") + "\n\n" + d.doc +
-           "\n\n";
+    out += "### `" + d.name + "`" +
+           (!d.random             ? ""
+            : d.eval_form.empty() ? " (random: training only)"
+                                  : " (random; eval: " + d.eval_form + ")") +
+           "\n\n" + d.doc + "\n\n";
     out += d.fields.empty() ? "No settings.\n\n" : field_rows(d.fields) + "\n";
   }
   while (out.size() > 1 && out[out.size() - 1] == '\n' && out[out.size() - 2] == '\n')

@@ -102,8 +102,8 @@ std::vector<SectionDef> build_sections() {
         {"transforms",
          "Transforms applied to training samples: a list of `{type: <transform>, ...}`"},
         {"eval_transforms",
-         "Transforms applied to evaluation samples (default: the non-random entries of "
-         "`transforms`)"}},
+         "Transforms applied to evaluation samples (default: the entries of `transforms` that "
+         "act on them: every non-random one, and random_crop as a centre crop)"}},
        ""});
 
   s.push_back(

@@ -254,6 +254,9 @@ void record_program(const std::string& dir, const graph::Program& program, const
                        {"accumulation", session.batch.accumulation},
                        {"world", session.batch.world},
                        {"micro_batch_auto", session.config.train.micro_batch_auto}};
+  // What the loader does to each sample, with the normalize statistics computed from the data.
+  manifest["transforms"] = {{"train", session.train_pipeline->describe()},
+                            {"eval", session.eval_pipeline->describe()}};
   manifest["memory"] = {{"arena_bytes", program.memory_plan().arena_bytes},
                         {"persistent_bytes", program.persistent_bytes()}};
   write_manifest(dir, manifest);

@@ -37,7 +37,9 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
 // Records in manifest.json the implementation chosen for every node
 // ("conv1": "onednn:conv2d brgconv avx512"), the compute type of the nodes
 // that do not compute in float32, the batch split (and whether
-// micro_batch_size: auto chose it) and the program's memory.
+// micro_batch_size: auto chose it), the training and eval transforms as the
+// loader applies them (computed normalize statistics included) and the
+// program's memory.
 void record_program(const std::string& dir, const graph::Program& program, const Session& session);
 
 // Records in manifest.json how the training steps ran: "recorded" (replayed

@@ -26,6 +26,24 @@ std::vector<data::TransformSpec> specs_of(const std::vector<config::TypedItem>& 
   return out;
 }
 
+// The eval transforms, each `normalize` without mean/std given the statistics
+// the training pipeline computed for its normalize of the same rank: they are
+// the training set's, computed once, whatever the eval list crops around them.
+std::vector<data::TransformSpec> eval_specs(const std::vector<config::TypedItem>& items,
+                                            const data::Pipeline& train_pipe) {
+  std::vector<const Attrs*> computed;
+  for (const auto& [type, attrs] : train_pipe.resolved())
+    if (type == "normalize") computed.push_back(&attrs);
+  std::vector<data::TransformSpec> out = specs_of(items);
+  std::size_t rank = 0;
+  for (auto& [type, attrs] : out) {
+    if (type != "normalize") continue;
+    if (!attrs.has("mean") && !attrs.has("std") && rank < computed.size()) attrs = *computed[rank];
+    ++rank;
+  }
+  return out;
+}
+
 std::shared_ptr<data::Dataset> open_source(const config::TypedItem& item, const std::string& key) {
   for (const auto& def : data::source_defs()) {
     if (def.name != item.type) continue;
@@ -162,11 +180,8 @@ Session prepare_session(const config::Config& config) {
   try {
     auto train_pipe =
         data::build_pipeline(specs_of(config.data.transforms), true, s.train_data.get());
-    // The eval pipeline reuses what the training one resolved (e.g. a computed normalize).
-    std::vector<data::TransformSpec> eval_items = config.data.eval_transforms.empty()
-                                                      ? train_pipe.resolved()
-                                                      : specs_of(config.data.eval_transforms);
-    auto eval_pipe = data::build_pipeline(eval_items, false, s.train_data.get());
+    auto eval_pipe = data::build_pipeline(eval_specs(config.data.eval_transforms, train_pipe),
+                                          false, s.train_data.get());
     s.train_pipeline = std::make_shared<const data::Pipeline>(std::move(train_pipe));
     s.eval_pipeline = std::make_shared<const data::Pipeline>(std::move(eval_pipe));
     s.sample_shape = s.train_pipeline->output_shape(s.train_data->sample_shape());
@@ -176,7 +191,23 @@ Session prepare_session(const config::Config& config) {
   }
   s.num_classes = s.train_data->num_classes();
   check_batch_fills(config, s, diags);
-  if (config.data.eval) check_eval_matches_train(config, s, diags);
+  if (config.data.eval) {
+    check_eval_matches_train(config, s, diags);
+  } else if (s.eval_data) {  // split off the training set: only the transforms can differ
+    const config::Mark mark = mark_of(config, "data.eval_transforms");
+    try {
+      const Shape eval_shape = s.eval_pipeline->output_shape(s.eval_data->sample_shape());
+      if (eval_shape != s.sample_shape)
+        diags.add(mark, "data.eval_transforms",
+                  "the evaluation samples are " + to_string(eval_shape) +
+                      " after these transforms, but the training samples are " +
+                      to_string(s.sample_shape) + " (the model's input)",
+                  "crop or resize them like data.transforms does (random_crop is a centre crop "
+                  "on evaluation samples)");
+    } catch (const std::runtime_error& e) {
+      diags.add(mark, "data.eval_transforms", e.what());
+    }
+  }
   check_checkpoint_metric(config, s, diags);
   diags.throw_if_any();  // all of them at once
   build_model_graph(s);

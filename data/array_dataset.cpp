@@ -19,6 +19,11 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
                              to_string(data_.sample_shape));
   }
   size_ = static_cast<std::int64_t>(values) / sample_numel_;
+  if (size_ == 0) {
+    throw std::runtime_error(data_.description + ": the data is empty (no samples of shape " +
+                             to_string(data_.sample_shape) +
+                             "); a training or evaluation set needs at least one sample");
+  }
   const bool regression = !data_.target_shape.empty();
   if (regression && numel(data_.target_shape) <= 0) {
     throw std::runtime_error(data_.description + ": empty target shape " +
@@ -44,9 +49,19 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
           std::to_string(i) + " is outside [0, " +
           (data_.num_classes > 0 ? std::to_string(data_.num_classes) : std::string("inf")) + ")");
     }
-    max_label_ = std::max(max_label_, label);
+    if (label > max_label_) {
+      max_label_ = label;
+      max_label_sample_ = static_cast<std::int64_t>(i);
+    }
   }
-  if (data_.num_classes == 0) data_.num_classes = max_label_ + 1;
+  classes_inferred_ = data_.num_classes == 0;
+  if (classes_inferred_) data_.num_classes = max_label_ + 1;
+}
+
+std::string ArrayDataset::max_label_origin() const {
+  if (max_label_sample_ < 0) return "";
+  if (data_.label_origin) return data_.label_origin(max_label_sample_);
+  return "sample " + std::to_string(max_label_sample_) + " of " + data_.description;
 }
 
 void ArrayDataset::read(std::int64_t index, float* sample, std::int64_t* label,

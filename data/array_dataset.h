@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -20,13 +21,16 @@ struct ArrayData {
   std::vector<float> targets;        // [N, target_shape] (regression)
   std::int64_t num_classes = 0;      // 0: infer max label + 1 (classification)
   std::string description;           // files, for logs and errors
+  // Where sample i's label is in the files ("element 4 of NPY file 'y.npy'"),
+  // for errors; unset: "sample 4 of <description>".
+  std::function<std::string(std::int64_t sample)> label_origin;
 };
 
 class ArrayDataset final : public Dataset {
  public:
   // Validates sizes and labels; throws std::runtime_error naming `description`
-  // for an empty sample or target shape, a count mismatch or a label outside
-  // [0, num_classes).
+  // for no samples, an empty sample or target shape, a count mismatch or a
+  // label outside [0, num_classes).
   explicit ArrayDataset(ArrayData data);
 
   std::int64_t size() const override { return size_; }
@@ -37,12 +41,16 @@ class ArrayDataset final : public Dataset {
             float* target = nullptr) const override;
   std::string describe() const override { return data_.description; }
   std::int64_t max_label() const override { return max_label_; }
+  bool classes_inferred() const override { return classes_inferred_; }
+  std::string max_label_origin() const override;
 
  private:
   ArrayData data_;
   std::int64_t size_ = 0;
   std::int64_t sample_numel_ = 0;
   std::int64_t max_label_ = -1;
+  std::int64_t max_label_sample_ = -1;
+  bool classes_inferred_ = false;
 };
 
 }  // namespace trainer::data

@@ -22,9 +22,14 @@ std::shared_ptr<Dataset> open_cifar(const std::vector<std::string>& files, Cifar
   std::string names;
   for (const std::string& path : files) {
     const std::vector<std::uint8_t> bytes = read_file_bytes(path);
-    if (bytes.empty() || bytes.size() % record != 0) {
-      throw std::runtime_error("CIFAR file '" + path + "' is truncated or not a " +
-                               (variant == CifarVariant::cifar10 ? "CIFAR-10" : "CIFAR-100") +
+    const std::string kind = variant == CifarVariant::cifar10 ? "CIFAR-10" : "CIFAR-100";
+    if (bytes.empty()) {
+      throw std::runtime_error("CIFAR file '" + path + "' is empty (0 bytes), expected " + kind +
+                               " records of " + std::to_string(record) +
+                               " bytes each; copy or download the batch file again");
+    }
+    if (bytes.size() % record != 0) {
+      throw std::runtime_error("CIFAR file '" + path + "' is truncated or not a " + kind +
                                " binary batch: " + std::to_string(bytes.size()) +
                                " bytes is not a multiple of the " + std::to_string(record) +
                                "-byte record; the last record breaks off at byte offset " +

@@ -1,13 +1,16 @@
 // CSV files: numeric feature columns and one label column, read once into
 // memory. Errors carry the file and the 1-based line number.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include "data/array_dataset.h"
+#include "data/finite_check.h"
 #include "data/sources.h"
 
 namespace trainer::data {
@@ -26,9 +29,30 @@ std::vector<std::string> split_line(const std::string& line, char delimiter) {
   return cells;
 }
 
+// `text` with control bytes (a NUL would end the message) written as \xNN.
+std::string escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", byte);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// `text` escaped, in single quotes, for errors.
+std::string quoted(const std::string& text) {
+  return "'" + escaped(text) + "'";
+}
+
 std::string known_columns(const std::vector<std::string>& names) {
   std::string text;
-  for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
+  for (const auto& n : names) text += (text.empty() ? "" : ", ") + escaped(n);
   return text;
 }
 
@@ -59,13 +83,24 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     in.seekg(data_start);
     line_number = 0;
   }
+  // A name given twice selects whichever comes first: refuse it instead.
+  for (std::size_t c = 0; c < columns; ++c) {
+    for (std::size_t first = 0; first < c; ++first) {
+      if (names[first] != names[c]) continue;
+      throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
+                               ": the header names column " + quoted(names[c]) +
+                               " twice (columns " + std::to_string(first + 1) + " and " +
+                               std::to_string(c + 1) +
+                               "); rename one, so that `label` and `features` select one column");
+    }
+  }
 
   auto column_of = [&](const std::string& name) -> std::size_t {
     for (std::size_t c = 0; c < names.size(); ++c) {
       if (names[c] == name) return c;
     }
-    throw std::runtime_error("CSV file '" + o.path + "' has no column '" + name +
-                             "'; columns: " + known_columns(names));
+    throw std::runtime_error("CSV file '" + o.path + "' has no column " + quoted(name) +
+                             "; columns: " + known_columns(names));
   };
   const std::size_t label_column = o.label.empty() ? columns - 1 : column_of(o.label);
   std::vector<std::size_t> feature_columns;
@@ -74,7 +109,20 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       if (c != label_column) feature_columns.push_back(c);
     }
   } else {
-    for (const auto& name : o.features) feature_columns.push_back(column_of(name));
+    for (const auto& name : o.features) {
+      const std::size_t c = column_of(name);
+      if (c == label_column) {
+        throw std::runtime_error(
+            "CSV file '" + o.path + "': `features` lists " + quoted(name) + ", the label column" +
+            (o.label.empty() ? " (the last column, as `label` is not set)" : " (`label`)") +
+            "; the model would see the answer among its inputs: remove it from `features`");
+      }
+      if (std::find(feature_columns.begin(), feature_columns.end(), c) != feature_columns.end()) {
+        throw std::runtime_error("CSV file '" + o.path + "': `features` lists " + quoted(name) +
+                                 " twice; list each column once");
+      }
+      feature_columns.push_back(c);
+    }
   }
   if (feature_columns.empty()) {
     throw std::runtime_error("CSV file '" + o.path + "' has no feature columns");
@@ -82,19 +130,25 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
 
   ArrayData data;
   std::vector<float> features;
-  auto parse = [&](const std::string& cell, std::size_t column) {
+  std::vector<std::int64_t> lines;  // of each class label, for errors
+  // A cell's value; `finite`: NaN and infinity are errors (features and
+  // regression targets; a class label has its own check).
+  auto parse = [&](const std::string& cell, std::size_t column, bool finite) {
     double value = 0;
     const char* end = cell.data() + cell.size();
     auto [ptr, ec] = std::from_chars(cell.data(), end, value);
+    const std::string where = "CSV file '" + o.path + "' line " + std::to_string(line_number) +
+                              ", column " + quoted(names[column]) + ": " + quoted(cell);
     if (cell.empty() || ec != std::errc() || ptr != end) {
-      throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
-                               ", column '" + names[column] + "': '" + cell + "' is not a number");
+      throw std::runtime_error(where + " is not a number");
+    }
+    if (finite && !std::isfinite(value)) {
+      throw std::runtime_error(where + " is not a finite number (" + non_finite_name(value) +
+                               "); fill in or drop the missing or overflowing values");
     }
     // Values are float32: a finite number beyond its range would silently become inf.
     if (std::isfinite(value) && std::abs(value) > std::numeric_limits<float>::max()) {
-      throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
-                               ", column '" + names[column] + "': '" + cell +
-                               "' is outside the float32 range");
+      throw std::runtime_error(where + " is outside the float32 range");
     }
     return value;
   };
@@ -108,20 +162,21 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
                                std::to_string(columns) + " like the first row");
     }
     for (std::size_t c : feature_columns)
-      features.push_back(static_cast<float>(parse(cells[c], c)));
-    const double label = parse(cells[label_column], label_column);
+      features.push_back(static_cast<float>(parse(cells[c], c, true)));
+    const double label = parse(cells[label_column], label_column, o.regression);
     if (o.regression) {
       data.targets.push_back(static_cast<float>(label));
     } else {
       // Compared before the cast: NaN or a value beyond int64 has no integer to cast to.
       if (!(label >= 0 && label < 0x1p63) || label != std::floor(label) ||
           (o.classes > 0 && label >= static_cast<double>(o.classes))) {
-        throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
-                                 ": label '" + cells[label_column] + "' is not a class in [0, " +
-                                 (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) +
-                                 ")");
+        throw std::runtime_error(
+            "CSV file '" + o.path + "' line " + std::to_string(line_number) + ": label " +
+            quoted(cells[label_column]) + " is not a class in [0, " +
+            (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ")");
       }
       data.labels.push_back(static_cast<std::int64_t>(label));
+      lines.push_back(line_number);
     }
   }
   if (features.empty()) throw std::runtime_error("CSV file '" + o.path + "' has no data rows");
@@ -130,6 +185,10 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   if (o.regression) data.target_shape = {1};
   data.num_classes = o.classes;
   data.description = "CSV file '" + o.path + "'";
+  data.label_origin = [path = o.path, lines = std::move(lines)](std::int64_t sample) {
+    return "line " + std::to_string(lines[static_cast<std::size_t>(sample)]) + " of CSV file '" +
+           path + "'";
+  };
   return std::make_shared<ArrayDataset>(std::move(data));
 }
 

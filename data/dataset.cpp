@@ -18,4 +18,16 @@ std::int64_t Dataset::max_label() const {
   return best;
 }
 
+std::string Dataset::max_label_origin() const {
+  if (!target_shape().empty()) return "";
+  std::vector<float> sample(static_cast<std::size_t>(numel(sample_shape())));
+  std::int64_t best = -1, where = -1;
+  for (std::int64_t i = 0; i < size(); ++i) {
+    std::int64_t label = -1;
+    read(i, sample.data(), &label);
+    if (label > best) best = label, where = i;
+  }
+  return where < 0 ? "" : "sample " + std::to_string(where) + " of " + describe();
+}
+
 }  // namespace trainer::data

@@ -32,6 +32,13 @@ class Dataset {
   // trainer can check it against the model's classes before training. The
   // default reads every sample; in-memory sources override it.
   virtual std::int64_t max_label() const;
+  // Whether num_classes() was inferred as max_label() + 1 (the source was given
+  // no `classes:`), so that one wrong label can make it far too large.
+  virtual bool classes_inferred() const { return false; }
+  // Where the largest label is, for errors: "line 7 of CSV file 'a.csv'",
+  // "element 4 of NPY file 'y.npy'" ("" when there is none). The default
+  // reads every sample and names "sample <i> of <describe()>".
+  virtual std::string max_label_origin() const;
 };
 
 }  // namespace trainer::data

@@ -12,7 +12,9 @@
 namespace trainer::data {
 
 // The whole (decompressed) contents of `path`. Throws std::runtime_error naming
-// the file when it is missing, unreadable or a truncated/corrupt gzip stream.
+// the file when it is missing or unreadable, or a gzip stream that is truncated,
+// corrupt (the compressed byte offset and the bytes decompressed before it) or
+// followed by bytes that are no further gzip member.
 std::vector<std::uint8_t> read_file_bytes(const std::string& path);
 
 // A big-endian 32-bit unsigned integer at `offset` (IDX headers).

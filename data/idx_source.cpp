@@ -98,6 +98,10 @@ std::shared_ptr<Dataset> open_idx(const std::string& images, const std::string& 
   image_array.bytes = {};
   const std::uint8_t* label_bytes = label_array.bytes.data() + label_array.offset;
   data.labels.assign(label_bytes, label_bytes + label_array.shape[0]);
+  data.label_origin = [labels, offset = label_array.offset](std::int64_t sample) {
+    return "sample " + std::to_string(sample) + " of IDX labels '" + labels + "' (byte offset " +
+           std::to_string(offset + static_cast<std::size_t>(sample)) + ")";
+  };
   data.num_classes = classes;
   data.description = "IDX images '" + images + "' with labels '" + labels + "'";
   return std::make_shared<ArrayDataset>(std::move(data));

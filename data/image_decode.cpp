@@ -24,13 +24,26 @@ namespace {
 constexpr const char* kTooLarge =
     "%s gives %llu x %llu pixels, more than the %lld-pixel limit (a corrupt size field?)";
 
+// What to do about an image the decoders reject.
+constexpr const char* kReencode =
+    "the file is damaged or uses a form this reader does not support: re-encode it as an 8-bit "
+    "RGB or grayscale PNG or JPEG, or remove it from the folder";
+
+// "cannot decode <kind> image '<path>' while <stage>: the decoder reports "<detail>"; <advice>".
+[[noreturn]] void decode_failed(const std::string& kind, const std::string& path,
+                                const std::string& stage, const std::string& detail,
+                                const std::string& advice = kReencode) {
+  throw std::runtime_error("cannot decode " + kind + " image '" + path + "' while " + stage +
+                           ": the decoder reports \"" + detail + "\"; " + advice);
+}
+
 Image decode_png(const std::string& path, const std::vector<std::uint8_t>& bytes,
                  std::int64_t channels) {
   png_image image;
   std::memset(&image, 0, sizeof image);
   image.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size())) {
-    throw std::runtime_error("cannot decode PNG image '" + path + "': " + image.message);
+    decode_failed("PNG", path, "reading its header chunks", image.message);
   }
   // Frees libpng's state on every way out (a no-op once finish_read has).
   const std::unique_ptr<png_image, void (*)(png_image*)> state(&image, png_image_free);
@@ -49,7 +62,7 @@ Image decode_png(const std::string& path, const std::vector<std::uint8_t>& bytes
   out.channels = channels;
   out.pixels.resize(PNG_IMAGE_SIZE(image));
   if (!png_image_finish_read(&image, nullptr, out.pixels.data(), 0, nullptr)) {
-    throw std::runtime_error("cannot decode PNG image '" + path + "': " + image.message);
+    decode_failed("PNG", path, "decoding its pixel data", image.message);
   }
   return out;
 }
@@ -58,7 +71,9 @@ struct JpegError {
   jpeg_error_mgr manager;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
-  int code = 0;  // libjpeg's message code
+  int code = 0;                              // libjpeg's message code
+  const char* stage = "reading its header";  // what was being done, for the error
+  J_COLOR_SPACE color_space = JCS_UNKNOWN;   // the file's, once the header is read
 };
 
 void jpeg_fail(j_common_ptr info) {
@@ -90,6 +105,7 @@ bool decode_jpeg_into(const std::uint8_t* data, std::size_t size, int channels,
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
   jpeg_read_header(&info, TRUE);
+  error->color_space = info.jpeg_color_space;
   if (std::uint64_t{info.image_width} * info.image_height > std::uint64_t{kMaxImagePixels}) {
     std::snprintf(error->message, sizeof error->message, kTooLarge, "the frame header (SOF)",
                   static_cast<unsigned long long>(info.image_width),
@@ -99,7 +115,9 @@ bool decode_jpeg_into(const std::uint8_t* data, std::size_t size, int channels,
     return false;
   }
   info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  error->stage = "starting to decode it";
   jpeg_start_decompress(&info);
+  error->stage = "decoding its scan data";
   *height = static_cast<long>(info.output_height);
   *width = static_cast<long>(info.output_width);
   const std::size_t stride = static_cast<std::size_t>(info.output_width) * channels;
@@ -120,10 +138,18 @@ Image decode_jpeg(const std::string& path, const std::vector<std::uint8_t>& byte
   long height = 0, width = 0;
   if (!decode_jpeg_into(bytes.data(), bytes.size(), static_cast<int>(channels), &out.pixels,
                         &height, &width, &error)) {
-    throw std::runtime_error("cannot decode JPEG image '" + path + "': " + error.message +
-                             (error.code == JWRN_JPEG_EOF ? " (the data ends at byte offset " +
-                                                                std::to_string(bytes.size()) + ")"
-                                                          : ""));
+    if (error.color_space == JCS_CMYK || error.color_space == JCS_YCCK) {
+      decode_failed("JPEG", path, error.stage, error.message,
+                    "it is a CMYK JPEG, and only grayscale and RGB JPEGs are read: re-encode it "
+                    "as an RGB or grayscale JPEG or PNG");
+    }
+    if (error.code == JWRN_JPEG_EOF) {
+      decode_failed("JPEG", path, error.stage, error.message,
+                    "the data ends at byte offset " + std::to_string(bytes.size()) +
+                        " before the end of the image: the file was cut short; copy it again "
+                        "or remove it from the folder");
+    }
+    decode_failed("JPEG", path, error.stage, error.message);
   }
   out.height = height;
   out.width = width;

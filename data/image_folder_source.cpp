@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "data/image_decode.h"
 #include "data/sources.h"
@@ -15,6 +17,29 @@ bool is_image(const std::filesystem::path& p) {
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+// The entries of `dir` (`what`: "image folder", "class folder"), with our own
+// error for one that cannot be listed (no permission, too many open files).
+std::vector<std::filesystem::directory_entry> list_folder(const std::filesystem::path& dir,
+                                                          const std::string& what) {
+  namespace fs = std::filesystem;
+  std::vector<fs::directory_entry> entries;
+  std::error_code ec;
+  const auto fail = [&] {
+    throw std::runtime_error("cannot list the " + what + " '" + dir.string() +
+                             "': " + ec.message() +
+                             "; make it readable by the user running the trainer, or move it out "
+                             "of the image folder");
+  };
+  fs::directory_iterator it(dir, ec);
+  if (ec) fail();
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) fail();
+    entries.push_back(*it);
+  }
+  if (ec) fail();
+  return entries;
 }
 
 class ImageFolderDataset final : public Dataset {
@@ -65,8 +90,8 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
     throw std::runtime_error("image folder '" + root + "' does not exist or is not a directory");
   }
   std::vector<fs::path> class_dirs;
-  for (const auto& entry : fs::directory_iterator(root)) {
-    if (entry.is_directory()) class_dirs.push_back(entry.path());
+  for (const auto& entry : list_folder(root, "image folder")) {
+    if (entry.is_directory(ec)) class_dirs.push_back(entry.path());
   }
   std::sort(class_dirs.begin(), class_dirs.end());
   if (class_dirs.empty()) {
@@ -77,8 +102,8 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
   std::vector<std::int64_t> labels;
   for (std::size_t c = 0; c < class_dirs.size(); ++c) {
     std::vector<std::string> images;
-    for (const auto& entry : fs::directory_iterator(class_dirs[c])) {
-      if (entry.is_regular_file() && is_image(entry.path()))
+    for (const auto& entry : list_folder(class_dirs[c], "class folder")) {
+      if (entry.is_regular_file(ec) && is_image(entry.path()))
         images.push_back(entry.path().string());
     }
     if (images.empty()) {

@@ -1,11 +1,15 @@
 // NumPy .npy files: magic "\x93NUMPY", version, a header dict
 // {'descr': '<f4', 'fortran_order': False, 'shape': (N, ...)}, then the data.
 // Supported element types: uint8, float32, float64, int64, int32 (little-endian).
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "data/array_dataset.h"
 #include "data/file_bytes.h"
+#include "data/finite_check.h"
 #include "data/sources.h"
 
 namespace trainer::data {
@@ -100,11 +104,17 @@ NpyArray read_npy(const std::string& path) {
                          "' is not supported (use uint8, float32, float64, int32 or int64, "
                          "little-endian)");
   }
-  const std::string fortran = header_value(path, header, "fortran_order");
-  if (fortran.rfind("False", 0) != 0) {
+  const std::string fortran_text = header_value(path, header, "fortran_order");
+  const std::string fortran = fortran_text.substr(0, fortran_text.find_first_of(",} "));
+  if (fortran == "True") {
     bad_header(path,
                "fortran_order True is not supported; save a C-ordered array "
                "(numpy.ascontiguousarray)");
+  }
+  if (fortran != "False") {
+    bad_header(path,
+               "'fortran_order' is '" + fortran +
+                   "', not a boolean (True or False): the header is damaged; save the array again");
   }
   const std::string shape = header_value(path, header, "shape");
   if (shape.empty() || shape[0] != '(') bad_header(path, "malformed 'shape' in " + header);
@@ -130,7 +140,38 @@ NpyArray read_npy(const std::string& path) {
                          to_string(a.shape) + " of " + a.descr + " needs " +
                          bytes_needed(a.shape, size, a.offset));
   }
+  // The data is the last thing in the file: more bytes mean a wrong 'shape' or
+  // a damaged file (like IDX, which has no padding either).
+  const std::size_t end = a.offset + static_cast<std::size_t>(a.count()) * size;
+  if (b.size() > end) {
+    throw std::runtime_error("NPY file '" + path + "' has " + std::to_string(b.size() - end) +
+                             " bytes after the data, from byte offset " + std::to_string(end) +
+                             ": shape " + to_string(a.shape) + " of " + a.descr +
+                             " needs exactly " + std::to_string(end) +
+                             " bytes (a wrong 'shape' in the header?)");
+  }
   return a;
+}
+
+// Every value of `values` (converted from `a`) is finite: NaN, infinity, or a
+// float64 beyond float32 (infinite once converted), is an error naming the
+// element, its sample and its byte offset. `what`: "samples" or "targets".
+void check_finite(const NpyArray& a, const std::vector<float>& values, const std::string& what) {
+  const std::optional<std::size_t> bad = first_non_finite(values.data(), values.size());
+  if (!bad) return;
+  const auto i = static_cast<std::int64_t>(*bad);
+  const double original = a.value(i);
+  char number[32];
+  std::snprintf(number, sizeof number, "%g", original);
+  const std::string value = std::isfinite(original)
+                                ? std::string(number) + ", outside the float32 range"
+                                : non_finite_name(original);
+  const std::int64_t per_sample = a.count() / a.shape[0];
+  throw std::runtime_error(
+      "NPY file '" + a.path + "': element " + std::to_string(i) + " (sample " +
+      std::to_string(i / per_sample) + ", byte offset " +
+      std::to_string(a.offset + *bad * element_size(a.descr)) + ") is " + value + "; the " + what +
+      " must be finite numbers: replace or drop the missing or overflowing values before saving");
 }
 
 }  // namespace
@@ -159,6 +200,7 @@ std::shared_ptr<Dataset> open_npy(const std::string& x_path, const std::string& 
         values[static_cast<std::size_t>(i)] = static_cast<float>(x.value(i));
       }
     }
+    check_finite(x, values, "samples");
     data.samples = std::move(values);
   }
   const bool regression = y.descr == "f4" || y.descr == "f8";
@@ -169,6 +211,7 @@ std::shared_ptr<Dataset> open_npy(const std::string& x_path, const std::string& 
     for (std::int64_t i = 0; i < y.count(); ++i) {
       data.targets[static_cast<std::size_t>(i)] = static_cast<float>(y.value(i));
     }
+    check_finite(y, data.targets, "targets");
   } else {
     if (y.shape.size() != 1) {
       throw std::runtime_error("NPY labels '" + y_path + "' have shape " + to_string(y.shape) +
@@ -178,6 +221,10 @@ std::shared_ptr<Dataset> open_npy(const std::string& x_path, const std::string& 
     for (std::int64_t i = 0; i < y.count(); ++i) {
       data.labels[static_cast<std::size_t>(i)] = y.integer(i);
     }
+    data.label_origin = [y_path, offset = y.offset, size = element_size(y.descr)](std::int64_t i) {
+      return "element " + std::to_string(i) + " of NPY file '" + y_path + "' (byte offset " +
+             std::to_string(offset + static_cast<std::size_t>(i) * size) + ")";
+    };
   }
   data.num_classes = classes;
   data.description = "NPY samples '" + x_path + "' with " + (regression ? "targets" : "labels") +

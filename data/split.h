@@ -22,6 +22,9 @@ class SubsetDataset final : public Dataset {
   void read(std::int64_t index, float* sample, std::int64_t* label,
             float* target = nullptr) const override;
   std::string describe() const override;
+  // The base's: its largest label decides num_classes(), wherever it is.
+  bool classes_inferred() const override { return base_->classes_inferred(); }
+  std::string max_label_origin() const override { return base_->max_label_origin(); }
   // Indices into the base dataset.
   const std::vector<std::int64_t>& indices() const { return indices_; }
 

@@ -548,3 +548,210 @@ TEST_CASE("corrupt size fields and values are errors naming the file") {
                           Contains("ends at byte offset " + std::to_string(jpeg.size())));
   }
 }
+
+// NaN and infinity have no place in samples or targets: each is an error when
+// the file is opened, naming the file and where the value is.
+TEST_CASE("NaN and infinity in NPY and CSV data are errors naming the element") {
+  TempDir dir;
+  const std::int64_t y[4] = {0, 1, 0, 1};
+  write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(4,)", y, sizeof y));
+  SECTION("NPY samples, float32 and float64") {
+    float x[12] = {};
+    x[5] = std::numeric_limits<float>::quiet_NaN();
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4, 3)", x, sizeof x));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy")),
+                      Contains(dir.file("x.npy")) && Contains("element 5 (sample 1, byte offset") &&
+                          Contains("is NaN") && Contains("must be finite"));
+    double wide[12] = {};
+    wide[11] = -std::numeric_limits<double>::infinity();
+    write_bytes(dir.file("x.npy"), npy_bytes("<f8", "(4, 3)", wide, sizeof wide));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy")),
+                      Contains("element 11 (sample 3") && Contains("is -inf"));
+    wide[11] = 1e39;  // finite as float64, infinite as float32
+    write_bytes(dir.file("x.npy"), npy_bytes("<f8", "(4, 3)", wide, sizeof wide));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy")),
+                      Contains("element 11 (sample 3") && Contains("outside the float32 range"));
+  }
+  SECTION("NPY regression targets") {
+    const float x[12] = {};
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4, 3)", x, sizeof x));
+    const float t[4] = {0.5f, 1, std::numeric_limits<float>::infinity(), 2};
+    write_bytes(dir.file("t.npy"), npy_bytes("<f4", "(4,)", t, sizeof t));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("t.npy")),
+                      Contains(dir.file("t.npy")) && Contains("element 2 (sample 2") &&
+                          Contains("is inf") && Contains("targets must be finite"));
+  }
+  SECTION("CSV features and regression targets") {
+    const std::string path = dir.file("a.csv");
+    for (const std::string value : {"nan", "inf", "-inf", "NaN", "infinity"}) {
+      write_text(path, "a,b\n1,0\n" + value + ",1\n");
+      CHECK_THROWS_WITH(open_csv({path}), Contains(path) &&
+                                              Contains("line 3, column 'a': '" + value +
+                                                       "' is not a finite number") &&
+                                              Contains("fill in or drop"));
+    }
+    write_text(path, "a,b\n1,0.5\n2,inf\n");
+    CsvOptions o{path};
+    o.regression = true;
+    CHECK_THROWS_WITH(open_csv(o),
+                      Contains(path) && Contains("line 3, column 'b': 'inf' is not a finite"));
+  }
+}
+
+TEST_CASE("gzip streams: damage and trailing bytes are errors with the offset and a fix") {
+  TempDir dir;
+  const Bytes raw = idx_images();  // 76 bytes
+  const Bytes gz = gzip_of(dir, raw);
+  write_bytes(dir.file("l.idx"), idx_labels());
+  const std::string path = dir.file("i.idx.gz");
+  SECTION("only the CRC-32 wrong") {
+    Bytes bad = gz;
+    bad[bad.size() - 8] ^= 0xFF;
+    write_bytes(path, bad);
+    CHECK_THROWS_WITH(open_idx(path, dir.file("l.idx")),
+                      Contains(path) && Contains("corrupt gzip stream: the CRC-32") &&
+                          Contains("after 76 decompressed bytes") &&
+                          Contains("copy or download it again"));
+  }
+  SECTION("bad compressed data") {
+    Bytes bad = gz;
+    bad[10] = 0xFF;  // the first deflate block: reserved block type 3
+    write_bytes(path, bad);
+    CHECK_THROWS_WITH(open_idx(path, dir.file("l.idx")),
+                      Contains(path) && Contains("corrupt gzip stream: invalid compressed data") &&
+                          Contains("detected at compressed byte offset 11") &&
+                          Contains("after 0 decompressed bytes: the file is damaged"));
+  }
+  SECTION("bytes after the end of the stream") {
+    Bytes bad = gz;
+    bad.insert(bad.end(), {'j', 'u', 'n', 'k'});
+    write_bytes(path, bad);
+    CHECK_THROWS_WITH(open_idx(path, dir.file("l.idx")),
+                      Contains(path) && Contains("has 4 bytes after the end of its gzip stream, "
+                                                 "from byte offset " +
+                                                 std::to_string(gz.size())));
+  }
+  SECTION("concatenated members are one stream") {
+    Bytes two = gzip_of(dir, Bytes(raw.begin(), raw.begin() + 30));
+    const Bytes rest = gzip_of(dir, Bytes(raw.begin() + 30, raw.end()));
+    two.insert(two.end(), rest.begin(), rest.end());
+    write_bytes(path, two);
+    CHECK(open_idx(path, dir.file("l.idx"))->size() == 5);
+  }
+}
+
+TEST_CASE("NPY data followed by more bytes is an error, like IDX") {
+  TempDir dir;
+  const float x[12] = {};
+  const std::int64_t y[4] = {0, 1, 0, 1};
+  Bytes bytes = npy_bytes("<f4", "(4, 3)", x, sizeof x);
+  const std::size_t end = bytes.size();
+  bytes.insert(bytes.end(), 3, 0);
+  write_bytes(dir.file("x.npy"), bytes);
+  write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(4,)", y, sizeof y));
+  CHECK_THROWS_WITH(
+      open_npy(dir.file("x.npy"), dir.file("y.npy")),
+      Contains(dir.file("x.npy")) &&
+          Contains("has 3 bytes after the data, from byte offset " + std::to_string(end)) &&
+          Contains("needs exactly " + std::to_string(end) + " bytes"));
+}
+
+TEST_CASE("CSV columns named twice, or the label among the features, are errors") {
+  TempDir dir;
+  const std::string path = dir.file("a.csv");
+  write_text(path, "a,b,a,y\n1,2,3,0\n4,5,6,1\n");
+  CHECK_THROWS_WITH(open_csv({path}), Contains(path) && Contains("line 1") &&
+                                          Contains("names column 'a' twice (columns 1 and 3)"));
+  write_text(path, "a,b,y\n1,2,0\n4,5,1\n");
+  CsvOptions o{path};
+  o.label = "y";
+  o.features = {"a", "y"};
+  CHECK_THROWS_WITH(open_csv(o), Contains(path) &&
+                                     Contains("`features` lists 'y', the label column (`label`)") &&
+                                     Contains("remove it from `features`"));
+  o.label = "";  // the last column
+  CHECK_THROWS_WITH(open_csv(o), Contains("`features` lists 'y', the label column (the last"));
+  o.features = {"a", "b", "a"};
+  CHECK_THROWS_WITH(open_csv(o), Contains("`features` lists 'a' twice"));
+}
+
+TEST_CASE("error wording: empty files and data, a non-boolean header value, a NUL byte") {
+  TempDir dir;
+  SECTION("an empty CIFAR file") {
+    write_bytes(dir.file("c.bin"), {});
+    CHECK_THROWS_WITH(
+        open_cifar({dir.file("c.bin")}, CifarVariant::cifar10),
+        Contains(dir.file("c.bin")) && Contains("is empty (0 bytes)") && !Contains("multiple"));
+  }
+  SECTION("NPY fortran_order that is not a boolean") {
+    const float x[4] = {};
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4,)", x, sizeof x, "Maybe"));
+    write_bytes(dir.file("y.npy"), npy_bytes("<f4", "(4,)", x, sizeof x));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy")),
+                      Contains(dir.file("x.npy")) &&
+                          Contains("'fortran_order' is 'Maybe', not a boolean") &&
+                          !Contains("True is not supported"));
+  }
+  SECTION("NPY and IDX files without samples") {
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(0, 3)", nullptr, 0));
+    write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(0,)", nullptr, 0));
+    CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy")),
+                      Contains(dir.file("x.npy")) && Contains("the data is empty"));
+    write_bytes(dir.file("i.idx"), idx_bytes({0, 3, 4}, {}));
+    write_bytes(dir.file("l.idx"), idx_bytes({0}, {}));
+    CHECK_THROWS_WITH(open_idx(dir.file("i.idx"), dir.file("l.idx")),
+                      Contains(dir.file("i.idx")) && Contains("the data is empty"));
+  }
+  SECTION("a NUL byte in a CSV cell is escaped, not the end of the message") {
+    write_text(dir.file("a.csv"), std::string("a,b\n1,0\nx\0y,1\n", 15));
+    CHECK_THROWS_WITH(open_csv({dir.file("a.csv")}),
+                      Contains("line 3, column 'a': 'x\\x00y' is not a number"));
+  }
+}
+
+TEST_CASE("decoder and folder failures name the file, what failed and a fix") {
+  TempDir dir;
+  std::vector<float> sample(48);
+  std::int64_t label = 0;
+  SECTION("a PNG chunk of an invalid type") {
+    Bytes png = png_bytes(3, 3, 3, Bytes(27, 5));
+    const auto idat =
+        std::search(png.begin(), png.end(), std::begin("IDAT"), std::begin("IDAT") + 4);
+    REQUIRE(idat != png.end());
+    idat[3] = '[';
+    fix_png_crcs(png);
+    write_bytes(dir.file("img/a/bad.png"), png);
+    CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3)->read(0, sample.data(), &label),
+                      Contains(dir.file("img/a/bad.png")) &&
+                          Contains("while reading its header chunks: the decoder reports") &&
+                          Contains("re-encode it as an 8-bit RGB or grayscale PNG or JPEG"));
+  }
+  SECTION("a CMYK JPEG") {
+    write_bytes(dir.file("img/a/print.jpg"), cmyk_jpeg_bytes(8, 8, {10, 20, 30, 40}));
+    CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3)->read(0, sample.data(), &label),
+                      Contains(dir.file("img/a/print.jpg")) && Contains("it is a CMYK JPEG") &&
+                          Contains("re-encode it as an RGB or grayscale JPEG or PNG"));
+  }
+  SECTION("a class folder that cannot be listed") {
+    write_bytes(dir.file("img/a/ok.png"), png_bytes(3, 3, 3, Bytes(27, 5)));
+    write_bytes(dir.file("img/b/ok.png"), png_bytes(3, 3, 3, Bytes(27, 5)));
+    namespace fs = std::filesystem;
+    fs::permissions(dir.file("img/b"), fs::perms::none);
+    std::error_code ec;
+    fs::directory_iterator probe(dir.file("img/b"), ec);
+    if (!ec) {  // an administrator lists any folder: one it cannot, if there is one
+      fs::permissions(dir.file("img/b"), fs::perms::owner_all);
+      fs::remove_all(dir.file("img/b"));
+      fs::create_directory_symlink("/proc/1/map_files", dir.file("img/b"), ec);
+      fs::directory_iterator again(dir.file("img/b"), ec);
+      if (!ec) {
+        WARN("skipped: every folder can be listed here");
+        return;
+      }
+    }
+    CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3),
+                      Contains("cannot list the class folder '" + dir.file("img/b") + "': ") &&
+                          Contains("make it readable") && !Contains("filesystem error"));
+    fs::permissions(dir.file("img/b"), fs::perms::owner_all, ec);
+  }
+}

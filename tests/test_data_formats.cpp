@@ -287,3 +287,41 @@ TEST_CASE("split_dataset is seeded, deterministic, disjoint and complete") {
   CHECK_THROWS_WITH(split_dataset(d, 1.5, 0), Contains("fraction must be in (0, 1)"));
   CHECK_THROWS_WITH(split_dataset(d, 0.001, 0), Contains("empty train or eval"));
 }
+
+TEST_CASE("sources say whether classes were inferred and where the largest label is") {
+  TempDir dir;
+  SECTION("CSV: the line") {
+    write_text(dir.file("a.csv"), "a,y\n1,0\n\n2,99999999999\n3,1\n");
+    CsvOptions o{dir.file("a.csv")};
+    const auto d = open_csv(o);
+    CHECK(d->classes_inferred());
+    CHECK(d->num_classes() == 100000000000);
+    CHECK(d->max_label_origin() == "line 4 of CSV file '" + dir.file("a.csv") + "'");
+    o.classes = 100000000000;
+    CHECK_FALSE(open_csv(o)->classes_inferred());
+  }
+  SECTION("NPY: the element and its byte offset") {
+    const float x[8] = {};
+    const std::int64_t y[4] = {0, 1, std::int64_t{1} << 40, 1};
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4, 2)", x, sizeof x));
+    const auto y_bytes = npy_bytes("<i8", "(4,)", y, sizeof y);
+    write_bytes(dir.file("y.npy"), y_bytes);
+    const auto d = open_npy(dir.file("x.npy"), dir.file("y.npy"));
+    CHECK(d->classes_inferred());
+    CHECK(d->max_label_origin() == "element 2 of NPY file '" + dir.file("y.npy") +
+                                       "' (byte offset " + std::to_string(y_bytes.size() - 16) +
+                                       ")");
+    // A split's parts name the file's largest label, which sets their classes.
+    const auto [train, eval] = split_dataset(d, 0.5, 1);
+    CHECK(train->classes_inferred());
+    CHECK(train->max_label_origin() == d->max_label_origin());
+  }
+  SECTION("IDX: the sample and its byte offset") {
+    write_bytes(dir.file("i.idx"), idx_bytes({3, 1, 2}, {1, 2, 3, 4, 5, 6}));
+    write_bytes(dir.file("l.idx"), idx_bytes({3}, {0, 200, 1}));
+    const auto d = open_idx(dir.file("i.idx"), dir.file("l.idx"));
+    CHECK(d->max_label_origin() ==
+          "sample 1 of IDX labels '" + dir.file("l.idx") + "' (byte offset 9)");
+    CHECK_FALSE(open_idx(dir.file("i.idx"), dir.file("l.idx"), 201)->classes_inferred());
+  }
+}

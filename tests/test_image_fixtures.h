@@ -63,4 +63,34 @@ inline std::vector<std::uint8_t> jpeg_bytes(int width, int height,
   return out;
 }
 
+// A CMYK JPEG (as print workflows save them) of `width` x `height` pixels of
+// one colour `cmyk` (4 values).
+inline std::vector<std::uint8_t> cmyk_jpeg_bytes(int width, int height,
+                                                 const std::vector<std::uint8_t>& cmyk) {
+  jpeg_compress_struct info;
+  jpeg_error_mgr err;
+  info.err = jpeg_std_error(&err);
+  jpeg_create_compress(&info);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&info, &buffer, &size);
+  info.image_width = static_cast<JDIMENSION>(width);
+  info.image_height = static_cast<JDIMENSION>(height);
+  info.input_components = 4;
+  info.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&info);
+  jpeg_start_compress(&info, TRUE);
+  std::vector<std::uint8_t> row_pixels;
+  for (int x = 0; x < width; ++x) row_pixels.insert(row_pixels.end(), cmyk.begin(), cmyk.end());
+  while (info.next_scanline < info.image_height) {
+    JSAMPROW row = row_pixels.data();
+    jpeg_write_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_compress(&info);
+  std::vector<std::uint8_t> out(buffer, buffer + size);
+  jpeg_destroy_compress(&info);
+  std::free(buffer);
+  return out;
+}
+
 }  // namespace trainer::data::testing

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "data/loader.h"
+#include "runner/graph/builder.h"
 
 namespace trainer::train {
 
@@ -21,6 +22,33 @@ void check_batch_fills(const config::Config& config, const Session& s, config::D
               "use a batch_size of at most " + std::to_string(samples) +
                   (config.data.drop_last ? ", or data.drop_last: false" : ""));
   }
+}
+
+// Classes inferred from the labels far above what the model predicts: most
+// likely one wrong label, so the error says where the largest one is.
+void check_inferred_classes(const config::Config& config, const Session& s,
+                            config::Diagnostics& diags) {
+  const data::Dataset& train = *s.train_data;
+  if (!train.classes_inferred() || s.num_classes <= 0) return;
+  graph::ModelInput input;
+  input.batch = s.batch.micro;
+  input.sample_shape = s.sample_shape;
+  input.num_classes = s.num_classes;
+  config::Diagnostics scratch;  // the model's own errors are reported when it is built
+  const graph::Graph g = graph::build_graph(config.model.node, input, scratch);
+  if (g.logits == graph::kNoValue) return;
+  const Shape& logits = g.values[static_cast<std::size_t>(g.logits)].shape;
+  if (logits.size() != 2 || logits[1] <= 0 || s.num_classes <= 2 * logits[1]) return;
+  const std::string outputs = std::to_string(logits[1]);
+  const std::string classes = std::to_string(s.num_classes);
+  diags.add(config.data.train->mark, "data.train",
+            "the last layer gives " + outputs + " outputs, but data.train has no `classes:` and " +
+                "its largest label, " + std::to_string(s.num_classes - 1) + " at " +
+                train.max_label_origin() + ", makes " + classes + " classes",
+            "check that label; set data.train.classes: " + outputs +
+                " to report every label outside the model's classes, or the last layer's size "
+                "to " +
+                classes + " if the data has that many");
 }
 
 // An evaluation set of its own must give what the model was built for from
@@ -52,9 +80,13 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
               "it has " + kind(eval_classes) + ", but data.train has " + kind(train_classes),
               "use an evaluation set of the same kind as the training set");
   } else if (eval_classes > train_classes) {
+    const std::string largest = eval.classes_inferred()
+                                    ? " (its largest label, " + std::to_string(eval_classes - 1) +
+                                          ", is at " + eval.max_label_origin() + ")"
+                                    : "";
     diags.add(mark, "data.eval",
-              "it has " + std::to_string(eval_classes) + " classes, but the model predicts " +
-                  "data.train's " + std::to_string(train_classes),
+              "it has " + std::to_string(eval_classes) + " classes" + largest +
+                  ", but the model predicts data.train's " + std::to_string(train_classes),
               "if the training set lacks some classes, set data.train.classes: " +
                   std::to_string(eval_classes) + " (and the last layer's size)");
   } else if (train_classes == 0 && eval.target_shape() != train.target_shape()) {

@@ -16,6 +16,14 @@ namespace trainer::train {
 // train.batch_size otherwise).
 void check_batch_fills(const config::Config& config, const Session& s, config::Diagnostics& diags);
 
+// Classes inferred from data.train's labels (no `classes:`) more than twice
+// what the model's last layer gives: an error at data.train naming the file
+// and the sample (line, element) of the largest label, most likely a wrong
+// one, instead of the model check's "set the last layer's size to <huge>".
+// Builds the model's graph on the side to learn its outputs.
+void check_inferred_classes(const config::Config& config, const Session& s,
+                            config::Diagnostics& diags);
+
 // An evaluation set of its own gives what the model was built for from the
 // training set: the same sample shape after its transforms, and class labels
 // the model predicts (or regression targets of the same shape).

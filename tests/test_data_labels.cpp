@@ -1,0 +1,82 @@
+// labels: cpu
+// One wrong label in data whose classes are inferred (no `classes:` on the
+// source) is reported where it is, not as a model "set the last layer's size
+// to <huge>": `trainer validate` on small CSV, NPY and IDX files.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "run_command.h"
+#include "test_data_fixtures.h"
+
+using namespace trainer::data::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Validates a config of `train` (and `eval`, when given) with a 3-class model;
+// returns the output, having checked the exit code 2.
+std::string validate_error(const TempDir& dir, const std::string& train,
+                           const std::string& eval = "") {
+  const std::string config = dir.file("labels.yaml");
+  write_text(config, "name: labels\ndata:\n  train: " + train + "\n" +
+                         (eval.empty() ? "" : "  eval: " + eval + "\n") +
+                         "model:\n  layers: [{type: flatten}, {type: linear, out_features: 3}]\n"
+                         "train: {batch_size: 2}\n");
+  const auto r = trainer::testing::run_trainer("validate " + config, true);
+  CHECK(r.code == 2);
+  return r.out;
+}
+
+}  // namespace
+
+TEST_CASE("an inferred class count far above the model's names the largest label's place") {
+  TempDir dir;
+  const std::string csv = dir.file("a.csv");
+  write_text(csv, "a,b,y\n1,2,0\n3,4,1\n\n5,6,99999999999\n7,8,2\n");
+  const std::string out = validate_error(dir, "{type: csv, path: " + csv + "}");
+  CHECK_THAT(out, Contains("error: data.train: the last layer gives 3 outputs, but data.train has "
+                           "no `classes:` and its largest label, 99999999999 at line 5 of CSV "
+                           "file '" +
+                           csv + "', makes 100000000000 classes\n") &&
+                      Contains("    check that label; set data.train.classes: 3") &&
+                      !Contains("set the last layer's size to 100000000000\n"));
+
+  const float x[8] = {};
+  const std::int64_t y[4] = {0, 1, std::int64_t{1} << 40, 2};
+  write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4, 2)", x, sizeof x));
+  write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(4,)", y, sizeof y));
+  CHECK_THAT(validate_error(
+                 dir, "{type: npy, x: " + dir.file("x.npy") + ", y: " + dir.file("y.npy") + "}"),
+             Contains("its largest label, 1099511627776 at element 2 of NPY file '" +
+                      dir.file("y.npy") + "'"));
+
+  write_bytes(dir.file("i.idx"), idx_bytes({4, 1, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  write_bytes(dir.file("l.idx"), idx_bytes({4}, {0, 1, 200, 2}));
+  const std::string idx =
+      "{type: idx, images: " + dir.file("i.idx") + ", labels: " + dir.file("l.idx") + "}";
+  CHECK_THAT(validate_error(dir, idx),
+             Contains("its largest label, 200 at sample 2 of IDX labels '" + dir.file("l.idx") +
+                      "' (byte offset 10), makes 201 classes"));
+
+  // An evaluation set's largest label is named too.
+  write_bytes(dir.file("good.idx"), idx_bytes({4}, {0, 1, 2, 2}));
+  const std::string good =
+      "{type: idx, images: " + dir.file("i.idx") + ", labels: " + dir.file("good.idx") + "}";
+  CHECK_THAT(validate_error(dir, good, idx),
+             Contains("data.eval: it has 201 classes (its largest label, 200, is at sample 2 of "
+                      "IDX labels '" +
+                      dir.file("l.idx") + "' (byte offset 10)), but the model predicts"));
+}
+
+TEST_CASE("a class count near the model's keeps the model's message") {
+  TempDir dir;
+  write_bytes(dir.file("i.idx"), idx_bytes({4, 1, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  write_bytes(dir.file("l.idx"), idx_bytes({4}, {0, 1, 3, 2}));  // 4 classes, the model 3
+  const std::string out = validate_error(
+      dir, "{type: idx, images: " + dir.file("i.idx") + ", labels: " + dir.file("l.idx") + "}");
+  CHECK_THAT(out, Contains("the last layer gives 3 outputs but the data has 4 classes") &&
+                      Contains("set the last layer's size to 4"));
+}

@@ -12,6 +12,7 @@
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/diagnostics.h"
+#include "runner/usage_error.h"
 
 namespace trainer {
 namespace {
@@ -61,6 +62,9 @@ int guarded(const std::function<int()>& command) {
     std::fputs(e.diagnostics().format_all().c_str(), stderr);
     const std::size_t n = e.diagnostics().size();
     std::fprintf(stderr, "%zu error%s\n", n, n == 1 ? "" : "s");
+    return kUsageError;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
     return kUsageError;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

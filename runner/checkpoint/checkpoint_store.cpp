@@ -36,6 +36,27 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& 
   return out;
 }
 
+// Renames a damaged checkpoint to <name>.bad (or .bad-2, ...: an earlier
+// one is never replaced) so that a new one may take its name. Returns the new
+// path, or "" when it could not be moved.
+std::string set_aside(const fs::path& path) {
+  std::error_code ec;
+  fs::path bad = path.string() + ".bad";
+  for (int n = 2; fs::exists(bad, ec); ++n) bad = path.string() + ".bad-" + std::to_string(n);
+  fs::rename(path, bad, ec);
+  return ec ? "" : bad.string();
+}
+
+// Whether damaged checkpoints were set aside here before.
+bool holds_set_aside(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.find(".bad") != std::string::npos) return true;
+  }
+  return false;
+}
+
 // Verifies SHA256SUMS and returns the decoded model and state files.
 std::pair<Safetensors, Safetensors> read_verified(const fs::path& dir) {
   const std::string sums_path = (dir / kSumsFile).string();
@@ -202,26 +223,32 @@ TrainState verify_checkpoint(const std::string& path) {
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     graph::Program& program, bool set_aside_bad,
     const std::function<void(const std::string&)>& warn) {
-  for (const auto& [step, path] : list_checkpoints(dir_)) {
+  const auto all = list_checkpoints(dir_);
+  for (const auto& [step, path] : all) {
     try {
       const auto [model, state_file] = read_verified(path);
       TrainState state = state_of(state_file, (path / kStateFile).string());
       load_parameters(program, model, (path / kModelFile).string(), true);
       load_optimizer_state(program, state_file, (path / kStateFile).string());
       return LoadedCheckpoint{path.string(), std::move(state)};
+    } catch (const CheckpointMismatch&) {
+      throw;  // the config changed, not the file: an older one would not fit either
+    } catch (const CheckpointUnreadable&) {
+      throw;  // not damage: the same file reads once the system lets it
     } catch (const CheckpointError& e) {
-      const fs::path bad = path.string() + ".bad";
-      bool moved = false;
-      if (set_aside_bad) {
-        std::error_code ec;
-        fs::remove_all(bad, ec);
-        fs::rename(path, bad, ec);
-        moved = !ec;
-      }
+      const std::string moved = set_aside_bad ? set_aside(path) : "";
       warn("checkpoint " + path.string() + " is unusable: " + e.what() +
-           (moved ? "; moved to " + bad.string() : "") + "; trying the previous one");
+           (moved.empty() ? "" : "; moved to " + moved) + "; trying the previous one");
     }
   }
+  // Checkpoints were written but none loads: starting over here would
+  // overwrite the run's records with another run's.
+  if (!all.empty() || holds_set_aside(dir_))
+    throw CheckpointError("no checkpoint in " + dir_ +
+                          " loads (the damaged ones are set aside as step-*.bad): the run cannot "
+                          "continue in this directory. Put a good copy of a checkpoint back, or "
+                          "start again in a new directory (trainer run <run>/config.yaml --out "
+                          "NEW_DIR)");
   return std::nullopt;
 }
 

@@ -1,6 +1,9 @@
 // Safetensors encoding and strict decoding with positioned errors.
 #include "runner/checkpoint/safetensors.h"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -154,11 +157,23 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
 }
 
 std::string read_file_bytes(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw CheckpointError(path + ": is a directory, not a file");
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(path + ": cannot open for reading");
+  if (!in) {
+    const int error = errno;
+    if (error == ENOENT || error == 0) throw CheckpointError(path + ": missing");
+    throw CheckpointUnreadable(path + ": cannot open for reading: " + std::strerror(error));
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) throw CheckpointError(path + ": read error");
+  if (in.bad()) {
+    const int error = errno;
+    throw CheckpointUnreadable(path + ": read error" +
+                               (error != 0 ? ": " + std::string(std::strerror(error)) : ""));
+  }
   return ss.str();
 }
 

@@ -14,9 +14,24 @@
 
 namespace trainer::checkpoint {
 
+// A checkpoint or weights file that cannot be used: damaged (truncated,
+// checksum or format wrong) unless it is one of the two kinds below.
 class CheckpointError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// Intact, but its tensors do not fit the model (names, shapes, dtypes): the
+// config changed, not the file.
+class CheckpointMismatch : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// The system refused to read it (permissions, an I/O error): not damage.
+class CheckpointUnreadable : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
 };
 
 struct StoredTensor {
@@ -47,7 +62,8 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::string& 
 
 Safetensors read_safetensors(const std::string& path);
 
-// The whole file as bytes; throws CheckpointError naming the file.
+// The whole file as bytes; throws CheckpointError naming the file when it is
+// missing, CheckpointUnreadable (with the system's reason) when it cannot be read.
 std::string read_file_bytes(const std::string& path);
 
 }  // namespace trainer::checkpoint

@@ -62,8 +62,8 @@ LoadReport copy_matching(graph::Program& program, const std::vector<Target>& tar
   if (strict && !report.mismatches.empty()) {
     std::string list;
     for (const auto& m : report.mismatches) list += "\n  " + m;
-    throw CheckpointError(path + ": " + std::to_string(report.mismatches.size()) +
-                          " tensor(s) do not match the model:" + list);
+    throw CheckpointMismatch(path + ": " + std::to_string(report.mismatches.size()) +
+                             " tensor(s) do not match the model:" + list);
   }
   for (const auto& [stored, ref] : copies) {
     program.backend().copy_to_device(ref.data, stored->bytes.data(), ref.bytes());

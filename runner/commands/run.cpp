@@ -15,6 +15,7 @@
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
 #include "runner/train/run_dir.h"
+#include "runner/train/run_lock.h"
 #include "runner/train/session.h"
 #include "runner/train/trainer.h"
 
@@ -57,6 +58,9 @@ int command_run(const CommandArgs& given) {
   const config::Config loaded = config::load_config(args.config_path, args.overrides);
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
+  // From here SIGINT / SIGTERM stop the run between steps (or before the
+  // first, once its directory is complete), never in the middle of a write.
+  checkpoint::StopSignals stop_signals;
   const config::Config& config = job.config();
   if (job.is_root()) {
     print_config_warnings(config);
@@ -81,33 +85,54 @@ int command_run(const CommandArgs& given) {
   }
   if (config.train.memory_limit_mib > 0) train::enforce_memory_limit(session, backend);
   session.collective = &job.collective();  // SyncBN kernels reduce over the job's ranks
-  // Every rank reads the checkpoint to resume from; only the root writes.
+  // Every rank reads the checkpoint to resume from; only the root writes, and
+  // holds the directory's lock while it does.
   std::string dir = resume ? args.resume_dir : "";
+  train::RunDirLock lock;
   if (job.is_root()) {
-    if (resume) {
-      const std::string change = train::reopen_run_dir(dir, config, args);
-      if (!change.empty()) std::fprintf(stderr, "note: %s\n", change.c_str());
-    } else {
-      dir = train::create_run_dir(config, args, backend.name());
-    }
+    if (resume)
+      lock = train::RunDirLock(dir, "run directory");
+    else
+      dir = train::create_run_dir(config, args, backend.name(), lock);
   }
   std::unique_ptr<graph::Program> program;
   nlohmann::json summary;
   try {
+    if (const int signal = checkpoint::stop_requested(); signal != 0) {
+      if (job.is_root())
+        std::fprintf(stderr,
+                     "stopped by signal %d before training started; continue with `trainer run "
+                     "--resume %s`\n",
+                     signal, dir.c_str());
+      return 128 + signal;
+    }
     program = train::compile(session, backend);
-    if (job.is_root()) train::record_program(dir, *program, session);
     job.attach(*program, dir);
-    checkpoint::StopSignals stop_signals;
     train::TrainOptions options;
     options.resume = resume;
+    // A resume rewrites config.yaml and the manifest only once its checkpoint
+    // has loaded: a refused one leaves the run directory as it was.
+    options.before_writing = [&] {
+      if (!job.is_root()) return;
+      if (resume) {
+        const std::string change = train::reopen_run_dir(dir, config, args);
+        if (!change.empty()) std::fprintf(stderr, "note: %s\n", change.c_str());
+      }
+      train::record_program(dir, *program, session);
+    };
     summary = train::train(session, *program, dir, job.collective(), options);
     if (job.is_root()) train::record_step_execution(dir, *program);
   } catch (const OutOfMemoryError& e) {
     program.reset();  // give the memory back before planning again
-    std::fprintf(stderr, "error: %s\n%s\n", e.what(),
-                 train::out_of_memory_report(session, backend).c_str());
+    const std::string report = train::out_of_memory_report(session, backend);
+    if (job.is_root() && !resume) train::record_failure(dir, e.what() + ("\n" + report));
+    std::fprintf(stderr, "error: %s\n%s\n", e.what(), report.c_str());
     job.end_job_at_exit();  // the other ranks would wait for this one
     return 1;
+  } catch (const std::exception& e) {
+    // Before the loop started (it records its own failures): summary.json says why.
+    if (job.is_root() && !resume) train::record_failure(dir, e.what());
+    throw;
   }
   if (job.is_root()) std::printf("run directory: %s\n", dir.c_str());
   if (summary.value("status", "") == "interrupted") return 128 + summary.value("signal", 15);

@@ -18,6 +18,7 @@
 #include "runner/config/emit.h"
 #include "runner/train/host_info.h"
 #include "runner/train/sha256.h"
+#include "runner/usage_error.h"
 
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/device_report.h"
@@ -143,7 +144,16 @@ std::string write_config(const fs::path& dir, const config::Config& config,
 
 std::string refuse_used_run_dir(const std::string& out) {
   std::error_code ec;
-  if (!fs::is_directory(out, ec) || fs::is_empty(out, ec)) return "";
+  if (!fs::is_directory(out, ec)) return "";
+  // What a run that stopped while its directory was being created leaves:
+  // the lock file and temporary files. Such a directory can take a new run.
+  bool only_leftovers = true;
+  for (const auto& entry : fs::directory_iterator(out, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool temporary = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+    if (name != kLockFileName && !(temporary && entry.is_regular_file(ec))) only_leftovers = false;
+  }
+  if (only_leftovers && !ec) return "";
   const bool holds_run = fs::exists(fs::path(out) / "config.sha256", ec);
   return "--out " + out + ": the directory is not empty" +
          (holds_run ? " (it holds a run); to continue that run: trainer run --resume " + out
@@ -152,7 +162,7 @@ std::string refuse_used_run_dir(const std::string& out) {
 }
 
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
-                           const std::string& backend_name) {
+                           const std::string& backend_name, RunDirLock& lock) {
   fs::path dir = args.out_dir;
   std::error_code ec;
   if (dir.empty()) {
@@ -164,11 +174,15 @@ std::string create_run_dir(const config::Config& config, const CommandArgs& args
       dir = base.string() + "-" + std::to_string(n);
   } else {
     if (const std::string refused = refuse_used_run_dir(dir.string()); !refused.empty())
-      throw std::runtime_error(refused);
+      throw UsageError(refused);
     fs::create_directories(dir, ec);
   }
   if (ec)
     throw std::runtime_error("cannot create run directory " + dir.string() + ": " + ec.message());
+  lock = RunDirLock(dir.string(), "run directory");
+  // Another process may have started a run here since the check above.
+  if (const std::string refused = refuse_used_run_dir(dir.string()); !refused.empty())
+    throw UsageError(refused);
 
   write_config(dir, config, args);
   nlohmann::json manifest = {
@@ -260,6 +274,18 @@ void record_program(const std::string& dir, const graph::Program& program, const
   manifest["memory"] = {{"arena_bytes", program.memory_plan().arena_bytes},
                         {"persistent_bytes", program.persistent_bytes()}};
   write_manifest(dir, manifest);
+}
+
+void record_failure(const std::string& dir, const std::string& error) {
+  std::error_code ec;
+  if (dir.empty() || fs::exists(fs::path(dir) / "summary.json", ec)) return;
+  const nlohmann::json summary = {{"status", "failed"}, {"error", error}, {"steps", 0}};
+  try {
+    checkpoint::write_file_atomically((fs::path(dir) / "summary.json").string(),
+                                      summary.dump(2) + "\n");
+  } catch (const std::exception&) {
+    // The error being reported matters more than its record.
+  }
 }
 
 void record_step_execution(const std::string& dir, const graph::Program& program) {

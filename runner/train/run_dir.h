@@ -9,19 +9,22 @@
 #include "runner/commands.h"
 #include "runner/config/config.h"
 #include "runner/graph/program.h"
+#include "runner/train/run_lock.h"
 #include "runner/train/session.h"
 
 namespace trainer::train {
 
 // Why `--out DIR` cannot take a new run: a directory that is not empty (a run
-// in it would be overwritten, or files mixed with the run's); "" when it can.
+// in it would be overwritten, or files mixed with the run's); "" when it can,
+// also when it holds only what a run stopped while creating it left (its
+// lock file and temporary files).
 std::string refuse_used_run_dir(const std::string& out);
 
-// Creates `out` (refused when refuse_used_run_dir says so) or
-// runs/<name>/<YYYYmmdd-HHMMSS>[-N] and writes config.yaml, config.sha256 and
-// manifest.json. Returns the directory.
+// Creates `out` (refused, as a UsageError, when refuse_used_run_dir says so)
+// or runs/<name>/<YYYYmmdd-HHMMSS>[-N], takes its lock into `lock`, and writes
+// config.yaml, config.sha256 and manifest.json. Returns the directory.
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
-                           const std::string& backend_name);
+                           const std::string& backend_name, RunDirLock& lock);
 
 // What the precision means on this run's devices when it is not what it says
 // (fp16 emulated on the CPU, tf32 computing in float32 there); "" otherwise.
@@ -41,6 +44,11 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
 // loader applies them (computed normalize statistics included) and the
 // program's memory.
 void record_program(const std::string& dir, const graph::Program& program, const Session& session);
+
+// summary.json for a run that failed before its training loop started (which
+// records its own failures): status "failed" and the error. Leaves a
+// summary.json that is there alone.
+void record_failure(const std::string& dir, const std::string& error);
 
 // Records in manifest.json how the training steps ran: "recorded" (replayed
 // from a CUDA graph) or "eager: <why>".

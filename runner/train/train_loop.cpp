@@ -9,7 +9,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -26,6 +28,7 @@
 #include "ops/step_values.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/durable_file.h"
+#include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/train/input_advice.h"
 #include "runner/train/loss_log.h"
@@ -36,6 +39,7 @@
 #include "runner/train/schedule.h"
 #include "runner/train/tfevents.h"
 #include "runner/train/trainer.h"
+#include "runner/usage_error.h"
 
 namespace trainer::train {
 namespace {
@@ -157,13 +161,55 @@ Scalars scalars_of(const nlohmann::json& record) {
 }
 
 // Cuts a JSON-lines file back to `bytes` (what it held at the checkpoint) before appending.
-void truncate_file(const std::string& path, std::uint64_t bytes) {
+// The length of the longest prefix of `bytes` made of whole JSON lines.
+std::uint64_t whole_lines(const std::string& bytes) {
+  const auto end = bytes.rfind('\n');
+  return end == std::string::npos ? 0 : end + 1;
+}
+
+// The length of the longest prefix of `bytes` made of whole event records
+// (8-byte length, 4-byte CRC, data, 4-byte CRC).
+std::uint64_t whole_event_records(const std::string& bytes) {
+  std::uint64_t at = 0;
+  while (bytes.size() - at >= 16) {
+    std::uint64_t length = 0;
+    std::memcpy(&length, bytes.data() + at, sizeof length);
+    if (length > bytes.size() - at - 16) break;
+    at += 16 + length;
+  }
+  return at;
+}
+
+// Cuts a record file back to the `bytes` the checkpoint recorded, so the
+// records after it are written again. A file shorter than that lost records
+// (restored from an older copy, edited): it is cut back to its last whole
+// record instead, and the returned warning says so ("" otherwise).
+std::string restore_record_file(const std::string& path, std::uint64_t bytes,
+                                std::uint64_t (*whole_records)(const std::string&)) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return;
-  if (std::filesystem::file_size(path, ec) > bytes) std::filesystem::resize_file(path, bytes, ec);
+  if (!fs::exists(path, ec))
+    return bytes == 0 ? ""
+                      : path + " is missing (the checkpoint recorded " + std::to_string(bytes) +
+                            " bytes): its records up to the checkpoint are lost; the run "
+                            "writes the ones after it";
+  std::uint64_t keep = bytes;
+  std::string warning;
+  if (const std::uint64_t size = fs::file_size(path, ec); !ec && size < bytes) {
+    std::ifstream in(path, std::ios::binary);
+    const std::string content((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    keep = whole_records(content);
+    warning = path + " holds " + std::to_string(size) + " bytes, fewer than the " +
+              std::to_string(bytes) + " the checkpoint recorded: records were lost since; it is " +
+              "cut back to its last whole record (" + std::to_string(keep) +
+              " bytes) and the run appends after it";
+  }
+  if (!ec && fs::file_size(path, ec) > keep) fs::resize_file(path, keep, ec);
   if (ec)
-    throw std::runtime_error("cannot truncate " + path +
-                             " to its checkpointed length: " + ec.message());
+    throw std::runtime_error("cannot cut " + path +
+                             " back to its checkpointed length: " + ec.message());
+  return warning;
 }
 
 // The training records of one logging window. The window in a checkpoint is
@@ -238,6 +284,9 @@ class TrainLoop {
   // summary.json for a run that stopped on an error: status "failed", the
   // error, and how far it got (the last checkpoint to resume from).
   void write_failure_summary(const std::string& error);
+  // The summary.json of a resumed run that had already finished at the
+  // checkpoint's step; nullopt when it had not.
+  std::optional<nlohmann::json> finished_summary() const;
 
   const Session& s_;
   const config::Config& cfg_;
@@ -337,6 +386,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
         " micro-batches per epoch, fewer than one optimizer step (batch_size " +
         std::to_string(s.batch.global) + ")");
   resume_or_initialize();
+  if (options_.before_writing) options_.before_writing();
   open_metrics();
   log_->info(
       "model: {} parameters, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",
@@ -372,8 +422,19 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
 // have taken the same one, or they would train out of step.
 void TrainLoop::resume_or_initialize() {
   if (!options_.resume) return;
-  auto loaded = store_.load_newest(program_, collective_.is_root(),
-                                   [&](const std::string& m) { log_->warn("{}", m); });
+  std::optional<checkpoint::LoadedCheckpoint> loaded;
+  try {
+    loaded = store_.load_newest(program_, collective_.is_root(),
+                                [&](const std::string& m) { log_->warn("{}", m); });
+  } catch (const checkpoint::CheckpointMismatch& e) {
+    throw UsageError(
+        std::string("the run's checkpoint does not fit the model (and optimizer) this config "
+                    "builds: ") +
+        e.what() + "\n  resume with the run's own config (trainer run --resume " + run_dir_ +
+        ", overriding only train.max_steps / train.epochs); to train the changed model, start a "
+        "new run (model.init_from: that file, with model.init_strict: false, starts it from the "
+        "tensors that fit)");
+  }
   if (collective_.world() > 1) {
     const std::vector<double> steps =
         values_over_ranks(collective_, loaded ? static_cast<double>(loaded->state.step) : -1.0);
@@ -395,7 +456,7 @@ void TrainLoop::resume_or_initialize() {
   const auto& st = loaded->state;
   if (st.seed != cfg_.seed || st.accumulation != accumulation_ ||
       st.steps_per_epoch != steps_per_epoch_)
-    throw std::runtime_error(
+    throw UsageError(
         "checkpoint " + loaded->path + " was written with seed " + std::to_string(st.seed) + ", " +
         std::to_string(st.steps_per_epoch) + " steps per epoch and accumulation " +
         std::to_string(st.accumulation) + "; this config gives seed " + std::to_string(cfg_.seed) +
@@ -412,16 +473,22 @@ void TrainLoop::open_metrics() {
   if (!collective_.is_root()) return;
   const std::string metrics_path = run_dir_ + "/metrics.jsonl";
   const std::string timing_path = run_dir_ + "/timing.jsonl";
+  const auto restore = [&](const std::string& path, std::uint64_t bytes,
+                           std::uint64_t (*whole_records)(const std::string&)) {
+    if (const std::string warning = restore_record_file(path, bytes, whole_records);
+        !warning.empty())
+      log_->warn("{}", warning);
+  };
   if (options_.resume) {
-    truncate_file(metrics_path, resumed_.metrics_bytes);
-    truncate_file(timing_path, resumed_.timing_bytes);
+    restore(metrics_path, resumed_.metrics_bytes, whole_lines);
+    restore(timing_path, resumed_.timing_bytes, whole_lines);
   }
   metrics_ = MetricsWriter(metrics_path, options_.resume);
   timing_ = MetricsWriter(timing_path, options_.resume);
   if (cfg_.output.tensorboard) {
     const std::string events_path = run_dir_ + "/" + kEventsFile;
     if (options_.resume && resumed_.events_bytes)
-      truncate_file(events_path, *resumed_.events_bytes);
+      restore(events_path, *resumed_.events_bytes, whole_event_records);
     events_ = EventsWriter(events_path, options_.resume);
   }
 }
@@ -783,6 +850,13 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
 
 nlohmann::json TrainLoop::run() {
   run_start_ = Clock::now();
+  if (options_.resume && step_ >= total_steps_) {
+    log_->info("nothing to train: the checkpoint is at step {} and this config trains {} steps{}",
+               step_, total_steps_,
+               step_ > total_steps_ ? "" : "; raise train.epochs or train.max_steps to go on");
+    // A run that had finished keeps the summary it wrote (its time and throughput).
+    if (auto finished = finished_summary()) return *finished;
+  }
   try {
     train_to_end();
   } catch (const std::exception& e) {
@@ -790,6 +864,19 @@ nlohmann::json TrainLoop::run() {
     throw;
   }
   return summary();
+}
+
+std::optional<nlohmann::json> TrainLoop::finished_summary() const {
+  std::ifstream in(run_dir_ + "/summary.json");
+  if (!in) return std::nullopt;
+  try {
+    nlohmann::json summary = nlohmann::json::parse(in);
+    if (summary.is_object() && summary.value("status", "") == "complete" &&
+        summary.value("steps", std::int64_t{-1}) == step_)
+      return summary;
+  } catch (const nlohmann::json::exception&) {
+  }
+  return std::nullopt;
 }
 
 void TrainLoop::write_failure_summary(const std::string& error) {

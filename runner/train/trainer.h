@@ -7,6 +7,7 @@
 // loader settings, feeding a batch, evaluation.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,10 @@ void initialize_parameters(const Session& session, graph::Program& program);
 
 struct TrainOptions {
   bool resume = false;  // continue from the newest good checkpoint under run_dir/checkpoints
+  // Called once the checkpoint to resume from has loaded (or, for a new run,
+  // the parameters are initialised), before the loop writes anything in the
+  // run directory: a resume that is refused leaves the directory as it was.
+  std::function<void()> before_writing;
 };
 
 // Trains; writes metrics.jsonl and summary.json into `run_dir` (which exists on

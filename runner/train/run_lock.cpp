@@ -1,0 +1,57 @@
+// The run directory lock: flock on <dir>/.lock.
+#include "runner/train/run_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <utility>
+
+#include "runner/usage_error.h"
+
+namespace trainer::train {
+
+RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
+  const std::string path = (std::filesystem::path(dir) / kLockFileName).string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw std::runtime_error("cannot lock " + what + " " + dir + ": cannot open " + path + ": " +
+                             std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char holder[32] = {};
+    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (error != EWOULDBLOCK)
+      throw std::runtime_error("cannot lock " + what + " " + dir + ": " + std::strerror(error));
+    std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    throw UsageError(what + " " + dir + " is in use by another trainer process" +
+                     (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                     ": two processes in one directory would mix their records; wait for it to "
+                     "end (or stop it), or use another directory");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+RunDirLock::RunDirLock(RunDirLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+
+RunDirLock& RunDirLock::operator=(RunDirLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+}  // namespace trainer::train

@@ -1,0 +1,32 @@
+// RunDirLock: one trainer process at a time in a run (or sweep) directory.
+// It holds an exclusive lock on <dir>/.lock for its lifetime; the system
+// releases it when the process ends, however it ends, so a crash never leaves
+// a directory locked. The file holds the holder's pid for the next one's message.
+#pragma once
+
+#include <string>
+
+namespace trainer::train {
+
+class RunDirLock {
+ public:
+  RunDirLock() = default;
+  // Throws UsageError naming the directory and the holder's pid when another
+  // process holds it (`what`: "run directory", "sweep directory").
+  RunDirLock(const std::string& dir, const std::string& what);
+  ~RunDirLock();
+  RunDirLock(RunDirLock&& other) noexcept;
+  RunDirLock& operator=(RunDirLock&& other) noexcept;
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// The name of the lock file inside a locked directory.
+inline constexpr const char* kLockFileName = ".lock";
+
+}  // namespace trainer::train

@@ -1,0 +1,225 @@
+// labels: cpu
+// A run directory survives the user's mistakes: a resume whose config builds
+// another model (or another batch plan) is refused before anything in the
+// directory changes; checkpoints that cannot be read for a reason other than
+// damage are left alone; when every checkpoint is damaged the run stops
+// instead of starting over in place; two processes never share a directory;
+// a signal before training leaves a directory that resumes; a cut
+// metrics.jsonl is repaired to whole records; a finished run resumed keeps
+// its summary; a failure before training leaves summary.json.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "test_resume_fixtures.h"
+
+using namespace trainer::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every file under `dir` (relative path -> content), the lock file aside.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().filename() == ".lock") continue;
+    files[fs::relative(e.path(), dir).string()] = read_text(e.path().string());
+  }
+  return files;
+}
+
+nlohmann::json summary_of(const std::string& dir) {
+  return nlohmann::json::parse(read_text(dir + "/summary.json"));
+}
+
+std::vector<std::string> resume_args(const std::string& dir,
+                                     const std::vector<std::string>& overrides = {}) {
+  std::vector<std::string> args = {"run", "--resume", dir};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  return args;
+}
+
+// A finished tiny run (48 steps, checkpoints every 7, the last 3 kept) in tmp/name.
+std::string finished_run(const TempDir& tmp, const std::string& name) {
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / name), tmp / (name + ".log")) == 0);
+  return tmp / name;
+}
+
+}  // namespace
+
+TEST_CASE("a resume whose config builds another model is refused and changes nothing") {
+  TempDir tmp("resume-mismatch");
+  const std::string run = finished_run(tmp, "run");
+  const auto before = snapshot(run);
+  for (const std::string& change :
+       {std::string("model.layers[1].out_features=16"), std::string("optimizer.type=sgd")}) {
+    INFO(change);
+    CHECK(run_to_end(resume_args(run, {change, "train.epochs=4"}), tmp / "r.log") == 2);
+    const std::string log = read_text(tmp / "r.log");
+    INFO(log);
+    CHECK(log.find("error: the run's checkpoint does not fit the model (and optimizer) this "
+                   "config builds: " +
+                   run + "/checkpoints/step-00000048/") != std::string::npos);
+    CHECK(log.find("resume with the run's own config") != std::string::npos);
+    // Nothing set aside, rewritten or restarted: the directory is as it was.
+    CHECK(snapshot(run) == before);
+  }
+  // A config that steps differently (another batch) is refused the same way.
+  CHECK(run_to_end(resume_args(run, {"train.batch_size=16", "train.epochs=4"}), tmp / "b.log") ==
+        2);
+  CHECK(read_text(tmp / "b.log").find("resume with the run's own config.yaml") !=
+        std::string::npos);
+  CHECK(snapshot(run) == before);
+  // And the run's own config still resumes it.
+  CHECK(run_to_end(resume_args(run, {"train.epochs=4"}), tmp / "ok.log") == 0);
+  CHECK(summary_of(run)["steps"] == 64);
+}
+
+TEST_CASE("when every checkpoint is damaged the resume stops instead of starting over") {
+  TempDir tmp("resume-all-damaged");
+  const std::string run = finished_run(tmp, "run");
+  const std::string metrics = read_text(run + "/metrics.jsonl");
+  std::vector<fs::path> checkpoints;
+  for (const auto& e : fs::directory_iterator(run + "/checkpoints"))
+    if (e.is_directory() && !e.is_symlink()) checkpoints.push_back(e.path());
+  REQUIRE(checkpoints.size() == 3);
+  for (const auto& c : checkpoints) fs::resize_file(c / "model.safetensors", 100);
+
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    INFO("attempt " << attempt);
+    CHECK(run_to_end(resume_args(run, {"train.epochs=4"}), tmp / "r.log") == 1);
+    const std::string log = read_text(tmp / "r.log");
+    INFO(log);
+    CHECK(log.find("no checkpoint in " + run + "/checkpoints loads") != std::string::npos);
+    CHECK(read_text(run + "/metrics.jsonl") == metrics);  // not started over
+  }
+  // Set aside once each, never replaced by a later one of the same name.
+  for (const auto& c : checkpoints) {
+    CHECK(fs::exists(c.string() + ".bad/model.safetensors"));
+    CHECK(fs::file_size(c.string() + ".bad/model.safetensors") == 100);
+  }
+}
+
+TEST_CASE("a checkpoint the system refuses to read is not set aside as damaged") {
+  TempDir tmp("resume-unreadable");
+  const std::string run = finished_run(tmp, "run");
+  const std::string newest = run + "/checkpoints/step-00000048";
+  // Root reads anything: run the resume as an unprivileged user then.
+  std::string as_user;
+  if (geteuid() == 0) {
+    REQUIRE(std::system(("chown -R 65534:65534 " + tmp.path().string()).c_str()) == 0);
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  fs::permissions(newest + "/model.safetensors", fs::perms::none);
+  const int code = std::system((as_user + TRAINER_BINARY + " run --resume " + run +
+                                " train.epochs=4 > " + tmp / "r.log" + " 2>&1")
+                                   .c_str());
+  const std::string log = read_text(tmp / "r.log");
+  INFO(log);
+  CHECK(WEXITSTATUS(code) == 1);
+  CHECK(log.find(newest + "/model.safetensors: cannot open for reading: Permission denied") !=
+        std::string::npos);
+  CHECK(fs::exists(newest));  // still there, under its own name
+  CHECK_FALSE(fs::exists(newest + ".bad"));
+  CHECK(log.find("resuming from") == std::string::npos);
+}
+
+TEST_CASE("a second process in a run directory is refused while the first runs") {
+  TempDir tmp("run-dir-lock");
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  TrainerProcess first(
+      run_args(tmp / "tiny.yaml", tmp / "run", {"data.workers=0", "train.epochs=500"}),
+      tmp / "first.log");
+  REQUIRE(wait_for_lines(tmp / "run/metrics.jsonl", 1, std::chrono::seconds(60)));
+  for (const auto& args :
+       {resume_args(tmp / "run"), run_args(tmp / "tiny.yaml", tmp / "run", {"seed=4"})}) {
+    CHECK(run_to_end(args, tmp / "second.log") == 2);
+    const std::string log = read_text(tmp / "second.log");
+    INFO(log);
+    CHECK((log.find("run directory " + tmp / "run" + " is in use by another trainer process (pid " +
+                    std::to_string(first.pid()) + ")") != std::string::npos ||
+           log.find("the directory is not empty") != std::string::npos));
+  }
+  first.signal(SIGTERM);
+  CHECK(first.wait() == 143);
+  // Free again once the first has ended.
+  CHECK(run_to_end(resume_args(tmp / "run", {"train.max_steps=1"}), tmp / "third.log") == 0);
+}
+
+TEST_CASE("a signal as the run directory is being made leaves one that resumes") {
+  TempDir tmp("signal-early");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  {
+    TrainerProcess run(run_args(tmp / "tiny.yaml", tmp / "run"), tmp / "run.log");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < end && !fs::exists(tmp / "run"))
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    run.signal(SIGTERM);
+    CHECK(run.wait() == 143);
+  }
+  INFO(read_text(tmp / "run.log"));
+  REQUIRE(fs::exists(tmp / "run/config.sha256"));
+  CHECK(run_to_end(resume_args(tmp / "run"), tmp / "resume.log") == 0);
+  CHECK(summary_of(tmp / "run")["steps"] == 48);
+
+  // A directory holding only what a stopped creation leaves takes a new run.
+  fs::create_directories(tmp / "left");
+  write_text(tmp / "left/.lock", "");
+  write_text(tmp / "left/config.yaml.tmp", "partial");
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "left", {"train.max_steps=2"}),
+                   tmp / "left.log") == 0);
+}
+
+TEST_CASE("a resume onto a cut metrics.jsonl keeps it whole records") {
+  TempDir tmp("resume-cut-metrics");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "run", {"train.max_steps=30"}),
+                     tmp / "a.log") == 0);
+  const std::string metrics = tmp / "run/metrics.jsonl";
+  const std::string full = read_text(metrics);
+  // Cut in the middle of its third line.
+  const std::size_t cut = full.find('\n', full.find('\n') + 1) + 10;
+  fs::resize_file(metrics, cut);
+  REQUIRE(run_to_end(resume_args(tmp / "run", {"train.max_steps=40"}), tmp / "r.log") == 0);
+  const std::string log = read_text(tmp / "r.log");
+  INFO(log);
+  CHECK(log.find(metrics + " holds " + std::to_string(cut) + " bytes, fewer than the") !=
+        std::string::npos);
+  // Every line parses, the two whole ones kept, then the records after the checkpoint.
+  const auto lines = read_lines(metrics);
+  for (const auto& line : lines) CHECK_NOTHROW(nlohmann::json::parse(line));
+  REQUIRE(lines.size() > 2);
+  CHECK(read_text(metrics).rfind(full.substr(0, full.find('\n', full.find('\n') + 1) + 1), 0) == 0);
+}
+
+TEST_CASE("a finished run resumed has nothing to train and keeps its summary") {
+  TempDir tmp("resume-finished");
+  const std::string run = finished_run(tmp, "run");
+  const std::string summary = read_text(run + "/summary.json");
+  REQUIRE(run_to_end(resume_args(run), tmp / "r.log") == 0);
+  CHECK(read_text(tmp / "r.log")
+            .find("nothing to train: the checkpoint is at step 48 and this "
+                  "config trains 48 steps") != std::string::npos);
+  CHECK(read_text(run + "/summary.json") == summary);
+}
+
+TEST_CASE("a run that fails before training leaves summary.json saying why") {
+  TempDir tmp("fail-before-training");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string other = finished_run(tmp, "other");
+  // Weights of another shape, strictly: refused when the program loads them.
+  CHECK(run_to_end(
+            run_args(tmp / "tiny.yaml", tmp / "run",
+                     {"model.layers[1].out_features=16",
+                      "model.init_from=" + other + "/checkpoints/step-00000048/model.safetensors"}),
+            tmp / "run.log") == 2);
+  INFO(read_text(tmp / "run.log"));
+  REQUIRE(fs::exists(tmp / "run/summary.json"));
+  const auto summary = summary_of(tmp / "run");
+  CHECK(summary["status"] == "failed");
+  CHECK(summary["error"].get<std::string>().find("do not match the model") != std::string::npos);
+}

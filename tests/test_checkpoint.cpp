@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/checkpoint/safetensors.h"
+#include "runner/checkpoint/train_state.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::checkpoint;
@@ -147,4 +148,60 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
             "/missing.safetensors': no such file\n"
             "    a relative path is taken from the folder of the YAML file that names it\n"
             "1 error\n");
+}
+
+TEST_CASE("safetensors data must be covered exactly once, each name given once") {
+  const std::string good = encode_safetensors(sample_file());
+  std::uint64_t header = 0;
+  std::memcpy(&header, good.data(), 8);
+  const std::string data_start = std::to_string(8 + header);
+  // Bytes after the last tensor's data.
+  const std::string extra = error_of(good + std::string(8, '\0'));
+  CHECK(extra.find("ckpt/model.safetensors: offset " + std::to_string(good.size()) +
+                   ": 8 bytes after the last tensor's data") == 0);
+  // A header of the same length whose offsets overlap, leave a gap, or name a tensor twice.
+  const auto with_header = [&](std::string text) {
+    text.resize(header, ' ');
+    return good.substr(0, 8) + text + good.substr(8 + header);
+  };
+  const std::string overlap =
+      with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("b":{"dtype":"F32","shape":[6],"data_offsets":[4,28]}})");
+  CHECK(error_of(overlap).find("tensor 'b': its data overlaps tensor 'a's") != std::string::npos);
+  const std::string gap = with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                      R"("b":{"dtype":"F32","shape":[6],"data_offsets":[8,32]}})");
+  CHECK(error_of(gap).find("4 bytes of data belong to no tensor (before 'b')") !=
+        std::string::npos);
+  const std::string twice =
+      with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("a":{"dtype":"F32","shape":[6],"data_offsets":[8,32]}})");
+  CHECK(error_of(twice).find("offset 8: header names 'a' twice") != std::string::npos);
+  // The well-formed file still reads.
+  CHECK(error_of(good).empty());
+}
+
+TEST_CASE("a state with counts that cannot be is refused, naming the field") {
+  TrainState state;
+  state.step = 101;
+  state.epoch = 0;
+  state.epoch_step = 101;
+  state.steps_per_epoch = 128;
+  state.accumulation = 1;
+  const nlohmann::json good = state.to_json();
+  CHECK(TrainState::from_json(good, "s").step == 101);
+  const auto error_of_state = [&](const char* key, std::int64_t value) {
+    nlohmann::json j = good;
+    j[key] = value;
+    try {
+      TrainState::from_json(j, "ckpt/state.safetensors");
+    } catch (const CheckpointError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of_state("step", -3) == "ckpt/state.safetensors: state 'step' is -3, below 0");
+  CHECK(error_of_state("steps_per_epoch", 0).find("'steps_per_epoch' is 0, below 1") !=
+        std::string::npos);
+  CHECK(error_of_state("epoch_step", 500) ==
+        "ckpt/state.safetensors: state 'epoch_step' 500 is past its epoch of 128 steps");
 }

@@ -157,16 +157,23 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   fs::remove_all(tmp);
   fs::create_directory(tmp);
 
-  const std::string model = encode_safetensors(parameters_of(program));
-  Safetensors state_file = optimizer_state_of(program);
-  state_file.metadata[kStateKey] = state.to_json().dump();
-  const std::string state_bytes = encode_safetensors(state_file);
-  write_file_synced((tmp / kModelFile).string(), model);
-  write_file_synced((tmp / kStateFile).string(), state_bytes);
-  write_file_synced((tmp / kSumsFile).string(), train::sha256_hex(model) + "  " + kModelFile +
-                                                    "\n" + train::sha256_hex(state_bytes) + "  " +
-                                                    kStateFile + "\n");
-  fsync_directory(tmp.string());
+  try {
+    const std::string model = encode_safetensors(parameters_of(program));
+    Safetensors state_file = optimizer_state_of(program);
+    state_file.metadata[kStateKey] = state.to_json().dump();
+    const std::string state_bytes = encode_safetensors(state_file);
+    write_file_synced((tmp / kModelFile).string(), model);
+    write_file_synced((tmp / kStateFile).string(), state_bytes);
+    write_file_synced((tmp / kSumsFile).string(), train::sha256_hex(model) + "  " + kModelFile +
+                                                      "\n" + train::sha256_hex(state_bytes) + "  " +
+                                                      kStateFile + "\n");
+    fsync_directory(tmp.string());
+  } catch (...) {
+    // A full disk: give back what the unfinished one holds, so a resume can write.
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
 
   // The same step written twice (an epoch end that is also the last step): replace it.
   const fs::path old = fs::path(dir_) / (name + ".old");

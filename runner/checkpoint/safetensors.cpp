@@ -1,11 +1,14 @@
 // Safetensors encoding and strict decoding with positioned errors.
 #include "runner/checkpoint/safetensors.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,13 +50,54 @@ std::uint64_t header_length(std::string_view head, std::uint64_t file_size,
 
 nlohmann::json parse_header(std::string_view text, const std::string& path) {
   nlohmann::json header;
+  // A name given twice would leave one of its entries unread.
+  std::set<std::string> names;
+  std::string repeated;
+  const nlohmann::json::parser_callback_t note_names =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (event == nlohmann::json::parse_event_t::key && depth == 1 &&
+            !names.insert(parsed.get<std::string>()).second && repeated.empty())
+          repeated = parsed.get<std::string>();
+        return true;
+      };
   try {
-    header = nlohmann::json::parse(text.begin(), text.end());
+    header = nlohmann::json::parse(text.begin(), text.end(), note_names);
   } catch (const nlohmann::json::parse_error& e) {
     fail(path, kHeaderOffset + (e.byte > 0 ? e.byte - 1 : 0), "header is not valid JSON");
   }
   if (!header.is_object()) fail(path, kHeaderOffset, "header is not a JSON object");
+  if (!repeated.empty()) fail(path, kHeaderOffset, "header names '" + repeated + "' twice");
   return header;
+}
+
+struct DataRange {
+  std::uint64_t begin, end;
+  std::string name;
+};
+
+// The tensors' data covers the data section exactly, each byte once (as the
+// format requires: no overlaps, no gaps, nothing after the last tensor).
+void check_data_ranges(std::vector<DataRange> ranges, std::uint64_t data_start,
+                       std::uint64_t data_size, const std::string& path) {
+  std::sort(ranges.begin(), ranges.end(),
+            [](const DataRange& a, const DataRange& b) { return a.begin < b.begin; });
+  std::uint64_t covered = 0;
+  std::string previous;
+  for (const auto& r : ranges) {
+    if (r.begin < covered)
+      fail(path, data_start + r.begin,
+           "tensor '" + r.name + "': its data overlaps tensor '" + previous + "'s");
+    if (r.begin > covered)
+      fail(path, data_start + covered,
+           std::to_string(r.begin - covered) + " bytes of data belong to no tensor (before '" +
+               r.name + "')");
+    covered = r.end;
+    previous = r.name;
+  }
+  if (covered < data_size)
+    fail(path, data_start + covered,
+         std::to_string(data_size - covered) +
+             " bytes after the last tensor's data (damaged, or not a safetensors file)");
 }
 
 std::map<std::string, std::string> metadata_of(const nlohmann::json& header,
@@ -112,6 +156,7 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
   const std::uint64_t data_start = kHeaderOffset + n;
   const std::uint64_t data_size = bytes.size() - data_start;
   Safetensors file;
+  std::vector<DataRange> ranges;
   file.metadata = metadata_of(header, path);
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
@@ -151,8 +196,10 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
            where + "holds " + std::to_string(end - begin) + " bytes, its shape and dtype need " +
                std::to_string(count * element));
     t.bytes.assign(bytes.substr(data_start + begin, end - begin));
+    ranges.push_back({begin, end, name});
     file.tensors.push_back(std::move(t));
   }
+  check_data_ranges(std::move(ranges), data_start, data_size, path);
   return file;
 }
 

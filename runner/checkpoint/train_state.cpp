@@ -73,6 +73,21 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& pat
       (void)s.early_stopping.at("best_step").get<std::int64_t>();
       (void)s.early_stopping.at("bad").get<std::int64_t>();
     }
+    // Counts that cannot be: a state edited by hand (its checksum recomputed).
+    const auto at_least = [&](const char* key, std::int64_t value, std::int64_t low) {
+      if (value < low)
+        throw CheckpointError(path + ": state '" + key + "' is " + std::to_string(value) +
+                              ", below " + std::to_string(low));
+    };
+    at_least("step", s.step, 0);
+    at_least("epoch", s.epoch, 0);
+    at_least("epoch_step", s.epoch_step, 0);
+    at_least("steps_per_epoch", s.steps_per_epoch, 1);
+    at_least("accumulation", s.accumulation, 1);
+    if (s.epoch_step > s.steps_per_epoch)
+      throw CheckpointError(path + ": state 'epoch_step' " + std::to_string(s.epoch_step) +
+                            " is past its epoch of " + std::to_string(s.steps_per_epoch) +
+                            " steps");
     return s;
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(path + ": malformed state: " + e.what());

@@ -63,7 +63,11 @@ std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir,
   }
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(run_dir + "/train.log", false);
   file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
-  return std::make_shared<spdlog::logger>("trainer", spdlog::sinks_init_list{console, file});
+  auto logger = std::make_shared<spdlog::logger>("trainer", spdlog::sinks_init_list{console, file});
+  // A line per log point: written through at once, so a run that dies (a
+  // full disk, a kill) leaves train.log up to its last line.
+  logger->flush_on(spdlog::level::info);
+  return logger;
 }
 
 // Reads `metric` ("eval.accuracy", "train.loss") from the latest records.

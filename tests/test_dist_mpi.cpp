@@ -223,6 +223,8 @@ TEST_CASE("2 ranks x global batch 128 train like 1 rank x 128") {
   INFO(r2.out);
   REQUIRE(r2.code == 0);
   CHECK_THAT(r2.out, Catch::Contains("starting 2 ranks"));
+  // The output went to a pipe: no progress bar, though mpirun gives the ranks a terminal.
+  CHECK(r2.out.find("\033[K") == std::string::npos);
   check_same_training(one, two);
   const auto job = read_json(two / "distributed.json");
   CHECK(job["world"] == 2);

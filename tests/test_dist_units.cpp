@@ -16,6 +16,7 @@
 #include "runner/dist/local_launcher.h"
 #include "runner/dist/rank_config.h"
 #include "runner/dist/rank_stats.h"
+#include "runner/train/progress.h"
 #include "runner/train/session.h"
 
 using namespace trainer;
@@ -209,11 +210,20 @@ TEST_CASE("the local launcher's mpirun command") {
   c.devices.world_size = 3;
   CHECK(dist::requested_ranks(c) == 3);
   const auto cmd = dist::mpirun_command(3, {"/bin/trainer", "run", "x.yaml"}, true);
-  const std::vector<std::string> expected = {
-      "mpirun",       "-np", "3",     "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-      "/bin/trainer", "run", "x.yaml"};
+  const std::vector<std::string> expected = {"mpirun",
+                                             "-np",
+                                             "3",
+                                             "--allow-run-as-root",
+                                             "-x",
+                                             "TRAINER_STDOUT_TERMINAL",
+                                             "--oversubscribe",
+                                             "--bind-to",
+                                             "none",
+                                             "/bin/trainer",
+                                             "run",
+                                             "x.yaml"};
   CHECK(cmd == expected);
-  CHECK(dist::mpirun_command(2, {"t"}, false)[3] == "--oversubscribe");
+  CHECK(dist::mpirun_command(2, {"t"}, false)[5] == "--oversubscribe");
 }
 
 TEST_CASE("gradient buckets pack gradients, launch in order and copy the sums back") {
@@ -265,4 +275,14 @@ TEST_CASE("the straggler check names the slow rank") {
   REQUIRE(two);
   CHECK(two->rank == 0);
   CHECK_THAT(dist::describe(*two), Catch::Contains("other load"));
+}
+
+TEST_CASE("a rank draws a progress bar only when its launcher says its output is a terminal") {
+  unsetenv(trainer::train::kStdoutTerminalVariable);
+  CHECK_FALSE(trainer::train::stdout_is_terminal(true));  // another launcher: no bar
+  setenv(trainer::train::kStdoutTerminalVariable, "0", 1);
+  CHECK_FALSE(trainer::train::stdout_is_terminal(true));
+  setenv(trainer::train::kStdoutTerminalVariable, "1", 1);
+  CHECK(trainer::train::stdout_is_terminal(true));
+  unsetenv(trainer::train::kStdoutTerminalVariable);
 }

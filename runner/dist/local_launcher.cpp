@@ -12,6 +12,7 @@
 
 #include "runner/config/diagnostics.h"
 #include "runner/dist/launch_env.h"
+#include "runner/train/progress.h"
 #include "runner/train/session.h"
 
 namespace trainer::dist {
@@ -62,6 +63,8 @@ std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string
                                         bool as_root) {
   std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(ranks)};
   if (as_root) cmd.push_back("--allow-run-as-root");
+  // Whether the launcher's stdout is a terminal (the ranks' is mpirun's pty).
+  cmd.insert(cmd.end(), {"-x", train::kStdoutTerminalVariable});
   // Ranks may outnumber cores (CI); threads are split between ranks, not pinned.
   for (const char* flag : {"--oversubscribe", "--bind-to", "none"}) cmd.emplace_back(flag);
   cmd.insert(cmd.end(), argv.begin(), argv.end());
@@ -81,6 +84,7 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
         "the config asks for " + std::to_string(ranks) +
         " data-parallel ranks, which trainer starts with mpirun, but mpirun is not on PATH: "
         "install OpenMPI (openmpi-bin), or start the ranks yourself with mpirun or srun");
+  setenv(train::kStdoutTerminalVariable, isatty(STDOUT_FILENO) == 1 ? "1" : "0", 1);
   std::vector<std::string> cmd = mpirun_command(ranks, own_command_line(), geteuid() == 0);
   cmd[0] = mpirun;
   std::fprintf(stderr, "starting %d ranks:", ranks);

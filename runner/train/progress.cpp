@@ -4,11 +4,21 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace trainer::train {
 
-ProgressBar::ProgressBar(bool enabled) : enabled_(enabled && isatty(STDOUT_FILENO) == 1) {}
+bool stdout_is_terminal(bool rank_of_job) {
+  if (rank_of_job) {
+    const char* launcher_says = std::getenv(kStdoutTerminalVariable);
+    return launcher_says != nullptr && std::string(launcher_says) == "1";
+  }
+  return isatty(STDOUT_FILENO) == 1;
+}
+
+ProgressBar::ProgressBar(bool enabled, bool rank_of_job)
+    : enabled_(enabled && stdout_is_terminal(rank_of_job)) {}
 
 bool ProgressBar::due() const {
   return enabled_ &&

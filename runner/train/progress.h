@@ -7,10 +7,20 @@
 
 namespace trainer::train {
 
+// The variable trainer's own launcher sets for its ranks: "1" when its
+// stdout is a terminal, else "0".
+inline constexpr const char* kStdoutTerminalVariable = "TRAINER_STDOUT_TERMINAL";
+
+// Whether this process's stdout reaches a terminal. A rank's stdout is its
+// launcher's pipe or pty, which says nothing of where the output ends up:
+// a rank trusts kStdoutTerminalVariable, and without it draws nothing.
+bool stdout_is_terminal(bool rank_of_job);
+
 class ProgressBar {
  public:
-  // `enabled`: this process may draw (only the root rank of a job does).
-  explicit ProgressBar(bool enabled = true);
+  // `enabled`: this process may draw (only the root rank of a job does);
+  // it draws when its output reaches a terminal (stdout_is_terminal).
+  ProgressBar(bool enabled, bool rank_of_job);
   // Redraws "epoch E [=====>    ] step/total loss L" if enough time has passed.
   void update(std::int64_t epoch, std::int64_t step, std::int64_t total, double loss);
   // Whether update() would redraw now (so the caller fetches the loss only then).

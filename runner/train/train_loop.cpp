@@ -382,7 +382,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       inject_overflow_(injected_overflow_steps()),
       inject_checkpoint_delay_s_(injected_checkpoint_delay_s()),
       logits_(s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0),
-      progress_(collective.is_root()),
+      progress_(collective.is_root(), collective.world() > 1),
       losses_(backend_, static_cast<std::size_t>(log_every_ * accumulation_)) {
   if (steps_per_epoch_ < 1)
     throw std::runtime_error(

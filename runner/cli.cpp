@@ -3,11 +3,13 @@
 #include "runner/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
@@ -120,6 +122,22 @@ int run_cli(int argc, char** argv) {
   schema->add_option("--out", schema_out, "Output directory (default: the current directory)");
   CLI::App* version =
       app.add_subcommand("version", "Print version, commit, build type and backends");
+
+  // A first word that is no command: CLI11 would only say one is required.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    const std::string word = argv[1];
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      std::string listed;
+      for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
+      const std::string near = config::nearest(word, names);
+      std::fprintf(stderr, "error: unknown command '%s'; the commands are: %s\n%s", word.c_str(),
+                   listed.c_str(),
+                   near.empty() ? "" : ("    did you mean '" + near + "'?\n").c_str());
+      return kUsageError;
+    }
+  }
 
   try {
     app.parse(argc, argv);

@@ -219,3 +219,241 @@ TEST_CASE(
             "    it records train.loss, train.accuracy\n1 error\n");
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// A fresh temporary folder for one test case, removed at its end.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name)
+      : path_(std::filesystem::temp_directory_path() / ("trainer_test_cli_" + name)) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name, const std::string& text) const {
+    std::ofstream(path_ / name, std::ios::binary) << text;
+    return (path_ / name).string();
+  }
+  std::string path(const std::string& name = "") const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A tiny experiment that trains in well under a second.
+const std::string kTinyExperiment =
+    "name: tiny\n"
+    "data:\n"
+    "  train: {type: synthetic, shape: [1, 4, 4], classes: 4, size: 32}\n"
+    "  eval: {type: synthetic, shape: [1, 4, 4], classes: 4, size: 16, seed: 3}\n"
+    "  workers: 1\n"
+    "model:\n"
+    "  layers: [{type: flatten}, {type: linear, out_features: 4}]\n"
+    "train: {max_steps: 1, batch_size: 8, log_every: 1}\n"
+    "backend: {threads: 1}\n";
+
+}  // namespace
+
+TEST_CASE("extends given as an override is refused by every config command") {
+  TempDir dir("extends_override");
+  const std::string only_name = dir.file("onlyname.yaml", "name: only\n");
+  const std::string base = dir.file("base.yaml", kTinyExperiment);
+  for (const std::string& command : {"validate " + only_name, "print-config " + base}) {
+    INFO(command);
+    const auto r = run(command + " extends=" + base, true);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("<command line>:1:1: error: extends: `extends` cannot be given as an "
+                     "override") != std::string::npos);
+    CHECK(r.out.find("put `extends: " + base + "` at the top of the config file") !=
+          std::string::npos);
+  }
+  // A config that extends another prints without the key.
+  const std::string child = dir.file("child.yaml", "extends: base.yaml\nseed: 3\n");
+  const auto printed = run("print-config " + child);
+  CHECK(printed.code == 0);
+  CHECK(printed.out.find("extends:") == std::string::npos);
+}
+
+TEST_CASE("a list index beyond any list is a config error (exit 2), also in a sweep") {
+  TempDir dir("huge_index");
+  const std::string config = dir.file("tiny.yaml", kTinyExperiment);
+  const auto r =
+      run("validate " + config + " model.layers[99999999999999999999].out_features=1", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("list index 99999999999999999999 is out of range") != std::string::npos);
+  CHECK(r.out.find("stoul") == std::string::npos);
+  const auto sweep = run("sweep " + config + " --out " + dir.path("sw") +
+                             " --grid model.layers[99999999999999999999].out_features=1,2",
+                         true);
+  CHECK(sweep.code == 2);
+  CHECK(sweep.out.find("list index 99999999999999999999 is out of range") != std::string::npos);
+}
+
+TEST_CASE("schema --out that cannot be written names the path and the reason") {
+  const auto r = run("schema --out /proc/trainer_no_such_dir", true);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "error: schema --out: cannot create the folder "
+        "'/proc/trainer_no_such_dir/schemas': No such file or directory\n");
+}
+
+TEST_CASE("an unknown command is named, with the commands and the nearest") {
+  const auto r = run("frobnicate", true);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "error: unknown command 'frobnicate'; the commands are: run, validate, "
+        "print-config, plan, time, sweep, eval, doctor, schema, version\n");
+  CHECK(run("valdate x.yaml", true).out.find("    did you mean 'validate'?\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("a layer name that is not a string is described, not shown as ''") {
+  TempDir dir("layer_name");
+  const std::string config = dir.file("tiny.yaml", kTinyExperiment);
+  const auto r = run("validate " + config + " model.layers[1].name=[a]", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("model.layers[1].name: expected a layer name without dots (and not 'input'), "
+                   "found a list\n") != std::string::npos);
+}
+
+TEST_CASE("block repeat is an integer field with a stated limit; parameters are checked") {
+  TempDir dir("blocks");
+  const auto config_with = [&](const std::string& instance, const std::string& body) {
+    return dir.file("blocks.yaml", kTinyExperiment.substr(0, kTinyExperiment.find("model:")) +
+                                       "model:\n"
+                                       "  blocks:\n"
+                                       "    b:\n"
+                                       "      params: {ch: 4}\n"
+                                       "      layers:\n"
+                                       "        - " +
+                                       body +
+                                       "\n"
+                                       "  layers:\n"
+                                       "    - {type: flatten}\n"
+                                       "    - " +
+                                       instance +
+                                       "\n"
+                                       "train: {max_steps: 1, batch_size: 8}\n");
+  };
+  const std::string linear = "{type: linear, out_features: $ch}";
+  CHECK(run("validate " + config_with("{block: b, repeat: 2}", linear), true).out == "ok\n");
+  for (const char* repeat : {"2.5", "1e1", "\"3\"", "0", "1000000000"}) {
+    INFO(repeat);
+    const std::string config =
+        config_with("{block: b, repeat: " + std::string(repeat) + "}", linear);
+    const auto r = run("validate " + config, true);
+    CHECK(r.code == 2);
+    CHECK(r.out.find(config + ":14:26: error: model.layers[1].repeat: expected an integer >= 1 "
+                              "and <= 10000, found ") == 0);
+  }
+  // An undeclared parameter is named, with the block's parameters.
+  std::string config = config_with("{block: b}", "{type: linear, out_features: $nope}");
+  CHECK(run("validate " + config, true).out ==
+        config +
+            ":11:40: error: model.blocks.b.layers: '$nope' names no parameter of block 'b'\n"
+            "    its parameters: ch (declared under model.blocks.b.params)\n1 error\n");
+  config = config_with("{block: b}", "{type: linear, out_features: $cj}");
+  CHECK(run("validate " + config, true).out.find("    did you mean '$ch'?\n") != std::string::npos);
+  // A bad parameter value is reported where the instance writes it.
+  config = config_with("{block: b, ch: abc}", linear);
+  CHECK(run("validate " + config, true).out ==
+        config +
+            ":14:22: error: model.blocks.b.layers[0].out_features: expected an integer >= 1, "
+            "found 'abc'\n1 error\n");
+}
+
+TEST_CASE("validate checks the sweep section like trainer sweep does") {
+  TempDir dir("validate_sweep");
+  const std::string config =
+      dir.file("sweep.yaml",
+               kTinyExperiment +
+                   "sweep:\n"
+                   "  grid: {optimizer: {lr: [0.1, 0.2]}}\n"
+                   "  random: {trials: 2, params: {optimizer.momentum: {uniform: [0.2, 0.1]}}}\n"
+                   "  objective: {metric: eval.acc}\n");
+  const auto r = run("validate " + config, true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(":11:21: error: sweep.grid.optimizer: expected a list of values, found a map: "
+                   "grid keys are dotted config keys\n"
+                   "    write `optimizer.lr: [...]` directly under sweep.grid\n") !=
+        std::string::npos);
+  CHECK(r.out.find(":12:62: error: sweep.random.params.optimizer.momentum.uniform: expected "
+                   "[low, high] with low <= high\n") != std::string::npos);
+  CHECK(r.out.find(":13:23: error: sweep.objective.metric: unknown metric 'eval.acc'") !=
+        std::string::npos);
+  CHECK(r.out.find("3 errors\n") != std::string::npos);
+  // Swept values are checked against the config, at the sweep key.
+  const std::string values =
+      dir.file("values.yaml",
+               kTinyExperiment + "sweep:\n  grid: {optimizer.lr: [0.1, -1], optimizer.lrr: [1]}\n");
+  const auto v = run("validate " + values, true);
+  CHECK(v.code == 2);
+  CHECK(v.out.find(values + ":11:10: error: sweep.grid.optimizer.lr: with optimizer.lr=-1: "
+                            "expected a number > 0, found integer -1\n") != std::string::npos);
+  CHECK(v.out.find("sweep.grid.optimizer.lrr: with optimizer.lrr=1: unknown key 'lrr'") !=
+        std::string::npos);
+  // Too many trials, counted without expanding them.
+  const std::string big = dir.file(
+      "big.yaml",
+      kTinyExperiment + "sweep:\n  random: {trials: 100000000, params: {seed: {int: [0, 9]}}}\n");
+  const auto b = run("validate " + big, true);
+  CHECK(b.code == 2);
+  CHECK(b.out.find("sweep.random.trials: expected at most 10000 trials, found 100000000") !=
+        std::string::npos);
+  const std::string good =
+      dir.file("good.yaml", kTinyExperiment + "sweep:\n  grid: {optimizer.lr: [0.1, 0.2]}\n");
+  CHECK(run("validate " + good, true).out == "ok\n");
+}
+
+TEST_CASE("a sweep larger than the cap is refused up front with the count") {
+  TempDir dir("sweep_cap");
+  const std::string config = dir.file("tiny.yaml", kTinyExperiment);
+  std::string values;
+  for (int i = 1; i <= 1000; ++i) values += (i > 1 ? "," : "") + std::to_string(i);
+  const auto r = run("sweep " + config + " --out " + dir.path("sw") + " --grid seed=" + values +
+                         " --grid train.log_every=" + values,
+                     true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("the sweep expands to 1000000 trials (1000 (seed) x 1000 (train.log_every)); "
+                   "a sweep may have at most 10000") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.path("sw")));
+}
+
+TEST_CASE("a sweep directory holding another sweep is refused; the same sweep resumes") {
+  TempDir dir("sweep_reuse");
+  const std::string config = dir.file("tiny.yaml", kTinyExperiment);
+  const std::string out = dir.path("sw");
+  const std::string sweep = "sweep " + config + " --out " + out + " --grid optimizer.lr=";
+  REQUIRE(run(sweep + "0.1,0.2").code == 0);
+  const auto other = run(sweep + "0.3,0.4", true);
+  CHECK(other.code == 2);
+  CHECK(other.out.find("error: the sweep directory '" + out +
+                       "' holds a different sweep (it recorded trial-000: [\"optimizer.lr=0.1\"], "
+                       "this sweep has trial-000: [\"optimizer.lr=0.3\"])") == 0);
+  CHECK(other.out.find("use a new --out directory") != std::string::npos);
+  const auto more = run(sweep + "0.1,0.2,0.3", true);
+  CHECK(more.code == 2);
+  CHECK(more.out.find("it recorded (nothing), this sweep has trial-002") != std::string::npos);
+  const auto same = run(sweep + "0.1,0.2 --parallel 2", true);
+  CHECK(same.code == 0);
+  CHECK(same.out.find("2 trials, 0 to run") != std::string::npos);
+}
+
+TEST_CASE("repeated --grid flags add values; a bracketed value is one value") {
+  TempDir dir("sweep_grid");
+  const std::string config = dir.file("tiny.yaml", kTinyExperiment);
+  const auto r = run("sweep " + config + " --out " + dir.path("a") +
+                         " --grid optimizer.lr=0.1 --grid optimizer.lr=0.2",
+                     true);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("sweep: 2 trials") != std::string::npos);
+  const auto list = run("sweep " + config + " --out " + dir.path("b") +
+                            " --grid 'model.layers=[{type: flatten},{type: linear, "
+                            "out_features: 4}]'",
+                        true);
+  CHECK(list.code == 0);
+  CHECK(list.out.find("sweep: 1 trials") != std::string::npos);
+}

@@ -1,7 +1,11 @@
 // labels: cpu
 // Every bad-config fixture (tests/data/configs/bad/) is rejected with the exact
 // file:line:col, key, message and suggestion; several errors are all reported.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -135,8 +139,10 @@ TEST_CASE("a bad override value points at the value's column") {
         "<command line>:1:1: error: expected KEY=VALUE (e.g. optimizer.lr=0.01), found "
         "'train.epochs' (in override 1 'train.epochs')");
   CHECK(only_error(kGood + "minimal.yaml", {"model.layers[7].out_features=3"}) ==
-        "<command line>:1:13: error: model.layers[7]: index 7 is out of range: 'model.layers' "
-        "has 2 item(s) (in override 1 'model.layers[7].out_features=3')");
+        "<command line>:1:13: error: model.layers[7]: 'model.layers' has 2 item(s), so it has "
+        "no item 7 (in override 1 'model.layers[7].out_features=3')\n"
+        "    an override replaces list items but cannot add them; to add one, give the whole "
+        "list: model.layers=[...]");
   CHECK(only_error(kGood + "minimal.yaml", {"devices=[0,"}).find("<command line>:1:") == 0);
 }
 
@@ -195,4 +201,150 @@ TEST_CASE("a setting without effect under the type it depends on is a warning at
                     {"optimizer.momentum=0.5", "schedule.type=step", "schedule.gamma=0.5",
                      "precision.mode=fp16", "precision.loss_scale.init_scale=1024"})
             .warnings.empty());
+}
+
+namespace {
+
+// A config file with `text` (bytes as given) in a fresh temporary folder.
+std::string temp_config(const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("trainer_config_errors_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+const std::string kMinimalText =
+    "model:\n  layers:\n    - {type: flatten}\n    - {type: linear, out_features: 10}\n"
+    "data:\n  train: {type: synthetic, shape: [1, 4, 4]}\n";
+
+}  // namespace
+
+TEST_CASE("extends cannot be an override: it is refused at the override with what to do") {
+  CHECK(only_error(kGood + "minimal.yaml", {"extends=base.yaml"}) ==
+        "<command line>:1:1: error: extends: `extends` cannot be given as an override: the "
+        "files a config extends are merged when it is read (in override 1 'extends=base.yaml')\n"
+        "    put `extends: base.yaml` at the top of the config file");
+  // A config that extends another resolves without the key.
+  const auto config = load_config(kGood + "child.yaml");
+  CHECK(config.resolved.find("extends") == nullptr);
+}
+
+TEST_CASE("a list index too large for any list is an error at the index, not an exception") {
+  CHECK(only_error(kGood + "minimal.yaml", {"model.layers[99999999999999999999].out_features=1"}) ==
+        "<command line>:1:13: error: model.layers[99999999999999999999].out_features: list "
+        "index 99999999999999999999 is out of range (at most 1000000) (in override 1 "
+        "'model.layers[99999999999999999999].out_features=1')");
+}
+
+TEST_CASE("an index into a list the config does not have is reported once, with how to add it") {
+  CHECK(only_error(kGood + "minimal.yaml", {"data.transforms[0].type=scale"}) ==
+        "<command line>:1:16: error: data.transforms[0]: 'data.transforms' is not set, so it has "
+        "no item 0 (in override 1 'data.transforms[0].type=scale')\n"
+        "    an override replaces list items but cannot add them; to add one, give the whole "
+        "list: data.transforms=[...]");
+}
+
+TEST_CASE("model.init_strict and model.init_from are type-checked like every field") {
+  for (const char* value : {"maybe", "5", "0"}) {
+    INFO(value);
+    const std::string e =
+        only_error(kGood + "minimal.yaml", {"model.init_strict=" + std::string(value)});
+    CHECK(e.find("<command line>:1:19: error: model.init_strict: expected a boolean (true or "
+                 "false), found ") == 0);
+  }
+  CHECK(only_error(kGood + "minimal.yaml", {"model.init_from=[a]"})
+            .find("model.init_from: expected a string, found a list") != std::string::npos);
+  CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"model.init_strict=false"}));
+}
+
+TEST_CASE("every number field refuses infinities, from overrides and files alike") {
+  for (const char* override :
+       {"optimizer.lr=1e400", "optimizer.lr=.inf", "optimizer.weight_decay=.inf",
+        "optimizer.eps=-.inf", "schedule.min_lr=.inf", "schedule.max_lr=1e999",
+        "train.early_stopping.min_delta=.inf", "data.split=-.inf"}) {
+    INFO(override);
+    CHECK(only_error(kGood + "minimal.yaml", {override}).find("expected a finite number") !=
+          std::string::npos);
+  }
+  CHECK(only_error(kGood + "minimal.yaml", {"optimizer.lr=-.inf"}) ==
+        "<command line>:1:14: error: optimizer.lr: expected a finite number > 0, found number "
+        "-.inf (in override 1 'optimizer.lr=-.inf')");
+  // Transform and layer attributes go through the same check.
+  CHECK(only_error(kGood + "minimal.yaml", {"data.transforms=[{type: scale, factor: .inf}]"})
+            .find("data.transforms[0].factor: expected a finite number > 0") != std::string::npos);
+  const std::string file =
+      temp_config("inf_lr.yaml", kMinimalText + "optimizer: {lr: .inf, eps: 1e400}\n");
+  const auto list = errors_of(file);
+  REQUIRE(list.size() == 2);
+  CHECK(format(list[0]) == file +
+                               ":7:17: error: optimizer.lr: expected a finite number > 0, "
+                               "found number .inf");
+  CHECK(list[1].message.find("expected a finite number") == 0);
+}
+
+TEST_CASE("an integer beyond 64 bits is said to be out of the representable range") {
+  CHECK(only_error(kGood + "minimal.yaml", {"seed=9223372036854775808"}) ==
+        "<command line>:1:6: error: seed: integer 9223372036854775808 is outside the "
+        "representable range (-9223372036854775808 to 9223372036854775807); expected an integer "
+        ">= 0 (in override 1 'seed=9223372036854775808')");
+}
+
+TEST_CASE("a sample or batch too large to count is refused at its key") {
+  CHECK(only_error(kGood + "minimal.yaml", {"data.train.shape=[1000000,1000000,1000000]"}) ==
+        "<command line>:1:18: error: data.train.shape: a sample of this shape has more than "
+        "2147483648 (2^31) elements, the most supported (in override 1 "
+        "'data.train.shape=[1000000,1000000,1000000]')\n"
+        "    use a smaller sample shape");
+  CHECK(only_error(kGood + "minimal.yaml", {"data.train.shape=[3000000000,1,1]"})
+            .find("data.train.shape: a sample of this shape has more than 2147483648") !=
+        std::string::npos);
+  CHECK(only_error(kGood + "minimal.yaml", {"train.batch_size=4611686018427387904"}) ==
+        "<command line>:1:18: error: train.batch_size: a batch of 4611686018427387904 samples of "
+        "16 elements each holds more than 2^60 elements, the most a batch may hold (in override 1 "
+        "'train.batch_size=4611686018427387904')\n"
+        "    use a smaller batch_size");
+}
+
+TEST_CASE("the experiment name must be one folder name") {
+  for (const char* name : {"../../../escaped", "a/b", ".", "..", "a b", "/abs"}) {
+    INFO(name);
+    const auto list = errors_of(kGood + "minimal.yaml", {"name=\"" + std::string(name) + "\""});
+    REQUIRE(list.size() == 1);
+    CHECK(list[0].key_path == "name");
+    CHECK(list[0].message.find("expected a single folder name") == 0);
+  }
+  CHECK(errors_of(kGood + "minimal.yaml", {"name=../../../escaped"})[0].suggestion ==
+        "use e.g. name: escaped");
+  CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"name=exp-1.v2_b"}));
+}
+
+TEST_CASE("a null data source type says it is empty and lists the types") {
+  CHECK(only_error(kGood + "minimal.yaml", {"data.train.type=~"}) ==
+        "<command line>:1:17: error: data.train.type: the data source type is empty (null) (in "
+        "override 1 'data.train.type=~')\n"
+        "    known data source types: idx, cifar, npy, csv, image_folder, synthetic");
+}
+
+TEST_CASE("control bytes in a config are shown escaped, never raw") {
+  const std::string file = temp_config("nul.yaml", kMinimalText + "name: ab\x01\x1b[31m\n");
+  const std::string e = only_error(file);
+  CHECK(e.find('\x1b') == std::string::npos);
+  CHECK(e.find('\x01') == std::string::npos);
+  CHECK(e.find("\\x1b[31m") != std::string::npos);
+  const std::string nul = temp_config("nul2.yaml", kMinimalText + std::string("seed: 1\0x\n", 10));
+  CHECK(only_error(nul) == nul +
+                               ":7:8: error: invalid YAML: a NUL byte (\\0); is this a binary "
+                               "file?");
+}
+
+TEST_CASE("a file with CR-only line endings reads like one with LF") {
+  std::string text = kMinimalText + "seed: 5\n";
+  for (char& c : text)
+    if (c == '\n') c = '\r';
+  const auto config = load_config(temp_config("cr.yaml", text));
+  CHECK(config.seed == 5);
+  CHECK(only_error(temp_config("cr_bad.yaml", text + "sed: 1\r"))
+            .find("cr_bad.yaml:8:1: error: sed") != std::string::npos);
 }

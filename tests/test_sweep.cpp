@@ -168,3 +168,20 @@ TEST_CASE("the sweep's tables say how many steps each trial took and which stopp
   CHECK(csv[1].find(",4,true,1,") != std::string::npos);
   CHECK(csv[2].find(",48,false,1000,") != std::string::npos);
 }
+
+TEST_CASE("a second sweep process in the same sweep directory is refused") {
+  TempDir tmp("sweep-lock");
+  write_text(tmp / "tiny.yaml",
+             tiny_experiment(2048) + "sweep: {grid: {optimizer.lr: [0.01, 0.003]}}\n");
+  const std::vector<std::string> args = {
+      "sweep", tmp / "tiny.yaml", "checkpoint.every_steps=0", "data.workers=0", "train.epochs=40",
+      "--out", tmp / "sw"};
+  TrainerProcess first(args, tmp / "1.log");
+  REQUIRE(wait_for_lines(tmp / "sw/trials/trial-000/metrics.jsonl", 1, std::chrono::seconds(60)));
+  CHECK(run_to_end(args, tmp / "2.log") == 2);
+  CHECK(read_text(tmp / "2.log")
+            .find("sweep directory " + tmp / "sw" + " is in use by another trainer process (pid " +
+                  std::to_string(first.pid()) + ")") != std::string::npos);
+  first.signal(SIGTERM);
+  CHECK(first.wait() == 143);
+}

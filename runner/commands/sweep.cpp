@@ -2,9 +2,13 @@
 // runs every trial of the config's `sweep:` section (and the --grid flags),
 // each as a full run directory under DIR/trials/. Re-running the same command
 // continues the same sweep (DIR defaults to <output.dir>/<name>/sweep-<hash>).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +18,7 @@
 #include "runner/config/load.h"
 #include "runner/sweep/sweep_runner.h"
 #include "runner/sweep/sweep_spec.h"
+#include "runner/train/run_lock.h"
 #include "runner/train/sha256.h"
 
 namespace trainer {
@@ -42,6 +47,52 @@ std::string sweep_yaml(const sweep::SweepJob& job) {
     out += "]\n";
   }
   return out;
+}
+
+// The lines of a sweep.yaml that decide what its trials are and hold: the
+// config, its overrides and every trial's overrides (not the objective or
+// --parallel, which a resumed sweep may change).
+std::vector<std::string> identity_lines(const std::string& yaml) {
+  std::vector<std::string> out;
+  std::istringstream in(yaml);
+  bool in_trials = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("trials:", 0) == 0) {
+      in_trials = true;
+      continue;
+    }
+    if (in_trials ? line.rfind("  ", 0) == 0
+                  : line.rfind("config:", 0) == 0 || line.rfind("overrides:", 0) == 0)
+      out.push_back(line);
+    else if (line.rfind("  ", 0) != 0)
+      in_trials = false;
+  }
+  return out;
+}
+
+// A sweep directory holds one sweep: re-running the same command resumes it,
+// but a different sweep there would relabel the recorded trials. Returns an
+// error message naming the first difference, or "".
+std::string reuse_conflict(const std::string& dir, const std::string& new_yaml) {
+  std::ifstream in(std::filesystem::path(dir) / "sweep.yaml", std::ios::binary);
+  if (!in) return {};
+  std::ostringstream text;
+  text << in.rdbuf();
+  const auto old_lines = identity_lines(text.str());
+  const auto new_lines = identity_lines(new_yaml);
+  if (old_lines == new_lines) return {};
+  std::string what;
+  for (std::size_t i = 0; i < std::max(old_lines.size(), new_lines.size()); ++i) {
+    const std::string was = i < old_lines.size() ? old_lines[i] : "(nothing)";
+    const std::string now = i < new_lines.size() ? new_lines[i] : "(nothing)";
+    if (was == now) continue;
+    const auto trim = [](const std::string& l) { return l.substr(l.find_first_not_of(' ')); };
+    what = "it recorded " + trim(was) + ", this sweep has " + trim(now);
+    break;
+  }
+  return "the sweep directory '" + dir + "' holds a different sweep (" + what +
+         "); resuming there would mix up its trials.\n    use a new --out directory, or "
+         "repeat the command that started it to resume it";
 }
 
 // Every trial's config, checked field by field before any trial runs: a
@@ -92,8 +143,15 @@ int command_sweep(const CommandArgs& args) {
              ("sweep-" + train::sha256_hex(config::to_yaml(config.resolved) + grid).substr(0, 10)))
                 .string();
   if (report_trial_config_errors(job) > 0) return 2;
+  const std::string record = sweep_yaml(job);
+  if (const std::string conflict = reuse_conflict(job.dir, record); !conflict.empty()) {
+    std::fprintf(stderr, "error: %s\n", conflict.c_str());
+    return 2;
+  }
   std::filesystem::create_directories(job.dir);
-  checkpoint::write_file_atomically(job.dir + "/sweep.yaml", sweep_yaml(job));
+  // One sweep process at a time: two would run the same trials into the same folders.
+  const train::RunDirLock lock(job.dir, "sweep directory");
+  checkpoint::write_file_atomically(job.dir + "/sweep.yaml", record);
   const int code = sweep::run_sweep(job);
   std::printf("sweep directory: %s\n", job.dir.c_str());
   return code;

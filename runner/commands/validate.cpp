@@ -1,12 +1,97 @@
 // `trainer validate CONFIG [KEY=VALUE ...]`: every field checked, then the
-// registered model checks; prints `ok` or every error (the CLI exits 2), and
-// the warnings about settings without effect either way.
+// registered model checks and the `sweep:` section (what `trainer sweep`
+// checks before any trial runs: its keys, distributions, objective, trial
+// count, and each swept value against the config); prints `ok` or every error
+// (the CLI exits 2), and the warnings about settings without effect either way.
+#include <cmath>
 #include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "runner/commands/config_commands.h"
+#include "runner/config/load.h"
+#include "runner/config/overrides.h"
 #include "runner/config/validate_hooks.h"
+#include "runner/sweep/sweep_spec.h"
 
 namespace trainer {
+namespace {
+
+// One value a sweep sets, and where the sweep section writes it.
+struct SweptValue {
+  std::string key;
+  std::string value;
+  config::Mark mark;
+  std::string key_path;  // "sweep.grid.optimizer.lr"
+};
+
+std::vector<SweptValue> swept_values(const sweep::SweepSpec& spec) {
+  std::vector<SweptValue> out;
+  for (std::size_t i = 0; i < spec.grid.size(); ++i)
+    for (const auto& v : spec.grid[i].second)
+      out.push_back(
+          {spec.grid[i].first, v, spec.grid_marks[i], "sweep.grid." + spec.grid[i].first});
+  for (const auto& p : spec.random) {
+    const std::string path = "sweep.random.params." + p.key;
+    if (p.distribution == "choice") {
+      for (const auto& c : p.choices) out.push_back({p.key, c, p.mark, path});
+      continue;
+    }
+    for (double bound : {p.low, p.high}) {
+      char text[64];
+      if (p.distribution == "int")
+        std::snprintf(text, sizeof text, "%.0f",
+                      bound == p.low ? std::ceil(bound) : std::floor(bound));
+      else
+        std::snprintf(text, sizeof text, "%.6g", bound);
+      out.push_back({p.key, text, p.mark, path});
+    }
+  }
+  return out;
+}
+
+// Each swept value applied alone to the config: a misspelt key or a value out
+// of range is reported at the sweep section, as `trainer sweep` would refuse it.
+void check_swept_values(const CommandArgs& args, const sweep::SweepSpec& spec,
+                        config::Diagnostics& diags) {
+  std::set<std::string> seen;
+  for (const SweptValue& sv : swept_values(spec)) {
+    std::vector<std::string> overrides = args.overrides;
+    overrides.push_back(sv.key + "=" + sv.value);
+    const int line = static_cast<int>(overrides.size());
+    try {
+      config::load_config(args.config_path, overrides);
+    } catch (const config::ConfigError& e) {
+      for (config::Diagnostic d : e.diagnostics().list()) {
+        if (d.mark.file == config::kCommandLine && d.mark.line != line) continue;  // not swept
+        std::string message = d.message;
+        if (const auto note = message.find(" (in override "); note != std::string::npos)
+          message.erase(note);
+        if (!d.key_path.empty() && d.key_path != sv.key) message = d.key_path + ": " + message;
+        message = "with " + sv.key + "=" + sv.value + ": " + message;
+        const bool swept = d.mark.file == config::kCommandLine;
+        config::Diagnostic out{swept ? sv.mark : d.mark, sv.key_path, message, d.suggestion};
+        if (seen.insert(config::format(out)).second) diags.add(std::move(out));
+      }
+    }
+  }
+}
+
+void check_sweep_section(const CommandArgs& args, const config::Config& config,
+                         config::Diagnostics& diags) {
+  if (config.sweep.is_null()) return;
+  sweep::SweepSpec spec;
+  try {
+    spec = sweep::parse_sweep(config.sweep, {}, static_cast<std::uint64_t>(config.seed));
+  } catch (const config::ConfigError& e) {
+    for (const auto& d : e.diagnostics().list()) diags.add(d);
+    return;
+  }
+  check_swept_values(args, spec, diags);
+}
+
+}  // namespace
 
 void print_config_warnings(const config::Config& config) {
   for (const auto& warning : config.warnings)
@@ -15,7 +100,15 @@ void print_config_warnings(const config::Config& config) {
 
 int command_validate(const CommandArgs& args) {
   const config::Config config =
-      config::load_and_check(args.config_path, args.overrides);  // throws ConfigError
+      config::load_config(args.config_path, args.overrides);  // throws ConfigError
+  config::Diagnostics diags;
+  try {
+    config::run_validation_hooks(config);
+  } catch (const config::ConfigError& e) {
+    for (const auto& d : e.diagnostics().list()) diags.add(d);
+  }
+  check_sweep_section(args, config, diags);
+  diags.throw_if_any();
   print_config_warnings(config);
   std::printf("ok\n");
   return 0;

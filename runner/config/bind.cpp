@@ -3,6 +3,7 @@
 #include "runner/config/bind.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "runner/config/data_items.h"
@@ -63,6 +64,15 @@ void bind_model(Node& root, Config& config, Diagnostics& diags) {
     diags.add(model->mark(), "model", "expected a map with `layers:`, found " + describe(*model));
     return;
   }
+  // The model's plain settings are typed fields like any other; the rest of
+  // the section (layers, blocks, loss, recompute) is the graph builder's.
+  static const std::vector<FieldSpec> plain = {
+      field("init_from", FieldType::string, "A .safetensors file to start from"),
+      field("init_strict", FieldType::boolean, "Every init_from tensor must match").def("true"),
+  };
+  for (const FieldSpec& spec : plain)
+    if (const Node* value = model->find(spec.name))
+      parse_field(*value, spec, "model." + spec.name, diags);
   const Node* layers = model->find("layers");
   if (!layers)
     diags.add(model->mark(), "model.layers", "missing required key 'layers' (a list of layers)");
@@ -123,7 +133,48 @@ Mark mark_of(const Node& root, const std::string& section, const std::string& ke
   return root.mark();
 }
 
+// `name` is one folder under output.dir: a single path component.
+void check_name(const Node& root, const Config& c, Diagnostics& diags) {
+  const Node* name = root.find("name");
+  if (!name || name->mark().is_default() || classify(*name) != ScalarKind::string) return;
+  const bool plain_chars =
+      !c.name.empty() && std::all_of(c.name.begin(), c.name.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+      });
+  if (plain_chars && c.name != "." && c.name != "..") return;
+  std::string fixed;
+  for (char ch : c.name)
+    fixed += std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' ? ch : '_';
+  const std::size_t first = fixed.find_first_not_of("._"), last = fixed.find_last_not_of("._");
+  fixed = first == std::string::npos ? "" : fixed.substr(first, last - first + 1);
+  diags.add(name->mark(), "name",
+            "expected a single folder name (letters, digits, '-', '_', '.'; not '.' or '..'), "
+            "found " +
+                describe(*name) + ": run directories are <output.dir>/<name>/<timestamp>",
+            fixed.empty() || fixed == c.name ? "" : "use e.g. name: " + fixed);
+}
+
+// A batch of synthetic samples must be countable: batch x sample elements
+// (and the bytes they take) within 64-bit arithmetic.
+void check_batch_elements(const Node& root, const Config& c, Diagnostics& diags) {
+  constexpr std::int64_t kMaxBatchElements = std::int64_t{1} << 60;
+  for (const auto* item : {&c.data.train, &c.data.eval}) {
+    if (!*item) continue;
+    const auto sample = declared_sample_elements(**item);
+    if (!sample || *sample > kMaxSampleElements) continue;  // reported at the shape
+    if (c.train.batch_size <= kMaxBatchElements / *sample) continue;
+    diags.add(mark_of(root, "train", "batch_size"), "train.batch_size",
+              "a batch of " + std::to_string(c.train.batch_size) + " samples of " +
+                  std::to_string(*sample) + " elements each holds more than 2^60 elements, " +
+                  "the most a batch may hold",
+              "use a smaller batch_size");
+    return;
+  }
+}
+
 void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
+  check_name(root, c, diags);
+  check_batch_elements(root, c, diags);
   if (c.train.epochs == 0 && c.train.max_steps == 0)
     diags.add(mark_of(root, "train", "epochs"), "train.epochs",
               "nothing to train: set train.epochs > 0 or train.max_steps > 0");

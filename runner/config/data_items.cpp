@@ -56,6 +56,12 @@ std::optional<TypedItem> read_item(Node& node, const std::string& key_path, cons
   }
   const auto def = std::find_if(defs.begin(), defs.end(),
                                 [&](const ItemDef& d) { return *d.name == type->text(); });
+  if (classify(*type) == ScalarKind::null) {
+    diags.add(type->mark(), join_key(key_path, "type"),
+              std::string("the ") + what + " type is empty (null)",
+              "known " + std::string(what) + " types: " + join_names(names));
+    return std::nullopt;
+  }
   if (!type->is_scalar() || def == defs.end()) {
     const std::string near = type->is_scalar() ? nearest(type->text(), names) : "";
     diags.add(type->mark(), join_key(key_path, "type"),
@@ -66,6 +72,14 @@ std::optional<TypedItem> read_item(Node& node, const std::string& key_path, cons
   }
   TypedItem item{type->text(), read_fields(node, *def->fields, key_path, diags, {"type"}),
                  node.mark()};
+  if (const auto elements = declared_sample_elements(item); elements > kMaxSampleElements) {
+    const char* field = item.attrs.has("shape") ? "shape" : "size";
+    const Node* value = node.find(field);
+    diags.add(value ? value->mark() : node.mark(), join_key(key_path, field),
+              "a sample of this " + std::string(field) + " has more than " +
+                  std::to_string(kMaxSampleElements) + " (2^31) elements, the most supported",
+              "use a smaller sample shape");
+  }
   fill_defaults(node, *def->fields);
   for (const auto& field : *def->path_fields) {
     Node* value = node.find(field);
@@ -100,7 +114,28 @@ std::vector<ItemDef> transform_item_defs() {
   return defs;
 }
 
+// a * b, or kMaxSampleElements + 1 when it is larger (or a factor is not positive).
+std::int64_t bounded_product(std::int64_t a, std::int64_t b) {
+  constexpr std::int64_t over = kMaxSampleElements + 1;
+  if (a < 1 || b < 1 || a > over || b > over || a > over / b) return over;
+  return a * b;
+}
+
 }  // namespace
+
+std::optional<std::int64_t> declared_sample_elements(const TypedItem& item) {
+  std::int64_t n = 1;
+  if (item.attrs.has("shape")) {  // synthetic
+    for (std::int64_t d : item.attrs.get_ints("shape", 1)) n = bounded_product(n, d);
+    return n;
+  }
+  if (item.attrs.has("size") && item.attrs.has("channels")) {  // image_folder
+    n = item.attrs.get_int("channels");
+    for (std::int64_t d : item.attrs.get_ints("size", 2)) n = bounded_product(n, d);
+    return n;
+  }
+  return std::nullopt;
+}
 
 std::optional<TypedItem> read_source_item(Node& node, const std::string& key_path,
                                           Diagnostics& diags) {

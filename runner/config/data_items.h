@@ -4,6 +4,7 @@
 // Path fields are resolved relative to the YAML file that wrote them.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,14 @@ namespace trainer::config {
 // Validates the source item `node` in place (defaults filled, paths resolved).
 std::optional<TypedItem> read_source_item(Node& node, const std::string& key_path,
                                           Diagnostics& diags);
+// The largest sample a source may declare, in elements (2^31).
+inline constexpr std::int64_t kMaxSampleElements = std::int64_t{1} << 31;
+
+// The number of elements of one sample, when the source's fields say it
+// (synthetic `shape`, image_folder `size` x `channels`); nullopt otherwise.
+// Saturates at kMaxSampleElements + 1.
+std::optional<std::int64_t> declared_sample_elements(const TypedItem& item);
+
 // Validates a list of transform items in place.
 std::vector<TypedItem> read_transform_list(Node& node, const std::string& key_path,
                                            Diagnostics& diags);

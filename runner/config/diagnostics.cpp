@@ -7,11 +7,34 @@
 
 namespace trainer::config {
 
+namespace {
+
+// User text echoed in a message may hold control bytes (a NUL, an escape
+// sequence); they are shown as \xNN so the terminal shows what was written.
+// Line breaks the message itself contains are kept.
+std::string printable(const std::string& text) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+      out += "\\x";
+      out += hex[byte >> 4];
+      out += hex[byte & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string format(const Diagnostic& d, const char* severity) {
-  std::string out = to_string(d.mark) + ": " + severity + ": ";
-  if (!d.key_path.empty()) out += d.key_path + ": ";
-  out += d.message;
-  if (!d.suggestion.empty()) out += "\n    " + d.suggestion;
+  std::string out = printable(to_string(d.mark)) + ": " + severity + ": ";
+  if (!d.key_path.empty()) out += printable(d.key_path) + ": ";
+  out += printable(d.message);
+  if (!d.suggestion.empty()) out += "\n    " + printable(d.suggestion);
   return out;
 }
 

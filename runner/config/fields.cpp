@@ -45,15 +45,35 @@ bool in_range(const FieldSpec& spec, double v) {
   return true;
 }
 
-// One number/integer element (a scalar or a list item).
+// One number/integer element (a scalar or a list item). Every number field
+// rejects infinities here (NaN fails the range check), so no field needs its own.
 template <class T>
 bool parse_number_element(const Node& node, const FieldSpec& spec, const std::string& key_path,
                           Diagnostics& diags, T& out) {
   const bool want_int = std::is_integral_v<T>;
+  const ScalarKind kind = node.is_scalar() ? classify(node) : ScalarKind::string;
   std::optional<double> value;
   if (want_int) {
-    if (auto i = as_int(node)) value = static_cast<double>(*i), out = static_cast<T>(*i);
+    if (auto i = as_int(node)) {
+      value = static_cast<double>(*i), out = static_cast<T>(*i);
+    } else if (kind == ScalarKind::integer) {
+      diags.add(node.mark(), key_path,
+                "integer " + node.text() +
+                    " is outside the representable range (-9223372036854775808 to "
+                    "9223372036854775807); expected " +
+                    expected_number(spec));
+      return false;
+    }
   } else if (auto d = as_number(node)) {
+    if (std::isinf(*d)) {
+      diags.add(
+          node.mark(), key_path,
+          "expected a finite " + expected_number(spec).substr(2) + ", found " + describe(node) +
+              (kind == ScalarKind::integer || node.text().find_first_of("eE") != std::string::npos
+                   ? " (too large to represent)"
+                   : ""));
+      return false;
+    }
     value = *d;
     out = static_cast<T>(*d);
   }

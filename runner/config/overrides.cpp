@@ -2,12 +2,16 @@
 #include "runner/config/overrides.h"
 
 #include <cctype>
+#include <charconv>
 
 #include "runner/config/scalar.h"
 #include "runner/config/yaml_reader.h"
 
 namespace trainer::config {
 namespace {
+
+// Larger indices cannot name an item of any list a config holds.
+constexpr std::size_t kMaxListIndex = 1'000'000;
 
 struct PathStep {
   std::string key;        // a map key, or empty for an index step
@@ -35,7 +39,12 @@ bool parse_path(const std::string& key, int line, std::vector<PathStep>& steps,
       while (i < key.size() && std::isdigit(static_cast<unsigned char>(key[i]))) ++i;
       if (i == digits || i >= key.size() || key[i] != ']')
         return bad(open, "expected a list index like [2]");
-      steps.push_back({"", std::stoul(key.substr(digits, i - digits)), static_cast<int>(open) + 1});
+      std::size_t index = 0;
+      const auto [end, err] = std::from_chars(key.data() + digits, key.data() + i, index);
+      if (err != std::errc() || end != key.data() + i || index > kMaxListIndex)
+        return bad(open, "list index " + key.substr(digits, i - digits) +
+                             " is out of range (at most " + std::to_string(kMaxListIndex) + ")");
+      steps.push_back({"", index, static_cast<int>(open) + 1});
       ++i;
     }
     if (i < key.size()) {
@@ -58,6 +67,18 @@ std::string path_text(const std::vector<PathStep>& steps, std::size_t count) {
   return out;
 }
 
+// `steps[at]` indexes a list that has no such item: an override replaces an
+// item but cannot append one.
+void report_no_item(const std::vector<PathStep>& steps, std::size_t at, int line,
+                    const std::string& state, Diagnostics& diags) {
+  const std::string list = path_text(steps, at);
+  diags.add({kCommandLine, line, steps[at].column}, path_text(steps, at + 1),
+            "'" + list + "' " + state + ", so it has no item " + std::to_string(steps[at].index),
+            "an override replaces list items but cannot add them; to add one, give the whole "
+            "list: " +
+                list + "=[...]");
+}
+
 void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags) {
   const auto eq = text.find('=');
   if (eq == std::string::npos) {
@@ -68,6 +89,13 @@ void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags
   const std::string key = text.substr(0, eq);
   std::vector<PathStep> steps;
   if (!parse_path(key, line, steps, diags)) return;
+  if (steps.front().key == "extends") {
+    diags.add({kCommandLine, line, 1}, "extends",
+              "`extends` cannot be given as an override: the files a config extends are merged "
+              "when it is read",
+              "put `extends: " + text.substr(eq + 1) + "` at the top of the config file");
+    return;
+  }
 
   bool ok = true;
   Node value =
@@ -81,16 +109,18 @@ void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags
     const bool last = s + 1 == steps.size();
     const Mark step_mark{kCommandLine, line, step.column};
     if (step.key.empty()) {
+      if (cur->is_null()) {
+        report_no_item(steps, s, line, "is not set", diags);
+        return;
+      }
       if (!cur->is_sequence()) {
         diags.add(step_mark, path_text(steps, s + 1),
                   "'" + path_text(steps, s) + "' is not a list (found " + describe(*cur) + ")");
         return;
       }
       if (step.index >= cur->items().size()) {
-        diags.add(step_mark, path_text(steps, s + 1),
-                  "index " + std::to_string(step.index) + " is out of range: '" +
-                      path_text(steps, s) + "' has " + std::to_string(cur->items().size()) +
-                      " item(s)");
+        report_no_item(steps, s, line, "has " + std::to_string(cur->items().size()) + " item(s)",
+                       diags);
         return;
       }
       if (last)
@@ -110,7 +140,15 @@ void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags
       cur->set(step.key, value, step_mark);
     } else {
       Node* next = cur->find(step.key);
-      if (!next) next = &cur->set(step.key, Node::map(step_mark), step_mark);
+      if (!next) {
+        // A missing key followed by an index: nothing to index into (reported
+        // above, without leaving an empty map behind in the tree).
+        if (steps[s + 1].key.empty()) {
+          report_no_item(steps, s + 1, line, "is not set", diags);
+          return;
+        }
+        next = &cur->set(step.key, Node::map(step_mark), step_mark);
+      }
       cur = next;
     }
   }

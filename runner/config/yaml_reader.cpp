@@ -8,6 +8,7 @@
 #include <yaml-cpp/parser.h>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace trainer::config {
@@ -137,11 +138,44 @@ class TreeBuilder : public YAML::EventHandler {
   int documents_ = 0;
 };
 
+// YAML breaks lines at CR LF, LF or a lone CR; the parser knows only the first
+// two, so a lone CR (old Mac line endings) becomes LF.
+std::string normalize_line_breaks(const std::string& text) {
+  std::string out = text;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i] == '\r' && (i + 1 == out.size() || out[i + 1] != '\n')) out[i] = '\n';
+  return out;
+}
+
+// The position of the first NUL byte, which no YAML text holds (the parser
+// would stop reading there).
+std::optional<Mark> find_nul(const std::string& text, const std::string& file, int line_offset,
+                             int column_offset) {
+  const std::size_t at = text.find('\0');
+  if (at == std::string::npos) return std::nullopt;
+  int line = 1, column = 1;
+  for (std::size_t i = 0; i < at; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return Mark{file, line + line_offset, column + column_offset};
+}
+
 }  // namespace
 
-Node parse_yaml(const std::string& text, const std::string& file, Diagnostics& diags, bool* ok,
+Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostics& diags, bool* ok,
                 int line_offset, int column_offset) {
   if (ok) *ok = true;
+  const std::string text = normalize_line_breaks(raw_text);
+  if (const auto nul = find_nul(text, file, line_offset, column_offset)) {
+    diags.add(*nul, "", "invalid YAML: a NUL byte (\\0); is this a binary file?");
+    if (ok) *ok = false;
+    return Node{};
+  }
   std::istringstream in(text);
   // Problems seen while building (duplicate keys) are kept only when the text
   // parses: after a syntax error the partial event stream means nothing.

@@ -8,6 +8,7 @@
 
 #include "ops/op.h"
 #include "runner/config/fields.h"
+#include "runner/config/scalar.h"
 
 namespace trainer::graph {
 namespace {
@@ -20,6 +21,8 @@ constexpr const char* kInputName = "input";
 
 // Keys a layer may have besides its op's attributes.
 const std::vector<std::string> kLayerKeys = {"type", "name", "inputs"};
+// The most repetitions of one block instance.
+constexpr double kMaxRepeat = 10000;
 // Keys a block instance has besides the block's parameters.
 const std::vector<std::string> kBlockInstanceKeys = {"block", "name", "inputs", "repeat", "first"};
 
@@ -29,29 +32,37 @@ std::vector<std::string> keys_of(const Node& map) {
   return out;
 }
 
-// Replaces every scalar "$p" / "${p}" by the value of block parameter p.
-Node substitute(const Node& node, const std::map<std::string, Node>& params) {
-  if (node.is_scalar() && !node.quoted() && !node.text().empty() && node.text()[0] == '$') {
-    std::string name = node.text().substr(1);
-    if (name.size() >= 2 && name.front() == '{' && name.back() == '}')
-      name = name.substr(1, name.size() - 2);
+// The parameter a scalar "$p" / "${p}" names, or "" when it names none.
+std::string parameter_reference(const Node& node) {
+  if (!node.is_scalar() || node.quoted() || node.text().empty() || node.text()[0] != '$') return {};
+  std::string name = node.text().substr(1);
+  if (name.size() >= 2 && name.front() == '{' && name.back() == '}')
+    name = name.substr(1, name.size() - 2);
+  return name;
+}
+
+// Replaces every scalar "$p" / "${p}" by the value of block parameter p. The
+// value keeps its own mark (where the instance, or the block's `params:`,
+// wrote it), so a bad value is reported where it was written. A reference to
+// an undeclared parameter is left as is and added to `undeclared`.
+Node substitute(const Node& node, const std::map<std::string, Node>& params,
+                std::vector<const Node*>* undeclared = nullptr) {
+  if (const std::string name = parameter_reference(node); !name.empty()) {
     auto it = params.find(name);
-    if (it != params.end()) {
-      Node value = it->second;
-      value.set_mark(node.mark());
-      return value;
-    }
-    return node;  // left as is: reported as a bad value by attribute validation
+    if (it != params.end()) return it->second;
+    if (undeclared) undeclared->push_back(&node);
+    return node;
   }
   if (node.is_sequence()) {
     Node out = Node::sequence(node.mark());
-    for (const auto& item : node.items()) out.push_back(substitute(item, params));
+    for (const auto& item : node.items()) out.push_back(substitute(item, params, undeclared));
     return out;
   }
   if (node.is_map()) {
     Node out = Node::map(node.mark());
     for (std::size_t i = 0; i < node.size(); ++i)
-      out.set(node.key_at(i), substitute(node.value_at(i), params), node.key_mark_at(i));
+      out.set(node.key_at(i), substitute(node.value_at(i), params, undeclared),
+              node.key_mark_at(i));
     return out;
   }
   return node;
@@ -141,7 +152,12 @@ class Builder {
     ValueId previous = scope.values.at(kInputName);
     for (std::size_t i = 0; i < list.items().size(); ++i) {
       const std::string item_path = path + "[" + std::to_string(i) + "]";
-      const Node layer = substitute(list.items()[i], params);
+      std::vector<const Node*> undeclared;
+      const Node layer = substitute(list.items()[i], params, &undeclared);
+      if (!undeclared.empty()) {
+        report_undeclared(undeclared, path, params);
+        return kNoValue;
+      }
       if (!layer.is_map()) {
         diags_.add(layer.mark(), item_path, "expected a layer map like {type: linear, ...}");
         return kNoValue;
@@ -156,6 +172,34 @@ class Builder {
     return previous;
   }
 
+  // `$name` references in a block's layers that name none of its parameters.
+  void report_undeclared(const std::vector<const Node*>& refs, const std::string& layers_path,
+                         const std::map<std::string, Node>& params) {
+    if (layers_path.rfind("model.blocks.", 0) != 0) {
+      for (const Node* ref : refs)
+        diags_.add(ref->mark(), layers_path,
+                   "'" + ref->text() + "' names a block parameter, but this is not inside a block",
+                   "write the value itself, or quote it for a string starting with '$'");
+      return;
+    }
+    // layers_path is "model.blocks.<block>.layers".
+    const std::string block_path = layers_path.substr(0, layers_path.rfind('.'));
+    const std::string block = block_path.substr(block_path.rfind('.') + 1);
+    std::vector<std::string> names;
+    for (const auto& [name, value] : params) names.push_back(name);
+    for (const Node* ref : refs) {
+      const std::string name = parameter_reference(*ref);
+      const std::string near = config::nearest(name, names);
+      diags_.add(
+          ref->mark(), layers_path,
+          "'" + ref->text() + "' names no parameter of block '" + block + "'",
+          !near.empty() ? "did you mean '$" + near + "'?"
+          : names.empty()
+              ? "the block declares no parameters; declare them under " + block_path + ".params"
+              : "its parameters: " + join(names) + " (declared under " + block_path + ".params)");
+    }
+  }
+
   std::string local_name(const Node& layer, const std::string& type, Scope& scope,
                          const std::string& path) {
     const int count = ++scope.type_counts[type];
@@ -164,7 +208,8 @@ class Builder {
       if (!name->is_scalar() || text.empty() || text.find('.') != std::string::npos ||
           text == kInputName) {
         diags_.add(name->mark(), path + ".name",
-                   "expected a layer name without dots (and not 'input'), found '" + text + "'");
+                   "expected a layer name without dots (and not 'input'), found " +
+                       config::describe(*name));
         return {};
       }
       if (scope.values.count(text)) {
@@ -344,16 +389,12 @@ class Builder {
     }
     std::int64_t repeat = 1;
     if (const Node* r = inst.find("repeat")) {
-      try {
-        repeat = std::stoll(r->text());
-      } catch (...) {
-        repeat = 0;
-      }
-      if (!r->is_scalar() || repeat < 1 || repeat > 10000) {
-        diags_.add(r->mark(), path + ".repeat",
-                   "expected an integer >= 1, found '" + r->text() + "'");
-        return kNoValue;
-      }
+      // Checked like any integer field: 2.5, 1e1 and "3" are not repetition counts.
+      static const FieldSpec spec =
+          field("repeat", FieldType::integer, "").at_least(1).at_most(kMaxRepeat);
+      FieldValue value;
+      if (!config::parse_field(*r, spec, path + ".repeat", diags_, value)) return kNoValue;
+      repeat = std::get<std::int64_t>(value);
     }
     const std::string name = local_name(inst, block_name->text(), scope, path);
     if (name.empty()) return kNoValue;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "runner/config/diagnostics.h"
@@ -49,10 +50,73 @@ bool number(const Node& node, double& out) {
   }
 }
 
+// Adds a grid key's values; a key already in the grid gets the new values
+// appended (each value once).
+void add_grid(SweepSpec& spec, const std::string& key, const std::vector<std::string>& values,
+              const Mark& mark) {
+  for (std::size_t i = 0; i < spec.grid.size(); ++i) {
+    if (spec.grid[i].first != key) continue;
+    auto& existing = spec.grid[i].second;
+    for (const auto& v : values)
+      if (std::find(existing.begin(), existing.end(), v) == existing.end()) existing.push_back(v);
+    return;
+  }
+  spec.grid.emplace_back(key, values);
+  spec.grid_marks.push_back(mark);
+}
+
+// The first dotted key under a nested map ({optimizer: {lr: ...}} -> optimizer.lr).
+std::string first_leaf_key(const Node& node, const std::string& prefix) {
+  if (!node.is_map() || node.size() == 0) return prefix;
+  return first_leaf_key(node.value_at(0), prefix + "." + node.key_at(0));
+}
+
+std::uint64_t saturating_multiply(std::uint64_t a, std::uint64_t b) {
+  if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+  return a * b;
+}
+
+// Refuses a sweep of more than kMaxTrials trials, at the largest factor.
+void check_trial_count(const SweepSpec& spec, const Node& section, Diagnostics& diags) {
+  const std::uint64_t total = trial_count(spec);
+  if (total <= kMaxTrials) return;
+  std::string factors;
+  Mark mark = section.is_map() ? section.mark() : Mark{"<--grid>", 0, 0};
+  std::string key = "sweep";
+  std::uint64_t largest = 0;
+  for (std::size_t i = 0; i < spec.grid.size(); ++i) {
+    const std::uint64_t n = spec.grid[i].second.size();
+    factors += (factors.empty() ? "" : " x ") + std::to_string(n) + " (" + spec.grid[i].first + ")";
+    if (n > largest)
+      largest = n, mark = spec.grid_marks[i], key = "sweep.grid." + spec.grid[i].first;
+  }
+  if (spec.random_trials > 0) {
+    const auto n = static_cast<std::uint64_t>(spec.random_trials);
+    factors += (factors.empty() ? "" : " x ") + std::to_string(n) + " (random.trials)";
+    if (n > largest) {
+      largest = n, key = "sweep.random.trials";
+      if (const Node* r = section.is_map() ? section.find("random") : nullptr)
+        if (const Node* t = r->is_map() ? r->find("trials") : nullptr) mark = t->mark();
+    }
+  }
+  if (!spec.seeds.empty()) {
+    factors += (factors.empty() ? "" : " x ") + std::to_string(spec.seeds.size()) + " (seeds)";
+    if (spec.seeds.size() > largest)
+      if (const Node* seeds = section.is_map() ? section.find("seeds") : nullptr)
+        mark = seeds->mark(), key = "sweep.seeds";
+  }
+  diags.add(mark, key,
+            "the sweep expands to " +
+                (total == UINT64_MAX ? std::string("more than 10^19") : std::to_string(total)) +
+                " trials (" + factors + "); a sweep may have at most " + std::to_string(kMaxTrials),
+            "sweep fewer values, or split the search into several sweeps");
+}
+
 RandomParam random_param(const std::string& key, const Node& node, const std::string& path,
                          Diagnostics& diags) {
   RandomParam p;
   p.key = key;
+  p.mark = node.mark();
   static const std::vector<std::string> kinds = {"uniform", "log_uniform", "int", "choice"};
   if (!node.is_map() || node.size() != 1) {
     diags.add(node.mark(), path,
@@ -131,9 +195,18 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
           diags.add(value.mark(), path, "expected a map of config key to a list of values");
           continue;
         }
-        for (std::size_t g = 0; g < value.size(); ++g)
-          spec.grid.emplace_back(value.key_at(g),
-                                 scalars(value.value_at(g), path + "." + value.key_at(g), diags));
+        for (std::size_t g = 0; g < value.size(); ++g) {
+          const Node& values = value.value_at(g);
+          if (values.is_map()) {  // {optimizer: {lr: [...]}}: keys are dotted paths
+            diags.add(values.mark(), path + "." + value.key_at(g),
+                      "expected a list of values, found a map: grid keys are dotted config keys",
+                      "write `" + first_leaf_key(values, value.key_at(g)) +
+                          ": [...]` directly under sweep.grid");
+            continue;
+          }
+          add_grid(spec, value.key_at(g), scalars(values, path + "." + value.key_at(g), diags),
+                   value.key_mark_at(g));
+        }
       } else if (key == "random") {
         if (!value.is_map()) {
           diags.add(value.mark(), path,
@@ -145,10 +218,17 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
           const Node& rv = value.value_at(r);
           double n = 0;
           if (rk == "trials") {
-            if (!number(rv, n) || n < 1 || n != std::floor(n))
+            if (!number(rv, n) || n < 1 || n != std::floor(n)) {
               diags.add(rv.mark(), path + ".trials", "expected an integer >= 1");
-            else
-              spec.random_trials = static_cast<std::int64_t>(n);
+            } else {
+              const auto cap = static_cast<double>(kMaxTrials);
+              spec.random_trials = static_cast<std::int64_t>(std::min(n, cap + 1));
+              if (n > cap)
+                diags.add(rv.mark(), path + ".trials",
+                          "expected at most " + std::to_string(kMaxTrials) + " trials, found " +
+                              rv.text(),
+                          "a sweep may have at most " + std::to_string(kMaxTrials) + " trials");
+            }
           } else if (rk == "seed") {
             if (!number(rv, n) || n < 0 || n != std::floor(n))
               diags.add(rv.mark(), path + ".seed", "expected an integer >= 0");
@@ -212,28 +292,63 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
       }
     }
   }
-  for (const auto& flag : grid_flags) {
+  for (std::size_t f = 0; f < grid_flags.size(); ++f) {
+    const std::string& flag = grid_flags[f];
+    const Mark mark{"<--grid>", static_cast<int>(f) + 1, 1};
     const auto eq = flag.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
-      diags.add(Mark{"<--grid>", 0, 0}, "--grid", "expected KEY=V1,V2,... , found '" + flag + "'");
+      diags.add(mark, "--grid", "expected KEY=V1,V2,... , found '" + flag + "'");
       continue;
     }
-    std::vector<std::string> values;
-    std::string rest = flag.substr(eq + 1), item;
-    for (std::size_t start = 0;;) {
-      const auto comma = rest.find(',', start);
-      values.push_back(
-          rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    spec.grid.emplace_back(flag.substr(0, eq), values);
+    add_grid(spec, flag.substr(0, eq), split_grid_values(flag.substr(eq + 1)), mark);
   }
+  if (diags.empty()) check_trial_count(spec, section, diags);
   diags.throw_if_any();
   return spec;
 }
 
+std::vector<std::string> split_grid_values(const std::string& text) {
+  std::vector<std::string> values;
+  std::string current;
+  int depth = 0;
+  char quote = 0;
+  for (char c : text) {
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      values.push_back(current);
+      current.clear();
+      continue;
+    }
+    current += c;
+  }
+  values.push_back(current);
+  return values;
+}
+
+std::uint64_t trial_count(const SweepSpec& spec) {
+  std::uint64_t total = 1;
+  for (const auto& [key, values] : spec.grid) total = saturating_multiply(total, values.size());
+  if (spec.random_trials > 0)
+    total = saturating_multiply(total, static_cast<std::uint64_t>(spec.random_trials));
+  if (!spec.seeds.empty()) total = saturating_multiply(total, spec.seeds.size());
+  return total;
+}
+
 std::vector<Trial> expand_trials(const SweepSpec& spec) {
+  if (const std::uint64_t total = trial_count(spec); total > kMaxTrials) {
+    Diagnostics diags;
+    diags.add(Mark{"<sweep>", 0, 0}, "sweep",
+              "the sweep expands to " + std::to_string(total) + " trials; at most " +
+                  std::to_string(kMaxTrials) + " are allowed");
+    diags.throw_if_any();
+  }
   // Grid points (the product, first key varying slowest).
   std::vector<std::vector<std::string>> points = {{}};
   for (const auto& [key, values] : spec.grid) {

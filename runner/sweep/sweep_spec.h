@@ -27,15 +27,23 @@
 
 namespace trainer::sweep {
 
+// The most trials one sweep may expand to; a larger one is refused before
+// anything is allocated or run.
+inline constexpr std::uint64_t kMaxTrials = 10000;
+
 struct RandomParam {
   std::string key;
+  config::Mark mark;         // where the parameter is written
   std::string distribution;  // uniform | log_uniform | int | choice
   double low = 0, high = 0;
   std::vector<std::string> choices;
 };
 
 struct SweepSpec {
+  // Key and values; the same key given twice (in the file and by --grid
+  // flags) is one entry with the values of both.
   std::vector<std::pair<std::string, std::vector<std::string>>> grid;
+  std::vector<config::Mark> grid_marks;  // where each grid key was written, parallel to `grid`
   std::int64_t random_trials = 0;
   std::uint64_t random_seed = 0;
   std::vector<RandomParam> random;
@@ -51,9 +59,17 @@ struct Trial {
 };
 
 // Reads the `sweep:` node (may be null) and `--grid key=v1,v2` flags. Throws
-// config::ConfigError pointing at the offending key.
+// config::ConfigError pointing at the offending key, also when the sweep would
+// expand to more than kMaxTrials trials.
 SweepSpec parse_sweep(const config::Node& section, const std::vector<std::string>& grid_flags,
                       std::uint64_t default_seed);
+
+// How many trials the spec expands to (saturating at UINT64_MAX).
+std::uint64_t trial_count(const SweepSpec& spec);
+
+// The values one --grid flag's text V1,V2,... lists: split at the commas
+// outside brackets, braces and quotes, so `[0.1,0.2]` is one value.
+std::vector<std::string> split_grid_values(const std::string& text);
 
 // Throws config::ConfigError when the spec yields no parameter to vary.
 std::vector<Trial> expand_trials(const SweepSpec& spec);

@@ -1,0 +1,94 @@
+// labels: cpu
+// parse_sweep / expand_trials: the `sweep:` section and --grid flags become
+// trials; repeated keys add values, bracketed values stay whole, and a sweep
+// larger than the cap is refused before anything is expanded.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "runner/config/diagnostics.h"
+#include "runner/config/yaml_reader.h"
+#include "runner/sweep/sweep_spec.h"
+
+using namespace trainer;
+
+namespace {
+
+config::Node yaml(const std::string& text) {
+  config::Diagnostics d;
+  config::Node n = config::parse_yaml(text, "s.yaml", d);
+  REQUIRE(d.empty());
+  return n;
+}
+
+// The formatted diagnostics parse_sweep throws, or "" when it accepts.
+std::string errors_of(const config::Node& section, const std::vector<std::string>& flags = {}) {
+  try {
+    sweep::parse_sweep(section, flags, 0);
+  } catch (const config::ConfigError& e) {
+    return e.diagnostics().format_all();
+  }
+  return "";
+}
+
+std::vector<std::vector<std::string>> overrides_of(const std::vector<sweep::Trial>& trials) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& t : trials) out.push_back(t.overrides);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a --grid key given twice gets the values of both") {
+  const auto spec = sweep::parse_sweep(config::Node{}, {"optimizer.lr=0.1", "optimizer.lr=0.2"}, 0);
+  REQUIRE(spec.grid.size() == 1);
+  CHECK(spec.grid[0].second == std::vector<std::string>{"0.1", "0.2"});
+  CHECK(overrides_of(sweep::expand_trials(spec)) ==
+        std::vector<std::vector<std::string>>{{"optimizer.lr=0.1"}, {"optimizer.lr=0.2"}});
+  // Added to the file's grid for the same key, each value once.
+  const auto merged =
+      sweep::parse_sweep(yaml("{grid: {optimizer.lr: [0.1, 0.3]}}"), {"optimizer.lr=0.3,0.4"}, 0);
+  REQUIRE(merged.grid.size() == 1);
+  CHECK(merged.grid[0].second == std::vector<std::string>{"0.1", "0.3", "0.4"});
+}
+
+TEST_CASE("--grid splits only at top-level commas") {
+  CHECK(sweep::split_grid_values("0.1,0.2") == std::vector<std::string>{"0.1", "0.2"});
+  CHECK(sweep::split_grid_values("[0.1,0.2]") == std::vector<std::string>{"[0.1,0.2]"});
+  CHECK(sweep::split_grid_values("[1,8,8],[3,8,8]") ==
+        std::vector<std::string>{"[1,8,8]", "[3,8,8]"});
+  CHECK(sweep::split_grid_values("{type: scale, factor: 2},x") ==
+        std::vector<std::string>{"{type: scale, factor: 2}", "x"});
+  CHECK(sweep::split_grid_values("'a,b',c") == std::vector<std::string>{"'a,b'", "c"});
+  const auto spec = sweep::parse_sweep(config::Node{}, {"data.train.shape=[1,8,8],[3,8,8]"}, 0);
+  REQUIRE(spec.grid.size() == 1);
+  CHECK(spec.grid[0].second == std::vector<std::string>{"[1,8,8]", "[3,8,8]"});
+}
+
+TEST_CASE("a sweep of more trials than the cap is refused with the count, at the key") {
+  CHECK(errors_of(yaml("{random: {trials: 100000000, params: {seed: {int: [0, 9]}}}}")) ==
+        "s.yaml:1:19: error: sweep.random.trials: expected at most 10000 trials, found "
+        "100000000\n    a sweep may have at most 10000 trials\n");
+  std::string values;
+  for (int i = 0; i < 1000; ++i) values += (i ? "," : "") + std::to_string(i);
+  CHECK(errors_of(config::Node{}, {"seed=" + values, "train.log_every=" + values}) ==
+        "<--grid>:1:1: error: sweep.grid.seed: the sweep expands to 1000000 trials (1000 (seed) "
+        "x 1000 (train.log_every)); a sweep may have at most 10000\n"
+        "    sweep fewer values, or split the search into several sweeps\n");
+  CHECK(errors_of(yaml("{grid: {seed: [1, 2]}, random: {trials: 10000, params: {optimizer.lr: "
+                       "{uniform: [0.1, 0.2]}}}}"))
+            .find("s.yaml:1:41: error: sweep.random.trials: the sweep expands to 20000 trials (2 "
+                  "(seed) x 10000 (random.trials))") == 0);
+  // Exactly the cap is fine.
+  const auto spec = sweep::parse_sweep(
+      yaml("{random: {trials: 10000, params: {optimizer.lr: {uniform: [0.1, 0.2]}}}}"), {}, 0);
+  CHECK(sweep::trial_count(spec) == 10000);
+  CHECK(sweep::expand_trials(spec).size() == 10000);
+}
+
+TEST_CASE("a nested map in the grid says grid keys are dotted") {
+  CHECK(errors_of(yaml("{grid: {optimizer: {lr: [0.1, 0.2]}}}")) ==
+        "s.yaml:1:20: error: sweep.grid.optimizer: expected a list of values, found a map: grid "
+        "keys are dotted config keys\n"
+        "    write `optimizer.lr: [...]` directly under sweep.grid\n");
+}

@@ -58,7 +58,8 @@ TEST_CASE("every shipped config validates, plans and trains a few steps") {
 }
 
 TEST_CASE("the GPU benchmark's config is valid and plans on the CPU") {
-  CHECK(run_trainer("validate bench/gpu/large_mlp.yaml", true).code == 0);
+  // Its fields and model (validate also checks the GPU it lists, which this machine may lack).
+  CHECK(run_trainer("validate bench/gpu/large_mlp.yaml devices=cpu", true).code == 0);
   // Planned in its own precision, bf16, where the CPU computes it.
   const auto r = run_trainer(std::string("plan bench/gpu/large_mlp.yaml devices=cpu") +
                                  (cpu_computes_bf16() ? "" : " precision=fp32"),
@@ -76,4 +77,26 @@ TEST_CASE("a missing data file is a configuration error naming the file") {
   CHECK(r.code == 2);
   CHECK(r.out.find("/nonexistent/x.gz") != std::string::npos);
   CHECK(r.out.find("data.train") != std::string::npos);
+}
+
+TEST_CASE("GPUs this machine cannot use are refused at the devices key, before any run starts") {
+  const auto probe = run_trainer("validate configs/fashion_mnist_mlp.yaml devices=[0]", true);
+  if (probe.code == 0) {
+    WARN("GPU 0 is usable here: nothing to refuse");
+    return;
+  }
+  for (const std::string command : {"validate", "plan", "time", "run"}) {
+    INFO(command);
+    const fs::path out = fs::temp_directory_path() / "trainer_test_no_gpu";
+    fs::remove_all(out);
+    const auto r = run_trainer(command + " configs/fashion_mnist_mlp.yaml devices=[0,1]" +
+                                   (command == "run" ? " --out " + out.string() : ""),
+                               true);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("<command line>:1:9: error: devices: cannot use GPU 0: ") == 0);
+    CHECK(r.out.find("error: devices: cannot use GPU 1: ") != std::string::npos);
+    CHECK(r.out.find("starting 2 ranks") == std::string::npos);  // no ranks launched for nothing
+    CHECK_FALSE(fs::exists(out));
+  }
 }

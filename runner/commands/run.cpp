@@ -56,6 +56,11 @@ int command_run(const CommandArgs& given) {
     }
   }
   const config::Config loaded = config::load_config(args.config_path, args.overrides);
+  if (!launched_as_rank()) {  // before starting ranks that could not use them
+    config::Diagnostics diags;
+    train::check_devices(loaded, diags);
+    diags.throw_if_any();
+  }
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
   // From here SIGINT / SIGTERM stop the run between steps (or before the

@@ -14,6 +14,7 @@
 #include "runner/config/overrides.h"
 #include "runner/config/validate_hooks.h"
 #include "runner/sweep/sweep_spec.h"
+#include "runner/train/devices.h"
 
 namespace trainer {
 namespace {
@@ -108,6 +109,7 @@ int command_validate(const CommandArgs& args) {
     for (const auto& d : e.diagnostics().list()) diags.add(d);
   }
   check_sweep_section(args, config, diags);
+  train::check_devices(config, diags);  // the GPUs it lists, on this machine
   diags.throw_if_any();
   print_config_warnings(config);
   std::printf("ok\n");

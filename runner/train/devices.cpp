@@ -9,6 +9,7 @@
 #include "runner/train/session.h"
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/device_report.h"
 #endif
 
 namespace trainer::train {
@@ -30,6 +31,19 @@ Backend& with_precision_checked(Backend& backend, const config::Config& config) 
 
 }  // namespace
 
+void check_devices(const config::Config& config, config::Diagnostics& diags) {
+  if (config.devices.cpu || config.devices.gpus.empty()) return;
+#ifdef TRAINER_WITH_CUDA
+  for (const std::int64_t gpu : config.devices.gpus)
+    if (const std::string why = cuda::gpu_unavailable_reason(static_cast<int>(gpu)); !why.empty())
+      diags.add(mark_of(config, "devices"), "devices", why);  // names the GPU and what to do
+#else
+  diags.add(mark_of(config, "devices"), "devices",
+            "this build of trainer has no CUDA backend, so GPUs cannot be used",
+            "use `devices: cpu`, or rebuild with the CUDA toolkit, cuDNN and NCCL installed");
+#endif
+}
+
 Backend& select_backend(const config::Config& config) {
   const int threads = config.backend.threads > 0
                           ? static_cast<int>(config.backend.threads)
@@ -37,15 +51,14 @@ Backend& select_backend(const config::Config& config) {
   cpu::set_cpu_threads(threads);
   if (config.devices.cpu || config.devices.gpus.empty())
     return with_precision_checked(cpu_backend(), config);
+  config::Diagnostics d;
+  check_devices(config, d);
+  d.throw_if_any();
 #ifdef TRAINER_WITH_CUDA
   return with_precision_checked(cuda_backend(static_cast<int>(config.devices.gpus.front())),
                                 config);
 #else
-  config::Diagnostics d;
-  d.add(mark_of(config, "devices"), "devices",
-        "this build of trainer has no CUDA backend, so GPUs cannot be used",
-        "use `devices: cpu`, or rebuild with the CUDA toolkit, cuDNN and NCCL installed");
-  throw config::ConfigError(d);
+  throw std::logic_error("check_devices passed GPUs in a build without CUDA");
 #endif
 }
 

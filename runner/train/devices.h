@@ -4,11 +4,17 @@
 
 #include "ops/kernel.h"
 #include "runner/config/config.h"
+#include "runner/config/diagnostics.h"
 
 namespace trainer::train {
 
+// Every GPU `devices:` lists can be used here: errors at `devices` naming the
+// GPU and why not (no CUDA backend in this build, no driver, no such GPU).
+// Opens no CUDA context. Nothing to check for `devices: cpu`.
+void check_devices(const config::Config& config, config::Diagnostics& diags);
+
 // The backend for the first device of the config. Throws config::ConfigError
-// when the devices cannot be used here (no CUDA backend in this build).
+// when the devices cannot be used here (check_devices).
 Backend& select_backend(const config::Config& config);
 
 }  // namespace trainer::train

@@ -681,8 +681,11 @@ void TrainLoop::log_window() {
   // With fp16 loss scaling an overflowing forward pass is the scaler's to
   // diagnose (its steps are skipped); anything else non-finite stops here.
   if (!std::isfinite(loss) && !scaler_.enabled())
-    throw std::runtime_error("the training loss is " + std::to_string(loss) + " at step " +
-                             std::to_string(step_) + ": lower optimizer.lr or check the data");
+    throw std::runtime_error(std::string("the training loss is ") +
+                             (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
+                             std::to_string(step_) +
+                             " (mean of the last logging window): lower optimizer.lr (or set "
+                             "train.clip_grad_norm), or check the inputs and labels");
   const double samples_per_s = static_cast<double>(window_.samples) / elapsed;
   const double step_ms = 1000.0 * elapsed / static_cast<double>(window_.steps);
   const double wait_pct = 100.0 * window_.wait / elapsed;

@@ -33,10 +33,12 @@ inline std::vector<std::uint8_t> png_bytes(int width, int height, int channels,
   return out;
 }
 
-// `rgb`: [height, width, 3]. Baseline, or progressive (several scans).
-inline std::vector<std::uint8_t> jpeg_bytes(int width, int height,
-                                            const std::vector<std::uint8_t>& rgb, int quality,
-                                            bool progressive = false) {
+// `pixels`: [height, width, components] in colour space `space`. Baseline,
+// or progressive (several scans).
+inline std::vector<std::uint8_t> encode_jpeg(int width, int height, int components,
+                                             J_COLOR_SPACE space,
+                                             const std::vector<std::uint8_t>& pixels, int quality,
+                                             bool progressive) {
   jpeg_compress_struct info;
   jpeg_error_mgr err;
   info.err = jpeg_std_error(&err);
@@ -46,14 +48,15 @@ inline std::vector<std::uint8_t> jpeg_bytes(int width, int height,
   jpeg_mem_dest(&info, &buffer, &size);
   info.image_width = static_cast<JDIMENSION>(width);
   info.image_height = static_cast<JDIMENSION>(height);
-  info.input_components = 3;
-  info.in_color_space = JCS_RGB;
+  info.input_components = components;
+  info.in_color_space = space;
   jpeg_set_defaults(&info);
   jpeg_set_quality(&info, quality, TRUE);
   if (progressive) jpeg_simple_progression(&info);
   jpeg_start_compress(&info, TRUE);
   while (info.next_scanline < info.image_height) {
-    JSAMPROW row = const_cast<std::uint8_t*>(rgb.data()) + info.next_scanline * width * 3;
+    JSAMPROW row =
+        const_cast<std::uint8_t*>(pixels.data()) + info.next_scanline * width * components;
     jpeg_write_scanlines(&info, &row, 1);
   }
   jpeg_finish_compress(&info);
@@ -63,34 +66,20 @@ inline std::vector<std::uint8_t> jpeg_bytes(int width, int height,
   return out;
 }
 
+// `rgb`: [height, width, 3].
+inline std::vector<std::uint8_t> jpeg_bytes(int width, int height,
+                                            const std::vector<std::uint8_t>& rgb, int quality,
+                                            bool progressive = false) {
+  return encode_jpeg(width, height, 3, JCS_RGB, rgb, quality, progressive);
+}
+
 // A CMYK JPEG (as print workflows save them) of `width` x `height` pixels of
 // one colour `cmyk` (4 values).
 inline std::vector<std::uint8_t> cmyk_jpeg_bytes(int width, int height,
                                                  const std::vector<std::uint8_t>& cmyk) {
-  jpeg_compress_struct info;
-  jpeg_error_mgr err;
-  info.err = jpeg_std_error(&err);
-  jpeg_create_compress(&info);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&info, &buffer, &size);
-  info.image_width = static_cast<JDIMENSION>(width);
-  info.image_height = static_cast<JDIMENSION>(height);
-  info.input_components = 4;
-  info.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&info);
-  jpeg_start_compress(&info, TRUE);
-  std::vector<std::uint8_t> row_pixels;
-  for (int x = 0; x < width; ++x) row_pixels.insert(row_pixels.end(), cmyk.begin(), cmyk.end());
-  while (info.next_scanline < info.image_height) {
-    JSAMPROW row = row_pixels.data();
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  std::vector<std::uint8_t> out(buffer, buffer + size);
-  jpeg_destroy_compress(&info);
-  std::free(buffer);
-  return out;
+  std::vector<std::uint8_t> pixels;
+  for (int i = 0; i < width * height; ++i) pixels.insert(pixels.end(), cmyk.begin(), cmyk.end());
+  return encode_jpeg(width, height, 4, JCS_CMYK, pixels, 75, false);
 }
 
 }  // namespace trainer::data::testing

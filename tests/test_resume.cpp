@@ -219,6 +219,10 @@ TEST_CASE("a new run never writes into a directory that holds something") {
   write_text(tmp / "other/notes.txt", "mine");
   CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "other"), tmp / "other.log") == 2);
   CHECK(read_text(tmp / "other/notes.txt") == "mine");
+  // So does a file.
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "other/notes.txt"), tmp / "file.log") == 2);
+  CHECK(read_text(tmp / "file.log").find("exists and is not a directory") != std::string::npos);
+  CHECK(read_text(tmp / "other/notes.txt") == "mine");
 
   // Without --out, runs started within the same second get <time>-2, -3, ...:
   // take the names of the next seconds, so this run must find one taken.

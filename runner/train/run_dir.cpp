@@ -144,6 +144,8 @@ std::string write_config(const fs::path& dir, const config::Config& config,
 
 std::string refuse_used_run_dir(const std::string& out) {
   std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    return "--out " + out + ": exists and is not a directory; give a directory for the run";
   if (!fs::is_directory(out, ec)) return "";
   // What a run that stopped while its directory was being created leaves:
   // the lock file and temporary files. Such a directory can take a new run.

@@ -267,4 +267,8 @@ TEST_CASE("a run that stops on an error leaves summary.json with status failed a
   CHECK(summary["steps"].get<int>() > 0);
   CHECK(read_text(tmp / "run.log").find("error: " + summary["error"].get<std::string>()) !=
         std::string::npos);
+  // train.log ends with it too.
+  const auto log = read_lines(tmp / "run/train.log");
+  REQUIRE_FALSE(log.empty());
+  CHECK(log.back() == "error: " + error);
 }

@@ -68,6 +68,13 @@ TEST_CASE("a resume whose config builds another model is refused and changes not
     // Nothing set aside, rewritten or restarted: the directory is as it was.
     CHECK(snapshot(run) == before);
   }
+  // Adam's moments fit AdamW's shapes: the optimizer recorded in the state refuses it.
+  CHECK(run_to_end(resume_args(run, {"optimizer.type=adamw", "train.epochs=4"}), tmp / "w.log") ==
+        2);
+  CHECK(read_text(tmp / "w.log")
+            .find("holds the moments of optimizer adam; this config uses "
+                  "adamw") != std::string::npos);
+  CHECK(snapshot(run) == before);
   // A config that steps differently (another batch) is refused the same way.
   CHECK(run_to_end(resume_args(run, {"train.batch_size=16", "train.epochs=4"}), tmp / "b.log") ==
         2);
@@ -204,6 +211,11 @@ TEST_CASE("a finished run resumed has nothing to train and keeps its summary") {
   CHECK(read_text(tmp / "r.log")
             .find("nothing to train: the checkpoint is at step 48 and this "
                   "config trains 48 steps") != std::string::npos);
+  CHECK(read_text(run + "/summary.json") == summary);
+  // Also with a smaller limit: its config.yaml still repeats the run it did.
+  const std::string config = read_text(run + "/config.yaml");
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=4"}), tmp / "s.log") == 0);
+  CHECK(read_text(run + "/config.yaml") == config);
   CHECK(read_text(run + "/summary.json") == summary);
 }
 

@@ -185,3 +185,23 @@ TEST_CASE("a second sweep process in the same sweep directory is refused") {
   first.signal(SIGTERM);
   CHECK(first.wait() == 143);
 }
+
+TEST_CASE("a swept model key is checked against the model before any trial runs") {
+  TempDir tmp("sweep-model-key");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--grid", "model.layers[1].out_features=0,8",
+                    "--out", tmp / "sw"},
+                   tmp / "1.log") == 2);
+  const std::string log = read_text(tmp / "1.log");
+  INFO(log);
+  CHECK(log.find("sweep: trial-000 (model.layers[1].out_features=0)") != std::string::npos);
+  CHECK(log.find("none was run") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "sw/trials"));
+  // validate says the same of the config's own sweep section.
+  write_text(tmp / "swept.yaml",
+             tiny_experiment() + "sweep:\n  grid:\n    model.layers[1].type: [linear, lienar]\n");
+  const auto validate = run_to_end({"validate", tmp / "swept.yaml"}, tmp / "2.log");
+  INFO(read_text(tmp / "2.log"));
+  CHECK(validate == 2);
+  CHECK(read_text(tmp / "2.log").find("lienar") != std::string::npos);
+}

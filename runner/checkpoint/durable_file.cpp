@@ -57,7 +57,12 @@ void fsync_directory(const std::string& path) {
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
   const std::string tmp = path + ".tmp";
-  write_file_synced(tmp, bytes);
+  try {
+    write_file_synced(tmp, bytes);
+  } catch (...) {
+    ::unlink(tmp.c_str());  // a full disk: the partial copy would only hold space
+    throw;
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw os_error("rename into place", path);
   const auto slash = path.rfind('/');
   fsync_directory(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));

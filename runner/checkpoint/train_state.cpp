@@ -31,6 +31,7 @@ nlohmann::json TrainState::to_json() const {
       {"timing_bytes", timing_bytes}};
   if (metric) j["metric"] = *metric;
   if (events_bytes) j["events_bytes"] = *events_bytes;
+  if (!optimizer.empty()) j["optimizer"] = optimizer;
   if (!early_stopping.is_null()) j["early_stopping"] = early_stopping;
   return j;
 }
@@ -67,6 +68,7 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& pat
     s.timing_bytes = need("timing_bytes").get<std::uint64_t>();
     if (j.contains("metric") && j["metric"].is_number()) s.metric = j["metric"].get<double>();
     if (j.contains("events_bytes")) s.events_bytes = j["events_bytes"].get<std::uint64_t>();
+    if (j.contains("optimizer")) s.optimizer = j["optimizer"].get<std::string>();
     if (j.contains("early_stopping")) {
       s.early_stopping = j["early_stopping"];
       // Read now, so that a malformed one is this error and not a later one.

@@ -24,7 +24,10 @@ struct TrainState {
   std::int64_t total_steps = 0;
   std::int64_t seed = 0;  // every random stream is a pure function of (seed, step / epoch / sample)
   std::string schedule;   // learning-rate schedule type; its position is `step` of `total_steps`
-  double lr = 0;          // the last learning rate applied
+  // The optimizer whose moments the checkpoint holds ("" in checkpoints of
+  // earlier versions): adam and adamw keep moments of the same shapes.
+  std::string optimizer;
+  double lr = 0;  // the last learning rate applied
   nlohmann::json loss_scale =
       nlohmann::json::object();  // {scale, good_steps} with dynamic loss scaling
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "runner/commands.h"
 #include "runner/config/emit.h"
 #include "runner/config/load.h"
+#include "runner/config/validate_hooks.h"
 #include "runner/sweep/sweep_runner.h"
 #include "runner/sweep/sweep_spec.h"
 #include "runner/train/run_lock.h"
@@ -98,15 +100,24 @@ std::string reuse_conflict(const std::string& dir, const std::string& new_yaml) 
 // Every trial's config, checked field by field before any trial runs: a
 // typo in a swept key or a value out of range would otherwise fail each
 // trial in turn. Prints the errors of the first few failing trials and
-// returns how many failed. (The data and model are checked by each trial.)
+// returns how many failed. A trial that sets `model.` keys also gets the
+// model's checks (built once per distinct setting); the rest of the data and
+// model checks are each trial's.
 std::size_t report_trial_config_errors(const sweep::SweepJob& job) {
   constexpr std::size_t kShown = 3;
   std::size_t failed = 0;
+  std::set<std::string> models_checked;  // each distinct setting of the swept model keys once
   for (const auto& trial : job.trials) {
     std::vector<std::string> overrides = job.overrides;
     overrides.insert(overrides.end(), trial.overrides.begin(), trial.overrides.end());
     try {
-      config::load_config(job.config_path, overrides);
+      const config::Config trial_config = config::load_config(job.config_path, overrides);
+      // The model's own checks (layer types, attributes, shapes) when the sweep changes it.
+      std::string model;
+      for (const auto& o : trial.overrides)
+        if (o.rfind("model.", 0) == 0) model += o + "\n";
+      if (!model.empty() && models_checked.insert(model).second)
+        config::run_validation_hooks(trial_config);
     } catch (const config::ConfigError& e) {
       if (++failed > kShown) continue;
       std::string swept;

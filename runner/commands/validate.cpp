@@ -62,7 +62,9 @@ void check_swept_values(const CommandArgs& args, const sweep::SweepSpec& spec,
     overrides.push_back(sv.key + "=" + sv.value);
     const int line = static_cast<int>(overrides.size());
     try {
-      config::load_config(args.config_path, overrides);
+      const config::Config swept = config::load_config(args.config_path, overrides);
+      // The model's own checks (layer types, attributes, shapes) for a swept model key.
+      if (sv.key.rfind("model.", 0) == 0) config::run_validation_hooks(swept);
     } catch (const config::ConfigError& e) {
       for (config::Diagnostic d : e.diagnostics().list()) {
         if (d.mark.file == config::kCommandLine && d.mark.line != line) continue;  // not swept

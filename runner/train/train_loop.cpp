@@ -288,9 +288,9 @@ class TrainLoop {
   // summary.json for a run that stopped on an error: status "failed", the
   // error, and how far it got (the last checkpoint to resume from).
   void write_failure_summary(const std::string& error);
-  // The summary.json of a resumed run that had already finished at the
-  // checkpoint's step; nullopt when it had not.
-  std::optional<nlohmann::json> finished_summary() const;
+  // The summary.json of a resumed run that had already finished at
+  // `at_step` (its checkpoint's step); nullopt when it had not.
+  std::optional<nlohmann::json> finished_summary(std::int64_t at_step) const;
 
   const Session& s_;
   const config::Config& cfg_;
@@ -390,7 +390,10 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
         " micro-batches per epoch, fewer than one optimizer step (batch_size " +
         std::to_string(s.batch.global) + ")");
   resume_or_initialize();
-  if (options_.before_writing) options_.before_writing();
+  // A finished run resumed with nothing to train keeps its directory as it was.
+  const bool finished =
+      options_.resume && resumed_.step >= total_steps_ && finished_summary(resumed_.step);
+  if (options_.before_writing && !finished) options_.before_writing();
   open_metrics();
   log_->info(
       "model: {} parameters, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",
@@ -435,7 +438,7 @@ void TrainLoop::resume_or_initialize() {
         std::string("the run's checkpoint does not fit the model (and optimizer) this config "
                     "builds: ") +
         e.what() + "\n  resume with the run's own config (trainer run --resume " + run_dir_ +
-        ", overriding only train.max_steps / train.epochs); to train the changed model, start a "
+        "; train.max_steps / train.epochs may grow); to train the changed model, start a "
         "new run (model.init_from: that file, with model.init_strict: false, starts it from the "
         "tensors that fit)");
   }
@@ -467,6 +470,10 @@ void TrainLoop::resume_or_initialize() {
         ", " + std::to_string(steps_per_epoch_) + " and " + std::to_string(accumulation_) +
         ": resume with the run's own config.yaml (only train.max_steps / train.epochs may "
         "grow)");
+  if (!st.optimizer.empty() && st.optimizer != cfg_.optimizer.type)
+    throw UsageError("checkpoint " + loaded->path + " holds the moments of optimizer " +
+                     st.optimizer + "; this config uses " + cfg_.optimizer.type +
+                     ": resume with the run's own config.yaml, or start a new run");
   resumed_ = st;
   resumed_from_ = loaded->path;
   log_->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path, st.step,
@@ -808,6 +815,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.total_steps = total_steps_;
   st.seed = cfg_.seed;
   st.schedule = cfg_.schedule.type;
+  st.optimizer = cfg_.optimizer.type;
   st.lr = opt_.lr;
   st.loss_scale = scaler_.to_json();
   st.window_loss = window_.loss;
@@ -862,7 +870,7 @@ nlohmann::json TrainLoop::run() {
                step_, total_steps_,
                step_ > total_steps_ ? "" : "; raise train.epochs or train.max_steps to go on");
     // A run that had finished keeps the summary it wrote (its time and throughput).
-    if (auto finished = finished_summary()) return *finished;
+    if (auto finished = finished_summary(step_)) return *finished;
   }
   try {
     train_to_end();
@@ -873,13 +881,13 @@ nlohmann::json TrainLoop::run() {
   return summary();
 }
 
-std::optional<nlohmann::json> TrainLoop::finished_summary() const {
+std::optional<nlohmann::json> TrainLoop::finished_summary(std::int64_t at_step) const {
   std::ifstream in(run_dir_ + "/summary.json");
   if (!in) return std::nullopt;
   try {
     nlohmann::json summary = nlohmann::json::parse(in);
     if (summary.is_object() && summary.value("status", "") == "complete" &&
-        summary.value("steps", std::int64_t{-1}) == step_)
+        summary.value("steps", std::int64_t{-1}) == at_step)
       return summary;
   } catch (const nlohmann::json::exception&) {
   }
@@ -903,6 +911,8 @@ void TrainLoop::write_failure_summary(const std::string& error) {
   } catch (const std::exception& e) {
     log_->error("could not write summary.json: {}", e.what());  // the run's own error follows
   }
+  // The error ends train.log too (the console gets it from the command line).
+  std::ofstream(run_dir_ + "/train.log", std::ios::app) << "error: " << error << '\n';
 }
 
 void TrainLoop::train_to_end() {

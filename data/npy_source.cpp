@@ -147,8 +147,9 @@ NpyArray read_npy(const std::string& path) {
     throw std::runtime_error("NPY file '" + path + "' has " + std::to_string(b.size() - end) +
                              " bytes after the data, from byte offset " + std::to_string(end) +
                              ": shape " + to_string(a.shape) + " of " + a.descr +
-                             " needs exactly " + std::to_string(end) +
-                             " bytes (a wrong 'shape' in the header?)");
+                             " needs exactly " + std::to_string(end - a.offset) +
+                             " bytes of data after the " + std::to_string(a.offset) +
+                             "-byte header (a wrong 'shape' in the header?)");
   }
   return a;
 }

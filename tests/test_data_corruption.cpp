@@ -653,7 +653,8 @@ TEST_CASE("NPY data followed by more bytes is an error, like IDX") {
       open_npy(dir.file("x.npy"), dir.file("y.npy")),
       Contains(dir.file("x.npy")) &&
           Contains("has 3 bytes after the data, from byte offset " + std::to_string(end)) &&
-          Contains("needs exactly " + std::to_string(end) + " bytes"));
+          Contains("needs exactly " + std::to_string(sizeof x) + " bytes of data after the " +
+                   std::to_string(end - sizeof x) + "-byte header"));
 }
 
 TEST_CASE("CSV columns named twice, or the label among the features, are errors") {

@@ -58,4 +58,10 @@ TEST_CASE("a fast loader with cores to spare: more prefetch") {
   INFO(advice);
   CHECK(has(advice, "raise data.prefetch from 4"));
   CHECK_FALSE(has(advice, "workers"));
+  // A deep ring already: the bursts come from elsewhere.
+  InputWait deep = waiting(500000, 4, 1, 16);
+  deep.prefetch = 64;
+  CHECK_FALSE(has(input_wait_advice(deep), "raise data.prefetch"));
+  CHECK(has(input_wait_advice(waiting(500000, 1, 1, 1)),
+            "its 1 worker and the 1 compute thread share 1 core and"));
 }

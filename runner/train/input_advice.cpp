@@ -39,11 +39,14 @@ std::string input_wait_advice(const InputWait& w) {
           fmt::format("set data.workers: {} and backend.threads: {}", workers, w.cores - workers);
     }
     return head + fmt::format(
-                      "its {} workers and the {} compute threads share {} cores and wait for "
+                      "its {} worker{} and the {} compute thread{} share {} core{} and wait for "
                       "each other; {}",
-                      w.workers, w.compute_threads, w.cores, knob);
+                      w.workers, w.workers == 1 ? "" : "s", w.compute_threads,
+                      w.compute_threads == 1 ? "" : "s", w.cores, w.cores == 1 ? "" : "s", knob);
   }
-  return head + fmt::format("batches arrive in bursts; raise data.prefetch from {}", w.prefetch);
+  if (w.prefetch < 64)
+    return head + fmt::format("batches arrive in bursts; raise data.prefetch from {}", w.prefetch);
+  return head + "batches arrive in bursts (a slow file system or a few slow samples?)";
 }
 
 }  // namespace trainer::train

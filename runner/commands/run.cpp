@@ -103,7 +103,9 @@ int command_run(const CommandArgs& given) {
   std::unique_ptr<graph::Program> program;
   nlohmann::json summary;
   try {
-    if (const int signal = checkpoint::stop_requested(); signal != 0) {
+    // One process stops here; the ranks of a job agree on a stop after a step.
+    if (const int signal = checkpoint::stop_requested();
+        signal != 0 && job.collective().world() == 1) {
       if (job.is_root())
         std::fprintf(stderr,
                      "stopped by signal %d before training started; continue with `trainer run "

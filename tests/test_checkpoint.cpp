@@ -16,6 +16,7 @@
 
 using namespace trainer::checkpoint;
 using namespace trainer::testing;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -132,6 +133,20 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
   CHECK(log.find("fc1.weight: shape [32, 64] in the file, [16, 64] in the model") !=
         std::string::npos);
   CHECK(log.find("fc2.weight: shape [4, 32] in the file, [4, 16] in the model") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "ft"));  // refused before the run directory was made
+  // validate finds the same, as does it a damaged file.
+  CHECK(run_to_end({"validate", tmp / "ft.yaml"}, tmp / "v.log") == 2);
+  CHECK(read_text(tmp / "v.log")
+            .find("ft.yaml:2:20: error: model.init_from: " + weights +
+                  ": 3 tensor(s) do not match") != std::string::npos);
+  fs::copy_file(weights, tmp / "damaged.safetensors");
+  fs::resize_file(tmp / "damaged.safetensors", 100);
+  CHECK(
+      run_to_end({"validate", tmp / "tiny.yaml", "model.init_from=" + tmp / "damaged.safetensors"},
+                 tmp / "d.log") == 2);
+  CHECK(read_text(tmp / "d.log")
+            .find("error: model.init_from: " + tmp / "damaged.safetensors" + ": offset ") !=
         std::string::npos);
   // Opt-in non-strict: loads what matches (fc2.bias) and lists the rest.
   CHECK(run_to_end({"run", tmp / "ft.yaml", "train.max_steps=3", "model.init_strict=false", "--out",

@@ -27,52 +27,59 @@ struct Target {
   TensorRef ref;
 };
 
+// Whether stored tensor `t` can take the place of a float32 tensor of `shape`.
+bool fits(const StoredTensor& t, const Shape& shape) {
+  return t.dtype == "F32" && t.shape == shape;
+}
+
 // Checks every target against the file and copies when all match (or, non-strict, the matching
 // ones).
 LoadReport copy_matching(graph::Program& program, const std::vector<Target>& targets,
                          const Safetensors& file, const std::string& path, bool strict,
                          const std::string& extra_prefix) {
+  std::vector<TensorShape> shapes;
+  for (const auto& target : targets) shapes.push_back({target.name, target.ref.shape});
   LoadReport report;
-  std::vector<std::pair<const StoredTensor*, TensorRef>> copies;
-  std::set<std::string> wanted;
-  for (const auto& target : targets) {
-    wanted.insert(target.name);
-    const StoredTensor* t = file.find(target.name);
-    if (!t) {
-      report.mismatches.push_back(target.name + ": missing from the file (the model has shape " +
-                                  shape_text(target.ref.shape) + ")");
-      continue;
-    }
-    if (t->dtype != "F32") {
-      report.mismatches.push_back(target.name + ": dtype " + t->dtype +
-                                  " in the file, F32 in the model");
-      continue;
-    }
-    if (t->shape != target.ref.shape) {
-      report.mismatches.push_back(target.name + ": shape " + shape_text(t->shape) +
-                                  " in the file, " + shape_text(target.ref.shape) +
-                                  " in the model");
-      continue;
-    }
-    copies.emplace_back(t, target.ref);
-  }
-  for (const auto& t : file.tensors)
-    if (!wanted.count(t.name) && t.name.rfind(extra_prefix, 0) == 0)
-      report.mismatches.push_back(t.name + ": in the file, not in the model");
+  report.mismatches = mismatches_of(file, shapes, extra_prefix);
   if (strict && !report.mismatches.empty()) {
     std::string list;
     for (const auto& m : report.mismatches) list += "\n  " + m;
     throw CheckpointMismatch(path + ": " + std::to_string(report.mismatches.size()) +
                              " tensor(s) do not match the model:" + list);
   }
-  for (const auto& [stored, ref] : copies) {
-    program.backend().copy_to_device(ref.data, stored->bytes.data(), ref.bytes());
+  for (const auto& target : targets) {
+    const StoredTensor* stored = file.find(target.name);
+    if (!stored || !fits(*stored, target.ref.shape)) continue;
+    program.backend().copy_to_device(target.ref.data, stored->bytes.data(), target.ref.bytes());
     report.loaded.push_back(stored->name);
   }
   return report;
 }
 
 }  // namespace
+
+std::vector<std::string> mismatches_of(const Safetensors& file,
+                                       const std::vector<TensorShape>& wanted,
+                                       const std::string& extra_prefix) {
+  std::vector<std::string> mismatches;
+  std::set<std::string> names;
+  for (const auto& w : wanted) {
+    names.insert(w.name);
+    const StoredTensor* t = file.find(w.name);
+    if (!t)
+      mismatches.push_back(w.name + ": missing from the file (the model has shape " +
+                           shape_text(w.shape) + ")");
+    else if (t->dtype != "F32")
+      mismatches.push_back(w.name + ": dtype " + t->dtype + " in the file, F32 in the model");
+    else if (t->shape != w.shape)
+      mismatches.push_back(w.name + ": shape " + shape_text(t->shape) + " in the file, " +
+                           shape_text(w.shape) + " in the model");
+  }
+  for (const auto& t : file.tensors)
+    if (!names.count(t.name) && t.name.rfind(extra_prefix, 0) == 0)
+      mismatches.push_back(t.name + ": in the file, not in the model");
+  return mismatches;
+}
 
 Safetensors parameters_of(const graph::Program& program) {
   Safetensors file;

@@ -20,9 +20,21 @@ struct LoadReport {
       mismatches;  // "fc1.weight: shape [10, 4] in the file, [10, 8] in the model"
 };
 
+struct TensorShape {
+  std::string name;
+  Shape shape;
+};
+
+// What keeps `file` from filling float32 tensors `wanted`: each one missing,
+// of another dtype or shape, and each tensor of the file whose name starts
+// with `extra_prefix` that is not wanted ("" checks every name).
+std::vector<std::string> mismatches_of(const Safetensors& file,
+                                       const std::vector<TensorShape>& wanted,
+                                       const std::string& extra_prefix);
+
 // Copies `file`'s tensors (read from `path`) into the program's parameters.
 // Strict: every parameter present with the same shape and no extra tensor, or
-// a CheckpointError listing every mismatch and nothing is copied. Non-strict:
+// a CheckpointMismatch listing every mismatch and nothing is copied. Non-strict:
 // the matching ones are copied and the others reported.
 LoadReport load_parameters(graph::Program& program, const Safetensors& file,
                            const std::string& path, bool strict);

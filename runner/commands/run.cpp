@@ -73,6 +73,11 @@ int command_run(const CommandArgs& given) {
       std::fprintf(stderr, "note: precision %s: %s\n", config.precision.mode.c_str(), note.c_str());
   }
   train::Session session = train::prepare_session(config);
+  {  // weights that would not load: refused before the run directory exists
+    config::Diagnostics diags;
+    train::check_init_from(session, diags);
+    diags.throw_if_any();
+  }
   Backend& backend = job.select_backend();
   if (config.train.micro_batch_auto) {
     // Every rank must step alike: the smallest memory of the job's devices decides.

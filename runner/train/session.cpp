@@ -8,6 +8,7 @@
 
 #include "data/registry.h"
 #include "data/split.h"
+#include "runner/checkpoint/weights.h"
 #include "runner/config/validate_hooks.h"
 #include "runner/graph/builder.h"
 #include "runner/graph/formats.h"
@@ -156,6 +157,33 @@ std::string init_from_path(const config::Config& config) {
   return path.string();
 }
 
+bool init_strict(const config::Config& config) {
+  const config::Node& model = config.model.node;
+  const config::Node* strict = model.is_map() ? model.find("init_strict") : nullptr;
+  return !strict || strict->text() != "false";  // typed as a bool by the field checks
+}
+
+void check_init_from(const Session& s, config::Diagnostics& diags) {
+  const std::string path = init_from_path(s.config);
+  if (path.empty() || !init_strict(s.config)) return;
+  const config::Mark mark = s.config.model.node.find("init_from")->mark();
+  std::vector<checkpoint::TensorShape> params;
+  for (const auto& p : s.graph.params) params.push_back({p.name, p.shape});
+  try {
+    const auto mismatches =
+        checkpoint::mismatches_of(checkpoint::read_safetensors(path), params, "");
+    if (mismatches.empty()) return;
+    std::string list;
+    for (const auto& m : mismatches) list += "\n  " + m;
+    diags.add(mark, "model.init_from",
+              path + ": " + std::to_string(mismatches.size()) +
+                  " tensor(s) do not match the model:" + list,
+              "set model.init_strict: false to load only the tensors that fit");
+  } catch (const checkpoint::CheckpointError& e) {  // damaged, or not safetensors
+    diags.add(mark, "model.init_from", e.what());
+  }
+}
+
 Session prepare_session(const config::Config& config) {
   Session s;
   s.config = config;
@@ -254,6 +282,7 @@ const bool model_check_registered = [] {
   config::add_validation_hook([](const config::Config& config, config::Diagnostics& diags) {
     try {
       const Session session = prepare_session(config);
+      check_init_from(session, diags);
       if (config.train.memory_limit_mib > 0 && config.devices.gpus.empty() &&
           !config.train.micro_batch_auto)  // auto fits the limit when the run starts
         enforce_memory_limit(session, select_backend(config));

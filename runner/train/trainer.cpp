@@ -76,13 +76,7 @@ void load_init_from(const Session& s, graph::Program& program) {
   const std::string path = init_from_path(s.config);
   if (path.empty()) return;
   const config::Node& model = s.config.model.node;
-  bool strict = true;
-  if (const config::Node* st = model.find("init_strict")) {
-    if (!st->is_scalar() || (st->text() != "true" && st->text() != "false"))
-      throw std::runtime_error(config::to_string(st->mark()) +
-                               ": model.init_strict: expected true or false");
-    strict = st->text() == "true";
-  }
+  const bool strict = init_strict(s.config);
   checkpoint::LoadReport report;
   try {
     const auto file = checkpoint::read_safetensors(path);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -23,6 +24,15 @@ RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
                              std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
+    if (error == ENOLCK || error == ENOSYS || error == EOPNOTSUPP || error == EINVAL) {
+      // A file system without locks (some network and FUSE mounts): the run
+      // goes on unprotected rather than not at all.
+      std::fprintf(stderr,
+                   "warning: cannot lock %s %s (%s): the file system does not support locks; "
+                   "make sure no other trainer process uses it\n",
+                   what.c_str(), dir.c_str(), std::strerror(error));
+      return;
+    }
     char holder[32] = {};
     const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
     ::close(fd_);
@@ -36,6 +46,7 @@ RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
                      ": two processes in one directory would mix their records; wait for it to "
                      "end (or stop it), or use another directory");
   }
+  locked_ = true;
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
 }
@@ -44,12 +55,14 @@ RunDirLock::~RunDirLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
-RunDirLock::RunDirLock(RunDirLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+RunDirLock::RunDirLock(RunDirLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), locked_(std::exchange(other.locked_, false)) {}
 
 RunDirLock& RunDirLock::operator=(RunDirLock&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
+    locked_ = std::exchange(other.locked_, false);
   }
   return *this;
 }

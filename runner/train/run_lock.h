@@ -20,10 +20,13 @@ class RunDirLock {
   RunDirLock(const RunDirLock&) = delete;
   RunDirLock& operator=(const RunDirLock&) = delete;
 
-  bool held() const { return fd_ >= 0; }
+  // Whether the lock is held (false on a file system without locks, where a
+  // warning said so and the run goes on).
+  bool held() const { return locked_; }
 
  private:
   int fd_ = -1;
+  bool locked_ = false;
 };
 
 // The name of the lock file inside a locked directory.

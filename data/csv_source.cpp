@@ -139,6 +139,9 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     auto [ptr, ec] = std::from_chars(cell.data(), end, value);
     const std::string where = "CSV file '" + o.path + "' line " + std::to_string(line_number) +
                               ", column " + quoted(names[column]) + ": " + quoted(cell);
+    if (ec == std::errc::result_out_of_range && ptr == end) {  // 1e999: beyond even float64
+      throw std::runtime_error(where + " is outside the float32 range");
+    }
     if (cell.empty() || ec != std::errc() || ptr != end) {
       throw std::runtime_error(where + " is not a number");
     }

@@ -26,6 +26,16 @@ bool is_override(const std::string& arg) {
   return arg.find('=') != std::string::npos && !std::filesystem::exists(arg);
 }
 
+// A directory flag's check: an empty name would silently mean the default.
+const CLI::Validator kNonEmptyDirectory(
+    [](std::string& arg) {
+      return arg.empty() ? std::string(
+                               "an empty directory name; give a directory, or leave the "
+                               "flag out for the default")
+                         : std::string();
+    },
+    "DIR");
+
 // A count flag's check, worded like the config's own range errors.
 const CLI::Validator kAtLeastOne(
     [](std::string& arg) {
@@ -85,7 +95,8 @@ int run_cli(int argc, char** argv) {
   std::string schema_out = ".";
 
   CLI::App* run = add_config_command(app, "run", "Train the experiment", args);
-  run->add_option("--out", args.out_dir, "Run directory (default: <output.dir>/<name>/<time>)");
+  run->add_option("--out", args.out_dir, "Run directory (default: <output.dir>/<name>/<time>)")
+      ->check(kNonEmptyDirectory);
   run->add_option("--resume", args.resume_dir, "Resume from this run directory's last checkpoint")
       ->check(CLI::ExistingDirectory);
   run->get_option("config")->required(false);  // --resume DIR alone uses DIR/config.yaml
@@ -102,8 +113,10 @@ int run_cli(int argc, char** argv) {
   CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args);
   sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`");
   sweep->add_option("--parallel", args.parallel, "Runs at once")->check(kAtLeastOne);
-  sweep->add_option("--out", args.out_dir,
-                    "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)");
+  sweep
+      ->add_option("--out", args.out_dir,
+                   "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)")
+      ->check(kNonEmptyDirectory);
   CLI::App* eval = app.add_subcommand(
       "eval", "Evaluate a run's checkpoint on its eval data (or other data, by override)");
   eval->add_option("run_dir", args.run_dir, "Run directory")

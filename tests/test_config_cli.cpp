@@ -66,6 +66,13 @@ TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(zero_steps.out.find("--steps: expected an integer >= 1, found '0'") == 0);
   CHECK(run("sweep " + kGood + "mlp.yaml --parallel 1.5", true)
             .out.find("--parallel: expected an integer >= 1, found '1.5'") == 0);
+  // An empty --out would silently mean the default directory.
+  for (const char* sub : {"run", "sweep"}) {
+    INFO(sub);
+    const auto empty_out = run(std::string(sub) + " " + kGood + "mlp.yaml --out ''", true);
+    CHECK(empty_out.code == 2);
+    CHECK(empty_out.out.find("an empty directory name") != std::string::npos);
+  }
   for (const char* sub : {"run", "validate", "print-config", "plan", "time", "sweep", "doctor",
                           "schema", "version"}) {
     INFO(sub);

@@ -150,11 +150,17 @@ std::string encode_safetensors(const Safetensors& file) {
   return out;
 }
 
-Safetensors decode_safetensors(std::string_view bytes, const std::string& path) {
-  const std::uint64_t n = header_length(bytes, bytes.size(), path);
-  const nlohmann::json header = parse_header(bytes.substr(kHeaderOffset, n), path);
+namespace {
+
+// Decodes a file of `file_size` bytes from its first bytes `head` (at least
+// the length and the header) and checks every tensor's place in the data;
+// copies the tensors' bytes when `head` holds the whole file (`with_data`).
+Safetensors decode(std::string_view head, std::uint64_t file_size, bool with_data,
+                   const std::string& path) {
+  const std::uint64_t n = header_length(head, file_size, path);
+  const nlohmann::json header = parse_header(head.substr(kHeaderOffset, n), path);
   const std::uint64_t data_start = kHeaderOffset + n;
-  const std::uint64_t data_size = bytes.size() - data_start;
+  const std::uint64_t data_size = file_size - data_start;
   Safetensors file;
   std::vector<DataRange> ranges;
   file.metadata = metadata_of(header, path);
@@ -190,17 +196,37 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
     if (end > data_size)
       fail(path, data_start + begin,
            where + "data ends at file offset " + std::to_string(data_start + end) +
-               " but the file has " + std::to_string(bytes.size()) + " bytes (truncated)");
+               " but the file has " + std::to_string(file_size) + " bytes (truncated)");
     if (end - begin != count * element)
       fail(path, data_start + begin,
            where + "holds " + std::to_string(end - begin) + " bytes, its shape and dtype need " +
                std::to_string(count * element));
-    t.bytes.assign(bytes.substr(data_start + begin, end - begin));
+    if (with_data) t.bytes.assign(head.substr(data_start + begin, end - begin));
     ranges.push_back({begin, end, name});
     file.tensors.push_back(std::move(t));
   }
   check_data_ranges(std::move(ranges), data_start, data_size, path);
   return file;
+}
+
+}  // namespace
+
+Safetensors decode_safetensors(std::string_view bytes, const std::string& path) {
+  return decode(bytes, bytes.size(), true, path);
+}
+
+Safetensors read_safetensors_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return read_safetensors(path);  // its error, with the system's reason
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  std::string head(8, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(8, size)));
+  const std::uint64_t n = header_length(head, size, path);
+  head.resize(kHeaderOffset + n);
+  in.read(head.data() + kHeaderOffset, static_cast<std::streamsize>(n));
+  if (!in) fail(path, kHeaderOffset, "cannot read the header");
+  return decode(head, size, false, path);
 }
 
 std::string read_file_bytes(const std::string& path) {

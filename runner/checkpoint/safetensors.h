@@ -62,6 +62,10 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::string& 
 
 Safetensors read_safetensors(const std::string& path);
 
+// The file's names, dtypes and shapes (every tensor's `bytes` left empty),
+// checked as read_safetensors checks them, reading only its header.
+Safetensors read_safetensors_header(const std::string& path);
+
 // The whole file as bytes; throws CheckpointError naming the file when it is
 // missing, CheckpointUnreadable (with the system's reason) when it cannot be read.
 std::string read_file_bytes(const std::string& path);

@@ -171,7 +171,7 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
   for (const auto& p : s.graph.params) params.push_back({p.name, p.shape});
   try {
     const auto mismatches =
-        checkpoint::mismatches_of(checkpoint::read_safetensors(path), params, "");
+        checkpoint::mismatches_of(checkpoint::read_safetensors_header(path), params, "");
     if (mismatches.empty()) return;
     std::string list;
     for (const auto& m : mismatches) list += "\n  " + m;

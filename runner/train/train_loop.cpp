@@ -291,6 +291,8 @@ class TrainLoop {
   // The summary.json of a resumed run that had already finished at
   // `at_step` (its checkpoint's step); nullopt when it had not.
   std::optional<nlohmann::json> finished_summary(std::int64_t at_step) const;
+  // That summary, for a resume of a run that had finished (nothing to train).
+  std::optional<nlohmann::json> finished_;
 
   const Session& s_;
   const config::Config& cfg_;
@@ -391,9 +393,8 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
         std::to_string(s.batch.global) + ")");
   resume_or_initialize();
   // A finished run resumed with nothing to train keeps its directory as it was.
-  const bool finished =
-      options_.resume && resumed_.step >= total_steps_ && finished_summary(resumed_.step);
-  if (options_.before_writing && !finished) options_.before_writing();
+  if (options_.resume && resumed_.step >= total_steps_) finished_ = finished_summary(resumed_.step);
+  if (options_.before_writing && !finished_) options_.before_writing();
   open_metrics();
   log_->info(
       "model: {} parameters, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",
@@ -870,7 +871,7 @@ nlohmann::json TrainLoop::run() {
                step_, total_steps_,
                step_ > total_steps_ ? "" : "; raise train.epochs or train.max_steps to go on");
     // A run that had finished keeps the summary it wrote (its time and throughput).
-    if (auto finished = finished_summary(step_)) return *finished;
+    if (finished_) return *finished_;
   }
   try {
     train_to_end();

@@ -1,14 +1,17 @@
 // YAML text -> config::Node, built from yaml-cpp's parser events so every node
-// and every map key keeps its 1-based line and column.
+// and every map key keeps its 1-based line and column. Aliases are expanded, and
+// merge keys (`<<: *base`, `<<: [*a, *b]`) copy the keys a map does not set itself.
 #include "runner/config/yaml_reader.h"
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/mark.h>
 #include <yaml-cpp/parser.h>
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace trainer::config {
@@ -69,9 +72,14 @@ class TreeBuilder : public YAML::EventHandler {
     YAML::anchor_t anchor = 0;
     bool has_key = false;
     bool key_invalid = false;  // the key was not a scalar: drop its value
+    bool key_quoted = false;   // '<<' quoted is an ordinary key, not a merge
     std::string key;
     Mark key_mark;
+    std::set<std::string> merged;  // keys copied by '<<', which the map's own keys replace
+    Mark merged_at;                // where this map's '<<' is (line 0: none yet)
   };
+
+  static constexpr const char* kMergeKey = "<<";
 
   Mark to_mark(const YAML::Mark& m) const {
     return {file_, m.line + 1 + line_offset_, m.column + 1 + column_offset_};
@@ -111,21 +119,72 @@ class TreeBuilder : public YAML::EventHandler {
       top.key_invalid = !n.is_scalar();
       if (n.is_null()) diags_.add(n.mark(), "", "a map key must be a plain name, found nothing");
       top.key = n.text();
+      top.key_quoted = n.quoted();
       top.key_mark = n.mark();
       return;
     }
     top.has_key = false;
     if (top.key_invalid) return;
-    if (const Node* first = top.node.find(top.key)) {
-      (void)first;
-      Mark first_mark;
-      for (std::size_t i = 0; i < top.node.size(); ++i)
-        if (top.node.key_at(i) == top.key) first_mark = top.node.key_mark_at(i);
-      diags_.add(top.key_mark, "",
-                 "duplicate key '" + top.key + "' (first given at " + to_string(first_mark) + ")");
+    if (top.key == kMergeKey && !top.key_quoted) {
+      merge(top, n);
+      return;
+    }
+    if (top.merged.erase(top.key) > 0) {
+      top.node.erase(top.key);  // the map's own value replaces the merged one
+    } else if (top.node.find(top.key) != nullptr) {
+      report_duplicate(top, top.key_mark);
       return;  // the first occurrence stays
     }
     top.node.set(top.key, std::move(n), top.key_mark);
+  }
+
+  // `<<: map` or `<<: [map, ...]`: copies each key the map has not set yet; in a
+  // list the earlier maps win, and keys the map sets itself (before or after the
+  // '<<') always win.
+  void merge(Frame& top, const Node& source) {
+    if (top.merged_at.line > 0) {
+      diags_.add(top.key_mark, "",
+                 "duplicate merge key '<<' (first given at " + to_string(top.merged_at) +
+                     "); merge several maps with one list: <<: [*a, *b]");
+      return;
+    }
+    top.merged_at = top.key_mark;
+    std::vector<const Node*> maps;
+    if (source.is_map()) maps.push_back(&source);
+    if (source.is_sequence())
+      for (const Node& item : source.items()) maps.push_back(&item);
+    const bool all_maps =
+        (source.is_map() || source.is_sequence()) &&
+        std::all_of(maps.begin(), maps.end(), [](const Node* m) { return m->is_map(); });
+    if (!all_maps) {
+      diags_.add(source.mark(), "",
+                 "the merge key '<<' takes a map or a list of maps, such as <<: *base (an "
+                 "alias of a map marked &base), found " +
+                     describe(source));
+      return;
+    }
+    for (const Node* map : maps) {
+      for (std::size_t i = 0; i < map->size(); ++i) {
+        const std::string& key = map->key_at(i);
+        if (top.node.find(key) != nullptr) continue;
+        top.node.set(key, map->value_at(i), map->key_mark_at(i));
+        top.merged.insert(key);
+      }
+    }
+  }
+
+  void report_duplicate(const Frame& top, const Mark& again) {
+    Mark first_mark;
+    for (std::size_t i = 0; i < top.node.size(); ++i)
+      if (top.node.key_at(i) == top.key) first_mark = top.node.key_mark_at(i);
+    diags_.add(again, "",
+               "duplicate key '" + top.key + "' (first given at " + to_string(first_mark) + ")");
+  }
+
+  static std::string describe(const Node& n) {
+    if (n.is_null()) return "nothing";
+    if (n.is_scalar()) return "'" + n.text() + "'";
+    return "a list holding something other than maps";
   }
 
   std::string file_;

@@ -1,0 +1,130 @@
+// labels: cpu
+// parse_yaml: positions, duplicate keys, aliases and merge keys (`<<: *base`).
+#include <catch2/catch.hpp>
+
+#include "runner/config/load.h"
+#include "runner/config/yaml_reader.h"
+
+using namespace trainer::config;
+
+namespace {
+
+Node parse_clean(const std::string& text) {
+  Diagnostics d;
+  Node n = parse_yaml(text, "t.yaml", d);
+  INFO((d.empty() ? std::string() : format(d.list().front())));
+  REQUIRE(d.empty());
+  return n;
+}
+
+std::string messages(const Diagnostics& d) {
+  std::string all;
+  for (const auto& one : d.list()) all += format(one) + "\n";
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("every value and key keeps its line and column") {
+  const Node n = parse_clean("a: 1\nb:\n  c: [x, y]\n");
+  REQUIRE(n.find("b") != nullptr);
+  const Node& c = *n.find("b")->find("c");
+  CHECK(c.mark().line == 3);
+  CHECK(c.items()[1].mark().column == 10);
+  CHECK(n.key_mark_at(1).line == 2);
+}
+
+TEST_CASE("a key given twice is reported at the second, naming the first") {
+  Diagnostics d;
+  const Node n = parse_yaml("lr: 1\nlr: 2\n", "t.yaml", d);
+  REQUIRE(d.size() == 1);
+  CHECK(d.list()[0].mark.line == 2);
+  CHECK_THAT(d.list()[0].message,
+             Catch::Contains("duplicate key 'lr'") && Catch::Contains("first given at t.yaml:1:1"));
+  CHECK(n.find("lr")->text() == "1");
+}
+
+TEST_CASE("an alias copies the anchored value and points at its own use") {
+  const Node n = parse_clean("a: &v {x: 1}\nb: *v\n");
+  REQUIRE(n.find("b")->is_map());
+  CHECK(n.find("b")->find("x")->text() == "1");
+  CHECK(n.find("b")->mark().line == 2);
+}
+
+TEST_CASE("a merge key copies the keys the map does not set itself") {
+  const Node n = parse_clean(
+      "base: &base {type: idx, images: a.gz, labels: b.gz}\n"
+      "eval:\n"
+      "  <<: *base\n"
+      "  images: c.gz\n");
+  const Node& eval = *n.find("eval");
+  CHECK(eval.find("<<") == nullptr);
+  CHECK(eval.size() == 3);
+  CHECK(eval.find("type")->text() == "idx");
+  CHECK(eval.find("labels")->text() == "b.gz");
+  CHECK(eval.find("images")->text() == "c.gz");
+  // A merged value points at where it was written; the map's own at its line.
+  CHECK(eval.find("labels")->mark().line == 1);
+  CHECK(eval.find("images")->mark().line == 4);
+}
+
+TEST_CASE("keys before the merge key win too, and in a list of maps the first wins") {
+  const Node n = parse_clean(
+      "a: &a {x: 1, y: 1}\n"
+      "b: &b {y: 2, z: 2}\n"
+      "c: {x: 0, <<: [*a, *b]}\n");
+  const Node& c = *n.find("c");
+  CHECK(c.find("x")->text() == "0");
+  CHECK(c.find("y")->text() == "1");
+  CHECK(c.find("z")->text() == "2");
+}
+
+TEST_CASE("a quoted '<<' is an ordinary key") {
+  const Node n = parse_clean("a: {'<<': 1}\n");
+  REQUIRE(n.find("a")->find("<<") != nullptr);
+}
+
+TEST_CASE("a merge key that is not a map, or given twice, is reported where it is") {
+  Diagnostics scalar;
+  parse_yaml("a:\n  <<: 3\n", "t.yaml", scalar);
+  REQUIRE(scalar.size() == 1);
+  CHECK(scalar.list()[0].mark.line == 2);
+  CHECK_THAT(messages(scalar),
+             Catch::Contains("takes a map or a list of maps") && Catch::Contains("found '3'"));
+
+  Diagnostics list_of_scalars;
+  parse_yaml("a: {<<: [1, 2]}\n", "t.yaml", list_of_scalars);
+  CHECK_THAT(messages(list_of_scalars), Catch::Contains("takes a map or a list of maps"));
+
+  Diagnostics twice;
+  parse_yaml("m: &m {x: 1}\na:\n  <<: *m\n  <<: *m\n", "t.yaml", twice);
+  REQUIRE(twice.size() == 1);
+  CHECK(twice.list()[0].mark.line == 4);
+  CHECK_THAT(messages(twice),
+             Catch::Contains("duplicate merge key") && Catch::Contains("<<: [*a, *b]"));
+}
+
+TEST_CASE("a map's own key given twice after a merge is still a duplicate") {
+  Diagnostics d;
+  parse_yaml("m: &m {x: 1}\na:\n  <<: *m\n  x: 2\n  x: 3\n", "t.yaml", d);
+  REQUIRE(d.size() == 1);
+  CHECK(d.list()[0].mark.line == 5);
+}
+
+TEST_CASE("a config shares settings between data sources with a merge key") {
+  // The anchor is set where the value is used first, so no extra key is needed.
+  const Config c = load_config_text(
+      "data:\n"
+      "  train: &source {type: synthetic, shape: [4], classes: 3, size: 64}\n"
+      "  eval: {<<: *source, size: 16}\n"
+      "model:\n"
+      "  layers: [{type: linear, out_features: 3}]\n"
+      "  loss: {type: cross_entropy}\n",
+      "merge.yaml");
+  REQUIRE(c.data.train);
+  REQUIRE(c.data.eval);
+  CHECK(c.data.eval->type == "synthetic");
+  CHECK(c.data.eval->attrs.get_int("size") == 16);
+  CHECK(c.data.eval->attrs.get_int("classes") == 3);
+  CHECK(c.data.train->attrs.get_int("size") == 64);
+}

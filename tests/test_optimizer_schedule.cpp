@@ -271,7 +271,20 @@ TEST_CASE("learning-rate schedules") {
   s.type = "onecycle";
   s.max_lr = 1.0;
   s.pct_start = 0.3;
-  CHECK(learning_rate(s, 0.1, 0, 100) == Approx(1.0 / 25));
-  CHECK(learning_rate(s, 0.1, 30, 100) == Approx(1.0));
-  CHECK(learning_rate(s, 0.1, 100, 100) == Approx(1e-4));
+  // Values of torch.optim.lr_scheduler.OneCycleLR(max_lr, total_steps, pct_start,
+  // cycle_momentum=False) at the same steps.
+  CHECK(learning_rate(s, 0.1, 0, 100) == Approx(0.04));
+  CHECK(learning_rate(s, 0.1, 1, 100) == Approx(0.042813780565907456));
+  CHECK(learning_rate(s, 0.1, 29, 100) == Approx(1.0));
+  CHECK(learning_rate(s, 0.1, 50, 100) == Approx(0.793893450575732));
+  CHECK(learning_rate(s, 0.1, 99, 100) == Approx(4e-6));
+  s.max_lr = 0;  // optimizer.lr is the peak
+  CHECK(learning_rate(s, 0.1, 1, 10) == Approx(0.052));
+  CHECK(learning_rate(s, 0.1, 2, 10) == Approx(0.1));
+  CHECK(learning_rate(s, 0.1, 5, 10) == Approx(0.06112620219362893));
+  CHECK(learning_rate(s, 0.1, 9, 10) == Approx(4e-7));
+  // A rise shorter than one step starts at the peak, never dividing by zero.
+  s.pct_start = 0.1;
+  CHECK(learning_rate(s, 0.1, 0, 10) == Approx(0.1));
+  CHECK(std::isfinite(learning_rate(s, 0.1, 0, 1)));
 }

@@ -47,6 +47,7 @@ struct OptimizerConfig {
   double momentum = 0.9;
   bool nesterov = false;
   double weight_decay = 0.0;
+  std::string weight_decay_params = "matrices";  // or "all"
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;

@@ -129,10 +129,22 @@ std::vector<SectionDef> build_sections() {
                  .def("false")
                  .only_when("type", {"sgd"}),
              [](Config& c, const FieldValue& v) { c.optimizer.nesterov = bool_of(v); }),
-           f(field("weight_decay", T::number, "L2 penalty (sgd, adam) or decoupled decay (adamw)")
+           f(field("weight_decay", T::number,
+                   "L2 penalty (sgd, adam) or decoupled decay (adamw), on the parameters "
+                   "`weight_decay_params` names")
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.optimizer.weight_decay = number_of(v); }),
+           f(field("weight_decay_params", T::enumeration,
+                   "Which parameters weight_decay acts on: `matrices` (linear and conv weights, "
+                   "every parameter of 2 or more dimensions; biases and normalisation scales "
+                   "and shifts are left alone) or `all` (every trainable parameter, as "
+                   "torch.optim does with one parameter group)")
+                 .def("matrices")
+                 .one_of({"matrices", "all"}),
+             [](Config& c, const FieldValue& v) {
+               c.optimizer.weight_decay_params = string_of(v);
+             }),
            f(field("beta1", T::number, "Adam first-moment decay")
                  .def("0.9")
                  .at_least(0)
@@ -166,9 +178,13 @@ std::vector<SectionDef> build_sections() {
                  .def("constant")
                  .one_of({"constant", "step", "multistep", "cosine", "linear", "onecycle"}),
              [](Config& c, const FieldValue& v) { c.schedule.type = string_of(v); }),
-           f(field("warmup_steps", T::integer, "Linear warm-up from 0 over this many steps")
+           f(field("warmup_steps", T::integer,
+                   "Linear warm-up: step k < warmup_steps (from 0) uses lr * (k + 1) / "
+                   "warmup_steps; the schedule's shape then spans the steps after it (`step` "
+                   "counts step_size from there; `multistep` milestones stay absolute steps)")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .only_when("type", {"constant", "step", "multistep", "cosine", "linear"}),
              [](Config& c, const FieldValue& v) { c.schedule.warmup_steps = int_of(v); }),
            f(field("step_size", T::integer, "step: multiply lr by gamma every step_size steps")
                  .def("1000")
@@ -197,7 +213,10 @@ std::vector<SectionDef> build_sections() {
                  .at_least(0)
                  .only_when("type", {"onecycle"}),
              [](Config& c, const FieldValue& v) { c.schedule.max_lr = number_of(v); }),
-           f(field("pct_start", T::number, "onecycle: fraction of the steps spent rising")
+           f(field("pct_start", T::number,
+                   "onecycle: fraction of the steps spent rising (as PyTorch's OneCycleLR: "
+                   "from max_lr/25 to max_lr, then down to max_lr/25/1e4 at the last step; "
+                   "momentum is not cycled)")
                  .def("0.3")
                  .above(0)
                  .at_most(1)

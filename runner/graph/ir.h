@@ -36,7 +36,8 @@ struct Param {
   Shape shape;
   std::string init;
   bool trainable = true;
-  bool weight_decay = true;  // false for biases and normalisation parameters
+  bool weight_decay = true;  // false for biases and normalisation parameters, unless
+                             // optimizer.weight_decay_params is all
   int node = -1;
   double fan_in = 1, fan_out = 1;
 };

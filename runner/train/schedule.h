@@ -1,5 +1,5 @@
-// Learning-rate schedules: constant, step, multistep, cosine, linear and
-// one-cycle, each with an optional linear warmup.
+// Learning-rate schedules: constant, step, multistep, cosine, linear (each
+// after an optional linear warm-up) and one-cycle (PyTorch's OneCycleLR).
 #pragma once
 
 #include <cstdint>

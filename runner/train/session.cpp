@@ -252,6 +252,8 @@ void build_model_graph(Session& s) {
   input.target_shape = s.train_data->target_shape();
   s.graph = graph::build_graph(s.config.model.node, input, diags);
   diags.throw_if_any();
+  if (s.config.optimizer.weight_decay_params == "all")
+    for (graph::Param& p : s.graph.params) p.weight_decay = p.trainable;
   graph::assign_compute_types(s.graph, s.config.precision.mode);
 }
 

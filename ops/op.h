@@ -27,7 +27,7 @@ struct ParamDecl {
   std::string name;  // "weight", "bias", "running_mean": the checkpoint key is "<layer>.<name>"
   Shape shape;
   std::string init;       // initializer name: kaiming_normal, kaiming_uniform, xavier_normal,
-                          // xavier_uniform, zeros, ones
+                          // xavier_uniform, uniform_fan_in, zeros, ones
   bool trainable = true;  // false: state (running statistics), no gradient, no optimizer
 };
 

@@ -5,7 +5,8 @@ namespace trainer::defs {
 
 const std::vector<std::string>& initializer_names() {
   static const std::vector<std::string> names = {
-      "kaiming_normal", "kaiming_uniform", "xavier_normal", "xavier_uniform", "zeros", "ones"};
+      "kaiming_normal", "kaiming_uniform", "xavier_normal", "xavier_uniform",
+      "uniform_fan_in", "zeros",           "ones"};
   return names;
 }
 

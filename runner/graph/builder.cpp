@@ -334,6 +334,14 @@ class Builder {
       p.fan_out = decl.shape.empty() ? 1.0 : static_cast<double>(decl.shape[0]) * receptive;
       p.fan_in =
           decl.shape.size() >= 2 ? static_cast<double>(decl.shape[1]) * receptive : p.fan_out;
+      // A bias draws with its layer's weight's fans, as PyTorch bounds it.
+      if (decl.shape.size() < 2 && !node.params.empty()) {
+        const Param& weight = graph_.params[static_cast<std::size_t>(node.params.front())];
+        if (weight.shape.size() >= 2) {
+          p.fan_in = weight.fan_in;
+          p.fan_out = weight.fan_out;
+        }
+      }
       node.params.push_back(static_cast<int>(graph_.params.size()));
       graph_.params.push_back(std::move(p));
     }

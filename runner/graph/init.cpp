@@ -1,5 +1,6 @@
 // Initializers on a counter-based generator (splitmix64), so values are the
-// same on every machine and standard library.
+// same on every machine and standard library. A bias's fan-in is its layer's
+// weight's (builder.cpp), so uniform_fan_in gives both PyTorch's default bounds.
 #include "runner/graph/init.h"
 
 #include <cmath>
@@ -44,6 +45,8 @@ void initialize_param(const Param& param, std::uint64_t seed, std::vector<float>
     std_dev = std::sqrt(2.0 / (param.fan_in + param.fan_out));
   else if (init == "xavier_uniform")
     bound = std::sqrt(6.0 / (param.fan_in + param.fan_out));
+  else if (init == "uniform_fan_in")  // PyTorch's nn.Linear / nn.Conv2d default
+    bound = 1.0 / std::sqrt(param.fan_in);
   else
     throw std::invalid_argument("unknown initializer '" + init + "' for " + param.name);
   for (std::size_t i = 0; i < n; ++i) {

@@ -1,6 +1,6 @@
-// Parameter initializers (kaiming/xavier normal/uniform, zeros, ones), seeded
-// per parameter name so a parameter's initial value does not depend on what
-// else the model holds.
+// Parameter initializers (kaiming/xavier normal/uniform, uniform_fan_in, zeros,
+// ones), seeded per parameter name so a parameter's initial value does not
+// depend on what else the model holds.
 #pragma once
 
 #include <cstdint>

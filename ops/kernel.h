@@ -108,16 +108,30 @@ struct MemoryStats {
                               // in use)
 };
 
+// What a training kernel makes of the padding rows of a short batch (the rows
+// at and after StepValues::valid_rows, drop_last: false).
+enum class PaddingRows {
+  ignored,  // the real rows' results are those of a batch of the real rows alone
+  counted,  // they enter the real rows' results (batch statistics over all N rows)
+};
+
 // A backend is a named table of kernel factories, one per op name.
 class Backend {
  public:
   explicit Backend(std::string name) : name_(std::move(name)) {}
   virtual ~Backend() = default;
   const std::string& name() const { return name_; }
-  void add_kernel(const std::string& op, KernelFactory factory) {
-    kernels_[op] = std::move(factory);
+  void add_kernel(const std::string& op, KernelFactory factory,
+                  PaddingRows padding = PaddingRows::ignored) {
+    kernels_[op] = {std::move(factory), padding};
   }
   bool has_kernel(const std::string& op) const { return kernels_.count(op) != 0; }
+  // Whether its kernel of `op` counts the padding rows of a short training
+  // batch (a run refuses such a batch for it rather than train on wrong values).
+  bool counts_padding_rows(const std::string& op) const {
+    const auto it = kernels_.find(op);
+    return it != kernels_.end() && it->second.padding == PaddingRows::counted;
+  }
   // Whether this backend's matmul-like kernels compute in `type` (float32 always).
   virtual bool supports_compute(DType type) const { return type == DType::f32; }
   // Why it does not, and what to use instead (for the error).
@@ -169,8 +183,12 @@ class Backend {
                                                std::string& why_not);
 
  private:
+  struct Registered {
+    KernelFactory factory;
+    PaddingRows padding = PaddingRows::ignored;
+  };
   std::string name_;
-  std::map<std::string, KernelFactory> kernels_;
+  std::map<std::string, Registered> kernels_;
 };
 
 // The CPU backend (always built).

@@ -17,6 +17,7 @@
 #include "runner/train/run_dir.h"
 #include "runner/train/run_lock.h"
 #include "runner/train/session.h"
+#include "runner/train/session_checks.h"
 #include "runner/train/trainer.h"
 
 namespace trainer {
@@ -94,6 +95,11 @@ int command_run(const CommandArgs& given) {
           train::mib(choice.capacity), 100 * config.train.memory_headroom);
   }
   if (config.train.memory_limit_mib > 0) train::enforce_memory_limit(session, backend);
+  {  // a short batch some kernel of this backend would train wrong: refused before the run
+    config::Diagnostics diags;
+    train::check_short_batches(config, session, backend, diags);
+    diags.throw_if_any();
+  }
   session.collective = &job.collective();  // SyncBN kernels reduce over the job's ranks
   // Every rank reads the checkpoint to resume from; only the root writes, and
   // holds the directory's lock while it does.

@@ -4,8 +4,10 @@
 // checkpoint.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
+#include "ops/kernel.h"
 #include "runner/config/config.h"
 #include "runner/config/diagnostics.h"
 #include "runner/train/session.h"
@@ -29,6 +31,19 @@ void check_inferred_classes(const config::Config& config, const Session& s,
 // the model predicts (or regression targets of the same shape).
 void check_eval_matches_train(const config::Config& config, const Session& s,
                               config::Diagnostics& diags);
+
+// The real rows of the short micro-batch each epoch of training ends with:
+// with data.drop_last: false the last micro-batch of a rank's shard holds
+// what is left of the shard, padded (every micro-batch is trained on, the
+// epoch's last step taking those left). 0: every micro-batch is full.
+std::int64_t short_batch_rows(const config::Config& config, const Session& s);
+
+// No layer trains on a short batch with a kernel of `backend` that counts its
+// padding rows (Backend::counts_padding_rows: CUDA's batchnorm takes them into
+// its batch statistics): an error at data.drop_last naming the layers, the
+// rows and what to change, before anything runs.
+void check_short_batches(const config::Config& config, const Session& s, const Backend& backend,
+                         config::Diagnostics& diags);
 
 // keep_best ranks checkpoints, and early stopping follows, a metric the run
 // records (early stopping: an evaluation's), and a default mode does not pick

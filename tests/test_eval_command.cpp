@@ -2,8 +2,9 @@
 // `trainer eval RUN_DIR`: a checkpoint evaluated again gives the metrics the
 // run recorded for it (last, best by the run's checkpoint metric, a named
 // one), on other data through overrides, also after the run's
-// model.init_from file is gone; bad input is a clear error with the
-// usual exit codes (2: usage or config, 1: a damaged checkpoint).
+// model.init_from file is gone, with the normalize statistics the run
+// computed, in one process for a run of several ranks; bad input is a clear
+// error with the usual exit codes (2: usage or config, 1: a damaged checkpoint).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -139,4 +140,44 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   r = run_trainer("eval " + (tmp / "run"), true);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("step-00000016/model.safetensors: checksum mismatch"));
+}
+
+namespace {
+
+// Replaces the first `from` in `text` by `to` (REQUIREs that it is there).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
+  TempDir tmp("eval-statistics");
+  write_text(tmp / "norm.yaml", replaced(tiny_experiment(), "  workers: 2\n",
+                                         "  workers: 2\n  transforms: [{type: normalize}]\n"));
+  REQUIRE(run_to_end({"run", tmp / "norm.yaml", "--out", tmp / "run", "train.epochs=1"},
+                     tmp / "run.log") == 0);
+  const double recorded = eval_records(tmp / "run").at(16)["loss"].get<double>();
+  const auto manifest = nlohmann::json::parse(read_text(tmp / "run/manifest.json"));
+  REQUIRE(manifest["normalize_statistics"].size() == 1);
+  CHECK(manifest["normalize_statistics"][0]["mean"].size() == 1);
+
+  // The training set is another one now: the run's statistics still apply,
+  // so the checkpoint gives its recorded loss, not one normalised anew.
+  CHECK(eval_json(tmp / "run data.train.seed=11")["loss"].get<double>() == recorded);
+
+  // A run of 2 ranks with a fixed micro-batch (as its config.yaml says)
+  // evaluates in one process with that micro-batch (whose sums round apart
+  // from the run's batches of 32).
+  write_text(tmp / "run/config.yaml", replaced(replaced(read_text(tmp / "run/config.yaml"),
+                                                        "world_size: 1", "world_size: 2"),
+                                               "micro_batch_size: 0", "micro_batch_size: 16"));
+  CHECK(eval_json(tmp / "run")["loss"].get<double>() == Approx(recorded).epsilon(1e-6));
+
+  // A model override the checkpoint does not fit: a usage error.
+  const auto r = run_trainer("eval " + (tmp / "run") + " model.layers[1].out_features=16", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("does not fit the model") && Catch::Contains("fc1.weight"));
 }

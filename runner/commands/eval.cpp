@@ -15,10 +15,29 @@
 #include "runner/config/load.h"
 #include "runner/graph/program.h"
 #include "runner/train/devices.h"
+#include "runner/train/run_dir.h"
 #include "runner/train/session.h"
 #include "runner/train/trainer.h"
+#include "runner/usage_error.h"
 
 namespace trainer {
+namespace {
+
+// One process: the micro-batch of one of the run's ranks, on the first device
+// the run used.
+void in_one_process(config::Config& config) {
+  config::Diagnostics ignored;  // the run's own config: its batch plan was checked
+  const train::BatchPlan run = train::plan_batches(config, ignored);
+  config.devices.world_size = 1;
+  if (config.devices.gpus.size() > 1) config.devices.gpus = {config.devices.gpus.front()};
+  if (run.world > 1 && run.micro > 0) {
+    config.train.micro_batch_size = run.micro;
+    config.train.micro_batch_auto = false;
+    config.train.accumulation = 0;  // derived from the global batch
+  }
+}
+
+}  // namespace
 
 int command_eval(const CommandArgs& args) {
   namespace fs = std::filesystem;
@@ -29,18 +48,21 @@ int command_eval(const CommandArgs& args) {
   }
   config::Config config = config::load_config(config_path.string(), args.overrides);
   print_config_warnings(config);
-  // One process: the batch of one rank, on the first device the run used.
-  config.devices.world_size = 1;
-  if (config.devices.gpus.size() > 1) config.devices.gpus = {config.devices.gpus.front()};
+  in_one_process(config);
+  if (train::restore_normalize_statistics(args.run_dir, config) > 0)
+    std::fprintf(stderr, "normalize: the statistics the run computed (manifest.json)\n");
   // The checkpoint's weights replace all others: a model.init_from file the
   // run started from is not needed (and may be gone by now).
   if (config.model.node.is_map()) config.model.node.erase("init_from");
   train::Session session = train::prepare_session(config);
   if (!session.eval_data) {
+    const std::string type = config.data.train ? config.data.train->type : "idx";
+    const std::string example = type == "idx" ? "data.eval.images=... data.eval.labels=..."
+                                              : "data.eval='{type: " + type + ", ...}'";
     std::fprintf(stderr,
-                 "error: %s has no eval data: give it with an override, e.g. "
-                 "data.eval.images=... data.eval.labels=... (or data.split=0.1)\n",
-                 config_path.c_str());
+                 "error: %s has no eval data: give it with an override, e.g. %s (the fields of "
+                 "a %s source are in docs/config-reference.md), or data.split=0.1\n",
+                 config_path.c_str(), example.c_str(), type.c_str());
     return 2;
   }
   const checkpoint::CheckpointStore store(args.run_dir);
@@ -56,7 +78,14 @@ int command_eval(const CommandArgs& args) {
   // checkpoint's, strictly.
   graph::Program program(train::training_graph(session, backend), backend,
                          train::compile_options(session));
-  const checkpoint::TrainState state = checkpoint::load_checkpoint_weights(program, path);
+  checkpoint::TrainState state;
+  try {
+    state = checkpoint::load_checkpoint_weights(program, path);
+  } catch (const checkpoint::CheckpointMismatch& e) {
+    throw UsageError(std::string("the checkpoint does not fit the model this config builds: ") +
+                     e.what() +
+                     "\n  evaluate with the run's own model (drop the model.* overrides)");
+  }
   SingleProcess alone;
   const train::EvalResult result = train::evaluate(session, program, alone);
 

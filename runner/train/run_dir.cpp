@@ -273,9 +273,42 @@ void record_program(const std::string& dir, const graph::Program& program, const
   // What the loader does to each sample, with the normalize statistics computed from the data.
   manifest["transforms"] = {{"train", session.train_pipeline->describe()},
                             {"eval", session.eval_pipeline->describe()}};
+  nlohmann::json statistics = nlohmann::json::array();
+  for (const auto& [type, attrs] : session.train_pipeline->resolved()) {
+    if (type != "normalize") continue;
+    const auto numbers = [&](const char* name) {
+      const auto it = attrs.values().find(name);
+      const auto* list =
+          it == attrs.values().end() ? nullptr : std::get_if<std::vector<double>>(&it->second);
+      return list ? nlohmann::json(*list) : nlohmann::json();
+    };
+    statistics.push_back({{"mean", numbers("mean")}, {"std", numbers("std")}});
+  }
+  manifest["normalize_statistics"] = statistics;
   manifest["memory"] = {{"arena_bytes", program.memory_plan().arena_bytes},
                         {"persistent_bytes", program.persistent_bytes()}};
   write_manifest(dir, manifest);
+}
+
+std::size_t restore_normalize_statistics(const std::string& dir, config::Config& config) {
+  const nlohmann::json manifest = read_manifest(dir);
+  const auto recorded = manifest.find("normalize_statistics");
+  if (recorded == manifest.end() || !recorded->is_array()) return 0;
+  std::size_t rank = 0, filled = 0;
+  for (config::TypedItem& item : config.data.transforms) {
+    if (item.type != "normalize") continue;
+    const std::size_t this_rank = rank++;
+    if (item.attrs.has("mean") || item.attrs.has("std") || this_rank >= recorded->size()) continue;
+    try {
+      const nlohmann::json& stats = (*recorded)[this_rank];
+      item.attrs.set("mean", stats.at("mean").get<std::vector<double>>());
+      item.attrs.set("std", stats.at("std").get<std::vector<double>>());
+      ++filled;
+    } catch (const nlohmann::json::exception&) {
+      // A damaged record: the statistics are computed from the data again.
+    }
+  }
+  return filled;
 }
 
 void record_failure(const std::string& dir, const std::string& error) {

@@ -41,9 +41,16 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
 // ("conv1": "onednn:conv2d brgconv avx512"), the compute type of the nodes
 // that do not compute in float32, the batch split (and whether
 // micro_batch_size: auto chose it), the training and eval transforms as the
-// loader applies them (computed normalize statistics included) and the
-// program's memory.
+// loader applies them (computed normalize statistics included, and exactly
+// in "normalize_statistics") and the program's memory.
 void record_program(const std::string& dir, const graph::Program& program, const Session& session);
+
+// Gives each `normalize` of config.data.transforms that has neither mean nor
+// std the statistics the run in `dir` recorded for it (manifest.json
+// "normalize_statistics", in the order of the list), so that evaluating a
+// run normalises as it trained even when its training data changed since.
+// Returns how many it filled.
+std::size_t restore_normalize_statistics(const std::string& dir, config::Config& config);
 
 // summary.json for a run that failed before its training loop started (which
 // records its own failures): status "failed" and the error. Leaves a

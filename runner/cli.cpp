@@ -132,7 +132,8 @@ int run_cli(int argc, char** argv) {
       app.add_subcommand("doctor", "Report the toolchain, libraries and devices found");
   CLI::App* schema = app.add_subcommand(
       "schema", "Write schemas/trainer.schema.json and docs/config-reference.md under DIR");
-  schema->add_option("--out", schema_out, "Output directory (default: the current directory)");
+  schema->add_option("--out", schema_out, "Output directory (default: the current directory)")
+      ->check(kNonEmptyDirectory);
   CLI::App* version =
       app.add_subcommand("version", "Print version, commit, build type and backends");
 

@@ -305,6 +305,10 @@ TEST_CASE("schema --out that cannot be written names the path and the reason") {
   CHECK(r.out ==
         "error: schema --out: cannot create the folder "
         "'/proc/trainer_no_such_dir/schemas': No such file or directory\n");
+  // An empty name would silently write into the current directory.
+  const auto empty = run("schema --out ''", true);
+  CHECK(empty.code == 2);
+  CHECK(empty.out.find("--out: an empty directory name") != std::string::npos);
 }
 
 TEST_CASE("an unknown command is named, with the commands and the nearest") {

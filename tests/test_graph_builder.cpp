@@ -111,6 +111,27 @@ TEST_CASE("a shape error names the layer, its position and the shapes") {
   CHECK_THAT(d.suggestion, Catch::Contains("[4, 4, 6, 6]"));
 }
 
+TEST_CASE("a layer whose tensors would overflow element counts is refused at its line") {
+  // 2^57 x 64 weights: the element count does not fit in 64 bits.
+  auto huge = build(
+      "layers:\n  - {type: flatten}\n"
+      "  - {type: linear, name: wide, out_features: 144115188075855872}\n"
+      "  - {type: linear, out_features: 10}\n");
+  REQUIRE(huge.diags.size() == 1);
+  CHECK(huge.diags.list()[0].mark.line == 3);
+  CHECK_THAT(huge.diags.list()[0].message,
+             Catch::Contains("layer 'wide'") && Catch::Contains("is too large"));
+  // 2^35 outputs fit in 64 bits but not under the limit of 2^40 elements per tensor.
+  auto large =
+      build("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 34359738368}\n");
+  CHECK(large.diags.size() == 1);
+  // Large but possible: no error.
+  auto fine = build(
+      "layers:\n  - {type: flatten}\n  - {type: linear, out_features: 1000000}\n"
+      "  - {type: linear, out_features: 10}\n");
+  CHECK(fine.diags.empty());
+}
+
 TEST_CASE("bad attribute values and unknown inputs are reported with suggestions") {
   auto b = build(R"(
 layers:

@@ -13,6 +13,28 @@
 namespace trainer::graph {
 namespace {
 
+// Tensors beyond this many elements are refused when the model is built, so
+// that element and byte counts (and their sums in the memory plan) stay far
+// from 64-bit overflow.
+constexpr std::int64_t kMaxTensorElements = std::int64_t{1} << 40;
+
+bool within_element_limit(const Shape& shape) {
+  std::int64_t elements = 1;
+  for (std::int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(elements, d, &elements) || elements > kMaxTensorElements)
+      return false;
+  return true;
+}
+
+// "" when the op's output and parameters are within the limit; else which is not.
+std::string oversized_tensor(const OpSignature& sig) {
+  if (!within_element_limit(sig.output)) return "output " + to_string(sig.output) + " is too large";
+  for (const auto& p : sig.params)
+    if (!within_element_limit(p.shape))
+      return "parameter '" + p.name + "' " + to_string(p.shape) + " is too large";
+  return "";
+}
+
 using config::Diagnostics;
 using config::Mark;
 using config::Node;
@@ -309,6 +331,12 @@ class Builder {
       for (const auto& s : shapes) got += (got.empty() ? "" : ", ") + to_string(s);
       diags_.add(mark, path, "layer '" + name + "' (" + op.name + "): " + e.what(),
                  "input shape" + std::string(shapes.size() > 1 ? "s: " : ": ") + got);
+      return kNoValue;
+    }
+    if (const std::string too_large = oversized_tensor(sig); !too_large.empty()) {
+      diags_.add(mark, path, "layer '" + name + "' (" + op.name + "): " + too_large,
+                 "a tensor may hold at most 2^40 elements (4 TiB of float32); check the "
+                 "layer's sizes");
       return kNoValue;
     }
     graph::Node node;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "data/loader.h"  // kIgnoreLabel
+
 namespace trainer::data {
 
 ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
@@ -43,11 +45,13 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
   }
   for (std::size_t i = 0; i < data_.labels.size(); ++i) {
     const std::int64_t label = data_.labels[i];
+    if (label == kIgnoreLabel) continue;  // no class: the loss leaves the sample out
     if (label < 0 || (data_.num_classes > 0 && label >= data_.num_classes)) {
       throw std::runtime_error(
           data_.description + ": label " + std::to_string(label) + " of sample " +
           std::to_string(i) + " is outside [0, " +
-          (data_.num_classes > 0 ? std::to_string(data_.num_classes) : std::string("inf")) + ")");
+          (data_.num_classes > 0 ? std::to_string(data_.num_classes) : std::string("inf")) +
+          ") (and is not " + std::to_string(kIgnoreLabel) + ", the label of an ignored sample)");
     }
     if (label > max_label_) {
       max_label_ = label;
@@ -55,6 +59,11 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
     }
   }
   classes_inferred_ = data_.num_classes == 0;
+  if (classes_inferred_ && max_label_ < 0) {
+    throw std::runtime_error(data_.description + ": every label is " +
+                             std::to_string(kIgnoreLabel) +
+                             " (an ignored sample): there is no class to infer the classes from");
+  }
   if (classes_inferred_) data_.num_classes = max_label_ + 1;
 }
 

@@ -30,7 +30,8 @@ class ArrayDataset final : public Dataset {
  public:
   // Validates sizes and labels; throws std::runtime_error naming `description`
   // for no samples, an empty sample or target shape, a count mismatch or a
-  // label outside [0, num_classes).
+  // label outside [0, num_classes) other than kIgnoreLabel (-100, PyTorch's
+  // ignore_index: a sample the loss leaves out, in no class).
   explicit ArrayDataset(ArrayData data);
 
   std::int64_t size() const override { return size_; }

@@ -11,6 +11,7 @@
 
 #include "data/array_dataset.h"
 #include "data/finite_check.h"
+#include "data/loader.h"  // kIgnoreLabel
 #include "data/sources.h"
 
 namespace trainer::data {
@@ -171,12 +172,15 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       data.targets.push_back(static_cast<float>(label));
     } else {
       // Compared before the cast: NaN or a value beyond int64 has no integer to cast to.
-      if (!(label >= 0 && label < 0x1p63) || label != std::floor(label) ||
-          (o.classes > 0 && label >= static_cast<double>(o.classes))) {
+      // kIgnoreLabel (-100) is a sample the loss leaves out, in no class.
+      const bool ignored = label == static_cast<double>(kIgnoreLabel);
+      if (!ignored && (!(label >= 0 && label < 0x1p63) || label != std::floor(label) ||
+                       (o.classes > 0 && label >= static_cast<double>(o.classes)))) {
         throw std::runtime_error(
             "CSV file '" + o.path + "' line " + std::to_string(line_number) + ": label " +
             quoted(cells[label_column]) + " is not a class in [0, " +
-            (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ")");
+            (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ") (nor " +
+            std::to_string(kIgnoreLabel) + ", the label of an ignored sample)");
       }
       data.labels.push_back(static_cast<std::int64_t>(label));
       lines.push_back(line_number);

@@ -1,7 +1,9 @@
 // labels: cpu
 // One wrong label in data whose classes are inferred (no `classes:` on the
 // source) is reported where it is, not as a model "set the last layer's size
-// to <huge>": `trainer validate` on small CSV, NPY and IDX files.
+// to <huge>": `trainer validate` on small CSV, NPY and IDX files. A label
+// -100 (PyTorch's ignore_index) is a sample in no class, taken; any other
+// negative label is refused.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -79,4 +81,41 @@ TEST_CASE("a class count near the model's keeps the model's message") {
       dir, "{type: idx, images: " + dir.file("i.idx") + ", labels: " + dir.file("l.idx") + "}");
   CHECK_THAT(out, Contains("the last layer gives 3 outputs but the data has 4 classes") &&
                       Contains("set the last layer's size to 4"));
+}
+
+TEST_CASE("a label -100 is a sample in no class; another negative label is refused") {
+  TempDir dir;
+  const auto validate = [&](const std::string& train) {
+    const std::string config = dir.file("ignore.yaml");
+    write_text(config, "name: ignore\ndata:\n  train: " + train +
+                           "\nmodel:\n  layers: [{type: flatten}, {type: linear, out_features: "
+                           "3}]\ntrain: {batch_size: 2}\n");
+    return trainer::testing::run_trainer("validate " + config, true);
+  };
+  write_text(dir.file("a.csv"), "a,y\n1,0\n2,-100\n3,2\n4,1\n");
+  const auto csv = validate("{type: csv, path: " + dir.file("a.csv") + "}");
+  INFO(csv.out);
+  CHECK(csv.code == 0);  // 3 classes, inferred from the other labels
+
+  const float x[4] = {};
+  const std::int64_t y[4] = {2, -100, 0, 1};
+  write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4, 1)", x, sizeof x));
+  write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(4,)", y, sizeof y));
+  const std::string npy = "{type: npy, x: " + dir.file("x.npy") + ", y: " + dir.file("y.npy");
+  const auto taken = validate(npy + ", classes: 3}");
+  INFO(taken.out);
+  CHECK(taken.code == 0);
+
+  write_text(dir.file("b.csv"), "a,y\n1,0\n2,-1\n");
+  const auto refused = validate("{type: csv, path: " + dir.file("b.csv") + "}");
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.out, Contains("line 3: label '-1' is not a class in [0, inf) (nor -100, the "
+                                   "label of an ignored sample)"));
+
+  const std::int64_t none[4] = {-100, -100, -100, -100};
+  write_bytes(dir.file("none.npy"), npy_bytes("<i8", "(4,)", none, sizeof none));
+  const auto empty =
+      validate("{type: npy, x: " + dir.file("x.npy") + ", y: " + dir.file("none.npy") + "}");
+  CHECK(empty.code == 2);
+  CHECK_THAT(empty.out, Contains("every label is -100 (an ignored sample): there is no class"));
 }

@@ -164,6 +164,13 @@ Scalars scalars_of(const nlohmann::json& record) {
   return scalars;
 }
 
+// Optimizer steps in an epoch of `micro_batches`: with drop_last a partial
+// global batch is dropped; without it the last step takes the micro-batches left.
+std::int64_t steps_in_epoch(std::int64_t micro_batches, std::int64_t accumulation, bool drop_last) {
+  return drop_last ? micro_batches / accumulation
+                   : (micro_batches + accumulation - 1) / accumulation;
+}
+
 // Cuts a JSON-lines file back to `bytes` (what it held at the checkpoint) before appending.
 // The length of the longest prefix of `bytes` made of whole JSON lines.
 std::uint64_t whole_lines(const std::string& bytes) {
@@ -253,11 +260,19 @@ class TrainLoop {
   // `at_step`. Under loss scaling the update takes both from the backend's
   // count of applied updates instead (skipped steps hold the schedule).
   void schedule_update(std::int64_t at_step);
-  // One optimizer step's micro-batches, each fed, run and its loss recorded.
+  // One optimizer step's micro-batches (`accumulation`, or those left at the
+  // end of an epoch), each fed, run and its loss recorded.
   void train_micro_batches();
+  // The loader's next batch, its wait counted.
+  const data::Batch& next_micro_batch();
+  // Forward and backward of micro-batch `micro` of the step, its loss (seeded
+  // with `weight`) recorded, its hits counted at a log point.
+  void run_micro_batch(const data::Batch& batch, std::int64_t micro, double weight);
   // The end of a step whose update is not part of it: reduce over ranks, then
   // update (which checks, unscales, clips or skips on the backend).
   void finish_step();
+  // Multiplies this rank's gradients by `factor` through host memory.
+  void scale_gradients_on_host(float factor);
   // Brings the host's copy of the loss scale up to date from the backend (a
   // read-back: log points and checkpoints only), warns of the steps skipped
   // since, stops a run whose scaling collapsed, and sends the learning rates
@@ -332,6 +347,12 @@ class TrainLoop {
   std::string update_placement_;
 
   std::vector<float> logits_;
+  // The label the loss leaves out (cross_entropy's ignore_index): its rows
+  // count in neither a step's mean nor the accuracy.
+  const std::optional<std::int64_t> ignored_;
+  // What this rank's gradients of the step are multiplied by to make them the
+  // mean over its counted rows (train_micro_batches); 1 when no row is ignored.
+  double count_correction_ = 1;
   Window window_;
   bool warned_input_bound_ = false;
   ProgressBar progress_;
@@ -339,7 +360,7 @@ class TrainLoop {
   // Each micro-batch's loss stays in backend memory until the window needs it:
   // no device synchronisation per step for the loss.
   LossLog losses_;
-  std::vector<double> loss_weights_;  // per recorded loss: its share of its step's rows
+  std::vector<double> loss_weights_;  // per recorded loss: its share of its step's counted rows
 
   Clock::time_point run_start_;
   double total_wait_ = 0;
@@ -372,7 +393,8 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       rank_average_(1.0f / static_cast<float>(world_)),
       loader_(s.train_data, s.train_pipeline, loader_options(s, true, backend_, &collective)),
       accumulation_(s.batch.accumulation),
-      steps_per_epoch_(loader_.batches_per_epoch() / accumulation_),
+      steps_per_epoch_(
+          steps_in_epoch(loader_.batches_per_epoch(), accumulation_, loader_.options().drop_last)),
       total_steps_(cfg_.train.max_steps > 0 ? cfg_.train.max_steps
                                             : cfg_.train.epochs * steps_per_epoch_),
       log_every_(std::max<std::int64_t>(1, cfg_.train.log_every)),
@@ -384,6 +406,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       inject_overflow_(injected_overflow_steps()),
       inject_checkpoint_delay_s_(injected_checkpoint_delay_s()),
       logits_(s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0),
+      ignored_(ignored_label(s)),
       progress_(collective.is_root(), collective.world() > 1),
       losses_(backend_, static_cast<std::size_t>(log_every_ * accumulation_)) {
   if (steps_per_epoch_ < 1)
@@ -555,55 +578,91 @@ void TrainLoop::schedule_update(std::int64_t at_step) {
 
 void TrainLoop::train_micro_batches() {
   if (accumulation_ > 1) program_.zero_gradients();
-  // Each micro-batch's loss counts by its real rows: the step's gradient is
-  // the mean over the step's samples even when its last micro-batch is short
-  // (drop_last: false), as one batch of them would give. The ranks' shards
-  // are equal, so each rank's step holds as many rows.
+  // The step's gradient is the mean over the step's counted rows (real, and
+  // not ignored), as one batch of them would give, even when a micro-batch is
+  // short or the epoch's last step has fewer micro-batches (drop_last:
+  // false). Each micro-batch's loss is a mean over its own counted rows, so
+  // it counts by their number over the step's; the total is known only once
+  // every micro-batch is in, so the seeds divide by the count as far as known
+  // at the first (its counted rows and the real rows still to come) and
+  // count_correction_ makes up the difference (1 when no row is ignored, and
+  // whenever the step is one micro-batch). The ranks' shards are equal, so
+  // each rank's step holds as many micro-batches and rows.
   const std::int64_t first_batch = loader_.cursor().position;
-  std::int64_t step_rows = 0;
-  for (std::int64_t micro = 0; micro < accumulation_; ++micro)
-    step_rows += loader_.rows_of_batch(first_batch + micro);
-  for (std::int64_t micro = 0; micro < accumulation_; ++micro) {
-    const auto wait_start = Clock::now();
-    const data::Batch* batch = loader_.next();
-    const double waited = seconds_since(wait_start);
-    window_.wait += waited;
-    total_wait_ += waited;
-    collective_.note_data_wait(waited);
-    if (!batch) throw std::logic_error("the loader ran out of batches inside an epoch");
-    feed(program_, *batch, s_.num_classes);
-    // The loss scale, read on the backend: it may have moved in the last update.
-    const double weight = static_cast<double>(batch->rows) / static_cast<double>(step_rows);
-    backend_.vector_ops().fill_loss_seed(program_.loss_seed(), weight);
-    if (update_in_step_) {     // the values the step's own update reads
-      opt_.grad_scale = 1.0f;  // one rank: nothing to average
-      schedule_update(step_);
-      backend_.vector_ops().set_optimizer_step(opt_);
-    }
-    // One seed for the whole step; row j of this rank's micro-batch is sample
-    // rank + world * (micro * micro_size + j) of the step's global batch (the
-    // loader's sharding), so dropout draws follow the sample.
-    StepValues values;
-    values.seed = splitmix64(static_cast<std::uint64_t>(cfg_.seed) ^
-                             splitmix64(static_cast<std::uint64_t>(step_)));
-    values.valid_rows = batch->rows;
-    values.first_position = collective_.rank() + world_ * micro * s_.batch.micro;
-    values.position_stride = world_;
-    program_.train_step(values);
-    losses_.record(program_.loss());
-    loss_weights_.push_back(weight);
-    window_.samples += batch->rows;
-    total_samples_ += batch->rows;
-    if (s_.num_classes > 0 && (step_ + 1) % log_every_ == 0) {
-      backend_.copy_to_host(logits_.data(), program_.logits().data, logits_.size() * sizeof(float));
-      const Hits h = count_hits(logits_.data(), batch->labels.i64(), batch->rows, s_.num_classes);
-      window_.hits.top1 += h.top1;
-      window_.hits.rows += h.rows;
-    }
+  const std::int64_t micro_batches =
+      std::min(accumulation_, loader_.batches_per_epoch() - first_batch);
+  std::int64_t rows_to_come = 0;
+  for (std::int64_t micro = 0; micro < micro_batches; ++micro)
+    rows_to_come += loader_.rows_of_batch(first_batch + micro);
+  double seed_divisor = 0;
+  std::int64_t step_counted = 0;
+  const std::size_t first_weight = loss_weights_.size();
+  for (std::int64_t micro = 0; micro < micro_batches; ++micro) {
+    const data::Batch& batch = next_micro_batch();
+    feed(program_, batch, s_.num_classes, ignored_);
+    const std::int64_t counted = counted_rows(batch, ignored_);
+    rows_to_come -= batch.rows;
+    if (micro == 0) seed_divisor = static_cast<double>(counted + rows_to_come);
+    step_counted += counted;
+    run_micro_batch(batch, micro,
+                    seed_divisor > 0 ? static_cast<double>(counted) / seed_divisor : 0.0);
+    loss_weights_.push_back(static_cast<double>(counted));
+  }
+  // The step's loss: its micro-batches' losses by their share of its counted rows.
+  for (std::size_t i = first_weight; i < loss_weights_.size(); ++i)
+    loss_weights_[i] = step_counted > 0 ? loss_weights_[i] / static_cast<double>(step_counted) : 0;
+  count_correction_ = step_counted > 0 ? seed_divisor / static_cast<double>(step_counted) : 1.0;
+}
+
+const data::Batch& TrainLoop::next_micro_batch() {
+  const auto wait_start = Clock::now();
+  const data::Batch* batch = loader_.next();
+  const double waited = seconds_since(wait_start);
+  window_.wait += waited;
+  total_wait_ += waited;
+  collective_.note_data_wait(waited);
+  if (!batch) throw std::logic_error("the loader ran out of batches inside an epoch");
+  return *batch;
+}
+
+void TrainLoop::run_micro_batch(const data::Batch& batch, std::int64_t micro, double weight) {
+  // The loss scale, read on the backend: it may have moved in the last update.
+  backend_.vector_ops().fill_loss_seed(program_.loss_seed(), weight);
+  if (update_in_step_) {     // the values the step's own update reads
+    opt_.grad_scale = 1.0f;  // one rank and one micro-batch: nothing to average or correct
+    schedule_update(step_);
+    backend_.vector_ops().set_optimizer_step(opt_);
+  }
+  // One seed for the whole step; row j of this rank's micro-batch is sample
+  // rank + world * (micro * micro_size + j) of the step's global batch (the
+  // loader's sharding), so dropout draws follow the sample.
+  StepValues values;
+  values.seed = splitmix64(static_cast<std::uint64_t>(cfg_.seed) ^
+                           splitmix64(static_cast<std::uint64_t>(step_)));
+  values.valid_rows = batch.rows;
+  values.first_position = collective_.rank() + world_ * micro * s_.batch.micro;
+  values.position_stride = world_;
+  program_.train_step(values);
+  losses_.record(program_.loss());
+  window_.samples += batch.rows;
+  total_samples_ += batch.rows;
+  if (s_.num_classes > 0 && (step_ + 1) % log_every_ == 0) {
+    backend_.copy_to_host(logits_.data(), program_.logits().data, logits_.size() * sizeof(float));
+    const Hits h = count_counted_hits(logits_.data(), batch, s_.num_classes, ignored_);
+    window_.hits.top1 += h.top1;
+    window_.hits.rows += h.rows;
   }
 }
 
 void TrainLoop::finish_step() {
+  // Each rank's gradients become the mean over its own counted rows; the
+  // ranks then count alike (as PyTorch's DDP averages them), so with several
+  // ranks the correction comes before the sum.
+  float own_scale = static_cast<float>(count_correction_);
+  if (world_ > 1 && own_scale != 1.0f) {
+    scale_gradients_on_host(own_scale);
+    own_scale = 1.0f;
+  }
   // Gradients are means over this rank's micro-batches; average them over ranks.
   if (world_ > 1) collective_.all_reduce_sum(grads_);
   if (inject_overflow_.count(step_ + 1) && !grads_.empty()) {
@@ -612,9 +671,22 @@ void TrainLoop::finish_step() {
   }
   // The update averages over ranks; under loss scaling it also divides the
   // scale out, or skips the step when the gradients overflowed.
-  opt_.grad_scale = rank_average_;
+  opt_.grad_scale = rank_average_ * own_scale;
   schedule_update(step_);
   backend_.vector_ops().optimizer_step(slots_, opt_);
+}
+
+// A round trip through host memory, taken only by steps with ignored rows on
+// several ranks with accumulation (the backend has no scaling of its own).
+void TrainLoop::scale_gradients_on_host(float factor) {
+  std::vector<float> values;
+  for (const TensorRef& grad : grads_) {
+    if (grad.dtype != DType::f32) throw std::logic_error("gradients are not float32");
+    values.resize(static_cast<std::size_t>(grad.numel()));
+    backend_.copy_to_host(values.data(), grad.data, grad.bytes());
+    for (float& v : values) v *= factor;
+    backend_.copy_to_device(grad.data, values.data(), grad.bytes());
+  }
 }
 
 void TrainLoop::sync_loss_scale() {

@@ -1,7 +1,9 @@
 // Compiling a session into a program, its optimizer and loader settings,
-// feeding batches, and evaluation. The training loop is train_loop.cpp.
+// feeding batches, the rows a batch's loss counts (ignore_index), and
+// evaluation. The training loop is train_loop.cpp.
 #include "runner/train/trainer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -38,7 +40,32 @@ data::LoaderOptions loader_options(const Session& s, bool training, Backend& bac
   return o;
 }
 
-void feed(graph::Program& program, const data::Batch& batch, std::int64_t classes) {
+std::optional<std::int64_t> ignored_label(const Session& s) {
+  for (const graph::Node& node : s.graph.nodes)
+    if (node.output == s.graph.loss && node.op && node.op->name == "cross_entropy")
+      return node.attrs.get_int("ignore_index");
+  return std::nullopt;
+}
+
+std::int64_t counted_rows(const data::Batch& batch, std::optional<std::int64_t> ignored) {
+  if (!ignored || batch.labels.dtype != DType::i64) return batch.rows;
+  const std::int64_t* labels = batch.labels.i64();
+  return static_cast<std::int64_t>(
+      std::count_if(labels, labels + batch.rows, [&](std::int64_t l) { return l != *ignored; }));
+}
+
+Hits count_counted_hits(const float* logits, const data::Batch& batch, std::int64_t classes,
+                        std::optional<std::int64_t> ignored) {
+  const std::int64_t* labels = batch.labels.i64();
+  if (!ignored) return count_hits(logits, labels, batch.rows, classes);
+  // count_hits passes over labels outside [0, classes): an ignored one becomes -1.
+  std::vector<std::int64_t> kept(labels, labels + batch.rows);
+  std::replace(kept.begin(), kept.end(), *ignored, std::int64_t{-1});
+  return count_hits(logits, kept.data(), batch.rows, classes);
+}
+
+void feed(graph::Program& program, const data::Batch& batch, std::int64_t classes,
+          std::optional<std::int64_t> ignored) {
   // The session checks the data against the model; this guards the copies.
   if (batch.inputs.bytes() != program.input().bytes() ||
       batch.labels.bytes() != program.labels().bytes())
@@ -50,11 +77,16 @@ void feed(graph::Program& program, const data::Batch& batch, std::int64_t classe
   if (classes > 0) {
     const std::int64_t* labels = batch.labels.i64();
     for (std::int64_t r = 0; r < batch.rows; ++r) {
-      if (labels[r] < 0 || labels[r] >= classes)
-        throw std::runtime_error(
-            "label " + std::to_string(labels[r]) + " in row " + std::to_string(r) + " of batch " +
-            std::to_string(batch.index) + " (epoch " + std::to_string(batch.epoch) +
-            ") is outside the model's " + std::to_string(classes) + " classes");
+      if ((labels[r] >= 0 && labels[r] < classes) || labels[r] == ignored) continue;
+      throw std::runtime_error(
+          "label " + std::to_string(labels[r]) + " in row " + std::to_string(r) + " of batch " +
+          std::to_string(batch.index) + " (epoch " + std::to_string(batch.epoch) +
+          ") is outside the model's " + std::to_string(classes) + " classes" +
+          (ignored ? " and is not the loss's ignore_index " + std::to_string(*ignored) +
+                         (labels[r] < 0 ? " (set model.loss.ignore_index to it if such rows are "
+                                          "meant to be left out)"
+                                        : "")
+                   : ""));
     }
   }
   Backend& backend = program.backend();
@@ -154,40 +186,48 @@ EvalResult evaluate(const Session& s, graph::Program& program, Collective& colle
   data::Loader loader(s.eval_data, s.eval_pipeline, options);
   loader.start_epoch(0);
   const std::int64_t classes = s.num_classes;
+  const std::optional<std::int64_t> ignored = ignored_label(s);
   std::vector<float> logits(classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape))
                                         : 0);
+  // The loss of a batch is its mean over its counted rows: weighted by them,
+  // the sum over the set is every counted row's loss.
   double loss_sum = 0;
+  std::int64_t counted = 0, samples = 0;
   Hits hits;
-  std::int64_t samples = 0;
   const std::int64_t limit = s.config.train.eval_batches;
   for (std::int64_t b = 0; limit == 0 || b < limit; ++b) {
     const data::Batch* batch = loader.next();
     if (!batch) break;
-    feed(program, *batch, classes);
+    feed(program, *batch, classes, ignored);
     program.eval_step(batch->rows);
-    loss_sum += static_cast<double>(read_scalar(program, program.loss())) *
-                static_cast<double>(batch->rows);
+    const std::int64_t rows = counted_rows(*batch, ignored);
+    if (rows > 0)
+      loss_sum +=
+          static_cast<double>(read_scalar(program, program.loss())) * static_cast<double>(rows);
+    counted += rows;
     samples += batch->rows;
     if (classes > 0) {
       program.backend().copy_to_host(logits.data(), program.logits().data,
                                      logits.size() * sizeof(float));
-      const Hits h = count_hits(logits.data(), batch->labels.i64(), batch->rows, classes);
+      const Hits h = count_counted_hits(logits.data(), *batch, classes, ignored);
       hits.top1 += h.top1;
       hits.top5 += h.top5;
       hits.rows += h.rows;
     }
   }
   // Counts below 2^53 are exact in double; every rank gets the same sums.
-  std::vector<double> sums = {loss_sum, static_cast<double>(samples),
-                              static_cast<double>(hits.top1), static_cast<double>(hits.top5),
+  std::vector<double> sums = {loss_sum,
+                              static_cast<double>(counted),
+                              static_cast<double>(samples),
+                              static_cast<double>(hits.top1),
+                              static_cast<double>(hits.top5),
                               static_cast<double>(hits.rows)};
   if (collective.world() > 1) collective.all_reduce_statistics(sums);
-  result.samples = static_cast<std::int64_t>(sums[1]);
-  const double rows = sums[4];
-  if (result.samples > 0) result.loss = sums[0] / sums[1];
-  if (rows > 0) {
-    result.accuracy = sums[2] / rows;
-    result.top5 = sums[3] / rows;
+  result.samples = static_cast<std::int64_t>(sums[2]);
+  if (sums[1] > 0) result.loss = sums[0] / sums[1];
+  if (sums[5] > 0) {
+    result.accuracy = sums[3] / sums[5];
+    result.top5 = sums[4] / sums[5];
   }
   return result;
 }

@@ -4,11 +4,12 @@
 // (bit-identical metrics with `deterministic: true`) from its newest good
 // checkpoint; SIGINT / SIGTERM finish the step, checkpoint and stop. Also what
 // the loop and the commands share: compiling a session, its optimizer and
-// loader settings, feeding a batch, evaluation.
+// loader settings, feeding a batch, the rows its loss counts, evaluation.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "ops/collective.h"
 #include "ops/kernel.h"
 #include "runner/graph/program.h"
+#include "runner/train/metrics.h"
 #include "runner/train/session.h"
 
 namespace trainer::train {
@@ -34,8 +36,23 @@ OptimizerStep configured_optimizer(const config::Config& config);
 data::LoaderOptions loader_options(const Session& session, bool training, Backend& backend,
                                    const Collective* collective = nullptr);
 
-// Copies a batch into the program's input buffers, checking labels against the model.
-void feed(graph::Program& program, const data::Batch& batch, std::int64_t classes);
+// The label the session's loss leaves out: cross_entropy's ignore_index
+// (default -100, the loader's padding label); nullopt for a loss without one.
+std::optional<std::int64_t> ignored_label(const Session& session);
+
+// The real rows of `batch` the loss averages over: those whose label is not
+// `ignored` (every real row for regression targets, or without `ignored`).
+std::int64_t counted_rows(const data::Batch& batch, std::optional<std::int64_t> ignored);
+
+// Top-1 / top-5 hits of `logits` against the labels of `batch`'s counted
+// rows: an ignored row is in neither the hits nor Hits::rows.
+Hits count_counted_hits(const float* logits, const data::Batch& batch, std::int64_t classes,
+                        std::optional<std::int64_t> ignored);
+
+// Copies a batch into the program's input buffers, checking its real rows'
+// labels against the model: each in [0, classes) or equal to `ignored`.
+void feed(graph::Program& program, const data::Batch& batch, std::int64_t classes,
+          std::optional<std::int64_t> ignored = std::nullopt);
 
 // Compiles the session's graph on `backend` and initialises its parameters
 // (seeded, then `model.init_from` when given).
@@ -71,9 +88,12 @@ struct EvalResult {
 };
 
 // The model on the eval split (up to train.eval_batches micro-batches per
-// rank). With several ranks each evaluates its shard and the sums are added
-// over `collective`: every rank returns the same result, that of one rank
-// evaluating all of it (to float rounding).
+// rank). The loss is the mean over every counted row of the set (rows whose
+// label is the loss's ignore_index count in neither it nor the accuracy),
+// whatever the batch size; 0 when no row counts. With several ranks each
+// evaluates its shard and the sums are added over `collective`: every rank
+// returns the same result, that of one rank evaluating all of it (to float
+// rounding).
 EvalResult evaluate(const Session& session, graph::Program& program, Collective& collective);
 
 }  // namespace trainer::train

@@ -1,35 +1,119 @@
-// Signal handlers that set a flag the training loop polls between steps.
+// One watcher thread takes SIGINT and SIGTERM with sigwaitinfo; every other
+// thread blocks them, so no signal handler ever runs on a thread that executes
+// kernels (see stop_signal.h).
 #include "runner/checkpoint/stop_signal.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <csignal>
+#include <mutex>
+#include <thread>
 
 namespace trainer::checkpoint {
 namespace {
 
-std::atomic<int> g_signal{0};
-struct sigaction g_previous_int, g_previous_term;
+std::atomic<StopSignalMode> g_mode{StopSignalMode::default_action};
+std::atomic<pid_t> g_child{0};  // where ForwardStopSignals sends them
+std::atomic<int> g_signal{0};   // the first one of the current scope
+std::atomic<bool> g_started{false};
+sigset_t g_mask_before;  // written once, before g_started is set
 
-void on_signal(int sig) {
-  if (g_signal.exchange(sig) != 0) _exit(128 + sig);  // asked twice: stop now
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// StopSignals: the first asks the training loop to stop; a second ends the process now.
+void record_stop(int sig) {
+  if (g_signal.exchange(sig) != 0) _exit(128 + sig);
+}
+
+// ForwardStopSignals: the child stops the job (and gets one from the terminal itself).
+void forward_to_child(int sig, bool from_terminal) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, sig);
+  const pid_t child = g_child.load();
+  if (child > 0 && !from_terminal) kill(child, sig);
+}
+
+// No scope: the signal does what this process's disposition says (SIG_DFL:
+// the process ends as if killed by it), delivered to this thread alone. Sent
+// while blocked, it stays pending even when ignored, and arrives on unblocking.
+void act_on_disposition(int sig) {
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  pthread_kill(pthread_self(), sig);
+  pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+  pthread_sigmask(SIG_BLOCK, &only, nullptr);
+}
+
+void dispatch(const siginfo_t& info) {
+  switch (g_mode.load()) {
+    case StopSignalMode::stop:
+      record_stop(info.si_signo);
+      return;
+    case StopSignalMode::forward:
+      forward_to_child(info.si_signo, info.si_code == SI_KERNEL);  // SI_KERNEL: the tty's
+      return;
+    case StopSignalMode::default_action:
+      act_on_disposition(info.si_signo);
+      return;
+  }
+}
+
+[[noreturn]] void watch(sigset_t set) {
+  for (;;) {
+    siginfo_t info{};
+    if (sigwaitinfo(&set, &info) > 0) dispatch(info);
+  }
+}
+
+StopSignalMode enter(StopSignalMode mode) {
+  start_stop_signal_watcher();
+  g_signal = 0;
+  return g_mode.exchange(mode);
 }
 
 }  // namespace
 
-StopSignals::StopSignals() {
-  g_signal = 0;
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, &g_previous_int);
-  sigaction(SIGTERM, &action, &g_previous_term);
+void start_stop_signal_watcher() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const sigset_t set = stop_signal_set();
+    pthread_sigmask(SIG_BLOCK, &set, &g_mask_before);
+    g_started = true;
+    // Lives as long as the process: it only waits in sigwaitinfo and touches
+    // atomics, so exit() needs nothing from it and it is not joined.
+    std::thread watcher(watch, set);
+    pthread_setname_np(watcher.native_handle(), "stop-signals");
+    watcher.detach();
+  });
 }
 
+void restore_signal_mask_before_exec() {
+  if (g_started.load()) sigprocmask(SIG_SETMASK, &g_mask_before, nullptr);
+}
+
+StopSignals::StopSignals() : previous_mode_(enter(StopSignalMode::stop)) {}
+
 StopSignals::~StopSignals() {
-  sigaction(SIGINT, &g_previous_int, nullptr);
-  sigaction(SIGTERM, &g_previous_term, nullptr);
+  g_mode = previous_mode_;
+}
+
+ForwardStopSignals::ForwardStopSignals(pid_t child) {
+  g_child = child;
+  previous_mode_ = enter(StopSignalMode::forward);
+}
+
+ForwardStopSignals::~ForwardStopSignals() {
+  g_mode = previous_mode_;
+  g_child = 0;
 }
 
 int stop_requested() {

@@ -1,19 +1,73 @@
-// SIGINT / SIGTERM as a request to stop: the handler only records the signal;
-// the training loop finishes its step, writes a checkpoint and exits with
-// 128 + signal (130 / 143). A second signal of either kind ends the process at once.
+// SIGINT / SIGTERM as a request to stop, received by one thread that runs no
+// kernels.
+//
+// No handler for them is ever installed: a handler runs on whichever thread
+// the kernel picks, and oneDNN 2.x JIT GEMM kernels point rsp into a heap
+// buffer while they run, so a signal frame pushed onto such a thread corrupts
+// the heap. Instead start_stop_signal_watcher(), called first thing in main()
+// before any thread exists, blocks both signals (every thread started later:
+// OpenMP, data loader, MPI, logging, inherits the mask) and starts one
+// watcher thread that takes them with sigwaitinfo. What a signal does depends
+// on the scope active when it arrives:
+//   - StopSignals: the first is recorded (stop_requested()); the training loop
+//     finishes its step, writes a checkpoint and exits with 128 + signal
+//     (130 / 143). A second signal of either kind ends the process at once
+//     (_exit(128 + signal)).
+//   - ForwardStopSignals(child): each is sent on to the child (the launcher's
+//     mpirun), which stops the job; the first is recorded. One typed at the
+//     terminal is not sent again: the child, in our process group, got it too.
+//   - neither: what it would do unblocked (the disposition this process has:
+//     terminate as if killed by it, be ignored, or run a handler someone
+//     installed), acted out on the watcher thread.
+// SIGHUP, SIGPIPE and all other signals are left as they are. A child this
+// process starts calls restore_signal_mask_before_exec() between fork() and
+// exec so the program it runs gets the mask this process began with.
 #pragma once
+
+#include <sys/types.h>
 
 namespace trainer::checkpoint {
 
+// What the watcher does with SIGINT / SIGTERM (the scopes below set it).
+enum class StopSignalMode { default_action, stop, forward };
+
+// Blocks SIGINT and SIGTERM in the calling thread and starts the watcher
+// thread (once; later calls do nothing). main() calls it before anything
+// else; StopSignals calls it too, for a program (a test) whose main did not,
+// where threads started before it keep the signals unblocked.
+void start_stop_signal_watcher();
+
+// Sets the calling thread's signal mask back to what it was before
+// start_stop_signal_watcher() (nothing when it was never called).
+// Async-signal-safe: for the child between fork() and exec.
+void restore_signal_mask_before_exec();
+
+// While alive, SIGINT / SIGTERM are stop requests (see above).
 class StopSignals {
  public:
-  StopSignals();   // installs the handlers
-  ~StopSignals();  // restores the previous ones
+  StopSignals();   // clears the request recorded before
+  ~StopSignals();  // back to what the signals did before
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  StopSignalMode previous_mode_;
 };
 
-// The signal received since the handlers were installed (0: none).
+// While alive, SIGINT / SIGTERM are sent on to `child` (see above).
+class ForwardStopSignals {
+ public:
+  explicit ForwardStopSignals(pid_t child);  // clears the request recorded before
+  ~ForwardStopSignals();                     // back to what the signals did before
+  ForwardStopSignals(const ForwardStopSignals&) = delete;
+  ForwardStopSignals& operator=(const ForwardStopSignals&) = delete;
+
+ private:
+  StopSignalMode previous_mode_;
+};
+
+// The first signal received within the latest StopSignals or
+// ForwardStopSignals scope (0: none).
 int stop_requested();
 
 }  // namespace trainer::checkpoint

@@ -73,7 +73,10 @@ pid_t launch(const std::vector<std::string>& args, const std::string& log_path) 
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid != 0) return pid;
-  // Child: its own process group (a terminal's Ctrl-C reaches only the sweep,
+  // Child: the signal mask this process started with (trainer blocks SIGINT /
+  // SIGTERM in every thread but its signal watcher, and exec keeps the mask).
+  checkpoint::restore_signal_mask_before_exec();
+  // Its own process group (a terminal's Ctrl-C reaches only the sweep,
   // which forwards one SIGTERM), and it stops when the sweep dies.
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);

@@ -1,0 +1,90 @@
+// labels: cpu
+// SIGINT / SIGTERM never run a handler on a thread that executes kernels
+// (oneDNN 2.x JIT kernels point rsp into the heap: a signal frame there
+// corrupts it): while a run trains, every thread but the one signal watcher
+// blocks them and no handler is installed, and SIGTERM still finishes the
+// step, checkpoints and exits 143 with a run directory that resumes. Outside
+// training they act as the process's disposition says: `trainer time` dies of
+// SIGINT, SIGTERM (and SIGHUP, untouched) as if unblocked, and an inherited
+// ignored SIGINT stays ignored.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_resume_fixtures.h"
+#include "test_signal_fixtures.h"
+
+using namespace trainer::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json summary_of(const std::string& dir) {
+  return nlohmann::json::parse(read_text(dir + "/summary.json"));
+}
+
+}  // namespace
+
+TEST_CASE("while a run trains, only the signal watcher thread takes SIGINT and SIGTERM") {
+  TempDir tmp("stop-signal-threads");
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  TrainerChild run({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=500",
+                    "backend.threads=2", "data.workers=2"},
+                   tmp / "run.log");
+  REQUIRE(wait_for_lines(tmp / "run/metrics.jsonl", 1, std::chrono::seconds(60)));
+  const std::vector<ThreadMask> threads = thread_masks(run.pid());
+  INFO(read_text(tmp / "run.log"));
+  REQUIRE(threads.size() >= 3);  // the main thread, a kernel worker, the watcher
+  CHECK(threads_open_to_stop_signals(threads) == std::vector<std::string>{"stop-signals"});
+  // The main thread blocks those two and no other (SIGHUP, SIGPIPE are as they were).
+  for (const auto& t : threads)
+    if (t.tid == run.pid()) CHECK(t.blocked == kStopSignals);
+  // No handler for them: none can run on a thread inside a kernel.
+  const auto caught = status_mask("/proc/" + std::to_string(run.pid()) + "/status", "SigCgt");
+  REQUIRE(caught);
+  CHECK((*caught & kStopSignals) == 0);
+
+  run.signal_it(SIGTERM);
+  REQUIRE(run.exit_code() == 143);
+  const nlohmann::json stopped = summary_of(tmp / "run");
+  CHECK(stopped["status"] == "interrupted");
+  CHECK(stopped["signal"] == SIGTERM);
+  const std::int64_t steps = stopped["steps"].get<std::int64_t>();
+  TrainerChild resumed(
+      {"run", "--resume", tmp / "run", "train.max_steps=" + std::to_string(steps + 2)},
+      tmp / "resume.log");
+  INFO(read_text(tmp / "resume.log"));
+  CHECK(resumed.exit_code() == 0);
+  CHECK(summary_of(tmp / "run")["steps"] == steps + 2);
+}
+
+TEST_CASE("outside training SIGINT and SIGTERM do what the process's disposition says") {
+  TempDir tmp("stop-signal-outside");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::vector<std::string> timing = {"time", tmp / "tiny.yaml", "--steps", "10000000",
+                                           "model.layers[1].out_features=512"};
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    TrainerChild timed(timing, tmp / "time.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // compiled, timing steps
+    timed.signal_it(sig);
+    const auto status = timed.wait_status(std::chrono::seconds(10));
+    INFO("signal " << sig << ": " << read_text(tmp / "time.log"));
+    REQUIRE(status);
+    CHECK(WIFSIGNALED(*status));
+    CHECK(WTERMSIG(*status) == sig);
+  }
+  // Started with SIGINT ignored (`trainer time ... &` in a script): ignored still.
+  TrainerChild timed(timing, tmp / "time.log", /*ignore_sigint=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  timed.signal_it(SIGINT);
+  CHECK_FALSE(timed.wait_status(std::chrono::milliseconds(500)));
+  timed.signal_it(SIGTERM);
+  const auto status = timed.wait_status(std::chrono::seconds(10));
+  REQUIRE(status);
+  CHECK(WTERMSIG(*status) == SIGTERM);
+}

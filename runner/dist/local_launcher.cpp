@@ -1,6 +1,9 @@
-// Re-executing `trainer run` under mpirun.
+// Starting `trainer run` again as the ranks of an mpirun job, and waiting for it.
 #include "runner/dist/local_launcher.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +13,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "runner/checkpoint/stop_signal.h"
 #include "runner/config/diagnostics.h"
 #include "runner/dist/launch_env.h"
 #include "runner/train/progress.h"
@@ -52,6 +56,37 @@ std::string find_on_path(const std::string& name) {
   return {};
 }
 
+// mpirun as a child with the signal mask this process started with; it gets
+// SIGTERM (and stops the ranks) if this process dies first.
+pid_t start_mpirun(std::vector<std::string>& cmd) {
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("cannot start " + cmd[0] + ": " + std::strerror(errno));
+  if (pid > 0) return pid;
+  checkpoint::restore_signal_mask_before_exec();
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(143);
+  execv(argv[0], argv.data());
+  std::fprintf(stderr, "error: cannot start %s: %s\n", argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+// mpirun's exit code; 128 + signal when a SIGINT / SIGTERM sent to this
+// process (and on to mpirun) ended the job, which mpirun reports as 1.
+int wait_for_mpirun(pid_t mpirun) {
+  const checkpoint::ForwardStopSignals forward(mpirun);
+  int status = 0;
+  while (waitpid(mpirun, &status, 0) < 0)
+    if (errno != EINTR)
+      throw std::runtime_error(std::string("waiting for mpirun: ") + std::strerror(errno));
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const int stop = checkpoint::stop_requested();
+  return stop != 0 && code != 0 ? 128 + stop : code;
+}
+
 }  // namespace
 
 int requested_ranks(const config::Config& c) {
@@ -92,11 +127,7 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
   std::fprintf(stderr, "\n");
   std::fflush(stdout);
   std::fflush(stderr);
-  std::vector<char*> argv;
-  for (auto& a : cmd) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  execv(mpirun.c_str(), argv.data());
-  throw std::runtime_error("cannot start " + mpirun + ": " + std::strerror(errno));
+  return wait_for_mpirun(start_mpirun(cmd));
 }
 
 }  // namespace trainer::dist

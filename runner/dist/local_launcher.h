@@ -1,8 +1,11 @@
 // The local launcher: `trainer run` with several ranks on this machine
 // (`devices: cpu` with `devices.world_size: N`, or several GPUs) and no
-// launcher around it re-executes itself as N ranks under OpenMPI's mpirun,
-// like torchrun does with its workers; mpirun's exit code becomes ours and a
-// rank that dies ends the others.
+// launcher around it starts itself again as N ranks under OpenMPI's mpirun,
+// like torchrun does with its workers, and waits. mpirun's exit code becomes
+// ours (a rank that dies ends the others), except that a SIGINT / SIGTERM,
+// sent on to mpirun, which stops the ranks after a step and a checkpoint,
+// makes it 128 + signal (130 / 143) as for one process. mpirun gets SIGTERM
+// if this process dies.
 #pragma once
 
 #include <optional>
@@ -22,8 +25,9 @@ std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string
                                         bool as_root);
 
 // Nothing when this process should train itself (one rank, or already a rank
-// of a job). Otherwise checks the batch split, then replaces this process by
-// mpirun (it returns only by throwing: no mpirun on PATH, exec failure).
+// of a job). Otherwise checks the batch split, runs the job under mpirun and
+// returns its exit code (throws when mpirun is not on PATH; 127 when it
+// cannot be executed).
 std::optional<int> launch_local_ranks(const config::Config& config);
 
 }  // namespace trainer::dist

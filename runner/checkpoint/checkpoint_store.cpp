@@ -98,13 +98,18 @@ TrainState state_of(const Safetensors& state_file, const std::string& path) {
   return TrainState::from_json(j, path);
 }
 
-std::optional<double> metric_of(const fs::path& dir) {
+// The value of `metric` the checkpoint in `dir` recorded. A checkpoint of an
+// earlier version recorded no name: its value counts as the metric asked for.
+std::optional<double> metric_of(const fs::path& dir, const std::string& metric) {
   try {
     const auto meta = read_safetensors_metadata((dir / kStateFile).string());
     auto it = meta.find(kStateKey);
     if (it == meta.end()) return std::nullopt;
     const auto j = nlohmann::json::parse(it->second);
-    if (j.contains("metric") && j["metric"].is_number()) return j["metric"].get<double>();
+    const bool same_metric =
+        metric.empty() || !j.contains("metric_name") || j["metric_name"] == nlohmann::json(metric);
+    if (same_metric && j.contains("metric") && j["metric"].is_number())
+      return j["metric"].get<double>();
   } catch (const std::exception&) {
   }
   return std::nullopt;
@@ -120,7 +125,8 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy) {
   if (policy.keep_best > 0) {
     std::vector<std::pair<double, std::size_t>> ranked;
     for (std::size_t i = 0; i < all.size(); ++i)
-      if (auto m = metric_of(all[i].second); m && std::isfinite(*m)) ranked.emplace_back(*m, i);
+      if (auto m = metric_of(all[i].second, policy.metric); m && std::isfinite(*m))
+        ranked.emplace_back(*m, i);
     std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
       return policy.maximize ? a.first > b.first : a.first < b.first;
     });
@@ -194,7 +200,8 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
   return state;
 }
 
-std::string CheckpointStore::find(const std::string& which, bool maximize) const {
+std::string CheckpointStore::find(const std::string& which, const std::string& metric,
+                                  bool maximize) const {
   const auto all = list_checkpoints(dir_);  // newest first
   std::string names;
   for (const auto& [step, path] : all)
@@ -208,11 +215,11 @@ std::string CheckpointStore::find(const std::string& which, bool maximize) const
   if (which == "best") {
     std::optional<std::pair<double, fs::path>> best;
     for (const auto& [step, path] : all)
-      if (const auto m = metric_of(path); m && std::isfinite(*m))
+      if (const auto m = metric_of(path, metric); m && std::isfinite(*m))
         if (!best || (maximize ? *m > best->first : *m < best->first)) best.emplace(*m, path);
     if (!best)
-      throw CheckpointError("no checkpoint recorded a finite checkpoint.metric: " + here +
-                            "; name one, or use last");
+      throw CheckpointError("no checkpoint recorded a finite " + metric +
+                            " of its own weights: " + here + "; name one, or use last");
     return best->second.string();
   }
   for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})

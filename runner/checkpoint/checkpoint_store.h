@@ -3,7 +3,8 @@
 // (optimizer moments, and the TrainState JSON in its metadata) and SHA256SUMS.
 // It is written as `<name>.tmp/`, every file fsynced, then renamed into place;
 // `last` links to the newest one. Retention keeps the newest `keep_last`, the
-// `keep_best` best by the checkpoint metric, and always the newest.
+// `keep_best` best by the checkpoint metric (among those that measured it on
+// their own weights), and always the newest.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@ struct RetentionPolicy {
   std::int64_t keep_last = 2;  // 0: keep all
   std::int64_t keep_best = 0;
   bool maximize = true;
+  std::string metric;  // checkpoint.metric: checkpoints that recorded another one are not ranked
 };
 
 struct LoadedCheckpoint {
@@ -50,11 +52,11 @@ class CheckpointStore {
                                               const std::function<void(const std::string&)>& warn);
 
   // The folder of the checkpoint `which` names: "last" (the newest), "best"
-  // (the best `metric` the checkpoints recorded, the largest when
+  // (the best value of `metric` the checkpoints recorded, the largest when
   // `maximize`), a folder name here ("step-00000120"), or a path to a
   // checkpoint folder. Throws CheckpointError, listing what there is, when
   // nothing matches.
-  std::string find(const std::string& which, bool maximize) const;
+  std::string find(const std::string& which, const std::string& metric, bool maximize) const;
 
  private:
   std::string dir_;

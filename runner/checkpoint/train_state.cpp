@@ -30,6 +30,7 @@ nlohmann::json TrainState::to_json() const {
       {"metrics_bytes", metrics_bytes},
       {"timing_bytes", timing_bytes}};
   if (metric) j["metric"] = *metric;
+  if (metric && !metric_name.empty()) j["metric_name"] = metric_name;
   if (events_bytes) j["events_bytes"] = *events_bytes;
   if (!optimizer.empty()) j["optimizer"] = optimizer;
   if (!early_stopping.is_null()) j["early_stopping"] = early_stopping;
@@ -67,6 +68,7 @@ TrainState TrainState::from_json(const nlohmann::json& j, const std::string& pat
     s.metrics_bytes = need("metrics_bytes").get<std::uint64_t>();
     s.timing_bytes = need("timing_bytes").get<std::uint64_t>();
     if (j.contains("metric") && j["metric"].is_number()) s.metric = j["metric"].get<double>();
+    if (j.contains("metric_name")) s.metric_name = j["metric_name"].get<std::string>();
     if (j.contains("events_bytes")) s.events_bytes = j["events_bytes"].get<std::uint64_t>();
     if (j.contains("optimizer")) s.optimizer = j["optimizer"].get<std::string>();
     if (j.contains("early_stopping")) {

@@ -41,7 +41,11 @@ struct TrainState {
   // The TensorBoard events file's length (absent in checkpoints of earlier
   // versions: their resumes append to it as it is).
   std::optional<std::uint64_t> events_bytes;
-  std::optional<double> metric;  // checkpoint.metric at this point (keep_best)
+  // checkpoint.metric measured on this checkpoint's weights (an evaluation at
+  // its step), for keep_best and `eval --checkpoint best`; and its name
+  // ("eval.accuracy"; empty in checkpoints of earlier versions).
+  std::optional<double> metric;
+  std::string metric_name;
   // train.early_stopping: {best, best_step, bad} (null: nothing followed yet).
   nlohmann::json early_stopping;
 

@@ -68,7 +68,7 @@ int command_eval(const CommandArgs& args) {
   const checkpoint::CheckpointStore store(args.run_dir);
   std::string path;
   try {
-    path = store.find(args.checkpoint, config.checkpoint.mode == "max");
+    path = store.find(args.checkpoint, config.checkpoint.metric, config.checkpoint.mode == "max");
   } catch (const checkpoint::CheckpointError& e) {  // what --checkpoint names is not there
     std::fprintf(stderr, "error: --checkpoint %s: %s\n", args.checkpoint.c_str(), e.what());
     return 2;

@@ -415,7 +415,10 @@ std::vector<SectionDef> build_sections() {
                  .def("2")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.checkpoint.keep_last = int_of(v); }),
-           f(field("keep_best", T::integer, "Also keep the N best checkpoints by `metric`")
+           f(field("keep_best", T::integer,
+                   "Also keep the N best checkpoints by `metric`, as measured on each one's own "
+                   "weights: with an eval.* metric every evaluation is followed by a checkpoint; "
+                   "a train.* metric ranks the checkpoints taken at a log step")
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.checkpoint.keep_best = int_of(v); }),

@@ -290,6 +290,13 @@ class TrainLoop {
   // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its
   // evaluation is pending).
   checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
+  void stamp_metric(checkpoint::TrainState& st) const;
+  // checkpoint.keep_best by an eval.* metric ranks checkpoints by an
+  // evaluation of their own weights: then every evaluation is followed by one.
+  bool keeps_best() const {
+    return cfg_.checkpoint.keep_best > 0 && s_.eval_data != nullptr &&
+           cfg_.checkpoint.metric.rfind("eval.", 0) == 0;
+  }
   // A record into metrics.jsonl, and into the TensorBoard events file.
   void write_metrics(const nlohmann::json& record);
   void save_state(const checkpoint::TrainState& st);
@@ -400,7 +407,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       log_every_(std::max<std::int64_t>(1, cfg_.train.log_every)),
       store_(run_dir),
       retention_{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best,
-                 cfg_.checkpoint.mode == "max"},
+                 cfg_.checkpoint.mode == "max", cfg_.checkpoint.metric},
       timing_in_metrics_(!cfg_.deterministic),
       scaler_(cfg_.precision.loss_scale, cfg_.precision.mode == "fp16"),
       inject_overflow_(injected_overflow_steps()),
@@ -916,8 +923,19 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.metrics_bytes = metrics_.bytes_written();
   st.timing_bytes = timing_.bytes_written();
   if (cfg_.output.tensorboard) st.events_bytes = events_.bytes_written();
-  st.metric = metric_value(cfg_.checkpoint.metric, last_eval_, last_train_);
+  stamp_metric(st);
   return st;
+}
+
+// Only a record of the state's own step ranks it (an evaluation of these very
+// weights, or for train.* the log window ending there): a checkpoint taken
+// between them records no metric.
+void TrainLoop::stamp_metric(checkpoint::TrainState& st) const {
+  const bool train_metric = cfg_.checkpoint.metric.rfind("train.", 0) == 0;
+  const nlohmann::json& record = train_metric ? last_train_ : last_eval_;
+  if (!record.is_object() || record.value("step", std::int64_t{-1}) != st.step) return;
+  st.metric = metric_value(cfg_.checkpoint.metric, last_eval_, last_train_);
+  st.metric_name = cfg_.checkpoint.metric;
 }
 
 void TrainLoop::save_state(const checkpoint::TrainState& st) {
@@ -1018,16 +1036,19 @@ void TrainLoop::train_to_end() {
       // above kMaxLearningRates).
       if (scaler_.enabled() && step_ - synced_at_step_ >= lr_window_) sync_loss_scale();
       // The end of the epoch (or of training) evaluates anyway: once per step.
+      bool evaluated = false;
       if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_ &&
           in_epoch < steps_per_epoch_) {
         run_eval(step_);
+        evaluated = true;
         if (early_stopped_) {
           save_checkpoint(epoch_, in_epoch);
           break;
         }
       }
       const bool steps_due =
-          cfg_.checkpoint.every_steps > 0 && step_ % cfg_.checkpoint.every_steps == 0;
+          (cfg_.checkpoint.every_steps > 0 && step_ % cfg_.checkpoint.every_steps == 0) ||
+          (evaluated && keeps_best());
       if (step_ < total_steps_) stopped_by_ = agreed_stop_signal(collective_);
       if (stopped_by_ != 0) {
         save_checkpoint(epoch_, in_epoch);
@@ -1039,8 +1060,11 @@ void TrainLoop::train_to_end() {
     }
     if (stopped_by_ != 0 || early_stopped_) break;
     if (in_epoch < steps_per_epoch_) {
-      if (stopped_inside_epoch_) save_state(*stopped_inside_epoch_);
       run_eval(step_);
+      if (stopped_inside_epoch_) {
+        stamp_metric(*stopped_inside_epoch_);  // that evaluation measured these weights
+        save_state(*stopped_inside_epoch_);
+      }
       ++epoch_;
       break;
     }
@@ -1048,7 +1072,8 @@ void TrainLoop::train_to_end() {
     ++epoch_;
     const bool epochs_due =
         cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0;
-    if (step_ >= total_steps_ || epochs_due || step_checkpoint_due || early_stopped_)
+    if (step_ >= total_steps_ || epochs_due || step_checkpoint_due || early_stopped_ ||
+        keeps_best())
       save_checkpoint(epoch_, 0);
     if (early_stopped_) break;
   }

@@ -1,8 +1,10 @@
 // labels: cpu
 // `trainer sweep`: a failing trial does not stop the sweep and is retried up
-// to max_retries; a sweep stopped in the middle and run again finishes every
-// trial exactly once (finished ones skipped, the interrupted one resumed);
-// trial configs that fail their field checks stop the sweep before any runs.
+// to max_retries (the tables count its failures); a sweep stopped in the
+// middle and run again finishes every trial exactly once (finished ones
+// skipped, the interrupted one resumed); a sweep directory refuses trials of
+// a changed config; trial configs that fail their field checks stop the sweep
+// before any runs, errors in the sweep section's values reported there, once.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -36,6 +38,12 @@ int count(const std::string& text, const std::string& word) {
   return n;
 }
 
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
 }  // namespace
 
 TEST_CASE("a trial that fails does not stop the sweep, is retried, and is reported") {
@@ -51,7 +59,8 @@ TEST_CASE("a trial that fails does not stop the sweep, is retried, and is report
   CHECK(state["trial-000"]["status"] == "done");
   CHECK(state["trial-002"]["status"] == "done");
   CHECK(state["trial-001"]["status"] == "failed");
-  CHECK(state["trial-001"]["attempts"] == 2);  // the first try and one retry
+  CHECK(state["trial-001"]["failures"] == 2);  // the first try and one retry
+  CHECK(state["trial-000"]["failures"] == 0);
   CHECK(state["trial-001"]["error"].get<std::string>().find("train.batch_size") !=
         std::string::npos);
   const std::string table = read_text(tmp / "sw/results.md");
@@ -59,7 +68,12 @@ TEST_CASE("a trial that fails does not stop the sweep, is retried, and is report
   CHECK(table.find("| 1 | trial-0") != std::string::npos);
   CHECK(table.find("trial-001 | failed") != std::string::npos);
   CHECK(table.find("train.batch_size") != std::string::npos);
-  CHECK(read_lines(tmp / "sw/trials.csv").size() == 4);
+  CHECK(table.find("| failures | error |") != std::string::npos);
+  CHECK(table.find("trial-000 | done | ") != std::string::npos);
+  const auto csv = read_lines(tmp / "sw/trials.csv");
+  REQUIRE(csv.size() == 4);
+  CHECK(csv[1].rfind("trial-000,done,0,", 0) == 0);  // ran and finished: no failure
+  CHECK(csv[2].rfind("trial-001,failed,2,", 0) == 0);
 
   // Run again: nothing left to do (done ones skipped, the failure out of retries).
   CHECK(run_to_end(args, tmp / "2.log") == 1);
@@ -164,7 +178,7 @@ TEST_CASE("the sweep's tables say how many steps each trial took and which stopp
   CHECK(table.find("| 48 | 1000 |") != std::string::npos);
   const auto csv = read_lines(tmp / "sw/trials.csv");
   REQUIRE(csv.size() == 3);
-  CHECK(csv[0].rfind("trial,status,attempts,objective,steps,early_stopped,", 0) == 0);
+  CHECK(csv[0].rfind("trial,status,failures,objective,steps,early_stopped,", 0) == 0);
   CHECK(csv[1].find(",4,true,1,") != std::string::npos);
   CHECK(csv[2].find(",48,false,1000,") != std::string::npos);
 }
@@ -204,4 +218,65 @@ TEST_CASE("a swept model key is checked against the model before any trial runs"
   INFO(read_text(tmp / "2.log"));
   CHECK(validate == 2);
   CHECK(read_text(tmp / "2.log").find("lienar") != std::string::npos);
+}
+
+TEST_CASE("a sweep directory refuses trials of a changed config and resumes an unchanged one") {
+  TempDir tmp("sweep-changed-config");
+  write_text(tmp / "base.yaml", tiny_experiment());
+  const std::string sweep = "sweep: {grid: {optimizer.lr: [0.01, 0.003]}}\n";
+  write_text(tmp / "sw.yaml", "extends: base.yaml\n" + sweep);
+  const std::vector<std::string> args = {"sweep", tmp / "sw.yaml", "train.max_steps=4", "--out",
+                                         tmp / "sw"};
+  REQUIRE(run_to_end(args, tmp / "1.log") == 0);
+  // Unchanged, or with another objective (which does not change the trials): it resumes.
+  CHECK(run_to_end(args, tmp / "2.log") == 0);
+  CHECK(read_text(tmp / "2.log").find("0 to run") != std::string::npos);
+  write_text(tmp / "sw.yaml", "extends: base.yaml\n" +
+                                  replaced(sweep, "]}}", "]}, objective: {metric: eval.loss}}"));
+  CHECK(run_to_end(args, tmp / "3.log") == 0);
+  // The file it extends changed: the trials there ran another model.
+  write_text(tmp / "base.yaml",
+             replaced(tiny_experiment(), "out_features: 32", "out_features: 16"));
+  CHECK(run_to_end(args, tmp / "4.log") == 2);
+  const std::string log = read_text(tmp / "4.log");
+  INFO(log);
+  CHECK(log.find("error: the sweep directory '" + tmp / "sw" +
+                 "' holds trials of another version of the config: since they started, "
+                 "model.layers[1].out_features: 32 -> 16; resuming there would rank trials of "
+                 "both versions together.\n    use a new --out directory for the config as it is "
+                 "now, or restore the config (" +
+                 tmp / "sw/config.yaml" + " holds it") != std::string::npos);
+  CHECK(count(read_text(tmp / "sw/logs/trial-000.log"), "run directory:") == 1);  // none ran again
+  // Restored: it resumes.
+  write_text(tmp / "base.yaml", tiny_experiment());
+  CHECK(run_to_end(args, tmp / "5.log") == 0);
+}
+
+TEST_CASE("errors in the sweep section's values are reported where they are written, once") {
+  TempDir tmp("sweep-section-errors");
+  const std::string config = tiny_experiment() +
+                             "sweep:\n  grid:\n    optimizer.lrr: [0.1, 0.01]\n"
+                             "    train.batch_size: [32, 0]\n";
+  write_text(tmp / "bad.yaml", config);
+  const std::string lrr_line = std::to_string(count(tiny_experiment(), "\n") + 3);
+  const std::string batch_line = std::to_string(count(tiny_experiment(), "\n") + 4);
+  CHECK(run_to_end({"sweep", tmp / "bad.yaml", "--out", tmp / "sw"}, tmp / "1.log") == 2);
+  const std::string log = read_text(tmp / "1.log");
+  INFO(log);
+  const std::string lrr = tmp / "bad.yaml" + ":" + lrr_line +
+                          ":5: error: sweep.grid.optimizer.lrr: with optimizer.lrr=0.1: unknown "
+                          "key 'lrr'\n    did you mean 'lr'?\n";
+  const std::string batch = tmp / "bad.yaml" + ":" + batch_line +
+                            ":5: error: sweep.grid.train.batch_size: with train.batch_size=0: "
+                            "expected an integer >= 1";
+  CHECK(count(log, lrr) == 1);
+  CHECK(count(log, batch) == 1);
+  CHECK(count(log, "with optimizer.lrr=0.01: unknown key 'lrr'") == 1);
+  CHECK(log.find("<command line>") == std::string::npos);
+  CHECK(log.find("sweep: 4 of 4 trials have config errors; none was run") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "sw"));
+  // validate says the same.
+  CHECK(run_to_end({"validate", tmp / "bad.yaml"}, tmp / "2.log") == 2);
+  CHECK(read_text(tmp / "2.log").find(lrr) != std::string::npos);
+  CHECK(read_text(tmp / "2.log").find(batch) != std::string::npos);
 }

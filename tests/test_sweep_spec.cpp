@@ -1,7 +1,9 @@
 // labels: cpu
 // parse_sweep / expand_trials: the `sweep:` section and --grid flags become
 // trials; repeated keys add values, bracketed values stay whole, and a sweep
-// larger than the cap is refused before anything is expanded.
+// larger than the cap is refused before anything is expanded. An int range
+// must have whole-number bounds; the objective's mode defaults to its
+// metric's better way; each trial override knows where it was written.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -91,4 +93,61 @@ TEST_CASE("a nested map in the grid says grid keys are dotted") {
         "s.yaml:1:20: error: sweep.grid.optimizer: expected a list of values, found a map: grid "
         "keys are dotted config keys\n"
         "    write `optimizer.lr: [...]` directly under sweep.grid\n");
+}
+
+TEST_CASE("an int range must have whole-number bounds") {
+  CHECK(errors_of(yaml("{random: {trials: 2, params: {x: {int: [16.5, 16.7]}}}}")) ==
+        "s.yaml:1:40: error: sweep.random.params.x.int: expected whole-number bounds, found "
+        "[16.5, 16.7]\n    it holds no whole number, or use {uniform: [low, high]} for a real "
+        "number\n");
+  CHECK(errors_of(yaml("{random: {trials: 2, params: {x: {int: [1.5, 4]}}}}")) ==
+        "s.yaml:1:40: error: sweep.random.params.x.int: expected whole-number bounds, found "
+        "[1.5, 4]\n    write [2, 4] (the whole numbers it holds), or use {uniform: [low, high]} "
+        "for a real number\n");
+  CHECK(errors_of(yaml("{random: {trials: 2, params: {x: {int: [0, 1.0e300]}}}}"))
+            .find("expected bounds of at most 2^53") != std::string::npos);
+  // Whole numbers, written as reals too: every sample within the range.
+  const auto spec =
+      sweep::parse_sweep(yaml("{random: {trials: 50, params: {x: {int: [16.0, 17]}}}}"), {}, 0);
+  for (const auto& t : sweep::expand_trials(spec))
+    CHECK((t.overrides[0] == "x=16" || t.overrides[0] == "x=17"));
+}
+
+TEST_CASE("the objective's mode defaults to its metric's better way") {
+  const auto maximize = [](const std::string& metric) {
+    return sweep::parse_sweep(yaml("{objective: {metric: " + metric + "}}"), {}, 0).maximize;
+  };
+  CHECK(maximize("eval.accuracy"));
+  CHECK(maximize("eval.top5"));
+  CHECK(maximize("train.samples_per_s"));
+  CHECK_FALSE(maximize("eval.loss"));
+  CHECK_FALSE(maximize("train.step_ms"));
+  CHECK_FALSE(maximize("train.data_wait_pct"));
+  CHECK_FALSE(maximize("train.memory_peak_mib"));
+  CHECK(
+      sweep::parse_sweep(yaml("{objective: {metric: train.step_ms, mode: max}}"), {}, 0).maximize);
+  // A metric neither better larger nor smaller needs its mode.
+  CHECK(errors_of(yaml("{objective: {metric: train.lr}}")) ==
+        "s.yaml:1:22: error: sweep.objective.mode: train.lr is neither better larger nor "
+        "smaller: say which to rank first\n    add mode: max or mode: min\n");
+}
+
+TEST_CASE("each trial override knows whether the sweep section or a --grid flag set it") {
+  const auto spec = sweep::parse_sweep(
+      yaml("{grid: {optimizer.lr: [0.1]}, seeds: [1],\n random: {trials: 1, params: {x: {choice: "
+           "[a]}}}}"),
+      {"optimizer.lr=0.2"}, 0);
+  const auto trials = sweep::expand_trials(spec);
+  REQUIRE(trials.size() == 2);
+  REQUIRE(trials[0].sources.size() == 3);
+  CHECK(trials[0].overrides == std::vector<std::string>{"optimizer.lr=0.1", "x=a", "seed=1"});
+  CHECK(config::to_string(trials[0].sources[0].mark) == "s.yaml:1:9");
+  CHECK(trials[0].sources[0].key_path == "sweep.grid.optimizer.lr");
+  CHECK(trials[0].sources[1].key_path == "sweep.random.params.x");
+  CHECK(config::to_string(trials[0].sources[2].mark) == "s.yaml:1:31");
+  CHECK(trials[0].sources[2].key_path == "sweep.seeds");
+  CHECK(sweep::from_sweep_section(trials[0].sources[0]));
+  CHECK(trials[1].overrides[0] == "optimizer.lr=0.2");
+  CHECK(config::to_string(trials[1].sources[0].mark) == "<--grid>:1:1");
+  CHECK_FALSE(sweep::from_sweep_section(trials[1].sources[0]));
 }

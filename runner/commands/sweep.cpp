@@ -1,23 +1,24 @@
 // `trainer sweep CONFIG [KEY=VALUE ...] [--grid KEY=V1,V2 ...] [--parallel N] [--out DIR]`:
 // runs every trial of the config's `sweep:` section (and the --grid flags),
 // each as a full run directory under DIR/trials/. Re-running the same command
-// continues the same sweep (DIR defaults to <output.dir>/<name>/sweep-<hash>).
-#include <algorithm>
+// continues the same sweep (DIR defaults to <output.dir>/<name>/sweep-<hash>);
+// a DIR holding another sweep, or trials of another version of the config, is
+// refused. Before any trial runs, every trial's config is checked, and the
+// objective must be one the trials record.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "runner/checkpoint/durable_file.h"
 #include "runner/commands.h"
 #include "runner/config/emit.h"
 #include "runner/config/load.h"
+#include "runner/config/overrides.h"
 #include "runner/config/validate_hooks.h"
+#include "runner/sweep/objective.h"
+#include "runner/sweep/sweep_dir.h"
 #include "runner/sweep/sweep_runner.h"
 #include "runner/sweep/sweep_spec.h"
 #include "runner/train/run_lock.h"
@@ -26,86 +27,97 @@
 namespace trainer {
 namespace {
 
-std::string quoted(const std::string& s) {
-  return nlohmann::json(s).dump();
-}
-
-// sweep.yaml: what was swept and the trials it expanded to.
-std::string sweep_yaml(const sweep::SweepJob& job) {
-  std::string out =
-      "# written by `trainer sweep`; the trials below are re-created from the config on every "
-      "run\n";
-  out += "config: " + quoted(job.config_path) + "\noverrides: [";
-  for (std::size_t i = 0; i < job.overrides.size(); ++i)
-    out += (i ? ", " : "") + quoted(job.overrides[i]);
-  out += "]\nobjective: {metric: " + quoted(job.spec.metric) +
-         ", mode: " + (job.spec.maximize ? "max" : "min") +
-         "}\nmax_retries: " + std::to_string(job.spec.max_retries) +
-         "\nparallel: " + std::to_string(job.parallel) + "\ntrials:\n";
-  for (const auto& t : job.trials) {
-    out += "  " + t.id + ": [";
-    for (std::size_t i = 0; i < t.overrides.size(); ++i)
-      out += (i ? ", " : "") + quoted(t.overrides[i]);
-    out += "]\n";
-  }
+std::string joined(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : separator) + i;
   return out;
 }
 
-// The lines of a sweep.yaml that decide what its trials are and hold: the
-// config, its overrides and every trial's overrides (not the objective or
-// --parallel, which a resumed sweep may change).
-std::vector<std::string> identity_lines(const std::string& yaml) {
-  std::vector<std::string> out;
-  std::istringstream in(yaml);
-  bool in_trials = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("trials:", 0) == 0) {
-      in_trials = true;
-      continue;
+// A trial config's error in a value the config's sweep section sets is
+// reported there, naming the value, as `trainer validate` reports it; nullopt
+// for any other error (the command line's own overrides, a --grid value, a
+// rule between fields).
+std::optional<config::Diagnostic> at_sweep_section(const config::Diagnostic& d,
+                                                   const sweep::Trial& trial,
+                                                   std::size_t job_overrides) {
+  if (d.mark.file != config::kCommandLine) return std::nullopt;
+  const auto line = static_cast<std::size_t>(d.mark.line);
+  if (line <= job_overrides || line > job_overrides + trial.overrides.size()) return std::nullopt;
+  const std::size_t i = line - job_overrides - 1;
+  if (i >= trial.sources.size() || !sweep::from_sweep_section(trial.sources[i]))
+    return std::nullopt;
+  const std::string& swept = trial.overrides[i];
+  std::string message = d.message;
+  if (const auto note = message.find(" (in override "); note != std::string::npos)
+    message.erase(note);
+  if (!d.key_path.empty() && d.key_path != swept.substr(0, swept.find('=')))
+    message = d.key_path + ": " + message;
+  return config::Diagnostic{trial.sources[i].mark, trial.sources[i].key_path,
+                            "with " + swept + ": " + message, d.suggestion};
+}
+
+// Prints the trials' config errors: each error of the sweep section once (at
+// the value that causes it), the others under the first few trials that have
+// them.
+class TrialErrorReport {
+ public:
+  explicit TrialErrorReport(const sweep::SweepJob& job) : job_(job) {}
+
+  void add(const sweep::Trial& trial, const config::Diagnostics& diags) {
+    ++failed_trials_;
+    std::string own;  // this trial's errors that are not the sweep section's
+    for (const auto& d : diags.list()) {
+      if (const auto at_section = at_sweep_section(d, trial, job_.overrides.size()))
+        print_once(config::format(*at_section) + "\n");
+      else if (printed_.insert(config::format(d) + "\n").second)
+        own += config::format(d) + "\n";
     }
-    if (in_trials ? line.rfind("  ", 0) == 0
-                  : line.rfind("config:", 0) == 0 || line.rfind("overrides:", 0) == 0)
-      out.push_back(line);
-    else if (line.rfind("  ", 0) != 0)
-      in_trials = false;
+    if (own.empty() || ++trials_shown_ > kShown) return;
+    std::fprintf(stderr, "sweep: %s (%s):\n%s", trial.id.c_str(),
+                 joined(trial.overrides, " ").c_str(), own.c_str());
   }
-  return out;
-}
 
-// A sweep directory holds one sweep: re-running the same command resumes it,
-// but a different sweep there would relabel the recorded trials. Returns an
-// error message naming the first difference, or "".
-std::string reuse_conflict(const std::string& dir, const std::string& new_yaml) {
-  std::ifstream in(std::filesystem::path(dir) / "sweep.yaml", std::ios::binary);
-  if (!in) return {};
-  std::ostringstream text;
-  text << in.rdbuf();
-  const auto old_lines = identity_lines(text.str());
-  const auto new_lines = identity_lines(new_yaml);
-  if (old_lines == new_lines) return {};
-  std::string what;
-  for (std::size_t i = 0; i < std::max(old_lines.size(), new_lines.size()); ++i) {
-    const std::string was = i < old_lines.size() ? old_lines[i] : "(nothing)";
-    const std::string now = i < new_lines.size() ? new_lines[i] : "(nothing)";
-    if (was == now) continue;
-    const auto trim = [](const std::string& l) { return l.substr(l.find_first_not_of(' ')); };
-    what = "it recorded " + trim(was) + ", this sweep has " + trim(now);
-    break;
+  // An error of the sweep as a whole (its objective), not of one trial.
+  void add_sweep_error(const config::Diagnostic& d) {
+    sweep_error_ = true;
+    print_once(config::format(d) + "\n");
   }
-  return "the sweep directory '" + dir + "' holds a different sweep (" + what +
-         "); resuming there would mix up its trials.\n    use a new --out directory, or "
-         "repeat the command that started it to resume it";
-}
 
-// Every trial's config, checked field by field before any trial runs: a
-// typo in a swept key or a value out of range would otherwise fail each
-// trial in turn. Prints the errors of the first few failing trials and
-// returns how many failed. A trial that sets `model.` keys also gets the
-// model's checks (built once per distinct setting); the rest of the data and
-// model checks are each trial's.
-std::size_t report_trial_config_errors(const sweep::SweepJob& job) {
-  constexpr std::size_t kShown = 3;
-  std::size_t failed = 0;
+  // Prints the totals; returns whether any error was found.
+  bool finish() const {
+    if (trials_shown_ > kShown)
+      std::fprintf(stderr, "sweep: ... and %zu more trials with config errors\n",
+                   trials_shown_ - kShown);
+    if (failed_trials_)
+      std::fprintf(stderr, "sweep: %zu of %zu trials have config errors; none was run\n",
+                   failed_trials_, job_.trials.size());
+    else if (sweep_error_)
+      std::fprintf(stderr, "sweep: none was run\n");
+    return failed_trials_ > 0 || sweep_error_;
+  }
+
+ private:
+  static constexpr std::size_t kShown = 3;
+
+  void print_once(const std::string& text) {
+    if (printed_.insert(text).second) std::fprintf(stderr, "%s", text.c_str());
+  }
+
+  const sweep::SweepJob& job_;
+  std::set<std::string> printed_;
+  std::size_t failed_trials_ = 0, trials_shown_ = 0;
+  bool sweep_error_ = false;
+};
+
+// Every trial's config, checked field by field before any trial runs (a typo
+// in a swept key or a value out of range would otherwise fail each trial in
+// turn), and the objective against what the trials record. A trial that sets
+// `model.` keys also gets the model's checks (built once per distinct
+// setting); the rest of the data and model checks are each trial's. Prints
+// the errors; returns whether there were any.
+bool report_trial_config_errors(const sweep::SweepJob& job, const std::string& config_path) {
+  TrialErrorReport report(job);
+  sweep::ObjectiveCheck objective(job.spec);
   std::set<std::string> models_checked;  // each distinct setting of the swept model keys once
   for (const auto& trial : job.trials) {
     std::vector<std::string> overrides = job.overrides;
@@ -118,20 +130,13 @@ std::size_t report_trial_config_errors(const sweep::SweepJob& job) {
         if (o.rfind("model.", 0) == 0) model += o + "\n";
       if (!model.empty() && models_checked.insert(model).second)
         config::run_validation_hooks(trial_config);
+      objective.add(trial.id, trial_config);
     } catch (const config::ConfigError& e) {
-      if (++failed > kShown) continue;
-      std::string swept;
-      for (const auto& o : trial.overrides) swept += (swept.empty() ? "" : " ") + o;
-      std::fprintf(stderr, "sweep: %s (%s):\n%s", trial.id.c_str(), swept.c_str(),
-                   e.diagnostics().format_all().c_str());
+      report.add(trial, e.diagnostics());
     }
   }
-  if (failed > kShown)
-    std::fprintf(stderr, "sweep: ... and %zu more trials with config errors\n", failed - kShown);
-  if (failed)
-    std::fprintf(stderr, "sweep: %zu of %zu trials have config errors; none was run\n", failed,
-                 job.trials.size());
-  return failed;
+  if (const auto error = objective.error(config_path)) report.add_sweep_error(*error);
+  return report.finish();
 }
 
 }  // namespace
@@ -153,16 +158,18 @@ int command_sweep(const CommandArgs& args) {
           : (std::filesystem::path(config.output.dir) / config.name /
              ("sweep-" + train::sha256_hex(config::to_yaml(config.resolved) + grid).substr(0, 10)))
                 .string();
-  if (report_trial_config_errors(job) > 0) return 2;
-  const std::string record = sweep_yaml(job);
-  if (const std::string conflict = reuse_conflict(job.dir, record); !conflict.empty()) {
+  if (report_trial_config_errors(job, args.config_path)) return 2;
+  const std::string base_config = sweep::trial_base_config(config.resolved);
+  const std::string record = sweep::sweep_record(job, base_config);
+  if (const std::string conflict = sweep::reuse_conflict(job.dir, record, base_config);
+      !conflict.empty()) {
     std::fprintf(stderr, "error: %s\n", conflict.c_str());
     return 2;
   }
   std::filesystem::create_directories(job.dir);
   // One sweep process at a time: two would run the same trials into the same folders.
   const train::RunDirLock lock(job.dir, "sweep directory");
-  checkpoint::write_file_atomically(job.dir + "/sweep.yaml", record);
+  sweep::write_sweep_record(job.dir, record, base_config);
   const int code = sweep::run_sweep(job);
   std::printf("sweep directory: %s\n", job.dir.c_str());
   return code;

@@ -15,8 +15,6 @@
 #include <map>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/sweep/trial_record.h"
 
@@ -28,30 +26,6 @@ struct Running {
   std::size_t index = 0;  // into the records
   std::size_t slot = 0;   // which CPU share / GPU
 };
-
-// The trial's outcome from its summary.json, when the run completed: the
-// objective, the steps it took and whether early stopping ended it.
-bool read_completed(const std::string& run_dir, const std::string& metric, TrialRecord& record) {
-  std::ifstream in(fs::path(run_dir) / "summary.json");
-  if (!in) return false;
-  nlohmann::json s;
-  try {
-    s = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    return false;
-  }
-  if (!s.is_object() || s.value("status", "complete") != "complete") return false;
-  const auto dot = metric.find('.');
-  const nlohmann::json& metrics =
-      metric.substr(0, dot) == "eval" ? s["final_eval"] : s["last_train"];
-  const std::string key = metric.substr(dot + 1);
-  if (metrics.is_object() && metrics.contains(key) && metrics[key].is_number())
-    record.objective = metrics[key].get<double>();
-  if (s.contains("steps") && s["steps"].is_number_integer())
-    record.steps = s["steps"].get<std::int64_t>();
-  record.early_stopped = s.contains("early_stopped");
-  return true;
-}
 
 // The error a failed trial printed last (its "error: ..." line, or its last line).
 std::string last_error(const std::string& log_path, int code) {
@@ -95,6 +69,27 @@ pid_t launch(const std::vector<std::string>& args, const std::string& log_path) 
   _exit(127);
 }
 
+// Whether a finished trial recorded the objective; when none did, says so
+// with what they did record (the sweep has nothing to rank).
+bool objective_recorded(const SweepSpec& spec, const std::vector<TrialRecord>& records) {
+  const TrialRecord* finished = nullptr;
+  for (const auto& r : records) {
+    if (r.status != "done") continue;
+    if (r.objective) return true;
+    if (!finished) finished = &r;
+  }
+  if (!finished) return true;  // nothing finished: the failures say why
+  std::string recorded;
+  for (const auto& name : summary_metrics(finished->run_dir))
+    recorded += (recorded.empty() ? "" : ", ") + name;
+  std::fprintf(stderr,
+               "error: no finished trial recorded the objective '%s', so none is ranked; %s "
+               "records %s\n    set sweep.objective.metric to one of those\n",
+               spec.metric.c_str(), finished->trial.id.c_str(),
+               recorded.empty() ? "none of the objective metrics" : recorded.c_str());
+  return false;
+}
+
 }  // namespace
 
 int run_sweep(const SweepJob& job) {
@@ -107,14 +102,15 @@ int run_sweep(const SweepJob& job) {
   for (const auto& t : job.trials) records.push_back({t, (dir / "trials" / t.id).string()});
   load_trial_state(state_path, records);
   for (auto& r : records) {
-    if (read_completed(r.run_dir, job.spec.metric, r)) {
+    if (read_completed_run(job.spec, r)) {
       r.status = "done";
       r.error.clear();
     } else if (r.status == "done" || r.status == "running") {
       r.status = "interrupted";  // its run directory says it did not finish
     }
   }
-  const std::int64_t max_attempts = 1 + job.spec.max_retries;
+  // A trial runs again after a failure while it has retries left.
+  const auto may_run = [&](const TrialRecord& r) { return r.failures <= job.spec.max_retries; };
   auto report = [&] {
     save_trial_state(state_path, records);
     write_trials_csv((dir / "trials.csv").string(), records);
@@ -124,7 +120,7 @@ int run_sweep(const SweepJob& job) {
 
   std::deque<std::size_t> queue;
   for (std::size_t i = 0; i < records.size(); ++i)
-    if (records[i].status != "done" && records[i].attempts < max_attempts) queue.push_back(i);
+    if (records[i].status != "done" && may_run(records[i])) queue.push_back(i);
 
   const std::int64_t slots = std::max<std::int64_t>(1, job.parallel);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -167,7 +163,7 @@ int run_sweep(const SweepJob& job) {
       const pid_t pid = launch(args, log_path);
       if (pid < 0) {
         r.status = "failed";
-        ++r.attempts;
+        ++r.failures;
         r.error = "cannot start a process";
         report();
         continue;
@@ -199,16 +195,16 @@ int run_sweep(const SweepJob& job) {
     TrialRecord& r = records[run.index];
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     const std::string log_path = (dir / "logs" / (r.trial.id + ".log")).string();
-    if (code == 0 && read_completed(r.run_dir, job.spec.metric, r)) {
+    if (code == 0 && read_completed_run(job.spec, r)) {
       r.status = "done";
       r.error.clear();
     } else if (forwarded && (code == 130 || code == 143)) {
       r.status = "interrupted";
     } else {
-      ++r.attempts;
+      ++r.failures;
       r.error = last_error(log_path, code);
       r.status = "failed";
-      if (r.attempts < max_attempts && !forwarded) queue.push_back(run.index);
+      if (may_run(r) && !forwarded) queue.push_back(run.index);
     }
     std::printf("sweep: %s %s%s%s\n", r.trial.id.c_str(), r.status.c_str(),
                 r.error.empty() ? "" : ": ", r.error.c_str());
@@ -217,9 +213,10 @@ int run_sweep(const SweepJob& job) {
   }
   report();
   if (const int stop = checkpoint::stop_requested(); stop != 0) return 128 + stop;
+  const bool ranked = objective_recorded(job.spec, records);
   for (const auto& r : records)
     if (r.status != "done") return 1;
-  return 0;
+  return ranked ? 0 : 1;
 }
 
 }  // namespace trainer::sweep

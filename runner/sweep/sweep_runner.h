@@ -25,7 +25,8 @@ struct SweepJob {
   std::vector<std::int64_t> gpus;  // the config's GPUs: one per running trial
 };
 
-// Returns the exit code: 0 every trial done, 1 some failed, 130 / 143 when stopped.
+// Returns the exit code: 0 every trial done, 1 some failed or none of those
+// done recorded the objective (nothing to rank), 130 / 143 when stopped.
 int run_sweep(const SweepJob& job);
 
 }  // namespace trainer::sweep

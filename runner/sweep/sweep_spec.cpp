@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "runner/config/diagnostics.h"
+#include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
 namespace {
@@ -50,19 +51,23 @@ bool number(const Node& node, double& out) {
   }
 }
 
-// Adds a grid key's values; a key already in the grid gets the new values
-// appended (each value once).
+// Adds a grid key's values, each remembered as written at `mark`; a key
+// already in the grid gets the new values appended (each value once).
 void add_grid(SweepSpec& spec, const std::string& key, const std::vector<std::string>& values,
               const Mark& mark) {
   for (std::size_t i = 0; i < spec.grid.size(); ++i) {
     if (spec.grid[i].first != key) continue;
     auto& existing = spec.grid[i].second;
-    for (const auto& v : values)
-      if (std::find(existing.begin(), existing.end(), v) == existing.end()) existing.push_back(v);
+    for (const auto& v : values) {
+      if (std::find(existing.begin(), existing.end(), v) != existing.end()) continue;
+      existing.push_back(v);
+      spec.grid_value_marks[i].push_back(mark);
+    }
     return;
   }
   spec.grid.emplace_back(key, values);
   spec.grid_marks.push_back(mark);
+  spec.grid_value_marks.emplace_back(values.size(), mark);
 }
 
 // The first dotted key under a nested map ({optimizer: {lr: ...}} -> optimizer.lr).
@@ -112,6 +117,28 @@ void check_trial_count(const SweepSpec& spec, const Node& section, Diagnostics& 
             "sweep fewer values, or split the search into several sweeps");
 }
 
+// An int range samples whole numbers from low to high: its bounds must be
+// whole numbers (a range such as [16.5, 16.7] holds none to sample), small
+// enough to count exactly.
+void check_int_range(const RandomParam& p, const Node& args, const std::string& path,
+                     Diagnostics& diags) {
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  const bool whole = p.low == std::floor(p.low) && p.high == std::floor(p.high);
+  if (whole && std::fabs(p.low) <= kExact && std::fabs(p.high) <= kExact) return;
+  const std::string found = "[" + args.items()[0].text() + ", " + args.items()[1].text() + "]";
+  if (whole) {
+    diags.add(args.mark(), path, "expected bounds of at most 2^53, found " + found);
+    return;
+  }
+  const auto low = static_cast<long long>(std::ceil(p.low));
+  const auto high = static_cast<long long>(std::floor(p.high));
+  diags.add(args.mark(), path, "expected whole-number bounds, found " + found,
+            (low <= high ? "write [" + std::to_string(low) + ", " + std::to_string(high) +
+                               "] (the whole numbers it holds)"
+                         : std::string("it holds no whole number")) +
+                ", or use {uniform: [low, high]} for a real number");
+}
+
 RandomParam random_param(const std::string& key, const Node& node, const std::string& path,
                          Diagnostics& diags) {
   RandomParam p;
@@ -143,6 +170,7 @@ RandomParam random_param(const std::string& key, const Node& node, const std::st
   }
   if (p.distribution == "log_uniform" && p.low <= 0)
     diags.add(args.mark(), path + ".log_uniform", "expected low > 0 for a log-uniform range");
+  if (p.distribution == "int") check_int_range(p, args, path + ".int", diags);
   return p;
 }
 
@@ -175,12 +203,104 @@ std::string sample(const RandomParam& p, std::uint64_t& state) {
   return text;
 }
 
+// `objective: {metric: M, mode: max | min}`: M one a trial's summary holds;
+// without a mode, the metric's better way (an error for one that has none).
+void parse_objective(const Node& value, const std::string& path, SweepSpec& spec,
+                     Diagnostics& diags) {
+  const Node* metric = value.is_map() ? value.find("metric") : nullptr;
+  const Node* mode = value.is_map() ? value.find("mode") : nullptr;
+  std::vector<std::string> names;
+  for (const auto& m : objective_metrics()) names.push_back(m.name);
+  if (!value.is_map() || !metric || !metric->is_scalar()) {
+    diags.add(value.mark(), path,
+              "expected {metric: eval.accuracy | eval.loss | train.loss ..., mode: max | min}");
+    return;
+  }
+  const ObjectiveMetric* known = find_objective_metric(metric->text());
+  if (!known) {
+    const std::string near = config::nearest(metric->text(), names);
+    diags.add(metric->mark(), path + ".metric",
+              "unknown metric '" + metric->text() + "': the trials' summaries never hold it",
+              near.empty() ? "metrics: " + join(names) : "did you mean '" + near + "'?");
+    return;
+  }
+  spec.metric = known->name;
+  spec.metric_mark = metric->mark();
+  spec.objective_given = true;
+  if (mode) {
+    if (!mode->is_scalar() || (mode->text() != "max" && mode->text() != "min"))
+      diags.add(mode->mark(), path + ".mode", "expected max or min");
+    spec.maximize = mode->text() != "min";
+  } else if (known->better.empty()) {
+    diags.add(metric->mark(), path + ".mode",
+              known->name + " is neither better larger nor smaller: say which to rank first",
+              "add mode: max or mode: min");
+  } else {
+    spec.maximize = known->better == "max";
+  }
+}
+
+// Every point followed by every option's overrides (points varying slowest).
+std::vector<Trial> crossed(const std::vector<Trial>& points, const std::vector<Trial>& options) {
+  std::vector<Trial> out;
+  for (const auto& point : points)
+    for (const auto& option : options) {
+      Trial t = point;
+      t.overrides.insert(t.overrides.end(), option.overrides.begin(), option.overrides.end());
+      t.sources.insert(t.sources.end(), option.sources.begin(), option.sources.end());
+      out.push_back(std::move(t));
+    }
+  return out;
+}
+
+// One option per value of the grid's i-th key (a spec not from parse_sweep
+// may lack the values' marks: then they are unknown).
+std::vector<Trial> grid_options(const SweepSpec& spec, std::size_t i) {
+  const auto& [key, values] = spec.grid[i];
+  std::vector<Trial> options;
+  for (std::size_t v = 0; v < values.size(); ++v) {
+    const bool known = i < spec.grid_value_marks.size() && v < spec.grid_value_marks[i].size();
+    options.push_back({"",
+                       {key + "=" + values[v]},
+                       {{known ? spec.grid_value_marks[i][v] : Mark{}, "sweep.grid." + key}}});
+  }
+  return options;
+}
+
+// The random search's samples, drawn in order (sample by sample, parameter by
+// parameter) from the sweep's seed.
+std::vector<Trial> random_samples(const SweepSpec& spec) {
+  std::uint64_t state = spec.random_seed;
+  std::vector<Trial> samples;
+  for (std::int64_t t = 0; t < spec.random_trials; ++t) {
+    Trial s;
+    for (const auto& p : spec.random) {
+      s.overrides.push_back(p.key + "=" + sample(p, state));
+      s.sources.push_back({p.mark, "sweep.random.params." + p.key});
+    }
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+std::vector<Trial> seed_options(const SweepSpec& spec) {
+  std::vector<Trial> options;
+  for (const auto& seed : spec.seeds)
+    options.push_back({"", {"seed=" + seed}, {{spec.seeds_mark, "sweep.seeds"}}});
+  return options;
+}
+
 }  // namespace
+
+bool from_sweep_section(const OverrideSource& source) {
+  return !source.mark.file.empty() && source.mark.file != "<--grid>";
+}
 
 SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_flags,
                       std::uint64_t default_seed) {
   SweepSpec spec;
   spec.random_seed = default_seed;
+  if (section.is_map()) spec.metric_mark = section.mark();
   Diagnostics diags;
   if (!section.is_null() && !section.is_map()) diags.add(section.mark(), "sweep", "expected a map");
   if (section.is_map()) {
@@ -254,31 +374,9 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
           diags.add(value.mark(), path + ".trials", "random search needs `trials: N`");
       } else if (key == "seeds") {
         spec.seeds = scalars(value, path, diags);
+        spec.seeds_mark = section.key_mark_at(i);
       } else if (key == "objective") {
-        const Node* metric = value.is_map() ? value.find("metric") : nullptr;
-        const Node* mode = value.is_map() ? value.find("mode") : nullptr;
-        // The fields a trial's summary holds (final_eval, last_train).
-        static const std::vector<std::string> metrics = {
-            "eval.loss",           "eval.accuracy",       "eval.top5",
-            "train.loss",          "train.accuracy",      "train.lr",
-            "train.samples_per_s", "train.step_ms",       "train.data_wait_pct",
-            "train.loss_scale",    "train.skipped_steps", "train.memory_peak_mib"};
-        if (!value.is_map() || !metric || !metric->is_scalar()) {
-          diags.add(
-              value.mark(), path,
-              "expected {metric: eval.accuracy | eval.loss | train.loss ..., mode: max | min}");
-        } else if (std::find(metrics.begin(), metrics.end(), metric->text()) == metrics.end()) {
-          const std::string near = config::nearest(metric->text(), metrics);
-          diags.add(metric->mark(), path + ".metric",
-                    "unknown metric '" + metric->text() + "': the trials' summaries never hold it",
-                    near.empty() ? "metrics: " + join(metrics) : "did you mean '" + near + "'?");
-        } else {
-          spec.metric = metric->text();
-        }
-        if (mode && (!mode->is_scalar() || (mode->text() != "max" && mode->text() != "min")))
-          diags.add(mode->mark(), path + ".mode", "expected max or min");
-        spec.maximize =
-            mode ? mode->text() != "min" : spec.metric.find("loss") == std::string::npos;
+        parse_objective(value, path, spec, diags);
       } else if (key == "max_retries") {
         double n = 0;
         if (!number(value, n) || n < 0 || n != std::floor(n))
@@ -349,60 +447,26 @@ std::vector<Trial> expand_trials(const SweepSpec& spec) {
                   std::to_string(kMaxTrials) + " are allowed");
     diags.throw_if_any();
   }
-  // Grid points (the product, first key varying slowest).
-  std::vector<std::vector<std::string>> points = {{}};
-  for (const auto& [key, values] : spec.grid) {
-    std::vector<std::vector<std::string>> next;
-    for (const auto& point : points)
-      for (const auto& v : values) {
-        auto p = point;
-        p.push_back(key + "=" + v);
-        next.push_back(std::move(p));
-      }
-    points = std::move(next);
-  }
-  // Random samples, each crossed with every grid point.
-  if (spec.random_trials > 0) {
-    std::uint64_t state = spec.random_seed;
-    std::vector<std::vector<std::string>> next;
-    std::vector<std::vector<std::string>> samples;
-    for (std::int64_t t = 0; t < spec.random_trials; ++t) {
-      std::vector<std::string> s;
-      for (const auto& p : spec.random) s.push_back(p.key + "=" + sample(p, state));
-      samples.push_back(std::move(s));
-    }
-    for (const auto& point : points)
-      for (const auto& s : samples) {
-        auto p = point;
-        p.insert(p.end(), s.begin(), s.end());
-        next.push_back(std::move(p));
-      }
-    points = std::move(next);
-  }
-  if (!spec.seeds.empty()) {
-    std::vector<std::vector<std::string>> next;
-    for (const auto& point : points)
-      for (const auto& seed : spec.seeds) {
-        auto p = point;
-        p.push_back("seed=" + seed);
-        next.push_back(std::move(p));
-      }
-    points = std::move(next);
-  }
-  if (points.size() == 1 && points[0].empty()) {
+  // Grid points (the product, first key varying slowest), each crossed with
+  // every random sample, each of those once per seed.
+  std::vector<Trial> points = {Trial{}};
+  for (std::size_t i = 0; i < spec.grid.size(); ++i)
+    points = crossed(points, grid_options(spec, i));
+  if (spec.random_trials > 0) points = crossed(points, random_samples(spec));
+  if (!spec.seeds.empty()) points = crossed(points, seed_options(spec));
+  if (points.size() == 1 && points[0].overrides.empty()) {
     Diagnostics diags;
     diags.add(Mark{"<sweep>", 0, 0}, "sweep",
               "nothing to sweep: add `sweep: {grid: {key: [v1, v2]}}` to the config or pass --grid "
               "key=v1,v2");
     diags.throw_if_any();
   }
-  std::vector<Trial> trials;
   for (std::size_t i = 0; i < points.size(); ++i) {
     char id[32];
     std::snprintf(id, sizeof id, "trial-%03zu", i);
-    trials.push_back({id, points[i]});
+    points[i].id = id;
   }
-  return trials;
+  return points;
 }
 
 }  // namespace trainer::sweep

@@ -11,11 +11,12 @@
 //         train.batch_size: {choice: [32, 64]}
 //         model.layers[1].out_features: {int: [16, 64]}
 //     seeds: [0, 1]                # every trial once per seed
-//     objective: {metric: eval.accuracy, mode: max}
+//     objective: {metric: eval.accuracy, mode: max}   # mode defaults to the metric's better way
 //     max_retries: 1
 //
 // Trials are the product grid x random samples x seeds, in a fixed order, so
-// the same sweep always expands to the same trials.
+// the same sweep always expands to the same trials. Each override of a trial
+// knows where its value was written (the sweep section, or a --grid flag).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,7 @@ struct RandomParam {
   std::string key;
   config::Mark mark;         // where the parameter is written
   std::string distribution;  // uniform | log_uniform | int | choice
-  double low = 0, high = 0;
+  double low = 0, high = 0;  // an int range's are whole numbers
   std::vector<std::string> choices;
 };
 
@@ -44,23 +45,41 @@ struct SweepSpec {
   // flags) is one entry with the values of both.
   std::vector<std::pair<std::string, std::vector<std::string>>> grid;
   std::vector<config::Mark> grid_marks;  // where each grid key was written, parallel to `grid`
+  // Where each grid value came from, parallel to `grid`: its key's mark for
+  // a value of the sweep section, its flag's (<--grid>) for a --grid value.
+  std::vector<std::vector<config::Mark>> grid_value_marks;
   std::int64_t random_trials = 0;
   std::uint64_t random_seed = 0;
   std::vector<RandomParam> random;
   std::vector<std::string> seeds;
+  config::Mark seeds_mark;
   std::string metric = "eval.accuracy";
-  bool maximize = true;
+  config::Mark metric_mark;  // where the metric is named (the sweep section's, for the default)
+  bool objective_given = false;
+  bool maximize = true;  // default: the metric's better way (objective_metrics())
   std::int64_t max_retries = 0;
 };
 
-struct Trial {
-  std::string id;                      // "trial-003"
-  std::vector<std::string> overrides;  // "optimizer.lr=0.01"
+// Where a trial's override comes from: the sweep section's key (its mark in
+// the config file) or a --grid flag (file "<--grid>").
+struct OverrideSource {
+  config::Mark mark;
+  std::string key_path;  // "sweep.grid.optimizer.lr", "sweep.random.params.x", "sweep.seeds"
 };
+
+struct Trial {
+  std::string id;                       // "trial-003"
+  std::vector<std::string> overrides;   // "optimizer.lr=0.01"
+  std::vector<OverrideSource> sources;  // parallel to `overrides`
+};
+
+// Whether `source` is a value written in the config file's sweep section.
+bool from_sweep_section(const OverrideSource& source);
 
 // Reads the `sweep:` node (may be null) and `--grid key=v1,v2` flags. Throws
 // config::ConfigError pointing at the offending key, also when the sweep would
-// expand to more than kMaxTrials trials.
+// expand to more than kMaxTrials trials, an int range holds no whole number,
+// or the objective has no better direction and no mode.
 SweepSpec parse_sweep(const config::Node& section, const std::vector<std::string>& grid_flags,
                       std::uint64_t default_seed);
 

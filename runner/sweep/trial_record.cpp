@@ -1,14 +1,17 @@
-// The sweep's trial state file and its two tables.
+// The sweep's trial state file, its two tables, and what it reads of a
+// trial's run directory.
 #include "runner/sweep/trial_record.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "runner/checkpoint/durable_file.h"
+#include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
 namespace {
@@ -55,7 +58,83 @@ std::string steps_text(const TrialRecord& r) {
   return std::to_string(r.steps) + (r.early_stopped ? " (early stop)" : "");
 }
 
+// The run's summary.json when it says the run completed, else null.
+nlohmann::json completed_summary(const std::string& run_dir) {
+  std::ifstream in(std::filesystem::path(run_dir) / "summary.json");
+  if (!in) return nullptr;
+  nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
+  if (s.is_discarded() || !s.is_object() || s.value("status", "complete") != "complete")
+    return nullptr;
+  return s;
+}
+
+std::optional<double> number_at(const nlohmann::json& object, const std::string& key) {
+  if (!object.is_object()) return {};
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return {};
+  return it->get<double>();
+}
+
+// `key` of the summary's record `name` (final_eval, best_eval, last_train).
+std::optional<double> summary_number(const nlohmann::json& summary, const std::string& name,
+                                     const std::string& key) {
+  const auto record = summary.find(name);
+  return record == summary.end() ? std::nullopt : number_at(*record, key);
+}
+
+// The values of `key` in the run's evaluation records (metrics.jsonl).
+std::vector<double> eval_values(const std::string& run_dir, const std::string& key) {
+  std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
+  std::vector<double> values;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"eval\"") == std::string::npos) continue;  // not an evaluation
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    if (record.is_discarded() || !record.is_object() || record.value("split", "") != "eval")
+      continue;
+    if (const auto v = number_at(record, key)) values.push_back(*v);
+  }
+  return values;
+}
+
+// An eval metric's best value over every evaluation of the run (the summary's
+// final and best records included); a train metric's value in the last
+// logging window.
+std::optional<double> objective_of(const nlohmann::json& summary, const std::string& run_dir,
+                                   const SweepSpec& spec) {
+  const auto dot = spec.metric.find('.');
+  const std::string key = spec.metric.substr(dot + 1);
+  if (spec.metric.substr(0, dot) != "eval") return summary_number(summary, "last_train", key);
+  std::vector<double> values = eval_values(run_dir, key);
+  for (const char* record : {"final_eval", "best_eval"})
+    if (const auto v = summary_number(summary, record, key)) values.push_back(*v);
+  if (values.empty()) return {};
+  return spec.maximize ? *std::max_element(values.begin(), values.end())
+                       : *std::min_element(values.begin(), values.end());
+}
+
 }  // namespace
+
+bool read_completed_run(const SweepSpec& spec, TrialRecord& record) {
+  const nlohmann::json s = completed_summary(record.run_dir);
+  if (s.is_null()) return false;
+  record.objective = objective_of(s, record.run_dir, spec);
+  if (const auto steps = s.find("steps"); steps != s.end() && steps->is_number_integer())
+    record.steps = steps->get<std::int64_t>();
+  record.early_stopped = s.contains("early_stopped");
+  return true;
+}
+
+std::vector<std::string> summary_metrics(const std::string& run_dir) {
+  const nlohmann::json s = completed_summary(run_dir);
+  std::vector<std::string> out;
+  if (s.is_null()) return out;
+  for (const auto& m : objective_metrics()) {
+    const auto dot = m.name.find('.');
+    const char* record = m.name.substr(0, dot) == "eval" ? "final_eval" : "last_train";
+    if (summary_number(s, record, m.name.substr(dot + 1))) out.push_back(m.name);
+  }
+  return out;
+}
 
 void load_trial_state(const std::string& path, std::vector<TrialRecord>& records) {
   std::ifstream in(path);
@@ -70,7 +149,7 @@ void load_trial_state(const std::string& path, std::vector<TrialRecord>& records
     if (!j.contains(r.trial.id)) continue;
     const auto& t = j[r.trial.id];
     r.status = t.value("status", "pending");
-    r.attempts = t.value("attempts", 0);
+    r.failures = t.value("failures", t.value("attempts", std::int64_t{0}));
     r.error = t.value("error", "");
     if (t.contains("objective") && t["objective"].is_number())
       r.objective = t["objective"].get<double>();
@@ -83,7 +162,7 @@ void save_trial_state(const std::string& path, const std::vector<TrialRecord>& r
   nlohmann::json j = nlohmann::json::object();
   for (const auto& r : records) {
     nlohmann::json t = {{"status", r.status},
-                        {"attempts", r.attempts},
+                        {"failures", r.failures},
                         {"steps", r.steps},
                         {"early_stopped", r.early_stopped},
                         {"error", r.error},
@@ -97,11 +176,11 @@ void save_trial_state(const std::string& path, const std::vector<TrialRecord>& r
 
 void write_trials_csv(const std::string& path, const std::vector<TrialRecord>& records) {
   const auto keys = swept_keys(records);
-  std::string out = "trial,status,attempts,objective,steps,early_stopped";
+  std::string out = "trial,status,failures,objective,steps,early_stopped";
   for (const auto& k : keys) out += "," + csv_field(k);
   out += ",run_dir,error\n";
   for (const auto& r : records) {
-    out += r.trial.id + "," + r.status + "," + std::to_string(r.attempts) + "," +
+    out += r.trial.id + "," + r.status + "," + std::to_string(r.failures) + "," +
            number_text(r.objective) + "," + (r.status == "done" ? std::to_string(r.steps) : "") +
            "," + (r.early_stopped ? "true" : "false");
     for (const auto& k : keys) {
@@ -126,17 +205,24 @@ void write_results_table(const std::string& path, const std::vector<TrialRecord>
     return spec.maximize ? *a->objective > *b->objective : *a->objective < *b->objective;
   });
   const auto keys = swept_keys(records);
-  std::size_t done = 0, failed = 0;
+  std::size_t done = 0, failed = 0, ranked = 0;
   for (const auto& r : records) {
     done += r.status == "done";
     failed += r.status == "failed";
+    ranked += r.status == "done" && r.objective;
   }
-  std::string out = "# Sweep results\n\nObjective: `" + spec.metric + "` (" +
-                    (spec.maximize ? "max" : "min") + "). " + std::to_string(done) + " of " +
-                    std::to_string(records.size()) + " trials done, " + std::to_string(failed) +
-                    " failed.\n\n| rank | trial | status | " + spec.metric + " | steps |";
+  const bool eval_metric = spec.metric.starts_with("eval.");
+  std::string out =
+      "# Sweep results\n\nObjective: `" + spec.metric + "` (" + (spec.maximize ? "max" : "min") +
+      ", " +
+      (eval_metric ? "the best of each trial's evaluations" : "each trial's last logged value") +
+      "). " + std::to_string(done) + " of " + std::to_string(records.size()) + " trials done, " +
+      std::to_string(failed) + " failed.\n\n";
+  if (done > 0 && ranked == 0)
+    out += "**No finished trial recorded `" + spec.metric + "`: nothing is ranked.**\n\n";
+  out += "| rank | trial | status | " + spec.metric + " | steps |";
   for (const auto& k : keys) out += " " + md_cell(k) + " |";
-  out += " attempts | error |\n|---|---|---|---|---|";
+  out += " failures | error |\n|---|---|---|---|---|";
   for (std::size_t i = 0; i < keys.size(); ++i) out += "---|";
   out += "---|---|\n";
   int rank = 0;
@@ -150,7 +236,7 @@ void write_results_table(const std::string& path, const std::vector<TrialRecord>
         if (key_of(o) == k) v = value_of(o);
       out += " " + md_cell(v) + " |";
     }
-    out += " " + std::to_string(r->attempts) + " | " + md_cell(r->error) + " |\n";
+    out += " " + std::to_string(r->failures) + " | " + md_cell(r->error) + " |\n";
   }
   checkpoint::write_file_atomically(path, out);
 }

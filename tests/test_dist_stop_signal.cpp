@@ -1,8 +1,8 @@
 // labels: mpi
 // A SIGTERM to `trainer run` with 2 CPU ranks started by trainer's own
 // launcher stops the job as it stops one process: the launcher sends it on to
-// mpirun (its child, started with the signal mask trainer began with, not
-// trainer's), the ranks finish a step and checkpoint, and the launcher exits
+// the ranks (mpirun, its child, is started with the signal mask trainer began
+// with, not trainer's), the ranks finish a step and checkpoint, and the launcher exits
 // 143, the code `trainer sweep` takes for an interrupted trial, leaving a
 // directory that resumes on 2 ranks.
 #include <catch2/catch.hpp>

@@ -219,6 +219,8 @@ TEST_CASE("the local launcher's mpirun command") {
                                              "--oversubscribe",
                                              "--bind-to",
                                              "none",
+                                             "--stdin",
+                                             "none",
                                              "/bin/trainer",
                                              "run",
                                              "x.yaml"};

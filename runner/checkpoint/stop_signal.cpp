@@ -15,8 +15,9 @@ namespace trainer::checkpoint {
 namespace {
 
 std::atomic<StopSignalMode> g_mode{StopSignalMode::default_action};
-std::atomic<pid_t> g_child{0};  // where ForwardStopSignals sends them
-std::atomic<int> g_signal{0};   // the first one of the current scope
+std::mutex g_forward_mutex;
+std::function<void(int)> g_forward;  // ForwardStopSignals' sender, under g_forward_mutex
+std::atomic<int> g_signal{0};        // the first one of the current scope
 std::atomic<bool> g_started{false};
 sigset_t g_mask_before;  // written once, before g_started is set
 
@@ -33,12 +34,12 @@ void record_stop(int sig) {
   if (g_signal.exchange(sig) != 0) _exit(128 + sig);
 }
 
-// ForwardStopSignals: the child stops the job (and gets one from the terminal itself).
-void forward_to_child(int sig, bool from_terminal) {
+// ForwardStopSignals: whoever it sends to stops the job.
+void forward(int sig) {
   int none = 0;
   g_signal.compare_exchange_strong(none, sig);
-  const pid_t child = g_child.load();
-  if (child > 0 && !from_terminal) kill(child, sig);
+  const std::lock_guard<std::mutex> lock(g_forward_mutex);
+  if (g_forward) g_forward(sig);
 }
 
 // No scope: the signal does what this process's disposition says (SIG_DFL:
@@ -59,7 +60,7 @@ void dispatch(const siginfo_t& info) {
       record_stop(info.si_signo);
       return;
     case StopSignalMode::forward:
-      forward_to_child(info.si_signo, info.si_code == SI_KERNEL);  // SI_KERNEL: the tty's
+      forward(info.si_signo);
       return;
     case StopSignalMode::default_action:
       act_on_disposition(info.si_signo);
@@ -106,14 +107,18 @@ StopSignals::~StopSignals() {
   g_mode = previous_mode_;
 }
 
-ForwardStopSignals::ForwardStopSignals(pid_t child) {
-  g_child = child;
+ForwardStopSignals::ForwardStopSignals(std::function<void(int)> send) {
+  {
+    const std::lock_guard<std::mutex> lock(g_forward_mutex);
+    g_forward = std::move(send);
+  }
   previous_mode_ = enter(StopSignalMode::forward);
 }
 
 ForwardStopSignals::~ForwardStopSignals() {
   g_mode = previous_mode_;
-  g_child = 0;
+  const std::lock_guard<std::mutex> lock(g_forward_mutex);
+  g_forward = nullptr;
 }
 
 int stop_requested() {

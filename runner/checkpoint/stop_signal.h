@@ -13,9 +13,8 @@
 //     finishes its step, writes a checkpoint and exits with 128 + signal
 //     (130 / 143). A second signal of either kind ends the process at once
 //     (_exit(128 + signal)).
-//   - ForwardStopSignals(child): each is sent on to the child (the launcher's
-//     mpirun), which stops the job; the first is recorded. One typed at the
-//     terminal is not sent again: the child, in our process group, got it too.
+//   - ForwardStopSignals(send): each is handed to `send` (the launcher sends
+//     it on to the ranks, which stop the job); the first is recorded.
 //   - neither: what it would do unblocked (the disposition this process has:
 //     terminate as if killed by it, be ignored, or run a handler someone
 //     installed), acted out on the watcher thread.
@@ -24,7 +23,7 @@
 // exec so the program it runs gets the mask this process began with.
 #pragma once
 
-#include <sys/types.h>
+#include <functional>
 
 namespace trainer::checkpoint {
 
@@ -54,11 +53,12 @@ class StopSignals {
   StopSignalMode previous_mode_;
 };
 
-// While alive, SIGINT / SIGTERM are sent on to `child` (see above).
+// While alive, SIGINT / SIGTERM are handed to `send`, on the watcher thread
+// (see above).
 class ForwardStopSignals {
  public:
-  explicit ForwardStopSignals(pid_t child);  // clears the request recorded before
-  ~ForwardStopSignals();                     // back to what the signals did before
+  explicit ForwardStopSignals(std::function<void(int)> send);  // clears the recorded request
+  ~ForwardStopSignals();  // back to what the signals did before
   ForwardStopSignals(const ForwardStopSignals&) = delete;
   ForwardStopSignals& operator=(const ForwardStopSignals&) = delete;
 

@@ -56,8 +56,10 @@ std::string find_on_path(const std::string& name) {
   return {};
 }
 
-// mpirun as a child with the signal mask this process started with; it gets
-// SIGTERM (and stops the ranks) if this process dies first.
+// mpirun as a child with the signal mask this process started with, in a
+// process group of its own (the terminal's Ctrl-C reaches this process alone,
+// which sends it on to the ranks); it gets SIGTERM (and stops the ranks) if
+// this process dies first.
 pid_t start_mpirun(std::vector<std::string>& cmd) {
   std::vector<char*> argv;
   for (auto& a : cmd) argv.push_back(a.data());
@@ -67,6 +69,7 @@ pid_t start_mpirun(std::vector<std::string>& cmd) {
   if (pid < 0) throw std::runtime_error("cannot start " + cmd[0] + ": " + std::strerror(errno));
   if (pid > 0) return pid;
   checkpoint::restore_signal_mask_before_exec();
+  setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(143);
   execv(argv[0], argv.data());
@@ -74,10 +77,31 @@ pid_t start_mpirun(std::vector<std::string>& cmd) {
   _exit(127);
 }
 
+// The processes mpirun started (the local ranks).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::ifstream in("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) +
+                   "/children");
+  std::vector<pid_t> pids;
+  for (pid_t pid = 0; in >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+// A stop signal goes to the ranks themselves: they finish their step,
+// checkpoint and exit 128 + signal, and mpirun ends with them. mpirun's own
+// handling (SIGCONT, then SIGTERM 1 s later, SIGKILL 1 s after that) stops
+// forwarding their output first, so a rank logging fast blocks on a full
+// pipe and is killed before its checkpoint. mpirun gets it only when it has
+// not started the ranks yet.
+void send_to_ranks(pid_t mpirun, int sig) {
+  const std::vector<pid_t> ranks = children_of(mpirun);
+  if (ranks.empty()) kill(mpirun, sig);
+  for (pid_t rank : ranks) kill(rank, sig);
+}
+
 // mpirun's exit code; 128 + signal when a SIGINT / SIGTERM sent to this
-// process (and on to mpirun) ended the job, which mpirun reports as 1.
+// process (and on to the ranks) ended the job, which mpirun reports otherwise.
 int wait_for_mpirun(pid_t mpirun) {
-  const checkpoint::ForwardStopSignals forward(mpirun);
+  const checkpoint::ForwardStopSignals forward([mpirun](int sig) { send_to_ranks(mpirun, sig); });
   int status = 0;
   while (waitpid(mpirun, &status, 0) < 0)
     if (errno != EINTR)
@@ -101,7 +125,9 @@ std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string
   // Whether the launcher's stdout is a terminal (the ranks' is mpirun's pty).
   cmd.insert(cmd.end(), {"-x", train::kStdoutTerminalVariable});
   // Ranks may outnumber cores (CI); threads are split between ranks, not pinned.
-  for (const char* flag : {"--oversubscribe", "--bind-to", "none"}) cmd.emplace_back(flag);
+  // mpirun runs in a process group of its own, so it must not read the terminal.
+  for (const char* flag : {"--oversubscribe", "--bind-to", "none", "--stdin", "none"})
+    cmd.emplace_back(flag);
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   return cmd;
 }

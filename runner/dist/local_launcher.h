@@ -2,10 +2,10 @@
 // (`devices: cpu` with `devices.world_size: N`, or several GPUs) and no
 // launcher around it starts itself again as N ranks under OpenMPI's mpirun,
 // like torchrun does with its workers, and waits. mpirun's exit code becomes
-// ours (a rank that dies ends the others), except that a SIGINT / SIGTERM,
-// sent on to mpirun, which stops the ranks after a step and a checkpoint,
-// makes it 128 + signal (130 / 143) as for one process. mpirun gets SIGTERM
-// if this process dies.
+// ours (a rank that dies ends the others), except that a SIGINT / SIGTERM
+// (Ctrl-C included: mpirun has a process group of its own), sent on to the
+// ranks, which stop after a step and a checkpoint, makes it 128 + signal
+// (130 / 143) as for one process. mpirun gets SIGTERM if this process dies.
 #pragma once
 
 #include <optional>

@@ -12,7 +12,8 @@ namespace trainer::train {
 void check_batch_fills(const config::Config& config, const Session& s, config::Diagnostics& diags) {
   const std::int64_t micro_batches = data::Loader::batches_per_epoch(
       s.train_data->size(), s.batch.micro, s.batch.world, config.data.drop_last);
-  if (micro_batches < s.batch.accumulation) {
+  // drop_last: false trains a short step of the micro-batches there are.
+  if (micro_batches < (config.data.drop_last ? s.batch.accumulation : 1)) {
     const std::int64_t samples = s.train_data->size();
     diags.add(mark_of(config, "train.batch_size"), "train.batch_size",
               "the training set's " + std::to_string(samples) + " samples" +

@@ -1112,12 +1112,13 @@ nlohmann::json TrainLoop::summary() {
         {"evaluations_without_improvement", stop_bad_evals_}};
   if (collective_.is_root())
     checkpoint::write_file_atomically(run_dir_ + "/summary.json", summary.dump(2) + "\n");
-  if (stopped_by_ != 0)
-    log_->warn(
-        "stopped by signal {} after step {}: checkpoint {}; continue with `trainer run --resume "
-        "{}`",
-        stopped_by_, step_, last_checkpoint_, run_dir_);
-  else
+  if (stopped_by_ != 0) {
+    if (collective_.is_root())  // the other ranks know no run directory or checkpoint
+      log_->warn(
+          "stopped by signal {} after step {}: checkpoint {}; continue with `trainer run "
+          "--resume {}`",
+          stopped_by_, step_, last_checkpoint_, run_dir_);
+  } else
     log_->info("done: {} steps in {:.1f} s, {:.0f} samples/s", step_, wall, samples_per_s);
   return summary;
 }

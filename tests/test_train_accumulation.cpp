@@ -1,7 +1,8 @@
 // labels: cpu train
 // Gradient accumulation trains like one batch of the same samples: with
 // data.drop_last: false the epoch's last, short step runs the micro-batches
-// that are left (none is skipped), with drop_last: true a partial global batch
+// that are left (none is skipped; a training set smaller than one batch is one
+// such step), with drop_last: true a partial global batch
 // is dropped, a run stopped inside an epoch after such a step resumes exactly,
 // and with the loss's ignore_index a micro-batch counts by its rows that are
 // not ignored. Runs compare per-step losses and the final weights.
@@ -103,6 +104,21 @@ TEST_CASE("drop_last: false: the epoch's short last step runs the micro-batches 
   CHECK(steps_of(acc4) == 8);
   CHECK(read_text(tmp / "acc2.log").find("training 8 steps (4 per epoch)") != std::string::npos);
   check_same_training(whole, acc2);
+  check_same_training(whole, acc4);
+}
+
+TEST_CASE("drop_last: false trains a training set smaller than one batch, in one short step") {
+  // 20 samples, batch 64 as micro-batches of 16: one step of two micro-batches
+  // (16 and 4 samples) an epoch, like one batch of the 20.
+  TempDir tmp("acc-small-set");
+  write_text(tmp / "tiny.yaml", tiny_experiment(20));
+  const std::vector<std::string> common = {"data.drop_last=false", "train.epochs=3",
+                                           "train.batch_size=64"};
+  const std::string whole = train_run(tmp, "whole", common);
+  std::vector<std::string> micro = common;
+  micro.push_back("train.micro_batch_size=16");
+  const std::string acc4 = train_run(tmp, "acc4", micro);
+  CHECK(steps_of(acc4) == 3);
   check_same_training(whole, acc4);
 }
 

@@ -52,6 +52,11 @@ TEST_CASE("an objective the trials never record is refused before any trial runs
     CHECK(log.find("set it to one they record: eval.loss, eval.accuracy, train.loss, "
                    "train.accuracy, train.lr, train.memory_peak_mib") != std::string::npos);
     CHECK_FALSE(fs::exists(tmp / "sw"));
+    // validate refuses it too.
+    CHECK(run_to_end({"validate", tmp / "sw.yaml"}, tmp / "2.log") == 2);
+    CHECK(read_text(tmp / "2.log")
+              .find("error: sweep.objective.metric: the trials never record '" + metric +
+                    "': " + why) != std::string::npos);
   }
 }
 
@@ -104,10 +109,11 @@ TEST_CASE("a sweep whose finished trials recorded no objective says so and exits
   const std::string log = read_text(tmp / "2.log");
   INFO(log);
   CHECK(log.find("0 to run") != std::string::npos);
-  CHECK(log.find("error: no finished trial recorded the objective 'eval.accuracy', so none is "
+  CHECK(log.find("error: no finished trial recorded the objective "
+                 "'eval.accuracy', so none is "
                  "ranked; trial-000 records train.loss, ") != std::string::npos);
   CHECK(log.find("set sweep.objective.metric to one of those") != std::string::npos);
   CHECK(read_text(tmp / "sw/results.md")
-            .find("No finished trial recorded `eval.accuracy`: nothing is ranked.") !=
-        std::string::npos);
+            .find("No finished trial recorded `eval.accuracy`: nothing is "
+                  "ranked.") != std::string::npos);
 }

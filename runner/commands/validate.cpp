@@ -1,8 +1,9 @@
 // `trainer validate CONFIG [KEY=VALUE ...]`: every field checked, then the
 // registered model checks and the `sweep:` section (what `trainer sweep`
-// checks before any trial runs: its keys, distributions, objective, trial
-// count, and each swept value against the config); prints `ok` or every error
-// (the CLI exits 2), and the warnings about settings without effect either way.
+// checks before any trial runs: its keys, distributions, objective and
+// whether the config's runs record it, trial count, and each swept value
+// against the config); prints `ok` or every error (the CLI exits 2), and the
+// warnings about settings without effect either way.
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -13,6 +14,7 @@
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
 #include "runner/config/validate_hooks.h"
+#include "runner/sweep/objective.h"
 #include "runner/sweep/sweep_spec.h"
 #include "runner/train/devices.h"
 
@@ -92,6 +94,7 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
     return;
   }
   check_swept_values(args, spec, diags);
+  sweep::check_objective_recorded(spec, config, args.config_path, diags);
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/checkpoint/safetensors.h"
 #include "test_resume_fixtures.h"
+#include "test_training_comparison.h"
 
 using namespace trainer::testing;
 namespace checkpoint = trainer::checkpoint;
@@ -38,41 +38,6 @@ std::string train_run(const TempDir& tmp, const std::string& name,
   INFO(read_text(tmp / (name + ".log")));
   REQUIRE(code == 0);
   return dir;
-}
-
-std::vector<float> floats_of(const checkpoint::StoredTensor& t) {
-  std::vector<float> values(t.bytes.size() / sizeof(float));
-  std::memcpy(values.data(), t.bytes.data(), values.size() * sizeof(float));
-  return values;
-}
-
-void check_same_training(const std::string& a, const std::string& b) {
-  INFO(a << " vs " << b);
-  const auto ra = metrics_records(a, "train"), rb = metrics_records(b, "train");
-  REQUIRE(ra.size() == rb.size());
-  for (std::size_t i = 0; i < ra.size(); ++i) {
-    const double la = ra[i]["loss"].get<double>(), lb = rb[i]["loss"].get<double>();
-    INFO("step " << i + 1);
-    CHECK(std::abs(la - lb) <= 1e-5 * std::abs(la));
-  }
-  const auto wa = checkpoint::read_safetensors(a + "/checkpoints/last/model.safetensors");
-  const auto wb = checkpoint::read_safetensors(b + "/checkpoints/last/model.safetensors");
-  REQUIRE(wa.tensors.size() == wb.tensors.size());
-  for (std::size_t t = 0; t < wa.tensors.size(); ++t) {
-    INFO(wa.tensors[t].name);
-    const std::vector<float> va = floats_of(wa.tensors[t]), vb = floats_of(wb.tensors[t]);
-    REQUIRE(va.size() == vb.size());
-    double largest = 0, worst = 0;
-    for (std::size_t i = 0; i < va.size(); ++i) {
-      largest = std::max(largest, std::abs(static_cast<double>(va[i])));
-      worst = std::max(worst, std::abs(static_cast<double>(va[i]) - vb[i]));
-    }
-    CHECK(worst <= 1e-5 * largest);
-  }
-}
-
-std::int64_t steps_of(const std::string& run_dir) {
-  return nlohmann::json::parse(read_text(run_dir + "/summary.json"))["steps"].get<std::int64_t>();
 }
 
 }  // namespace

@@ -593,7 +593,9 @@ TEST_CASE("a hung rank ends the job after the collective timeout, named by the o
   const fs::path config = write_config("hung");
   const fs::path dir = kRoot / "hung_run";
   fs::remove_all(dir);
-  BackgroundRun run("TRAINER_COLLECTIVE_TIMEOUT=4",
+  // A checkpoint every 4 steps: stopped then, rank 1 leaves the others in
+  // the wait for the checkpoint, which has its own timeout (an hour by default).
+  BackgroundRun run("TRAINER_COLLECTIVE_TIMEOUT=4 TRAINER_CHECKPOINT_TIMEOUT=4",
                     "run " + config.string() +
                         " devices.world_size=2 train.max_steps=100000 --out " + dir.string(),
                     "hung");

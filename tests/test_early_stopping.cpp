@@ -36,10 +36,6 @@ std::int64_t stop_step(const std::vector<nlohmann::json>& evals, std::int64_t pa
   return 0;
 }
 
-nlohmann::json summary_of(const std::string& dir) {
-  return nlohmann::json::parse(read_text(dir + "/summary.json"));
-}
-
 const std::vector<std::string> kFollowAccuracy = {
     "train.eval_every=4", "train.early_stopping.metric=eval.accuracy",
     "train.early_stopping.mode=max", "schedule.type=constant"};

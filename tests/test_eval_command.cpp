@@ -21,13 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The eval records of a run, by step.
-std::map<std::int64_t, nlohmann::json> eval_records(const std::string& dir) {
-  std::map<std::int64_t, nlohmann::json> records;
-  for (const auto& r : metrics_records(dir, "eval")) records[r["step"].get<std::int64_t>()] = r;
-  return records;
-}
-
 nlohmann::json eval_json(const std::string& args) {
   const auto r = run_trainer("eval " + args + " --json");
   INFO(r.out);

@@ -17,14 +17,6 @@
 using namespace trainer::testing;
 namespace fs = std::filesystem;
 
-namespace {
-
-nlohmann::json summary_of(const std::string& dir) {
-  return nlohmann::json::parse(read_text(dir + "/summary.json"));
-}
-
-}  // namespace
-
 TEST_CASE("the same config twice gives identical metrics; another seed does not") {
   TempDir tmp("resume-twice");
   write_text(tmp / "tiny.yaml", tiny_experiment());

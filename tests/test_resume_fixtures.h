@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -97,6 +98,22 @@ inline std::vector<nlohmann::json> metrics_records(const std::string& run_dir,
     if (split.empty() || record["split"] == split) records.push_back(std::move(record));
   }
   return records;
+}
+
+// The eval records of a run directory's metrics.jsonl, by step.
+inline std::map<std::int64_t, nlohmann::json> eval_records(const std::string& run_dir) {
+  std::map<std::int64_t, nlohmann::json> records;
+  for (auto& r : metrics_records(run_dir, "eval")) records[r["step"].get<std::int64_t>()] = r;
+  return records;
+}
+
+inline nlohmann::json summary_of(const std::string& run_dir) {
+  return nlohmann::json::parse(read_text(run_dir + "/summary.json"));
+}
+
+// The optimizer steps a run directory's summary.json reports.
+inline std::int64_t steps_of(const std::string& run_dir) {
+  return summary_of(run_dir)["steps"].get<std::int64_t>();
 }
 
 // A `trainer` child process; output (stdout and stderr) goes to `log_path`.

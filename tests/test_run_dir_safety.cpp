@@ -31,10 +31,6 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   return files;
 }
 
-nlohmann::json summary_of(const std::string& dir) {
-  return nlohmann::json::parse(read_text(dir + "/summary.json"));
-}
-
 std::vector<std::string> resume_args(const std::string& dir,
                                      const std::vector<std::string>& overrides = {}) {
   std::vector<std::string> args = {"run", "--resume", dir};

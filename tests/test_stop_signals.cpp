@@ -22,14 +22,6 @@
 using namespace trainer::testing;
 namespace fs = std::filesystem;
 
-namespace {
-
-nlohmann::json summary_of(const std::string& dir) {
-  return nlohmann::json::parse(read_text(dir + "/summary.json"));
-}
-
-}  // namespace
-
 TEST_CASE("while a run trains, only the signal watcher thread takes SIGINT and SIGTERM") {
   TempDir tmp("stop-signal-threads");
   write_text(tmp / "tiny.yaml", tiny_experiment(4096));

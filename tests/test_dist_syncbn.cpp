@@ -11,41 +11,12 @@
 
 #include "ops/collective.h"
 #include "tests/op_check.h"
+#include "tests/thread_ranks.h"
 
 using namespace trainer;
 using namespace trainer::testing;
 
 namespace {
-
-// Two ranks in one process: all_reduce_statistics adds both threads' values
-// in rank order. The other collectives are not used by kernels.
-struct Exchange {
-  std::barrier<> meet{2};
-  std::vector<double> slot[2];
-};
-
-class ThreadRank final : public Collective {
- public:
-  ThreadRank(Exchange& exchange, int rank) : exchange_(exchange), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int world() const override { return 2; }
-  void all_reduce_sum(const std::vector<TensorRef>&) override {}
-  void all_reduce_sum(std::vector<double>&) override {}
-  void all_reduce_statistics(std::vector<double>& values) override {
-    ++calls;
-    exchange_.slot[rank_] = values;
-    exchange_.meet.arrive_and_wait();
-    for (std::size_t i = 0; i < values.size(); ++i)
-      values[i] = exchange_.slot[0][i] + exchange_.slot[1][i];
-    exchange_.meet.arrive_and_wait();  // both have read the slots
-  }
-  void barrier() override { exchange_.meet.arrive_and_wait(); }
-  int calls = 0;
-
- private:
-  Exchange& exchange_;
-  int rank_;
-};
 
 OpCase sync_bn(const Shape& x, bool sync) {
   return {"batchnorm", {{"momentum", 0.3}, {"eps", 1e-3}, {"sync", sync}}, {x}};

@@ -20,6 +20,7 @@
 #include "ops/collective.h"
 #include "tests/cpu_bf16.h"
 #include "tests/op_check.h"
+#include "tests/thread_ranks.h"
 
 using namespace trainer;
 using namespace trainer::testing;
@@ -328,37 +329,6 @@ TEST_CASE("a short batch reuses the primitives built for its size") {
                 "short batch y");
   }
 }
-
-namespace {
-
-// Two ranks in one process: all_reduce_statistics adds both threads' values.
-struct Exchange {
-  std::barrier<> meet{2};
-  std::vector<double> slot[2];
-};
-
-class ThreadRank final : public Collective {
- public:
-  ThreadRank(Exchange& exchange, int rank) : exchange_(exchange), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int world() const override { return 2; }
-  void all_reduce_sum(const std::vector<TensorRef>&) override {}
-  void all_reduce_sum(std::vector<double>&) override {}
-  void all_reduce_statistics(std::vector<double>& values) override {
-    exchange_.slot[rank_] = values;
-    exchange_.meet.arrive_and_wait();
-    for (std::size_t i = 0; i < values.size(); ++i)
-      values[i] = exchange_.slot[0][i] + exchange_.slot[1][i];
-    exchange_.meet.arrive_and_wait();  // both have read the slots
-  }
-  void barrier() override { exchange_.meet.arrive_and_wait(); }
-
- private:
-  Exchange& exchange_;
-  int rank_;
-};
-
-}  // namespace
 
 TEST_CASE("SyncBN ranks with different real rows train like one batch of all real rows") {
   // Rank 0 holds 4 real rows of 4, rank 1 one real row of 4 (the wrapped end

@@ -16,7 +16,8 @@ using FT = FieldType;
 FieldSpec classes_field() {
   return field("classes", FT::integer,
                "Number of classes; 0 infers it as the largest label + 1. Labels outside "
-               "[0, classes) are an error.")
+               "[0, classes) are an error, except -100 in NPY and CSV labels: a sample in no "
+               "class, which the loss's ignore_index (default -100) leaves out.")
       .def("0")
       .at_least(0);
 }

@@ -57,8 +57,10 @@ std::int64_t counted_rows(const data::Batch& batch, std::optional<std::int64_t> 
 Hits count_counted_hits(const float* logits, const data::Batch& batch, std::int64_t classes,
                         std::optional<std::int64_t> ignored) {
   const std::int64_t* labels = batch.labels.i64();
-  if (!ignored) return count_hits(logits, labels, batch.rows, classes);
-  // count_hits passes over labels outside [0, classes): an ignored one becomes -1.
+  // count_hits passes over labels outside [0, classes), as the default -100 is.
+  if (!ignored || *ignored < 0 || *ignored >= classes)
+    return count_hits(logits, labels, batch.rows, classes);
+  // An ignored class label becomes -1.
   std::vector<std::int64_t> kept(labels, labels + batch.rows);
   std::replace(kept.begin(), kept.end(), *ignored, std::int64_t{-1});
   return count_hits(logits, kept.data(), batch.rows, classes);

@@ -78,7 +78,7 @@ void ObjectiveCheck::learn_classes(const config::Config& config) {
   if (classes_known_) return;
   classes_known_ = true;
   try {
-    classes_ = train::prepare_session(config).num_classes;
+    classes_ = train::training_classes(config);
   } catch (const std::exception&) {
     // The data cannot be opened here: the trial will say why when it runs.
   }

@@ -184,6 +184,24 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
   }
 }
 
+namespace {
+
+const config::TypedItem& training_source(const config::Config& config) {
+  if (!config.data.train) {
+    config::Diagnostics diags;
+    diags.add(mark_of(config, "data"), "data.train", "no training data source",
+              "add data.train: {type: idx, images: ..., labels: ...}");
+    diags.throw_if_any();
+  }
+  return *config.data.train;
+}
+
+}  // namespace
+
+std::int64_t training_classes(const config::Config& config) {
+  return open_source(training_source(config), "data.train")->num_classes();
+}
+
 Session prepare_session(const config::Config& config) {
   Session s;
   s.config = config;
@@ -191,12 +209,7 @@ Session prepare_session(const config::Config& config) {
   s.batch = plan_batches(config, diags);
   diags.throw_if_any();
   init_from_path(config);  // before the data: a missing file is found at once
-  if (!config.data.train) {
-    diags.add(mark_of(config, "data"), "data.train", "no training data source",
-              "add data.train: {type: idx, images: ..., labels: ...}");
-    diags.throw_if_any();
-  }
-  s.train_data = open_source(*config.data.train, "data.train");
+  s.train_data = open_source(training_source(config), "data.train");
   if (config.data.eval) {
     s.eval_data = open_source(*config.data.eval, "data.eval");
   } else if (config.data.split > 0) {

@@ -50,6 +50,10 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
 // std::runtime_error for bad data files (the message names the file).
 Session prepare_session(const config::Config& config);
 
+// The classes of the training data (0: regression targets), opening only its
+// source: no transforms, statistics or model. Throws as prepare_session does.
+std::int64_t training_classes(const config::Config& config);
+
 // model.init_from, resolved against the YAML file that names it; "" when the
 // model has none. Throws ConfigError (at its position) when it is not a path
 // or names no readable file.

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libyaml-cpp-dev libcli11-dev libspdlog-dev catch2 libdnnl-dev zlib1g-dev
+  ocl-icd-opencl-dev  # oneDNN's CMake package asks for OpenCL (only recommended by libdnnl-dev)
   libpng-dev libjpeg-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
   python3-torch libopenblas0-openmp python3-numpy

@@ -230,6 +230,9 @@ std::string restore_record_file(const std::string& path, std::uint64_t bytes,
 struct Window {
   double loss = 0, wait = 0;
   Hits hits;
+  // The hits of the run's last step when it is no log step: its record counts
+  // them, a checkpoint does not (a longer run resumed from there logs later).
+  Hits last_step_hits;
   std::int64_t steps = 0, samples = 0;
   Clock::time_point start = Clock::now();
 };
@@ -266,7 +269,7 @@ class TrainLoop {
   // The loader's next batch, its wait counted.
   const data::Batch& next_micro_batch();
   // Forward and backward of micro-batch `micro` of the step, its loss (seeded
-  // with `weight`) recorded, its hits counted at a log point.
+  // with `weight`) recorded, its hits counted at a log point and at the last step.
   void run_micro_batch(const data::Batch& batch, std::int64_t micro, double weight);
   // The end of a step whose update is not part of it: reduce over ranks, then
   // update (which checks, unscales, clips or skips on the backend).
@@ -653,11 +656,13 @@ void TrainLoop::run_micro_batch(const data::Batch& batch, std::int64_t micro, do
   losses_.record(program_.loss());
   window_.samples += batch.rows;
   total_samples_ += batch.rows;
-  if (s_.num_classes > 0 && (step_ + 1) % log_every_ == 0) {
+  const bool log_step = (step_ + 1) % log_every_ == 0;
+  if (s_.num_classes > 0 && (log_step || step_ + 1 == total_steps_)) {
     backend_.copy_to_host(logits_.data(), program_.logits().data, logits_.size() * sizeof(float));
     const Hits h = count_counted_hits(logits_.data(), batch, s_.num_classes, ignored_);
-    window_.hits.top1 += h.top1;
-    window_.hits.rows += h.rows;
+    Hits& hits = log_step ? window_.hits : window_.last_step_hits;
+    hits.top1 += h.top1;
+    hits.rows += h.rows;
   }
 }
 
@@ -754,6 +759,8 @@ void TrainLoop::log_window() {
     throw std::runtime_error("non-finite gradients in the steps up to " + std::to_string(step_) +
                              ": lower optimizer.lr, lower train.clip_grad_norm or check the data");
   const double elapsed = seconds_since(window_.start);
+  window_.hits.top1 += window_.last_step_hits.top1;
+  window_.hits.rows += window_.last_step_hits.rows;
   if (world_ > 1) {  // the window's loss and hits over every rank
     std::vector<double> sums = {window_.loss, static_cast<double>(window_.hits.top1),
                                 static_cast<double>(window_.hits.rows),

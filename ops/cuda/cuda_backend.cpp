@@ -28,20 +28,22 @@ void require_device(int device) {
       visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : std::string();
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice) {
+  int driver = 0;
+  if (status != cudaSuccess) {
     cudaGetLastError();
-    int driver = 0;
-    cudaDriverGetVersion(&driver);
-    if (driver == 0)
-      throw std::runtime_error(
-          "cannot use GPU " + std::to_string(device) +
-          ": no NVIDIA driver is installed on this machine (driver version 0); "
-          "run on a machine with an NVIDIA GPU and driver, or use devices: cpu");
+    ignore_status(cudaDriverGetVersion(&driver));
+  }
+  // Driver version 0 is "no driver" whatever the count call said (a stub
+  // libcuda answers cudaErrorStubLibrary), as `trainer doctor` reports it.
+  if (status != cudaSuccess && driver == 0)
+    throw std::runtime_error("cannot use GPU " + std::to_string(device) +
+                             ": no NVIDIA driver is installed on this machine (driver version 0); "
+                             "run on a machine with an NVIDIA GPU and driver, or use devices: cpu");
+  if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice) {
     if (status == cudaErrorNoDevice)
-      throw std::runtime_error("cannot use GPU " + std::to_string(device) +
-                               ": the NVIDIA driver reports no GPU" + visible_note +
-                               "; use devices: cpu" +
-                               (visible ? ", or unset CUDA_VISIBLE_DEVICES" : ""));
+      throw std::runtime_error(
+          "cannot use GPU " + std::to_string(device) + ": the NVIDIA driver reports no GPU" +
+          visible_note + "; use devices: cpu" + (visible ? ", or unset CUDA_VISIBLE_DEVICES" : ""));
     throw std::runtime_error("cannot use GPU " + std::to_string(device) +
                              ": the NVIDIA driver (version " + std::to_string(driver) +
                              ") is older than this build's CUDA runtime; update the driver");

@@ -34,7 +34,12 @@ struct CudaContext {
   LtHandle lt;
 };
 
-// Throws a clear error when `device` is not a usable GPU (no driver, index out of range).
+// Throws a clear error when `device` is not a GPU of this machine (no
+// driver, index out of range). Opens no CUDA context.
+void require_visible_device(int device);
+
+// require_visible_device, then opens the device's context and makes it the
+// thread's current device: where a GPU held by another process shows (busy).
 void require_device(int device);
 
 }  // namespace trainer::cuda

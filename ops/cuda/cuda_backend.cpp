@@ -22,7 +22,7 @@
 namespace trainer {
 namespace cuda {
 
-void require_device(int device) {
+void require_visible_device(int device) {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string visible_note =
       visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : std::string();
@@ -53,6 +53,10 @@ void require_device(int device) {
     throw std::runtime_error("GPU " + std::to_string(device) +
                              " does not exist: " + std::to_string(count) + " GPU(s) visible" +
                              visible_note + "; valid indices are 0.." + std::to_string(count - 1));
+}
+
+void require_device(int device) {
+  require_visible_device(device);
   // Creating the device's context is where a GPU held by another process shows.
   cudaError_t opened = cudaSetDevice(device);
   if (opened == cudaSuccess) opened = cudaFree(nullptr);

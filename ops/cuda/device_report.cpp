@@ -67,7 +67,7 @@ std::string cuda_version_string(int version) {
 
 std::string gpu_unavailable_reason(int device) {
   try {
-    require_device(device);
+    require_visible_device(device);
     return {};
   } catch (const std::exception& e) {
     return e.what();

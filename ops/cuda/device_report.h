@@ -44,7 +44,10 @@ enum class GpuQuery { properties, free_memory };
 
 CudaReport cuda_report(GpuQuery query);
 
-// Empty when GPU `device` can be used; otherwise why not (no driver, no such GPU).
+// Empty when GPU `device` is there to use; otherwise why not (no driver, no
+// such GPU). Opens no CUDA context: a process that starts ranks checks every
+// GPU they will use without holding memory (or, in an exclusive compute mode,
+// the GPU itself) on each; whether one is busy shows when its rank opens it.
 std::string gpu_unavailable_reason(int device = 0);
 
 // "13.0" from 13000.

@@ -30,8 +30,11 @@ void PinnedUploads::upload(void* dst, const void* src, std::size_t bytes, cudaSt
   check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
   if (capturing != cudaStreamCaptureStatusNone)
     throw std::logic_error(std::string("an upload (") + what + ") inside a recorded step");
+  // Rare and large: straight from `src`, and waited for (from pinned memory
+  // the copy returns before it has read `src`).
   if (bytes > kSlotBytes) {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), what);
+    check(cudaStreamSynchronize(stream), what);
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);

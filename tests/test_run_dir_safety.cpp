@@ -6,7 +6,8 @@
 // instead of starting over in place; two processes never share a directory;
 // a signal before training leaves a directory that resumes; a cut
 // metrics.jsonl is repaired to whole records; a finished run resumed keeps
-// its summary; a failure before training leaves summary.json.
+// its directory as it was (also one that max_steps stopped inside an epoch);
+// a failure before training leaves summary.json.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -202,6 +203,7 @@ TEST_CASE("a resume onto a cut metrics.jsonl keeps it whole records") {
 TEST_CASE("a finished run resumed has nothing to train and keeps its summary") {
   TempDir tmp("resume-finished");
   const std::string run = finished_run(tmp, "run");
+  fs::copy(run, tmp / "copy", fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   const std::string summary = read_text(run + "/summary.json");
   REQUIRE(run_to_end(resume_args(run), tmp / "r.log") == 0);
   CHECK(read_text(tmp / "r.log")
@@ -213,6 +215,33 @@ TEST_CASE("a finished run resumed has nothing to train and keeps its summary") {
   REQUIRE(run_to_end(resume_args(run, {"train.max_steps=4"}), tmp / "s.log") == 0);
   CHECK(read_text(run + "/config.yaml") == config);
   CHECK(read_text(run + "/summary.json") == summary);
+  // Nothing else changed either (train.log says what the resumes found).
+  auto after = snapshot(run);
+  after.erase("train.log");
+  auto before = snapshot(tmp / "copy");
+  before.erase("train.log");
+  CHECK(after == before);
+}
+
+TEST_CASE("a max_steps run that stopped inside an epoch, resumed, keeps its last records") {
+  // The checkpoint holds the state before the forced last record and
+  // evaluation (a longer run resumed from it writes its own); with nothing
+  // to train they are not cut.
+  TempDir tmp("resume-max-steps-nothing");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string run = tmp / "run";
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", run, {"train.max_steps=22"}), tmp / "p.log") == 0);
+  auto before = snapshot(run);
+  before.erase("train.log");
+  REQUIRE(run_to_end(resume_args(run), tmp / "r.log") == 0);
+  CHECK(read_text(tmp / "r.log").find("nothing to train") != std::string::npos);
+  auto after = snapshot(run);
+  after.erase("train.log");
+  CHECK(after == before);
+  const auto records = metrics_records(run);
+  REQUIRE(!records.empty());
+  CHECK(records.back()["split"] == "eval");
+  CHECK(records.back()["step"] == 22);
 }
 
 TEST_CASE("a run that fails before training leaves summary.json saying why") {

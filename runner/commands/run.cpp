@@ -129,8 +129,11 @@ int command_run(const CommandArgs& given) {
     train::TrainOptions options;
     options.resume = resume;
     // A resume rewrites config.yaml and the manifest only once its checkpoint
-    // has loaded: a refused one leaves the run directory as it was.
+    // has loaded: a refused one leaves the run directory as it was, and so
+    // does one of a finished run (it is not called).
+    bool writes_directory = false;
     options.before_writing = [&] {
+      writes_directory = true;
       if (!job.is_root()) return;
       if (resume) {
         const std::string change = train::reopen_run_dir(dir, config, args);
@@ -139,7 +142,7 @@ int command_run(const CommandArgs& given) {
       train::record_program(dir, *program, session);
     };
     summary = train::train(session, *program, dir, job.collective(), options);
-    if (job.is_root()) train::record_step_execution(dir, *program);
+    if (job.is_root() && writes_directory) train::record_step_execution(dir, *program);
   } catch (const OutOfMemoryError& e) {
     program.reset();  // give the memory back before planning again
     const std::string report = train::out_of_memory_report(session, backend);

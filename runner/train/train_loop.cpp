@@ -296,6 +296,11 @@ class TrainLoop {
   void stamp_metric(checkpoint::TrainState& st) const;
   // checkpoint.keep_best by an eval.* metric ranks checkpoints by an
   // evaluation of their own weights: then every evaluation is followed by one.
+  // A resume with no step to train and no evaluation pending.
+  bool writes_nothing() const {
+    return options_.resume && resumed_.step >= total_steps_ &&
+           resumed_.epoch_step < steps_per_epoch_;
+  }
   bool keeps_best() const {
     return cfg_.checkpoint.keep_best > 0 && s_.eval_data != nullptr &&
            cfg_.checkpoint.metric.rfind("eval.", 0) == 0;
@@ -524,7 +529,11 @@ void TrainLoop::open_metrics() {
         !warning.empty())
       log_->warn("{}", warning);
   };
-  if (options_.resume) {
+  // The records after the checkpoint are cut, to be written again; a resume
+  // that writes none keeps them (a max_steps stop inside an epoch checkpoints
+  // the state before its last record and evaluation).
+  const bool cut = options_.resume && !writes_nothing();
+  if (cut) {
     restore(metrics_path, resumed_.metrics_bytes, whole_lines);
     restore(timing_path, resumed_.timing_bytes, whole_lines);
   }
@@ -532,7 +541,7 @@ void TrainLoop::open_metrics() {
   timing_ = MetricsWriter(timing_path, options_.resume);
   if (cfg_.output.tensorboard) {
     const std::string events_path = run_dir_ + "/" + kEventsFile;
-    if (options_.resume && resumed_.events_bytes)
+    if (cut && resumed_.events_bytes)
       restore(events_path, *resumed_.events_bytes, whole_event_records);
     events_ = EventsWriter(events_path, options_.resume);
   }

@@ -223,6 +223,20 @@ TEST_CASE("a finished run resumed has nothing to train and keeps its summary") {
   CHECK(after == before);
 }
 
+TEST_CASE("--out with --resume is refused, unless it names the run directory itself") {
+  TempDir tmp("resume-out");
+  const std::string run = finished_run(tmp, "run");
+  const auto before = snapshot(run);
+  const std::vector<std::string> elsewhere = {"run",   "--resume",    run,
+                                              "--out", tmp / "other", "train.max_steps=60"};
+  CHECK(run_to_end(elsewhere, tmp / "e.log") == 2);
+  CHECK(read_text(tmp / "e.log").find("a resumed run goes on in its own directory") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "other"));
+  CHECK(snapshot(run) == before);
+  CHECK(run_to_end({"run", "--resume", run, "--out", run}, tmp / "s.log") == 0);
+}
+
 TEST_CASE("a max_steps run that stopped inside an epoch, resumed, keeps its last records") {
   // The checkpoint holds the state before the forced last record and
   // evaluation (a longer run resumed from it writes its own); with nothing

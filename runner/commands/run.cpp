@@ -42,6 +42,16 @@ int command_run(const CommandArgs& given) {
     std::fprintf(stderr, "error: trainer run needs a config file (or --resume RUN_DIR)\n");
     return 2;
   }
+  std::error_code same_error;
+  if (resume && !args.out_dir.empty() &&
+      !std::filesystem::equivalent(args.out_dir, args.resume_dir, same_error)) {
+    std::fprintf(stderr,
+                 "error: --out %s with --resume %s: a resumed run goes on in its own directory; "
+                 "drop --out, or start a new run there from the checkpoint's weights "
+                 "(model.init_from: %s/checkpoints/last/model.safetensors)\n",
+                 args.out_dir.c_str(), args.resume_dir.c_str(), args.resume_dir.c_str());
+    return 2;
+  }
   if (resume &&
       !std::filesystem::exists(std::filesystem::path(args.resume_dir) / "config.sha256")) {
     std::fprintf(stderr, "error: --resume %s: not a run directory (no config.sha256)\n",

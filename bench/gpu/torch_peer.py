@@ -93,6 +93,13 @@ def main():
         print("no GPU: torch.cuda.is_available() is false", file=sys.stderr)
         return 77
     torch.backends.cudnn.benchmark = True
+
+    def save(result):  # after every figure: a run stopped by its time limit keeps those it has
+        if args.out:
+            with open(args.out + ".part", "w") as f:
+                f.write(json.dumps(result, indent=2) + "\n")
+            os.replace(args.out + ".part", args.out)
+
     result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
               "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
               "batch_size": 128, "train_samples_per_s": {}}
@@ -103,8 +110,10 @@ def main():
                               RECIPES[name])
             result["train_samples_per_s"][f"{name}/{precision}"] = round(rate, 1)
             print(f"{name:7s} {precision}: {rate:10.1f} samples/s", file=sys.stderr)
+            save(result)
     gemm = bf16_gemm_rate(torch)
     result["bf16_gemm_tflops"] = round(gemm / 1e12, 1)
+    save(result)
     # A large bf16 MLP: 4 layers of 8192 at batch 8192 with relus between them;
     # 3 GEMMs per layer per step.
     width, batch, depth = 8192, 8192, 4
@@ -119,11 +128,8 @@ def main():
     result["large_bf16_mlp"] = {"width": width, "depth": depth, "batch": batch,
                                 "samples_per_s": round(rate, 1), "tflops": round(flops / 1e12, 1),
                                 "fraction_of_gemm_rate": round(flops / gemm, 3)}
-    text = json.dumps(result, indent=2)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
-    print(text)
+    save(result)
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -177,7 +177,8 @@ if [[ ! -x "$bundle/bin/trainer" ]]; then
     rc[build]=1; write_results "no build"; exit 1
   fi
 fi
-log "bundle from commit $(cat "$bundle/COMMIT" 2>/dev/null || echo unknown)"
+cat "$bundle/COMMIT" >"$out/bundle_commit.txt" 2>/dev/null || echo unknown >"$out/bundle_commit.txt"
+log "bundle from commit $(cat "$out/bundle_commit.txt")"
 
 # 2. Libraries: the bundle's, then PyTorch's nvidia wheels.
 wheel_libs=$(python3 - 2>/dev/null <<'PY'

@@ -106,6 +106,13 @@ TEST_CASE("print-config output is a config that validates to the same values") {
   std::filesystem::remove(path);
 }
 
+TEST_CASE("print-config shows the loss a config without one uses, and layer defaults") {
+  const auto r = run("print-config " + kGood + "minimal.yaml");
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("  loss:\n    type: cross_entropy\n") != std::string::npos);
+  CHECK(r.out.find("      bias_init: zeros\n") != std::string::npos);
+}
+
 TEST_CASE("version names the version and the backends") {
   const auto r = run("version");
   CHECK(r.code == 0);

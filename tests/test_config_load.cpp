@@ -65,6 +65,46 @@ TEST_CASE("defaults come from the registry when a section is absent") {
   CHECK(lr->text() == "0.1");
 }
 
+TEST_CASE("the resolved model shows the default loss and the layers' defaulted attributes") {
+  const Config c = load_config(kGood + "minimal.yaml");  // no `loss:`, linear without bias/init
+  const auto* model = c.resolved.find("model");
+  REQUIRE(model);
+  const auto* loss = model->find("loss");
+  REQUIRE(loss);
+  REQUIRE(loss->find("type"));
+  CHECK(loss->find("type")->text() == "cross_entropy");
+  REQUIRE(loss->find("label_smoothing"));
+  CHECK(loss->find("label_smoothing")->text() == "0");
+  const auto& layers = model->find("layers")->items();
+  REQUIRE(layers.size() == 2);
+  const auto* bias = layers[1].find("bias");
+  REQUIRE(bias);
+  CHECK(bias->text() == "true");
+  REQUIRE(layers[1].find("init"));
+  CHECK(layers[1].find("init")->text() == "kaiming_uniform");
+  REQUIRE(layers[1].find("bias_init"));
+  CHECK(layers[1].find("bias_init")->text() == "zeros");
+  CHECK(layers[0].size() == 1);  // flatten has no attributes
+  // The model the run builds reads the same tree.
+  CHECK(c.model.node.find("loss"));
+  // A given loss keeps its own values; a block's layers are filled like the top level's.
+  const Config given = load_config_text(
+      "model:\n"
+      "  blocks:\n"
+      "    mlp: {params: {w: 8}, layers: [{type: linear, out_features: $w}]}\n"
+      "  layers: [{type: flatten}, {block: mlp}, {type: linear, out_features: 3}]\n"
+      "  loss: {type: cross_entropy, label_smoothing: 0.1}\n"
+      "data: {train: {type: synthetic, shape: [4], classes: 3}}\n",
+      "given.yaml");
+  const auto* given_model = given.resolved.find("model");
+  CHECK(given_model->find("loss")->find("label_smoothing")->text() == "0.1");
+  CHECK(given_model->find("loss")->find("ignore_index")->text() == "-100");
+  const auto& block_layer = given_model->find("blocks")->find("mlp")->find("layers")->items()[0];
+  CHECK(block_layer.find("out_features")->text() == "$w");
+  CHECK(block_layer.find("bias"));
+  CHECK(given_model->find("layers")->items()[1].size() == 1);  // a block instance: as written
+}
+
 TEST_CASE("extends deep-merges maps, replaces lists and lets the child win") {
   const Config c = load_config(kGood + "child.yaml");
   CHECK(c.name == "child");

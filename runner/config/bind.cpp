@@ -6,6 +6,7 @@
 #include <cctype>
 #include <set>
 
+#include "ops/op.h"
 #include "runner/config/data_items.h"
 #include "runner/config/fields.h"
 #include "runner/config/registry.h"
@@ -54,8 +55,49 @@ void bind_section(const SectionDef& section, Node& node, Config& config, Diagnos
   }
 }
 
+// The defaulted attributes of each `{type: <op>, ...}` item of a layer list
+// (the top level's or a block's), as a section's fields are filled, so that
+// the resolved config shows the values the graph builder uses. Block
+// instances and unknown types are left to the builder, which reports them.
+void fill_layer_defaults(Node* layers) {
+  if (!layers || !layers->is_sequence()) return;
+  for (Node& layer : layers->items()) {
+    if (!layer.is_map() || layer.find("block")) continue;
+    const Node* type = layer.find("type");
+    const OpDef* op = type && type->is_scalar() ? op_registry().find(type->text()) : nullptr;
+    if (op && !op->is_loss) fill_defaults(layer, op->attrs);
+  }
+}
+
+// The loss of a model without `loss:` (the graph builder's default).
+constexpr const char* kDefaultLoss = "cross_entropy";
+
+// The loss the run uses: the graph builder's default (kDefaultLoss) when none
+// is given, with its defaulted attributes. A loss that was not written carries
+// the model's mark: the builder reports a problem with it there, as before.
+void fill_loss_default(Node& model) {
+  Node* loss = model.find("loss");
+  if (!loss) {
+    Node filled = Node::map(model.mark());
+    filled.set("type", Node::scalar(kDefaultLoss, model.mark()), model.mark());
+    loss = &model.set("loss", std::move(filled), {kDefaultFile, 0, 0});
+  }
+  const Node* type = loss->is_map() ? loss->find("type") : nullptr;
+  const OpDef* op = type && type->is_scalar() ? op_registry().find(type->text()) : nullptr;
+  if (op && op->is_loss) fill_defaults(*loss, op->attrs);
+}
+
+void fill_model_defaults(Node& model) {
+  fill_layer_defaults(model.find("layers"));
+  if (Node* blocks = model.find("blocks"); blocks && blocks->is_map())
+    for (std::size_t i = 0; i < blocks->size(); ++i)
+      if (Node& block = blocks->value_at(i); block.is_map())
+        fill_layer_defaults(block.find("layers"));
+  fill_loss_default(model);
+}
+
 void bind_model(Node& root, Config& config, Diagnostics& diags) {
-  const Node* model = root.find("model");
+  Node* model = root.find("model");
   if (!model) {
     diags.add(root.mark(), "model", "missing required section 'model' (a map with `layers:`)");
     return;
@@ -79,6 +121,7 @@ void bind_model(Node& root, Config& config, Diagnostics& diags) {
   else if (!layers->is_sequence() || layers->items().empty())
     diags.add(layers->mark(), "model.layers",
               "expected a non-empty list of layers, found " + describe(*layers));
+  fill_model_defaults(*model);
   config.model.node = *model;
 }
 

@@ -85,7 +85,9 @@ std::string config_reference_markdown() {
       "...attributes}`, or `{block: <name>, name, inputs, repeat, ...parameters}` for a block "
       "defined under `model.blocks`. A block instance may set `first: {param: value}` for its "
       "first repetition only. The loss is `model.loss` (a loss op name or "
-      "`{type: <loss>, ...}`). `model.recompute` lists layers or block instances whose "
+      "`{type: <loss>, ...}`; without it, `{type: cross_entropy}`). A resolved config "
+      "(`print-config`, a run's `config.yaml`) shows the loss and every layer's attributes "
+      "with their defaults filled in. `model.recompute` lists layers or block instances whose "
       "activations are recomputed in the backward pass instead of kept (or `{every: N}`: keep "
       "every N-th layer's output, recompute the rest).\n\n";
   const auto& ops = op_registry().all();

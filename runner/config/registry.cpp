@@ -55,7 +55,8 @@ std::vector<SectionDef> build_sections() {
          "this one (maps merge, lists replace)"},
         {"model",
          "The network: `layers` (a list of `{type: <op>, ...}` or `{block: <name>, ...}` "
-         "items), optional `blocks`, `loss` and `recompute` (activation checkpointing: layer or "
+         "items), optional `blocks`, `loss` (a `{type: <loss>, ...}` map or a loss name; default "
+         "`{type: cross_entropy}`) and `recompute` (activation checkpointing: layer or "
          "block names, or `{every: N}`), `init_from` (start from a .safetensors file; "
          "`init_strict: false` loads only the tensors that match); validated by the graph builder"},
         {"sweep",

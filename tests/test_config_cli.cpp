@@ -113,6 +113,32 @@ TEST_CASE("print-config shows the loss a config without one uses, and layer defa
   CHECK(r.out.find("      bias_init: zeros\n") != std::string::npos);
 }
 
+TEST_CASE("a data file that cannot be opened is reported at the key that names it") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_data_file";
+  fs::create_directories(dir);
+  std::ofstream(dir / "train.csv") << "a,b,label\n1,2,0\n3,4,1\n";
+  std::ofstream(dir / "exp.yaml") << "model:\n"
+                                     "  layers: [{type: linear, out_features: 2}]\n"
+                                     "data:\n"
+                                     "  train: {type: csv, path: train.csv}\n"
+                                     "  eval:\n"
+                                     "    type: csv\n"
+                                     "    path: missing.csv\n";
+  const std::string config = (dir / "exp.yaml").string();
+  // Written in the file: at the value of `path`.
+  auto r = run("validate " + config, true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(config + ":7:11: error: data.eval.path: cannot open the csv source: CSV file '" +
+                   (dir / "missing.csv").string() + "' does not exist") == 0);
+  // Given on the command line: at the override.
+  r = run("validate " + config + " data.train.path=/nonexistent/train.csv", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("<command line>:1:17: error: data.train.path: cannot open the csv source: CSV "
+                   "file '/nonexistent/train.csv' does not exist") == 0);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("version names the version and the backends") {
   const auto r = run("version");
   CHECK(r.code == 0);

@@ -110,6 +110,12 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   r = run_trainer("eval " + (tmp / "run") + " data.evl.size=3", true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("did you mean 'eval'?"));
+  // A data file that cannot be opened: at the override that names it.
+  r = run_trainer("eval " + (tmp / "run") + " 'data.eval={type: csv, path: /nonexistent/e.csv}'",
+                  true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("<command line>:1:29: error: data.eval.path: cannot open the "
+                                    "csv source: CSV file '/nonexistent/e.csv'"));
   // No eval data in the run's config.
   {
     std::string text = tiny_experiment();

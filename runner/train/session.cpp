@@ -2,6 +2,7 @@
 // registers the model check that `trainer validate` runs.
 #include "runner/train/session.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -45,14 +46,72 @@ std::vector<data::TransformSpec> eval_specs(const std::vector<config::TypedItem>
   return out;
 }
 
-std::shared_ptr<data::Dataset> open_source(const config::TypedItem& item, const std::string& key) {
+// The key of `def`'s path fields whose file `message` names: "data.train.images"
+// (or "data.train.files[1]"), with its mark. Empty when it names none, or
+// files of several keys: the error is then about the source as a whole.
+std::pair<std::string, config::Mark> key_of_named_file(const config::Config& config,
+                                                       const data::SourceDef& def,
+                                                       const config::TypedItem& item,
+                                                       const std::string& key,
+                                                       const std::string& message) {
+  struct Named {
+    std::string key, path;
+  };
+  std::vector<Named> named;
+  for (const auto& field : def.path_fields) {
+    if (!item.attrs.has(field)) continue;
+    const FieldValue& value = item.attrs.values().at(field);
+    if (const auto* one = std::get_if<std::string>(&value)) {
+      if (!one->empty() && message.find(*one) != std::string::npos)
+        named.push_back({key + "." + field, *one});
+    } else if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
+      for (std::size_t i = 0; i < list->size(); ++i)
+        if (!(*list)[i].empty() && message.find((*list)[i]) != std::string::npos)
+          named.push_back({key + "." + field + "[" + std::to_string(i) + "]", (*list)[i]});
+    }
+  }
+  // A path found only inside a longer named one ("a.csv" in "a.csv.bak") is not named.
+  std::erase_if(named, [&](const Named& n) {
+    return std::any_of(named.begin(), named.end(), [&](const Named& other) {
+      return other.path.size() > n.path.size() && other.path.find(n.path) != std::string::npos;
+    });
+  });
+  if (named.empty()) return {};
+  for (const Named& n : named)
+    if (n.key != named.front().key) return {};
+  // The entry's own mark: "data.train.files[1]" is item `1` of data.train.files.
+  const std::string& found = named.front().key;
+  const auto bracket = found.find('[');
+  config::Mark mark = mark_of(config, found.substr(0, bracket));
+  if (bracket != std::string::npos) {
+    const config::Node* list = &config.resolved;
+    std::stringstream parts(found.substr(0, bracket));
+    std::string part;
+    while (list && std::getline(parts, part, '.')) list = list->find(part);
+    const std::size_t index = std::stoul(found.substr(bracket + 1));
+    if (list && list->is_sequence() && index < list->items().size())
+      mark = list->items()[index].mark();
+  }
+  return {found, mark};
+}
+
+// Opens the source `item` (the config's `key`, "data.train"). An error about
+// the file of one of its keys points at that key's value; any other at the source.
+std::shared_ptr<data::Dataset> open_source(const config::Config& config,
+                                           const config::TypedItem& item, const std::string& key) {
   for (const auto& def : data::source_defs()) {
     if (def.name != item.type) continue;
     try {
       return def.open(item.attrs);
     } catch (const std::exception& e) {
+      const std::string message =
+          std::string("cannot open the ") + item.type + " source: " + e.what();
+      auto [file_key, mark] = key_of_named_file(config, def, item, key, e.what());
       config::Diagnostics d;
-      d.add(item.mark, key, std::string("cannot open the ") + item.type + " source: " + e.what());
+      if (file_key.empty())
+        d.add(item.mark, key, message);
+      else
+        d.add(mark, file_key, message);
       throw config::ConfigError(d);
     }
   }
@@ -199,7 +258,7 @@ const config::TypedItem& training_source(const config::Config& config) {
 }  // namespace
 
 std::int64_t training_classes(const config::Config& config) {
-  return open_source(training_source(config), "data.train")->num_classes();
+  return open_source(config, training_source(config), "data.train")->num_classes();
 }
 
 Session prepare_session(const config::Config& config) {
@@ -209,9 +268,9 @@ Session prepare_session(const config::Config& config) {
   s.batch = plan_batches(config, diags);
   diags.throw_if_any();
   init_from_path(config);  // before the data: a missing file is found at once
-  s.train_data = open_source(training_source(config), "data.train");
+  s.train_data = open_source(config, training_source(config), "data.train");
   if (config.data.eval) {
-    s.eval_data = open_source(*config.data.eval, "data.eval");
+    s.eval_data = open_source(config, *config.data.eval, "data.eval");
   } else if (config.data.split > 0) {
     auto [train, eval] = data::split_dataset(s.train_data, config.data.split,
                                              static_cast<std::uint64_t>(config.seed));

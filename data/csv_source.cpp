@@ -57,6 +57,20 @@ std::string known_columns(const std::vector<std::string>& names) {
   return text;
 }
 
+// When the first line, split at `delimiter`, is one column that holds another
+// common separator (';', tab, '|'): " (one column, split at ','; if the file
+// is separated by ';', set delimiter: ';')".
+std::string delimiter_hint(const std::string& first_line, std::size_t columns, char delimiter) {
+  if (columns != 1) return "";
+  for (const char separator : {';', '\t', '|'}) {
+    if (separator == delimiter || first_line.find(separator) == std::string::npos) continue;
+    const std::string shown = separator == '\t' ? "\"\\t\"" : "'" + std::string(1, separator) + "'";
+    return " (one column, split at '" + escaped(std::string(1, delimiter)) +
+           "'; if the file is separated by " + shown + ", set delimiter: " + shown + ")";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
@@ -66,6 +80,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   std::int64_t line_number = 0;
   std::vector<std::string> names;
   std::size_t columns = 0;
+  std::string first_line;
 
   // The header (or the first row, to count the columns).
   std::streampos data_start = in.tellg();
@@ -74,6 +89,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     names = split_line(line, o.delimiter);
     columns = names.size();
+    first_line = line;
     break;
   }
   if (columns == 0) throw std::runtime_error("CSV file '" + o.path + "' is empty");
@@ -101,7 +117,8 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       if (names[c] == name) return c;
     }
     throw std::runtime_error("CSV file '" + o.path + "' has no column " + quoted(name) +
-                             "; columns: " + known_columns(names));
+                             "; columns: " + known_columns(names) +
+                             delimiter_hint(first_line, columns, o.delimiter));
   };
   const std::size_t label_column = o.label.empty() ? columns - 1 : column_of(o.label);
   std::vector<std::size_t> feature_columns;
@@ -126,7 +143,8 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     }
   }
   if (feature_columns.empty()) {
-    throw std::runtime_error("CSV file '" + o.path + "' has no feature columns");
+    throw std::runtime_error("CSV file '" + o.path + "' has no feature columns" +
+                             delimiter_hint(first_line, columns, o.delimiter));
   }
 
   ArrayData data;

@@ -139,6 +139,23 @@ TEST_CASE("a data file that cannot be opened is reported at the key that names i
   fs::remove_all(dir);
 }
 
+TEST_CASE("a metric name cut short gets the name it begins as a suggestion") {
+  const auto r =
+      run("validate " + kGood + "mlp.yaml checkpoint.keep_best=1 checkpoint.metric=eval.acc", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("<command line>:2:19: error: checkpoint.metric: keep_best ranks checkpoints "
+                   "by 'eval.acc', which this run never records\n"
+                   "    did you mean 'eval.accuracy'?") == 0);
+}
+
+TEST_CASE("an unknown key of a layer says which type the layer is") {
+  const auto r = run("validate " + kGood + "mlp.yaml model.layers[2].out_features=64", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("<command line>:1:17: error: model.layers[2].out_features: unknown key "
+                   "'out_features'") == 0);
+  CHECK(r.out.find("    layer 2 is a relu; valid keys: type, name, inputs\n") != std::string::npos);
+}
+
 TEST_CASE("version names the version and the backends") {
   const auto r = run("version");
   CHECK(r.code == 0);

@@ -146,6 +146,16 @@ TEST_CASE("a bad override value points at the value's column") {
   CHECK(only_error(kGood + "minimal.yaml", {"devices=[0,"}).find("<command line>:1:") == 0);
 }
 
+TEST_CASE("a bad value of a field that also takes a word names the word") {
+  CHECK(only_error(kGood + "minimal.yaml", {"train.micro_batch_size=autoo"}) ==
+        "<command line>:1:24: error: train.micro_batch_size: expected auto or an integer >= 0, "
+        "found 'autoo' (in override 1 'train.micro_batch_size=autoo')\n"
+        "    did you mean 'auto'?");
+  CHECK(only_error(kGood + "minimal.yaml", {"train.micro_batch_size=-1"}) ==
+        "<command line>:1:24: error: train.micro_batch_size: expected auto or an integer >= 0, "
+        "found integer -1 (in override 1 'train.micro_batch_size=-1')");
+}
+
 TEST_CASE("cross-field rules") {
   CHECK(only_error(kGood + "minimal.yaml", {"train.epochs=0"})
             .find("train.epochs: nothing to train") != std::string::npos);

@@ -195,6 +195,25 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     bad.path = dir.file("none.csv");
     CHECK_THROWS_WITH(open_csv(bad), Contains(dir.file("none.csv")));
   }
+
+  SECTION("a file read at the wrong delimiter is said to be one column, with the one to set") {
+    write_text(dir.file("semi.csv"), "a;b;label\n1;2;0\n");
+    CsvOptions semi;
+    semi.path = dir.file("semi.csv");
+    semi.label = "label";
+    CHECK_THROWS_WITH(open_csv(semi), Contains("has no column 'label'; columns: a;b;label") &&
+                                          Contains("set delimiter: ';'"));
+    semi.label.clear();
+    CHECK_THROWS_WITH(open_csv(semi),
+                      Contains("has no feature columns") && Contains("set delimiter: ';'"));
+    write_text(dir.file("tab.csv"), "a\tb\tlabel\n1\t2\t0\n");
+    semi.path = dir.file("tab.csv");
+    semi.label = "label";
+    CHECK_THROWS_WITH(open_csv(semi), Contains("set delimiter: \"\\t\""));
+    // Several columns: no guess.
+    o.label = "colour";
+    CHECK_THROWS_WITH(open_csv(o), !Contains("delimiter"));
+  }
 }
 
 TEST_CASE("image folders: PNG and JPEG, classes by folder, resize, unreadable image") {

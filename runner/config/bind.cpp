@@ -33,10 +33,25 @@ void bind_section(const SectionDef& section, Node& node, Config& config, Diagnos
   for (const auto& field : section.fields) {
     if (field.keyword.empty()) continue;
     const Node* value = node.find(field.spec.name);
-    if (value && value->is_scalar() && value->text() == field.keyword) {
+    if (!value || !value->is_scalar()) continue;
+    if (value->text() == field.keyword) {
       checked.erase(field.spec.name);
       keyword_binds.push_back(field.bind_keyword);
+      continue;
     }
+    // A value that is neither: the error says the word is accepted too.
+    const std::string key = join_key(section.path, field.spec.name);
+    Diagnostics own;
+    FieldValue parsed;
+    if (parse_field(*value, field.spec, key, own, parsed)) continue;
+    const std::string near = nearest(value->text(), {field.keyword});
+    for (Diagnostic d : own.list()) {
+      if (d.message.rfind("expected ", 0) == 0)
+        d.message = "expected " + field.keyword + " or " + d.message.substr(9);
+      if (d.suggestion.empty() && !near.empty()) d.suggestion = "did you mean '" + near + "'?";
+      diags.add(std::move(d));
+    }
+    checked.erase(field.spec.name);
   }
   const Attrs attrs =
       read_fields(checked, field_specs(section), section.path, diags, special_names(section));

@@ -92,7 +92,22 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
   }
   // Close enough: at most a third of the longer word, and never more than 3 edits.
   const std::size_t limit = std::min<std::size_t>(3, std::max(word.size(), best.size()) / 3 + 1);
-  return best_distance <= limit ? best : std::string{};
+  if (best_distance <= limit) return best;
+  // Else a word of 3 or more characters that begins exactly one candidate is
+  // taken for it, cut short: "eval.acc" for "eval.accuracy".
+  const auto lower = [](std::string text) {
+    for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+  };
+  if (word.size() < 3) return {};
+  const std::string start = lower(word);
+  std::string begun;
+  for (const auto& c : candidates) {
+    if (c.size() <= word.size() || lower(c).compare(0, start.size(), start) != 0) continue;
+    if (!begun.empty() && begun != c) return {};
+    begun = c;
+  }
+  return begun;
 }
 
 }  // namespace trainer::config

@@ -49,7 +49,8 @@ class ConfigError : public std::runtime_error {
   Diagnostics diagnostics_;
 };
 
-// The candidate nearest to `word` by edit distance, or "" when none is close enough.
+// The candidate nearest to `word` by edit distance, else the one candidate
+// `word` (3 or more characters) abbreviates, or "" when none is close enough.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace trainer::config

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -120,6 +121,26 @@ bool parse_list(const Node& node, const FieldSpec& spec, const std::string& key_
     return false;
   }
   return ok;
+}
+
+// For a `{type: X, ...}` map, what its keys depend on: "layer 2 is a relu; ",
+// "data.train is of type idx; "; "" for other maps.
+std::string of_type(const Node& map, const std::string& key_path,
+                    const std::vector<std::string>& extra_allowed_keys) {
+  const Node* type = map.find("type");
+  if (!type || !type->is_scalar() || type->text().empty() ||
+      std::find(extra_allowed_keys.begin(), extra_allowed_keys.end(), "type") ==
+          extra_allowed_keys.end())
+    return "";
+  static const std::regex top_layer(R"(model\.layers\[(\d+)\])");
+  std::smatch index;
+  if (std::regex_match(key_path, index, top_layer)) {
+    const char first = type->text()[0];
+    const bool vowel = std::string("aeiou").find(first) != std::string::npos;
+    return "layer " + index[1].str() + " is " + (vowel ? "an " : "a ") + type->text() + "; ";
+  }
+  return (key_path.empty() ? std::string("this map") : key_path) + " is of type " + type->text() +
+         "; ";
 }
 
 }  // namespace
@@ -276,7 +297,9 @@ Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const st
         continue;
       const std::string near = nearest(key, valid);
       diags.add(map.key_mark_at(i), join_key(key_path, key), "unknown key '" + key + "'",
-                near.empty() ? "valid keys: " + join_names(valid) : "did you mean '" + near + "'?");
+                near.empty() ? of_type(map, key_path, extra_allowed_keys) +
+                                   "valid keys: " + join_names(valid)
+                             : "did you mean '" + near + "'?");
     }
   }
 

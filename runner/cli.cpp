@@ -123,7 +123,7 @@ int run_cli(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingDirectory);
   eval->add_option("overrides", args.overrides,
-                   "KEY=VALUE overrides of the run's config (data.eval.size=1000, devices=cpu)");
+                   "KEY=VALUE overrides of the run's config (train.eval_batches=10, devices=cpu)");
   eval->add_option("--checkpoint", args.checkpoint,
                    "last (default), best (by checkpoint.metric), a name under checkpoints/ or a "
                    "checkpoint folder");

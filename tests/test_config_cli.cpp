@@ -8,6 +8,7 @@
 #include <string>
 
 #include "run_command.h"
+#include "runner/config/reference.h"
 
 namespace {
 
@@ -154,6 +155,44 @@ TEST_CASE("an unknown key of a layer says which type the layer is") {
   CHECK(r.out.find("<command line>:1:17: error: model.layers[2].out_features: unknown key "
                    "'out_features'") == 0);
   CHECK(r.out.find("    layer 2 is a relu; valid keys: type, name, inputs\n") != std::string::npos);
+}
+
+TEST_CASE("the override examples of eval --help and the reference fit the shipped MLP") {
+  namespace fs = std::filesystem;
+  const fs::path mlp = fs::path(TRAINER_TEST_DATA_DIR).parent_path().parent_path() /
+                       "configs/fashion_mnist_mlp.yaml";
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    WARN("Fashion-MNIST is not installed: validate cannot open the MLP's data");
+    return;
+  }
+  // `eval --help`: "... overrides of the run's config (A, B)".
+  const auto help = run("eval --help");
+  const auto at = help.out.find("overrides of the run's config (");
+  REQUIRE(at != std::string::npos);
+  const auto open = help.out.find('(', at) + 1;
+  std::string examples = help.out.substr(open, help.out.find(')', open) - open);
+  for (auto comma = examples.find(", "); comma != std::string::npos; comma = examples.find(", "))
+    examples.replace(comma, 2, "' '");
+  auto r = run("validate " + mlp.string() + " '" + examples + "'", true);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  // The reference: "Overrides on the command line (`A`, `B`, `C`)", but for a
+  // GPU list (validate checks it against this machine's GPUs).
+  const std::string reference = trainer::config::config_reference_markdown();
+  const auto rule = reference.find("Overrides on the command line (");
+  REQUIRE(rule != std::string::npos);
+  const std::string listed = reference.substr(rule, reference.find(')', rule) - rule);
+  std::string overrides;
+  for (auto tick = listed.find('`'); tick != std::string::npos;) {
+    const auto end = listed.find('`', tick + 1);
+    const std::string one = listed.substr(tick + 1, end - tick - 1);
+    if (one.rfind("devices=", 0) != 0) overrides += " '" + one + "'";
+    tick = listed.find('`', end + 1);
+  }
+  CHECK(overrides.find("model.layers[") != std::string::npos);
+  r = run("validate " + mlp.string() + overrides, true);
+  INFO(r.out);
+  CHECK(r.code == 0);
 }
 
 TEST_CASE("version names the version and the backends") {

@@ -1,4 +1,4 @@
-// Command-line overrides `a.b.c=value` and `model.layers[2].out_features=64`:
+// Command-line overrides `a.b.c=value` and `model.layers[1].out_features=64`:
 // the value is parsed as YAML (scalar or flow: `devices=[0,1]`) and set in the
 // merged tree, where it is then validated exactly like a file value. Marks of
 // override values name the file "<command line>", the override's 1-based index

@@ -55,7 +55,7 @@ std::string config_reference_markdown() {
       "key `eval` does not set itself (`<<: [*a, *b]` merges several; the first wins). Anchor "
       "a value where it is first used: a key that only holds an anchor is an unknown key.\n"
       "- Overrides on the command line (`optimizer.lr=3e-4`, `devices=[0,1]`, "
-      "`model.layers[2].out_features=64`) are applied last and checked like file values. An "
+      "`model.layers[1].out_features=64`) are applied last and checked like file values. An "
       "override replaces a list item but cannot add one (give the whole list instead).\n"
       "- Numbers must be finite (`.inf`, `1e400` and `.nan` are refused); integers must fit in "
       "64 bits.\n"

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "run_command.h"
@@ -200,6 +201,22 @@ TEST_CASE("version names the version and the backends") {
   CHECK(r.code == 0);
   CHECK(r.out.find(std::string("trainer ") + TRAINER_VERSION) == 0);
   CHECK(r.out.find("CUDA backend: ") != std::string::npos);
+  // The commit the build found: in a git checkout its hash ("-dirty" with
+  // changes), else "unknown".
+  const auto at = r.out.find("\ncommit: ");
+  REQUIRE(at != std::string::npos);
+  const std::string commit = r.out.substr(at + 9, r.out.find('\n', at + 1) - at - 9);
+  const std::string source =
+      std::filesystem::path(TRAINER_TEST_DATA_DIR).parent_path().parent_path().string();
+  INFO("commit: " << commit);
+  if (trainer::testing::run_command("git -C '" + source + "' rev-parse HEAD").code == 0) {
+    CHECK(std::regex_match(commit, std::regex("[0-9a-f]{40}(-dirty)?")));
+    CHECK(trainer::testing::run_command("git -C '" + source + "' cat-file -e " +
+                                        commit.substr(0, 40) + "^{commit}")
+              .code == 0);
+  } else {
+    CHECK(commit == "unknown");
+  }
 }
 
 TEST_CASE("schema writes the schema and the reference under --out") {

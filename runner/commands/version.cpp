@@ -3,6 +3,11 @@
 
 #include "runner/commands/config_commands.h"
 
+// Written by the build (cmake/GitCommit.cmake): the commit of the source tree
+// this binary was built from, "-dirty" when it had changes, or "unknown".
+#if __has_include("trainer_git_commit.h")
+#include "trainer_git_commit.h"
+#endif
 #ifndef TRAINER_GIT_COMMIT
 #define TRAINER_GIT_COMMIT "unknown"
 #endif

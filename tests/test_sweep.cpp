@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runner/train/sha256.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::testing;
@@ -234,6 +235,19 @@ TEST_CASE("a sweep directory refuses trials of a changed config and resumes an u
   write_text(tmp / "sw.yaml", "extends: base.yaml\n" +
                                   replaced(sweep, "]}}", "]}, objective: {metric: eval.loss}}"));
   CHECK(run_to_end(args, tmp / "3.log") == 0);
+  // A sweep directory of an older trainer, which filled in fewer defaults
+  // (here no layer's bias): the same config, so it resumes, and is recorded
+  // as this trainer resolves it.
+  const std::string resolved = read_text(tmp / "sw/config.yaml");
+  const std::string older = replaced(resolved, "      bias: true\n", "");
+  REQUIRE(older != resolved);
+  write_text(tmp / "sw/config.yaml", older);
+  const std::string record = read_text(tmp / "sw/sweep.yaml");
+  write_text(tmp / "sw/sweep.yaml", replaced(record, trainer::train::sha256_hex(resolved),
+                                             trainer::train::sha256_hex(older)));
+  CHECK(run_to_end(args, tmp / "5.log") == 0);
+  CHECK(read_text(tmp / "5.log").find("0 to run") != std::string::npos);
+  CHECK(read_text(tmp / "sw/sweep.yaml") == record);
   // The file it extends changed: the trials there ran another model.
   write_text(tmp / "base.yaml",
              replaced(tiny_experiment(), "out_features: 32", "out_features: 16"));

@@ -15,6 +15,7 @@
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/diagnostics.h"
 #include "runner/config/emit.h"
+#include "runner/config/load.h"
 #include "runner/config/yaml_reader.h"
 #include "runner/train/sha256.h"
 
@@ -145,6 +146,18 @@ std::string changed_config(const std::string& dir, const std::string& was, const
          " holds it as the sweep started it, resolved) and repeat the command to resume";
 }
 
+// Whether `was`, the base config a sweep directory recorded, resolves today to
+// `now`: then only the defaults this trainer fills in differ (a sweep started
+// by an older trainer that filled fewer), not what its trials train.
+bool resolves_to(const std::string& was, const std::string& now) {
+  try {
+    const config::Node today = config::load_config_text(was, "config.yaml").resolved;
+    return config_changes(trial_base_config(today), now).empty();  // in any key order
+  } catch (const std::exception&) {  // it no longer loads: another config
+    return false;
+  }
+}
+
 }  // namespace
 
 std::string trial_base_config(const config::Node& resolved) {
@@ -183,7 +196,9 @@ std::string reuse_conflict(const std::string& dir, const std::string& record,
     return another_sweep(dir, d);
   const std::string old_hash = recorded_hash(old_record);
   if (old_hash.empty() || old_hash == recorded_hash(record)) return "";
-  return changed_config(dir, read_text(fs::path(dir) / "config.yaml"), base_config);
+  const std::string old_config = read_text(fs::path(dir) / "config.yaml");
+  if (resolves_to(old_config, base_config)) return "";
+  return changed_config(dir, old_config, base_config);
 }
 
 void write_sweep_record(const std::string& dir, const std::string& record,

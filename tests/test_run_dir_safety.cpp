@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runner/train/sha256.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::testing;
@@ -221,6 +222,31 @@ TEST_CASE("a finished run resumed has nothing to train and keeps its summary") {
   auto before = snapshot(tmp / "copy");
   before.erase("train.log");
   CHECK(after == before);
+}
+
+TEST_CASE("a resume with another config says which values changed, or that none did") {
+  TempDir tmp("resume-config-note");
+  const std::string run = finished_run(tmp, "run");
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=50"}), tmp / "more.log") == 0);
+  CHECK(read_text(tmp / "more.log")
+            .find("the config differs from the run's: train.max_steps: 0 -> 50") !=
+        std::string::npos);
+  // The directory of an older trainer, which filled in fewer defaults (here
+  // a layer's bias): the same values.
+  const std::string config = read_text(run + "/config.yaml");
+  const auto at = config.find("      bias: true\n");
+  REQUIRE(at != std::string::npos);
+  const std::string older = std::string(config).erase(at, std::string("      bias: true\n").size());
+  write_text(run + "/config.yaml", older);
+  write_text(run + "/config.sha256",
+             trainer::train::sha256_hex(older.substr(older.find('\n') + 1)) + "\n");
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=52"}), tmp / "old.log") == 0);
+  const std::string log = read_text(tmp / "old.log");
+  INFO(log);
+  CHECK(log.find("train.max_steps: 50 -> 52") != std::string::npos);
+  CHECK(log.find("bias") == std::string::npos);  // a filled-in default is no change
+  REQUIRE(run_to_end(resume_args(run), tmp / "same.log") == 0);
+  CHECK(read_text(tmp / "same.log").find("config.yaml rewritten") == std::string::npos);
 }
 
 TEST_CASE("--out with --resume is refused, unless it names the run directory itself") {

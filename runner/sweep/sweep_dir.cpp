@@ -5,18 +5,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "runner/checkpoint/durable_file.h"
-#include "runner/config/diagnostics.h"
 #include "runner/config/emit.h"
-#include "runner/config/load.h"
-#include "runner/config/yaml_reader.h"
+#include "runner/config/value_changes.h"
 #include "runner/train/sha256.h"
 
 namespace trainer::sweep {
@@ -78,55 +74,6 @@ std::string first_difference(const std::vector<std::string>& was,
   return "";
 }
 
-using Leaves = std::vector<std::pair<std::string, std::string>>;
-
-// Every scalar of a YAML tree by its key path ("model.layers[1].out_features").
-void collect_leaves(const config::Node& node, const std::string& path, Leaves& out) {
-  if (node.is_map()) {
-    for (std::size_t i = 0; i < node.size(); ++i)
-      collect_leaves(node.value_at(i), path.empty() ? node.key_at(i) : path + "." + node.key_at(i),
-                     out);
-  } else if (node.is_sequence()) {
-    for (std::size_t i = 0; i < node.items().size(); ++i)
-      collect_leaves(node.items()[i], path + "[" + std::to_string(i) + "]", out);
-    if (node.items().empty()) out.emplace_back(path, "[]");
-  } else {
-    out.emplace_back(path, node.is_null() ? "null" : node.text());
-  }
-}
-
-Leaves leaves_of(const std::string& yaml) {
-  config::Diagnostics diags;
-  const config::Node root = config::parse_yaml(yaml, "config.yaml", diags);
-  Leaves out;
-  if (diags.empty()) collect_leaves(root, "", out);
-  return out;
-}
-
-// "model.layers[1].out_features: 512 -> 64, train.epochs: 20 -> 2" (at most
-// a few, then how many more), or "" when the texts hold the same values.
-std::string config_changes(const std::string& was, const std::string& now) {
-  constexpr std::size_t kShown = 4;
-  const Leaves old_leaves = leaves_of(was), new_leaves = leaves_of(now);
-  std::map<std::string, std::string> old_values(old_leaves.begin(), old_leaves.end());
-  std::vector<std::string> changes;
-  for (const auto& [key, value] : new_leaves) {
-    const auto old = old_values.find(key);
-    if (old == old_values.end())
-      changes.push_back(key + ": (not set) -> " + value);
-    else if (old->second != value)
-      changes.push_back(key + ": " + old->second + " -> " + value);
-    if (old != old_values.end()) old_values.erase(old);
-  }
-  for (const auto& [key, value] : old_leaves)
-    if (old_values.count(key)) changes.push_back(key + ": " + value + " -> (not set)");
-  std::string out;
-  for (std::size_t i = 0; i < std::min(changes.size(), kShown); ++i)
-    out += (i ? ", " : "") + changes[i];
-  if (changes.size() > kShown) out += " and " + std::to_string(changes.size() - kShown) + " more";
-  return out;
-}
-
 std::string another_sweep(const std::string& dir, const std::string& difference) {
   return "the sweep directory '" + dir + "' holds a different sweep (" + difference +
          "); resuming there would mix up its trials.\n    use a new --out directory, or "
@@ -136,7 +83,7 @@ std::string another_sweep(const std::string& dir, const std::string& difference)
 // The config (with the files it extends) resolved to other values than the
 // trials there started from.
 std::string changed_config(const std::string& dir, const std::string& was, const std::string& now) {
-  std::string changes = config_changes(was, now);
+  std::string changes = config::value_changes(was, now);
   if (changes.empty()) changes = "its content hash differs";
   return "the sweep directory '" + dir +
          "' holds trials of another version of the config: since they started, " + changes +
@@ -144,18 +91,6 @@ std::string changed_config(const std::string& dir, const std::string& was, const
          "directory for the config as it is now, or restore the config (" +
          (fs::path(dir) / "config.yaml").string() +
          " holds it as the sweep started it, resolved) and repeat the command to resume";
-}
-
-// Whether `was`, the base config a sweep directory recorded, resolves today to
-// `now`: then only the defaults this trainer fills in differ (a sweep started
-// by an older trainer that filled fewer), not what its trials train.
-bool resolves_to(const std::string& was, const std::string& now) {
-  try {
-    const config::Node today = config::load_config_text(was, "config.yaml").resolved;
-    return config_changes(trial_base_config(today), now).empty();  // in any key order
-  } catch (const std::exception&) {  // it no longer loads: another config
-    return false;
-  }
 }
 
 }  // namespace
@@ -196,8 +131,11 @@ std::string reuse_conflict(const std::string& dir, const std::string& record,
     return another_sweep(dir, d);
   const std::string old_hash = recorded_hash(old_record);
   if (old_hash.empty() || old_hash == recorded_hash(record)) return "";
-  const std::string old_config = read_text(fs::path(dir) / "config.yaml");
-  if (resolves_to(old_config, base_config)) return "";
+  // Through today's defaults: a sweep of an older trainer, which filled in
+  // fewer, holds the same config.
+  const std::string old_config =
+      config::resolved_today(read_text(fs::path(dir) / "config.yaml"), "sweep");
+  if (config::value_changes(old_config, base_config).empty()) return "";
   return changed_config(dir, old_config, base_config);
 }
 

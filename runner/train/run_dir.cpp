@@ -16,6 +16,7 @@
 
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
+#include "runner/config/value_changes.h"
 #include "runner/train/host_info.h"
 #include "runner/train/sha256.h"
 #include "runner/usage_error.h"
@@ -235,14 +236,23 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
   std::string change;
   if (new_hash != old_hash) {
     // Keep the previous config next to the new one for the record.
+    std::ifstream old_file(fs::path(dir) / "config.yaml", std::ios::binary);
+    const std::string old_yaml((std::istreambuf_iterator<char>(old_file)),
+                               std::istreambuf_iterator<char>());
+    const std::string new_yaml = config::to_yaml(config.resolved);
     std::error_code ec;
     fs::copy_file(fs::path(dir) / "config.yaml",
                   fs::path(dir) / ("config." + old_hash.substr(0, 12) + ".yaml"),
                   fs::copy_options::overwrite_existing, ec);
     write_config(dir, config, args);
-    change = "the config differs from the run's (sha256 " + old_hash.substr(0, 12) + " -> " +
-             new_hash.substr(0, 12) +
-             "); config.yaml now holds the new one, the old one is config." +
+    // Through today's defaults: those an older trainer did not fill in are no change.
+    const std::string changes = config::value_changes(config::resolved_today(old_yaml), new_yaml);
+    const std::string what =
+        changes.empty() ? "it holds the same values, with defaults this trainer fills in that "
+                          "the run's did not"
+                        : "the config differs from the run's: " + changes;
+    change = "config.yaml rewritten (sha256 " + old_hash.substr(0, 12) + " -> " +
+             new_hash.substr(0, 12) + "): " + what + "; the old one is config." +
              old_hash.substr(0, 12) + ".yaml";
   }
   nlohmann::json manifest = read_manifest(dir);

@@ -31,13 +31,7 @@ const std::vector<std::string> kTwoRanks = {
 
 std::string train_run(const TempDir& tmp, const std::string& name,
                       const std::vector<std::string>& extra) {
-  std::vector<std::string> all = kTwoRanks;
-  all.insert(all.end(), extra.begin(), extra.end());
-  const std::string dir = tmp / name;
-  const int code = run_to_end(run_args(tmp / "tiny.yaml", dir, all), tmp / (name + ".log"));
-  INFO(read_text(tmp / (name + ".log")));
-  REQUIRE(code == 0);
-  return dir;
+  return train_tiny(tmp, name, {kTwoRanks, extra});
 }
 
 }  // namespace

@@ -29,16 +29,11 @@ const std::vector<std::string> kPlainSgd = {"optimizer.type=sgd",     "optimizer
                                             "optimizer.momentum=0.9", "schedule.type=constant",
                                             "train.log_every=1",      "checkpoint.every_steps=0"};
 
-// Trains `name` under tmp with kPlainSgd and `overrides`; returns the run directory.
+// Trains `name` under tmp with kPlainSgd, `common` and `extra`; returns the run directory.
 std::string train_run(const TempDir& tmp, const std::string& name,
-                      const std::vector<std::string>& overrides) {
-  std::vector<std::string> all = kPlainSgd;
-  all.insert(all.end(), overrides.begin(), overrides.end());
-  const std::string dir = tmp / name;
-  const int code = run_to_end(run_args(tmp / "tiny.yaml", dir, all), tmp / (name + ".log"));
-  INFO(read_text(tmp / (name + ".log")));
-  REQUIRE(code == 0);
-  return dir;
+                      const std::vector<std::string>& common,
+                      const std::vector<std::string>& extra = {}) {
+  return train_tiny(tmp, name, {kPlainSgd, common, extra});
 }
 
 }  // namespace
@@ -51,11 +46,8 @@ TEST_CASE("drop_last: false: the epoch's short last step runs the micro-batches 
   write_text(tmp / "tiny.yaml", tiny_experiment(100));
   const std::vector<std::string> common = {"data.drop_last=false", "train.epochs=2"};
   const std::string whole = train_run(tmp, "whole", common);
-  std::vector<std::string> micro16 = common, micro8 = common;
-  micro16.push_back("train.micro_batch_size=16");
-  micro8.push_back("train.micro_batch_size=8");
-  const std::string acc2 = train_run(tmp, "acc2", micro16);
-  const std::string acc4 = train_run(tmp, "acc4", micro8);
+  const std::string acc2 = train_run(tmp, "acc2", common, {"train.micro_batch_size=16"});
+  const std::string acc4 = train_run(tmp, "acc4", common, {"train.micro_batch_size=8"});
   CHECK(steps_of(whole) == 8);
   CHECK(steps_of(acc2) == 8);
   CHECK(steps_of(acc4) == 8);
@@ -72,9 +64,7 @@ TEST_CASE("drop_last: false trains a training set smaller than one batch, in one
   const std::vector<std::string> common = {"data.drop_last=false", "train.epochs=3",
                                            "train.batch_size=64"};
   const std::string whole = train_run(tmp, "whole", common);
-  std::vector<std::string> micro = common;
-  micro.push_back("train.micro_batch_size=16");
-  const std::string acc4 = train_run(tmp, "acc4", micro);
+  const std::string acc4 = train_run(tmp, "acc4", common, {"train.micro_batch_size=16"});
   CHECK(steps_of(acc4) == 3);
   check_same_training(whole, acc4);
 }
@@ -87,9 +77,7 @@ TEST_CASE("drop_last: true drops a partial global batch, also with accumulation"
   const std::vector<std::string> common = {"data.drop_last=true", "train.epochs=2",
                                            "train.batch_size=40"};
   const std::string whole = train_run(tmp, "whole", common);
-  std::vector<std::string> micro = common;
-  micro.push_back("train.micro_batch_size=20");
-  const std::string acc2 = train_run(tmp, "acc2", micro);
+  const std::string acc2 = train_run(tmp, "acc2", common, {"train.micro_batch_size=20"});
   CHECK(steps_of(whole) == 4);
   CHECK(steps_of(acc2) == 4);
   check_same_training(whole, acc2);
@@ -122,9 +110,7 @@ TEST_CASE("with ignore_index, micro-batches train like the batch they split") {
   write_text(tmp / "tiny.yaml", tiny_experiment(256));
   const std::vector<std::string> common = {"model.loss.ignore_index=0", "train.epochs=1"};
   const std::string whole = train_run(tmp, "whole", common);
-  std::vector<std::string> micro = common;
-  micro.push_back("train.micro_batch_size=4");
-  const std::string acc8 = train_run(tmp, "acc8", micro);
+  const std::string acc8 = train_run(tmp, "acc8", common, {"train.micro_batch_size=4"});
   CHECK(steps_of(acc8) == 8);
   check_same_training(whole, acc8);
   // The training accuracy counts the same rows either way.

@@ -102,15 +102,20 @@ train::EvalResult evaluate_at(const std::string& config_path, int batch) {
   return train::evaluate(session, *program, alone);
 }
 
+// tmp/c.yaml: the fixed weights (w.safetensors) on `labels` (d.csv), label 0 ignored.
+void write_ignoring_case(const TempDir& tmp, const std::vector<int>& labels) {
+  write_weights(tmp / "w.safetensors");
+  write_csv(tmp / "d.csv", labels);
+  write_text(tmp / "c.yaml", config_text(tmp / "d.csv", tmp / "w.safetensors",
+                                         "{type: cross_entropy, ignore_index: 0}"));
+}
+
 }  // namespace
 
 TEST_CASE("the evaluation leaves ignored rows out of its loss and accuracy, at any batch size") {
   TempDir tmp("eval-ignore-index");
-  write_weights(tmp / "w.safetensors");
   const std::vector<int> labels = {0, 1, 2, 0, 1, 0, 2};
-  write_csv(tmp / "d.csv", labels);
-  write_text(tmp / "c.yaml", config_text(tmp / "d.csv", tmp / "w.safetensors",
-                                         "{type: cross_entropy, ignore_index: 0}"));
+  write_ignoring_case(tmp, labels);
   const Expected want = expected(labels, 0);
   // Batches of 2 (the first has no counted row), 3 and the whole set.
   for (int batch : {2, 3, 7}) {
@@ -124,11 +129,8 @@ TEST_CASE("the evaluation leaves ignored rows out of its loss and accuracy, at a
 
 TEST_CASE("the training window's accuracy leaves ignored rows out") {
   TempDir tmp("train-ignore-index");
-  write_weights(tmp / "w.safetensors");
   const std::vector<int> labels = {0, 1, 2, 0, 1, 0, 2};
-  write_csv(tmp / "d.csv", labels);
-  write_text(tmp / "c.yaml", config_text(tmp / "d.csv", tmp / "w.safetensors",
-                                         "{type: cross_entropy, ignore_index: 0}"));
+  write_ignoring_case(tmp, labels);
   REQUIRE(run_to_end(run_args(tmp / "c.yaml", tmp / "run"), tmp / "run.log") == 0);
   const Expected want = expected(labels, 0);
   const auto train = metrics_records(tmp / "run", "train");

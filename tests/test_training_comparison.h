@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,19 @@ inline void check_same_training(const std::string& a, const std::string& b) {
     }
     CHECK(worst <= 1e-5 * largest);
   }
+}
+
+// Trains run `name` under tmp from tmp/tiny.yaml with the overrides of every
+// list in `parts`, in order, and requires it to succeed; returns its directory.
+inline std::string train_tiny(const TempDir& tmp, const std::string& name,
+                              std::initializer_list<std::vector<std::string>> parts) {
+  std::vector<std::string> overrides;
+  for (const auto& part : parts) overrides.insert(overrides.end(), part.begin(), part.end());
+  const std::string dir = tmp / name;
+  const int code = run_to_end(run_args(tmp / "tiny.yaml", dir, overrides), tmp / (name + ".log"));
+  INFO(read_text(tmp / (name + ".log")));
+  REQUIRE(code == 0);
+  return dir;
 }
 
 }  // namespace trainer::testing

@@ -79,20 +79,7 @@ std::pair<std::string, config::Mark> key_of_named_file(const config::Config& con
   if (named.empty()) return {};
   for (const Named& n : named)
     if (n.key != named.front().key) return {};
-  // The entry's own mark: "data.train.files[1]" is item `1` of data.train.files.
-  const std::string& found = named.front().key;
-  const auto bracket = found.find('[');
-  config::Mark mark = mark_of(config, found.substr(0, bracket));
-  if (bracket != std::string::npos) {
-    const config::Node* list = &config.resolved;
-    std::stringstream parts(found.substr(0, bracket));
-    std::string part;
-    while (list && std::getline(parts, part, '.')) list = list->find(part);
-    const std::size_t index = std::stoul(found.substr(bracket + 1));
-    if (list && list->is_sequence() && index < list->items().size())
-      mark = list->items()[index].mark();
-  }
-  return {found, mark};
+  return {named.front().key, mark_of(config, named.front().key)};
 }
 
 // Opens the source `item` (the config's `key`, "data.train"). An error about
@@ -127,8 +114,13 @@ config::Mark mark_of(const config::Config& config, const std::string& path) {
   std::stringstream parts(path);
   std::string part;
   config::Mark mark = node->mark();
-  while (std::getline(parts, part, '.')) {
-    node = node ? node->find(part) : nullptr;
+  while (node && std::getline(parts, part, '.')) {
+    const auto bracket = part.find('[');
+    node = node->find(part.substr(0, bracket));
+    if (node && bracket != std::string::npos) {  // "files[1]": item 1 of the list
+      const std::size_t index = std::stoul(part.substr(bracket + 1));
+      node = node->is_sequence() && index < node->items().size() ? &node->items()[index] : nullptr;
+    }
     if (!node) break;
     mark = node->mark();
   }

@@ -39,7 +39,9 @@ struct Session {
   Collective* collective = nullptr;
 };
 
-// The mark of a key path in the resolved config ("train.batch_size"), for errors.
+// The mark of a key path in the resolved config ("train.batch_size",
+// "data.train.files[1]"), for errors; the nearest enclosing one where the
+// path goes further than the config.
 config::Mark mark_of(const config::Config& config, const std::string& path);
 
 // Splits the global batch; reports a batch that does not divide, with the key's position.

@@ -138,6 +138,21 @@ TEST_CASE("a data file that cannot be opened is reported at the key that names i
   CHECK(r.code == 2);
   CHECK(r.out.find("<command line>:1:17: error: data.train.path: cannot open the csv source: CSV "
                    "file '/nonexistent/train.csv' does not exist") == 0);
+  // One entry of a list of files: at that entry.
+  std::ofstream(dir / "batch.bin") << std::string(3073, '\0');
+  std::ofstream(dir / "cifar.yaml") << "model:\n"
+                                       "  layers: [{type: flatten}, {type: linear, out_features: "
+                                       "10}]\n"
+                                       "data:\n"
+                                       "  train:\n"
+                                       "    type: cifar\n"
+                                       "    files:\n"
+                                       "      - batch.bin\n"
+                                       "      - missing.bin\n";
+  r = run("validate " + (dir / "cifar.yaml").string(), true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find((dir / "cifar.yaml").string() + ":8:9: error: data.train.files[1]: cannot open "
+                                                   "the cifar source") == 0);
   fs::remove_all(dir);
 }
 

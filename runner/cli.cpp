@@ -100,8 +100,11 @@ int run_cli(int argc, char** argv) {
   run->add_option("--resume", args.resume_dir, "Resume from this run directory's last checkpoint")
       ->check(CLI::ExistingDirectory);
   run->get_option("config")->required(false);  // --resume DIR alone uses DIR/config.yaml
-  add_config_command(app, "validate",
-                     "Check the config (fields and model); print ok or every error", args);
+  CLI::App* validate = add_config_command(
+      app, "validate", "Check the config (fields and model); print ok or every error", args);
+  validate->add_flag("--data", args.read_data,
+                     "Also read every sample of the training and evaluation data (all cores), "
+                     "so that a damaged image is found before a run meets it");
   add_config_command(app, "print-config", "Print the resolved config (defaults filled) as YAML",
                      args);
   add_config_command(app, "plan",

@@ -19,6 +19,7 @@ struct CommandArgs {
   std::string run_dir;                 // eval: the run directory
   std::string checkpoint = "last";     // eval: --checkpoint last | best | NAME | PATH
   bool json = false;                   // eval: --json prints one JSON object
+  bool read_data = false;              // validate: --data reads every sample
 };
 
 int command_run(const CommandArgs& args);

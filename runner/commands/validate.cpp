@@ -3,13 +3,18 @@
 // checks before any trial runs: its keys, distributions, objective and
 // whether the config's runs record it, trial count, and each swept value
 // against the config); prints `ok` or every error (the CLI exits 2), and the
-// warnings about settings without effect either way.
+// warnings about settings without effect either way. With --data it then
+// reads every sample of the training and evaluation data, as a run would,
+// and reports each source with samples that cannot be read.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "data/read_every_sample.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
@@ -17,6 +22,7 @@
 #include "runner/sweep/objective.h"
 #include "runner/sweep/sweep_spec.h"
 #include "runner/train/devices.h"
+#include "runner/train/session.h"
 
 namespace trainer {
 namespace {
@@ -97,6 +103,49 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
   sweep::check_objective_recorded(spec, config, args.config_path, diags);
 }
 
+// Every sample of the training data and of the evaluation data (its own
+// source, or the part data.split holds out), read on all cores: the sources
+// with samples that cannot be read are errors at their key, listing the first
+// few. Prints what it read on success.
+void check_every_sample(const config::Config& config, config::Diagnostics& diags) {
+  constexpr std::size_t kListed = 10;
+  const train::Session session = train::prepare_session(config);
+  struct Part {
+    std::string key, what;
+    const data::Dataset* dataset;
+  };
+  std::vector<Part> parts = {{"data.train", "training", session.train_data.get()}};
+  if (session.eval_data)
+    parts.push_back({config.data.eval ? "data.eval" : "data.split",
+                     config.data.eval ? "evaluation" : "held-out evaluation",
+                     session.eval_data.get()});
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const auto start = std::chrono::steady_clock::now();
+  std::string summary;
+  for (const Part& part : parts) {
+    const data::SampleScan scan =
+        data::read_every_sample(*part.dataset, threads, kListed, [&](std::int64_t read) {
+          std::fprintf(stderr, "%s: %lld of %lld samples read\n", part.key.c_str(),
+                       static_cast<long long>(read), static_cast<long long>(part.dataset->size()));
+        });
+    if (!summary.empty()) summary += ", ";
+    summary += std::to_string(scan.samples) + " " + part.what;
+    if (scan.failed == 0) continue;
+    std::string message = std::to_string(scan.failed) + " of " + std::to_string(scan.samples) +
+                          " " + part.what + " samples cannot be read";
+    if (scan.failed > static_cast<std::int64_t>(scan.first_errors.size()))
+      message += " (the first " + std::to_string(scan.first_errors.size()) + " below)";
+    for (const auto& [index, error] : scan.first_errors)
+      message += "\n  sample " + std::to_string(index) + ": " + error;
+    diags.add(train::mark_of(config, part.key), part.key, message,
+              "repair or remove these files, then run `trainer validate --data` again");
+  }
+  if (diags.size() > 0) return;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("data: every sample read (%s) in %.1f s\n", summary.c_str(), seconds);
+}
+
 }  // namespace
 
 void print_config_warnings(const config::Config& config) {
@@ -115,6 +164,8 @@ int command_validate(const CommandArgs& args) {
   }
   check_sweep_section(args, config, diags);
   train::check_devices(config, diags);  // the GPUs it lists, on this machine
+  diags.throw_if_any();
+  if (args.read_data) check_every_sample(config, diags);  // the config is sound: read the data
   diags.throw_if_any();
   print_config_warnings(config);
   std::printf("ok\n");

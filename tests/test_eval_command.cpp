@@ -2,9 +2,10 @@
 // `trainer eval RUN_DIR`: a checkpoint evaluated again gives the metrics the
 // run recorded for it (last, best by the run's checkpoint metric, a named
 // one), on other data through overrides, also after the run's
-// model.init_from file is gone, with the normalize statistics the run
-// computed, in one process for a run of several ranks; bad input is a clear
-// error with the usual exit codes (2: usage or config, 1: a damaged checkpoint).
+// model.init_from file or its training data is gone, with the normalize
+// statistics the run computed, in one process for a run of several ranks;
+// bad input is a clear error with the usual exit codes (2: usage or config,
+// 1: a damaged checkpoint).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -179,4 +180,54 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
   const auto r = run_trainer("eval " + (tmp / "run") + " model.layers[1].out_features=16", true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("does not fit the model") && Catch::Contains("fc1.weight"));
+}
+
+TEST_CASE("trainer eval where the training data is gone: the eval source stands in for it") {
+  TempDir tmp("eval-no-train-data");
+  // CSV files: 4 features and a class label in 0..3.
+  const auto write_csv = [&](const std::string& path, int rows, int seed) {
+    std::string text = "a,b,c,d,label\n";
+    for (int r = 0; r < rows; ++r) {
+      const int label = (r * 7 + seed) % 4;
+      for (int f = 0; f < 4; ++f)
+        text += std::to_string(((r + 1) * (f + seed)) % 9 * 0.25 + (f == label ? 1.5 : 0)) + ",";
+      text += std::to_string(label) + "\n";
+    }
+    write_text(path, text);
+  };
+  write_csv(tmp / "train.csv", 64, 1);
+  write_csv(tmp / "test.csv", 24, 2);
+  std::string config = tiny_experiment();
+  config =
+      replaced(config, "  train: {type: synthetic, shape: [1, 8, 8], classes: 4, size: 512}",
+               "  train: {type: csv, path: " + (tmp / "train.csv") + ", label: label, classes: 4}");
+  config =
+      replaced(config, "  eval: {type: synthetic, shape: [1, 8, 8], classes: 4, size: 128}",
+               "  eval: {type: csv, path: " + (tmp / "test.csv") + ", label: label, classes: 4}");
+  write_text(tmp / "csv.yaml", config);
+  REQUIRE(run_to_end({"run", tmp / "csv.yaml", "--out", tmp / "run", "train.epochs=2",
+                      "train.batch_size=16"},
+                     tmp / "run.log") == 0);
+  const auto records = eval_records(tmp / "run");
+  REQUIRE(records.count(8) == 1);
+
+  std::filesystem::remove(tmp / "train.csv");
+  auto r = run_trainer("eval " + (tmp / "run") + " --json", true);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("eval: the training data cannot be opened here "
+                                    "(data.train.path: cannot open the csv source") &&
+                        Catch::Contains("data.eval gives the model's input shape and classes"));
+  const auto json = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  CHECK(json["samples"] == 24);
+  CHECK(json["loss"].get<double>() == records.at(8)["loss"].get<double>());
+  CHECK(json["accuracy"].get<double>() == records.at(8)["accuracy"].get<double>());
+
+  // Both gone: each named at its own key, a config error.
+  std::filesystem::remove(tmp / "test.csv");
+  r = run_trainer("eval " + (tmp / "run"), true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("error: data.train.path: cannot open the csv source") &&
+                        Catch::Contains("error: data.eval.path: cannot open the csv source") &&
+                        Catch::Contains("2 errors"));
 }

@@ -1,7 +1,9 @@
 // `trainer eval RUN_DIR [KEY=VALUE ...] [--checkpoint last|best|NAME|PATH] [--json]`:
 // evaluates a checkpoint of a run on the run's eval data (or, through
 // overrides, on other data) with the run's own config, in one process on the
-// config's first device. Prints the metrics; writes nothing.
+// config's first device. Prints the metrics; writes nothing. Needs the
+// training data only for the model's input shape and classes, which the
+// config's eval source gives when the training data is gone.
 #include <cstdio>
 #include <filesystem>
 
@@ -37,6 +39,40 @@ void in_one_process(config::Config& config) {
   }
 }
 
+// The session of the run's config. When the training data cannot be opened
+// here (a run directory copied to a machine that holds only the test set) and
+// the config has an eval source of its own, the eval source stands in for it:
+// the model's input shape and classes come from there, the normalize
+// statistics from the manifest, and the checkpoint's tensors must still fit.
+train::Session session_for_eval(config::Config& config) {
+  try {
+    return train::prepare_session(config);
+  } catch (const config::ConfigError& e) {
+    if (!config.data.eval) throw;
+    for (const auto& d : e.diagnostics().list())
+      if (d.key_path.rfind("data.train", 0) != 0) throw;
+    const config::Diagnostic& first = e.diagnostics().list().front();
+    std::fprintf(stderr,
+                 "eval: the training data cannot be opened here (%s: %s); data.eval gives the "
+                 "model's input shape and classes instead\n",
+                 first.key_path.c_str(), first.message.c_str());
+    config.data.train = *config.data.eval;
+    config.data.split = 0;
+    try {
+      return train::prepare_session(config);
+    } catch (const config::ConfigError& stand_in) {  // the eval data fails too: both, by name
+      config::Diagnostics both;
+      for (const auto& d : e.diagnostics().list()) both.add(d);
+      for (config::Diagnostic d : stand_in.diagnostics().list()) {
+        if (d.key_path.rfind("data.train", 0) == 0) d.key_path.replace(0, 10, "data.eval");
+        both.add(std::move(d));
+      }
+      both.throw_if_any();
+      throw;
+    }
+  }
+}
+
 }  // namespace
 
 int command_eval(const CommandArgs& args) {
@@ -54,7 +90,7 @@ int command_eval(const CommandArgs& args) {
   // The checkpoint's weights replace all others: a model.init_from file the
   // run started from is not needed (and may be gone by now).
   if (config.model.node.is_map()) config.model.node.erase("init_from");
-  train::Session session = train::prepare_session(config);
+  train::Session session = session_for_eval(config);
   if (!session.eval_data) {
     const std::string type = config.data.train ? config.data.train->type : "idx";
     const std::string example = type == "idx" ? "data.eval.images=... data.eval.labels=..."

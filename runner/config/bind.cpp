@@ -84,12 +84,9 @@ void fill_layer_defaults(Node* layers) {
   }
 }
 
-// The loss of a model without `loss:` (the graph builder's default).
-constexpr const char* kDefaultLoss = "cross_entropy";
-
-// The loss the run uses: the graph builder's default (kDefaultLoss) when none
-// is given, with its defaulted attributes. A loss that was not written carries
-// the model's mark: the builder reports a problem with it there, as before.
+// The loss the run uses: kDefaultLoss when none is given, with its defaulted
+// attributes. A loss that was not written carries the model's mark: the
+// builder reports a problem with it there, as before.
 void fill_loss_default(Node& model) {
   Node* loss = model.find("loss");
   if (!loss) {

@@ -40,6 +40,10 @@ struct SectionDef {
   std::string shorthand;
 };
 
+// The loss of a model without `loss:` (what print-config fills in and the
+// graph builder trains with).
+inline constexpr const char* kDefaultLoss = "cross_entropy";
+
 // Every section, parents before children, in the order the reference lists them.
 const std::vector<SectionDef>& config_sections();
 const SectionDef* find_section(const std::string& path);

@@ -8,6 +8,7 @@
 
 #include "ops/op.h"
 #include "runner/config/fields.h"
+#include "runner/config/registry.h"
 #include "runner/config/scalar.h"
 
 namespace trainer::graph {
@@ -467,7 +468,7 @@ class Builder {
 
   void add_loss(ValueId prediction) {
     Node default_loss = Node::map(model_.mark());
-    default_loss.set("type", Node::scalar("cross_entropy", model_.mark()));
+    default_loss.set("type", Node::scalar(config::kDefaultLoss, model_.mark()));
     const Node* loss = model_.find("loss");
     if (loss && loss->is_scalar()) {  // `loss: mse` shorthand
       default_loss = Node::map(loss->mark());

@@ -530,7 +530,8 @@ inline std::vector<double> conv2d_reference(const HostTensor& x, const HostTenso
 // Max or average (padding excluded) pooling in double.
 inline std::vector<double> pool2d_reference(const HostTensor& x, const Shape& out, bool max,
                                             std::int64_t kh, std::int64_t kw, std::int64_t sh,
-                                            std::int64_t sw, std::int64_t ph, std::int64_t pw) {
+                                            std::int64_t sw, std::int64_t ph, std::int64_t pw,
+                                            bool count_pad = false) {
   const std::int64_t nc = x.shape[0] * x.shape[1], h = x.shape[2], wd = x.shape[3];
   const std::int64_t ho = out[2], wo = out[3];
   std::vector<double> y(static_cast<std::size_t>(numel(out)));
@@ -547,6 +548,7 @@ inline std::vector<double> pool2d_reference(const HostTensor& x, const Shape& ou
             acc = max ? std::max(acc, v) : acc + v;
             ++count;
           }
+        if (count_pad) count = static_cast<int>(kh * kw);
         y[static_cast<std::size_t>((p * ho + oy) * wo + ox)] = max ? acc : acc / count;
       }
   return y;

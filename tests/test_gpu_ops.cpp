@@ -139,6 +139,12 @@ TEST_CASE("CUDA pooling equals CPU") {
   compare({"avgpool2d",
            {{"kernel", Ints{3}}, {"stride", Ints{2}}, {"padding", Ints{1}}},
            {{2, 3, 9, 9}}});
+  compare({"avgpool2d",
+           {{"kernel", Ints{3}},
+            {"stride", Ints{2}},
+            {"padding", Ints{1}},
+            {"count_include_pad", true}},
+           {{2, 3, 9, 9}}});
   compare({"global_avgpool", {}, {{2, 3, 5, 5}}}, 1e-5, 1e-6);
 }
 

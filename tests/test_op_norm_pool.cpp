@@ -130,24 +130,46 @@ TEST_CASE("max and average pooling: forward against reference loops, gradients")
       {{1, 2, 7, 9}, {3, 3}, {2, 2}, {1, 1}},  // overlapping, padded, odd
       {{2, 1, 6, 5}, {3, 2}, {1, 2}, {1, 0}},  // asymmetric
   };
-  for (const bool max : {true, false}) {
+  // max, average, average with count_include_pad.
+  for (const int kind : {0, 1, 2}) {
+    const bool max = kind == 0, count_pad = kind == 2;
     const std::string op = max ? "maxpool2d" : "avgpool2d";
     for (const auto& c : cases) {
-      INFO(op << " x " << to_string(c.x) << " kernel " << c.kernel[0] << "x" << c.kernel[1]);
-      OpRun run(cpu_backend(),
-                {op, {{"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}}, {c.x}});
+      INFO(op << (count_pad ? " count_include_pad" : "") << " x " << to_string(c.x) << " kernel "
+              << c.kernel[0] << "x" << c.kernel[1]);
+      std::map<std::string, FieldValue> attrs = {
+          {"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}};
+      if (!max) attrs["count_include_pad"] = count_pad;
+      OpRun run(cpu_backend(), {op, attrs, {c.x}});
       distinct_values(run.inputs[0], 3);
       const auto y = run.forward();
       const std::int64_t sh = c.stride[0] ? c.stride[0] : c.kernel[0];
       const std::int64_t sw = c.stride[1] ? c.stride[1] : c.kernel[1];
       check_close(y.f,
                   pool2d_reference(run.inputs[0], run.signature().output, max, c.kernel[0],
-                                   c.kernel[1], sh, sw, c.padding[0], c.padding[1]),
+                                   c.kernel[1], sh, sw, c.padding[0], c.padding[1], count_pad),
                   1e-6, 1e-6, op + " y");
       check_gradients(run);
       // Eval forward (no workspace) gives the same values.
       check_close(run.forward(false).f, y.f, 0, 0, op + " eval y");
     }
+  }
+}
+
+TEST_CASE("avgpool2d count_include_pad divides a padded corner by the whole window") {
+  // Ones, 3x3 windows, padding 1: the corner window covers 4 inputs of 9.
+  for (const bool count_pad : {false, true}) {
+    OpRun run(cpu_backend(), {"avgpool2d",
+                              {{"kernel", Ints{3}},
+                               {"stride", Ints{1}},
+                               {"padding", Ints{1}},
+                               {"count_include_pad", count_pad}},
+                              {{1, 1, 4, 4}}});
+    std::fill(run.inputs[0].f.begin(), run.inputs[0].f.end(), 1.0f);
+    const auto y = run.forward();
+    CHECK(y.f[0] == Approx(count_pad ? 4.0 / 9.0 : 1.0));  // corner
+    CHECK(y.f[1] == Approx(count_pad ? 6.0 / 9.0 : 1.0));  // edge
+    CHECK(y.f[5] == Approx(1.0));                          // inside
   }
 }
 

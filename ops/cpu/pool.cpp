@@ -1,4 +1,4 @@
-// Pooling: maxpool2d and avgpool2d (padding excluded) on oneDNN pooling, the max
+// Pooling: maxpool2d and avgpool2d (padding counted or not) on oneDNN pooling, the max
 // workspace saved from forward to backward; global_avgpool as a plain loop.
 // Window pooling runs in its input's format (plain or blocked, f32 or bf16);
 // an output in another format (the next op takes plain float32) is converted.
@@ -25,8 +25,10 @@ class PoolKernel final : public Kernel {
       if (stride[k] == 0) stride[k] = kernel[k];
     const dnnl::memory::dims strides{stride[0], stride[1]}, kernel_dims{kernel[0], kernel[1]},
         padding{pad[0], pad[1]};
-    const auto alg =
-        max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+    const bool count_pad = !max && at.has("count_include_pad") && at.get_bool("count_include_pad");
+    const auto alg = max         ? dnnl::algorithm::pooling_max
+                     : count_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                 : dnnl::algorithm::pooling_avg_exclude_padding;
     const auto src = tensor_md(ctx.inputs.at(0), ctx.input_format(0));
     const auto dst = tensor_md(ctx.output, ctx.input_format(0));
     const auto user_dst = tensor_md(ctx.output, ctx.output_format);

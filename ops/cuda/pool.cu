@@ -13,6 +13,7 @@ namespace {
 
 struct Window {
   int n, c, h, w, ho, wo, kh, kw, sh, sw, ph, pw;
+  bool count_pad;  // avgpool2d count_include_pad: divide by kh * kw
 };
 
 Window window_of(const KernelContext& k) {
@@ -24,8 +25,10 @@ Window window_of(const KernelContext& k) {
   if (sw == 0) sw = kw;
   const Shape& x = k.inputs.at(0);
   auto i = [](std::int64_t v) { return static_cast<int>(v); };
-  return {i(x[0]), i(x[1]), i(x[2]), i(x[3]), i(k.output[2]), i(k.output[3]),
-          i(kh),   i(kw),   i(sh),   i(sw),   i(ph),          i(pw)};
+  const bool count_pad =
+      k.attrs->has("count_include_pad") && k.attrs->get_bool("count_include_pad");
+  return {i(x[0]), i(x[1]), i(x[2]), i(x[3]), i(k.output[2]), i(k.output[3]), i(kh),
+          i(kw),   i(sh),   i(sw),   i(ph),   i(pw),          count_pad};
 }
 
 // The output rows (or columns) whose window covers input position `pos`.
@@ -87,6 +90,7 @@ __global__ void maxpool_backward(const float* dy, const int* argmax, float* dx, 
 }
 
 __device__ __forceinline__ int avg_count(const Window& g, int oh, int ow) {
+  if (g.count_pad) return g.kh * g.kw;  // padding is at most half the kernel: inside the window
   const int h0 = max(oh * g.sh - g.ph, 0), h1 = min(oh * g.sh - g.ph + g.kh, g.h);
   const int w0 = max(ow * g.sw - g.pw, 0), w1 = min(ow * g.sw - g.pw + g.kw, g.w);
   return max((h1 - h0) * (w1 - w0), 1);

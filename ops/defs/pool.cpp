@@ -1,4 +1,5 @@
-// Pooling: maxpool2d, avgpool2d (padding excluded from the average) and global_avgpool.
+// Pooling: maxpool2d, avgpool2d (padding left out of the average unless
+// count_include_pad) and global_avgpool.
 #include "ops/defs/def_helpers.h"
 #include "ops/defs/families.h"
 
@@ -46,9 +47,15 @@ OpDef window_pool(const std::string& name, const std::string& doc) {
 void register_pool(OpRegistry& registry) {
   registry.add(window_pool(
       "maxpool2d", "Max over each window; the backward routes the gradient to the argmax."));
-  registry.add(window_pool(
+  OpDef avg = window_pool(
       "avgpool2d",
-      "Mean over each window; padded positions are not counted (count_include_pad false)."));
+      "Mean over each window; padded positions are not counted unless count_include_pad.");
+  avg.attrs.push_back(
+      field("count_include_pad", FieldType::boolean,
+            "Divide by the whole window (kernel height x width), padded positions included, as "
+            "PyTorch's AvgPool2d does by default; false: by the input positions it covers.")
+          .def("false"));
+  registry.add(std::move(avg));
 
   OpDef g;
   g.name = "global_avgpool";

@@ -53,14 +53,29 @@ constexpr double clipped_scale(double grad_scale, double scaled_norm, double cli
   return scaled_norm > clip ? grad_scale * clip / (scaled_norm + 1e-6) : grad_scale;
 }
 
-// Learning rates by applied update for a window of updates: `values[i]` is
-// the rate of update `first + i` (0-based); updates outside the window take
+// What the schedule sets for one update: the learning rate, and the momentum
+// a one-cycle schedule cycles (SGD's momentum, Adam's beta1).
+struct ScheduledUpdate {
+  float lr = 0.0f;
+  float momentum = 0.0f;
+};
+
+// The momentum an optimizer step applies: SGD's momentum or Adam's beta1.
+constexpr float momentum_of(const OptimizerStep& o) {
+  return o.kind == OptimizerKind::sgd ? o.momentum : o.beta1;
+}
+constexpr void set_momentum(OptimizerStep& o, float momentum) {
+  (o.kind == OptimizerKind::sgd ? o.momentum : o.beta1) = momentum;
+}
+
+// The schedule by applied update for a window of updates: `values[i]` is
+// what update `first + i` (0-based) applies; updates outside the window take
 // the nearest end's.
-struct LearningRateWindow {
+struct ScheduleWindow {
   std::int64_t first = 0;
   std::int64_t count = 0;
-  const float* values = nullptr;
-  constexpr float at(std::int64_t update) const {
+  const ScheduledUpdate* values = nullptr;
+  constexpr ScheduledUpdate at(std::int64_t update) const {
     const std::int64_t i = update - first;
     return values[i < 0 ? 0 : (i >= count ? count - 1 : i)];
   }
@@ -71,26 +86,45 @@ struct UpdateDecision {
   bool apply = true;
   double grad_scale = 1.0;
   float lr = 0.0f;
+  float momentum = 0.0f;  // momentum_of the step applied
   std::int64_t step = 1;
 };
+
+// The decision of an update that measures nothing: the step as set.
+constexpr UpdateDecision as_set(const OptimizerStep& o) {
+  return {true, o.grad_scale, o.lr, momentum_of(o), o.step};
+}
+
+// `o` with what `d` decided: the values the update kernels apply.
+constexpr OptimizerStep applied(OptimizerStep o, const UpdateDecision& d) {
+  o.grad_scale = static_cast<float>(d.grad_scale);
+  o.lr = d.lr;
+  set_momentum(o, d.momentum);
+  o.step = d.step;
+  return o;
+}
 
 // Decides one update from the gradients it is about to apply (`grad_norm`:
 // their norm as computed, before grad_scale; `finite`: none is inf or NaN).
 // Under loss scaling (`scaling` non-null) the scaler's rule says whether the
 // update is applied and moves the scale on, the gradients are divided by the
-// scale they were computed at, and the learning rate (from `rates`, by the
-// count of updates applied so far) and Adam's step follow the applied
-// updates, so that a skipped step holds the schedule. Then clipping.
-// constexpr: the CUDA update decides on the device with it.
+// scale they were computed at, and the learning rate and momentum (from
+// `schedule`, by the count of updates applied so far) and Adam's step follow
+// the applied updates, so that a skipped step holds the schedule. Then
+// clipping. constexpr: the CUDA update decides on the device with it.
 constexpr UpdateDecision decide_update(const OptimizerStep& o, double grad_norm, bool finite,
                                        const LossScaleRule& rule, LossScaleState* scaling,
-                                       const LearningRateWindow* rates) {
-  UpdateDecision d{true, o.grad_scale, o.lr, o.step};
+                                       const ScheduleWindow* schedule) {
+  UpdateDecision d = as_set(o);
   if (scaling) {
-    const std::int64_t applied = scaling->steps - scaling->skipped;
+    const std::int64_t applied_updates = scaling->steps - scaling->skipped;
     d.grad_scale = o.grad_scale / scaling->scale;
-    if (rates && rates->count > 0) d.lr = rates->at(applied);
-    d.step = applied + 1;
+    if (schedule && schedule->count > 0) {
+      const ScheduledUpdate next = schedule->at(applied_updates);
+      d.lr = next.lr;
+      d.momentum = next.momentum;
+    }
+    d.step = applied_updates + 1;
     d.apply = advance_loss_scale(rule, *scaling, finite);
   }
   if (o.clip_norm > 0)
@@ -98,15 +132,15 @@ constexpr UpdateDecision decide_update(const OptimizerStep& o, double grad_norm,
   return d;
 }
 
-// The most learning rates a backend holds ahead under loss scaling
-// (VectorOps::set_learning_rates): the host reads the scaler's state at most
-// this many updates apart.
-inline constexpr std::int64_t kMaxLearningRates = 4096;
+// The most updates' schedule a backend holds ahead under loss scaling
+// (VectorOps::set_schedule): the host reads the scaler's state at most this
+// many updates apart.
+inline constexpr std::int64_t kMaxScheduledUpdates = 4096;
 
-inline void check_learning_rate_count(std::size_t count) {
-  if (count > static_cast<std::size_t>(kMaxLearningRates))
-    throw std::invalid_argument("set_learning_rates: " + std::to_string(count) +
-                                " rates, more than the " + std::to_string(kMaxLearningRates) +
+inline void check_schedule_size(std::size_t count) {
+  if (count > static_cast<std::size_t>(kMaxScheduledUpdates))
+    throw std::invalid_argument("set_schedule: " + std::to_string(count) +
+                                " updates, more than the " + std::to_string(kMaxScheduledUpdates) +
                                 " a backend holds");
 }
 
@@ -131,17 +165,19 @@ class VectorOps {
   // fp16 loss scaling done by the updates themselves (decide_update), from
   // `state` on: each update checks the gradients for inf and NaN, skips itself
   // or divides the scale out, and moves the scale on by `rule`; its learning
-  // rate is the one set_learning_rates gave for the count of updates applied
-  // so far, and Adam's step that count plus one. The state stays in backend
+  // rate and momentum are the ones set_schedule gave for the count of updates
+  // applied so far, and Adam's step that count plus one. The state stays in backend
   // memory, so nothing is read back per step and an update recorded with the
   // step (a CUDA graph) scales too.
   virtual void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state) = 0;
-  // Under loss scaling: the learning rates of applied updates `first_update`,
-  // `first_update` + 1, ... (the host sends the window that the updates until
-  // its next read of the state can reach), at most kMaxLearningRates of them
-  // (std::invalid_argument beyond): a GPU holds them in a table of that size,
-  // allocated once, so that a recorded update always reads where they are.
-  virtual void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) = 0;
+  // Under loss scaling: the learning rates and momenta of applied updates
+  // `first_update`, `first_update` + 1, ... (the host sends the window that
+  // the updates until its next read of the state can reach), at most
+  // kMaxScheduledUpdates of them (std::invalid_argument beyond): a GPU holds
+  // them in a table of that size, allocated once, so that a recorded update
+  // always reads where they are.
+  virtual void set_schedule(std::int64_t first_update,
+                            const std::vector<ScheduledUpdate>& updates) = 0;
   // Back to updates that apply every step with the hyperparameters set.
   virtual void stop_loss_scaling() = 0;
   // The scaler's state after the updates queued so far (a read-back on a GPU).

@@ -145,7 +145,10 @@ TEST_CASE("a recorded update with loss scaling skips and scales like the eager o
   rule.growth_interval = 2;
   LossScaleState start;
   start.scale = 1024;
-  const std::vector<float> lr_by_update = {0.05f, 0.04f, 0.03f, 0.02f, 0.01f, 0.005f};
+  // Learning rate and momentum by applied update (the step's SGD has no
+  // momentum buffer: the momentum is not used).
+  const std::vector<ScheduledUpdate> schedule = {{0.05f, 0.0f}, {0.04f, 0.0f}, {0.03f, 0.0f},
+                                                 {0.02f, 0.0f}, {0.01f, 0.0f}, {0.005f, 0.0f}};
   struct Result {
     std::vector<std::vector<float>> params;
     LossScaleState state;
@@ -158,7 +161,7 @@ TEST_CASE("a recorded update with loss scaling skips and scales like the eager o
     VectorOps& ops = backend.vector_ops();
     program->set_update([&] { ops.optimizer_update(slots); });
     ops.start_loss_scaling(rule, start);
-    ops.set_learning_rates(0, lr_by_update);
+    ops.set_schedule(0, schedule);
     ops.set_optimizer_step(OptimizerStep{});
     std::vector<float> input = read(*program, program->input());
     std::vector<float> poisoned = input;

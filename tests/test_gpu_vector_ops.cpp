@@ -165,7 +165,9 @@ TEST_CASE("CUDA loss scaling inside the update equals the CPU's (skip; unscale; 
   rule.growth_interval = 2;
   trainer::LossScaleState start;
   start.scale = 1024;
-  const std::vector<float> lr_by_update = {0.02f, 0.015f, 0.01f, 0.005f, 0.001f};
+  // Learning rate and beta1 by applied update (a one-cycle momentum cycle).
+  const std::vector<trainer::ScheduledUpdate> schedule = {
+      {0.02f, 0.95f}, {0.015f, 0.9f}, {0.01f, 0.85f}, {0.005f, 0.9f}, {0.001f, 0.95f}};
   trainer::OptimizerStep step;
   step.kind = trainer::OptimizerKind::adamw;
   step.weight_decay = 0.01f;
@@ -205,7 +207,7 @@ TEST_CASE("CUDA loss scaling inside the update equals the CPU's (skip; unscale; 
                        place(host_v[i]), static_cast<std::int64_t>(sizes[i]), true});
     trainer::VectorOps& ops = backend.vector_ops();
     ops.start_loss_scaling(rule, start);
-    ops.set_learning_rates(0, lr_by_update);
+    ops.set_schedule(0, schedule);
     for (int s = 0; s < 5; ++s) {
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         if (device)

@@ -122,12 +122,14 @@ TEST_CASE("sum of squares detects non-finite gradients") {
   CHECK(cpu_backend().vector_ops().sum_squares({{odd.data(), {1027}, DType::f32}}, finite) == want);
 }
 
-TEST_CASE("a backend holds at most kMaxLearningRates learning rates ahead") {
+TEST_CASE("a backend holds at most kMaxScheduledUpdates updates' schedule ahead") {
   VectorOps& ops = cpu_backend().vector_ops();
-  CHECK_NOTHROW(ops.set_learning_rates(0, std::vector<float>(kMaxLearningRates, 0.1f)));
-  CHECK_THROWS_AS(ops.set_learning_rates(0, std::vector<float>(kMaxLearningRates + 1, 0.1f)),
-                  std::invalid_argument);
-  ops.set_learning_rates(0, {});
+  const ScheduledUpdate update{0.1f, 0.9f};
+  CHECK_NOTHROW(ops.set_schedule(0, std::vector<ScheduledUpdate>(kMaxScheduledUpdates, update)));
+  CHECK_THROWS_AS(
+      ops.set_schedule(0, std::vector<ScheduledUpdate>(kMaxScheduledUpdates + 1, update)),
+      std::invalid_argument);
+  ops.set_schedule(0, {});
 }
 
 TEST_CASE("clipping inside the update scales the gradients by the clipped norm") {
@@ -169,17 +171,19 @@ TEST_CASE("clipping inside the update scales the gradients by the clipped norm")
 TEST_CASE("loss scaling inside the update skips overflowing steps and holds the schedule") {
   // Adam over the gradients g1, inf, g2 computed at the loss scale: the scaled
   // run must equal a plain one over g1, g2 divided by the scale each was
-  // computed at, with the learning rates and Adam steps of updates 1 and 2.
+  // computed at, with the learning rates, beta1 and Adam steps of updates 1
+  // and 2.
   VectorOps& ops = cpu_backend().vector_ops();
-  const std::vector<float> lr_by_update = {0.1f, 0.05f, 0.02f};
+  const std::vector<ScheduledUpdate> schedule = {{0.1f, 0.9f}, {0.05f, 0.8f}, {0.02f, 0.7f}};
   LossScaleRule rule;
   rule.growth_interval = 100;
   LossScaleState start;
   start.scale = 8;
   OptimizerStep step;
   step.kind = OptimizerKind::adam;
-  step.lr = 1.0f;  // overridden by the table
-  step.step = 7;   // and by the count of applied updates
+  step.lr = 1.0f;     // overridden by the table
+  step.beta1 = 0.5f;  // so is beta1
+  step.step = 7;      // and by the count of applied updates
 
   std::vector<float> p = {1.0f, -2.0f}, m(2, 0.0f), v(2, 0.0f), g;
   const ParamSlot slot{p.data(), nullptr, m.data(), v.data(), 2, true};
@@ -190,7 +194,7 @@ TEST_CASE("loss scaling inside the update skips overflowing steps and holds the 
     ops.optimizer_step({s}, step);
   };
   ops.start_loss_scaling(rule, start);
-  ops.set_learning_rates(0, lr_by_update);
+  ops.set_schedule(0, schedule);
   std::vector<float> seed(3);
   ops.fill_loss_seed({seed.data(), {3}, DType::f32}, 0.5);
   CHECK(seed[2] == 4.0f);
@@ -216,17 +220,19 @@ TEST_CASE("loss scaling inside the update skips overflowing steps and holds the 
   std::vector<float> g1 = {1.0f, -2.0f}, g2 = {0.5f, 1.0f};  // g / the scale
   OptimizerStep plain = step;
   plain.lr = 0.1f;
+  plain.beta1 = 0.9f;
   plain.step = 1;
   ops.optimizer_step({{q.data(), g1.data(), qm.data(), qv.data(), 2, true}}, plain);
   plain.lr = 0.05f;
+  plain.beta1 = 0.8f;
   plain.step = 2;
   ops.optimizer_step({{q.data(), g2.data(), qm.data(), qv.data(), 2, true}}, plain);
   CHECK(p == q);
   CHECK(m == qm);
   CHECK(v == qv);
 
-  // A window of rates that starts later: 4 updates applied of 5 steps, so the
-  // next update takes the window's first rate.
+  // A window that starts later: 4 updates applied of 5 steps, so the next
+  // update takes the window's first rate and momentum.
   LossScaleState later;
   later.scale = 2;
   later.steps = 5;
@@ -235,9 +241,17 @@ TEST_CASE("loss scaling inside the update skips overflowing steps and holds the 
   sgd.lr = 1.0f;  // overridden by the window
   std::vector<float> w = {1.0f}, wg = {2.0f};
   ops.start_loss_scaling(rule, later);
-  ops.set_learning_rates(4, {0.25f, 0.5f});
-  ops.optimizer_step({{w.data(), wg.data(), nullptr, nullptr, 1}}, sgd);
+  ops.set_schedule(4, {{0.25f, 0.5f}, {0.5f, 0.6f}});
+  // Momentum 0.5 on an empty buffer: the buffer is the gradient itself.
+  std::vector<float> buffer = {0.0f};
+  ops.optimizer_step({{w.data(), wg.data(), buffer.data(), nullptr, 1}}, sgd);
   CHECK(w[0] == 1.0f - 0.25f * (2.0f / 2.0f));
+  CHECK(buffer[0] == 1.0f);
+  // The next applied update: the window's second rate and momentum.
+  wg = {4.0f};
+  ops.optimizer_step({{w.data(), wg.data(), buffer.data(), nullptr, 1}}, sgd);
+  CHECK(buffer[0] == Approx(0.6 * 1.0 + 4.0 / 2.0));
+  CHECK(w[0] == Approx(0.75 - 0.5 * 2.6));
   ops.stop_loss_scaling();
 }
 
@@ -287,4 +301,41 @@ TEST_CASE("learning-rate schedules") {
   s.pct_start = 0.1;
   CHECK(learning_rate(s, 0.1, 0, 10) == Approx(0.1));
   CHECK(std::isfinite(learning_rate(s, 0.1, 0, 1)));
+}
+
+TEST_CASE("one-cycle momentum: OneCycleLR's cycle_momentum") {
+  config::ScheduleConfig s;
+  using train::scheduled_momentum;
+  // Not cycled: the optimizer's own, whatever the step.
+  s.type = "onecycle";
+  CHECK(scheduled_momentum(s, 0.9, 0, 100) == 0.9);
+  CHECK(scheduled_momentum(s, 0.9, 29, 100) == 0.9);
+  s.type = "cosine";
+  s.cycle_momentum = true;
+  CHECK(scheduled_momentum(s, 0.9, 29, 100) == 0.9);
+  // Values of the momentum (SGD) and of betas[0] (Adam) that
+  // torch.optim.lr_scheduler.OneCycleLR(total_steps, pct_start=0.3,
+  // cycle_momentum=True) sets at the same steps (base 0.85, max 0.95).
+  s.type = "onecycle";
+  s.pct_start = 0.3;
+  for (const double optimizer_momentum : {0.0, 0.9}) {
+    CHECK(scheduled_momentum(s, optimizer_momentum, 0, 100) == Approx(0.95));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 1, 100) == Approx(0.9497068978577179));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 9, 100) == Approx(0.9280593532681191));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 14, 100) == Approx(0.9027069454292709));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 29, 100) == Approx(0.85));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 30, 100) == Approx(0.8500503466729342));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 50, 100) == Approx(0.8706107373853763));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 98, 100) == Approx(0.9499496533270657));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 99, 100) == Approx(0.95));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 1, 10) == Approx(0.9));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 2, 10) == Approx(0.85));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 5, 10) == Approx(0.8888739533021842));
+    CHECK(scheduled_momentum(s, optimizer_momentum, 9, 10) == Approx(0.95));
+  }
+  // Other bounds.
+  s.base_momentum = 0.5;
+  s.max_momentum = 0.7;
+  CHECK(scheduled_momentum(s, 0.9, 0, 10) == Approx(0.7));
+  CHECK(scheduled_momentum(s, 0.9, 2, 10) == Approx(0.5));
 }

@@ -133,11 +133,9 @@ class CpuVectorOps final : public VectorOps {
       // Under loss scaling non-finite gradients skip the step instead.
       if (!scaling_) nonfinite_seen_ = nonfinite_seen_ || !finite;
       const UpdateDecision d = decide_update(step, std::sqrt(total), finite, rule_,
-                                             scaling_ ? &state_ : nullptr, &rates_window_);
+                                             scaling_ ? &state_ : nullptr, &schedule_window_);
       if (!d.apply) return;
-      step.grad_scale = static_cast<float>(d.grad_scale);
-      step.lr = d.lr;
-      step.step = d.step;
+      step = applied(step, d);
     }
     for (const auto& s : slots) {
       switch (step.kind) {
@@ -162,16 +160,18 @@ class CpuVectorOps final : public VectorOps {
     state_ = state;
   }
 
-  void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) override {
-    check_learning_rate_count(rates.size());
-    rates_ = rates;
-    rates_window_ = {first_update, static_cast<std::int64_t>(rates_.size()), rates_.data()};
+  void set_schedule(std::int64_t first_update,
+                    const std::vector<ScheduledUpdate>& updates) override {
+    check_schedule_size(updates.size());
+    schedule_ = updates;
+    schedule_window_ = {first_update, static_cast<std::int64_t>(schedule_.size()),
+                        schedule_.data()};
   }
 
   void stop_loss_scaling() override {
     scaling_ = false;
     state_ = LossScaleState{};
-    set_learning_rates(0, {});
+    set_schedule(0, {});
   }
 
   LossScaleState loss_scale_state() override { return state_; }
@@ -217,8 +217,8 @@ class CpuVectorOps final : public VectorOps {
   bool scaling_ = false;
   LossScaleRule rule_;
   LossScaleState state_;  // scale 1 when not scaling
-  std::vector<float> rates_;
-  LearningRateWindow rates_window_;  // over rates_
+  std::vector<ScheduledUpdate> schedule_;
+  ScheduleWindow schedule_window_;  // over schedule_
 };
 
 }  // namespace

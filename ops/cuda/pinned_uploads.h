@@ -1,6 +1,6 @@
 // PinnedUploads: the small host-to-device copies of every step (the step's
-// values, the optimizer's hyperparameters, the loss scale, a window of
-// learning rates) queued from pinned memory. From pageable memory
+// values, the optimizer's hyperparameters, the loss scale, a window of the
+// schedule) queued from pinned memory. From pageable memory
 // cudaMemcpyAsync "may synchronize with the stream" to stage the bytes, which
 // would hold the host back until the GPU had caught up, once per upload; from
 // pinned memory it returns at once. Each upload copies its bytes into the next
@@ -22,7 +22,7 @@ namespace trainer::cuda {
 
 class PinnedUploads {
  public:
-  static constexpr std::size_t kSlotBytes = 32 * 1024;  // above a full learning-rate window
+  static constexpr std::size_t kSlotBytes = 64 * 1024;  // above a full schedule window
   static constexpr std::size_t kSlots = 32;
 
   PinnedUploads();

@@ -51,14 +51,15 @@ struct Hyper {
   int apply;  // 0: the step is skipped (its gradients overflowed under loss scaling)
 };
 
-__host__ __device__ Hyper hyper_of(const OptimizerStep& o, const UpdateDecision& d) {
+__host__ __device__ Hyper hyper_of(const OptimizerStep& set, const UpdateDecision& d) {
+  const OptimizerStep o = applied(set, d);
   Hyper h{};
   h.kind = static_cast<int>(o.kind);
-  h.lr = d.lr, h.momentum = o.momentum, h.weight_decay = o.weight_decay;
+  h.lr = o.lr, h.momentum = o.momentum, h.weight_decay = o.weight_decay;
   h.beta1 = o.beta1, h.beta2 = o.beta2, h.eps = o.eps;
-  h.grad_scale = static_cast<float>(d.grad_scale);
+  h.grad_scale = o.grad_scale;
   h.nesterov = o.nesterov ? 1 : 0;
-  const double t = static_cast<double>(d.step);
+  const double t = static_cast<double>(o.step);
   h.bias_correction1 = static_cast<float>(1.0 - pow(static_cast<double>(o.beta1), t));
   h.bias_correction2_sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(o.beta2), t)));
   h.apply = d.apply ? 1 : 0;
@@ -82,11 +83,12 @@ struct GradientCheck {
 // One thread: the update's decision from the check, applied to the loss
 // scale's state when scaling (`scaling` non-null).
 __global__ void decide_kernel(StepParams* params, GradientCheck* check, LossScaleRule rule,
-                              LossScaleState* scaling, const LearningRateWindow* rates) {
+                              LossScaleState* scaling, const ScheduleWindow* schedule) {
   const OptimizerStep o = params->step;
   const bool finite = check->nonfinite == 0 && isfinite(check->sum_squares);
   if (!scaling && !finite) check->nonfinite_sticky = 1;
-  const UpdateDecision d = decide_update(o, sqrt(check->sum_squares), finite, rule, scaling, rates);
+  const UpdateDecision d =
+      decide_update(o, sqrt(check->sum_squares), finite, rule, scaling, schedule);
   params->hyper = hyper_of(o, d);
 }
 
@@ -276,8 +278,8 @@ std::vector<Chunk> chunks_of(const std::vector<Sized>& items) {
   return chunks;
 }
 
-// A full window of learning rates goes up in one slot of the pinned ring.
-static_assert(sizeof(LearningRateWindow) + kMaxLearningRates * sizeof(float) <=
+// A full schedule window goes up in one slot of the pinned ring.
+static_assert(sizeof(ScheduleWindow) + kMaxScheduledUpdates * sizeof(ScheduledUpdate) <=
               PinnedUploads::kSlotBytes);
 
 class CudaVectorOps final : public VectorOps {
@@ -288,19 +290,19 @@ class CudaVectorOps final : public VectorOps {
         check_(sizeof(GradientCheck)),
         params_(sizeof(StepParams)),
         loss_scale_(sizeof(LossScaleState)),
-        rates_(sizeof(LearningRateWindow) + kMaxLearningRates * sizeof(float)) {
+        schedule_(sizeof(ScheduleWindow) + kMaxScheduledUpdates * sizeof(ScheduledUpdate)) {
     void* host = nullptr;
     check(cudaMallocHost(&host, std::max(sizeof(double) + sizeof(int), sizeof(LossScaleState))),
           "cudaMallocHost");
     host_result_ = PinnedHost(host);
     check(cudaMemsetAsync(check_.data(), 0, check_.bytes(), ctx_.compute.get()), "cudaMemsetAsync");
     upload_loss_scale(LossScaleState{});  // scale 1: the loss seed without scaling
-    set_learning_rates(0, {});            // an empty window: the rate set on the host
+    set_schedule(0, {});                  // an empty window: the values set on the host
   }
 
   // Queued on the compute stream: ordered with the updates before and after it.
   void set_optimizer_step(const OptimizerStep& o) override {
-    const StepParams p{o, hyper_of(o, UpdateDecision{true, o.grad_scale, o.lr, o.step})};
+    const StepParams p{o, hyper_of(o, as_set(o))};
     ctx_.uploads.upload(params_.data(), &p, sizeof p, ctx_.compute.get(),
                         "cudaMemcpyAsync(optimizer hyperparameters)");
     adam_ = o.kind != OptimizerKind::sgd;
@@ -313,27 +315,29 @@ class CudaVectorOps final : public VectorOps {
     upload_loss_scale(state);
   }
 
-  // The window lives in device memory as a LearningRateWindow followed by its
-  // rates, in a table allocated once (a recorded update keeps its address);
+  // The window lives in device memory as a ScheduleWindow followed by its
+  // values, in a table allocated once (a recorded update keeps its address);
   // one copy in stream order rewrites both.
-  void set_learning_rates(std::int64_t first_update, const std::vector<float>& rates) override {
-    check_learning_rate_count(rates.size());
-    const std::size_t bytes = sizeof(LearningRateWindow) + rates.size() * sizeof(float);
+  void set_schedule(std::int64_t first_update,
+                    const std::vector<ScheduledUpdate>& updates) override {
+    check_schedule_size(updates.size());
+    const std::size_t bytes = sizeof(ScheduleWindow) + updates.size() * sizeof(ScheduledUpdate);
     std::vector<char> host(bytes);
-    const LearningRateWindow window{
-        first_update, static_cast<std::int64_t>(rates.size()),
-        reinterpret_cast<const float*>(rates_.as<char>() + sizeof(LearningRateWindow))};
+    const ScheduleWindow window{
+        first_update, static_cast<std::int64_t>(updates.size()),
+        reinterpret_cast<const ScheduledUpdate*>(schedule_.as<char>() + sizeof(ScheduleWindow))};
     std::memcpy(host.data(), &window, sizeof window);
-    if (!rates.empty())
-      std::memcpy(host.data() + sizeof window, rates.data(), rates.size() * sizeof(float));
-    ctx_.uploads.upload(rates_.data(), host.data(), bytes, ctx_.compute.get(),
-                        "cudaMemcpyAsync(learning rates)");
+    if (!updates.empty())
+      std::memcpy(host.data() + sizeof window, updates.data(),
+                  updates.size() * sizeof(ScheduledUpdate));
+    ctx_.uploads.upload(schedule_.data(), host.data(), bytes, ctx_.compute.get(),
+                        "cudaMemcpyAsync(schedule window)");
   }
 
   void stop_loss_scaling() override {
     scaling_ = false;
     upload_loss_scale(LossScaleState{});
-    set_learning_rates(0, {});
+    set_schedule(0, {});
   }
 
   LossScaleState loss_scale_state() override {
@@ -381,7 +385,7 @@ class CudaVectorOps final : public VectorOps {
         queue_sum_squares(grads, &gradient_check->sum_squares, &gradient_check->nonfinite, true);
       decide_kernel<<<1, 1, 0, stream>>>(params, gradient_check, rule_,
                                          scaling_ ? loss_scale_.as<LossScaleState>() : nullptr,
-                                         rates_.as<LearningRateWindow>());
+                                         schedule_.as<ScheduleWindow>());
       check_launch("decide_kernel");
     }
     if (chunks.empty()) return;
@@ -488,7 +492,7 @@ class CudaVectorOps final : public VectorOps {
   PinnedHost host_result_;
   DeviceBuffer params_;      // StepParams
   DeviceBuffer loss_scale_;  // LossScaleState (scale 1 when not scaling)
-  DeviceBuffer rates_;       // LearningRateWindow, then its rates
+  DeviceBuffer schedule_;    // ScheduleWindow, then its values
   LossScaleRule rule_;
   bool scaling_ = false;
   bool adam_ = false;  // the step set last has moments

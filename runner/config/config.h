@@ -63,6 +63,11 @@ struct ScheduleConfig {
   double min_lr = 0.0;     // cosine / linear floor
   double max_lr = 0.0;     // onecycle peak (0: optimizer.lr)
   double pct_start = 0.3;  // onecycle warm fraction
+  // onecycle: momentum (sgd) or beta1 (adam) from max_momentum down to
+  // base_momentum at the peak, then back (OneCycleLR's cycle_momentum).
+  bool cycle_momentum = false;
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
 };
 
 // Stop when an evaluation metric has not improved for `patience` evaluations.

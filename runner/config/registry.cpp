@@ -216,13 +216,34 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) { c.schedule.max_lr = number_of(v); }),
            f(field("pct_start", T::number,
                    "onecycle: fraction of the steps spent rising (as PyTorch's OneCycleLR: "
-                   "from max_lr/25 to max_lr, then down to max_lr/25/1e4 at the last step; "
-                   "momentum is not cycled)")
+                   "from max_lr/25 to max_lr, then down to max_lr/25/1e4 at the last step)")
                  .def("0.3")
                  .above(0)
                  .at_most(1)
                  .only_when("type", {"onecycle"}),
              [](Config& c, const FieldValue& v) { c.schedule.pct_start = number_of(v); }),
+           f(field("cycle_momentum", T::boolean,
+                   "onecycle: cycle the momentum against the learning rate, as OneCycleLR's "
+                   "cycle_momentum=True (PyTorch's default): from max_momentum down to "
+                   "base_momentum while the rate rises, then back; it replaces sgd's momentum "
+                   "(an sgd without momentum gains it) and adam's beta1")
+                 .def("false")
+                 .only_when("type", {"onecycle"}),
+             [](Config& c, const FieldValue& v) { c.schedule.cycle_momentum = bool_of(v); }),
+           f(field("base_momentum", T::number,
+                   "onecycle with cycle_momentum: the momentum at the peak learning rate")
+                 .def("0.85")
+                 .at_least(0)
+                 .at_most(0.999999)
+                 .only_when("cycle_momentum", {"true"}),
+             [](Config& c, const FieldValue& v) { c.schedule.base_momentum = number_of(v); }),
+           f(field("max_momentum", T::number,
+                   "onecycle with cycle_momentum: the momentum at the first and the last step")
+                 .def("0.95")
+                 .at_least(0)
+                 .at_most(0.999999)
+                 .only_when("cycle_momentum", {"true"}),
+             [](Config& c, const FieldValue& v) { c.schedule.max_momentum = number_of(v); }),
        },
        {},
        ""});

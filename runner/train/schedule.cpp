@@ -15,26 +15,40 @@ double cosine_between(double from, double to, double fraction) {
 }
 
 // PyTorch's OneCycleLR (cosine, two phases, div_factor 25, final_div_factor
-// 1e4): up from max_lr/25 at step 0 to max_lr at step pct_start * total - 1,
-// then down to max_lr/25/1e4 at the last step, total - 1. Momentum is not
-// cycled (OneCycleLR's cycle_momentum=False).
-double one_cycle(const config::ScheduleConfig& s, double base_lr, std::int64_t step,
-                 std::int64_t total_steps) {
+// 1e4): the learning rate goes up from max_lr/25 at step 0 to max_lr at step
+// pct_start * total - 1, then down to max_lr/25/1e4 at the last step,
+// total - 1; with cycle_momentum the momentum goes the other way, from
+// max_momentum down to base_momentum at the peak and back.
+struct OneCyclePhases {
+  double peak_step, last_step;
+};
+
+OneCyclePhases phases_of(const config::ScheduleConfig& s, std::int64_t total_steps) {
+  return {s.pct_start * static_cast<double>(total_steps) - 1, static_cast<double>(total_steps) - 1};
+}
+
+// The value at `step` of a cycle from `start` to `peak` (rising phase) and
+// on to `end`.
+double one_cycle(const OneCyclePhases& p, double start, double peak, double end,
+                 std::int64_t step) {
+  const double t = static_cast<double>(step);
+  if (t <= p.peak_step && p.peak_step > 0) return cosine_between(start, peak, t / p.peak_step);
+  if (p.last_step <= p.peak_step) return peak;
+  return cosine_between(peak, end, std::min(1.0, (t - p.peak_step) / (p.last_step - p.peak_step)));
+}
+
+double one_cycle_lr(const config::ScheduleConfig& s, double base_lr, std::int64_t step,
+                    std::int64_t total_steps) {
   const double peak = s.max_lr > 0 ? s.max_lr : base_lr;
   const double start = peak / 25.0, end = start / 1e4;
-  const double peak_step = s.pct_start * static_cast<double>(total_steps) - 1;
-  const double last_step = static_cast<double>(total_steps) - 1;
-  const double t = static_cast<double>(step);
-  if (t <= peak_step && peak_step > 0) return cosine_between(start, peak, t / peak_step);
-  if (last_step <= peak_step) return peak;
-  return cosine_between(peak, end, std::min(1.0, (t - peak_step) / (last_step - peak_step)));
+  return one_cycle(phases_of(s, total_steps), start, peak, end, step);
 }
 
 }  // namespace
 
 double learning_rate(const config::ScheduleConfig& s, double base_lr, std::int64_t step,
                      std::int64_t total_steps) {
-  if (s.type == "onecycle") return one_cycle(s, base_lr, step, total_steps);
+  if (s.type == "onecycle") return one_cycle_lr(s, base_lr, step, total_steps);
   if (s.warmup_steps > 0 && step < s.warmup_steps)
     return base_lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
   const std::int64_t after = step - s.warmup_steps;
@@ -51,6 +65,17 @@ double learning_rate(const config::ScheduleConfig& s, double base_lr, std::int64
   if (s.type == "cosine") return cosine_between(base_lr, s.min_lr, progress);
   if (s.type == "linear") return base_lr + (s.min_lr - base_lr) * progress;
   return base_lr;  // constant
+}
+
+bool cycles_momentum(const config::ScheduleConfig& s) {
+  return s.type == "onecycle" && s.cycle_momentum;
+}
+
+double scheduled_momentum(const config::ScheduleConfig& s, double optimizer_momentum,
+                          std::int64_t step, std::int64_t total_steps) {
+  if (!cycles_momentum(s)) return optimizer_momentum;
+  return one_cycle(phases_of(s, total_steps), s.max_momentum, s.base_momentum, s.max_momentum,
+                   step);
 }
 
 }  // namespace trainer::train

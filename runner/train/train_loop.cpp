@@ -259,10 +259,13 @@ class TrainLoop {
   void resume_or_initialize();
   void open_metrics();
   void prepare_optimizer();
-  // The learning rate and Adam step of the update that ends the step after
-  // `at_step`. Under loss scaling the update takes both from the backend's
-  // count of applied updates instead (skipped steps hold the schedule).
+  // The learning rate, momentum and Adam step of the update that ends the
+  // step after `at_step`. Under loss scaling the update takes them from the
+  // backend's count of applied updates instead (skipped steps hold the
+  // schedule).
   void schedule_update(std::int64_t at_step);
+  // What the schedule sets for update `update` (0-based).
+  ScheduledUpdate scheduled_update(std::int64_t update) const;
   // One optimizer step's micro-batches (`accumulation`, or those left at the
   // end of an epoch), each fed, run and its loss recorded.
   void train_micro_batches();
@@ -278,10 +281,10 @@ class TrainLoop {
   void scale_gradients_on_host(float factor);
   // Brings the host's copy of the loss scale up to date from the backend (a
   // read-back: log points and checkpoints only), warns of the steps skipped
-  // since, stops a run whose scaling collapsed, and sends the learning rates
-  // of the updates that can be applied before the next read.
+  // since, stops a run whose scaling collapsed, and sends the schedule of the
+  // updates that can be applied before the next read.
   void sync_loss_scale();
-  void send_learning_rates();
+  void send_schedule();
   // Folds the losses recorded since the last call into the window, in step
   // order (the same sums as reading each loss at its step).
   void settle_losses();
@@ -350,13 +353,14 @@ class TrainLoop {
   std::vector<ParamSlot> slots_;
   std::vector<TensorRef> grads_;
   OptimizerStep opt_;
+  float configured_momentum_ = 0;  // optimizer.momentum (sgd) or beta1 (adam)
   LossScaler scaler_;
   const std::set<std::int64_t> inject_overflow_;
   const double inject_checkpoint_delay_s_;
   bool update_in_step_ = false, clip_in_update_ = false;
-  // Loss scaling: how many updates' learning rates the backend holds, and the
-  // step of the last read of its state (read again at least that often).
-  std::int64_t lr_window_ = 0, synced_at_step_ = 0;
+  // Loss scaling: how many updates' schedule the backend holds, and the step
+  // of the last read of its state (read again at least that often).
+  std::int64_t schedule_window_ = 0, synced_at_step_ = 0;
   // Where the optimizer update runs, for the summary: "in the step", or
   // "after the step: <why>".
   std::string update_placement_;
@@ -558,18 +562,20 @@ void TrainLoop::prepare_optimizer() {
   for (const auto& p : std::as_const(program_).params())
     if (p.grad) grads_.push_back(p.grad);
   opt_ = configured_optimizer(cfg_);
+  configured_momentum_ = momentum_of(opt_);
   opt_.lr = static_cast<float>(resumed_.lr);
   // fp16: the loss is scaled before backward; the update checks the gradients,
   // divides the scale out or skips, and moves the scale on, all on the backend.
-  // Its learning rate follows the updates applied (skipped steps hold the
-  // schedule), from a window of rates the host sends at each read of the
-  // state: at most log_every (and never more than kMaxLearningRates) updates ahead.
+  // Its learning rate and momentum follow the updates applied (skipped steps
+  // hold the schedule), from a window of the schedule the host sends at each
+  // read of the state: at most log_every (and never more than
+  // kMaxScheduledUpdates) updates ahead.
   scaler_.restore(resumed_.loss_scale, resumed_.step);
   if (scaler_.enabled()) {
-    lr_window_ = std::min(log_every_, kMaxLearningRates);
+    schedule_window_ = std::min(log_every_, kMaxScheduledUpdates);
     synced_at_step_ = resumed_.step;
     backend_.vector_ops().start_loss_scaling(scaler_.rule(), scaler_.state());
-    send_learning_rates();
+    send_schedule();
   }
   // The update joins the training step (and its recording, a CUDA graph) when
   // nothing is done on the host between backward and the update: one
@@ -590,9 +596,16 @@ void TrainLoop::prepare_optimizer() {
 
 void TrainLoop::schedule_update(std::int64_t at_step) {
   if (scaler_.enabled()) return;  // the backend knows the applied updates
-  opt_.lr =
-      static_cast<float>(learning_rate(cfg_.schedule, cfg_.optimizer.lr, at_step, total_steps_));
+  const ScheduledUpdate update = scheduled_update(at_step);
+  opt_.lr = update.lr;
+  set_momentum(opt_, update.momentum);
   opt_.step = at_step + 1;
+}
+
+ScheduledUpdate TrainLoop::scheduled_update(std::int64_t update) const {
+  return {static_cast<float>(learning_rate(cfg_.schedule, cfg_.optimizer.lr, update, total_steps_)),
+          static_cast<float>(
+              scheduled_momentum(cfg_.schedule, configured_momentum_, update, total_steps_))};
 }
 
 void TrainLoop::train_micro_batches() {
@@ -716,7 +729,7 @@ void TrainLoop::sync_loss_scale() {
   scaler_.sync(backend_.vector_ops().loss_scale_state());
   const LossScaleState& now = scaler_.state();
   synced_at_step_ = step_;
-  send_learning_rates();
+  send_schedule();
   // The learning rate shown is the one the last applied update used (before
   // any, the one the run started with).
   const std::int64_t applied = now.steps - now.skipped;
@@ -740,14 +753,13 @@ void TrainLoop::sync_loss_scale() {
         collapse_diagnosis(scaler_, last_loss_, overflowing_parameters(program_)));
 }
 
-void TrainLoop::send_learning_rates() {
+void TrainLoop::send_schedule() {
   const LossScaleState& s = scaler_.state();
   const std::int64_t applied = s.steps - s.skipped;
-  std::vector<float> rates(static_cast<std::size_t>(lr_window_));
-  for (std::size_t i = 0; i < rates.size(); ++i)
-    rates[i] = static_cast<float>(learning_rate(
-        cfg_.schedule, cfg_.optimizer.lr, applied + static_cast<std::int64_t>(i), total_steps_));
-  backend_.vector_ops().set_learning_rates(applied, rates);
+  std::vector<ScheduledUpdate> updates(static_cast<std::size_t>(schedule_window_));
+  for (std::size_t i = 0; i < updates.size(); ++i)
+    updates[i] = scheduled_update(applied + static_cast<std::int64_t>(i));
+  backend_.vector_ops().set_schedule(applied, updates);
 }
 
 void TrainLoop::settle_losses() {
@@ -1048,9 +1060,9 @@ void TrainLoop::train_to_end() {
         if (stops_inside_epoch && step_ % log_every_ == 0)
           stopped_inside_epoch_ = state_now(epoch_, in_epoch);
       }
-      // The backend's window of learning rates reaches no further (log_every
-      // above kMaxLearningRates).
-      if (scaler_.enabled() && step_ - synced_at_step_ >= lr_window_) sync_loss_scale();
+      // The backend's schedule window reaches no further (log_every above
+      // kMaxScheduledUpdates).
+      if (scaler_.enabled() && step_ - synced_at_step_ >= schedule_window_) sync_loss_scale();
       // The end of the epoch (or of training) evaluates anyway: once per step.
       bool evaluated = false;
       if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_ &&

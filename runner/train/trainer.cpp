@@ -14,6 +14,7 @@
 #include "runner/checkpoint/weights.h"
 #include "runner/graph/init.h"
 #include "runner/train/metrics.h"
+#include "runner/train/schedule.h"
 
 namespace trainer::train {
 
@@ -149,7 +150,9 @@ OptimizerStep configured_optimizer(const config::Config& cfg) {
 graph::CompileOptions compile_options(const Session& s) {
   graph::CompileOptions o;
   const auto& opt = s.config.optimizer;
-  o.optimizer_state_tensors = opt.type == "sgd" ? (opt.momentum > 0 ? 1 : 0) : 2;
+  // SGD keeps a momentum buffer when it has momentum, its own or the schedule's.
+  const bool momentum = opt.momentum > 0 || cycles_momentum(s.config.schedule);
+  o.optimizer_state_tensors = opt.type == "sgd" ? (momentum ? 1 : 0) : 2;
   o.accumulate_gradients = s.batch.accumulation > 1;
   o.deterministic = s.config.deterministic;
   o.autotune = s.config.backend.autotune && !s.config.deterministic;

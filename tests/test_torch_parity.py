@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""PyTorch's side of test_torch_parity: writes a small classification set
+(x.npy float32 [64, 8], y.npy int64 [64]) and the initial weights of a
+8-16-4 MLP (init.safetensors, tensors fc1.weight, fc1.bias, fc2.weight,
+fc2.bias) into DIR, trains that MLP on the set in order (batches of 16,
+no shuffling) with the optimizer and schedule CASE names, and prints the
+loss of every step and the final learning rate as JSON.
+
+Usage: test_torch_parity.py DIR CASE STEPS
+  CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, t in tensors.items():
+        data = t.detach().contiguous().numpy().astype(np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def optimizer_and_schedule(case, params, steps):
+    if case == "sgd_onecycle_momentum":
+        opt = torch.optim.SGD(params, lr=0.1, momentum=0.0)
+        return opt, torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=0.5, total_steps=steps, pct_start=0.3, cycle_momentum=True)
+    if case == "adam_onecycle_momentum":
+        opt = torch.optim.Adam(params, lr=0.01)
+        return opt, torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=0.02, total_steps=steps, pct_start=0.25, cycle_momentum=True,
+            base_momentum=0.8, max_momentum=0.9)
+    if case == "sgd_nesterov_cosine":
+        opt = torch.optim.SGD(params, lr=0.2, momentum=0.9, nesterov=True)
+        return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    raise SystemExit("unknown case " + case)
+
+
+def main():
+    out, case, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    torch.manual_seed(5)
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 4, size=64).astype(np.int64)
+    x = rng.normal(size=(64, 8)).astype(np.float32)
+    x[np.arange(64), y] += 1.5  # learnable: the class raises one feature
+    np.save(os.path.join(out, "x.npy"), x)
+    np.save(os.path.join(out, "y.npy"), y)
+
+    fc1, fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+    write_safetensors(os.path.join(out, "init.safetensors"),
+                      {"fc1.weight": fc1.weight, "fc1.bias": fc1.bias,
+                       "fc2.weight": fc2.weight, "fc2.bias": fc2.bias})
+    model = torch.nn.Sequential(fc1, torch.nn.ReLU(), fc2)
+    opt, schedule = optimizer_and_schedule(case, model.parameters(), steps)
+    xs, ys = torch.from_numpy(x), torch.from_numpy(y)
+    losses = []
+    for step in range(steps):
+        first = (step * 16) % 64
+        loss = torch.nn.functional.cross_entropy(model(xs[first:first + 16]), ys[first:first + 16])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        schedule.step()
+        losses.append(loss.item())
+    print(json.dumps({"losses": losses}))
+
+
+if __name__ == "__main__":
+    main()

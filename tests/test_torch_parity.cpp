@@ -47,7 +47,9 @@ void check_parity(const ParityCase& c, const std::string& overrides = "", int lo
                   false);
   INFO(torch.out);
   REQUIRE(torch.code == 0);
-  const auto want = nlohmann::json::parse(torch.out)["losses"];
+  const auto torch_side = nlohmann::json::parse(torch.out);
+  const auto& want = torch_side["losses"];
+  const auto& momenta = torch_side["momenta"];
   REQUIRE(want.size() == kSteps);
 
   write_text(tmp / "parity.yaml",
@@ -91,6 +93,12 @@ void check_parity(const ParityCase& c, const std::string& overrides = "", int lo
     INFO("step " << last);
     CHECK(records[i]["step"] == last);
     CHECK(records[i]["loss"].get<double>() == Approx(mean).epsilon(1e-4).margin(margin));
+    // A cycled momentum is recorded: the one the window's last update used.
+    if (c.schedule.find("cycle_momentum: true") != std::string::npos)
+      CHECK(records[i]["momentum"].get<double>() ==
+            Approx(momenta[last - 1].get<double>()).epsilon(1e-6));
+    else
+      CHECK_FALSE(records[i].contains("momentum"));
   }
 }
 

@@ -4,7 +4,8 @@
 8-16-4 MLP (init.safetensors, tensors fc1.weight, fc1.bias, fc2.weight,
 fc2.bias) into DIR, trains that MLP on the set in order (batches of 16,
 no shuffling) with the optimizer and schedule CASE names, and prints the
-loss of every step and the final learning rate as JSON.
+loss of every step and the momentum (SGD) or beta1 (Adam) its update used,
+as JSON.
 
 Usage: test_torch_parity.py DIR CASE STEPS
   CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine
@@ -65,8 +66,10 @@ def main():
     model = torch.nn.Sequential(fc1, torch.nn.ReLU(), fc2)
     opt, schedule = optimizer_and_schedule(case, model.parameters(), steps)
     xs, ys = torch.from_numpy(x), torch.from_numpy(y)
-    losses = []
+    losses, momenta = [], []
     for step in range(steps):
+        group = opt.param_groups[0]
+        momenta.append(group["betas"][0] if "betas" in group else group["momentum"])
         first = (step * 16) % 64
         loss = torch.nn.functional.cross_entropy(model(xs[first:first + 16]), ys[first:first + 16])
         opt.zero_grad()
@@ -74,7 +77,7 @@ def main():
         opt.step()
         schedule.step()
         losses.append(loss.item())
-    print(json.dumps({"losses": losses}))
+    print(json.dumps({"losses": losses, "momenta": momenta}))
 
 
 if __name__ == "__main__":

@@ -730,12 +730,12 @@ void TrainLoop::sync_loss_scale() {
   const LossScaleState& now = scaler_.state();
   synced_at_step_ = step_;
   send_schedule();
-  // The learning rate shown is the one the last applied update used (before
-  // any, the one the run started with).
+  // The learning rate and momentum shown are the ones the last applied
+  // update used (before any, the rate the run started with).
   const std::int64_t applied = now.steps - now.skipped;
-  opt_.lr = applied > 0 ? static_cast<float>(learning_rate(cfg_.schedule, cfg_.optimizer.lr,
-                                                           applied - 1, total_steps_))
-                        : static_cast<float>(resumed_.lr);
+  const ScheduledUpdate last = scheduled_update(std::max<std::int64_t>(applied - 1, 0));
+  opt_.lr = applied > 0 ? last.lr : static_cast<float>(resumed_.lr);
+  set_momentum(opt_, last.momentum);
   // Every rank decided alike, from the same reduced gradients: the root reports.
   const std::int64_t skipped = collective_.is_root() ? now.skipped - known.skipped : 0;
   if (skipped > 0) progress_.clear();
@@ -806,6 +806,7 @@ void TrainLoop::log_window() {
   const double wait_pct = 100.0 * window_.wait / elapsed;
   nlohmann::json record = {
       {"step", step_}, {"epoch", epoch_}, {"split", "train"}, {"loss", loss}, {"lr", opt_.lr}};
+  if (cycles_momentum(cfg_.schedule)) record["momentum"] = momentum_of(opt_);
   if (timing_in_metrics_) {
     record["samples_per_s"] = samples_per_s;
     record["step_ms"] = step_ms;

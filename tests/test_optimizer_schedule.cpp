@@ -318,21 +318,28 @@ TEST_CASE("one-cycle momentum: OneCycleLR's cycle_momentum") {
   // cycle_momentum=True) sets at the same steps (base 0.85, max 0.95).
   s.type = "onecycle";
   s.pct_start = 0.3;
-  for (const double optimizer_momentum : {0.0, 0.9}) {
-    CHECK(scheduled_momentum(s, optimizer_momentum, 0, 100) == Approx(0.95));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 1, 100) == Approx(0.9497068978577179));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 9, 100) == Approx(0.9280593532681191));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 14, 100) == Approx(0.9027069454292709));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 29, 100) == Approx(0.85));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 30, 100) == Approx(0.8500503466729342));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 50, 100) == Approx(0.8706107373853763));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 98, 100) == Approx(0.9499496533270657));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 99, 100) == Approx(0.95));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 1, 10) == Approx(0.9));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 2, 10) == Approx(0.85));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 5, 10) == Approx(0.8888739533021842));
-    CHECK(scheduled_momentum(s, optimizer_momentum, 9, 10) == Approx(0.95));
-  }
+  struct Reference {
+    std::int64_t step, total;
+    double momentum;
+  };
+  const Reference torch_values[] = {{0, 100, 0.95},
+                                    {1, 100, 0.9497068978577179},
+                                    {9, 100, 0.9280593532681191},
+                                    {14, 100, 0.9027069454292709},
+                                    {29, 100, 0.85},
+                                    {30, 100, 0.8500503466729342},
+                                    {50, 100, 0.8706107373853763},
+                                    {98, 100, 0.9499496533270657},
+                                    {99, 100, 0.95},
+                                    {1, 10, 0.9},
+                                    {2, 10, 0.85},
+                                    {5, 10, 0.8888739533021842},
+                                    {9, 10, 0.95}};
+  for (const double optimizer_momentum : {0.0, 0.9})
+    for (const Reference& r : torch_values) {
+      INFO("step " << r.step << " of " << r.total);
+      CHECK(scheduled_momentum(s, optimizer_momentum, r.step, r.total) == Approx(r.momentum));
+    }
   // Other bounds.
   s.base_momentum = 0.5;
   s.max_momentum = 0.7;

@@ -8,7 +8,8 @@ loss of every step and the momentum (SGD) or beta1 (Adam) its update used,
 as JSON.
 
 Usage: test_torch_parity.py DIR CASE STEPS
-  CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine
+  CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine |
+        adamw_linear | sgd_smoothing_step
 """
 import json
 import os
@@ -46,7 +47,18 @@ def optimizer_and_schedule(case, params, steps):
     if case == "sgd_nesterov_cosine":
         opt = torch.optim.SGD(params, lr=0.2, momentum=0.9, nesterov=True)
         return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    if case == "adamw_linear":  # decay on every parameter: one parameter group
+        opt = torch.optim.AdamW(params, lr=0.01, weight_decay=0.05)
+        return opt, torch.optim.lr_scheduler.LinearLR(
+            opt, start_factor=1.0, end_factor=0.1, total_iters=steps)
+    if case == "sgd_smoothing_step":  # with LOSS_OPTIONS' label smoothing
+        opt = torch.optim.SGD(params, lr=0.3, momentum=0.5, weight_decay=0.01)
+        return opt, torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
     raise SystemExit("unknown case " + case)
+
+
+# Cross-entropy options by case (the default: none).
+LOSS_OPTIONS = {"sgd_smoothing_step": {"label_smoothing": 0.1}}
 
 
 def main():
@@ -71,7 +83,8 @@ def main():
         group = opt.param_groups[0]
         momenta.append(group["betas"][0] if "betas" in group else group["momentum"])
         first = (step * 16) % 64
-        loss = torch.nn.functional.cross_entropy(model(xs[first:first + 16]), ys[first:first + 16])
+        loss = torch.nn.functional.cross_entropy(model(xs[first:first + 16]), ys[first:first + 16],
+                                                 **LOSS_OPTIONS.get(case, {}))
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -1,20 +1,25 @@
 // labels: cpu train
-// Training against PyTorch: the same 8-16-4 MLP from the same initial weights
-// on the same batches, trained by the trainer and by torch.optim for a few
-// steps, gives the same loss at every step (float32 rounding apart), for
-// one-cycle schedules that cycle the momentum (SGD's momentum, Adam's beta1:
-// OneCycleLR's cycle_momentum), SGD with Nesterov momentum under a cosine
-// schedule, AdamW's decoupled decay under a linear one, and SGD with weight
-// decay, label smoothing and a step schedule. tests/test_torch_parity.py writes the data and
-// weights and runs PyTorch's side. Skipped when /usr/bin/python3 has no torch.
+// Training against PyTorch: the same model from the same initial state on the
+// same batches, trained by the trainer and by torch for a few steps, gives
+// the same loss at every step and the same final weights and batchnorm
+// statistics (float32 rounding apart). Cases: one-cycle schedules that cycle
+// the momentum (SGD's momentum, Adam's beta1: OneCycleLR's cycle_momentum,
+// also in fp16), SGD with Nesterov momentum under cosine, AdamW's decoupled
+// decay under linear, SGD with weight decay and label smoothing under step,
+// and a CNN (conv, batchnorm, average pooling counting the padding, max
+// pooling). tests/test_torch_parity.py writes the data and the initial state
+// and runs PyTorch's side. Skipped when /usr/bin/python3 has no torch.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
+#include "runner/checkpoint/checkpoint_store.h"
+#include "runner/checkpoint/safetensors.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::testing;
@@ -29,16 +34,60 @@ namespace {
 
 constexpr int kSteps = 12;
 
+const char* const kMlp =
+    "    - {type: linear, name: fc1, out_features: 16}\n"
+    "    - {type: relu}\n"
+    "    - {type: linear, name: fc2, out_features: 4}\n";
+
+const char* const kCnn =
+    "    - {type: conv2d, name: conv, out_channels: 4, kernel: 3, padding: 1}\n"
+    "    - {type: batchnorm, name: bn}\n"
+    "    - {type: relu}\n"
+    "    - {type: avgpool2d, kernel: 3, stride: 2, padding: 1, count_include_pad: true}\n"
+    "    - {type: maxpool2d, kernel: 2}\n"
+    "    - {type: flatten}\n"
+    "    - {type: linear, name: fc, out_features: 4}\n";
+
 struct ParityCase {
   std::string name;       // test_torch_parity.py's CASE
   std::string optimizer;  // the trainer's optimizer and schedule sections
   std::string schedule;
   std::string loss = "{type: cross_entropy}";
+  std::string layers = kMlp;  // the trainer's model.layers, as PyTorch's model for CASE
 };
+
+std::string parity_config(const ParityCase& c, int log_every) {
+  return "name: parity\n"
+         "seed: 1\n"
+         "deterministic: true\n"
+         "data:\n"
+         "  train: {type: npy, x: x.npy, y: y.npy, classes: 4}\n"
+         "  shuffle: false\n"
+         "  drop_last: true\n"
+         "  workers: 1\n"
+         "model:\n"
+         "  layers:\n" +
+         c.layers + "  loss: " + c.loss + "\n  init_from: init.safetensors\n" +
+         "optimizer: " + c.optimizer + "\n" + "schedule: " + c.schedule + "\n" +
+         "train: {max_steps: " + std::to_string(kSteps) +
+         ", batch_size: 16, log_every: " + std::to_string(log_every) + "}\n" +
+         "backend: {threads: 1}\n";
+}
+
+// The float32 values of tensor `name` in a safetensors file.
+std::vector<float> tensor_values(const trainer::checkpoint::Safetensors& file,
+                                 const std::string& name) {
+  const auto* t = file.find(name);
+  REQUIRE(t != nullptr);
+  REQUIRE(t->dtype == "F32");
+  std::vector<float> values(t->bytes.size() / sizeof(float));
+  std::memcpy(values.data(), t->bytes.data(), t->bytes.size());
+  return values;
+}
 
 // Runs PyTorch's side of case `c`, then the trainer (with `overrides`, and a
 // record every `log_every` steps: the mean loss of those steps), and compares
-// the losses to within `margin`.
+// the losses and the final state to within `margin`.
 void check_parity(const ParityCase& c, const std::string& overrides = "", int log_every = 1,
                   double margin = 2e-5) {
   INFO(c.name << " " << overrides);
@@ -54,35 +103,7 @@ void check_parity(const ParityCase& c, const std::string& overrides = "", int lo
   const auto& momenta = torch_side["momenta"];
   REQUIRE(want.size() == kSteps);
 
-  write_text(tmp / "parity.yaml",
-             "name: parity\n"
-             "seed: 1\n"
-             "deterministic: true\n"
-             "data:\n"
-             "  train: {type: npy, x: x.npy, y: y.npy, classes: 4}\n"
-             "  shuffle: false\n"
-             "  drop_last: true\n"
-             "  workers: 1\n"
-             "model:\n"
-             "  layers:\n"
-             "    - {type: linear, name: fc1, out_features: 16}\n"
-             "    - {type: relu}\n"
-             "    - {type: linear, name: fc2, out_features: 4}\n"
-             "  loss: " +
-                 c.loss +
-                 "\n"
-                 "  init_from: init.safetensors\n"
-                 "optimizer: " +
-                 c.optimizer +
-                 "\n"
-                 "schedule: " +
-                 c.schedule +
-                 "\n"
-                 "train: {max_steps: " +
-                 std::to_string(kSteps) +
-                 ", batch_size: 16, log_every: " + std::to_string(log_every) +
-                 "}\n"
-                 "backend: {threads: 1}\n");
+  write_text(tmp / "parity.yaml", parity_config(c, log_every));
   const auto run = run_trainer(
       "run " + (tmp / "parity.yaml") + " " + overrides + " --out " + (tmp / "run"), true);
   INFO(run.out);
@@ -103,6 +124,19 @@ void check_parity(const ParityCase& c, const std::string& overrides = "", int lo
             Approx(momenta[last - 1].get<double>()).epsilon(1e-6));
     else
       CHECK_FALSE(records[i].contains("momentum"));
+  }
+
+  // The final weights (and batchnorm's running statistics): the last checkpoint's.
+  const trainer::checkpoint::CheckpointStore store(tmp / "run");
+  const auto weights = trainer::checkpoint::read_safetensors(
+      store.find("last", "eval.loss", false) + "/model.safetensors");
+  REQUIRE(torch_side["final"].size() == weights.tensors.size());
+  for (const auto& [name, values] : torch_side["final"].items()) {
+    INFO(name);
+    const std::vector<float> got = tensor_values(weights, name);
+    REQUIRE(got.size() == values.size());
+    for (std::size_t k = 0; k < got.size(); ++k)
+      CHECK(got[k] == Approx(values[k].get<double>()).epsilon(0).margin(margin));
   }
 }
 
@@ -144,4 +178,11 @@ TEST_CASE(
                 "{type: sgd, lr: 0.3, momentum: 0.5, weight_decay: 0.01, weight_decay_params: all}",
                 "{type: step, step_size: 4, gamma: 0.5}",
                 "{type: cross_entropy, label_smoothing: 0.1}"});
+}
+
+TEST_CASE("a CNN with batchnorm and both poolings trains as PyTorch does") {
+  check_parity(
+      {"cnn_sgd",
+       "{type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.001, weight_decay_params: all}",
+       "{type: cosine}", "{type: cross_entropy}", kCnn});
 }

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """PyTorch's side of test_torch_parity: writes a small classification set
-(x.npy float32 [64, 8], y.npy int64 [64]) and the initial weights of a
-8-16-4 MLP (init.safetensors, tensors fc1.weight, fc1.bias, fc2.weight,
-fc2.bias) into DIR, trains that MLP on the set in order (batches of 16,
-no shuffling) with the optimizer and schedule CASE names, and prints the
-loss of every step and the momentum (SGD) or beta1 (Adam) its update used,
-as JSON.
+(x.npy float32 [64, 8] for an 8-16-4 MLP, or [64, 1, 8, 8] for a small CNN
+when CASE starts with cnn; y.npy int64 [64]) and the model's initial state
+(init.safetensors, named as the trainer names it: fc1.weight, bn.running_mean,
+...) into DIR, trains the model on the set in order (batches of 16, no
+shuffling) with the optimizer and schedule CASE names, and prints as JSON
+the loss of every step, the momentum (SGD) or beta1 (Adam) its update used,
+and the final state, tensor by tensor (flattened).
 
 Usage: test_torch_parity.py DIR CASE STEPS
   CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine |
-        adamw_linear | sgd_smoothing_step
+        adamw_linear | sgd_smoothing_step | cnn_sgd
 """
 import json
 import os
@@ -51,6 +52,9 @@ def optimizer_and_schedule(case, params, steps):
         opt = torch.optim.AdamW(params, lr=0.01, weight_decay=0.05)
         return opt, torch.optim.lr_scheduler.LinearLR(
             opt, start_factor=1.0, end_factor=0.1, total_iters=steps)
+    if case == "cnn_sgd":
+        opt = torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.001)
+        return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     if case == "sgd_smoothing_step":  # with LOSS_OPTIONS' label smoothing
         opt = torch.optim.SGD(params, lr=0.3, momentum=0.5, weight_decay=0.01)
         return opt, torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
@@ -61,21 +65,46 @@ def optimizer_and_schedule(case, params, steps):
 LOSS_OPTIONS = {"sgd_smoothing_step": {"label_smoothing": 0.1}}
 
 
+def mlp_and_data(rng):
+    """An 8-16-4 MLP (fc1, fc2) and x [64, 8] whose class raises one feature."""
+    y = rng.integers(0, 4, size=64).astype(np.int64)
+    x = rng.normal(size=(64, 8)).astype(np.float32)
+    x[np.arange(64), y] += 1.5
+    net = torch.nn.Module()
+    net.fc1, net.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+    model = torch.nn.Sequential(net.fc1, torch.nn.ReLU(), net.fc2)
+    return net, model, x, y
+
+
+def cnn_and_data(rng):
+    """conv 3x3 (4 channels) > batchnorm > relu > avgpool 3/2 pad 1 counting
+    the padding > maxpool 2 > linear 4, on x [64, 1, 8, 8] whose class
+    brightens one quadrant."""
+    y = rng.integers(0, 4, size=64).astype(np.int64)
+    x = rng.normal(size=(64, 1, 8, 8)).astype(np.float32)
+    for i, label in enumerate(y):
+        x[i, 0, 4 * (label // 2):4 * (label // 2) + 4, 4 * (label % 2):4 * (label % 2) + 4] += 1.0
+    net = torch.nn.Module()
+    net.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+    net.bn = torch.nn.BatchNorm2d(4)
+    net.fc = torch.nn.Linear(16, 4)
+    model = torch.nn.Sequential(
+        net.conv, net.bn, torch.nn.ReLU(),
+        torch.nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=True),
+        torch.nn.MaxPool2d(2), torch.nn.Flatten(), net.fc)
+    return net, model, x, y
+
+
 def main():
     out, case, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     torch.manual_seed(5)
     rng = np.random.default_rng(5)
-    y = rng.integers(0, 4, size=64).astype(np.int64)
-    x = rng.normal(size=(64, 8)).astype(np.float32)
-    x[np.arange(64), y] += 1.5  # learnable: the class raises one feature
+    net, model, x, y = (cnn_and_data if case.startswith("cnn") else mlp_and_data)(rng)
     np.save(os.path.join(out, "x.npy"), x)
     np.save(os.path.join(out, "y.npy"), y)
+    state = {k: v for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
+    write_safetensors(os.path.join(out, "init.safetensors"), state)
 
-    fc1, fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
-    write_safetensors(os.path.join(out, "init.safetensors"),
-                      {"fc1.weight": fc1.weight, "fc1.bias": fc1.bias,
-                       "fc2.weight": fc2.weight, "fc2.bias": fc2.bias})
-    model = torch.nn.Sequential(fc1, torch.nn.ReLU(), fc2)
     opt, schedule = optimizer_and_schedule(case, model.parameters(), steps)
     xs, ys = torch.from_numpy(x), torch.from_numpy(y)
     losses, momenta = [], []
@@ -90,7 +119,9 @@ def main():
         opt.step()
         schedule.step()
         losses.append(loss.item())
-    print(json.dumps({"losses": losses, "momenta": momenta}))
+    final = {k: v.flatten().tolist() for k, v in net.state_dict().items()
+             if not k.endswith("num_batches_tracked")}
+    print(json.dumps({"losses": losses, "momenta": momenta, "final": final}))
 
 
 if __name__ == "__main__":

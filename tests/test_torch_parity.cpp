@@ -6,9 +6,11 @@
 // the momentum (SGD's momentum, Adam's beta1: OneCycleLR's cycle_momentum,
 // also in fp16), SGD with Nesterov momentum under cosine, AdamW's decoupled
 // decay under linear, SGD with weight decay and label smoothing under step,
-// and a CNN (conv, batchnorm, average pooling counting the padding, max
-// pooling). tests/test_torch_parity.py writes the data and the initial state
-// and runs PyTorch's side. Skipped when /usr/bin/python3 has no torch.
+// a CNN (conv, batchnorm, average pooling counting the padding, max pooling),
+// a residual network (add, global average pooling) under AdamW with warm-up,
+// and an MLP with layernorm, both GELUs, SiLU and a concatenation. tests/test_torch_parity.py
+// writes the data and the initial state and runs PyTorch's side. Skipped when /usr/bin/python3 has
+// no torch.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -47,6 +49,31 @@ const char* const kCnn =
     "    - {type: maxpool2d, kernel: 2}\n"
     "    - {type: flatten}\n"
     "    - {type: linear, name: fc, out_features: 4}\n";
+
+const char* const kResidual =
+    "    - {type: conv2d, name: stem, out_channels: 4, kernel: 3, padding: 1, bias: false}\n"
+    "    - {type: batchnorm, name: stem_bn}\n"
+    "    - {type: relu, name: stem_relu}\n"
+    "    - {type: conv2d, name: conv1, out_channels: 4, kernel: 3, padding: 1, bias: false}\n"
+    "    - {type: batchnorm, name: bn1}\n"
+    "    - {type: relu}\n"
+    "    - {type: conv2d, name: conv2, out_channels: 4, kernel: 3, padding: 1, bias: false}\n"
+    "    - {type: batchnorm, name: bn2}\n"
+    "    - {type: add, name: sum, inputs: [bn2, stem_relu]}\n"
+    "    - {type: relu}\n"
+    "    - {type: global_avgpool}\n"
+    "    - {type: linear, name: fc, out_features: 4}\n";
+
+const char* const kLayerNormMlp =
+    "    - {type: linear, name: fc1, out_features: 16}\n"
+    "    - {type: layernorm, name: ln}\n"
+    "    - {type: gelu}\n"
+    "    - {type: linear, name: fc2, out_features: 8}\n"
+    "    - {type: silu, name: h}\n"
+    "    - {type: concat, inputs: [h, input]}\n"
+    "    - {type: linear, name: fc3, out_features: 12}\n"
+    "    - {type: gelu, approximate: tanh}\n"
+    "    - {type: linear, name: fc4, out_features: 4}\n";
 
 struct ParityCase {
   std::string name;       // test_torch_parity.py's CASE
@@ -185,4 +212,18 @@ TEST_CASE("a CNN with batchnorm and both poolings trains as PyTorch does") {
       {"cnn_sgd",
        "{type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.001, weight_decay_params: all}",
        "{type: cosine}", "{type: cross_entropy}", kCnn});
+}
+
+TEST_CASE("a residual network under AdamW with warm-up and cosine trains as PyTorch does") {
+  // PyTorch's side: SequentialLR([LinearLR(1/3, total_iters=2), CosineAnnealingLR(T_max=9)],
+  // milestones=[3]), the equivalence the README gives for warmup_steps.
+  check_parity({"residual_adamw_warmup",
+                "{type: adamw, lr: 0.02, weight_decay: 0.01, weight_decay_params: all}",
+                "{type: cosine, warmup_steps: 3}", "{type: cross_entropy}", kResidual});
+}
+
+TEST_CASE("layernorm, both GELUs, SiLU and a concatenation train as PyTorch does") {
+  check_parity({"layernorm_adam",
+                "{type: adam, lr: 0.01, beta1: 0.8, beta2: 0.99, eps: 1.0e-6, weight_decay: 0}",
+                "{type: constant}", "{type: cross_entropy}", kLayerNormMlp});
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's side of test_torch_parity: writes a small classification set
-(x.npy float32 [64, 8] for an 8-16-4 MLP, or [64, 1, 8, 8] for a small CNN
-when CASE starts with cnn; y.npy int64 [64]) and the model's initial state
+(x.npy float32 [64, 8] for an MLP, or [64, 1, 8, 8] for a small CNN or
+residual network, by CASE's first word; y.npy int64 [64]) and the model's initial state
 (init.safetensors, named as the trainer names it: fc1.weight, bn.running_mean,
 ...) into DIR, trains the model on the set in order (batches of 16, no
 shuffling) with the optimizer and schedule CASE names, and prints as JSON
@@ -10,7 +10,8 @@ and the final state, tensor by tensor (flattened).
 
 Usage: test_torch_parity.py DIR CASE STEPS
   CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine |
-        adamw_linear | sgd_smoothing_step | cnn_sgd
+        adamw_linear | sgd_smoothing_step | cnn_sgd | residual_adamw_warmup |
+        layernorm_adam
 """
 import json
 import os
@@ -19,6 +20,7 @@ import sys
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 
 def write_safetensors(path, tensors):
@@ -58,6 +60,16 @@ def optimizer_and_schedule(case, params, steps):
     if case == "sgd_smoothing_step":  # with LOSS_OPTIONS' label smoothing
         opt = torch.optim.SGD(params, lr=0.3, momentum=0.5, weight_decay=0.01)
         return opt, torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
+    if case == "residual_adamw_warmup":  # warm-up, then cosine: the README's equivalence
+        opt = torch.optim.AdamW(params, lr=0.02, weight_decay=0.01)
+        warmup = 3
+        return opt, torch.optim.lr_scheduler.SequentialLR(opt, [
+            torch.optim.lr_scheduler.LinearLR(opt, start_factor=1 / warmup, total_iters=warmup - 1),
+            torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps - warmup)],
+            milestones=[warmup])
+    if case == "layernorm_adam":
+        opt = torch.optim.Adam(params, lr=0.01, betas=(0.8, 0.99), eps=1e-6)
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
     raise SystemExit("unknown case " + case)
 
 
@@ -95,11 +107,59 @@ def cnn_and_data(rng):
     return net, model, x, y
 
 
+class Residual(torch.nn.Module):
+    """stem conv > bn > relu, one residual block (conv1 > bn1 > relu > conv2 >
+    bn2, plus its input, relu), global average pooling, linear 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(1, 4, 3, padding=1, bias=False)
+        self.stem_bn = torch.nn.BatchNorm2d(4)
+        self.conv1 = torch.nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(4)
+        self.conv2 = torch.nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.stem_bn(self.stem(x)))
+        y = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(y)) + x)
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def residual_and_data(rng):
+    net, _, x, y = cnn_and_data(rng)
+    net = Residual()
+    return net, net, x, y
+
+
+def layernorm_mlp_and_data(rng):
+    """fc1 > layernorm > gelu (erf) > fc2 > silu, concatenated with the
+    input, > fc3 > tanh-form gelu > fc4, on the MLP's data."""
+    _, _, x, y = mlp_and_data(rng)
+    net = torch.nn.Module()
+    net.fc1, net.ln = torch.nn.Linear(8, 16), torch.nn.LayerNorm(16)
+    net.fc2, net.fc3, net.fc4 = torch.nn.Linear(16, 8), torch.nn.Linear(16, 12), torch.nn.Linear(12, 4)
+
+    class Model(torch.nn.Module):
+        def forward(self, inputs):
+            h = F.silu(net.fc2(F.gelu(net.ln(net.fc1(inputs)))))
+            return net.fc4(F.gelu(net.fc3(torch.cat([h, inputs], dim=1)), approximate="tanh"))
+
+    model = Model()
+    model.net = net
+    return net, model, x, y
+
+
+MODELS = {"cnn": cnn_and_data, "residual": residual_and_data, "layernorm": layernorm_mlp_and_data}
+
+
 def main():
     out, case, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     torch.manual_seed(5)
     rng = np.random.default_rng(5)
-    net, model, x, y = (cnn_and_data if case.startswith("cnn") else mlp_and_data)(rng)
+    net, model, x, y = MODELS.get(case.split("_")[0], mlp_and_data)(rng)
     np.save(os.path.join(out, "x.npy"), x)
     np.save(os.path.join(out, "y.npy"), y)
     state = {k: v for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}

@@ -8,7 +8,8 @@
 // decay under linear, SGD with weight decay and label smoothing under step,
 // a CNN (conv, batchnorm, average pooling counting the padding, max pooling),
 // a residual network (add, global average pooling) under AdamW with warm-up,
-// and an MLP with layernorm, both GELUs, SiLU and a concatenation. tests/test_torch_parity.py
+// an MLP with layernorm, both GELUs, SiLU and a concatenation, and gradient
+// clipping, also over accumulated micro-batches. tests/test_torch_parity.py
 // writes the data and the initial state and runs PyTorch's side. Skipped when /usr/bin/python3 has
 // no torch.
 #include <catch2/catch.hpp>
@@ -226,4 +227,13 @@ TEST_CASE("layernorm, both GELUs, SiLU and a concatenation train as PyTorch does
   check_parity({"layernorm_adam",
                 "{type: adam, lr: 0.01, beta1: 0.8, beta2: 0.99, eps: 1.0e-6, weight_decay: 0}",
                 "{type: constant}", "{type: cross_entropy}", kLayerNormMlp});
+}
+
+TEST_CASE("gradient clipping and accumulation over micro-batches train as PyTorch does") {
+  // PyTorch: the whole batch of 16, then clip_grad_norm_(0.5). The trainer:
+  // two micro-batches of 8 whose gradients accumulate, clipped inside the update.
+  const ParityCase sgd{"sgd_clip", "{type: sgd, lr: 0.2, momentum: 0.9, weight_decay: 0}",
+                       "{type: constant}"};
+  check_parity(sgd, "train.clip_grad_norm=0.5");
+  check_parity(sgd, "train.clip_grad_norm=0.5 train.micro_batch_size=8");
 }

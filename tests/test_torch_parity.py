@@ -11,7 +11,7 @@ and the final state, tensor by tensor (flattened).
 Usage: test_torch_parity.py DIR CASE STEPS
   CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine |
         adamw_linear | sgd_smoothing_step | cnn_sgd | residual_adamw_warmup |
-        layernorm_adam
+        layernorm_adam | sgd_clip
 """
 import json
 import os
@@ -67,6 +67,9 @@ def optimizer_and_schedule(case, params, steps):
             torch.optim.lr_scheduler.LinearLR(opt, start_factor=1 / warmup, total_iters=warmup - 1),
             torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps - warmup)],
             milestones=[warmup])
+    if case == "sgd_clip":  # with CLIP_NORM
+        opt = torch.optim.SGD(params, lr=0.2, momentum=0.9)
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
     if case == "layernorm_adam":
         opt = torch.optim.Adam(params, lr=0.01, betas=(0.8, 0.99), eps=1e-6)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
@@ -75,6 +78,8 @@ def optimizer_and_schedule(case, params, steps):
 
 # Cross-entropy options by case (the default: none).
 LOSS_OPTIONS = {"sgd_smoothing_step": {"label_smoothing": 0.1}}
+# Gradient clipping by case: the largest global gradient norm.
+CLIP_NORM = {"sgd_clip": 0.5}
 
 
 def mlp_and_data(rng):
@@ -176,6 +181,8 @@ def main():
                                                  **LOSS_OPTIONS.get(case, {}))
         opt.zero_grad()
         loss.backward()
+        if case in CLIP_NORM:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM[case])
         opt.step()
         schedule.step()
         losses.append(loss.item())

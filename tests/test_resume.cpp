@@ -1,9 +1,9 @@
 // labels: cpu
 // Exact resume: a run stopped (by train.max_steps inside an epoch, or by
-// SIGTERM between steps) and resumed with `--resume` writes metrics.jsonl
-// byte for byte like a run that never stopped; the same config twice gives
-// the same bytes; a truncated newest checkpoint is reported and the previous
-// one used.
+// SIGTERM between steps, or cut back to an earlier checkpoint) and resumed
+// with `--resume` writes metrics.jsonl byte for byte like a run that never
+// stopped; the same config twice gives the same bytes; a truncated newest
+// checkpoint is reported and the previous one used.
 #include <catch2/catch.hpp>
 
 #include <ctime>
@@ -135,6 +135,39 @@ TEST_CASE(
       "resume-max-steps-fp16",
       {"precision.mode=fp16", "precision.loss_scale.init_scale=1e9",
        "precision.loss_scale.backoff_factor=0.1", "precision.loss_scale.growth_interval=4"});
+}
+
+TEST_CASE(
+    "a one-cycle fp16 run that cycles Adam's beta1 resumes exactly from an earlier checkpoint") {
+  // The schedule depends on the total steps, so the run is not cut by
+  // max_steps: a copy of the finished run loses its checkpoints after step 21
+  // (inside epoch 1, between log points, after skipped steps) and resumes.
+  TempDir tmp("resume-onecycle-fp16");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::vector<std::string> overrides = {"schedule={type: onecycle, cycle_momentum: true}",
+                                              "precision.mode=fp16",
+                                              "precision.loss_scale.init_scale=1e9",
+                                              "precision.loss_scale.backoff_factor=0.1",
+                                              "precision.loss_scale.growth_interval=4",
+                                              "checkpoint.keep_last=0"};
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
+  fs::copy(tmp / "full", tmp / "cut",
+           fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  for (const auto& e : fs::directory_iterator(tmp / "full/checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name > "step-00000021")
+      fs::remove_all(tmp / ("cut/checkpoints/" + name));
+  }
+  fs::remove(tmp / "cut/checkpoints/last");
+  fs::create_directory_symlink("step-00000021", tmp / "cut/checkpoints/last");
+  REQUIRE(run_to_end({"run", "--resume", tmp / "cut"}, tmp / "r.log") == 0);
+  INFO(read_text(tmp / "r.log"));
+  CHECK(read_text(tmp / "r.log").find("resuming from") != std::string::npos);
+  CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "cut/metrics.jsonl"));
+  const auto records = metrics_records(tmp / "full", "train");
+  REQUIRE(records.size() > 2);
+  CHECK(records.front()["skipped_steps"].get<int>() > 0);  // the window skipped updates
+  CHECK(records[1]["momentum"].get<double>() < records[0]["momentum"].get<double>());
 }
 
 TEST_CASE(

@@ -177,6 +177,43 @@ layers:
   CHECK(c.diags.list()[0].suggestion == "did you mean 'channels'?");
 }
 
+TEST_CASE("freeze stops named layers and block instances from training") {
+  const std::string model = R"(
+blocks:
+  res: {params: {c: 4}, layers: [{name: conv, type: conv2d, out_channels: $c, kernel: 3, padding: 1}, {name: bn, type: batchnorm}, {type: relu}]}
+layers:
+  - {block: res, name: stage1, repeat: 2}
+  - {block: res, name: stage2}
+  - {type: flatten, name: flat}
+  - {type: linear, name: head, out_features: 10}
+)";
+  auto b = build(model + "freeze: [stage1, stage2.bn]\n");
+  REQUIRE(b.diags.empty());
+  for (const auto& p : b.graph.params) {
+    INFO(p.name);
+    // Batchnorm's running statistics are never trained, so never frozen.
+    const bool statistics = p.name.find("running") != std::string::npos;
+    const bool frozen =
+        !statistics && (p.name.rfind("stage1.", 0) == 0 || p.name.rfind("stage2.bn.", 0) == 0);
+    CHECK(p.trainable == (!frozen && !statistics));
+    CHECK(p.frozen == frozen);
+  }
+  CHECK(find_param(b.graph, "stage2.conv.weight")->trainable);
+  CHECK(find_param(b.graph, "head.weight")->trainable);
+
+  // Names that are not there, layers without weights, everything frozen.
+  auto errors = build(model + "freeze: [stag1, flat, stage1, stage2, head]\n");
+  REQUIRE(errors.diags.size() == 3);
+  CHECK(errors.diags.list()[0].message == "no layer or block named 'stag1'");
+  CHECK(errors.diags.list()[0].suggestion == "did you mean 'stage1'?");
+  CHECK(errors.diags.list()[0].mark.line == 9);
+  CHECK(errors.diags.list()[1].message.find("'flat' has no trainable parameters") == 0);
+  CHECK(errors.diags.list()[2].message == "every parameter is frozen: nothing would train");
+  auto not_a_list = build(model + "freeze: stage1\n");
+  REQUIRE(not_a_list.diags.size() == 1);
+  CHECK(not_a_list.diags.list()[0].key_path == "model.freeze");
+}
+
 TEST_CASE("recompute marks named layers and blocks, or every N-th") {
   auto b = build(R"(
 blocks:

@@ -8,8 +8,8 @@
 // decay under linear, SGD with weight decay and label smoothing under step,
 // a CNN (conv, batchnorm, average pooling counting the padding, max pooling),
 // a residual network (add, global average pooling) under AdamW with warm-up,
-// an MLP with layernorm, both GELUs, SiLU and a concatenation, and gradient
-// clipping, also over accumulated micro-batches. tests/test_torch_parity.py
+// an MLP with layernorm, both GELUs, SiLU and a concatenation, gradient
+// clipping, also over accumulated micro-batches, and frozen layers. tests/test_torch_parity.py
 // writes the data and the initial state and runs PyTorch's side. Skipped when /usr/bin/python3 has
 // no torch.
 #include <catch2/catch.hpp>
@@ -236,4 +236,15 @@ TEST_CASE("gradient clipping and accumulation over micro-batches train as PyTorc
                        "{type: constant}"};
   check_parity(sgd, "train.clip_grad_norm=0.5");
   check_parity(sgd, "train.clip_grad_norm=0.5 train.micro_batch_size=8");
+}
+
+TEST_CASE("frozen layers (model.freeze) train as PyTorch's requires_grad_(False)") {
+  // The first layer frozen: no gradient reaches it. The last: the gradient
+  // passes through it to the first, which trains. Either way the frozen
+  // weights end where they started (the final state is compared).
+  const std::string sgd =
+      "{type: sgd, lr: 0.2, momentum: 0.9, weight_decay: 0.01, "
+      "weight_decay_params: all}";
+  check_parity({"frozen_first", sgd, "{type: constant}"}, "model.freeze=[fc1]");
+  check_parity({"frozen_last", sgd, "{type: constant}"}, "model.freeze=[fc2]");
 }

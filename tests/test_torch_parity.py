@@ -11,7 +11,7 @@ and the final state, tensor by tensor (flattened).
 Usage: test_torch_parity.py DIR CASE STEPS
   CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine |
         adamw_linear | sgd_smoothing_step | cnn_sgd | residual_adamw_warmup |
-        layernorm_adam | sgd_clip
+        layernorm_adam | sgd_clip | frozen_first | frozen_last
 """
 import json
 import os
@@ -67,6 +67,9 @@ def optimizer_and_schedule(case, params, steps):
             torch.optim.lr_scheduler.LinearLR(opt, start_factor=1 / warmup, total_iters=warmup - 1),
             torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps - warmup)],
             milestones=[warmup])
+    if case in FROZEN:
+        opt = torch.optim.SGD(params, lr=0.2, momentum=0.9, weight_decay=0.01)
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
     if case == "sgd_clip":  # with CLIP_NORM
         opt = torch.optim.SGD(params, lr=0.2, momentum=0.9)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
@@ -80,6 +83,8 @@ def optimizer_and_schedule(case, params, steps):
 LOSS_OPTIONS = {"sgd_smoothing_step": {"label_smoothing": 0.1}}
 # Gradient clipping by case: the largest global gradient norm.
 CLIP_NORM = {"sgd_clip": 0.5}
+# Frozen layers by case (requires_grad_(False)).
+FROZEN = {"frozen_first": ["fc1"], "frozen_last": ["fc2"]}
 
 
 def mlp_and_data(rng):
@@ -170,6 +175,8 @@ def main():
     state = {k: v for k, v in net.state_dict().items() if not k.endswith("num_batches_tracked")}
     write_safetensors(os.path.join(out, "init.safetensors"), state)
 
+    for name in FROZEN.get(case, []):
+        getattr(net, name).requires_grad_(False)
     opt, schedule = optimizer_and_schedule(case, model.parameters(), steps)
     xs, ys = torch.from_numpy(x), torch.from_numpy(y)
     losses, momenta = [], []

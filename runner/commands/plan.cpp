@@ -52,9 +52,14 @@ int command_plan(const CommandArgs& args) {
                 std::string(dtype_name(node.compute)).c_str(), static_cast<long long>(params),
                 node.forward_flops / 1e6);
   }
-  std::printf("\nparameters: %lld trainable (%lld with state)\n",
+  std::int64_t frozen = 0;
+  for (const graph::Param& p : g.params)
+    if (p.frozen) frozen += numel(p.shape);
+  std::printf("\nparameters: %lld trainable (%lld with state",
               static_cast<long long>(g.parameter_count(true)),
               static_cast<long long>(g.parameter_count(false)));
+  if (frozen > 0) std::printf("; %lld frozen by model.freeze", static_cast<long long>(frozen));
+  std::printf(")\n");
   std::printf("FLOPs per micro-batch: forward %.3f GFLOP, forward+backward ~%.3f GFLOP\n",
               flops / 1e9, 3 * flops / 1e9);
   std::printf("\nmemory plan (%s):\n", backend.name().c_str());

@@ -89,7 +89,10 @@ std::string config_reference_markdown() {
       "(`print-config`, a run's `config.yaml`) shows the loss and every layer's attributes "
       "with their defaults filled in. `model.recompute` lists layers or block instances whose "
       "activations are recomputed in the backward pass instead of kept (or `{every: N}`: keep "
-      "every N-th layer's output, recompute the rest).\n\n";
+      "every N-th layer's output, recompute the rest). `model.freeze` lists layers or block "
+      "instances whose parameters are not trained: no gradient, optimizer state or update, as "
+      "PyTorch's `requires_grad_(False)` (a frozen batchnorm still updates its running "
+      "statistics in training); with `init_from`, the usual fine-tuning.\n\n";
   const auto& ops = op_registry().all();
   if (ops.empty()) out += "(no ops registered)\n\n";
   for (const auto& op : ops) {

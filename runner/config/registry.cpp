@@ -58,7 +58,8 @@ std::vector<SectionDef> build_sections() {
          "items), optional `blocks`, `loss` (a `{type: <loss>, ...}` map or a loss name; default "
          "`{type: cross_entropy}`) and `recompute` (activation checkpointing: layer or "
          "block names, or `{every: N}`), `init_from` (start from a .safetensors file; "
-         "`init_strict: false` loads only the tensors that match); validated by the graph builder"},
+         "`init_strict: false` loads only the tensors that match), `freeze` (layer or block "
+         "names whose parameters are not trained); validated by the graph builder"},
         {"sweep",
          "Hyperparameter search for `trainer sweep`: `grid`, `random` (trials, seed, params with "
          "uniform / log_uniform / int / choice), `seeds`, `objective` {metric, mode}, "

@@ -102,8 +102,8 @@ class Builder {
       return std::move(graph_);
     }
     for (std::size_t i = 0; i < model_.size(); ++i) {
-      static const std::vector<std::string> allowed = {"layers",    "blocks",    "loss",
-                                                       "recompute", "init_from", "init_strict"};
+      static const std::vector<std::string> allowed = {
+          "layers", "blocks", "loss", "recompute", "freeze", "init_from", "init_strict"};
       const std::string& key = model_.key_at(i);
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         unknown_key(model_.key_mark_at(i), "model." + key, key, allowed);
@@ -142,6 +142,7 @@ class Builder {
     for (const auto& [name, value] : top.values)
       if (name != kInputName) top_names_.push_back(name);
     if (const Node* recompute = model_.find("recompute")) mark_recompute(*recompute);
+    if (const Node* freeze = model_.find("freeze")) mark_frozen(*freeze);
     return std::move(graph_);
   }
 
@@ -550,6 +551,49 @@ class Builder {
             near.empty() ? "top-level names: " + join(top_names_) : "did you mean '" + near + "'?");
       }
     }
+  }
+
+  // `freeze: [name, ...]`: the parameters of these layers or block instances
+  // are not trained (no gradient, no optimizer state, never updated), as
+  // PyTorch's requires_grad_(False); a frozen batchnorm still updates its
+  // running statistics in training.
+  void mark_frozen(const Node& spec) {
+    if (!spec.is_sequence()) {
+      diags_.add(spec.mark(), "model.freeze", "expected a list of layer or block names",
+                 "e.g. freeze: [stem, stage1] (with init_from: the weights to fine-tune)");
+      return;
+    }
+    for (const Node& item : spec.items()) {
+      const std::string& name = item.text();
+      bool found = false, has_params = false;
+      for (const graph::Node& node : graph_.nodes) {
+        if (node.name != name && node.name.rfind(name + ".", 0) != 0) continue;
+        found = true;
+        for (int p : node.params) {
+          if (!graph_.params[p].trainable) continue;
+          graph_.params[p].trainable = false;
+          graph_.params[p].frozen = true;
+          has_params = true;
+        }
+      }
+      if (!found) {
+        const std::string near = config::nearest(name, top_names_);
+        diags_.add(
+            item.mark(), "model.freeze", "no layer or block named '" + name + "'",
+            near.empty() ? "top-level names: " + join(top_names_) : "did you mean '" + near + "'?");
+      } else if (!has_params) {
+        diags_.add(item.mark(), "model.freeze",
+                   "'" + name +
+                       "' has no trainable parameters to freeze (or another entry froze "
+                       "them already)",
+                   "name layers with weights (linear, conv2d, batchnorm, layernorm) or blocks");
+      }
+    }
+    const bool any_trainable = std::any_of(graph_.params.begin(), graph_.params.end(),
+                                           [](const Param& p) { return p.trainable; });
+    if (!any_trainable)
+      diags_.add(spec.mark(), "model.freeze", "every parameter is frozen: nothing would train",
+                 "leave at least one layer out of model.freeze (usually the last)");
   }
 
   std::vector<std::string> top_names_;

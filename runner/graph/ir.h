@@ -36,6 +36,7 @@ struct Param {
   Shape shape;
   std::string init;
   bool trainable = true;
+  bool frozen = false;       // trainable by its op, but model.freeze names its layer
   bool weight_decay = true;  // false for biases and normalisation parameters, unless
                              // optimizer.weight_decay_params is all
   int node = -1;

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kinds=("$@")
 ((${#kinds[@]})) || kinds=(thread address)
-tests=(test_data_loader test_data_transforms test_data_formats test_data_idx test_data_corruption)
+tests=(test_data_loader test_data_transforms test_data_formats test_data_idx test_data_corruption
+       test_data_scan)
 for kind in "${kinds[@]}"; do
   dir="build-$kind"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINER_SANITIZE="$kind" \

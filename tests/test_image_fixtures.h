@@ -1,5 +1,6 @@
 // PNG and JPEG encoders for the data tests' image fixtures (in memory; write
-// them with write_bytes from test_data_fixtures.h).
+// them with write_bytes from test_data_fixtures.h), and a small image folder
+// with damaged images where asked.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -12,7 +13,10 @@
 #include <png.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "test_data_fixtures.h"
 
 namespace trainer::data::testing {
 
@@ -80,6 +84,23 @@ inline std::vector<std::uint8_t> cmyk_jpeg_bytes(int width, int height,
   std::vector<std::uint8_t> pixels;
   for (int i = 0; i < width * height; ++i) pixels.insert(pixels.end(), cmyk.begin(), cmyk.end());
   return encode_jpeg(width, height, 4, JCS_CMYK, pixels, 75, false);
+}
+
+// root/<a|b>/<k>.png: `per_class` 3x3 RGB images in each of two classes;
+// the images listed in `damaged` ("a/2.png") are cut to half their bytes.
+inline void write_image_folder(const std::string& root, int per_class,
+                               const std::vector<std::string>& damaged = {}) {
+  const std::vector<std::uint8_t> pixels(27, 100);
+  const std::vector<std::uint8_t> good = png_bytes(3, 3, 3, pixels);
+  for (const std::string cls : {"a", "b"}) {
+    for (int k = 0; k < per_class; ++k) {
+      const std::string name = cls + "/" + std::to_string(k) + ".png";
+      std::vector<std::uint8_t> bytes = good;
+      for (const auto& d : damaged)
+        if (d == name) bytes.resize(bytes.size() / 2);
+      write_bytes(root + "/" + name, bytes);
+    }
+  }
 }
 
 }  // namespace trainer::data::testing

@@ -27,6 +27,7 @@ struct ParamSlot {
   // The parameter's bf16 copy that bf16 kernels read (null: none), rewritten
   // from the updated float32 values in the same pass.
   std::uint16_t* bf16_copy = nullptr;
+  float lr_scale = 1.0f;  // its learning rate is the step's times this (model.lr_scale)
 };
 
 struct OptimizerStep {

@@ -1,9 +1,10 @@
 // labels: gpu
 // The CUDA VectorOps against the CPU ones on the same data: SGD (momentum,
-// nesterov, weight decay), Adam and AdamW over several parameters in one call,
-// the gradient norm with non-finite detection, accumulate and fill (aligned and
-// unaligned, lengths that are not multiples of 4 or of the chunk size), and
-// rounding to bf16 (alone and in the optimizer's weight copies).
+// nesterov, weight decay), Adam and AdamW over several parameters in one call
+// (one with its own learning-rate factor), the gradient norm with non-finite
+// detection, accumulate and fill (aligned and unaligned, lengths that are not
+// multiples of 4 or of the chunk size), and rounding to bf16 (alone and in
+// the optimizer's weight copies).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -42,6 +43,7 @@ std::vector<float> random_vector(std::size_t n, std::mt19937& rng) {
 struct HostParam {
   std::vector<float> param, grad, s0, s1;
   bool decay;
+  float lr_scale = 1.0f;
 };
 
 // Runs the step on `backend` over copies of `host`, returns the results.
@@ -63,6 +65,7 @@ std::vector<HostParam> run_step(Backend& backend, std::vector<HostParam> host,
     s.state1 = step.kind != trainer::OptimizerKind::sgd ? upload(h.s1) : nullptr;
     s.size = static_cast<std::int64_t>(h.param.size());
     s.weight_decay = h.decay;
+    s.lr_scale = h.lr_scale;
     slots.push_back(s);
   }
   backend.vector_ops().optimizer_step(slots, step);
@@ -95,6 +98,7 @@ TEST_CASE("CUDA optimizer steps equal the CPU ones") {
     HostParam h{random_vector(n, rng), random_vector(n, rng), random_vector(n, rng), {}, n != 7};
     h.s1.resize(n);
     for (auto& v : h.s1) v = std::abs(std::uniform_real_distribution<float>(0.f, 1.f)(rng));
+    h.lr_scale = n == 4096 ? 0.1f : 1.0f;  // model.lr_scale on one of them
     params.push_back(h);
   }
   Backend& gpu = trainer::cuda_backend(0);

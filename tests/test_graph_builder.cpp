@@ -214,6 +214,36 @@ layers:
   CHECK(not_a_list.diags.list()[0].key_path == "model.freeze");
 }
 
+TEST_CASE("lr_scale sets the learning-rate factor of named layers; the longer name decides") {
+  const std::string model = R"(
+blocks:
+  res: {params: {c: 4}, layers: [{name: conv, type: conv2d, out_channels: $c, kernel: 3, padding: 1}, {name: bn, type: batchnorm}, {type: relu}]}
+layers:
+  - {block: res, name: stage1, repeat: 2}
+  - {type: flatten, name: flat}
+  - {type: linear, name: head, out_features: 10}
+)";
+  // The specific entry first: the block's factor must not override it.
+  auto b = build(model + "lr_scale: {stage1.block2.conv: 0.5, stage1: 0.1, head: 3}\n");
+  REQUIRE(b.diags.empty());
+  CHECK(find_param(b.graph, "stage1.block1.conv.weight")->lr_scale == 0.1);
+  CHECK(find_param(b.graph, "stage1.block1.bn.bias")->lr_scale == 0.1);
+  CHECK(find_param(b.graph, "stage1.block2.conv.weight")->lr_scale == 0.5);
+  CHECK(find_param(b.graph, "stage1.block2.bn.weight")->lr_scale == 0.1);
+  CHECK(find_param(b.graph, "head.bias")->lr_scale == 3);
+
+  auto errors =
+      build(model + "freeze: [head]\nlr_scale: {stag1: 0.1, flat: 2, head: 2, stage1: 0}\n");
+  REQUIRE(errors.diags.size() == 4);
+  CHECK(errors.diags.list()[0].message == "no layer or block named 'stag1'");
+  CHECK(errors.diags.list()[0].suggestion == "did you mean 'stage1'?");
+  CHECK(errors.diags.list()[0].key_path == "model.lr_scale.stag1");
+  CHECK(errors.diags.list()[1].message.find("'flat' has no trainable parameters") == 0);
+  CHECK(errors.diags.list()[2].message.find("'head' has no trainable parameters") == 0);
+  CHECK(errors.diags.list()[3].message == "expected a number > 0, found integer 0");
+  CHECK(build(model + "lr_scale: [stage1]\n").diags.size() == 1);
+}
+
 TEST_CASE("recompute marks named layers and blocks, or every N-th") {
   auto b = build(R"(
 blocks:

@@ -9,7 +9,8 @@
 // a CNN (conv, batchnorm, average pooling counting the padding, max pooling),
 // a residual network (add, global average pooling) under AdamW with warm-up,
 // an MLP with layernorm, both GELUs, SiLU and a concatenation, gradient
-// clipping, also over accumulated micro-batches, and frozen layers. tests/test_torch_parity.py
+// clipping, also over accumulated micro-batches, frozen layers, and a layer
+// with its own learning-rate factor. tests/test_torch_parity.py
 // writes the data and the initial state and runs PyTorch's side. Skipped when /usr/bin/python3 has
 // no torch.
 #include <catch2/catch.hpp>
@@ -247,4 +248,13 @@ TEST_CASE("frozen layers (model.freeze) train as PyTorch's requires_grad_(False)
       "weight_decay_params: all}";
   check_parity({"frozen_first", sgd, "{type: constant}"}, "model.freeze=[fc1]");
   check_parity({"frozen_last", sgd, "{type: constant}"}, "model.freeze=[fc2]");
+}
+
+TEST_CASE("a layer's learning-rate factor (model.lr_scale) trains as a PyTorch parameter group") {
+  // PyTorch: fc1 in a group with lr 0.001, fc2 with 0.01, both under one
+  // cosine schedule; AdamW's decoupled decay follows each group's rate.
+  check_parity(
+      {"adamw_groups", "{type: adamw, lr: 0.01, weight_decay: 0.05, weight_decay_params: all}",
+       "{type: cosine}"},
+      "'model.lr_scale={fc1: 0.1}'");
 }

@@ -11,7 +11,7 @@ and the final state, tensor by tensor (flattened).
 Usage: test_torch_parity.py DIR CASE STEPS
   CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine |
         adamw_linear | sgd_smoothing_step | cnn_sgd | residual_adamw_warmup |
-        layernorm_adam | sgd_clip | frozen_first | frozen_last
+        layernorm_adam | sgd_clip | frozen_first | frozen_last | adamw_groups
 """
 import json
 import os
@@ -70,6 +70,11 @@ def optimizer_and_schedule(case, params, steps):
     if case in FROZEN:
         opt = torch.optim.SGD(params, lr=0.2, momentum=0.9, weight_decay=0.01)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    if case == "adamw_groups":  # fc1 in a group of its own, a tenth of the rate
+        net = params  # the MLP's modules, passed whole for this case
+        opt = torch.optim.AdamW([{"params": net.fc1.parameters(), "lr": 0.001},
+                                 {"params": net.fc2.parameters()}], lr=0.01, weight_decay=0.05)
+        return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     if case == "sgd_clip":  # with CLIP_NORM
         opt = torch.optim.SGD(params, lr=0.2, momentum=0.9)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
@@ -177,7 +182,8 @@ def main():
 
     for name in FROZEN.get(case, []):
         getattr(net, name).requires_grad_(False)
-    opt, schedule = optimizer_and_schedule(case, model.parameters(), steps)
+    opt, schedule = optimizer_and_schedule(
+        case, net if case == "adamw_groups" else model.parameters(), steps)
     xs, ys = torch.from_numpy(x), torch.from_numpy(y)
     losses, momenta = [], []
     for step in range(steps):

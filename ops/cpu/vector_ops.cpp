@@ -41,7 +41,7 @@ void sgd(const ParamSlot& s, const OptimizerStep& o) {
   float* __restrict buf = s.state0;
   std::uint16_t* copy = s.bf16_copy;
   const std::int64_t n = s.size;
-  const float lr = o.lr, scale = o.grad_scale, momentum = o.momentum;
+  const float lr = o.lr * s.lr_scale, scale = o.grad_scale, momentum = o.momentum;
   const float wd = s.weight_decay ? o.weight_decay : 0.0f;
   if (!buf) {
     parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {
@@ -83,8 +83,9 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(o.beta1), t));
   const float bc2_sqrt =
       static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
-  const float step_size = o.lr / bc1;
-  const float decay = decoupled ? 1.0f - o.lr * wd : 1.0f;
+  const float lr = o.lr * s.lr_scale;
+  const float step_size = lr / bc1;
+  const float decay = decoupled ? 1.0f - lr * wd : 1.0f;
   const float l2 = decoupled ? 0.0f : wd;
   const float scale = o.grad_scale, beta1 = o.beta1, beta2 = o.beta2, eps = o.eps;
   parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {

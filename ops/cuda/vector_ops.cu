@@ -34,7 +34,9 @@ struct DeviceSlot {
   unsigned short* bf16_copy;  // null: none; else rewritten from the updated values
   long long size;
   float decay_mask;  // 1: weight decay applies; 0: not
+  float lr_scale;    // its learning rate is the step's times this
   int vectorized;    // all four pointers 16-byte aligned
+  int unused;        // no padding: tables compare bytewise
 };
 
 struct Chunk {
@@ -120,10 +122,11 @@ __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, flo
 // decide_kernel), so a launch recorded in a CUDA graph uses the values of the
 // step it replays.
 __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper) {
-  const Hyper h = *hyper;
+  Hyper h = *hyper;
   if (!h.apply) return;
   const Chunk c = chunks[blockIdx.x];
   const DeviceSlot s = slots[c.slot];
+  h.lr *= s.lr_scale;
   const long long end = min(c.begin + kChunk, s.size);
   float scratch1 = 0.0f;  // stands in for the second moment SGD does not have
   if (s.vectorized) {
@@ -365,7 +368,8 @@ class CudaVectorOps final : public VectorOps {
       const bool vec = aligned16(s.param) && aligned16(s.grad) &&
                        (!s.state0 || aligned16(s.state0)) && (!s.state1 || aligned16(s.state1));
       table.push_back({s.param, s.grad, s.state0, s.state1, s.bf16_copy,
-                       static_cast<long long>(s.size), s.weight_decay ? 1.0f : 0.0f, vec ? 1 : 0});
+                       static_cast<long long>(s.size), s.weight_decay ? 1.0f : 0.0f, s.lr_scale,
+                       vec ? 1 : 0, 0});
     }
     const std::vector<Chunk> chunks = chunks_of(table);
     cudaStream_t stream = ctx_.compute.get();

@@ -92,7 +92,10 @@ std::string config_reference_markdown() {
       "every N-th layer's output, recompute the rest). `model.freeze` lists layers or block "
       "instances whose parameters are not trained: no gradient, optimizer state or update, as "
       "PyTorch's `requires_grad_(False)` (a frozen batchnorm still updates its running "
-      "statistics in training); with `init_from`, the usual fine-tuning.\n\n";
+      "statistics in training); with `init_from`, the usual fine-tuning. `model.lr_scale` maps "
+      "layer or block names to a factor of their parameters' learning rate (`{stem: 0.1}`: as a "
+      "PyTorch parameter group with lr 0.1 x optimizer.lr, following the same schedule); where "
+      "names nest, the longer one decides.\n\n";
   const auto& ops = op_registry().all();
   if (ops.empty()) out += "(no ops registered)\n\n";
   for (const auto& op : ops) {

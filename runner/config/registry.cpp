@@ -59,7 +59,8 @@ std::vector<SectionDef> build_sections() {
          "`{type: cross_entropy}`) and `recompute` (activation checkpointing: layer or "
          "block names, or `{every: N}`), `init_from` (start from a .safetensors file; "
          "`init_strict: false` loads only the tensors that match), `freeze` (layer or block "
-         "names whose parameters are not trained); validated by the graph builder"},
+         "names whose parameters are not trained), `lr_scale` (layer or block name to a factor "
+         "of its parameters' learning rate); validated by the graph builder"},
         {"sweep",
          "Hyperparameter search for `trainer sweep`: `grid`, `random` (trials, seed, params with "
          "uniform / log_uniform / int / choice), `seeds`, `objective` {metric, mode}, "

@@ -102,8 +102,9 @@ class Builder {
       return std::move(graph_);
     }
     for (std::size_t i = 0; i < model_.size(); ++i) {
-      static const std::vector<std::string> allowed = {
-          "layers", "blocks", "loss", "recompute", "freeze", "init_from", "init_strict"};
+      static const std::vector<std::string> allowed = {"layers",    "blocks",     "loss",
+                                                       "recompute", "freeze",     "lr_scale",
+                                                       "init_from", "init_strict"};
       const std::string& key = model_.key_at(i);
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         unknown_key(model_.key_mark_at(i), "model." + key, key, allowed);
@@ -143,6 +144,7 @@ class Builder {
       if (name != kInputName) top_names_.push_back(name);
     if (const Node* recompute = model_.find("recompute")) mark_recompute(*recompute);
     if (const Node* freeze = model_.find("freeze")) mark_frozen(*freeze);
+    if (const Node* lr_scale = model_.find("lr_scale")) mark_lr_scale(*lr_scale);
     return std::move(graph_);
   }
 
@@ -594,6 +596,54 @@ class Builder {
     if (!any_trainable)
       diags_.add(spec.mark(), "model.freeze", "every parameter is frozen: nothing would train",
                  "leave at least one layer out of model.freeze (usually the last)");
+  }
+
+  // `lr_scale: {name: factor, ...}`: the parameters of these layers or block
+  // instances train with the learning rate times `factor` (a PyTorch
+  // parameter group with its own lr, the schedule applied to it alike).
+  // Where names nest (a block and a layer in it), the longer one decides.
+  void mark_lr_scale(const Node& spec) {
+    if (!spec.is_map()) {
+      diags_.add(spec.mark(), "model.lr_scale",
+                 "expected a map of layer or block name to learning-rate factor",
+                 "e.g. lr_scale: {stem: 0.1, stage1: 0.1}");
+      return;
+    }
+    std::vector<std::size_t> decided_by(graph_.params.size(), 0);  // the deciding name's length
+    for (std::size_t e = 0; e < spec.size(); ++e) {
+      const std::string& name = spec.key_at(e);
+      const std::string key = "model.lr_scale." + name;
+      const std::optional<double> factor = config::as_number(spec.value_at(e));
+      if (!factor || !(*factor > 0)) {
+        diags_.add(spec.value_at(e).mark(), key,
+                   "expected a number > 0, found " + config::describe(spec.value_at(e)),
+                   "to keep a layer as it is, list it in model.freeze");
+        continue;
+      }
+      bool found = false, trainable = false;
+      for (const graph::Node& node : graph_.nodes) {
+        if (node.name != name && node.name.rfind(name + ".", 0) != 0) continue;
+        found = true;
+        for (int p : node.params) {
+          Param& param = graph_.params[p];
+          if (!param.trainable) continue;
+          trainable = true;
+          if (decided_by[p] > name.size()) continue;  // a longer name decides
+          param.lr_scale = *factor;
+          decided_by[p] = name.size();
+        }
+      }
+      if (!found) {
+        const std::string near = config::nearest(name, top_names_);
+        diags_.add(
+            spec.key_mark_at(e), key, "no layer or block named '" + name + "'",
+            near.empty() ? "top-level names: " + join(top_names_) : "did you mean '" + near + "'?");
+      } else if (!trainable) {
+        diags_.add(spec.key_mark_at(e), key,
+                   "'" + name + "' has no trainable parameters (none, or frozen by model.freeze)",
+                   "name layers with weights (linear, conv2d, batchnorm, layernorm) or blocks");
+      }
+    }
   }
 
   std::vector<std::string> top_names_;

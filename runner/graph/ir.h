@@ -39,6 +39,7 @@ struct Param {
   bool frozen = false;       // trainable by its op, but model.freeze names its layer
   bool weight_decay = true;  // false for biases and normalisation parameters, unless
                              // optimizer.weight_decay_params is all
+  double lr_scale = 1.0;     // model.lr_scale: its learning rate is the optimizer's times this
   int node = -1;
   double fan_in = 1, fan_out = 1;
 };

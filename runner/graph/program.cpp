@@ -235,7 +235,8 @@ std::vector<ParamSlot> Program::optimizer_slots() {
   for (const ParamStorage& p : params_) {
     if (!p.grad) continue;
     slots.push_back({p.value.f32(), p.grad.f32(), p.state0.f32(), p.state1.f32(), p.value.numel(),
-                     p.param->weight_decay, static_cast<std::uint16_t*>(p.bf16_copy.data)});
+                     p.param->weight_decay, static_cast<std::uint16_t*>(p.bf16_copy.data),
+                     static_cast<float>(p.param->lr_scale)});
   }
   return slots;
 }

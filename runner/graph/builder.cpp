@@ -533,26 +533,39 @@ class Builder {
     }
     for (const Node& item : spec.items()) {
       const std::string& name = item.text();
-      bool found = false;
+      const std::vector<int> named = nodes_named(name);
+      if (named.empty()) unknown_name(item.mark(), "model.recompute", name);
       // A block instance is a checkpointed segment: its layers are recomputed
       // from its stored input, and its output (the next segment's input) is kept.
       std::map<std::string, int> instance_output;
-      for (int i = 0; i < model_nodes; ++i) {
+      for (int i : named) {
         const std::string& node = graph_.nodes[i].name;
-        if (node == name || node.rfind(name + ".", 0) == 0) {
-          graph_.nodes[i].recompute = true;
-          found = true;
-          if (node != name) instance_output[node.substr(0, node.rfind('.'))] = i;
-        }
+        graph_.nodes[i].recompute = true;
+        if (node != name) instance_output[node.substr(0, node.rfind('.'))] = i;
       }
       for (const auto& [instance, output] : instance_output) graph_.nodes[output].recompute = false;
-      if (!found) {
-        const std::string near = config::nearest(name, top_names_);
-        diags_.add(
-            item.mark(), "model.recompute", "no layer or block named '" + name + "'",
-            near.empty() ? "top-level names: " + join(top_names_) : "did you mean '" + near + "'?");
-      }
     }
+  }
+
+  // The model's nodes (not the loss) that a layer or block-instance name
+  // covers: the layer itself, or every layer inside the instance.
+  std::vector<int> nodes_named(const std::string& name) const {
+    std::vector<int> named;
+    const int model_nodes =
+        static_cast<int>(graph_.nodes.size()) - (graph_.loss != kNoValue ? 1 : 0);
+    for (int i = 0; i < model_nodes; ++i) {
+      const std::string& node = graph_.nodes[i].name;
+      if (node == name || node.rfind(name + ".", 0) == 0) named.push_back(i);
+    }
+    return named;
+  }
+
+  // A name that covers no layer: the error, with the nearest top-level name.
+  void unknown_name(const Mark& mark, const std::string& key, const std::string& name) {
+    const std::string near = config::nearest(name, top_names_);
+    diags_.add(
+        mark, key, "no layer or block named '" + name + "'",
+        near.empty() ? "top-level names: " + join(top_names_) : "did you mean '" + near + "'?");
   }
 
   // `freeze: [name, ...]`: the parameters of these layers or block instances
@@ -567,22 +580,18 @@ class Builder {
     }
     for (const Node& item : spec.items()) {
       const std::string& name = item.text();
-      bool found = false, has_params = false;
-      for (const graph::Node& node : graph_.nodes) {
-        if (node.name != name && node.name.rfind(name + ".", 0) != 0) continue;
-        found = true;
-        for (int p : node.params) {
+      const std::vector<int> named = nodes_named(name);
+      bool has_params = false;
+      for (int n : named) {
+        for (int p : graph_.nodes[n].params) {
           if (!graph_.params[p].trainable) continue;
           graph_.params[p].trainable = false;
           graph_.params[p].frozen = true;
           has_params = true;
         }
       }
-      if (!found) {
-        const std::string near = config::nearest(name, top_names_);
-        diags_.add(
-            item.mark(), "model.freeze", "no layer or block named '" + name + "'",
-            near.empty() ? "top-level names: " + join(top_names_) : "did you mean '" + near + "'?");
+      if (named.empty()) {
+        unknown_name(item.mark(), "model.freeze", name);
       } else if (!has_params) {
         diags_.add(item.mark(), "model.freeze",
                    "'" + name +
@@ -620,11 +629,10 @@ class Builder {
                    "to keep a layer as it is, list it in model.freeze");
         continue;
       }
-      bool found = false, trainable = false;
-      for (const graph::Node& node : graph_.nodes) {
-        if (node.name != name && node.name.rfind(name + ".", 0) != 0) continue;
-        found = true;
-        for (int p : node.params) {
+      const std::vector<int> named = nodes_named(name);
+      bool trainable = false;
+      for (int n : named) {
+        for (int p : graph_.nodes[n].params) {
           Param& param = graph_.params[p];
           if (!param.trainable) continue;
           trainable = true;
@@ -633,11 +641,8 @@ class Builder {
           decided_by[p] = name.size();
         }
       }
-      if (!found) {
-        const std::string near = config::nearest(name, top_names_);
-        diags_.add(
-            spec.key_mark_at(e), key, "no layer or block named '" + name + "'",
-            near.empty() ? "top-level names: " + join(top_names_) : "did you mean '" + near + "'?");
+      if (named.empty()) {
+        unknown_name(spec.key_mark_at(e), key, name);
       } else if (!trainable) {
         diags_.add(spec.key_mark_at(e), key,
                    "'" + name + "' has no trainable parameters (none, or frozen by model.freeze)",

@@ -38,6 +38,8 @@ struct DeviceSlot {
   int vectorized;    // all four pointers 16-byte aligned
   int unused;        // no padding: tables compare bytewise
 };
+static_assert(sizeof(DeviceSlot) == 5 * sizeof(void*) + sizeof(long long) + 4 * 4,
+              "DeviceSlot has padding: its tables would not compare bytewise");
 
 struct Chunk {
   long long slot;  // long long: no padding, so tables compare bytewise

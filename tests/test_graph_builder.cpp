@@ -200,6 +200,8 @@ layers:
   }
   CHECK(find_param(b.graph, "stage2.conv.weight")->trainable);
   CHECK(find_param(b.graph, "head.weight")->trainable);
+  // stage1: conv 1->4 (36 + 4), conv 4->4 (144 + 4), two batchnorms (8 each); stage2.bn: 8.
+  CHECK(b.graph.frozen_parameter_count() == 40 + 148 + 8 + 8 + 8);
 
   // Names that are not there, layers without weights, everything frozen.
   auto errors = build(model + "freeze: [stag1, flat, stage1, stage2, head]\n");

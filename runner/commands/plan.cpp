@@ -52,9 +52,7 @@ int command_plan(const CommandArgs& args) {
                 std::string(dtype_name(node.compute)).c_str(), static_cast<long long>(params),
                 node.forward_flops / 1e6);
   }
-  std::int64_t frozen = 0;
-  for (const graph::Param& p : g.params)
-    if (p.frozen) frozen += numel(p.shape);
+  const std::int64_t frozen = g.frozen_parameter_count();
   std::printf("\nparameters: %lld trainable (%lld with state",
               static_cast<long long>(g.parameter_count(true)),
               static_cast<long long>(g.parameter_count(false)));

@@ -673,4 +673,11 @@ std::int64_t Graph::parameter_count(bool trainable_only) const {
   return total;
 }
 
+std::int64_t Graph::frozen_parameter_count() const {
+  std::int64_t total = 0;
+  for (const auto& p : params)
+    if (p.frozen) total += numel(p.shape);
+  return total;
+}
+
 }  // namespace trainer::graph

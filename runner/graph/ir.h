@@ -71,6 +71,7 @@ struct Graph {
     return static_cast<ValueId>(values.size() - 1);
   }
   std::int64_t parameter_count(bool trainable_only = true) const;
+  std::int64_t frozen_parameter_count() const;  // held as they are by model.freeze
 };
 
 }  // namespace trainer::graph

@@ -438,11 +438,12 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   if (options_.resume && resumed_.step >= total_steps_) finished_ = finished_summary(resumed_.step);
   if (options_.before_writing && !finished_) options_.before_writing();
   open_metrics();
+  const std::int64_t frozen = s.graph.frozen_parameter_count();
   log_->info(
-      "model: {} parameters, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",
-      s.graph.parameter_count(), s.graph.nodes.size(),
-      static_cast<double>(program.memory_plan().arena_bytes) / (1 << 20), s.batch.global,
-      s.batch.micro, accumulation_);
+      "model: {} parameters{}, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",
+      s.graph.parameter_count(), frozen > 0 ? fmt::format(" ({} frozen)", frozen) : "",
+      s.graph.nodes.size(), static_cast<double>(program.memory_plan().arena_bytes) / (1 << 20),
+      s.batch.global, s.batch.micro, accumulation_);
   log_->info("training {} steps ({} per epoch) on {}", total_steps_, steps_per_epoch_,
              backend_.name());
   prepare_optimizer();

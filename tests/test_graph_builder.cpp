@@ -177,8 +177,8 @@ layers:
   CHECK(c.diags.list()[0].suggestion == "did you mean 'channels'?");
 }
 
-TEST_CASE("freeze stops named layers and block instances from training") {
-  const std::string model = R"(
+// Two stages of conv + batchnorm blocks and a head, for freeze and lr_scale.
+const std::string kStagedModel = R"(
 blocks:
   res: {params: {c: 4}, layers: [{name: conv, type: conv2d, out_channels: $c, kernel: 3, padding: 1}, {name: bn, type: batchnorm}, {type: relu}]}
 layers:
@@ -187,6 +187,9 @@ layers:
   - {type: flatten, name: flat}
   - {type: linear, name: head, out_features: 10}
 )";
+
+TEST_CASE("freeze stops named layers and block instances from training") {
+  const std::string& model = kStagedModel;
   auto b = build(model + "freeze: [stage1, stage2.bn]\n");
   REQUIRE(b.diags.empty());
   for (const auto& p : b.graph.params) {
@@ -217,14 +220,7 @@ layers:
 }
 
 TEST_CASE("lr_scale sets the learning-rate factor of named layers; the longer name decides") {
-  const std::string model = R"(
-blocks:
-  res: {params: {c: 4}, layers: [{name: conv, type: conv2d, out_channels: $c, kernel: 3, padding: 1}, {name: bn, type: batchnorm}, {type: relu}]}
-layers:
-  - {block: res, name: stage1, repeat: 2}
-  - {type: flatten, name: flat}
-  - {type: linear, name: head, out_features: 10}
-)";
+  const std::string& model = kStagedModel;
   // The specific entry first: the block's factor must not override it.
   auto b = build(model + "lr_scale: {stage1.block2.conv: 0.5, stage1: 0.1, head: 3}\n");
   REQUIRE(b.diags.empty());

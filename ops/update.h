@@ -191,6 +191,11 @@ class VectorOps {
   virtual double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) = 0;
   // dst[i] += src[i] (float32, same size).
   virtual void accumulate(const TensorRef& dst, const TensorRef& src) = 0;
+  // dst[i] += weight * (src[i] - dst[i]) (float32, same size): one step of an
+  // exponential moving average of src.
+  virtual void lerp(const TensorRef& dst, const TensorRef& src, float weight) = 0;
+  // Exchanges the contents of a and b (float32, same size).
+  virtual void swap(const TensorRef& a, const TensorRef& b) = 0;
   virtual void fill(const TensorRef& dst, float value) = 0;
   // dst (bf16) = src (float32) rounded to nearest even, element by element.
   virtual void round_to_bf16(const TensorRef& src, const TensorRef& dst);

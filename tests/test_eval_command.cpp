@@ -4,8 +4,9 @@
 // one), on other data through overrides, also after the run's
 // model.init_from file or its training data is gone, with the normalize
 // statistics the run computed, in one process for a run of several ranks;
-// bad input is a clear error with the usual exit codes (2: usage or config,
-// 1: a damaged checkpoint).
+// a run that averaged its weights evaluates the averages; bad input is a
+// clear error with the usual exit codes (2: usage or config, 1: a damaged
+// checkpoint).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -230,4 +231,16 @@ TEST_CASE("trainer eval where the training data is gone: the eval source stands 
   CHECK_THAT(r.out, Catch::Contains("error: data.train.path: cannot open the csv source") &&
                         Catch::Contains("error: data.eval.path: cannot open the csv source") &&
                         Catch::Contains("2 errors"));
+}
+
+TEST_CASE("trainer eval of a run that averaged its weights evaluates the averages") {
+  TempDir tmp("eval-ema");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=1",
+                      "train.ema_decay=0.9"},
+                     tmp / "run.log") == 0);
+  const double recorded = eval_records(tmp / "run").at(16)["loss"].get<double>();
+  CHECK(eval_json(tmp / "run")["loss"].get<double>() == recorded);
+  // The weights themselves (the override turns the averaging off) evaluate otherwise.
+  CHECK(eval_json(tmp / "run train.ema_decay=0")["loss"].get<double>() != recorded);
 }

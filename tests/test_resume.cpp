@@ -138,7 +138,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a one-cycle fp16 run that cycles Adam's beta1 resumes exactly from an earlier checkpoint") {
+    "a one-cycle fp16 run that cycles Adam's beta1 and averages its weights resumes exactly from "
+    "an earlier checkpoint") {
   // The schedule depends on the total steps, so the run is not cut by
   // max_steps: a copy of the finished run loses its checkpoints after step 21
   // (inside epoch 1, between log points, after skipped steps) and resumes.
@@ -149,7 +150,8 @@ TEST_CASE(
                                               "precision.loss_scale.init_scale=1e9",
                                               "precision.loss_scale.backoff_factor=0.1",
                                               "precision.loss_scale.growth_interval=4",
-                                              "checkpoint.keep_last=0"};
+                                              "checkpoint.keep_last=0",
+                                              "train.ema_decay=0.9"};
   REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
   fs::copy(tmp / "full", tmp / "cut",
            fs::copy_options::recursive | fs::copy_options::copy_symlinks);
@@ -168,6 +170,11 @@ TEST_CASE(
   REQUIRE(records.size() > 2);
   CHECK(records.front()["skipped_steps"].get<int>() > 0);  // the window skipped updates
   CHECK(records[1]["momentum"].get<double>() < records[0]["momentum"].get<double>());
+  // The evaluations are of the averaged weights, which the checkpoint holds
+  // (in its state, and on their own for other tools).
+  CHECK(fs::exists(tmp / "cut/checkpoints/step-00000021/model_ema.safetensors"));
+  CHECK(read_text(tmp / "cut/checkpoints/step-00000021/SHA256SUMS").find("model_ema.safetensors") !=
+        std::string::npos);
 }
 
 TEST_CASE(

@@ -9,8 +9,8 @@
 // a CNN (conv, batchnorm, average pooling counting the padding, max pooling),
 // a residual network (add, global average pooling) under AdamW with warm-up,
 // an MLP with layernorm, both GELUs, SiLU and a concatenation, gradient
-// clipping, also over accumulated micro-batches, frozen layers, and a layer
-// with its own learning-rate factor. tests/test_torch_parity.py
+// clipping, also over accumulated micro-batches, frozen layers, a layer with
+// its own learning-rate factor, and an average of the weights. tests/test_torch_parity.py
 // writes the data and the initial state and runs PyTorch's side. Skipped when /usr/bin/python3 has
 // no torch.
 #include <catch2/catch.hpp>
@@ -83,6 +83,7 @@ struct ParityCase {
   std::string schedule;
   std::string loss = "{type: cross_entropy}";
   std::string layers = kMlp;  // the trainer's model.layers, as PyTorch's model for CASE
+  double ema_decay = 0;       // train.ema_decay, and an evaluation of the averages
 };
 
 std::string parity_config(const ParityCase& c, int log_every) {
@@ -90,7 +91,9 @@ std::string parity_config(const ParityCase& c, int log_every) {
          "seed: 1\n"
          "deterministic: true\n"
          "data:\n"
-         "  train: {type: npy, x: x.npy, y: y.npy, classes: 4}\n"
+         "  train: {type: npy, x: x.npy, y: y.npy, classes: 4}\n" +
+         std::string(c.ema_decay > 0 ? "  eval: {type: npy, x: x.npy, y: y.npy, classes: 4}\n"
+                                     : "") +
          "  shuffle: false\n"
          "  drop_last: true\n"
          "  workers: 1\n"
@@ -99,8 +102,8 @@ std::string parity_config(const ParityCase& c, int log_every) {
          c.layers + "  loss: " + c.loss + "\n  init_from: init.safetensors\n" +
          "optimizer: " + c.optimizer + "\n" + "schedule: " + c.schedule + "\n" +
          "train: {max_steps: " + std::to_string(kSteps) +
-         ", batch_size: 16, log_every: " + std::to_string(log_every) + "}\n" +
-         "backend: {threads: 1}\n";
+         ", batch_size: 16, log_every: " + std::to_string(log_every) +
+         ", ema_decay: " + std::to_string(c.ema_decay) + "}\n" + "backend: {threads: 1}\n";
 }
 
 // The float32 values of tensor `name` in a safetensors file.
@@ -112,6 +115,20 @@ std::vector<float> tensor_values(const trainer::checkpoint::Safetensors& file,
   std::vector<float> values(t->bytes.size() / sizeof(float));
   std::memcpy(values.data(), t->bytes.data(), t->bytes.size());
   return values;
+}
+
+// The tensors of safetensors file `path` against PyTorch's (name: flattened values).
+void check_tensors(const std::string& path, const nlohmann::json& want, double margin) {
+  INFO(path);
+  const auto file = trainer::checkpoint::read_safetensors(path);
+  REQUIRE(want.size() == file.tensors.size());
+  for (const auto& [name, values] : want.items()) {
+    INFO(name);
+    const std::vector<float> got = tensor_values(file, name);
+    REQUIRE(got.size() == values.size());
+    for (std::size_t k = 0; k < got.size(); ++k)
+      CHECK(got[k] == Approx(values[k].get<double>()).epsilon(0).margin(margin));
+  }
 }
 
 // Runs PyTorch's side of case `c`, then the trainer (with `overrides`, and a
@@ -155,17 +172,19 @@ void check_parity(const ParityCase& c, const std::string& overrides = "", int lo
       CHECK_FALSE(records[i].contains("momentum"));
   }
 
-  // The final weights (and batchnorm's running statistics): the last checkpoint's.
+  // The final weights (and batchnorm's running statistics): the last
+  // checkpoint's; with averaging, its averaged ones too, and the evaluation
+  // of them at the end.
   const trainer::checkpoint::CheckpointStore store(tmp / "run");
-  const auto weights = trainer::checkpoint::read_safetensors(
-      store.find("last", "eval.loss", false) + "/model.safetensors");
-  REQUIRE(torch_side["final"].size() == weights.tensors.size());
-  for (const auto& [name, values] : torch_side["final"].items()) {
-    INFO(name);
-    const std::vector<float> got = tensor_values(weights, name);
-    REQUIRE(got.size() == values.size());
-    for (std::size_t k = 0; k < got.size(); ++k)
-      CHECK(got[k] == Approx(values[k].get<double>()).epsilon(0).margin(margin));
+  const std::string last = store.find("last", "eval.loss", false);
+  check_tensors(last + "/model.safetensors", torch_side["final"], margin);
+  if (c.ema_decay > 0) {
+    check_tensors(last + "/model_ema.safetensors", torch_side["ema"], margin);
+    const auto evals = metrics_records(tmp / "run", "eval");
+    REQUIRE_FALSE(evals.empty());
+    CHECK(evals.back()["step"] == kSteps);
+    CHECK(evals.back()["loss"].get<double>() ==
+          Approx(torch_side["ema_eval_loss"].get<double>()).epsilon(0).margin(margin));
   }
 }
 
@@ -257,4 +276,16 @@ TEST_CASE("a layer's learning-rate factor (model.lr_scale) trains as a PyTorch p
       {"adamw_groups", "{type: adamw, lr: 0.01, weight_decay: 0.05, weight_decay_params: all}",
        "{type: cosine}"},
       "'model.lr_scale={fc1: 0.1}'");
+}
+
+TEST_CASE(
+    "an average of the weights (train.ema_decay) is kept and evaluated as timm's ModelEmaV2") {
+  // The CNN: batchnorm's running statistics are averaged too, and the final
+  // evaluation (in evaluation mode) is of the averages.
+  ParityCase ema{
+      "cnn_ema",
+      "{type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.001, weight_decay_params: all}",
+      "{type: cosine}", "{type: cross_entropy}", kCnn};
+  ema.ema_decay = 0.8;
+  check_parity(ema);
 }

@@ -6,12 +6,13 @@ residual network, by CASE's first word; y.npy int64 [64]) and the model's initia
 ...) into DIR, trains the model on the set in order (batches of 16, no
 shuffling) with the optimizer and schedule CASE names, and prints as JSON
 the loss of every step, the momentum (SGD) or beta1 (Adam) its update used,
-and the final state, tensor by tensor (flattened).
+and the final state, tensor by tensor (flattened); with an average of the
+weights (EMA_DECAY), also the averaged state and its loss on the whole set.
 
 Usage: test_torch_parity.py DIR CASE STEPS
   CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine |
         adamw_linear | sgd_smoothing_step | cnn_sgd | residual_adamw_warmup |
-        layernorm_adam | sgd_clip | frozen_first | frozen_last | adamw_groups
+        layernorm_adam | sgd_clip | frozen_first | frozen_last | adamw_groups | cnn_ema
 """
 import json
 import os
@@ -54,7 +55,7 @@ def optimizer_and_schedule(case, params, steps):
         opt = torch.optim.AdamW(params, lr=0.01, weight_decay=0.05)
         return opt, torch.optim.lr_scheduler.LinearLR(
             opt, start_factor=1.0, end_factor=0.1, total_iters=steps)
-    if case == "cnn_sgd":
+    if case in ("cnn_sgd", "cnn_ema"):
         opt = torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.001)
         return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     if case == "sgd_smoothing_step":  # with LOSS_OPTIONS' label smoothing
@@ -88,6 +89,8 @@ def optimizer_and_schedule(case, params, steps):
 LOSS_OPTIONS = {"sgd_smoothing_step": {"label_smoothing": 0.1}}
 # Gradient clipping by case: the largest global gradient norm.
 CLIP_NORM = {"sgd_clip": 0.5}
+# The decay of an exponential moving average of the weights, by case.
+EMA_DECAY = {"cnn_ema": 0.8}
 # Frozen layers by case (requires_grad_(False)).
 FROZEN = {"frozen_first": ["fc1"], "frozen_last": ["fc2"]}
 
@@ -185,6 +188,10 @@ def main():
     opt, schedule = optimizer_and_schedule(
         case, net if case == "adamw_groups" else model.parameters(), steps)
     xs, ys = torch.from_numpy(x), torch.from_numpy(y)
+    # timm's ModelEmaV2: the averages start as the initial state and move
+    # (1 - decay) of the way towards every tensor of it after each step.
+    decay = EMA_DECAY.get(case)
+    ema = {k: v.detach().clone() for k, v in state.items()} if decay else None
     losses, momenta = [], []
     for step in range(steps):
         group = opt.param_groups[0]
@@ -199,9 +206,20 @@ def main():
         opt.step()
         schedule.step()
         losses.append(loss.item())
+        if ema:
+            with torch.no_grad():
+                for k, v in ema.items():
+                    v.add_((1 - decay) * (net.state_dict()[k] - v))
     final = {k: v.flatten().tolist() for k, v in net.state_dict().items()
              if not k.endswith("num_batches_tracked")}
-    print(json.dumps({"losses": losses, "momenta": momenta, "final": final}))
+    result = {"losses": losses, "momenta": momenta, "final": final}
+    if ema:  # the averaged state, and its loss over the whole set in evaluation mode
+        result["ema"] = {k: v.flatten().tolist() for k, v in ema.items()}
+        net.load_state_dict(ema, strict=False)
+        model.eval()
+        with torch.no_grad():
+            result["ema_eval_loss"] = torch.nn.functional.cross_entropy(model(xs), ys).item()
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // CPU optimizer updates, gradient norms and accumulation.
 #include "ops/cpu/vector_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -197,6 +198,19 @@ class CpuVectorOps final : public VectorOps {
 #pragma omp simd
       for (std::int64_t i = begin; i < end; ++i) d[i] += s[i];
     });
+  }
+
+  void lerp(const TensorRef& dst, const TensorRef& src, float weight) override {
+    float* __restrict d = dst.f32();
+    const float* __restrict s = src.f32();
+    parallel_chunks(dst.numel(), [=](std::int64_t begin, std::int64_t end) {
+#pragma omp simd
+      for (std::int64_t i = begin; i < end; ++i) d[i] += weight * (s[i] - d[i]);
+    });
+  }
+
+  void swap(const TensorRef& a, const TensorRef& b) override {
+    std::swap_ranges(a.f32(), a.f32() + a.numel(), b.f32());
   }
 
   void round_to_bf16(const TensorRef& src, const TensorRef& dst) override {

@@ -167,6 +167,15 @@ __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, c
   }
 }
 
+__global__ void swap_kernel(float* a, float* b, long long n) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float t = a[i];
+    a[i] = b[i];
+    b[i] = t;
+  }
+}
+
 struct DeviceTensor {
   const float* data;
   long long size;
@@ -209,6 +218,10 @@ __global__ void sum_partials_kernel(const double* partials, int n, double* out) 
 
 struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Lerp {  // dst + weight * (src - dst): a step of an exponential moving average
+  float weight;
+  __device__ float operator()(float dst, float src) const { return dst + weight * (src - dst); }
 };
 struct Constant {
   float value;
@@ -438,6 +451,17 @@ class CudaVectorOps final : public VectorOps {
 
   void accumulate(const TensorRef& dst, const TensorRef& src) override {
     map(dst.f32(), src.f32(), dst.f32(), dst.numel(), Sum{}, ctx_.compute.get(), "accumulate");
+  }
+
+  void lerp(const TensorRef& dst, const TensorRef& src, float weight) override {
+    map(dst.f32(), src.f32(), dst.f32(), dst.numel(), Lerp{weight}, ctx_.compute.get(), "lerp");
+  }
+
+  void swap(const TensorRef& a, const TensorRef& b) override {
+    if (a.numel() == 0) return;
+    swap_kernel<<<grid_for(a.numel()), kBlock, 0, ctx_.compute.get()>>>(a.f32(), b.f32(),
+                                                                        a.numel());
+    check_launch("swap");
   }
 
   void round_to_bf16(const TensorRef& src, const TensorRef& dst) override {

@@ -18,6 +18,7 @@ namespace {
 
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kStateFile = "state.safetensors";
+constexpr const char* kAveragedModelFile = "model_ema.safetensors";
 constexpr const char* kSumsFile = "SHA256SUMS";
 constexpr const char* kStateKey = "trainer_state";
 
@@ -170,9 +171,16 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
     const std::string state_bytes = encode_safetensors(state_file);
     write_file_synced((tmp / kModelFile).string(), model);
     write_file_synced((tmp / kStateFile).string(), state_bytes);
-    write_file_synced((tmp / kSumsFile).string(), train::sha256_hex(model) + "  " + kModelFile +
-                                                      "\n" + train::sha256_hex(state_bytes) + "  " +
-                                                      kStateFile + "\n");
+    std::string sums = train::sha256_hex(model) + "  " + kModelFile + "\n" +
+                       train::sha256_hex(state_bytes) + "  " + kStateFile + "\n";
+    // The averaged weights on their own, for other tools (a resume reads them
+    // from the state file).
+    if (const Safetensors averaged = averaged_parameters_of(program); !averaged.tensors.empty()) {
+      const std::string bytes = encode_safetensors(averaged);
+      write_file_synced((tmp / kAveragedModelFile).string(), bytes);
+      sums += train::sha256_hex(bytes) + "  " + kAveragedModelFile + "\n";
+    }
+    write_file_synced((tmp / kSumsFile).string(), sums);
     fsync_directory(tmp.string());
   } catch (...) {
     // A full disk: give back what the unfinished one holds, so a resume can write.
@@ -193,10 +201,15 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   return final_path.string();
 }
 
-TrainState load_checkpoint_weights(graph::Program& program, const std::string& path) {
+TrainState load_checkpoint_weights(graph::Program& program, const std::string& path,
+                                   bool averaged) {
   const auto [model, state_file] = read_verified(path);
-  TrainState state = state_of(state_file, (fs::path(path) / kStateFile).string());
-  load_parameters(program, model, (fs::path(path) / kModelFile).string(), true);
+  const std::string state_path = (fs::path(path) / kStateFile).string();
+  TrainState state = state_of(state_file, state_path);
+  if (averaged)
+    load_averaged_parameters(program, state_file, state_path);
+  else
+    load_parameters(program, model, (fs::path(path) / kModelFile).string(), true);
   return state;
 }
 

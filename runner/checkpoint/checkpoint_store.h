@@ -67,8 +67,10 @@ class CheckpointStore {
 TrainState verify_checkpoint(const std::string& path);
 
 // Verifies checkpoint folder `path` and loads its weights (not the optimizer
-// state) into `program`, strictly; returns its state.
-TrainState load_checkpoint_weights(graph::Program& program, const std::string& path);
+// state) into `program`, strictly; returns its state. `averaged`: the
+// averaged weights of a run with train.ema_decay instead.
+TrainState load_checkpoint_weights(graph::Program& program, const std::string& path,
+                                   bool averaged = false);
 
 // "step-00000120".
 std::string checkpoint_name(std::int64_t step);

@@ -89,6 +89,14 @@ Safetensors parameters_of(const graph::Program& program) {
   return file;
 }
 
+Safetensors averaged_parameters_of(const graph::Program& program) {
+  Safetensors file;
+  file.metadata["format"] = "pt";
+  for (const auto& p : program.params())
+    if (p.ema) file.tensors.push_back(to_stored(program, p.param->name, p.ema));
+  return file;
+}
+
 Safetensors optimizer_state_of(const graph::Program& program) {
   Safetensors file;
   for (const auto& p : program.params()) {
@@ -96,6 +104,7 @@ Safetensors optimizer_state_of(const graph::Program& program) {
       file.tensors.push_back(to_stored(program, "optimizer.state0." + p.param->name, p.state0));
     if (p.state1)
       file.tensors.push_back(to_stored(program, "optimizer.state1." + p.param->name, p.state1));
+    if (p.ema) file.tensors.push_back(to_stored(program, "ema." + p.param->name, p.ema));
   }
   return file;
 }
@@ -113,8 +122,16 @@ void load_optimizer_state(graph::Program& program, const Safetensors& file,
   for (const auto& p : program.params()) {
     if (p.state0) targets.push_back({"optimizer.state0." + p.param->name, p.state0});
     if (p.state1) targets.push_back({"optimizer.state1." + p.param->name, p.state1});
+    if (p.ema) targets.push_back({"ema." + p.param->name, p.ema});
   }
   copy_matching(program, targets, file, path, true, "optimizer.");
+}
+
+void load_averaged_parameters(graph::Program& program, const Safetensors& state_file,
+                              const std::string& path) {
+  std::vector<Target> targets;
+  for (const auto& p : program.params()) targets.push_back({"ema." + p.param->name, p.value});
+  copy_matching(program, targets, state_file, path, true, "ema.");
 }
 
 }  // namespace trainer::checkpoint

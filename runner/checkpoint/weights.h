@@ -1,6 +1,9 @@
 // Moving a Program's tensors to and from safetensors: parameters (including
 // non-trainable state such as batchnorm running statistics) under their YAML
-// names, and optimizer moments under "optimizer.state0.<name>" / "optimizer.state1.<name>".
+// names, optimizer moments under "optimizer.state0.<name>" /
+// "optimizer.state1.<name>", and the averaged weights (train.ema_decay) under
+// "ema.<name>" with the optimizer state, or under the parameter names alone
+// for a file of their own.
 #pragma once
 
 #include <string>
@@ -12,6 +15,9 @@
 namespace trainer::checkpoint {
 
 Safetensors parameters_of(const graph::Program& program);
+// The averaged weights under the parameter names (empty without them).
+Safetensors averaged_parameters_of(const graph::Program& program);
+// Optimizer moments and the averaged weights.
 Safetensors optimizer_state_of(const graph::Program& program);
 
 struct LoadReport {
@@ -39,8 +45,14 @@ std::vector<std::string> mismatches_of(const Safetensors& file,
 LoadReport load_parameters(graph::Program& program, const Safetensors& file,
                            const std::string& path, bool strict);
 
-// Copies optimizer moments; always strict (a resumed run must match exactly).
+// Copies optimizer moments and the averaged weights; always strict (a
+// resumed run must match exactly).
 void load_optimizer_state(graph::Program& program, const Safetensors& file,
                           const std::string& path);
+
+// Copies the averaged weights ("ema.<name>" in an optimizer state file) into
+// the program's parameters, strictly: what evaluating them needs.
+void load_averaged_parameters(graph::Program& program, const Safetensors& state_file,
+                              const std::string& path);
 
 }  // namespace trainer::checkpoint

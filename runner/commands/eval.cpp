@@ -116,7 +116,8 @@ int command_eval(const CommandArgs& args) {
                          train::compile_options(session));
   checkpoint::TrainState state;
   try {
-    state = checkpoint::load_checkpoint_weights(program, path);
+    // A run that averaged its weights evaluated the averages: so does this.
+    state = checkpoint::load_checkpoint_weights(program, path, config.train.ema_decay > 0);
   } catch (const checkpoint::CheckpointMismatch& e) {
     throw UsageError(std::string("the checkpoint does not fit the model this config builds: ") +
                      e.what() +

@@ -63,7 +63,8 @@ int command_plan(const CommandArgs& args) {
   std::printf("\nmemory plan (%s):\n", backend.name().c_str());
   std::printf("  parameters          %10.2f MiB\n", mib(e.params));
   std::printf("  gradients           %10.2f MiB\n", mib(e.grads));
-  std::printf("  optimizer state     %10.2f MiB\n", mib(e.optimizer));
+  std::printf("  optimizer state     %10.2f MiB%s\n", mib(e.optimizer),
+              config.train.ema_decay > 0 ? "  (with the averaged weights, train.ema_decay)" : "");
   std::printf(
       "  activations (peak)  %10.2f MiB  (%zu buffers in one arena; forward alone %.2f MiB)\n",
       mib(e.activations), e.buffers, mib(e.forward_activations));

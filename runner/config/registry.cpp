@@ -289,6 +289,16 @@ std::vector<SectionDef> build_sections() {
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.clip_grad_norm = number_of(v); }),
+           f(field("ema_decay", T::number,
+                   "Exponential moving average of the weights: after every step ema = ema_decay "
+                   "* ema + (1 - ema_decay) * w for every parameter and batchnorm statistic, "
+                   "starting from the initial weights (timm's ModelEmaV2); evaluations, "
+                   "keep_best and `trainer eval` use the averaged weights, and each checkpoint "
+                   "holds them in model_ema.safetensors (0: off)")
+                 .def("0")
+                 .at_least(0)
+                 .at_most(0.999999),
+             [](Config& c, const FieldValue& v) { c.train.ema_decay = number_of(v); }),
            f(field("eval_every", T::integer, "Evaluate every N steps (0: at the end of each epoch)")
                  .def("0")
                  .at_least(0),

@@ -110,6 +110,11 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     offset += align64(numel(g.params[p].shape) * sizeof(float)) *
               static_cast<std::size_t>(options_.optimizer_state_tensors);
   }
+  std::vector<std::size_t> ema_at(g.params.size(), SIZE_MAX);
+  for (std::size_t p = 0; p < g.params.size() && options_.ema; ++p) {
+    ema_at[p] = offset;
+    offset += align64(numel(g.params[p].shape) * sizeof(float));
+  }
   optimizer_bytes_ = offset - params_bytes_ - grads_bytes_;
   persistent_ = DeviceBuffer(backend_, offset);
   params_.resize(g.params.size());
@@ -127,6 +132,7 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     if (state_at[p] != SIZE_MAX && options_.optimizer_state_tensors > 1)
       s.state1 = ref(state_at[p] + align64(numel(shape) * sizeof(float)));
     if (copy_at[p] != SIZE_MAX) s.bf16_copy = {persistent_.at(copy_at[p]), shape, DType::bf16};
+    s.ema = ref(ema_at[p]);
   }
   if (offset)
     backend_.vector_ops().fill(
@@ -239,6 +245,26 @@ std::vector<ParamSlot> Program::optimizer_slots() {
                      static_cast<float>(p.param->lr_scale)});
   }
   return slots;
+}
+
+void Program::reset_ema() {
+  VectorOps& ops = backend_.vector_ops();
+  for (const ParamStorage& p : params_) {
+    if (!p.ema) continue;
+    ops.fill(p.ema, 0.0f);
+    ops.accumulate(p.ema, p.value);  // 0 + w: the weights exactly
+  }
+}
+
+void Program::update_ema(float weight) {
+  for (const ParamStorage& p : params_)
+    if (p.ema) backend_.vector_ops().lerp(p.ema, p.value, weight);
+}
+
+void Program::swap_ema() {
+  for (const ParamStorage& p : params_)
+    if (p.ema) backend_.vector_ops().swap(p.value, p.ema);
+  bf16_copies_stale_ = true;
 }
 
 void Program::refresh_bf16_copies() {

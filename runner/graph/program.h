@@ -25,6 +25,7 @@ struct ParamStorage {
   TensorRef grad_micro;      // accumulation > 1: what backward writes, added into `grad`
   TensorRef state0, state1;  // optimizer state (momentum / Adam moments)
   TensorRef bf16_copy;       // the weights as bf16 kernels read them (precision.h)
+  TensorRef ema;             // its exponential moving average (CompileOptions::ema)
 };
 
 struct Call {
@@ -43,6 +44,7 @@ struct CompileOptions {
   bool record_steps = false;          // replay each step from one recording (CUDA graphs)
                                       // where the backend records
   Collective* collective = nullptr;   // the ranks synchronised batchnorm reduces over
+  bool ema = false;                   // keep an average of every parameter (train.ema_decay)
 };
 
 // Kernels compiled for every scheduled node, with the memory each asks for.
@@ -79,6 +81,15 @@ class Program {
   // The optimizer's view of every trainable parameter; the update rewrites
   // the bf16 weight copies too, so they stay current step to step.
   std::vector<ParamSlot> optimizer_slots();
+
+  // The exponential moving average of every parameter (CompileOptions::ema):
+  // it starts as the parameters (reset_ema), moves `weight` of the way
+  // towards them after each update (update_ema: queued on the backend, so a
+  // recorded update records it too), and trades places with them around an
+  // evaluation (swap_ema, twice).
+  void reset_ema();
+  void update_ema(float weight);
+  void swap_ema();
 
   // Forward and backward of one micro-batch; with accumulate_gradients the
   // parameter gradients are added into ParamStorage::grad (zero them with

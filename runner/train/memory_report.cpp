@@ -31,6 +31,7 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
     e.params += bytes;
     if (copies[p])
       e.params += std::ceil(static_cast<double>(numel(g.params[p].shape)) * 2.0 / 64) * 64;
+    if (options.ema) e.optimizer += bytes;  // the averaged weights
     if (!tg.param_needs_grad[p]) continue;
     e.grads += bytes * (options.accumulate_gradients ? 2 : 1);
     e.optimizer += bytes * options.optimizer_state_tensors;

@@ -227,6 +227,24 @@ std::string restore_record_file(const std::string& path, std::uint64_t bytes,
 // every rank's (TrainLoop::state_now): its counts go to the root alone, since
 // the log point sums them over the ranks; its loss is the ranks' mean, which
 // every rank keeps (the log point averages).
+// The averaged weights (train.ema_decay) in the parameters' place while it
+// lives, when `active`: an evaluation of them that then lets training go on.
+class AveragedWeightsInPlace {
+ public:
+  AveragedWeightsInPlace(graph::Program& program, bool active)
+      : program_(active ? &program : nullptr) {
+    if (program_) program_->swap_ema();
+  }
+  ~AveragedWeightsInPlace() {
+    if (program_) program_->swap_ema();
+  }
+  AveragedWeightsInPlace(const AveragedWeightsInPlace&) = delete;
+  AveragedWeightsInPlace& operator=(const AveragedWeightsInPlace&) = delete;
+
+ private:
+  graph::Program* program_;
+};
+
 struct Window {
   double loss = 0, wait = 0;
   Hits hits;
@@ -285,6 +303,9 @@ class TrainLoop {
   // updates that can be applied before the next read.
   void sync_loss_scale();
   void send_schedule();
+  // train.ema_decay: moves the averaged weights towards the updated ones
+  // (queued on the backend after the update).
+  void average_weights();
   // Folds the losses recorded since the last call into the window, in step
   // order (the same sums as reading each loss at its step).
   void settle_losses();
@@ -354,6 +375,7 @@ class TrainLoop {
   std::vector<TensorRef> grads_;
   OptimizerStep opt_;
   float configured_momentum_ = 0;  // optimizer.momentum (sgd) or beta1 (adam)
+  const bool averaging_;           // train.ema_decay > 0: the program keeps averaged weights
   LossScaler scaler_;
   const std::set<std::int64_t> inject_overflow_;
   const double inject_checkpoint_delay_s_;
@@ -421,6 +443,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       retention_{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best,
                  cfg_.checkpoint.mode == "max", cfg_.checkpoint.metric},
       timing_in_metrics_(!cfg_.deterministic),
+      averaging_(cfg_.train.ema_decay > 0),
       scaler_(cfg_.precision.loss_scale, cfg_.precision.mode == "fp16"),
       inject_overflow_(injected_overflow_steps()),
       inject_checkpoint_delay_s_(injected_checkpoint_delay_s()),
@@ -434,6 +457,8 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
         " micro-batches per epoch, fewer than one optimizer step (batch_size " +
         std::to_string(s.batch.global) + ")");
   resume_or_initialize();
+  // The averaged weights start as the weights; a checkpoint holds its own.
+  if (averaging_ && resumed_.step == 0) program_.reset_ema();
   // A finished run resumed with nothing to train keeps its directory as it was.
   if (options_.resume && resumed_.step >= total_steps_) finished_ = finished_summary(resumed_.step);
   if (options_.before_writing && !finished_) options_.before_writing();
@@ -592,7 +617,10 @@ void TrainLoop::prepare_optimizer() {
   // log point (with it they skip the step).
   clip_in_update_ = opt_.clip_norm > 0;
   if (update_in_step_)
-    program_.set_update([this] { backend_.vector_ops().optimizer_update(slots_); });
+    program_.set_update([this] {
+      backend_.vector_ops().optimizer_update(slots_);
+      average_weights();
+    });
 }
 
 void TrainLoop::schedule_update(std::int64_t at_step) {
@@ -709,6 +737,11 @@ void TrainLoop::finish_step() {
   opt_.grad_scale = rank_average_ * own_scale;
   schedule_update(step_);
   backend_.vector_ops().optimizer_step(slots_, opt_);
+  average_weights();
+}
+
+void TrainLoop::average_weights() {
+  if (averaging_) program_.update_ema(static_cast<float>(1.0 - cfg_.train.ema_decay));
 }
 
 // A round trip through host memory, taken only by steps with ignored rows on
@@ -865,7 +898,10 @@ void TrainLoop::log_window() {
 
 void TrainLoop::run_eval(std::int64_t at_step) {
   if (!s_.eval_data) return;
-  const EvalResult e = evaluate(s_, program_, collective_);
+  const EvalResult e = [&] {
+    const AveragedWeightsInPlace averaged(program_, averaging_);
+    return evaluate(s_, program_, collective_);
+  }();
   nlohmann::json record = {{"step", at_step},
                            {"epoch", epoch_},
                            {"split", "eval"},

@@ -159,6 +159,7 @@ graph::CompileOptions compile_options(const Session& s) {
   o.allow_tf32 = s.config.precision.mode == "tf32";
   o.record_steps = s.config.backend.cuda_graphs;
   o.collective = s.collective;
+  o.ema = s.config.train.ema_decay > 0;
   return o;
 }
 

@@ -223,10 +223,6 @@ std::string restore_record_file(const std::string& path, std::uint64_t bytes,
   return warning;
 }
 
-// The training records of one logging window. The window in a checkpoint is
-// every rank's (TrainLoop::state_now): its counts go to the root alone, since
-// the log point sums them over the ranks; its loss is the ranks' mean, which
-// every rank keeps (the log point averages).
 // The averaged weights (train.ema_decay) in the parameters' place while it
 // lives, when `active`: an evaluation of them that then lets training go on.
 class AveragedWeightsInPlace {
@@ -245,6 +241,10 @@ class AveragedWeightsInPlace {
   graph::Program* program_;
 };
 
+// The training records of one logging window. The window in a checkpoint is
+// every rank's (TrainLoop::state_now): its counts go to the root alone, since
+// the log point sums them over the ranks; its loss is the ranks' mean, which
+// every rank keeps (the log point averages).
 struct Window {
   double loss = 0, wait = 0;
   Hits hits;

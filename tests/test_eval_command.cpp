@@ -243,4 +243,11 @@ TEST_CASE("trainer eval of a run that averaged its weights evaluates the average
   CHECK(eval_json(tmp / "run")["loss"].get<double>() == recorded);
   // The weights themselves (the override turns the averaging off) evaluate otherwise.
   CHECK(eval_json(tmp / "run train.ema_decay=0")["loss"].get<double>() != recorded);
+  // A run that kept no averages cannot be evaluated with them: a usage error that says so.
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "plain", "train.epochs=1"},
+                     tmp / "plain.log") == 0);
+  const auto r = run_trainer("eval " + (tmp / "plain") + " train.ema_decay=0.9", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("ema.fc1.weight: missing from the file") &&
+                        Catch::Contains("drop train.ema_decay: the run kept no averaged weights"));
 }

@@ -119,9 +119,12 @@ int command_eval(const CommandArgs& args) {
     // A run that averaged its weights evaluated the averages: so does this.
     state = checkpoint::load_checkpoint_weights(program, path, config.train.ema_decay > 0);
   } catch (const checkpoint::CheckpointMismatch& e) {
-    throw UsageError(std::string("the checkpoint does not fit the model this config builds: ") +
-                     e.what() +
-                     "\n  evaluate with the run's own model (drop the model.* overrides)");
+    // Averaged weights asked for (train.ema_decay) that the run never kept.
+    const bool averaged = std::string(e.what()).find("\n  ema.") != std::string::npos;
+    throw UsageError(
+        std::string("the checkpoint does not fit the model this config builds: ") + e.what() +
+        "\n  evaluate with the run's own model (drop the model.* overrides" +
+        (averaged ? "; drop train.ema_decay: the run kept no averaged weights" : "") + ")");
   }
   SingleProcess alone;
   const train::EvalResult result = train::evaluate(session, program, alone);

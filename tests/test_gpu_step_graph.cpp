@@ -3,9 +3,11 @@
 // and gradients, bit for bit, as the same step run kernel by kernel, across
 // changing seeds (dropout) and valid rows (a short last batch), for training
 // and evaluation; an update recorded with the step skips and scales under fp16
-// loss scaling as the eager one does; inputs staged on the copy stream arrive in order while
-// compute runs, from a host buffer reused at once; and so do the small uploads
-// through the pinned ring. Skipped with the reason on a machine without a GPU.
+// loss scaling as the eager one does, and moves averaged weights
+// (train.ema_decay) as the eager one does; inputs staged on the copy stream
+// arrive in order while compute runs, from a host buffer reused at once; and
+// so do the small uploads through the pinned ring. Skipped with the reason on
+// a machine without a GPU.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -45,7 +47,7 @@ layers:
   - {type: linear, name: fc2, out_features: 10}
 )";
 
-std::unique_ptr<Program> compile_cnn(bool record_steps) {
+std::unique_ptr<Program> compile_cnn(bool record_steps, bool ema = false) {
   ModelInput in;
   in.batch = 32;
   in.sample_shape = {1, 12, 12};
@@ -54,6 +56,7 @@ std::unique_ptr<Program> compile_cnn(bool record_steps) {
   options.optimizer_state_tensors = 0;
   options.deterministic = true;  // the same algorithms in both programs
   options.record_steps = record_steps;
+  options.ema = ema;
   Backend& backend = cuda_backend(0);
   auto program =
       std::make_unique<Program>(differentiate(graph_of_yaml(kModel, in)), backend, options);
@@ -134,6 +137,47 @@ TEST_CASE("the optimizer update recorded with the step reads each step's learnin
     INFO("parameter " << graphed->params()[i].param->name);
     CHECK(read(*graphed, graphed->params()[i].value) == read(*eager, eager->params()[i].value));
   }
+  graphed->set_update(nullptr);
+  eager->set_update(nullptr);
+}
+
+TEST_CASE("averaged weights updated inside the recorded step equal the eager ones") {
+  auto graphed = compile_cnn(true, true);
+  auto eager = compile_cnn(false, true);
+  std::vector<ParamSlot> graphed_slots = graphed->optimizer_slots();
+  std::vector<ParamSlot> eager_slots = eager->optimizer_slots();
+  VectorOps& ops = graphed->backend().vector_ops();
+  for (Program* p : {graphed.get(), eager.get()}) p->reset_ema();
+  graphed->set_update([&] {
+    ops.optimizer_update(graphed_slots);
+    graphed->update_ema(0.1f);
+  });
+  eager->set_update([&] {
+    ops.optimizer_update(eager_slots);
+    eager->update_ema(0.1f);
+  });
+  OptimizerStep opt;
+  opt.lr = 0.05f;
+  ops.set_optimizer_step(opt);
+  for (int step = 0; step < 5; ++step)
+    for (Program* p : {graphed.get(), eager.get()})
+      p->train_step(static_cast<std::uint64_t>(step), -1);
+  CHECK(graphed->step_execution() == "recorded");
+  for (std::size_t i = 0; i < graphed->params().size(); ++i) {
+    INFO("parameter " << graphed->params()[i].param->name);
+    const auto averaged = read(*graphed, graphed->params()[i].ema);
+    CHECK(averaged == read(*eager, eager->params()[i].ema));
+    CHECK(averaged != read(*graphed, graphed->params()[i].value));  // it lags the weights
+  }
+  // Evaluated in the weights' place, then back.
+  const auto weights = read(*graphed, graphed->params()[0].value);
+  for (Program* p : {graphed.get(), eager.get()}) {
+    p->swap_ema();
+    p->eval_step(32);
+  }
+  CHECK(read(*graphed, graphed->loss()) == read(*eager, eager->loss()));
+  for (Program* p : {graphed.get(), eager.get()}) p->swap_ema();
+  CHECK(read(*graphed, graphed->params()[0].value) == weights);
   graphed->set_update(nullptr);
   eager->set_update(nullptr);
 }

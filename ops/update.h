@@ -191,9 +191,12 @@ class VectorOps {
   virtual double sum_squares(const std::vector<TensorRef>& tensors, bool& finite) = 0;
   // dst[i] += src[i] (float32, same size).
   virtual void accumulate(const TensorRef& dst, const TensorRef& src) = 0;
-  // dst[i] += weight * (src[i] - dst[i]) (float32, same size): one step of an
-  // exponential moving average of src.
-  virtual void lerp(const TensorRef& dst, const TensorRef& src, float weight) = 0;
+  // The weight later calls of `average` move by, kept in backend memory so
+  // that an average recorded with the step reads the current one.
+  virtual void set_average_weight(float weight) = 0;
+  // dst[i] += w * (src[i] - dst[i]) with the weight w set last (float32, same
+  // size): one step of an exponential moving average of src.
+  virtual void average(const TensorRef& dst, const TensorRef& src) = 0;
   // Exchanges the contents of a and b (float32, same size).
   virtual void swap(const TensorRef& a, const TensorRef& b) = 0;
   virtual void fill(const TensorRef& dst, float value) = 0;

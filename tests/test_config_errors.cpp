@@ -109,7 +109,7 @@ TEST_CASE("several errors in one file are all reported, in file order") {
       {12, 12, "precision.mode", "did you mean 'bf16'?"},
       {14, 3, "train.pin_memory",
        "valid keys: epochs, max_steps, batch_size, micro_batch_size, "
-       "accumulation, clip_grad_norm, ema_decay, eval_every, log_every, "
+       "accumulation, clip_grad_norm, ema_decay, ema_warmup, eval_every, log_every, "
        "eval_batches, memory_limit_mib, memory_headroom, early_stopping"},
   };
   for (std::size_t i = 0; i < expected.size(); ++i) {

@@ -2,7 +2,7 @@
 // The CUDA VectorOps against the CPU ones on the same data: SGD (momentum,
 // nesterov, weight decay), Adam and AdamW over several parameters in one call
 // (one with its own learning-rate factor), the gradient norm with non-finite
-// detection, accumulate, fill, lerp and swap (aligned and unaligned, lengths
+// detection, accumulate, fill, average and swap (aligned and unaligned, lengths
 // that are not multiples of 4 or of the chunk size), and rounding to bf16
 // (alone and in the optimizer's weight copies).
 #include <catch2/catch.hpp>
@@ -299,7 +299,7 @@ TEST_CASE("CUDA sum_squares equals the CPU one and detects inf and NaN") {
   CHECK(got_large == Approx(want_large).epsilon(1e-9));
 }
 
-TEST_CASE("CUDA accumulate, fill, lerp and swap, aligned and unaligned") {
+TEST_CASE("CUDA accumulate, fill, average and swap, aligned and unaligned") {
   std::mt19937 rng(3);
   Backend& gpu = trainer::cuda_backend(0);
   for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
@@ -318,13 +318,16 @@ TEST_CASE("CUDA accumulate, fill, lerp and swap, aligned and unaligned") {
     gpu.vector_ops().fill({da + offset, shape, trainer::DType::f32}, 2.5f);
     gpu.copy_to_host(got.data(), da + offset, n * 4);
     for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == 2.5f);
-    // The averaged weights' step (lerp) as on the CPU, and their exchange (swap).
+    // The averaged weights' step (average) as on the CPU, and their exchange (swap).
     gpu.copy_to_device(da + offset, a.data(), n * 4);
-    gpu.vector_ops().lerp({da + offset, shape, trainer::DType::f32},
-                          {db, shape, trainer::DType::f32}, 0.1f);
+    gpu.vector_ops().set_average_weight(0.1f);
+    gpu.vector_ops().average({da + offset, shape, trainer::DType::f32},
+                             {db, shape, trainer::DType::f32});
     std::vector<float> want = a;
-    trainer::cpu_backend().vector_ops().lerp({want.data(), shape, trainer::DType::f32},
-                                             {b.data(), shape, trainer::DType::f32}, 0.1f);
+    trainer::VectorOps& cpu_ops = trainer::cpu_backend().vector_ops();
+    cpu_ops.set_average_weight(0.1f);
+    cpu_ops.average({want.data(), shape, trainer::DType::f32},
+                    {b.data(), shape, trainer::DType::f32});
     gpu.copy_to_host(got.data(), da + offset, n * 4);
     for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == Approx(want[i]).epsilon(1e-6));
     gpu.vector_ops().swap({da + offset, shape, trainer::DType::f32},

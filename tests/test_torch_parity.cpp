@@ -84,6 +84,7 @@ struct ParityCase {
   std::string loss = "{type: cross_entropy}";
   std::string layers = kMlp;  // the trainer's model.layers, as PyTorch's model for CASE
   double ema_decay = 0;       // train.ema_decay, and an evaluation of the averages
+  bool ema_warmup = false;    // train.ema_warmup
 };
 
 std::string parity_config(const ParityCase& c, int log_every) {
@@ -103,7 +104,8 @@ std::string parity_config(const ParityCase& c, int log_every) {
          "optimizer: " + c.optimizer + "\n" + "schedule: " + c.schedule + "\n" +
          "train: {max_steps: " + std::to_string(kSteps) +
          ", batch_size: 16, log_every: " + std::to_string(log_every) +
-         ", ema_decay: " + std::to_string(c.ema_decay) + "}\n" + "backend: {threads: 1}\n";
+         ", ema_decay: " + std::to_string(c.ema_decay) +
+         ", ema_warmup: " + (c.ema_warmup ? "true" : "false") + "}\n" + "backend: {threads: 1}\n";
 }
 
 // The float32 values of tensor `name` in a safetensors file.
@@ -287,5 +289,10 @@ TEST_CASE(
       "{type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.001, weight_decay_params: all}",
       "{type: cosine}", "{type: cross_entropy}", kCnn};
   ema.ema_decay = 0.8;
+  check_parity(ema);
+  // Warmed up: smaller decays at first, as TensorFlow's num_updates rule.
+  ema.name = "cnn_ema_warmup";
+  ema.ema_decay = 0.99;
+  ema.ema_warmup = true;
   check_parity(ema);
 }

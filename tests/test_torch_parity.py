@@ -12,7 +12,8 @@ weights (EMA_DECAY), also the averaged state and its loss on the whole set.
 Usage: test_torch_parity.py DIR CASE STEPS
   CASE: sgd_onecycle_momentum | adam_onecycle_momentum | sgd_nesterov_cosine |
         adamw_linear | sgd_smoothing_step | cnn_sgd | residual_adamw_warmup |
-        layernorm_adam | sgd_clip | frozen_first | frozen_last | adamw_groups | cnn_ema
+        layernorm_adam | sgd_clip | frozen_first | frozen_last | adamw_groups | cnn_ema |
+        cnn_ema_warmup
 """
 import json
 import os
@@ -55,7 +56,7 @@ def optimizer_and_schedule(case, params, steps):
         opt = torch.optim.AdamW(params, lr=0.01, weight_decay=0.05)
         return opt, torch.optim.lr_scheduler.LinearLR(
             opt, start_factor=1.0, end_factor=0.1, total_iters=steps)
-    if case in ("cnn_sgd", "cnn_ema"):
+    if case in ("cnn_sgd", "cnn_ema", "cnn_ema_warmup"):
         opt = torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.001)
         return opt, torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     if case == "sgd_smoothing_step":  # with LOSS_OPTIONS' label smoothing
@@ -90,7 +91,10 @@ LOSS_OPTIONS = {"sgd_smoothing_step": {"label_smoothing": 0.1}}
 # Gradient clipping by case: the largest global gradient norm.
 CLIP_NORM = {"sgd_clip": 0.5}
 # The decay of an exponential moving average of the weights, by case.
-EMA_DECAY = {"cnn_ema": 0.8}
+EMA_DECAY = {"cnn_ema": 0.8, "cnn_ema_warmup": 0.99}
+# Averages warmed up as TensorFlow's ExponentialMovingAverage(num_updates):
+# the decay of step t (from 0) is min(decay, (1 + t) / (10 + t)).
+EMA_WARMUP = {"cnn_ema_warmup"}
 # Frozen layers by case (requires_grad_(False)).
 FROZEN = {"frozen_first": ["fc1"], "frozen_last": ["fc2"]}
 
@@ -207,9 +211,10 @@ def main():
         schedule.step()
         losses.append(loss.item())
         if ema:
+            decay_t = min(decay, (1 + step) / (10 + step)) if case in EMA_WARMUP else decay
             with torch.no_grad():
                 for k, v in ema.items():
-                    v.add_((1 - decay) * (net.state_dict()[k] - v))
+                    v.add_((1 - decay_t) * (net.state_dict()[k] - v))
     final = {k: v.flatten().tolist() for k, v in net.state_dict().items()
              if not k.endswith("num_batches_tracked")}
     result = {"losses": losses, "momenta": momenta, "final": final}

@@ -200,7 +200,12 @@ class CpuVectorOps final : public VectorOps {
     });
   }
 
-  void lerp(const TensorRef& dst, const TensorRef& src, float weight) override {
+  void set_average_weight(float weight) override {
+    average_weight_ = weight;
+  }
+
+  void average(const TensorRef& dst, const TensorRef& src) override {
+    const float weight = average_weight_;
     float* __restrict d = dst.f32();
     const float* __restrict s = src.f32();
     parallel_chunks(dst.numel(), [=](std::int64_t begin, std::int64_t end) {
@@ -232,6 +237,7 @@ class CpuVectorOps final : public VectorOps {
   bool scaling_ = false;
   LossScaleRule rule_;
   LossScaleState state_;  // scale 1 when not scaling
+  float average_weight_ = 0.0f;
   std::vector<ScheduledUpdate> schedule_;
   ScheduleWindow schedule_window_;  // over schedule_
 };

@@ -219,9 +219,9 @@ __global__ void sum_partials_kernel(const double* partials, int n, double* out) 
 struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
-struct Lerp {  // dst + weight * (src - dst): a step of an exponential moving average
-  float weight;
-  __device__ float operator()(float dst, float src) const { return dst + weight * (src - dst); }
+struct Lerp {  // dst + w * (src - dst), w in device memory: a step of a moving average
+  const float* weight;
+  __device__ float operator()(float dst, float src) const { return dst + *weight * (src - dst); }
 };
 struct Constant {
   float value;
@@ -308,7 +308,8 @@ class CudaVectorOps final : public VectorOps {
         check_(sizeof(GradientCheck)),
         params_(sizeof(StepParams)),
         loss_scale_(sizeof(LossScaleState)),
-        schedule_(sizeof(ScheduleWindow) + kMaxScheduledUpdates * sizeof(ScheduledUpdate)) {
+        schedule_(sizeof(ScheduleWindow) + kMaxScheduledUpdates * sizeof(ScheduledUpdate)),
+        average_weight_(sizeof(float)) {
     void* host = nullptr;
     check(cudaMallocHost(&host, std::max(sizeof(double) + sizeof(int), sizeof(LossScaleState))),
           "cudaMallocHost");
@@ -453,8 +454,14 @@ class CudaVectorOps final : public VectorOps {
     map(dst.f32(), src.f32(), dst.f32(), dst.numel(), Sum{}, ctx_.compute.get(), "accumulate");
   }
 
-  void lerp(const TensorRef& dst, const TensorRef& src, float weight) override {
-    map(dst.f32(), src.f32(), dst.f32(), dst.numel(), Lerp{weight}, ctx_.compute.get(), "lerp");
+  void set_average_weight(float weight) override {
+    ctx_.uploads.upload(average_weight_.data(), &weight, sizeof weight, ctx_.compute.get(),
+                        "cudaMemcpyAsync(average weight)");
+  }
+
+  void average(const TensorRef& dst, const TensorRef& src) override {
+    map(dst.f32(), src.f32(), dst.f32(), dst.numel(), Lerp{average_weight_.as<float>()},
+        ctx_.compute.get(), "average");
   }
 
   void swap(const TensorRef& a, const TensorRef& b) override {
@@ -520,9 +527,10 @@ class CudaVectorOps final : public VectorOps {
   DeviceBuffer result_;  // sum_squares(): the total, then its non-finite flag
   DeviceBuffer check_;   // the GradientCheck of updates that clip or scale
   PinnedHost host_result_;
-  DeviceBuffer params_;      // StepParams
-  DeviceBuffer loss_scale_;  // LossScaleState (scale 1 when not scaling)
-  DeviceBuffer schedule_;    // ScheduleWindow, then its values
+  DeviceBuffer params_;          // StepParams
+  DeviceBuffer loss_scale_;      // LossScaleState (scale 1 when not scaling)
+  DeviceBuffer schedule_;        // ScheduleWindow, then its values
+  DeviceBuffer average_weight_;  // float: the weight of `average`
   LossScaleRule rule_;
   bool scaling_ = false;
   bool adam_ = false;  // the step set last has moments

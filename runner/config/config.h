@@ -89,6 +89,7 @@ struct TrainConfig {
   std::int64_t accumulation = 0;      // 0: derived
   double clip_grad_norm = 0.0;        // 0: off
   double ema_decay = 0.0;             // exponential moving average of the weights; 0: off
+  bool ema_warmup = false;            // decay min(ema_decay, (1 + t) / (10 + t)) at step t
   std::int64_t eval_every = 0;        // steps; 0: only at epoch ends
   std::int64_t log_every = 50;
   std::int64_t eval_batches = 0;  // evaluate on the first N batches only (0: all)

@@ -299,6 +299,12 @@ std::vector<SectionDef> build_sections() {
                  .at_least(0)
                  .at_most(0.999999),
              [](Config& c, const FieldValue& v) { c.train.ema_decay = number_of(v); }),
+           f(field("ema_warmup", T::boolean,
+                   "Warm the average up: the decay of step t (from 0) is min(ema_decay, (1 + t) "
+                   "/ (10 + t)), as TensorFlow's ExponentialMovingAverage with num_updates, so "
+                   "that the average leaves the initial weights behind quickly")
+                 .def("false"),
+             [](Config& c, const FieldValue& v) { c.train.ema_warmup = bool_of(v); }),
            f(field("eval_every", T::integer, "Evaluate every N steps (0: at the end of each epoch)")
                  .def("0")
                  .at_least(0),

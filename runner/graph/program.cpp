@@ -256,9 +256,9 @@ void Program::reset_ema() {
   }
 }
 
-void Program::update_ema(float weight) {
+void Program::update_ema() {
   for (const ParamStorage& p : params_)
-    if (p.ema) backend_.vector_ops().lerp(p.ema, p.value, weight);
+    if (p.ema) backend_.vector_ops().average(p.ema, p.value);
 }
 
 void Program::swap_ema() {

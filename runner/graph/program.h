@@ -83,12 +83,12 @@ class Program {
   std::vector<ParamSlot> optimizer_slots();
 
   // The exponential moving average of every parameter (CompileOptions::ema):
-  // it starts as the parameters (reset_ema), moves `weight` of the way
-  // towards them after each update (update_ema: queued on the backend, so a
-  // recorded update records it too), and trades places with them around an
-  // evaluation (swap_ema, twice).
+  // it starts as the parameters (reset_ema), moves the weight last given to
+  // VectorOps::set_average_weight of the way towards them after each update
+  // (update_ema: queued on the backend, so a recorded update records it too),
+  // and trades places with them around an evaluation (swap_ema, twice).
   void reset_ema();
-  void update_ema(float weight);
+  void update_ema();
   void swap_ema();
 
   // Forward and backward of one micro-batch; with accumulate_gradients the

@@ -303,9 +303,10 @@ class TrainLoop {
   // updates that can be applied before the next read.
   void sync_loss_scale();
   void send_schedule();
-  // train.ema_decay: moves the averaged weights towards the updated ones
-  // (queued on the backend after the update).
-  void average_weights();
+  // train.ema_decay: the weight the update after step_ moves the averaged
+  // weights by (train.ema_warmup: smaller decays at first), set on the
+  // backend like the optimizer's values.
+  void set_average_weight();
   // Folds the losses recorded since the last call into the window, in step
   // order (the same sums as reading each loss at its step).
   void settle_losses();
@@ -619,7 +620,7 @@ void TrainLoop::prepare_optimizer() {
   if (update_in_step_)
     program_.set_update([this] {
       backend_.vector_ops().optimizer_update(slots_);
-      average_weights();
+      if (averaging_) program_.update_ema();
     });
 }
 
@@ -693,6 +694,7 @@ void TrainLoop::run_micro_batch(const data::Batch& batch, std::int64_t micro, do
     opt_.grad_scale = 1.0f;  // one rank and one micro-batch: nothing to average or correct
     schedule_update(step_);
     backend_.vector_ops().set_optimizer_step(opt_);
+    set_average_weight();
   }
   // One seed for the whole step; row j of this rank's micro-batch is sample
   // rank + world * (micro * micro_size + j) of the step's global batch (the
@@ -737,11 +739,16 @@ void TrainLoop::finish_step() {
   opt_.grad_scale = rank_average_ * own_scale;
   schedule_update(step_);
   backend_.vector_ops().optimizer_step(slots_, opt_);
-  average_weights();
+  set_average_weight();
+  if (averaging_) program_.update_ema();
 }
 
-void TrainLoop::average_weights() {
-  if (averaging_) program_.update_ema(static_cast<float>(1.0 - cfg_.train.ema_decay));
+void TrainLoop::set_average_weight() {
+  if (!averaging_) return;
+  const double t = static_cast<double>(step_);  // the updates before this one
+  const double decay = cfg_.train.ema_warmup ? std::min(cfg_.train.ema_decay, (1 + t) / (10 + t))
+                                             : cfg_.train.ema_decay;
+  backend_.vector_ops().set_average_weight(static_cast<float>(1.0 - decay));
 }
 
 // A round trip through host memory, taken only by steps with ignored rows on

@@ -377,6 +377,7 @@ class TrainLoop {
   OptimizerStep opt_;
   float configured_momentum_ = 0;  // optimizer.momentum (sgd) or beta1 (adam)
   const bool averaging_;           // train.ema_decay > 0: the program keeps averaged weights
+  float average_weight_ = -1;      // the weight set on the backend last (-1: none yet)
   LossScaler scaler_;
   const std::set<std::int64_t> inject_overflow_;
   const double inject_checkpoint_delay_s_;
@@ -748,7 +749,10 @@ void TrainLoop::set_average_weight() {
   const double t = static_cast<double>(step_);  // the updates before this one
   const double decay = cfg_.train.ema_warmup ? std::min(cfg_.train.ema_decay, (1 + t) / (10 + t))
                                              : cfg_.train.ema_decay;
-  backend_.vector_ops().set_average_weight(static_cast<float>(1.0 - decay));
+  const float weight = static_cast<float>(1.0 - decay);
+  if (weight == average_weight_) return;  // constant once warmed up: nothing to upload
+  backend_.vector_ops().set_average_weight(weight);
+  average_weight_ = weight;
 }
 
 // A round trip through host memory, taken only by steps with ignored rows on

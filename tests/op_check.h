@@ -136,6 +136,9 @@ struct OpCase {
   std::vector<Shape> inputs;
   std::vector<DType> input_dtypes;  // empty: all f32
   DType compute = DType::f32;       // matmul-like ops: the mixed-precision compute type
+  // The stored format of the inputs and the output (element-wise ops keep
+  // their input's); the host tensors are in that storage order.
+  TensorFormat format;
 };
 
 // Device memory of one tensor, released on destruction.
@@ -201,6 +204,10 @@ class OpRun {
     ctx_.training = training;
     ctx_.compute = c.compute;
     ctx_.collective = collective;
+    if (!(c.format == TensorFormat{})) {
+      ctx_.input_formats.assign(c.inputs.size(), c.format);
+      ctx_.output_format = c.format;
+    }
     kernel_ = backend.make_kernel(ctx_);
     for (const auto& h : inputs)
       input_bufs_.push_back(std::make_unique<DeviceBuffer>(backend, h.bytes()));

@@ -75,6 +75,33 @@ TEST_CASE("dropout: inverted scaling, replay with the same seed, identity in eva
   check_gradients(run, o);
 }
 
+TEST_CASE("dropout: an image stored blocked draws the mask of its plain layout") {
+  // [2, 16, 3, 5] stored as [2, 16 / b, 3, 5, b]: element (n, c, h, w) keeps
+  // or drops alike in both, whatever the block (CPUs differ in theirs; the
+  // GPU stores plain).
+  const Shape shape = {2, 16, 3, 5};
+  OpRun plain(cpu_backend(), {"dropout", {{"p", 0.5}}, {shape}});
+  for (float& v : plain.inputs[0].f) v = 1.0f;
+  const auto want = plain.forward(true, 42);
+  for (const int block : {8, 16}) {
+    INFO("channel block " << block);
+    OpCase c{"dropout", {{"p", 0.5}}, {shape}};
+    c.format.channel_block = block;
+    OpRun blocked(cpu_backend(), c);
+    for (float& v : blocked.inputs[0].f) v = 1.0f;
+    const auto got = blocked.forward(true, 42);
+    std::size_t k = 0, mismatches = 0;
+    for (std::int64_t n = 0; n < 2; ++n)
+      for (std::int64_t cb = 0; cb < 16 / block; ++cb)
+        for (std::int64_t hw = 0; hw < 15; ++hw)
+          for (std::int64_t ci = 0; ci < block; ++ci, ++k) {
+            const auto plain_index = static_cast<std::size_t>((n * 16 + cb * block + ci) * 15 + hw);
+            if (got.f[k] != want.f[plain_index]) ++mismatches;
+          }
+    CHECK(mismatches == 0);
+  }
+}
+
 TEST_CASE("dropout: a row draws by its position in the step's batch, not in its micro-batch") {
   // 8 rows of [3, 5] as one batch; then as 2 micro-batches of 4 and as the
   // shards of 2 ranks (rows r, r + 2, ...), each saying where its rows sit.

@@ -9,7 +9,12 @@
 #include "op_check.h"
 
 #ifdef TRAINER_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include <random>
+
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/linear_bias.h"
 #endif
 
 std::string trainer_test_skip_reason() {
@@ -63,6 +68,39 @@ TEST_CASE("CUDA linear with an activation epilogue equals CPU") {
     low.compute = DType::bf16;
     compare(low, 1e-2, 1e-2);  // see "bf16 and fp16 linear" below
   }
+}
+
+// linear's bias gradient outside the GEMM (when cuBLASLt has no BGRADB
+// epilogue for a shape): rows and columns that are not multiples of the
+// kernel's 32 x 32 tile, against the sum in double; and the same bits twice.
+TEST_CASE("CUDA bias gradient over rows equals the sum of the rows") {
+  const std::int64_t rows = 1037, cols = 70;
+  std::vector<float> dy(static_cast<std::size_t>(rows * cols));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (float& v : dy) v = uniform(rng);
+  trainer::Backend& gpu = trainer::cuda_backend(0);
+  void* device_dy = gpu.allocate(dy.size() * sizeof(float));
+  void* device_db = gpu.allocate(static_cast<std::size_t>(cols) * sizeof(float));
+  gpu.copy_to_device(device_dy, dy.data(), dy.size() * sizeof(float));
+  gpu.synchronize();
+  std::vector<float> first, second;
+  for (auto* db : {&first, &second}) {
+    db->assign(static_cast<std::size_t>(cols), std::nanf(""));
+    trainer::cuda::bias_grad_rows(static_cast<const float*>(device_dy),
+                                  static_cast<float*>(device_db), rows, cols, nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    gpu.copy_to_host(db->data(), device_db, db->size() * sizeof(float));
+  }
+  gpu.release(device_dy);
+  gpu.release(device_db);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    double want = 0;
+    for (std::int64_t r = 0; r < rows; ++r) want += dy[static_cast<std::size_t>(r * cols + j)];
+    INFO("column " << j);
+    CHECK(first[static_cast<std::size_t>(j)] == Approx(want).margin(1e-4));
+  }
+  CHECK(first == second);
 }
 
 TEST_CASE("CUDA conv2d equals CPU") {

@@ -30,7 +30,15 @@
 namespace trainer::cuda {
 namespace {
 
-constexpr std::size_t kLtWorkspace = 8u << 20;
+// cuBLASLt's workspace: what NVIDIA recommends per architecture (32 MiB from
+// Hopper on, 4 MiB before it; we give those 8 MiB). Less would quietly rule
+// out the split-K and stream-K kernels that small-batch, large-K GEMMs need.
+std::size_t lt_workspace_bytes(int device) {
+  int major = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+        "cudaDeviceGetAttribute(compute capability)");
+  return major >= 9 ? std::size_t{32} << 20 : std::size_t{8} << 20;
+}
 
 struct GemmShape {
   cublasOperation_t trans_a, trans_b;
@@ -87,7 +95,8 @@ struct GemmPlan {
   // `operands`: the type of A and B (D is always float32); `what`: which GEMM
   // ("forward"), for errors.
   GemmPlan(cublasLtHandle_t lt, cublasComputeType_t compute, cudaDataType_t operands,
-           const GemmShape& s, cublasLtEpilogue_t epilogue, bool deterministic, const char* what)
+           const GemmShape& s, cublasLtEpilogue_t epilogue, bool deterministic,
+           std::size_t workspace_bytes, const char* what)
       : desc(compute, CUDA_R_32F),
         a(operands, s.trans_a == CUBLAS_OP_N ? s.m : s.k, s.trans_a == CUBLAS_OP_N ? s.k : s.m,
           s.lda),
@@ -95,6 +104,7 @@ struct GemmPlan {
           s.ldb),
         d(CUDA_R_32F, s.m, s.n, s.ldd),
         epilogue(epilogue),
+        workspace_bytes(workspace_bytes),
         label(std::string(what) + " GEMM [" + std::to_string(s.m) + " x " + std::to_string(s.k) +
               "] x [" + std::to_string(s.k) + " x " + std::to_string(s.n) + "]" +
               (operands == CUDA_R_32F ? "" : " with 16-bit operands")) {
@@ -107,7 +117,7 @@ struct GemmPlan {
       desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned_stand_in());
     if (has_aux_output(epilogue))
       desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aligned_stand_in());
-    MatmulPreference pref(kLtWorkspace);
+    MatmulPreference pref(workspace_bytes);
     // The heuristic otherwise assumes 256-byte aligned matrices; ours start at
     // 64-byte arena offsets (kOperandAlignment). 16 bytes is what the
     // tensor-core kernels need.
@@ -135,7 +145,7 @@ struct GemmPlan {
     const float one = 1.0f, zero = 0.0f;
     const cublasStatus_t queued =
         cublasLtMatmul(lt, desc.get(), &one, a_ptr, a.get(), b_ptr, b.get(), &zero, d_ptr, d.get(),
-                       d_ptr, d.get(), &algo, workspace, kLtWorkspace, stream);
+                       d_ptr, d.get(), &algo, workspace, workspace_bytes, stream);
     if (queued != CUBLAS_STATUS_SUCCESS)
       throw std::runtime_error("linear: cublasLtMatmul failed for the " + label + " (epilogue " +
                                epilogue_label(epilogue) + "): " + cublas_status_text(queued));
@@ -144,7 +154,8 @@ struct GemmPlan {
   MatmulDesc desc;
   MatrixLayout a, b, d;
   cublasLtEpilogue_t epilogue;
-  std::string label;  // "forward GEMM [16 x 784] x [784 x 128]"
+  std::size_t workspace_bytes;  // what the heuristic may choose for, and what run() hands over
+  std::string label;            // "forward GEMM [16 x 784] x [784 x 128]"
   cublasLtMatmulAlgo_t algo{};
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   bool ok = false;
@@ -154,13 +165,15 @@ struct GemmPlan {
 std::unique_ptr<GemmPlan> plan_with_fallback(cublasLtHandle_t lt, cublasComputeType_t compute,
                                              cudaDataType_t operands, const GemmShape& s,
                                              const std::vector<cublasLtEpilogue_t>& preferred,
-                                             bool deterministic, const char* what) {
+                                             bool deterministic, std::size_t workspace_bytes,
+                                             const char* what) {
   for (cublasLtEpilogue_t epilogue : preferred) {
-    auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, epilogue, deterministic, what);
+    auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, epilogue, deterministic,
+                                           workspace_bytes, what);
     if (plan->ok) return plan;
   }
   auto plan = std::make_unique<GemmPlan>(lt, compute, operands, s, CUBLASLT_EPILOGUE_DEFAULT,
-                                         deterministic, what);
+                                         deterministic, workspace_bytes, what);
   if (!plan->ok)
     throw std::runtime_error(
         "linear: cuBLASLt has no algorithm for the " + plan->label +
@@ -172,7 +185,8 @@ std::unique_ptr<GemmPlan> plan_with_fallback(cublasLtHandle_t lt, cublasComputeT
 
 class LinearKernel final : public Kernel {
  public:
-  LinearKernel(const KernelContext& k, CudaContext& ctx) : ctx_(ctx) {
+  LinearKernel(const KernelContext& k, CudaContext& ctx)
+      : ctx_(ctx), lt_workspace_(lt_workspace_bytes(ctx.device.index)) {
     rows_ = k.inputs.at(0)[0];
     out_ = k.output.at(1);
     in_ = rows_ ? numel(k.inputs.at(0)) / rows_ : 0;
@@ -196,18 +210,18 @@ class LinearKernel final : public Kernel {
     // y^T [out, N] = W^T^T [out, in] . x^T [in, N]
     forward_ = plan_with_fallback(lt, compute, operands,
                                   {CUBLAS_OP_T, CUBLAS_OP_N, out_, rows_, in_, in_, in_, out_},
-                                  forward_epilogues(), k.deterministic, "forward");
+                                  forward_epilogues(), k.deterministic, lt_workspace_, "forward");
     if (!k.training) return;
     keep_x_low_ = low_;
     // dx^T [in, N] = W^T [in, out] . dy^T [out, N]
     backward_data_ = plan_with_fallback(
         lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_N, in_, rows_, out_, in_, out_, in_}, {},
-        k.deterministic, "input-gradient");
+        k.deterministic, lt_workspace_, "input-gradient");
     // dW^T [in, out] = x^T [in, N] . dy [N, out]; BGRADB sums dy over N into db.
     backward_weight_ = plan_with_fallback(
         lt, compute, operands, {CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, rows_, in_, out_, in_},
         fuse_bias_grad ? std::vector{CUBLASLT_EPILOGUE_BGRADB} : std::vector<cublasLtEpilogue_t>{},
-        k.deterministic, "weight-gradient");
+        k.deterministic, lt_workspace_, "weight-gradient");
   }
 
   // Kept from forward to backward: the pre-activation of a gelu, then under
@@ -224,7 +238,7 @@ class LinearKernel final : public Kernel {
   // writes one), the pre-activation's gradient (with an epilogue), then the
   // 16-bit operands: x, dy and (when they arrive as float32) the weights.
   std::size_t workspace_bytes() const override {
-    std::size_t bytes = kLtWorkspace + bias_scratch_bytes() + pre_activation_grad_bytes();
+    std::size_t bytes = lt_workspace_ + bias_scratch_bytes() + pre_activation_grad_bytes();
     if (low_)
       bytes += low_bytes(rows_ * in_) + low_bytes(rows_ * out_) +
                (weights_arrive_low_ ? 0 : low_bytes(out_ * in_));
@@ -301,12 +315,12 @@ class LinearKernel final : public Kernel {
     return (static_cast<std::size_t>(rows_ * out_) * sizeof(float) + 255) / 256 * 256;
   }
   float* pre_activation_grad(const KernelArgs& a) const {
-    return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + kLtWorkspace +
+    return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + lt_workspace_ +
                                     bias_scratch_bytes());
   }
   float* pre_activation(const KernelArgs& a) const { return static_cast<float*>(a.saved.at(0)); }
   char* low_region(const KernelArgs& a) const {
-    return static_cast<char*>(a.workspace) + kLtWorkspace + bias_scratch_bytes() +
+    return static_cast<char*>(a.workspace) + lt_workspace_ + bias_scratch_bytes() +
            pre_activation_grad_bytes();
   }
 
@@ -338,10 +352,11 @@ class LinearKernel final : public Kernel {
   }
   void* bias_grad_target(const KernelArgs& a) const {
     if (a.grad_params.size() > 1 && a.grad_params[1]) return a.grad_params[1].data;
-    return static_cast<char*>(a.workspace) + kLtWorkspace;
+    return static_cast<char*>(a.workspace) + lt_workspace_;
   }
 
   CudaContext& ctx_;
+  std::size_t lt_workspace_;  // cuBLASLt's, at the start of the workspace
   std::int64_t rows_ = 0, in_ = 0, out_ = 0;
   bool has_bias_ = false;
   Epilogue epilogue_ = Epilogue::none;

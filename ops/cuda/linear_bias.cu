@@ -11,14 +11,23 @@ __global__ void add_bias_kernel(float* y, const float* bias, long long total, lo
     y[i] += bias[i % cols];
 }
 
-// One thread per column (striding past the grid cap); columns are adjacent in
-// memory, so each row read is coalesced.
+// A block takes 32 adjacent columns (each row's read is coalesced) with 32
+// row lanes: lane y sums rows y, y + 32, ... of its column, then the lanes'
+// sums are added in lane order. One fixed order for every run: deterministic.
+constexpr int kBiasColumns = 32, kBiasRowLanes = 32;
+
 __global__ void bias_grad_kernel(const float* dy, float* db, long long rows, long long cols) {
-  for (long long j = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; j < cols;
-       j += static_cast<long long>(gridDim.x) * blockDim.x) {
-    float sum = 0.0f;
-    for (long long r = 0; r < rows; ++r) sum += dy[r * cols + j];
-    db[j] = sum;
+  __shared__ float partial[kBiasRowLanes][kBiasColumns + 1];  // +1: no bank conflicts
+  const long long j = static_cast<long long>(blockIdx.x) * kBiasColumns + threadIdx.x;
+  float sum = 0.0f;
+  if (j < cols)
+    for (long long r = threadIdx.y; r < rows; r += kBiasRowLanes) sum += dy[r * cols + j];
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < cols) {
+    float total = 0.0f;
+    for (int lane = 0; lane < kBiasRowLanes; ++lane) total += partial[lane][threadIdx.x];
+    db[j] = total;
   }
 }
 
@@ -34,7 +43,8 @@ void add_bias_rows(float* y, const float* bias, std::int64_t rows, std::int64_t 
 void bias_grad_rows(const float* dy, float* db, std::int64_t rows, std::int64_t cols,
                     cudaStream_t stream) {
   if (cols == 0) return;
-  bias_grad_kernel<<<grid_for(cols), kBlock, 0, stream>>>(dy, db, rows, cols);
+  const auto blocks = static_cast<unsigned>((cols + kBiasColumns - 1) / kBiasColumns);
+  bias_grad_kernel<<<blocks, dim3(kBiasColumns, kBiasRowLanes), 0, stream>>>(dy, db, rows, cols);
   check_launch("bias_grad_kernel");
 }
 

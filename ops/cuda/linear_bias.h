@@ -1,5 +1,5 @@
 // Bias kernels of linear when cuBLASLt offers no fused epilogue for a shape:
-// y[r, j] += b[j], and db[j] = sum over rows of dy[r, j] (rows in order: deterministic).
+// y[r, j] += b[j], and db[j] = sum over rows of dy[r, j] (in a fixed order: deterministic).
 #pragma once
 
 #include <cuda_runtime_api.h>

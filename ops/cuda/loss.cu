@@ -127,6 +127,10 @@ __device__ void ce_backward_row(const float* logits, const long long* labels, co
   sum_exp = warp_sum(sum_exp);
   const float scale = grad_output[0] / count[0];
   const long long y = labels[r];
+  if (y < 0 || y >= s.classes) {  // the forward's loss is NaN: so is the gradient, not silent
+    for (int k = lane; k < s.classes; k += 32) d[k] = NAN;
+    return;
+  }
   const float off = s.smoothing / static_cast<float>(s.classes);
   for (int k = lane; k < s.classes; k += 32) {
     const float target = (k == y ? 1.0f - s.smoothing : 0.0f) + off;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ struct DeviceSlot {
   long long size;
   float decay_mask;  // 1: weight decay applies; 0: not
   float lr_scale;    // its learning rate is the step's times this
-  int vectorized;    // all four pointers 16-byte aligned
+  int vectorized;    // the four float pointers 16-byte aligned, bf16_copy 8-byte aligned
   int unused;        // no padding: tables compare bytewise
 };
 static_assert(sizeof(DeviceSlot) == 5 * sizeof(void*) + sizeof(long long) + 4 * 4,
@@ -96,14 +97,17 @@ __global__ void decide_kernel(StepParams* params, GradientCheck* check, LossScal
   params->hyper = hyper_of(o, d);
 }
 
+// One element's update. `s0`, `s1`: its optimizer state, in registers (SGD:
+// the momentum buffer, when `has_momentum`; Adam: the two moments). Values,
+// not pointers: a pointer to a float4's member would put it in local memory.
 __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, float& p, float g,
-                                           float* s0, float* s1) {
+                                           bool has_momentum, float& s0, float& s1) {
   const float wd = h.weight_decay * decay_mask;
   if (h.kind == static_cast<int>(OptimizerKind::sgd)) {
     float d = g * h.grad_scale + wd * p;
-    if (s0) {
-      const float buf = h.momentum * *s0 + d;
-      *s0 = buf;
+    if (has_momentum) {
+      const float buf = h.momentum * s0 + d;
+      s0 = buf;
       d = h.nesterov ? d + h.momentum * buf : buf;
     }
     p -= h.lr * d;
@@ -111,13 +115,25 @@ __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, flo
   }
   const bool decoupled = h.kind == static_cast<int>(OptimizerKind::adamw);
   const float gi = g * h.grad_scale + (decoupled ? 0.0f : wd) * p;
-  const float m = h.beta1 * *s0 + (1.0f - h.beta1) * gi;
-  const float v = h.beta2 * *s1 + (1.0f - h.beta2) * gi * gi;
-  *s0 = m;
-  *s1 = v;
+  const float m = h.beta1 * s0 + (1.0f - h.beta1) * gi;
+  const float v = h.beta2 * s1 + (1.0f - h.beta2) * gi * gi;
+  s0 = m;
+  s1 = v;
   const float decay = decoupled ? 1.0f - h.lr * wd : 1.0f;
   const float step_size = h.lr / h.bias_correction1;
   p = p * decay - step_size * m / (sqrtf(v) / h.bias_correction2_sqrt + h.eps);
+}
+
+// Element i of a slot, one at a time (the slot's unaligned ends).
+__device__ __forceinline__ void update_element(const Hyper& h, const DeviceSlot& s, long long i) {
+  float p = s.param[i];
+  float s0 = s.state0 ? s.state0[i] : 0.0f;
+  float s1 = s.state1 ? s.state1[i] : 0.0f;
+  update_one(h, s.decay_mask, p, s.grad[i], s.state0 != nullptr, s0, s1);
+  s.param[i] = p;
+  if (s.state0) s.state0[i] = s0;
+  if (s.state1) s.state1[i] = s1;
+  if (s.bf16_copy) s.bf16_copy[i] = bf16_bits(p);
 }
 
 // The hyperparameters are read from device memory (set_optimizer_step, or
@@ -130,40 +146,29 @@ __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, c
   const DeviceSlot s = slots[c.slot];
   h.lr *= s.lr_scale;
   const long long end = min(c.begin + kChunk, s.size);
-  float scratch1 = 0.0f;  // stands in for the second moment SGD does not have
   if (s.vectorized) {
     const long long vec_end = c.begin + (end - c.begin) / 4 * 4;
+    const bool has0 = s.state0 != nullptr;
     for (long long i = c.begin + 4 * threadIdx.x; i < vec_end; i += 4 * blockDim.x) {
       float4 p = *reinterpret_cast<float4*>(s.param + i);
       const float4 g = *reinterpret_cast<const float4*>(s.grad + i);
-      float4 a = s.state0 ? *reinterpret_cast<float4*>(s.state0 + i) : float4{};
+      float4 a = has0 ? *reinterpret_cast<float4*>(s.state0 + i) : float4{};
       float4 b = s.state1 ? *reinterpret_cast<float4*>(s.state1 + i) : float4{};
-      const bool has0 = s.state0 != nullptr;
-      update_one(h, s.decay_mask, p.x, g.x, has0 ? &a.x : nullptr, &b.x);
-      update_one(h, s.decay_mask, p.y, g.y, has0 ? &a.y : nullptr, &b.y);
-      update_one(h, s.decay_mask, p.z, g.z, has0 ? &a.z : nullptr, &b.z);
-      update_one(h, s.decay_mask, p.w, g.w, has0 ? &a.w : nullptr, &b.w);
+      update_one(h, s.decay_mask, p.x, g.x, has0, a.x, b.x);
+      update_one(h, s.decay_mask, p.y, g.y, has0, a.y, b.y);
+      update_one(h, s.decay_mask, p.z, g.z, has0, a.z, b.z);
+      update_one(h, s.decay_mask, p.w, g.w, has0, a.w, b.w);
       *reinterpret_cast<float4*>(s.param + i) = p;
-      if (s.state0) *reinterpret_cast<float4*>(s.state0 + i) = a;
+      if (has0) *reinterpret_cast<float4*>(s.state0 + i) = a;
       if (s.state1) *reinterpret_cast<float4*>(s.state1 + i) = b;
-      if (s.bf16_copy) {
-        s.bf16_copy[i] = bf16_bits(p.x);
-        s.bf16_copy[i + 1] = bf16_bits(p.y);
-        s.bf16_copy[i + 2] = bf16_bits(p.z);
-        s.bf16_copy[i + 3] = bf16_bits(p.w);
-      }
+      if (s.bf16_copy)  // four bf16 in one 8-byte store (vectorized: 8-byte aligned)
+        *reinterpret_cast<uint2*>(s.bf16_copy + i) =
+            make_uint2(bf16_bits(p.x) | static_cast<unsigned>(bf16_bits(p.y)) << 16,
+                       bf16_bits(p.z) | static_cast<unsigned>(bf16_bits(p.w)) << 16);
     }
-    for (long long i = vec_end + threadIdx.x; i < end; i += blockDim.x) {
-      update_one(h, s.decay_mask, s.param[i], s.grad[i], s.state0 ? s.state0 + i : nullptr,
-                 s.state1 ? s.state1 + i : &scratch1);
-      if (s.bf16_copy) s.bf16_copy[i] = bf16_bits(s.param[i]);
-    }
+    for (long long i = vec_end + threadIdx.x; i < end; i += blockDim.x) update_element(h, s, i);
   } else {
-    for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x) {
-      update_one(h, s.decay_mask, s.param[i], s.grad[i], s.state0 ? s.state0 + i : nullptr,
-                 s.state1 ? s.state1 + i : &scratch1);
-      if (s.bf16_copy) s.bf16_copy[i] = bf16_bits(s.param[i]);
-    }
+    for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x) update_element(h, s, i);
   }
 }
 
@@ -251,6 +256,14 @@ class CachedTable {
     std::string key(first, bytes);
     last_ = tables_.find(key);
     if (last_ != tables_.end()) return last_->second.template as<T>();
+    // The first, direct run of a step made its tables; a new one now, while
+    // the step is being recorded, would end the recording for good.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(stream.get(), &capture), "cudaStreamIsCapturing");
+    if (capture != cudaStreamCaptureStatusNone)
+      throw std::logic_error(
+          "a parameter table first met while the step is being recorded: the step's work "
+          "differs from the direct run before it");
     DeviceBuffer buffer(bytes);
     // In stream order (the compute stream does not wait for the legacy one);
     // a pageable source is staged before the call returns.
@@ -382,7 +395,8 @@ class CudaVectorOps final : public VectorOps {
       if (!s.param || !s.grad || (adam_ && (!s.state0 || !s.state1)))
         throw std::invalid_argument("optimizer step: a parameter slot lacks its gradient or state");
       const bool vec = aligned16(s.param) && aligned16(s.grad) &&
-                       (!s.state0 || aligned16(s.state0)) && (!s.state1 || aligned16(s.state1));
+                       (!s.state0 || aligned16(s.state0)) && (!s.state1 || aligned16(s.state1)) &&
+                       (!s.bf16_copy || reinterpret_cast<std::uintptr_t>(s.bf16_copy) % 8 == 0);
       table.push_back({s.param, s.grad, s.state0, s.state1, s.bf16_copy,
                        static_cast<long long>(s.size), s.weight_decay ? 1.0f : 0.0f, s.lr_scale,
                        vec ? 1 : 0, 0});

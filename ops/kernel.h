@@ -39,6 +39,11 @@ struct KernelContext {
   // inputs, weights and incoming gradient to this type as part of the layout
   // conversion it does anyway, and accumulates into float32 outputs.
   DType compute = DType::f32;
+  // Training meets short batches (data.drop_last: false): rows at and after
+  // StepValues::valid_rows are padding, which a kernel whose results depend on
+  // the batch's other rows (batchnorm's statistics) must leave out. A backend
+  // may pick another kernel for that (CUDA: own batchnorm kernels, not cuDNN's).
+  bool short_batches = false;
   // The ranks whose batch statistics a synchronised batchnorm combines (null:
   // this process only).
   Collective* collective = nullptr;
@@ -108,30 +113,16 @@ struct MemoryStats {
                               // in use)
 };
 
-// What a training kernel makes of the padding rows of a short batch (the rows
-// at and after StepValues::valid_rows, drop_last: false).
-enum class PaddingRows {
-  ignored,  // the real rows' results are those of a batch of the real rows alone
-  counted,  // they enter the real rows' results (batch statistics over all N rows)
-};
-
 // A backend is a named table of kernel factories, one per op name.
 class Backend {
  public:
   explicit Backend(std::string name) : name_(std::move(name)) {}
   virtual ~Backend() = default;
   const std::string& name() const { return name_; }
-  void add_kernel(const std::string& op, KernelFactory factory,
-                  PaddingRows padding = PaddingRows::ignored) {
-    kernels_[op] = {std::move(factory), padding};
+  void add_kernel(const std::string& op, KernelFactory factory) {
+    kernels_[op] = std::move(factory);
   }
   bool has_kernel(const std::string& op) const { return kernels_.count(op) != 0; }
-  // Whether its kernel of `op` counts the padding rows of a short training
-  // batch (a run refuses such a batch for it rather than train on wrong values).
-  bool counts_padding_rows(const std::string& op) const {
-    const auto it = kernels_.find(op);
-    return it != kernels_.end() && it->second.padding == PaddingRows::counted;
-  }
   // Whether this backend's matmul-like kernels compute in `type` (float32 always).
   virtual bool supports_compute(DType type) const { return type == DType::f32; }
   // Why it does not, and what to use instead (for the error).
@@ -183,12 +174,8 @@ class Backend {
                                                std::string& why_not);
 
  private:
-  struct Registered {
-    KernelFactory factory;
-    PaddingRows padding = PaddingRows::ignored;
-  };
   std::string name_;
-  std::map<std::string, Registered> kernels_;
+  std::map<std::string, KernelFactory> kernels_;
 };
 
 // The CPU backend (always built).

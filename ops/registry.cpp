@@ -60,7 +60,7 @@ std::unique_ptr<Kernel> Backend::make_kernel(const KernelContext& ctx) const {
     throw std::runtime_error("backend '" + name_ + "' cannot compute " + ctx.op->name + " in " +
                              std::string(dtype_name(ctx.compute)) + ": " +
                              compute_refusal(ctx.compute));
-  return it->second.factory(ctx);
+  return it->second(ctx);
 }
 
 }  // namespace trainer

@@ -139,6 +139,7 @@ struct OpCase {
   // The stored format of the inputs and the output (element-wise ops keep
   // their input's); the host tensors are in that storage order.
   TensorFormat format;
+  bool short_batches = false;  // KernelContext::short_batches
 };
 
 // Device memory of one tensor, released on destruction.
@@ -204,6 +205,7 @@ class OpRun {
     ctx_.training = training;
     ctx_.compute = c.compute;
     ctx_.collective = collective;
+    ctx_.short_batches = c.short_batches;
     if (!(c.format == TensorFormat{})) {
       ctx_.input_formats.assign(c.inputs.size(), c.format);
       ctx_.output_format = c.format;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace trainer::testing {
@@ -28,8 +29,15 @@ inline CommandResult run_command(const std::string& command, bool merge_stderr =
   return r;
 }
 
+// The trainer executable run_trainer runs: $TRAINER_TEST_BINARY when set (the
+// bundle a GPU machine runs, built elsewhere), else the one this build made.
+inline std::string trainer_binary() {
+  const char* chosen = std::getenv("TRAINER_TEST_BINARY");
+  return chosen && *chosen ? std::string(chosen) : std::string(TRAINER_BINARY);
+}
+
 inline CommandResult run_trainer(const std::string& args, bool merge_stderr = false) {
-  return run_command(std::string(TRAINER_BINARY) + " " + args, merge_stderr);
+  return run_command(trainer_binary() + " " + args, merge_stderr);
 }
 
 }  // namespace trainer::testing

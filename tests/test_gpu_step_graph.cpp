@@ -1,7 +1,8 @@
 // labels: gpu
 // CUDA graphs: a training step captured once and replayed gives the same loss
 // and gradients, bit for bit, as the same step run kernel by kernel, across
-// changing seeds (dropout) and valid rows (a short last batch), for training
+// changing seeds (dropout) and valid rows (a short last batch, also with
+// batchnorm's own kernels over the real rows), for training
 // and evaluation; an update recorded with the step skips and scales under fp16
 // loss scaling as the eager one does, and moves averaged weights
 // (train.ema_decay) as the eager one does; inputs staged on the copy stream
@@ -47,7 +48,9 @@ layers:
   - {type: linear, name: fc2, out_features: 10}
 )";
 
-std::unique_ptr<Program> compile_cnn(bool record_steps, bool ema = false) {
+// `short_batches`: batchnorm as the own kernels over the real rows, not cuDNN's.
+std::unique_ptr<Program> compile_cnn(bool record_steps, bool ema = false,
+                                     bool short_batches = false) {
   ModelInput in;
   in.batch = 32;
   in.sample_shape = {1, 12, 12};
@@ -57,6 +60,7 @@ std::unique_ptr<Program> compile_cnn(bool record_steps, bool ema = false) {
   options.deterministic = true;  // the same algorithms in both programs
   options.record_steps = record_steps;
   options.ema = ema;
+  options.short_batches = short_batches;
   Backend& backend = cuda_backend(0);
   auto program =
       std::make_unique<Program>(differentiate(graph_of_yaml(kModel, in)), backend, options);
@@ -93,8 +97,10 @@ std::vector<float> train_result(Program& program, std::uint64_t seed, std::int64
 }  // namespace
 
 TEST_CASE("a replayed CUDA graph equals the step run kernel by kernel") {
-  auto graphed = compile_cnn(true);
-  auto eager = compile_cnn(false);
+  const bool short_batches = GENERATE(false, true);
+  INFO((short_batches ? "batchnorm over the real rows" : "cuDNN's batchnorm"));
+  auto graphed = compile_cnn(true, false, short_batches);
+  auto eager = compile_cnn(false, false, short_batches);
   const std::vector<std::pair<std::uint64_t, std::int64_t>> steps = {{1, -1}, {2, -1}, {3, -1},
                                                                      {4, 20}, {5, -1}, {3, -1}};
   for (std::size_t i = 0; i < steps.size(); ++i) {

@@ -5,17 +5,17 @@
 // `activation: relu` runs as its own kernel over the output, and its gradient
 // (from the output) into the workspace before cuDNN's backward.
 // `sync: true` over several ranks (SyncBN) is refused here: not built for CUDA yet.
-// The statistics are over all N rows, padding rows of a short batch included
-// (the step is recorded once as a CUDA graph, and valid_rows lives in device
-// memory): the kernel is registered as counting padding rows, so a run that
-// would meet a short training batch is refused before it starts
-// (train::check_short_batches).
+// cuDNN's statistics are over all N rows, and the step is recorded once as a
+// CUDA graph while valid_rows lives in device memory: a training program that
+// meets short batches (KernelContext::short_batches) takes the own kernels of
+// batchnorm_rows.cu instead, whose statistics cover the real rows alone.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "ops/collective.h"
 #include "ops/cuda/activation.h"
+#include "ops/cuda/batchnorm_rows.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/kernels.h"
 
@@ -128,18 +128,16 @@ class BatchNormKernel final : public Kernel {
 }  // namespace
 
 void register_batchnorm_kernels(Backend& backend, CudaContext& ctx) {
-  backend.add_kernel(
-      "batchnorm",
-      [&ctx](const KernelContext& k) {
-        // Never silently unsynchronised: with one rank sync changes nothing.
-        const bool sync = k.attrs->has("sync") && k.attrs->get_bool("sync");
-        if (sync && k.collective && k.collective->world() > 1)
-          throw std::runtime_error(
-              "batchnorm sync on CUDA is not built yet: train with sync: false, or on CPU ranks "
-              "(devices: cpu), where SyncBN is supported");
-        return std::make_unique<BatchNormKernel>(k, ctx);
-      },
-      PaddingRows::counted);
+  backend.add_kernel("batchnorm", [&ctx](const KernelContext& k) -> std::unique_ptr<Kernel> {
+    // Never silently unsynchronised: with one rank sync changes nothing.
+    const bool sync = k.attrs->has("sync") && k.attrs->get_bool("sync");
+    if (sync && k.collective && k.collective->world() > 1)
+      throw std::runtime_error(
+          "batchnorm sync on CUDA is not built yet: train with sync: false, or on CPU ranks "
+          "(devices: cpu), where SyncBN is supported");
+    if (k.training && k.short_batches) return make_real_rows_batchnorm_kernel(k, ctx);
+    return std::make_unique<BatchNormKernel>(k, ctx);
+  });
 }
 
 }  // namespace trainer::cuda

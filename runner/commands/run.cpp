@@ -105,11 +105,6 @@ int command_run(const CommandArgs& given) {
           train::mib(choice.capacity), 100 * config.train.memory_headroom);
   }
   if (config.train.memory_limit_mib > 0) train::enforce_memory_limit(session, backend);
-  {  // a short batch some kernel of this backend would train wrong: refused before the run
-    config::Diagnostics diags;
-    train::check_short_batches(config, session, backend, diags);
-    diags.throw_if_any();
-  }
   session.collective = &job.collective();  // SyncBN kernels reduce over the job's ranks
   // Every rank reads the checkpoint to resume from; only the root writes, and
   // holds the directory's lock while it does.

@@ -47,6 +47,7 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
     ctx.allow_tf32 = options.allow_tf32;
     ctx.compute = node.compute;
     ctx.collective = options.collective;
+    ctx.short_batches = options.short_batches;
     try {
       out.kernels[step.node] = backend.make_kernel(ctx);
     } catch (const OutOfMemoryError&) {

@@ -44,6 +44,7 @@ struct CompileOptions {
   bool record_steps = false;          // replay each step from one recording (CUDA graphs)
                                       // where the backend records
   Collective* collective = nullptr;   // the ranks synchronised batchnorm reduces over
+  bool short_batches = false;         // training meets batches with padding rows
   bool ema = false;                   // keep an average of every parameter (train.ema_decay)
 };
 

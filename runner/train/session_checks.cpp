@@ -31,47 +31,6 @@ std::int64_t short_batch_rows(const config::Config& config, const Session& s) {
   return shard % s.batch.micro;
 }
 
-namespace {
-
-// The layers whose kernel on `backend` counts padding rows: "layer 'bn1'
-// (batchnorm)", "layers 'bn1' (batchnorm), 'bn2' (batchnorm)"; empty: none.
-std::string layers_counting_padding(const graph::Graph& g, const Backend& backend) {
-  std::string list;
-  int count = 0;
-  for (const auto& node : g.nodes) {
-    if (!backend.counts_padding_rows(node.op->name)) continue;
-    list += (count++ ? ", '" : "'") + node.name + "' (" + node.op->name + ")";
-  }
-  return count == 0 ? "" : (count == 1 ? "layer " : "layers ") + list;
-}
-
-}  // namespace
-
-void check_short_batches(const config::Config& config, const Session& s, const Backend& backend,
-                         config::Diagnostics& diags) {
-  const std::int64_t rows = short_batch_rows(config, s);
-  if (rows == 0) return;
-  const std::string layers = layers_counting_padding(s.graph, backend);
-  if (layers.empty()) return;
-  const std::int64_t samples = s.train_data->size();
-  const std::int64_t shard = (samples + s.batch.world - 1) / s.batch.world;
-  const bool whole_batches = s.batch.world == 1 && s.batch.accumulation == 1;
-  const std::string batch = whole_batches ? "batch" : "micro-batch";
-  diags.add(mark_of(config, "data.drop_last"), "data.drop_last",
-            "the training set's " + std::to_string(samples) + " samples leave a last " + batch +
-                " of " + std::to_string(rows) + " real rows (of " + std::to_string(s.batch.micro) +
-                ") each epoch, and on the " + backend.name() + " backend " + layers +
-                " would count its " + std::to_string(s.batch.micro - rows) +
-                " padding rows as samples in its batch statistics: wrong outputs, gradients and "
-                "running statistics",
-            "set data.drop_last: true, or use a " +
-                (whole_batches ? "batch_size that divides " + std::to_string(samples)
-                               : "micro-batch (batch_size / ranks / accumulation) that divides "
-                                 "each rank's " +
-                                     std::to_string(shard) + " samples") +
-                " (devices: cpu trains a short batch like a batch of its real rows)");
-}
-
 // Classes inferred from the labels far above what the model predicts: most
 // likely one wrong label, so the error says where the largest one is.
 void check_inferred_classes(const config::Config& config, const Session& s,

@@ -38,13 +38,6 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
 // epoch's last step taking those left). 0: every micro-batch is full.
 std::int64_t short_batch_rows(const config::Config& config, const Session& s);
 
-// No layer trains on a short batch with a kernel of `backend` that counts its
-// padding rows (Backend::counts_padding_rows: CUDA's batchnorm takes them into
-// its batch statistics): an error at data.drop_last naming the layers, the
-// rows and what to change, before anything runs.
-void check_short_batches(const config::Config& config, const Session& s, const Backend& backend,
-                         config::Diagnostics& diags);
-
 // keep_best ranks checkpoints, and early stopping follows, a metric the run
 // records (early stopping: an evaluation's), and a default mode does not pick
 // the worst (a loss at its largest, an accuracy at its smallest).

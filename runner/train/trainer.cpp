@@ -15,6 +15,7 @@
 #include "runner/graph/init.h"
 #include "runner/train/metrics.h"
 #include "runner/train/schedule.h"
+#include "runner/train/session_checks.h"
 
 namespace trainer::train {
 
@@ -160,6 +161,7 @@ graph::CompileOptions compile_options(const Session& s) {
   o.record_steps = s.config.backend.cuda_graphs;
   o.collective = s.collective;
   o.ema = s.config.train.ema_decay > 0;
+  o.short_batches = s.train_data && short_batch_rows(s.config, s) > 0;
   return o;
 }
 

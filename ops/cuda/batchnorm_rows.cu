@@ -161,22 +161,24 @@ __global__ void running_scale_shift(long long channels, const float* gamma, cons
   shift[c] = static_cast<float>(beta[c] - running_mean[c] * gamma[c] * invstd);
 }
 
-// y = x * scale + shift (then relu, NaN kept) over the real rows (null step:
-// all rows); the padding rows, which come after them, zero.
-__global__ void normalize(const float* x, float* y, Layout l, const StepValues* step,
-                          const float* scale, const float* shift, bool relu) {
+// out[i] = value(i, channel of i) over the real rows (null step: all rows);
+// zero in the padding rows, which come after them.
+template <typename Value>
+__device__ void write_rows(Layout l, const StepValues* step, float* out, Value value) {
   const long long real = real_rows(step, l.rows) * l.channels * l.inner;
   const long long total = l.rows * l.channels * l.inner;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    if (i >= real) {
-      y[i] = 0.0f;
-      continue;
-    }
-    const long long c = i / l.inner % l.channels;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    out[i] = i < real ? value(i, i / l.inner % l.channels) : 0.0f;
+}
+
+// y = x * scale + shift, then relu (NaN kept, as on the CPU).
+__global__ void normalize(const float* x, float* y, Layout l, const StepValues* step,
+                          const float* scale, const float* shift, bool relu) {
+  write_rows(l, step, y, [&](long long i, long long c) {
     const float v = x[i] * scale[c] + shift[c];
-    y[i] = relu && v < 0.0f ? 0.0f : v;
-  }
+    return relu && v < 0.0f ? 0.0f : v;
+  });
 }
 
 // The weight and bias gradients (where wanted: the channel's sums) and the
@@ -203,18 +205,11 @@ __global__ void finalize_gradients(const double2* partial, int splits, Layout l,
 
 __global__ void input_gradient(GradientAndProduct g, float* dx, Layout l, const StepValues* step,
                                const InputGradient* coefficients) {
-  const long long real = real_rows(step, l.rows) * l.channels * l.inner;
-  const long long total = l.rows * l.channels * l.inner;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    if (i >= real) {
-      dx[i] = 0.0f;
-      continue;
-    }
-    const InputGradient q = coefficients[i / l.inner % l.channels];
+  write_rows(l, step, dx, [&](long long i, long long c) {
+    const InputGradient q = coefficients[c];
     const float xhat = (g.x[i] - q.mean) * q.invstd;
-    dx[i] = q.k * (g.gradient(i) - q.mean_g - xhat * q.mean_g_xhat);
-  }
+    return q.k * (g.gradient(i) - q.mean_g - xhat * q.mean_g_xhat);
+  });
 }
 
 unsigned blocks_for_channels(long long channels) {

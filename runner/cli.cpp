@@ -120,6 +120,17 @@ int run_cli(int argc, char** argv) {
       ->add_option("--out", args.out_dir,
                    "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)")
       ->check(kNonEmptyDirectory);
+  CLI::App* lr_find = add_config_command(
+      app, "lr-find",
+      "Learning-rate range test: a short run with the rate rising exponentially; suggests a rate",
+      args);
+  lr_find->add_option("--steps", args.steps, "Steps of the test (default 100)")->check(kAtLeastOne);
+  lr_find->add_option("--min-lr", args.min_lr, "The first step's rate")->capture_default_str();
+  lr_find->add_option("--max-lr", args.max_lr, "The last step's rate")->capture_default_str();
+  lr_find
+      ->add_option("--out", args.out_dir,
+                   "Run directory (default: <output.dir>/<name>-lr-find/<time>)")
+      ->check(kNonEmptyDirectory);
   CLI::App* eval = app.add_subcommand(
       "eval", "Evaluate a run's checkpoint on its eval data (or other data, by override)");
   eval->add_option("run_dir", args.run_dir, "Run directory")
@@ -187,6 +198,7 @@ int run_cli(int argc, char** argv) {
     if (name == "time") return command_time(args);
     if (name == "sweep") return command_sweep(args);
     if (name == "eval") return command_eval(args);
+    if (name == "lr-find") return command_lr_find(args);
     if (doctor->parsed()) return command_doctor();
     if (schema->parsed()) return command_schema(schema_out);
     if (version->parsed()) return command_version();

@@ -13,16 +13,20 @@ struct CommandArgs {
   std::vector<std::string> overrides;  // "optimizer.lr=3e-4"
   std::string out_dir;                 // run: --out
   std::string resume_dir;              // run: --resume
-  std::int64_t steps = 0;              // time: number of steps (0: default)
+  std::int64_t steps = 0;              // time, lr-find: number of steps (0: default)
   std::vector<std::string> grid;       // sweep: --grid key=v1,v2 (one entry per --grid)
   std::int64_t parallel = 1;           // sweep: --parallel N runs at once
   std::string run_dir;                 // eval: the run directory
   std::string checkpoint = "last";     // eval: --checkpoint last | best | NAME | PATH
   bool json = false;                   // eval: --json prints one JSON object
   bool read_data = false;              // validate: --data reads every sample
+  double min_lr = 1e-7;                // lr-find: the first step's rate
+  double max_lr = 10;                  // lr-find: the last step's rate
 };
 
-int command_run(const CommandArgs& args);
+// `run_dir`: where the run directory is written, as soon as it exists.
+int command_run(const CommandArgs& args, std::string* run_dir = nullptr);
+int command_lr_find(const CommandArgs& args);
 int command_plan(const CommandArgs& args);
 int command_time(const CommandArgs& args);
 int command_sweep(const CommandArgs& args);

@@ -437,7 +437,7 @@ TEST_CASE("an unknown command is named, with the commands and the nearest") {
   CHECK(r.code == 2);
   CHECK(r.out ==
         "error: unknown command 'frobnicate'; the commands are: run, validate, "
-        "print-config, plan, time, sweep, eval, doctor, schema, version\n");
+        "print-config, plan, time, sweep, lr-find, eval, doctor, schema, version\n");
   CHECK(run("valdate x.yaml", true).out.find("    did you mean 'validate'?\n") !=
         std::string::npos);
 }

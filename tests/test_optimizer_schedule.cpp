@@ -301,6 +301,15 @@ TEST_CASE("learning-rate schedules") {
   s.pct_start = 0.1;
   CHECK(learning_rate(s, 0.1, 0, 10) == Approx(0.1));
   CHECK(std::isfinite(learning_rate(s, 0.1, 0, 1)));
+  // The range test: optimizer.lr at the first step, max_lr at the last, a
+  // constant factor between steps (1e-6 -> 1 over 7 steps: x10 each).
+  s.type = "range_test";
+  s.max_lr = 1.0;
+  CHECK(learning_rate(s, 1e-6, 0, 7) == Approx(1e-6));
+  CHECK(learning_rate(s, 1e-6, 3, 7) == Approx(1e-3));
+  CHECK(learning_rate(s, 1e-6, 6, 7) == Approx(1.0));
+  CHECK(learning_rate(s, 1e-6, 9, 7) == Approx(1.0));  // past the end: stays at max_lr
+  CHECK(learning_rate(s, 1e-6, 0, 1) == Approx(1e-6));
 }
 
 TEST_CASE("one-cycle momentum: OneCycleLR's cycle_momentum") {

@@ -33,7 +33,7 @@ bool launched_as_rank() {
 
 }  // namespace
 
-int command_run(const CommandArgs& given) {
+int command_run(const CommandArgs& given, std::string* run_dir) {
   CommandArgs args = given;
   const bool resume = !args.resume_dir.empty();
   if (resume && args.config_path.empty())
@@ -116,6 +116,7 @@ int command_run(const CommandArgs& given) {
     else
       dir = train::create_run_dir(config, args, backend.name(), lock);
   }
+  if (run_dir) *run_dir = dir;
   std::unique_ptr<graph::Program> program;
   nlohmann::json summary;
   try {

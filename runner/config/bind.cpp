@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <set>
 
 #include "ops/op.h"
@@ -14,6 +15,13 @@
 
 namespace trainer::config {
 namespace {
+
+// A number as a user would write it: 0.05, 1e-07.
+std::string format_number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
 
 std::vector<std::string> special_names(const SectionDef& section) {
   std::vector<std::string> out = child_sections(section.path);
@@ -233,6 +241,14 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
   if (c.train.epochs == 0 && c.train.max_steps == 0)
     diags.add(mark_of(root, "train", "epochs"), "train.epochs",
               "nothing to train: set train.epochs > 0 or train.max_steps > 0");
+  if (c.schedule.type == "range_test" && !(c.schedule.max_lr > c.optimizer.lr)) {
+    const Mark written = mark_of(root, "schedule", "max_lr");  // else where the type is
+    diags.add(
+        written.is_default() ? mark_of(root, "schedule", "type") : written, "schedule.max_lr",
+        "a range_test schedule grows the rate from optimizer.lr (" + format_number(c.optimizer.lr) +
+            ") to max_lr, which must be larger",
+        "set schedule.max_lr above optimizer.lr, e.g. " + format_number(c.optimizer.lr * 1e6));
+  }
   if (c.schedule.type == "multistep" && c.schedule.milestones.empty())
     diags.add(mark_of(root, "schedule", "milestones"), "schedule.milestones",
               "a multistep schedule needs milestones (a list of increasing steps)");

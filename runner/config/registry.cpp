@@ -179,7 +179,8 @@ std::vector<SectionDef> build_sections() {
        {
            f(field("type", T::enumeration, "Schedule shape")
                  .def("constant")
-                 .one_of({"constant", "step", "multistep", "cosine", "linear", "onecycle"}),
+                 .one_of({"constant", "step", "multistep", "cosine", "linear", "onecycle",
+                          "range_test"}),
              [](Config& c, const FieldValue& v) { c.schedule.type = string_of(v); }),
            f(field("warmup_steps", T::integer,
                    "Linear warm-up: step k < warmup_steps (from 0) uses lr * (k + 1) / "
@@ -211,10 +212,13 @@ std::vector<SectionDef> build_sections() {
                  .at_least(0)
                  .only_when("type", {"cosine", "linear"}),
              [](Config& c, const FieldValue& v) { c.schedule.min_lr = number_of(v); }),
-           f(field("max_lr", T::number, "onecycle: peak learning rate (0: optimizer.lr)")
+           f(field("max_lr", T::number,
+                   "onecycle: peak learning rate (0: optimizer.lr); range_test: the last "
+                   "step's rate, which grows exponentially from optimizer.lr at the first "
+                   "(the learning-rate range test of `trainer lr-find`)")
                  .def("0")
                  .at_least(0)
-                 .only_when("type", {"onecycle"}),
+                 .only_when("type", {"onecycle", "range_test"}),
              [](Config& c, const FieldValue& v) { c.schedule.max_lr = number_of(v); }),
            f(field("pct_start", T::number,
                    "onecycle: fraction of the steps spent rising (as PyTorch's OneCycleLR: "

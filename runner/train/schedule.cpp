@@ -49,6 +49,12 @@ double one_cycle_lr(const config::ScheduleConfig& s, double base_lr, std::int64_
 double learning_rate(const config::ScheduleConfig& s, double base_lr, std::int64_t step,
                      std::int64_t total_steps) {
   if (s.type == "onecycle") return one_cycle_lr(s, base_lr, step, total_steps);
+  if (s.type == "range_test") {  // base_lr at the first step, max_lr at the last
+    const double fraction = total_steps > 1 ? static_cast<double>(std::min(step, total_steps - 1)) /
+                                                  static_cast<double>(total_steps - 1)
+                                            : 0.0;
+    return base_lr * std::pow(s.max_lr / base_lr, fraction);
+  }
   if (s.warmup_steps > 0 && step < s.warmup_steps)
     return base_lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
   const std::int64_t after = step - s.warmup_steps;

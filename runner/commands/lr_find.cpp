@@ -1,0 +1,153 @@
+// `trainer lr-find CONFIG [KEY=VALUE ...] [--steps N] [--min-lr A] [--max-lr B] [--out DIR]`:
+// the learning-rate range test. One short run of the experiment, a run
+// directory of its own (default <output.dir>/<name>-lr-find/<time>), whose
+// rate grows exponentially from A at the first step to B at the last (schedule
+// type range_test), logging every step and evaluating one batch at the end.
+// Then the training loss against the rate, smoothed and cut where it diverges
+// (lr_range.h), and the rate where it falls fastest as the one to start from;
+// lr_find.json in the run directory holds it all. A loss that turns NaN or
+// infinite stops the run, and the test, there.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/checkpoint/durable_file.h"
+#include "runner/commands.h"
+#include "runner/config/diagnostics.h"
+#include "runner/config/load.h"
+#include "runner/train/lr_range.h"
+#include "runner/usage_error.h"
+
+namespace trainer {
+namespace {
+
+std::string exact(double v) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
+// The training records of a run's metrics.jsonl: each step's rate and loss
+// (a loss written as null, not finite, reads as NaN).
+std::vector<train::RangeTestPoint> training_points(const std::string& run_dir) {
+  std::vector<train::RangeTestPoint> points;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto record = nlohmann::json::parse(line, nullptr, false);
+    if (record.is_discarded() || record.value("split", "") != "train") continue;
+    const auto& loss = record["loss"];
+    points.push_back({record.value("lr", 0.0), loss.is_number() ? loss.get<double>() : NAN});
+  }
+  return points;
+}
+
+// About 16 rows spread over the range, and the suggested and lowest ones.
+void print_table(const train::RangeTestReading& r) {
+  const std::size_t n = r.points.size();
+  const std::size_t every = std::max<std::size_t>(1, n / 16);
+  std::printf("%12s %10s %10s\n", "lr", "loss", "smoothed");
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool suggested = r.suggested == i, lowest = r.lowest == i;
+    if (i % every != 0 && i + 1 != n && !suggested && !lowest) continue;
+    std::printf("%12.4g %10.4f %10.4f%s%s\n", r.points[i].lr, r.points[i].loss, r.smoothed[i],
+                suggested ? "  <- steepest fall" : "", lowest ? "  <- lowest" : "");
+  }
+}
+
+nlohmann::json reading_json(const train::RangeTestReading& r, const std::string& stopped_by) {
+  nlohmann::json lrs = nlohmann::json::array(), losses = nlohmann::json::array();
+  for (const auto& p : r.points) {
+    lrs.push_back(p.lr);
+    losses.push_back(p.loss);
+  }
+  const auto lr_at = [&](const std::optional<std::size_t>& i) {
+    return i ? nlohmann::json(r.points[*i].lr) : nlohmann::json();
+  };
+  return {
+      {"lr", lrs},
+      {"loss", losses},
+      {"smoothed_loss", r.smoothed},
+      {"suggested_lr", lr_at(r.suggested)},
+      {"lowest_loss_lr", lr_at(r.lowest)},
+      {"diverged_at_step", r.diverged_at ? nlohmann::json(*r.diverged_at + 1) : nlohmann::json()},
+      {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)}};
+}
+
+}  // namespace
+
+int command_lr_find(const CommandArgs& given) {
+  const std::int64_t steps = given.steps > 0 ? given.steps : 100;
+  if (steps < 10)
+    throw UsageError("lr-find: --steps " + std::to_string(steps) +
+                     ": the range test reads the loss over at least 10 steps");
+  if (!(given.min_lr > 0) || !(given.max_lr > given.min_lr))
+    throw UsageError("lr-find: --min-lr " + exact(given.min_lr) + " and --max-lr " +
+                     exact(given.max_lr) + ": the range needs 0 < min-lr < max-lr");
+  const config::Config user = config::load_config(given.config_path, given.overrides);
+  if (user.devices.world_size > 1 || user.devices.gpus.size() > 1)
+    throw UsageError(
+        "lr-find trains one process: set devices to one GPU (devices=[0]) or "
+        "devices.world_size=1; the rate it finds holds for the same global batch on more");
+  CommandArgs args = given;
+  for (const std::string& forced :
+       {"schedule={type: range_test, max_lr: " + exact(given.max_lr) + "}",
+        "optimizer.lr=" + exact(given.min_lr), "train.max_steps=" + std::to_string(steps),
+        std::string("train.log_every=1"), std::string("train.eval_batches=1"),
+        std::string("train.eval_every=0"), std::string("train.early_stopping.patience=0"),
+        std::string("checkpoint.every_steps=0"), std::string("checkpoint.keep_best=0"),
+        "name=" + user.name + "-lr-find"})
+    args.overrides.push_back(forced);
+  std::string run_dir, stopped_by;
+  int code = 0;
+  try {
+    code = command_run(args, &run_dir);
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (run_dir.empty()) throw;  // it never started
+    stopped_by = e.what();       // a non-finite loss, most likely: the range ends there
+  }
+  if (code != 0) return code;  // stopped by a signal
+  std::vector<train::RangeTestPoint> points = training_points(run_dir);
+  if (!stopped_by.empty()) points.push_back({points.empty() ? 0.0 : points.back().lr, NAN});
+  const train::RangeTestReading reading = train::read_range_test(points);
+  if (reading.points.empty()) {
+    std::fprintf(stderr, "error: lr-find: the run in %s logged no finite loss%s%s\n",
+                 run_dir.c_str(), stopped_by.empty() ? "" : ": ", stopped_by.c_str());
+    return 1;
+  }
+  std::printf("\nlearning-rate range test: %zu steps from %g to %g\n", reading.points.size(),
+              given.min_lr, given.max_lr);
+  print_table(reading);
+  if (reading.diverged_at) {
+    // The point appended for a stopped run is the last; one before it: the 4 x rule.
+    const bool by_rule = stopped_by.empty() || *reading.diverged_at + 1 < points.size();
+    std::printf("diverged at step %zu (%s)\n", *reading.diverged_at + 1,
+                by_rule ? "the smoothed loss passed 4 x its lowest" : "the loss is not finite");
+  }
+  if (!stopped_by.empty()) std::printf("the run stopped: %s\n", stopped_by.c_str());
+  if (reading.suggested) {
+    const double lr = reading.points[*reading.suggested].lr;
+    std::printf(
+        "suggested: optimizer.lr=%.3g (the smoothed loss falls fastest there; the lowest loss "
+        "was at %.3g, a peak rate such as schedule.max_lr of onecycle sits between them)\n",
+        lr, reading.points[*reading.lowest].lr);
+  } else {
+    std::printf(
+        "no suggestion: the smoothed loss never fell; lower --min-lr, raise --steps, or check "
+        "the model and data\n");
+  }
+  checkpoint::write_file_atomically(run_dir + "/lr_find.json",
+                                    reading_json(reading, stopped_by).dump(2) + "\n");
+  std::printf("written: %s/lr_find.json\n", run_dir.c_str());
+  return 0;
+}
+
+}  // namespace trainer

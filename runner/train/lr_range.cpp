@@ -1,0 +1,48 @@
+// The learning-rate range test's reading (lr_range.h). The smoothing and the
+// divergence rule are the ones the range test is usually read with: a moving
+// average of the loss with factor 0.98, corrected for its start at zero, and
+// divergence once it exceeds 4 x its lowest value. The suggestion is the
+// steepest fall of the smoothed loss against log(lr), by central differences.
+#include "runner/train/lr_range.h"
+
+#include <cmath>
+
+namespace trainer::train {
+
+RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points) {
+  constexpr double kBeta = 0.98, kDivergence = 4.0;
+  RangeTestReading r;
+  double average = 0, weight = 1;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const RangeTestPoint& p = points[i];
+    if (!std::isfinite(p.loss)) {
+      r.diverged_at = i;
+      break;
+    }
+    average = kBeta * average + (1 - kBeta) * p.loss;
+    weight *= kBeta;
+    const double smoothed = average / (1 - weight);
+    if (r.lowest && smoothed > kDivergence * r.smoothed[*r.lowest]) {
+      r.diverged_at = i;
+      break;
+    }
+    r.points.push_back(p);
+    r.smoothed.push_back(smoothed);
+    if (!r.lowest || smoothed < r.smoothed[*r.lowest]) r.lowest = i;
+  }
+  const std::size_t n = r.points.size();
+  if (n < 5) return r;
+  std::optional<double> steepest;
+  for (std::size_t i = std::max<std::size_t>(1, n / 10); i + 1 < n; ++i) {
+    const double run = std::log(r.points[i + 1].lr) - std::log(r.points[i - 1].lr);
+    if (!(run > 0)) continue;
+    const double slope = (r.smoothed[i + 1] - r.smoothed[i - 1]) / run;
+    if (slope < 0 && (!steepest || slope < *steepest)) {
+      steepest = slope;
+      r.suggested = i;
+    }
+  }
+  return r;
+}
+
+}  // namespace trainer::train

@@ -1,0 +1,32 @@
+// The learning-rate range test's reading (`trainer lr-find`): the training
+// loss of each step against that step's rate, rising exponentially, smoothed
+// and cut where it diverges, and the rate to suggest.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+namespace trainer::train {
+
+struct RangeTestPoint {
+  double lr = 0;
+  double loss = 0;
+};
+
+struct RangeTestReading {
+  std::vector<RangeTestPoint> points;  // up to where it diverged
+  std::vector<double> smoothed;        // the losses' bias-corrected moving average (0.98)
+  // Index into points where the loss went non-finite or its smoothed value
+  // passed 4 x the lowest: the range ends there (the point is left out).
+  std::optional<std::size_t> diverged_at;
+  std::optional<std::size_t> lowest;     // the lowest smoothed loss
+  std::optional<std::size_t> suggested;  // where the smoothed loss falls fastest per log(lr)
+};
+
+// `points` in step order, rates increasing. No suggestion when the smoothed
+// loss never falls (past the first tenth of the points, which the moving
+// average still settles in) or there are fewer than 5 points.
+RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points);
+
+}  // namespace trainer::train

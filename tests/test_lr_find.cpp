@@ -1,0 +1,122 @@
+// labels: cpu train
+// The learning-rate range test: its reading (smoothing, the 4 x divergence
+// rule, a non-finite loss, the steepest fall) on loss curves of known shape,
+// and `trainer lr-find` end to end on the MLP config: a run directory whose
+// rate rises exponentially over the steps, a suggestion inside the range, a
+// run that diverges read up to where it did, and flags it refuses.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/train/lr_range.h"
+#include "tests/run_command.h"
+#include "tests/test_data_fixtures.h"
+
+using trainer::data::testing::TempDir;
+using trainer::testing::run_trainer;
+using trainer::train::RangeTestPoint;
+using trainer::train::read_range_test;
+
+namespace {
+
+// 100 rates from 1e-6 to 1e2; the loss falls from 3 to 1 around 1e-3 (a
+// logistic in log10(lr)), then climbs steeply past 1.
+std::vector<RangeTestPoint> curve() {
+  std::vector<RangeTestPoint> points;
+  for (int k = 0; k < 100; ++k) {
+    const double decade = -6.0 + 8.0 * k / 99.0;
+    double loss = 1.0 + 2.0 / (1.0 + std::exp(4.0 * (decade + 3.0)));
+    if (decade > 0) loss += 50.0 * decade;
+    points.push_back({std::pow(10.0, decade), loss});
+  }
+  return points;
+}
+
+}  // namespace
+
+TEST_CASE("the range test's reading: smoothed, cut where it diverges, steepest fall") {
+  const auto points = curve();
+  const auto r = read_range_test(points);
+  REQUIRE(r.diverged_at.has_value());
+  CHECK(points[*r.diverged_at].lr > 1.0);  // the climb past 1
+  CHECK(r.points.size() == *r.diverged_at);
+  REQUIRE(r.smoothed.size() == r.points.size());
+  CHECK(r.smoothed[0] == Approx(points[0].loss));  // bias-corrected from the start
+  REQUIRE(r.suggested.has_value());
+  REQUIRE(r.lowest.has_value());
+  // The moving average lags the fall: its steepest point comes after the
+  // loss's own (1e-3), and before the lowest smoothed loss.
+  const double suggested = r.points[*r.suggested].lr;
+  CHECK(suggested > 1e-3);
+  CHECK(suggested < 1e-1);
+  CHECK(*r.suggested < *r.lowest);
+
+  // A non-finite loss ends the range at once.
+  auto nan_at = points;
+  nan_at[60].loss = NAN;
+  const auto cut = read_range_test(nan_at);
+  REQUIRE(cut.diverged_at.has_value());
+  CHECK(*cut.diverged_at == 60);
+  CHECK(cut.points.size() == 60);
+
+  // A loss that only rises gives no suggestion; neither do too few points.
+  std::vector<RangeTestPoint> rising;
+  for (int k = 0; k < 50; ++k) rising.push_back({std::pow(10.0, -6 + 0.1 * k), 1.0 + 0.01 * k});
+  CHECK_FALSE(read_range_test(rising).suggested.has_value());
+  CHECK_FALSE(read_range_test({points.begin(), points.begin() + 4}).suggested.has_value());
+}
+
+TEST_CASE("trainer lr-find: a short run with a rising rate, read and suggested") {
+  TempDir tmp;
+  const std::string dir = tmp.file("find");
+  // 40 steps up to 100: plain SGD with momentum diverges well before the end.
+  const auto r = run_trainer(
+      "lr-find configs/fashion_mnist_mlp.yaml --steps 40 --min-lr 1e-5 "
+      "--max-lr 100 --out " +
+          dir,
+      true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("suggested: optimizer.lr=") != std::string::npos);
+  std::ifstream in(dir + "/lr_find.json");
+  REQUIRE(in.good());
+  const auto reading = nlohmann::json::parse(in);
+  const auto& lrs = reading["lr"];
+  REQUIRE(lrs.size() >= 10);
+  // The logged rate of step k is 1e-5 * (1e7)^(k / 39), and the run's config
+  // says how it got there.
+  for (std::size_t k = 0; k < lrs.size(); ++k)
+    CHECK(lrs[k].get<double>() == Approx(1e-5 * std::pow(1e7, k / 39.0)).epsilon(1e-5));
+  REQUIRE(reading["suggested_lr"].is_number());
+  const double suggested = reading["suggested_lr"].get<double>();
+  CHECK(suggested > 1e-5);
+  CHECK(suggested < 100);
+  CHECK(reading["diverged_at_step"].is_number());
+  CHECK(reading["loss"].size() == lrs.size());
+  std::ifstream config(dir + "/config.yaml");
+  const std::string text((std::istreambuf_iterator<char>(config)), {});
+  CHECK(text.find("type: range_test") != std::string::npos);
+}
+
+TEST_CASE("trainer lr-find refuses a range, a step count or ranks it cannot test") {
+  TempDir tmp;
+  const std::string runs = tmp.file("runs");
+  const std::string config = "configs/fashion_mnist_mlp.yaml output.dir=" + runs;
+  const auto backwards = run_trainer("lr-find " + config + " --min-lr 1 --max-lr 0.5", true);
+  CHECK(backwards.code == 2);
+  CHECK(backwards.out.find("0 < min-lr < max-lr") != std::string::npos);
+  const auto few = run_trainer("lr-find " + config + " --steps 5", true);
+  CHECK(few.code == 2);
+  CHECK(few.out.find("at least 10 steps") != std::string::npos);
+  const auto ranks = run_trainer("lr-find " + config + " devices.world_size=2", true);
+  CHECK(ranks.code == 2);
+  CHECK(ranks.out.find("one process") != std::string::npos);
+  // Nothing was trained: no run directory appeared.
+  CHECK_FALSE(std::filesystem::exists(runs));
+}

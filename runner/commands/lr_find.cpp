@@ -7,9 +7,11 @@
 // (lr_range.h), and the rate where it falls fastest as the one to start from;
 // lr_find.json in the run directory holds it all. A loss that turns NaN or
 // infinite stops the run, and the test, there.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 

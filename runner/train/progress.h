@@ -1,9 +1,11 @@
 // A one-line progress bar on a terminal (redrawn in place at most 5 times a
-// second); silent when stdout is a file or a pipe, so logs stay clean.
+// second); silent when stdout is a file or a pipe, so logs stay clean. And the
+// time left of a run as the log line and the bar show it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace trainer::train {
 
@@ -16,13 +18,23 @@ inline constexpr const char* kStdoutTerminalVariable = "TRAINER_STDOUT_TERMINAL"
 // a rank trusts kStdoutTerminalVariable, and without it draws nothing.
 bool stdout_is_terminal(bool rank_of_job);
 
+// A duration as the log line shows it: "42s", "3m07s", "2h05m", "3d04h".
+std::string short_duration(double seconds);
+
+// The time left of a run that took `elapsed` seconds for its `done` steps and
+// has `left` to go, at the same pace (evaluations and checkpoints included);
+// negative when nothing is done yet.
+double time_left(double elapsed, std::int64_t done, std::int64_t left);
+
 class ProgressBar {
  public:
   // `enabled`: this process may draw (only the root rank of a job does);
   // it draws when its output reaches a terminal (stdout_is_terminal).
   ProgressBar(bool enabled, bool rank_of_job);
-  // Redraws "epoch E [=====>    ] step/total loss L" if enough time has passed.
-  void update(std::int64_t epoch, std::int64_t step, std::int64_t total, double loss);
+  // Redraws "epoch E [=====>    ] step/total loss L eta T" if enough time has
+  // passed (no eta while `seconds_left` is negative).
+  void update(std::int64_t epoch, std::int64_t step, std::int64_t total, double loss,
+              double seconds_left);
   // Whether update() would redraw now (so the caller fetches the loss only then).
   bool due() const;
   // Erases the bar (before a log line is printed, and at the end).

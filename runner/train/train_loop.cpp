@@ -406,6 +406,11 @@ class TrainLoop {
   std::vector<double> loss_weights_;  // per recorded loss: its share of its step's counted rows
 
   Clock::time_point run_start_;
+  std::int64_t first_step_ = 0;  // the step this process started from (a resume's checkpoint)
+  // The run's time left at its pace since this process started (negative: unknown yet).
+  double seconds_left() const {
+    return time_left(seconds_since(run_start_), step_ - first_step_, total_steps_ - step_);
+  }
   double total_wait_ = 0;
   std::int64_t total_samples_ = 0;
   nlohmann::json best_eval_, last_eval_, last_train_;
@@ -885,10 +890,12 @@ void TrainLoop::log_window() {
   progress_.clear();
   log_->info(
       "epoch {} step {}/{}: loss {:.4f} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
-      "{:.1f}% mem {:.0f}/{:.0f} MiB{}",
+      "{:.1f}% mem {:.0f}/{:.0f} MiB{}{}",
       epoch_, step_, total_steps_, loss, opt_.lr, samples_per_s, step_ms, wait_pct,
       memory.allocated_mib, memory.reserved_mib,
-      scaler_.enabled() ? fmt::format(" scale {:g}", scaler_.scale()) : std::string());
+      scaler_.enabled() ? fmt::format(" scale {:g}", scaler_.scale()) : std::string(),
+      step_ < total_steps_ && seconds_left() >= 0 ? " eta " + short_duration(seconds_left())
+                                                  : std::string());
   if (wait_pct > 10.0 && !warned_input_bound_) {
     warned_input_bound_ = true;
     InputWait w;
@@ -1033,6 +1040,7 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
 
 nlohmann::json TrainLoop::run() {
   run_start_ = Clock::now();
+  first_step_ = step_;
   if (options_.resume && step_ >= total_steps_) {
     log_->info("nothing to train: the checkpoint is at step {} and this config trains {} steps{}",
                step_, total_steps_,
@@ -1098,7 +1106,7 @@ void TrainLoop::train_to_end() {
       ++window_.steps;
       if (progress_.due()) {
         settle_losses();
-        progress_.update(epoch_, step_, total_steps_, last_loss_);
+        progress_.update(epoch_, step_, total_steps_, last_loss_, seconds_left());
       }
       const bool stops_inside_epoch = step_ == total_steps_ && in_epoch < steps_per_epoch_;
       if (stops_inside_epoch && step_ % log_every_ != 0)

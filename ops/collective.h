@@ -6,6 +6,8 @@
 // reduce through it; ops/ never depends on an implementation.
 #pragma once
 
+#include <cstddef>
+#include <stdexcept>
 #include <vector>
 
 #include "ops/tensor.h"
@@ -27,7 +29,19 @@ class Collective {
   // it: whether any rank was asked to stop). Every rank gets bit-identical
   // sums, so replicas cannot drift apart.
   virtual void all_reduce_statistics(std::vector<double>& values) = 0;
+  // The same for `count` doubles in backend memory, in order with the work
+  // queued on the backend (NCCL: on the GPU's compute stream, so a recorded
+  // step holds the reduction): a synchronised batchnorm's sums on a GPU.
+  // Only a collective of GPU ranks has them.
+  virtual void all_reduce_device_statistics(double* /*values*/, std::size_t /*count*/) {
+    throw std::logic_error("this collective reduces no device memory (its ranks hold no GPU)");
+  }
   virtual void barrier() = 0;
+  // After a step is queued: its work, and the reductions inside it (SyncBN's),
+  // must complete within the collective's timeout, or the job ends with the
+  // reason (a dead or hung peer) rather than waiting without end. A collective
+  // whose reductions return only when done has nothing to follow.
+  virtual void watch_queued_work() {}
   // Every rank waits here while the root writes a checkpoint (the others have
   // nothing to write), under its own, longer timeout: a large checkpoint on
   // slow storage is not a hung rank.
@@ -44,6 +58,7 @@ class SingleProcess final : public Collective {
   void all_reduce_sum(const std::vector<TensorRef>&) override {}
   void all_reduce_sum(std::vector<double>&) override {}
   void all_reduce_statistics(std::vector<double>&) override {}
+  void all_reduce_device_statistics(double*, std::size_t) override {}
   void barrier() override {}
 };
 

@@ -245,7 +245,8 @@ stage_done doctor
 # and cuDNN's own error logs in theirs: a refused call says why there (and
 # NCCL what it set up, or why it could not).
 cd "$root" || { log "cannot cd to $root"; write_results "cannot cd to $root"; exit 1; }
-gpu_tests="test_gpu_vector_ops test_gpu_ops test_gpu_step_graph test_gpu_short_batch test_gpu_devices test_dist_nccl"
+gpu_tests="test_gpu_vector_ops test_gpu_ops test_gpu_step_graph test_gpu_short_batch test_gpu_syncbn
+  test_gpu_devices test_dist_nccl"
 wanted tests && for t in $gpu_tests; do
   [[ ! -x "$bundle/bin/$t" ]] && { log "$t: not in the bundle (re-run gpu-prepare.sh)"; rc[$t]=missing; continue; }
   TRAINER_TEST_BINARY="$bundle/bin/trainer" \

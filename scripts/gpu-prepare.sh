@@ -11,8 +11,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-gpu"
 bundle="$build/bundle"
-targets=(trainer test_gpu_ops test_gpu_vector_ops test_gpu_step_graph test_gpu_short_batch test_gpu_devices
-  test_dist_nccl)
+targets=(trainer test_gpu_ops test_gpu_vector_ops test_gpu_step_graph test_gpu_short_batch test_gpu_syncbn
+  test_gpu_devices test_dist_nccl)
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 >"$build.configure.log" 2>&1 ||

@@ -1,7 +1,8 @@
 // labels: gpu
 // The NCCL collective on one GPU (world 1, no MPI): the communicator comes
 // up, the grouped all-reduce leaves the gradients as they are (the sum over
-// one rank) and completes within the watchdog, host reductions are no-ops.
+// one rank) and completes within the watchdog, so does the all-reduce of
+// SyncBN's double sums in device memory, host reductions are no-ops.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -45,6 +46,14 @@ TEST_CASE("NCCL all-reduce on one GPU") {
   std::vector<double> values = {1.5, 2.5};
   collective->all_reduce_sum(values);
   CHECK(values == std::vector<double>{1.5, 2.5});
+  // SyncBN's sums: doubles in device memory, reduced on the compute stream.
+  const std::vector<double> sums = {1.25, -3.5, 1e300, 7.0};
+  DeviceBuffer ds(gpu, sums.size() * sizeof(double));
+  gpu.copy_to_device(ds.data(), sums.data(), sums.size() * sizeof(double));
+  collective->all_reduce_device_statistics(static_cast<double*>(ds.data()), sums.size());
+  std::vector<double> rs(sums.size());
+  gpu.copy_to_host(rs.data(), ds.data(), rs.size() * sizeof(double));
+  CHECK(rs == sums);
   collective->barrier();
 }
 #endif

@@ -4,11 +4,11 @@
 // eval (or a forward with training false) uses the running statistics.
 // `activation: relu` runs as its own kernel over the output, and its gradient
 // (from the output) into the workspace before cuDNN's backward.
-// `sync: true` over several ranks (SyncBN) is refused here: not built for CUDA yet.
-// cuDNN's statistics are over all N rows, and the step is recorded once as a
-// CUDA graph while valid_rows lives in device memory: a training program that
-// meets short batches (KernelContext::short_batches) takes the own kernels of
-// batchnorm_rows.cu instead, whose statistics cover the real rows alone.
+// cuDNN's statistics are over all N rows of this rank's batch, and the step is
+// recorded once as a CUDA graph while valid_rows lives in device memory: a
+// training program that meets short batches (KernelContext::short_batches),
+// or whose batchnorm says `sync: true` in a job of several ranks (SyncBN),
+// takes the own kernels of batchnorm_rows.cu instead.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -129,13 +129,11 @@ class BatchNormKernel final : public Kernel {
 
 void register_batchnorm_kernels(Backend& backend, CudaContext& ctx) {
   backend.add_kernel("batchnorm", [&ctx](const KernelContext& k) -> std::unique_ptr<Kernel> {
-    // Never silently unsynchronised: with one rank sync changes nothing.
-    const bool sync = k.attrs->has("sync") && k.attrs->get_bool("sync");
-    if (sync && k.collective && k.collective->world() > 1)
-      throw std::runtime_error(
-          "batchnorm sync on CUDA is not built yet: train with sync: false, or on CPU ranks "
-          "(devices: cpu), where SyncBN is supported");
-    if (k.training && k.short_batches) return make_real_rows_batchnorm_kernel(k, ctx);
+    // With one rank sync changes nothing.
+    const bool sync = k.attrs->has("sync") && k.attrs->get_bool("sync") && k.collective &&
+                      k.collective->world() > 1;
+    if (k.training && (sync || k.short_batches))
+      return make_real_rows_batchnorm_kernel(k, ctx, sync ? k.collective : nullptr);
     return std::make_unique<BatchNormKernel>(k, ctx);
   });
 }

@@ -1,5 +1,6 @@
 // batchnorm over the real rows of a batch, as own kernels, for training that
-// meets short batches (data.drop_last: false). The batch statistics are those
+// meets short batches (data.drop_last: false) or synchronises its statistics
+// over the ranks of a job (sync: true, SyncBN). The batch statistics are those
 // of the first valid_rows rows (StepValues, read on the device, so a recorded
 // step follows the batch it is replayed on); the padding rows' outputs and
 // input gradients are zero; with no real row the outputs and gradients are
@@ -11,11 +12,19 @@
 // inverse std saved in double. A fixed number of blocks sums each channel and
 // their partial sums are added in order: deterministic. Eval (or a forward
 // with training false) normalises every row with the running statistics.
+// SyncBN: each rank's per-channel sums and count are added over the ranks
+// (Collective::all_reduce_device_statistics: NCCL on the compute stream, so a
+// recorded step holds it) before the statistics are taken, and the backward's
+// sums likewise before the input gradient: every rank normalises with the
+// global batch's statistics and gets the global batch's input gradient; the
+// weight and bias gradients stay the rank's own sums (the gradient all-reduce
+// averages them), as on the CPU.
 #include "ops/cuda/batchnorm_rows.h"
 
 #include <algorithm>
 #include <string>
 
+#include "ops/collective.h"
 #include "ops/cuda/launch.cuh"
 
 namespace trainer::cuda {
@@ -103,15 +112,31 @@ __global__ void channel_partials(Layout l, const StepValues* step, Pair pair, do
   if (threadIdx.x == 0) partial[c * gridDim.y + blockIdx.y] = make_double2(s1, s2);
 }
 
-// Channel c's two sums: its partials added in order.
-__device__ double2 channel_sums(const double2* partial, int splits, long long c) {
-  double2 sum = make_double2(0.0, 0.0);
+// The per-channel sums of a batch: sums[c] and sums[C + c] for channel c,
+// sums[2C] the real values per channel (real rows x inner). A synchronised
+// batchnorm adds every rank's buffer together.
+__host__ __device__ constexpr long long sums_length(long long channels) {
+  return 2 * channels + 1;
+}
+
+// Per channel: its partials added in order into `sums`, thread 0 writing the
+// count. Where wanted, the two sums also go to `first` and `second` as floats
+// (the backward's bias and weight gradients: this rank's own sums).
+__global__ void total_partials(const double2* partial, int splits, Layout l, const StepValues* step,
+                               double* sums, float* first, float* second) {
+  const long long c = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c == 0) sums[2 * l.channels] = static_cast<double>(real_rows(step, l.rows) * l.inner);
+  if (c >= l.channels) return;
+  double s1 = 0.0, s2 = 0.0;
   for (int s = 0; s < splits; ++s) {
     const double2 p = partial[c * splits + s];
-    sum.x += p.x;
-    sum.y += p.y;
+    s1 += p.x;
+    s2 += p.y;
   }
-  return sum;
+  sums[c] = s1;
+  sums[l.channels + c] = s2;
+  if (first) first[c] = static_cast<float>(s1);
+  if (second) second[c] = static_cast<float>(s2);
 }
 
 // Where the forward's statistics go. Null running statistics: leave them (a
@@ -125,13 +150,12 @@ struct Statistics {
   float* running_var;
 };
 
-__global__ void finalize_statistics(const double2* partial, int splits, Layout l,
-                                    const StepValues* step, const float* gamma, const float* beta,
-                                    double eps, double momentum, Statistics o) {
+__global__ void finalize_statistics(const double* sums, Layout l, const float* gamma,
+                                    const float* beta, double eps, double momentum, Statistics o) {
   const long long c = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= l.channels) return;
-  const double2 sum = channel_sums(partial, splits, c);
-  const double count = static_cast<double>(real_rows(step, l.rows) * l.inner);
+  const double2 sum = make_double2(sums[c], sums[l.channels + c]);
+  const double count = sums[2 * l.channels];
   if (count == 0) {  // no real row: nothing to normalise, no statistics to take
     o.mean[c] = 0.0, o.invstd[c] = 0.0, o.scale[c] = 0.0f, o.shift[c] = 0.0f;
     return;
@@ -181,18 +205,14 @@ __global__ void normalize(const float* x, float* y, Layout l, const StepValues* 
   });
 }
 
-// The weight and bias gradients (where wanted: the channel's sums) and the
-// coefficients of the input gradient.
-__global__ void finalize_gradients(const double2* partial, int splits, Layout l,
-                                   const StepValues* step, const float* gamma, const double* mean,
-                                   const double* invstd, float* dgamma, float* dbeta,
+// The coefficients of the input gradient, from the sums of g and g * xhat.
+__global__ void finalize_gradients(const double* sums, Layout l, const float* gamma,
+                                   const double* mean, const double* invstd,
                                    InputGradient* coefficients) {
   const long long c = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= l.channels) return;
-  const double2 sum = channel_sums(partial, splits, c);
-  if (dgamma) dgamma[c] = static_cast<float>(sum.y);
-  if (dbeta) dbeta[c] = static_cast<float>(sum.x);
-  const double count = static_cast<double>(real_rows(step, l.rows) * l.inner);
+  const double2 sum = make_double2(sums[c], sums[l.channels + c]);
+  const double count = sums[2 * l.channels];
   if (count == 0) {  // no real row: no input gradient to write but zeros
     coefficients[c] = InputGradient{0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     return;
@@ -222,8 +242,9 @@ std::size_t round_up_256(std::size_t bytes) {
 
 class RealRowsBatchNormKernel final : public Kernel {
  public:
-  RealRowsBatchNormKernel(const KernelContext& k, CudaContext& ctx)
+  RealRowsBatchNormKernel(const KernelContext& k, CudaContext& ctx, Collective* ranks)
       : ctx_(ctx),
+        ranks_(ranks && ranks->world() > 1 ? ranks : nullptr),
         layout_{k.inputs[0][0], k.inputs[0][1],
                 k.inputs[0][0] * k.inputs[0][1] == 0
                     ? 1
@@ -244,10 +265,11 @@ class RealRowsBatchNormKernel final : public Kernel {
     const auto bytes = static_cast<std::size_t>(layout_.channels) * sizeof(double);
     return {bytes, bytes};
   }
-  // The partial sums, then per channel the scale and shift (forward) or the
-  // input gradient's coefficients (backward).
+  // The partial sums, the channels' sums (sums_length), then per channel the
+  // scale and shift (forward) or the input gradient's coefficients (backward).
   std::size_t workspace_bytes() const override {
-    return partials_bytes() + static_cast<std::size_t>(layout_.channels) * sizeof(InputGradient);
+    return partials_bytes() + sums_bytes() +
+           static_cast<std::size_t>(layout_.channels) * sizeof(InputGradient);
   }
 
   void forward(const KernelArgs& a) override {
@@ -259,7 +281,7 @@ class RealRowsBatchNormKernel final : public Kernel {
     float* const scale = per_channel(a);
     float* const shift = scale + layout_.channels;
     const long long total = layout_.rows * layout_.channels * layout_.inner;
-    if (total == 0) return;
+    if (total == 0) return;  // alike on every rank
     if (!a.training) {
       running_scale_shift<<<blocks_for_channels(layout_.channels), kBlock, 0, stream>>>(
           layout_.channels, gamma, beta, a.params[2].f32(), a.params[3].f32(), eps_, scale, shift);
@@ -269,10 +291,7 @@ class RealRowsBatchNormKernel final : public Kernel {
       check_launch("batchnorm normalize");
       return;
     }
-    double2* partial = partials(a);
-    channel_partials<<<dim3(static_cast<unsigned>(layout_.channels), splits_), kSumThreads, 0,
-                       stream>>>(layout_, a.step, ValueAndSquare{x}, partial);
-    check_launch("batchnorm channel_partials");
+    double* const sums = channel_sums(a, ValueAndSquare{x}, nullptr, nullptr, true);
     const Statistics statistics{static_cast<double*>(a.saved.at(0)),
                                 static_cast<double*>(a.saved.at(1)),
                                 scale,
@@ -280,7 +299,7 @@ class RealRowsBatchNormKernel final : public Kernel {
                                 a.update_state ? a.params[2].f32() : nullptr,
                                 a.update_state ? a.params[3].f32() : nullptr};
     finalize_statistics<<<blocks_for_channels(layout_.channels), kBlock, 0, stream>>>(
-        partial, splits_, layout_, a.step, gamma, beta, eps_, momentum_, statistics);
+        sums, layout_, gamma, beta, eps_, momentum_, statistics);
     check_launch("batchnorm finalize_statistics");
     normalize<<<grid_for(total), kBlock, 0, stream>>>(x, y, layout_, a.step, scale, shift, relu_);
     check_launch("batchnorm normalize");
@@ -298,37 +317,62 @@ class RealRowsBatchNormKernel final : public Kernel {
     float* dgamma = a.grad_params.size() > 0 && a.grad_params[0] ? a.grad_params[0].f32() : nullptr;
     float* dbeta = a.grad_params.size() > 1 && a.grad_params[1] ? a.grad_params[1].f32() : nullptr;
     float* dx = !a.grad_inputs.empty() && a.grad_inputs[0] ? a.grad_inputs[0].f32() : nullptr;
+    // Every rank reduces alike: the shapes and the gradients wanted are the same on all.
     if (total == 0 || (!dgamma && !dbeta && !dx)) return;
-    double2* partial = partials(a);
-    auto* coefficients = reinterpret_cast<InputGradient*>(per_channel(a));
-    channel_partials<<<dim3(static_cast<unsigned>(layout_.channels), splits_), kSumThreads, 0,
-                       stream>>>(layout_, a.step, g, partial);
-    check_launch("batchnorm channel_partials (backward)");
-    finalize_gradients<<<blocks_for_channels(layout_.channels), kBlock, 0, stream>>>(
-        partial, splits_, layout_, a.step, a.params[0].f32(), g.mean, g.invstd, dgamma, dbeta,
-        coefficients);
-    check_launch("batchnorm finalize_gradients");
+    // The weight and bias gradients are this rank's own sums (the gradient
+    // all-reduce of the training loop averages them like every parameter's).
+    double* const sums = channel_sums(a, g, dbeta, dgamma, dx != nullptr);
     if (!dx) return;
+    auto* coefficients = reinterpret_cast<InputGradient*>(per_channel(a));
+    finalize_gradients<<<blocks_for_channels(layout_.channels), kBlock, 0, stream>>>(
+        sums, layout_, a.params[0].f32(), g.mean, g.invstd, coefficients);
+    check_launch("batchnorm finalize_gradients");
     input_gradient<<<grid_for(total), kBlock, 0, stream>>>(g, dx, layout_, a.step, coefficients);
     check_launch("batchnorm input_gradient");
   }
 
   std::string implementation() const override {
-    return std::string("own:batchnorm_real_rows[splits=") + std::to_string(splits_) + "]" +
+    return std::string("own:batchnorm_real_rows[splits=") + std::to_string(splits_) +
+           (ranks_ ? ", ranks=" + std::to_string(ranks_->world()) : std::string()) + "]" +
            (relu_ ? " with relu" : "");
   }
 
  private:
+  // The channels' sums of pair(i, c) over this rank's real rows into the
+  // workspace (the bias-like and weight-like sums also to `first` and
+  // `second` where wanted), then, with `reduced` and several ranks, summed
+  // over every rank in place, in stream order.
+  template <typename Pair>
+  double* channel_sums(const KernelArgs& a, Pair pair, float* first, float* second, bool reduced) {
+    cudaStream_t stream = ctx_.compute.get();
+    double2* partial = static_cast<double2*>(a.workspace);
+    double* sums = reinterpret_cast<double*>(static_cast<char*>(a.workspace) + partials_bytes());
+    channel_partials<<<dim3(static_cast<unsigned>(layout_.channels), splits_), kSumThreads, 0,
+                       stream>>>(layout_, a.step, pair, partial);
+    check_launch("batchnorm channel_partials");
+    total_partials<<<blocks_for_channels(layout_.channels), kBlock, 0, stream>>>(
+        partial, splits_, layout_, a.step, sums, first, second);
+    check_launch("batchnorm total_partials");
+    if (reduced && ranks_)
+      ranks_->all_reduce_device_statistics(sums,
+                                           static_cast<std::size_t>(sums_length(layout_.channels)));
+    return sums;
+  }
+
   std::size_t partials_bytes() const {
     return round_up_256(static_cast<std::size_t>(layout_.channels) *
                         static_cast<std::size_t>(splits_) * sizeof(double2));
   }
-  double2* partials(const KernelArgs& a) const { return static_cast<double2*>(a.workspace); }
+  std::size_t sums_bytes() const {
+    return round_up_256(static_cast<std::size_t>(sums_length(layout_.channels)) * sizeof(double));
+  }
   float* per_channel(const KernelArgs& a) const {
-    return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + partials_bytes());
+    return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + partials_bytes() +
+                                    sums_bytes());
   }
 
   CudaContext& ctx_;
+  Collective* ranks_;  // null: this rank's batch alone (one rank, or sync: false)
   Layout layout_;
   double momentum_, eps_;
   bool relu_;  // activation: relu
@@ -337,8 +381,9 @@ class RealRowsBatchNormKernel final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_real_rows_batchnorm_kernel(const KernelContext& k, CudaContext& ctx) {
-  return std::make_unique<RealRowsBatchNormKernel>(k, ctx);
+std::unique_ptr<Kernel> make_real_rows_batchnorm_kernel(const KernelContext& k, CudaContext& ctx,
+                                                        Collective* ranks) {
+  return std::make_unique<RealRowsBatchNormKernel>(k, ctx, ranks);
 }
 
 }  // namespace trainer::cuda

@@ -37,8 +37,9 @@ void check_nccl(ncclResult_t r, const char* what) {
 // The gradient all-reduce runs on the backend's compute stream, in order
 // between the backward that wrote the gradients and the update that reads
 // them: the host queues it and goes on, with no device synchronisation. A
-// watchdog thread follows each reduction's completion event, so that a dead
-// or hung peer ends the job (with the reason) instead of hanging it.
+// watchdog thread follows each reduction's completion event, and after each
+// step the step's queued work (SyncBN reduces inside it), so that a dead or
+// hung peer ends the job (with the reason) instead of hanging it.
 class NcclCollective final : public Collective {
  public:
   NcclCollective(MpiCollective* mpi, int device, double timeout_s)
@@ -83,14 +84,7 @@ class NcclCollective final : public Collective {
       throw;
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-    cudaEvent_t done = nullptr;
-    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(done, stream_), "cudaEventRecord");
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      pending_.push_back({done, std::chrono::steady_clock::now()});
-    }
-    changed_.notify_all();
+    watch_queued_work();
     if (mpi_) mpi_->note_step_reduced_elsewhere();  // the ranks' load-balance reports
   }
   void all_reduce_sum(std::vector<double>& values) override {
@@ -99,8 +93,25 @@ class NcclCollective final : public Collective {
   void all_reduce_statistics(std::vector<double>& values) override {
     if (mpi_) mpi_->all_reduce_statistics(values);
   }
+  // SyncBN's sums, inside the step on the compute stream (and inside its
+  // recording): the watchdog follows them through watch_queued_work.
+  void all_reduce_device_statistics(double* values, std::size_t count) override {
+    check_nccl(ncclAllReduce(values, values, count, ncclDouble, ncclSum, comm_, stream_),
+               "ncclAllReduce(batchnorm statistics)");
+  }
   void barrier() override {
     if (mpi_) mpi_->barrier();
+  }
+  // The watchdog follows everything queued on the compute stream so far.
+  void watch_queued_work() override {
+    cudaEvent_t done = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventRecord(done, stream_), "cudaEventRecord");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back({done, std::chrono::steady_clock::now()});
+    }
+    changed_.notify_all();
   }
   // The host waits over MPI; no reduction is pending then (the step before
   // the checkpoint was reduced on every rank before the root read it back).
@@ -157,8 +168,9 @@ class NcclCollective final : public Collective {
   // finalising makes the launcher end the job.
   [[noreturn]] void end_job(const std::string& why) {
     ncclCommAbort(comm_);
-    std::fprintf(stderr, "error: rank %d: the NCCL gradient all-reduce failed: %s. %s\n", rank(),
-                 why.c_str(), mpi_ ? "Ending this rank (the launcher ends the job)" : "Stopping");
+    std::fprintf(
+        stderr, "error: rank %d: an NCCL reduction (gradients, or SyncBN's sums) failed: %s. %s\n",
+        rank(), why.c_str(), mpi_ ? "Ending this rank (the launcher ends the job)" : "Stopping");
     std::fflush(stdout);
     std::fflush(stderr);
     std::_Exit(1);

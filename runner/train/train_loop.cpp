@@ -712,6 +712,7 @@ void TrainLoop::run_micro_batch(const data::Batch& batch, std::int64_t micro, do
   values.first_position = collective_.rank() + world_ * micro * s_.batch.micro;
   values.position_stride = world_;
   program_.train_step(values);
+  if (world_ > 1) collective_.watch_queued_work();  // before any read-back may wait on it
   losses_.record(program_.loss());
   window_.samples += batch.rows;
   total_samples_ += batch.rows;

@@ -17,6 +17,7 @@
 #include "runner/train/lr_range.h"
 #include "tests/run_command.h"
 #include "tests/test_data_fixtures.h"
+#include "tests/test_image_fixtures.h"
 
 using trainer::data::testing::TempDir;
 using trainer::testing::run_trainer;
@@ -57,13 +58,28 @@ TEST_CASE("the range test's reading: smoothed, cut where it diverges, steepest f
   CHECK(suggested < 1e-1);
   CHECK(*r.suggested < *r.lowest);
 
-  // A non-finite loss ends the range at once.
+  CHECK_FALSE(r.non_finite);  // the 4 x rule cut it
+
+  // A non-finite loss ends the range at once, and says so.
   auto nan_at = points;
   nan_at[60].loss = NAN;
   const auto cut = read_range_test(nan_at);
   REQUIRE(cut.diverged_at.has_value());
   CHECK(*cut.diverged_at == 60);
+  CHECK(cut.non_finite);
   CHECK(cut.points.size() == 60);
+
+  // Steps that hold the rate (fp16 loss scaling skips them) are passed over:
+  // the reading is that of the rising rates alone.
+  std::vector<RangeTestPoint> with_held;
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    with_held.push_back(points[k]);
+    if (k % 7 == 3) with_held.push_back({points[k].lr, points[k].loss * 0.9});
+  }
+  const auto held = read_range_test(with_held);
+  REQUIRE(held.suggested.has_value());
+  CHECK(held.points.size() == r.points.size());
+  CHECK(held.points[*held.suggested].lr == r.points[*r.suggested].lr);
 
   // A loss that only rises gives no suggestion; neither do too few points.
   std::vector<RangeTestPoint> rising;
@@ -110,7 +126,10 @@ TEST_CASE("trainer lr-find refuses a range, a step count or ranks it cannot test
   const std::string config = "configs/fashion_mnist_mlp.yaml output.dir=" + runs;
   const auto backwards = run_trainer("lr-find " + config + " --min-lr 1 --max-lr 0.5", true);
   CHECK(backwards.code == 2);
-  CHECK(backwards.out.find("0 < min-lr < max-lr") != std::string::npos);
+  CHECK(backwards.out.find("min-lr < max-lr") != std::string::npos);
+  const auto tiny = run_trainer("lr-find " + config + " --min-lr 1e-320 --max-lr 1e10", true);
+  CHECK(tiny.code == 2);
+  CHECK(tiny.out.find("1e-30 <= min-lr < max-lr <= 1e+30") != std::string::npos);
   const auto few = run_trainer("lr-find " + config + " --steps 5", true);
   CHECK(few.code == 2);
   CHECK(few.out.find("at least 10 steps") != std::string::npos);
@@ -119,4 +138,25 @@ TEST_CASE("trainer lr-find refuses a range, a step count or ranks it cannot test
   CHECK(ranks.out.find("one process") != std::string::npos);
   // Nothing was trained: no run directory appeared.
   CHECK_FALSE(std::filesystem::exists(runs));
+}
+
+TEST_CASE("trainer lr-find fails like a run on an error that is not divergence") {
+  // A damaged image met in the middle of the range is the data's fault, not
+  // the rate's: exit 1 naming it, no reading and no suggestion.
+  TempDir tmp;
+  trainer::data::testing::write_image_folder(tmp.file("images"), 40, {"b/35.png"});
+  const std::string config = tmp.file("folder.yaml");
+  trainer::data::testing::write_text(
+      config,
+      "model:\n  layers:\n    - {type: flatten}\n    - {type: linear, out_features: 2}\n"
+      "data:\n  train: {type: image_folder, root: " +
+          tmp.file("images") +
+          ", size: [3, 3]}\n  shuffle: false\n"
+          "train: {batch_size: 8}\n");
+  const auto r = run_trainer("lr-find " + config + " --steps 20 --out " + tmp.file("find"), true);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("35.png") != std::string::npos);
+  CHECK(r.out.find("suggested") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(tmp.file("find") + "/lr_find.json"));
 }

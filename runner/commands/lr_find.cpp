@@ -5,8 +5,9 @@
 // type range_test), logging every step and evaluating one batch at the end.
 // Then the training loss against the rate, smoothed and cut where it diverges
 // (lr_range.h), and the rate where it falls fastest as the one to start from;
-// lr_find.json in the run directory holds it all. A loss that turns NaN or
-// infinite stops the run, and the test, there.
+// lr_find.json in the run directory holds it all. Training that diverges (a
+// non-finite loss or gradients, collapsed fp16 loss scaling) stops the run,
+// and the range, there; any other error fails the command as it fails a run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,9 +20,9 @@
 
 #include "runner/checkpoint/durable_file.h"
 #include "runner/commands.h"
-#include "runner/config/diagnostics.h"
 #include "runner/config/load.h"
 #include "runner/train/lr_range.h"
+#include "runner/train/trainer.h"
 #include "runner/usage_error.h"
 
 namespace trainer {
@@ -34,7 +35,8 @@ std::string exact(double v) {
 }
 
 // The training records of a run's metrics.jsonl: each step's rate and loss
-// (a loss written as null, not finite, reads as NaN).
+// (a loss written as null, not finite, reads as NaN; a record without a
+// rate is left out).
 std::vector<train::RangeTestPoint> training_points(const std::string& run_dir) {
   std::vector<train::RangeTestPoint> points;
   std::ifstream in(run_dir + "/metrics.jsonl");
@@ -42,8 +44,10 @@ std::vector<train::RangeTestPoint> training_points(const std::string& run_dir) {
   while (std::getline(in, line)) {
     const auto record = nlohmann::json::parse(line, nullptr, false);
     if (record.is_discarded() || record.value("split", "") != "train") continue;
+    const auto& lr = record["lr"];
     const auto& loss = record["loss"];
-    points.push_back({record.value("lr", 0.0), loss.is_number() ? loss.get<double>() : NAN});
+    if (!lr.is_number()) continue;
+    points.push_back({lr.get<double>(), loss.is_number() ? loss.get<double>() : NAN});
   }
   return points;
 }
@@ -87,9 +91,12 @@ int command_lr_find(const CommandArgs& given) {
   if (steps < 10)
     throw UsageError("lr-find: --steps " + std::to_string(steps) +
                      ": the range test reads the loss over at least 10 steps");
-  if (!(given.min_lr > 0) || !(given.max_lr > given.min_lr))
+  // The optimizer computes in float32: both ends must be ordinary float rates.
+  constexpr double kLowest = 1e-30, kHighest = 1e30;
+  if (!(given.min_lr >= kLowest) || !(given.max_lr > given.min_lr) || !(given.max_lr <= kHighest))
     throw UsageError("lr-find: --min-lr " + exact(given.min_lr) + " and --max-lr " +
-                     exact(given.max_lr) + ": the range needs 0 < min-lr < max-lr");
+                     exact(given.max_lr) + ": the range needs " + exact(kLowest) +
+                     " <= min-lr < max-lr <= " + exact(kHighest));
   const config::Config user = config::load_config(given.config_path, given.overrides);
   if (user.devices.world_size > 1 || user.devices.gpus.size() > 1)
     throw UsageError(
@@ -102,21 +109,22 @@ int command_lr_find(const CommandArgs& given) {
         std::string("train.log_every=1"), std::string("train.eval_batches=1"),
         std::string("train.eval_every=0"), std::string("train.early_stopping.patience=0"),
         std::string("checkpoint.every_steps=0"), std::string("checkpoint.keep_best=0"),
-        "name=" + user.name + "-lr-find"})
+        // Within a file name's 255 bytes, as the run's own name is.
+        "name=" + user.name.substr(0, 255 - 8) + "-lr-find"})
     args.overrides.push_back(forced);
   std::string run_dir, stopped_by;
   int code = 0;
   try {
     code = command_run(args, &run_dir);
-  } catch (const config::ConfigError&) {
-    throw;
-  } catch (const UsageError&) {
-    throw;
-  } catch (const std::exception& e) {
-    if (run_dir.empty()) throw;  // it never started
-    stopped_by = e.what();       // a non-finite loss, most likely: the range ends there
+  } catch (const train::DivergedError& e) {
+    stopped_by = e.what();  // the range ends there
   }
-  if (code != 0) return code;  // stopped by a signal
+  if (code != 0) {  // stopped by a signal: the range was not read
+    std::fprintf(stderr,
+                 "lr-find was stopped before the end of its range; run lr-find again for a "
+                 "reading (not `run --resume`, which would only finish the run)\n");
+    return code;
+  }
   std::vector<train::RangeTestPoint> points = training_points(run_dir);
   if (!stopped_by.empty()) points.push_back({points.empty() ? 0.0 : points.back().lr, NAN});
   const train::RangeTestReading reading = train::read_range_test(points);
@@ -125,15 +133,16 @@ int command_lr_find(const CommandArgs& given) {
                  run_dir.c_str(), stopped_by.empty() ? "" : ": ", stopped_by.c_str());
     return 1;
   }
-  std::printf("\nlearning-rate range test: %zu steps from %g to %g\n", reading.points.size(),
-              given.min_lr, given.max_lr);
+  // fp16 loss scaling holds the rate on the steps it skips: the rate reached
+  // can fall short of --max-lr.
+  std::printf("\nlearning-rate range test: %zu steps read, rates %g to %g (--max-lr %g)\n",
+              reading.points.size(), reading.points.front().lr, reading.points.back().lr,
+              given.max_lr);
   print_table(reading);
-  if (reading.diverged_at) {
-    // The point appended for a stopped run is the last; one before it: the 4 x rule.
-    const bool by_rule = stopped_by.empty() || *reading.diverged_at + 1 < points.size();
+  if (reading.diverged_at)
     std::printf("diverged at step %zu (%s)\n", *reading.diverged_at + 1,
-                by_rule ? "the smoothed loss passed 4 x its lowest" : "the loss is not finite");
-  }
+                reading.non_finite ? "the training stopped being finite"
+                                   : "the smoothed loss passed 4 x its lowest");
   if (!stopped_by.empty()) std::printf("the run stopped: %s\n", stopped_by.c_str());
   if (reading.suggested) {
     const double lr = reading.points[*reading.suggested].lr;
@@ -141,6 +150,11 @@ int command_lr_find(const CommandArgs& given) {
         "suggested: optimizer.lr=%.3g (the smoothed loss falls fastest there; the lowest loss "
         "was at %.3g, a peak rate such as schedule.max_lr of onecycle sits between them)\n",
         lr, reading.points[*reading.lowest].lr);
+  } else if (reading.points.size() < train::kMinSuggestionPoints) {
+    std::printf(
+        "no suggestion: only %zu steps before the range diverged; raise --steps or lower "
+        "--max-lr\n",
+        reading.points.size());
   } else {
     std::printf(
         "no suggestion: the smoothed loss never fell; lower --min-lr, raise --steps, or check "

@@ -243,11 +243,11 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
               "nothing to train: set train.epochs > 0 or train.max_steps > 0");
   if (c.schedule.type == "range_test" && !(c.schedule.max_lr > c.optimizer.lr)) {
     const Mark written = mark_of(root, "schedule", "max_lr");  // else where the type is
-    diags.add(
-        written.is_default() ? mark_of(root, "schedule", "type") : written, "schedule.max_lr",
-        "a range_test schedule grows the rate from optimizer.lr (" + format_number(c.optimizer.lr) +
-            ") to max_lr, which must be larger",
-        "set schedule.max_lr above optimizer.lr, e.g. " + format_number(c.optimizer.lr * 1e6));
+    diags.add(written.is_default() ? mark_of(root, "schedule", "type") : written, "schedule.max_lr",
+              "a range_test schedule grows the rate from optimizer.lr (" +
+                  format_number(c.optimizer.lr) + ") to max_lr, which must be larger",
+              "set schedule.max_lr above optimizer.lr: a range test usually spans several decades, "
+              "e.g. optimizer.lr: 1e-7 and max_lr: 10 (as `trainer lr-find` does)");
   }
   if (c.schedule.type == "multistep" && c.schedule.milestones.empty())
     diags.add(mark_of(root, "schedule", "milestones"), "schedule.milestones",

@@ -17,21 +17,24 @@ RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points) {
     const RangeTestPoint& p = points[i];
     if (!std::isfinite(p.loss)) {
       r.diverged_at = i;
+      r.non_finite = true;
       break;
     }
+    if (!r.points.empty() && !(p.lr > r.points.back().lr)) continue;
     average = kBeta * average + (1 - kBeta) * p.loss;
     weight *= kBeta;
     const double smoothed = average / (1 - weight);
-    if (r.lowest && smoothed > kDivergence * r.smoothed[*r.lowest]) {
+    if (!r.smoothed.empty() && smoothed > kDivergence * r.smoothed[*r.lowest]) {
       r.diverged_at = i;
       break;
     }
     r.points.push_back(p);
     r.smoothed.push_back(smoothed);
-    if (!r.lowest || smoothed < r.smoothed[*r.lowest]) r.lowest = i;
+    const std::size_t at = r.points.size() - 1;
+    if (!r.lowest || smoothed < r.smoothed[*r.lowest]) r.lowest = at;
   }
   const std::size_t n = r.points.size();
-  if (n < 5) return r;
+  if (n < kMinSuggestionPoints) return r;
   std::optional<double> steepest;
   for (std::size_t i = std::max<std::size_t>(1, n / 10); i + 1 < n; ++i) {
     const double run = std::log(r.points[i + 1].lr) - std::log(r.points[i - 1].lr);

@@ -17,16 +17,23 @@ struct RangeTestPoint {
 struct RangeTestReading {
   std::vector<RangeTestPoint> points;  // up to where it diverged
   std::vector<double> smoothed;        // the losses' bias-corrected moving average (0.98)
-  // Index into points where the loss went non-finite or its smoothed value
-  // passed 4 x the lowest: the range ends there (the point is left out).
+  // Index into the points given where the loss went non-finite, or its
+  // smoothed value passed 4 x the lowest: the range ends there (the point is
+  // left out). `non_finite` says which.
   std::optional<std::size_t> diverged_at;
-  std::optional<std::size_t> lowest;     // the lowest smoothed loss
-  std::optional<std::size_t> suggested;  // where the smoothed loss falls fastest per log(lr)
+  bool non_finite = false;
+  // Indices into `points` above: the lowest smoothed loss, and where the
+  // smoothed loss falls fastest per log(lr).
+  std::optional<std::size_t> lowest;
+  std::optional<std::size_t> suggested;
 };
 
-// `points` in step order, rates increasing. No suggestion when the smoothed
-// loss never falls (past the first tenth of the points, which the moving
-// average still settles in) or there are fewer than 5 points.
+// `points` in step order. A point whose rate does not rise above the last one
+// read (a step fp16 loss scaling skipped holds the rate) is passed over. No
+// suggestion when the smoothed loss never falls (past the first tenth of the
+// points, which the moving average still settles in) or there are fewer than
+// kMinSuggestionPoints points.
+inline constexpr std::size_t kMinSuggestionPoints = 5;
 RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points);
 
 }  // namespace trainer::train

@@ -800,8 +800,7 @@ void TrainLoop::sync_loss_scale() {
         known.steps + 1, now.steps, skipped, now.last_overflow_step, now.last_overflow_scale,
         now.scale);
   if (scaler_.collapsed())
-    throw std::runtime_error(
-        collapse_diagnosis(scaler_, last_loss_, overflowing_parameters(program_)));
+    throw DivergedError(collapse_diagnosis(scaler_, last_loss_, overflowing_parameters(program_)));
 }
 
 void TrainLoop::send_schedule() {
@@ -828,8 +827,8 @@ void TrainLoop::log_window() {
   settle_losses();
   sync_loss_scale();
   if (clip_in_update_ && backend_.vector_ops().nonfinite_gradients_seen())
-    throw std::runtime_error("non-finite gradients in the steps up to " + std::to_string(step_) +
-                             ": lower optimizer.lr, lower train.clip_grad_norm or check the data");
+    throw DivergedError("non-finite gradients in the steps up to " + std::to_string(step_) +
+                        ": lower optimizer.lr, lower train.clip_grad_norm or check the data");
   const double elapsed = seconds_since(window_.start);
   window_.hits.top1 += window_.last_step_hits.top1;
   window_.hits.rows += window_.last_step_hits.rows;
@@ -847,11 +846,11 @@ void TrainLoop::log_window() {
   // With fp16 loss scaling an overflowing forward pass is the scaler's to
   // diagnose (its steps are skipped); anything else non-finite stops here.
   if (!std::isfinite(loss) && !scaler_.enabled())
-    throw std::runtime_error(std::string("the training loss is ") +
-                             (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
-                             std::to_string(step_) +
-                             " (mean of the last logging window): lower optimizer.lr (or set "
-                             "train.clip_grad_norm), or check the inputs and labels");
+    throw DivergedError(std::string("the training loss is ") +
+                        (std::isnan(loss) ? "NaN" : "infinite") + " at step " +
+                        std::to_string(step_) +
+                        " (mean of the last logging window): lower optimizer.lr (or set "
+                        "train.clip_grad_norm), or check the inputs and labels");
   const double samples_per_s = static_cast<double>(window_.samples) / elapsed;
   const double step_ms = 1000.0 * elapsed / static_cast<double>(window_.steps);
   const double wait_pct = 100.0 * window_.wait / elapsed;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,14 @@ std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend
 
 // Seeded initial values for every parameter, zeroed optimizer state.
 void initialize_parameters(const Session& session, graph::Program& program);
+
+// Training diverged: a non-finite loss or non-finite gradients, or fp16 loss
+// scaling that collapsed. A run fails with it; a learning-rate range test
+// (`trainer lr-find`) ends its range there.
+class DivergedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 struct TrainOptions {
   bool resume = false;  // continue from the newest good checkpoint under run_dir/checkpoints

@@ -12,6 +12,7 @@
 #include "ops/collective.h"
 #include "tests/op_check.h"
 #include "tests/thread_ranks.h"
+#include "tests/two_rank_batchnorm.h"
 
 using namespace trainer;
 using namespace trainer::testing;
@@ -20,28 +21,6 @@ namespace {
 
 OpCase sync_bn(const Shape& x, bool sync) {
   return {"batchnorm", {{"momentum", 0.3}, {"eps", 1e-3}, {"sync", sync}}, {x}};
-}
-
-HostTensor random_like(const Shape& s, std::uint64_t seed) {
-  HostTensor t = HostTensor::zeros(s);
-  std::mt19937_64 rng(seed);
-  fill_uniform(t.f, rng, -1.0f, 1.0f);
-  return t;
-}
-
-// Rows [first, first + rows) of a tensor whose first dimension is the batch.
-HostTensor rows_of(const HostTensor& t, std::int64_t first, std::int64_t rows) {
-  Shape s = t.shape;
-  s[0] = rows;
-  HostTensor out = HostTensor::zeros(s);
-  const std::int64_t per_row = numel(t.shape) / t.shape[0];
-  std::copy_n(t.f.begin() + first * per_row, rows * per_row, out.f.begin());
-  return out;
-}
-
-std::vector<float> scaled(std::vector<float> v, float factor) {
-  for (auto& x : v) x *= factor;
-  return v;
 }
 
 }  // namespace
@@ -112,39 +91,16 @@ TEST_CASE("two ranks of half the batch each train like one rank of the whole bat
       }
       auto run_rank = [&](int r) {
         ys[r] = ranks[r]->forward(true);
-        HostTensor rank_dy = rows_of(dy, r * half, half);
-        rank_dy.f = scaled(rank_dy.f, 2.0f);
-        gs[r] = ranks[r]->backward(rank_dy);
+        gs[r] = ranks[r]->backward(rank_gradient(dy, r, half));
       };
       std::thread t1(run_rank, 1);
       run_rank(0);
       t1.join();
       if (synced) CHECK(r0.calls == 2);  // forward statistics, backward sums
 
-      std::vector<float> y2, dx2, dweight(gs[0].params[0].f.size()), dbias(dweight.size());
-      for (int r = 0; r < 2; ++r) {
-        y2.insert(y2.end(), ys[r].f.begin(), ys[r].f.end());
-        const auto dx = scaled(gs[r].inputs[0].f, 0.5f);
-        dx2.insert(dx2.end(), dx.begin(), dx.end());
-        for (std::size_t c = 0; c < dweight.size(); ++c) {
-          dweight[c] += 0.5f * gs[r].params[0].f[c];
-          dbias[c] += 0.5f * gs[r].params[1].f[c];
-        }
-      }
-      if (!synced) {  // the test can tell: per-rank statistics give other outputs
-        std::size_t differ = 0;
-        for (std::size_t k = 0; k < y2.size(); ++k) differ += std::abs(y2[k] - y.f[k]) > 1e-3f;
-        CHECK(differ > y2.size() / 2);
-        continue;
-      }
-      check_close(y2, y.f, 1e-6, 1e-6, "y");
-      for (int r = 0; r < 2; ++r) {
-        check_close(ranks[r]->params[2].f, whole.params[2].f, 1e-6, 1e-7, "running_mean");
-        check_close(ranks[r]->params[3].f, whole.params[3].f, 1e-6, 1e-7, "running_var");
-      }
-      check_close(dx2, g.inputs[0].f, 1e-5, 1e-6, "dx");
-      check_close(dweight, g.params[0].f, 1e-5, 1e-6, "dweight");
-      check_close(dbias, g.params[1].f, 1e-5, 1e-6, "dbias");
+      // Without the reduction, per-rank statistics give other outputs (the test can tell).
+      check_two_ranks_against_whole(ys, gs, ranks, y, g, whole, synced, {1e-6, 1e-6, 1e-5, 1e-6},
+                                    0.5);
     }
   }
 }

@@ -20,6 +20,7 @@
 #include "gpu_skip.h"
 #include "ops/collective.h"
 #include "tests/op_check.h"
+#include "tests/two_rank_batchnorm.h"
 
 #ifdef TRAINER_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -96,23 +97,6 @@ OpCase sync_bn(const Shape& x, bool relu) {
           {x}};
 }
 
-HostTensor random_like(const Shape& s, std::uint64_t seed) {
-  HostTensor t = HostTensor::zeros(s);
-  std::mt19937_64 rng(seed);
-  fill_uniform(t.f, rng, -1.0f, 1.0f);
-  return t;
-}
-
-// Rows [first, first + rows) of a tensor whose first dimension is the batch.
-HostTensor rows_of(const HostTensor& t, std::int64_t first, std::int64_t rows) {
-  Shape s = t.shape;
-  s[0] = rows;
-  HostTensor out = HostTensor::zeros(s);
-  const std::int64_t per_row = numel(t.shape) / t.shape[0];
-  std::copy_n(t.f.begin() + first * per_row, rows * per_row, out.f.begin());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("CUDA SyncBN: two ranks of half the batch train like the CPU's one rank of the whole") {
@@ -150,9 +134,7 @@ TEST_CASE("CUDA SyncBN: two ranks of half the batch train like the CPU's one ran
           try {
             std::lock_guard<std::mutex> hold(two.gpu);
             ys[r] = ranks[r]->forward(true);
-            HostTensor rank_dy = rows_of(dy, r * half, half);
-            for (float& v : rank_dy.f) v *= 2.0f;
-            gs[r] = ranks[r]->backward(rank_dy);
+            gs[r] = ranks[r]->backward(rank_gradient(dy, r, half));
           } catch (...) {
             failed[r] = std::current_exception();
             if (!two.failed.exchange(true)) two.meet.arrive_and_drop();
@@ -169,29 +151,8 @@ TEST_CASE("CUDA SyncBN: two ranks of half the batch train like the CPU's one ran
           CHECK(r1.calls == 2);
         }
 
-        std::vector<float> y2, dx2, dweight(gs[0].params[0].f.size()), dbias(dweight.size());
-        for (int r = 0; r < 2; ++r) {
-          y2.insert(y2.end(), ys[r].f.begin(), ys[r].f.end());
-          for (float v : gs[r].inputs[0].f) dx2.push_back(0.5f * v);
-          for (std::size_t c = 0; c < dweight.size(); ++c) {
-            dweight[c] += 0.5f * gs[r].params[0].f[c];
-            dbias[c] += 0.5f * gs[r].params[1].f[c];
-          }
-        }
-        if (!synced) {  // the test can tell: per-rank statistics give other outputs
-          std::size_t differ = 0;
-          for (std::size_t k = 0; k < y2.size(); ++k) differ += std::abs(y2[k] - y.f[k]) > 1e-3f;
-          CHECK(differ > y2.size() / 4);
-          continue;
-        }
-        check_close(y2, y.f, 1e-5, 1e-5, "y");
-        for (int r = 0; r < 2; ++r) {
-          check_close(ranks[r]->params[2].f, whole.params[2].f, 1e-6, 1e-7, "running_mean");
-          check_close(ranks[r]->params[3].f, whole.params[3].f, 1e-6, 1e-7, "running_var");
-        }
-        check_close(dx2, g.inputs[0].f, 1e-4, 1e-5, "dx");
-        check_close(dweight, g.params[0].f, 1e-4, 1e-5, "dweight");
-        check_close(dbias, g.params[1].f, 1e-4, 1e-5, "dbias");
+        check_two_ranks_against_whole(ys, gs, ranks, y, g, whole, synced, {1e-5, 1e-5, 1e-4, 1e-5},
+                                      0.25);
       }
     }
   }

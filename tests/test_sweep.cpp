@@ -151,6 +151,10 @@ TEST_CASE("a sweep stopped in the middle and run again finishes every trial exac
   CHECK(count(read_text(tmp / "sw/logs/trial-000.log"), "run directory:") == 1);
   CHECK(read_text(tmp / "sw/logs/trial-001.log").find("resuming from") != std::string::npos);
   CHECK(read_lines(tmp / "sw/trials.csv").size() == 4);
+  // The time left after each trial but the last, at the pace of this sweep's.
+  const std::string resumed = read_text(tmp / "2.log");
+  CHECK(resumed.find("sweep: trial-001 done (1 to go, eta ") != std::string::npos);
+  CHECK(resumed.find("sweep: trial-002 done\n") != std::string::npos);
 }
 
 TEST_CASE("the sweep's tables say how many steps each trial took and which stopped early") {

@@ -17,6 +17,7 @@
 
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/sweep/trial_record.h"
+#include "runner/train/progress.h"
 
 namespace trainer::sweep {
 namespace fs = std::filesystem;
@@ -133,6 +134,9 @@ int run_sweep(const SweepJob& job) {
   std::printf("sweep: %zu trials, %zu to run, %lld at once; results in %s\n", records.size(),
               queue.size(), static_cast<long long>(slots), (dir / "results.md").c_str());
   std::fflush(stdout);
+  // The time left: the trials to go at the pace of those this sweep ended.
+  const auto started = std::chrono::steady_clock::now();
+  std::int64_t ended = 0;
 
   while (!queue.empty() || !running.empty()) {
     const int stop = checkpoint::stop_requested();
@@ -206,8 +210,17 @@ int run_sweep(const SweepJob& job) {
       r.status = "failed";
       if (may_run(r) && !forwarded) queue.push_back(run.index);
     }
-    std::printf("sweep: %s %s%s%s\n", r.trial.id.c_str(), r.status.c_str(),
-                r.error.empty() ? "" : ": ", r.error.c_str());
+    ++ended;
+    const auto to_go = static_cast<std::int64_t>(queue.size() + running.size());
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::printf("sweep: %s %s%s%s%s\n", r.trial.id.c_str(), r.status.c_str(),
+                r.error.empty() ? "" : ": ", r.error.c_str(),
+                to_go > 0 && !forwarded
+                    ? (" (" + std::to_string(to_go) + " to go, eta " +
+                       train::short_duration(train::time_left(elapsed, ended, to_go)) + ")")
+                          .c_str()
+                    : "");
     std::fflush(stdout);
     report();
   }

@@ -6,6 +6,7 @@
 // run that diverges read up to where it did, and flags it refuses.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -80,6 +81,25 @@ TEST_CASE("the range test's reading: smoothed, cut where it diverges, steepest f
   REQUIRE(held.suggested.has_value());
   CHECK(held.points.size() == r.points.size());
   CHECK(held.points[*held.suggested].lr == r.points[*r.suggested].lr);
+
+  // A loss that climbs past its lowest and falls again, faster than it fell
+  // before (batchnorm can pull a diverging network back), is read up to its
+  // lowest only: 200 rates over 1e-6 .. 1e1, a slow fall to 1e-1, a climb to
+  // 1, then a steep fall to a loss above the lowest (the smoothed loss falls
+  // fastest there: read past its lowest, the suggestion would be about 1.5).
+  std::vector<RangeTestPoint> recovers;
+  for (int k = 0; k < 200; ++k) {
+    const double decade = -6.0 + 7.0 * k / 199.0;
+    const double loss = decade <= -1  ? 3.0 - 0.4 * (decade + 6.0)
+                        : decade <= 0 ? 1.0 + 4.0 * (decade + 1.0)
+                                      : std::max(1.6, 5.0 - 20.0 * decade);
+    recovers.push_back({std::pow(10.0, decade), loss});
+  }
+  const auto back = read_range_test(recovers);
+  REQUIRE(back.suggested.has_value());
+  CHECK_FALSE(back.diverged_at.has_value());
+  CHECK(*back.suggested < *back.lowest);
+  CHECK(back.points[*back.suggested].lr < 1e-1);
 
   // A loss that only rises gives no suggestion; neither do too few points.
   std::vector<RangeTestPoint> rising;

@@ -2,7 +2,8 @@
 // divergence rule are the ones the range test is usually read with: a moving
 // average of the loss with factor 0.98, corrected for its start at zero, and
 // divergence once it exceeds 4 x its lowest value. The suggestion is the
-// steepest fall of the smoothed loss against log(lr), by central differences.
+// steepest fall of the smoothed loss against log(lr), by central differences,
+// before the lowest smoothed loss.
 #include "runner/train/lr_range.h"
 
 #include <cmath>
@@ -35,8 +36,10 @@ RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points) {
   }
   const std::size_t n = r.points.size();
   if (n < kMinSuggestionPoints) return r;
+  // On the way down to the lowest loss: past it, a loss that rose and falls
+  // again (batchnorm can pull a diverging network back) is no rate to train at.
   std::optional<double> steepest;
-  for (std::size_t i = std::max<std::size_t>(1, n / 10); i + 1 < n; ++i) {
+  for (std::size_t i = std::max<std::size_t>(1, n / 10); i + 1 < n && i < *r.lowest; ++i) {
     const double run = std::log(r.points[i + 1].lr) - std::log(r.points[i - 1].lr);
     if (!(run > 0)) continue;
     const double slope = (r.smoothed[i + 1] - r.smoothed[i - 1]) / run;

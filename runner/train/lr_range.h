@@ -29,9 +29,10 @@ struct RangeTestReading {
 };
 
 // `points` in step order. A point whose rate does not rise above the last one
-// read (a step fp16 loss scaling skipped holds the rate) is passed over. No
-// suggestion when the smoothed loss never falls (past the first tenth of the
-// points, which the moving average still settles in) or there are fewer than
+// read (a step fp16 loss scaling skipped holds the rate) is passed over. The
+// suggestion lies before the lowest smoothed loss. None when the smoothed
+// loss never falls there (past the first tenth of the points, which the
+// moving average still settles in) or there are fewer than
 // kMinSuggestionPoints points.
 inline constexpr std::size_t kMinSuggestionPoints = 5;
 RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -144,18 +145,17 @@ TEST_CASE("trainer lr-find refuses a range, a step count or ranks it cannot test
   TempDir tmp;
   const std::string runs = tmp.file("runs");
   const std::string config = "configs/fashion_mnist_mlp.yaml output.dir=" + runs;
-  const auto backwards = run_trainer("lr-find " + config + " --min-lr 1 --max-lr 0.5", true);
-  CHECK(backwards.code == 2);
-  CHECK(backwards.out.find("min-lr < max-lr") != std::string::npos);
-  const auto tiny = run_trainer("lr-find " + config + " --min-lr 1e-320 --max-lr 1e10", true);
-  CHECK(tiny.code == 2);
-  CHECK(tiny.out.find("1e-30 <= min-lr < max-lr <= 1e+30") != std::string::npos);
-  const auto few = run_trainer("lr-find " + config + " --steps 5", true);
-  CHECK(few.code == 2);
-  CHECK(few.out.find("at least 10 steps") != std::string::npos);
-  const auto ranks = run_trainer("lr-find " + config + " devices.world_size=2", true);
-  CHECK(ranks.code == 2);
-  CHECK(ranks.out.find("one process") != std::string::npos);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"--min-lr 1 --max-lr 0.5", "min-lr < max-lr"},
+      {"--min-lr 1e-320 --max-lr 1e10", "1e-30 <= min-lr < max-lr <= 1e+30"},
+      {"--steps 5", "at least 10 steps"},
+      {"devices.world_size=2", "one process"}};
+  for (const auto& [flags, says] : refused) {
+    INFO(flags);
+    const auto r = run_trainer("lr-find " + config + " " + flags, true);
+    CHECK(r.code == 2);
+    CHECK(r.out.find(says) != std::string::npos);
+  }
   // Nothing was trained: no run directory appeared.
   CHECK_FALSE(std::filesystem::exists(runs));
 }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <set>
 
 #include "ops/op.h"
@@ -15,13 +14,6 @@
 
 namespace trainer::config {
 namespace {
-
-// A number as a user would write it: 0.05, 1e-07.
-std::string format_number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", v);
-  return text;
-}
 
 std::vector<std::string> special_names(const SectionDef& section) {
   std::vector<std::string> out = child_sections(section.path);

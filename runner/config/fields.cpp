@@ -21,12 +21,6 @@ std::string join_names(const std::vector<std::string>& names) {
   return out;
 }
 
-std::string format_number(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
 bool is_integer_type(FieldType t) {
   return t == FieldType::integer || t == FieldType::int_list;
 }
@@ -144,6 +138,12 @@ std::string of_type(const Node& map, const std::string& key_path,
 }
 
 }  // namespace
+
+std::string format_number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
 
 std::string join_key(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;

@@ -37,6 +37,9 @@ Node default_node(const FieldSpec& spec);
 // null), so a resolved tree shows the values actually used.
 void fill_defaults(Node& map, const std::vector<FieldSpec>& specs);
 
+// A number as messages write it: 0.05, 1e-07.
+std::string format_number(double v);
+
 // "optimizer" + "lr" -> "optimizer.lr"; "" + "seed" -> "seed".
 std::string join_key(const std::string& parent, const std::string& key);
 

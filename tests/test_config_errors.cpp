@@ -146,6 +146,25 @@ TEST_CASE("a bad override value points at the value's column") {
   CHECK(only_error(kGood + "minimal.yaml", {"devices=[0,"}).find("<command line>:1:") == 0);
 }
 
+TEST_CASE("a list item reached with a dot is shown the bracketed index, by number or by name") {
+  CHECK(only_error(kGood + "minimal.yaml", {"model.layers.1.out_features=4"}) ==
+        "<command line>:1:14: error: model.layers.1: cannot set a key inside 'model.layers': it "
+        "is a list (at " +
+            kGood +
+            "minimal.yaml:4:5), not a map (in override 1 'model.layers.1.out_features=4')\n"
+            "    list items are written with their index in brackets: "
+            "model.layers[1].out_features=4");
+  const std::vector<std::string> named = {
+      "model.layers=[{type: flatten}, {type: linear, name: head, out_features: 10}]",
+      "model.layers.head.out_features=4"};
+  CHECK(only_error(kGood + "minimal.yaml", named)
+            .find("\n    list items are written with their index in brackets: "
+                  "model.layers[1].out_features=4") != std::string::npos);
+  // No such item, by number or by name: no suggestion to follow.
+  for (const char* unknown : {"model.layers.2.out_features=4", "model.layers.fc.out_features=4"})
+    CHECK(only_error(kGood + "minimal.yaml", {unknown}).find("brackets") == std::string::npos);
+}
+
 TEST_CASE("a bad value of a field that also takes a word names the word") {
   CHECK(only_error(kGood + "minimal.yaml", {"train.micro_batch_size=autoo"}) ==
         "<command line>:1:24: error: train.micro_batch_size: expected auto or an integer >= 0, "

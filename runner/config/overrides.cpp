@@ -79,6 +79,28 @@ void report_no_item(const std::vector<PathStep>& steps, std::size_t at, int line
                 list + "=[...]");
 }
 
+// `steps[at]` names a key inside `list`: when it is a number, or the `name:`
+// of one of the list's items, the same override with that item's index in
+// brackets (model.layers.2.units=8 -> model.layers[2].units=8).
+std::string index_suggestion(const std::vector<PathStep>& steps, std::size_t at, const Node& list,
+                             const std::string& value_text) {
+  const std::string& key = steps[at].key;
+  std::size_t index = list.items().size();
+  const auto [end, err] = std::from_chars(key.data(), key.data() + key.size(), index);
+  if (err != std::errc() || end != key.data() + key.size()) {
+    index = list.items().size();
+    for (std::size_t i = 0; i < list.items().size(); ++i) {
+      const Node* name = list.items()[i].is_map() ? list.items()[i].find("name") : nullptr;
+      if (name && name->is_scalar() && name->text() == key) index = i;
+    }
+  }
+  if (index >= list.items().size()) return "";
+  std::string path = path_text(steps, at) + "[" + std::to_string(index) + "]";
+  for (std::size_t s = at + 1; s < steps.size(); ++s)
+    path += steps[s].key.empty() ? "[" + std::to_string(steps[s].index) + "]" : "." + steps[s].key;
+  return "list items are written with their index in brackets: " + path + "=" + value_text;
+}
+
 void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags) {
   const auto eq = text.find('=');
   if (eq == std::string::npos) {
@@ -133,7 +155,8 @@ void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags
     if (!cur->is_map()) {
       diags.add(step_mark, path_text(steps, s + 1),
                 "cannot set a key inside '" + path_text(steps, s) + "': it is " + describe(*cur) +
-                    " (at " + to_string(cur->mark()) + "), not a map");
+                    " (at " + to_string(cur->mark()) + "), not a map",
+                cur->is_sequence() ? index_suggestion(steps, s, *cur, text.substr(eq + 1)) : "");
       return;
     }
     if (last) {

@@ -88,22 +88,25 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     value_at[p] = offset;
     offset += align64(numel(g.params[p].shape) * sizeof(float));
   }
+  const std::size_t values_bytes = offset;
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     if (!copies[p]) continue;
     copy_at[p] = offset;
     offset += align64(numel(g.params[p].shape) * 2);
   }
   params_bytes_ = offset;
+  // The gradients, then (accumulating) the micro-batch gradients laid out
+  // alike: one span each, cleared or added by one call (zero_gradients,
+  // train_step) rather than one per parameter.
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     if (!tg_.param_needs_grad[p]) continue;
-    const std::size_t bytes = align64(numel(g.params[p].shape) * sizeof(float));
     grad_at[p] = offset;
-    offset += bytes;
-    if (options_.accumulate_gradients) {
-      micro_at[p] = offset;
-      offset += bytes;
-    }
+    offset += align64(numel(g.params[p].shape) * sizeof(float));
   }
+  const std::size_t grads_span_bytes = offset - params_bytes_;
+  for (std::size_t p = 0; p < g.params.size() && options_.accumulate_gradients; ++p)
+    if (grad_at[p] != SIZE_MAX) micro_at[p] = grad_at[p] + grads_span_bytes;
+  if (options_.accumulate_gradients) offset += grads_span_bytes;
   grads_bytes_ = offset - params_bytes_;
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     if (!tg_.param_needs_grad[p] || options_.optimizer_state_tensors == 0) continue;
@@ -111,13 +114,28 @@ Program::Program(TrainingGraph tg, Backend& backend, const CompileOptions& optio
     offset += align64(numel(g.params[p].shape) * sizeof(float)) *
               static_cast<std::size_t>(options_.optimizer_state_tensors);
   }
+  // The averaged weights laid out as the weights: one span each.
   std::vector<std::size_t> ema_at(g.params.size(), SIZE_MAX);
-  for (std::size_t p = 0; p < g.params.size() && options_.ema; ++p) {
-    ema_at[p] = offset;
-    offset += align64(numel(g.params[p].shape) * sizeof(float));
-  }
+  const std::size_t ema_begin = offset;
+  for (std::size_t p = 0; p < g.params.size() && options_.ema; ++p)
+    ema_at[p] = ema_begin + value_at[p];
+  if (options_.ema) offset += values_bytes;
   optimizer_bytes_ = offset - params_bytes_ - grads_bytes_;
   persistent_ = DeviceBuffer(backend_, offset);
+  // Padding between parameters stays zero in every span (the fill below, and
+  // element-wise ops keep 0 as 0), so whole spans can be cleared, added,
+  // averaged and swapped.
+  auto span = [&](std::size_t begin, std::size_t bytes) {
+    return bytes == 0 ? TensorRef{}
+                      : TensorRef{persistent_.at(begin),
+                                  {static_cast<std::int64_t>(bytes / sizeof(float))},
+                                  DType::f32};
+  };
+  values_span_ = span(0, values_bytes);
+  grads_span_ = span(params_bytes_, grads_span_bytes);
+  if (options_.accumulate_gradients)
+    grads_micro_span_ = span(params_bytes_ + grads_span_bytes, grads_span_bytes);
+  if (options_.ema) ema_span_ = span(ema_begin, values_bytes);
   params_.resize(g.params.size());
   for (std::size_t p = 0; p < g.params.size(); ++p) {
     const Shape& shape = g.params[p].shape;
@@ -249,22 +267,19 @@ std::vector<ParamSlot> Program::optimizer_slots() {
 }
 
 void Program::reset_ema() {
+  if (!ema_span_) return;
   VectorOps& ops = backend_.vector_ops();
-  for (const ParamStorage& p : params_) {
-    if (!p.ema) continue;
-    ops.fill(p.ema, 0.0f);
-    ops.accumulate(p.ema, p.value);  // 0 + w: the weights exactly
-  }
+  ops.fill(ema_span_, 0.0f);
+  ops.accumulate(ema_span_, values_span_);  // 0 + w: the weights exactly
 }
 
 void Program::update_ema() {
-  for (const ParamStorage& p : params_)
-    if (p.ema) backend_.vector_ops().average(p.ema, p.value);
+  if (ema_span_) backend_.vector_ops().average(ema_span_, values_span_);
 }
 
 void Program::swap_ema() {
-  for (const ParamStorage& p : params_)
-    if (p.ema) backend_.vector_ops().swap(p.value, p.ema);
+  if (!ema_span_) return;
+  backend_.vector_ops().swap(values_span_, ema_span_);
   bf16_copies_stale_ = true;
 }
 
@@ -286,10 +301,7 @@ void Program::train_step(const StepValues& values) {
         c.kernel->forward(c.args);
       }
     }
-    if (options_.accumulate_gradients) {
-      for (auto& p : params_)
-        if (p.grad) backend_.vector_ops().accumulate(p.grad, p.grad_micro);
-    }
+    if (grads_micro_span_) backend_.vector_ops().accumulate(grads_span_, grads_micro_span_);
     if (update_) update_();
   });
 }
@@ -303,8 +315,7 @@ void Program::eval_step(std::int64_t valid_rows) {
 }
 
 void Program::zero_gradients() {
-  for (auto& p : params_)
-    if (p.grad) backend_.vector_ops().fill(p.grad, 0.0f);
+  if (grads_span_) backend_.vector_ops().fill(grads_span_, 0.0f);
 }
 
 void Program::train_step_timed(std::uint64_t step_seed,

@@ -154,6 +154,9 @@ class Program {
   std::size_t params_bytes_ = 0, grads_bytes_ = 0, optimizer_bytes_ = 0;
   bool bf16_copies_stale_ = true;
   std::vector<ParamStorage> params_;
+  // Every parameter's value, gradient, micro-batch gradient and average as one
+  // tensor each (null when there is none), padding included.
+  TensorRef values_span_, grads_span_, grads_micro_span_, ema_span_;
   std::vector<Call> train_calls_;
   std::vector<Call> eval_calls_;
   TensorRef input_, labels_, loss_, logits_, loss_seed_;

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "data/array_dataset.h"
+#include "data/file_bytes.h"
 #include "data/finite_check.h"
 #include "data/loader.h"  // kIgnoreLabel
 #include "data/sources.h"
@@ -71,11 +72,20 @@ std::string delimiter_hint(const std::string& first_line, std::size_t columns, c
   return "";
 }
 
+// The file's text (gzip-compressed or not), without a UTF-8 byte order mark,
+// with old Mac line ends (CR alone) read as line ends.
+std::string csv_text(const std::string& path) {
+  const std::vector<std::uint8_t> bytes = read_file_bytes(path);
+  std::string text(bytes.begin(), bytes.end());
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
+  if (text.find('\n') == std::string::npos) std::replace(text.begin(), text.end(), '\r', '\n');
+  return text;
+}
+
 }  // namespace
 
 std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
-  std::ifstream in(o.path);
-  if (!in) throw std::runtime_error("CSV file '" + o.path + "' does not exist or is unreadable");
+  std::istringstream in(csv_text(o.path));
   std::string line;
   std::int64_t line_number = 0;
   std::vector<std::string> names;
@@ -112,15 +122,16 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     }
   }
 
-  auto column_of = [&](const std::string& name) -> std::size_t {
+  // `field`: the setting that names the column ("label", "features").
+  auto column_of = [&](const std::string& name, const std::string& field) -> std::size_t {
     for (std::size_t c = 0; c < names.size(); ++c) {
       if (names[c] == name) return c;
     }
-    throw std::runtime_error("CSV file '" + o.path + "' has no column " + quoted(name) +
-                             "; columns: " + known_columns(names) +
-                             delimiter_hint(first_line, columns, o.delimiter));
+    throw SourceFieldError(field, "CSV file '" + o.path + "' has no column " + quoted(name) +
+                                      "; columns: " + known_columns(names) +
+                                      delimiter_hint(first_line, columns, o.delimiter));
   };
-  const std::size_t label_column = o.label.empty() ? columns - 1 : column_of(o.label);
+  const std::size_t label_column = o.label.empty() ? columns - 1 : column_of(o.label, "label");
   std::vector<std::size_t> feature_columns;
   if (o.features.empty()) {
     for (std::size_t c = 0; c < columns; ++c) {
@@ -128,16 +139,17 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     }
   } else {
     for (const auto& name : o.features) {
-      const std::size_t c = column_of(name);
+      const std::size_t c = column_of(name, "features");
       if (c == label_column) {
-        throw std::runtime_error(
+        throw SourceFieldError(
+            "features",
             "CSV file '" + o.path + "': `features` lists " + quoted(name) + ", the label column" +
-            (o.label.empty() ? " (the last column, as `label` is not set)" : " (`label`)") +
-            "; the model would see the answer among its inputs: remove it from `features`");
+                (o.label.empty() ? " (the last column, as `label` is not set)" : " (`label`)") +
+                "; the model would see the answer among its inputs: remove it from `features`");
       }
       if (std::find(feature_columns.begin(), feature_columns.end(), c) != feature_columns.end()) {
-        throw std::runtime_error("CSV file '" + o.path + "': `features` lists " + quoted(name) +
-                                 " twice; list each column once");
+        throw SourceFieldError("features", "CSV file '" + o.path + "': `features` lists " +
+                                               quoted(name) + " twice; list each column once");
       }
       feature_columns.push_back(c);
     }

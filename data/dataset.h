@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ops/shape.h"
 
@@ -39,6 +40,9 @@ class Dataset {
   // "element 4 of NPY file 'y.npy'" ("" when there is none). The default
   // reads every sample and names "sample <i> of <describe()>".
   virtual std::string max_label_origin() const;
+  // The name of each class by label, where the source names them (image
+  // folders: the class sub-folders); empty otherwise.
+  virtual std::vector<std::string> class_names() const { return {}; }
 };
 
 }  // namespace trainer::data

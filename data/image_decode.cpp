@@ -1,5 +1,6 @@
-// PNG through libpng's simplified API; JPEG through libjpeg with a setjmp
-// error handler confined to one function without C++ objects of its own.
+// PNG through libpng, JPEG through libjpeg, each with a setjmp error handler
+// confined to one function without C++ objects of its own. Both give the
+// stored samples as PIL's loader does (no colour management).
 #include "data/image_decode.h"
 
 #include <cstdio>  // before jpeglib.h, which uses FILE
@@ -37,33 +38,111 @@ constexpr const char* kReencode =
                            ": the decoder reports \"" + detail + "\"; " + advice);
 }
 
+// libpng's state for one decode: where the bytes are, and why it failed.
+struct PngRead {
+  const std::uint8_t* data = nullptr;
+  std::size_t size = 0, at = 0;
+  std::jmp_buf jump;
+  char message[200] = {};
+  const char* stage = "reading its header chunks";
+};
+
+void png_fail(png_structp png, png_const_charp message) {
+  auto* read = static_cast<PngRead*>(png_get_error_ptr(png));
+  std::snprintf(read->message, sizeof read->message, "%s", message);
+  std::longjmp(read->jump, 1);
+}
+
+void png_ignore_warning(png_structp, png_const_charp) {}
+
+void png_read_bytes(png_structp png, png_bytep out, png_size_t count) {
+  auto* read = static_cast<PngRead*>(png_get_io_ptr(png));
+  if (count > read->size - read->at) png_error(png, "the file ends before the image does");
+  std::memcpy(out, read->data + read->at, count);
+  read->at += count;
+}
+
+// The stored samples as 8-bit grey or RGB, as PIL's convert() gives them:
+// 16-bit samples keep their high byte, alpha is dropped (not composited), and
+// gAMA / cHRM / iCCP / sRGB chunks are ignored (no colour conversion); colour
+// to grey is done by the caller. Plain C-style: no object with a destructor
+// lives in this frame, so a longjmp out of libpng skips nothing. Returns false
+// with `read->message` filled, or with it empty when the image is too large.
+bool decode_png_into(PngRead* read, bool grey, std::vector<std::uint8_t>* pixels, long* height,
+                     long* width, bool* colour) {
+  png_structp png =
+      png_create_read_struct(PNG_LIBPNG_VER_STRING, read, png_fail, png_ignore_warning);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    std::snprintf(read->message, sizeof read->message, "out of memory");
+    return false;
+  }
+  if (setjmp(read->jump)) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, read, png_read_bytes);
+  png_read_info(png, info);
+  *width = static_cast<long>(png_get_image_width(png, info));
+  *height = static_cast<long>(png_get_image_height(png, info));
+  if (std::uint64_t(*width) * std::uint64_t(*height) > std::uint64_t{kMaxImagePixels}) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  const int color_type = png_get_color_type(png, info);
+  *colour = (color_type & PNG_COLOR_MASK_COLOR) != 0;
+  png_set_strip_16(png);
+  png_set_strip_alpha(png);
+  png_set_packing(png);
+  if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color_type == PNG_COLOR_TYPE_GRAY) png_set_expand_gray_1_2_4_to_8(png);
+  if (!*colour && !grey) png_set_gray_to_rgb(png);
+  const int passes = png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  const std::size_t stride = png_get_rowbytes(png, info);
+  read->stage = "decoding its pixel data";
+  pixels->resize(stride * static_cast<std::size_t>(*height));
+  for (int pass = 0; pass < passes; ++pass)
+    for (long y = 0; y < *height; ++y)
+      png_read_row(png, pixels->data() + stride * static_cast<std::size_t>(y), nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
+
+// RGB to grey with the ITU-R 601 weights on the stored values, rounded, as
+// PIL's convert("L") and libjpeg's grayscale output do.
+std::vector<std::uint8_t> rgb_to_grey(const std::vector<std::uint8_t>& rgb) {
+  std::vector<std::uint8_t> grey(rgb.size() / 3);
+  for (std::size_t i = 0; i < grey.size(); ++i) {
+    const std::uint32_t r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
+    grey[i] = static_cast<std::uint8_t>((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16);
+  }
+  return grey;
+}
+
 Image decode_png(const std::string& path, const std::vector<std::uint8_t>& bytes,
                  std::int64_t channels) {
-  png_image image;
-  std::memset(&image, 0, sizeof image);
-  image.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size())) {
-    decode_failed("PNG", path, "reading its header chunks", image.message);
-  }
-  // Frees libpng's state on every way out (a no-op once finish_read has).
-  const std::unique_ptr<png_image, void (*)(png_image*)> state(&image, png_image_free);
-  if (std::uint64_t{image.width} * image.height > std::uint64_t{kMaxImagePixels}) {
-    char message[200];
-    std::snprintf(message, sizeof message, kTooLarge, "the IHDR chunk at byte offset 8",
-                  static_cast<unsigned long long>(image.width),
-                  static_cast<unsigned long long>(image.height),
-                  static_cast<long long>(kMaxImagePixels));
-    throw std::runtime_error("cannot decode PNG image '" + path + "': " + message);
-  }
-  image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  PngRead read;
+  read.data = bytes.data();
+  read.size = bytes.size();
   Image out;
-  out.height = image.height;
-  out.width = image.width;
-  out.channels = channels;
-  out.pixels.resize(PNG_IMAGE_SIZE(image));
-  if (!png_image_finish_read(&image, nullptr, out.pixels.data(), 0, nullptr)) {
-    decode_failed("PNG", path, "decoding its pixel data", image.message);
+  long height = 0, width = 0;
+  bool colour = false;
+  if (!decode_png_into(&read, channels == 1, &out.pixels, &height, &width, &colour)) {
+    if (read.message[0] == '\0') {
+      char message[200];
+      std::snprintf(message, sizeof message, kTooLarge, "the IHDR chunk at byte offset 8",
+                    static_cast<unsigned long long>(width), static_cast<unsigned long long>(height),
+                    static_cast<long long>(kMaxImagePixels));
+      throw std::runtime_error("cannot decode PNG image '" + path + "': " + message);
+    }
+    decode_failed("PNG", path, read.stage, read.message);
   }
+  if (channels == 1 && colour) out.pixels = rgb_to_grey(out.pixels);
+  out.height = height;
+  out.width = width;
+  out.channels = channels;
   return out;
 }
 

@@ -45,11 +45,13 @@ std::vector<std::filesystem::directory_entry> list_folder(const std::filesystem:
 class ImageFolderDataset final : public Dataset {
  public:
   ImageFolderDataset(std::string root, std::vector<std::string> files,
-                     std::vector<std::int64_t> labels, std::int64_t classes, Shape shape)
+                     std::vector<std::int64_t> labels, std::vector<std::string> class_names,
+                     Shape shape)
       : root_(std::move(root)),
         files_(std::move(files)),
         labels_(std::move(labels)),
-        classes_(classes),
+        class_names_(std::move(class_names)),
+        classes_(static_cast<std::int64_t>(class_names_.size())),
         shape_(std::move(shape)) {}
   std::int64_t size() const override { return static_cast<std::int64_t>(files_.size()); }
   Shape sample_shape() const override { return shape_; }
@@ -65,11 +67,13 @@ class ImageFolderDataset final : public Dataset {
   }
   std::string describe() const override { return "image folder '" + root_ + "'"; }
   std::int64_t max_label() const override { return classes_ - 1; }
+  std::vector<std::string> class_names() const override { return class_names_; }
 
  private:
   std::string root_;
   std::vector<std::string> files_;
   std::vector<std::int64_t> labels_;
+  std::vector<std::string> class_names_;
   std::int64_t classes_;
   Shape shape_;
 };
@@ -80,10 +84,11 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
                                            std::int64_t width, std::int64_t channels) {
   namespace fs = std::filesystem;
   if (channels != 1 && channels != 3) {
-    throw std::runtime_error("image folder '" + root + "': channels must be 1 or 3");
+    throw SourceFieldError("channels", "an image folder gives 1 (grey) or 3 (RGB) channels, not " +
+                                           std::to_string(channels));
   }
   if (height < 1 || width < 1) {
-    throw std::runtime_error("image folder '" + root + "': size must be positive");
+    throw SourceFieldError("size", "an image folder's size must be positive");
   }
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
@@ -98,9 +103,10 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
     throw std::runtime_error("image folder '" + root +
                              "' has no class sub-folders (expected root/<class>/<image>)");
   }
-  std::vector<std::string> files;
+  std::vector<std::string> files, class_names;
   std::vector<std::int64_t> labels;
   for (std::size_t c = 0; c < class_dirs.size(); ++c) {
+    class_names.push_back(class_dirs[c].filename().string());
     std::vector<std::string> images;
     for (const auto& entry : list_folder(class_dirs[c], "class folder")) {
       if (entry.is_regular_file(ec) && is_image(entry.path()))
@@ -117,7 +123,7 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
     }
   }
   return std::make_shared<ImageFolderDataset>(root, std::move(files), std::move(labels),
-                                              static_cast<std::int64_t>(class_dirs.size()),
+                                              std::move(class_names),
                                               Shape{channels, height, width});
 }
 

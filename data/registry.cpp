@@ -120,7 +120,11 @@ SourceDef image_folder_source() {
   d.name = "image_folder";
   d.doc =
       "A folder with one sub-folder per class (sorted names give labels 0, 1, ...) of "
-      "PNG/JPEG images, decoded on the loader threads and resized (bilinear) to `size`.";
+      "PNG/JPEG images, decoded on the loader threads and resized (bilinear) to `size`. "
+      "Samples are the stored values as PIL reads them: 16-bit PNGs give their high byte, "
+      "alpha is dropped, colour profiles and gamma are not applied, and colour becomes grey "
+      "by the ITU-R 601 weights. An evaluation folder's classes are matched to the training "
+      "folder's by name (it may lack some; one the training folder lacks is an error).";
   d.fields = {
       field("root", FT::string, "The folder holding the class sub-folders.").req(),
       field("size", FT::int_list, "Output [height, width] (or one value for both).")
@@ -131,7 +135,7 @@ SourceDef image_folder_source() {
   d.open = [](const Attrs& a) {
     const auto size = ints_or(a, "size", {});
     if (size.empty() || size.size() > 2) {
-      throw std::runtime_error("image_folder source: size must be [height, width] or one value");
+      throw SourceFieldError("size", "size must be [height, width] or one value for both");
     }
     return open_image_folder(required_string(a, "root", "image_folder source"), size[0],
                              size.back(), int_or(a, "channels", 3));
@@ -148,7 +152,11 @@ SourceDef synthetic_source() {
   d.fields = {
       field("shape", FT::int_list, "Shape of one sample, e.g. [1, 28, 28].").req().at_least(1),
       field("classes", FT::integer, "Number of classes.").def("10").at_least(1),
-      field("size", FT::integer, "Number of samples.").def("1024").at_least(1),
+      field("size", FT::integer,
+            "Number of samples (the loader keeps each epoch's order of them: 8 bytes a sample).")
+          .def("1024")
+          .at_least(1)
+          .at_most(100'000'000),
       field("seed", FT::integer, "Seed of the generated data.").def("0").at_least(0)};
   d.open = [](const Attrs& a) {
     return make_synthetic(ints_or(a, "shape", {}), int_or(a, "classes", 10),

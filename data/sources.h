@@ -6,12 +6,26 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "data/dataset.h"
 
 namespace trainer::data {
+
+// An error about one setting of a source rather than its files (a CSV column
+// the file lacks, channels an image folder cannot give): the config layer
+// reports it at that setting's key.
+class SourceFieldError : public std::runtime_error {
+ public:
+  SourceFieldError(std::string field, const std::string& message)
+      : std::runtime_error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
 
 // IDX (MNIST / Fashion-MNIST), raw or .gz. Images: unsigned-byte IDX with >= 2
 // dims ([N, H, W] becomes samples [1, H, W]); labels: unsigned-byte [N].

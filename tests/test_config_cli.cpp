@@ -131,12 +131,13 @@ TEST_CASE("a data file that cannot be opened is reported at the key that names i
   // Written in the file: at the value of `path`.
   auto r = run("validate " + config, true);
   CHECK(r.code == 2);
-  CHECK(r.out.find(config + ":7:11: error: data.eval.path: cannot open the csv source: CSV file '" +
+  CHECK(r.out.find(config +
+                   ":7:11: error: data.eval.path: cannot open the csv source: data file '" +
                    (dir / "missing.csv").string() + "' does not exist") == 0);
   // Given on the command line: at the override.
   r = run("validate " + config + " data.train.path=/nonexistent/train.csv", true);
   CHECK(r.code == 2);
-  CHECK(r.out.find("<command line>:1:17: error: data.train.path: cannot open the csv source: CSV "
+  CHECK(r.out.find("<command line>:1:17: error: data.train.path: cannot open the csv source: data "
                    "file '/nonexistent/train.csv' does not exist") == 0);
   // One entry of a list of files: at that entry.
   std::ofstream(dir / "batch.bin") << std::string(3073, '\0');
@@ -153,6 +154,56 @@ TEST_CASE("a data file that cannot be opened is reported at the key that names i
   CHECK(r.code == 2);
   CHECK(r.out.find((dir / "cifar.yaml").string() + ":8:9: error: data.train.files[1]: cannot open "
                                                    "the cifar source") == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a data setting the files do not fit is reported at that setting, exit 2") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_data_setting";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "train.csv") << "a,b,label\n1,2,0\n3,4,1\n";
+  std::ofstream(dir / "exp.yaml") << "model:\n"
+                                     "  layers: [{type: linear, out_features: 2}]\n"
+                                     "data:\n"
+                                     "  train: {type: csv, path: train.csv, label: kind}\n"
+                                     "  split: 0.1\n"
+                                     "train: {batch_size: 1}\n";
+  const std::string config = (dir / "exp.yaml").string();
+  auto r = run("validate " + config, true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(config +
+                   ":4:46: error: data.train.label: cannot open the csv source: CSV file '" +
+                   (dir / "train.csv").string() + "' has no column 'kind'") == 0);
+  // Two samples: 0.1 of them holds out none.
+  r = run("validate " + config + " data.train.label=label", true);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        config +
+            ":5:10: error: data.split: holding out 0.1 of the 2 training samples leaves no "
+            "evaluation sample\n    hold out at least one sample: data.split=0.5 (1/2) "
+            "or more\n1 error\n");
+  // An evaluation image folder with a class the training folder lacks.
+  for (const char* cls : {"train/ant", "train/bee", "eval/ant", "eval/dog"}) {
+    fs::create_directories(dir / cls);
+    std::ofstream(dir / cls / "x.png") << "never decoded by validate";
+  }
+  std::ofstream(dir / "img.yaml")
+      << "model:\n"
+         "  layers: [{type: flatten}, {type: linear, out_features: 2}]\n"
+         "data:\n"
+         "  train: {type: image_folder, root: train, size: 4}\n"
+         "  eval: {type: image_folder, root: eval, size: 4}\n"
+         "train: {batch_size: 1}\n";
+  r = run("validate " + (dir / "img.yaml").string(), true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find((dir / "img.yaml").string() + ":5:36: error: data.eval.root: image folder '" +
+                   (dir / "eval").string() +
+                   "' has class folder(s) 'dog' that the training set does not have") == 0);
+  r = run("validate " + (dir / "img.yaml").string() + " data.eval.channels=2", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("<command line>:1:20: error: data.eval.channels: cannot open the image_folder "
+                   "source: an image folder gives 1 (grey) or 3 (RGB) channels, not 2") == 0);
   fs::remove_all(dir);
 }
 

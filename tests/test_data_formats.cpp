@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 
+#include "data/class_names.h"
 #include "data/registry.h"
 #include "data/sources.h"
 #include "data/split.h"
@@ -196,6 +197,49 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     CHECK_THROWS_WITH(open_csv(bad), Contains(dir.file("none.csv")));
   }
 
+  SECTION("a byte order mark, old Mac line ends and gzip are read; a folder is named") {
+    write_text(dir.file("bom.csv"),
+               "\xEF\xBB\xBF"
+               "a,b,label\n1,2,0\n3,4,1\n");
+    CsvOptions bom;
+    bom.path = dir.file("bom.csv");
+    bom.features = {"a", "b"};
+    CHECK(sample_of(*open_csv(bom), 1, &label) == std::vector<float>{3, 4});
+    write_text(dir.file("cr.csv"), "a,b,label\r1,2,0\r3,4,1\r");
+    bom.path = dir.file("cr.csv");
+    auto cr = open_csv(bom);
+    CHECK(cr->size() == 2);
+    CHECK(sample_of(*cr, 1, &label) == std::vector<float>{3, 4});
+    CHECK(label == 1);
+    const std::string text = "a,b,label\n1,2,0\n5,6,1\n";
+    write_gzip(dir.file("z.csv.gz"), std::vector<std::uint8_t>(text.begin(), text.end()));
+    bom.path = dir.file("z.csv.gz");
+    CHECK(sample_of(*open_csv(bom), 1, &label) == std::vector<float>{5, 6});
+    std::filesystem::create_directories(dir.file("folder.csv"));
+    bom.path = dir.file("folder.csv");
+    CHECK_THROWS_WITH(open_csv(bom), Contains("is a directory"));
+  }
+
+  SECTION("a column the file lacks is an error about the setting that names it") {
+    auto field_of = [](const CsvOptions& options) {
+      try {
+        open_csv(options);
+      } catch (const SourceFieldError& e) {
+        return e.field();
+      }
+      return std::string("(no SourceFieldError)");
+    };
+    CsvOptions named;
+    named.path = dir.file("a.csv");
+    named.label = "colour";
+    CHECK(field_of(named) == "label");
+    named.label = "kind";
+    named.features = {"w", "depth"};
+    CHECK(field_of(named) == "features");
+    named.features = {"w", "kind"};
+    CHECK(field_of(named) == "features");
+  }
+
   SECTION("a file read at the wrong delimiter is said to be one column, with the one to set") {
     write_text(dir.file("semi.csv"), "a;b;label\n1;2;0\n");
     CsvOptions semi;
@@ -259,6 +303,85 @@ TEST_CASE("image folders: PNG and JPEG, classes by folder, resize, unreadable im
   std::filesystem::create_directories(dir.file("img/empty"));
   CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3),
                     Contains("holds no .png, .jpg or .jpeg images"));
+}
+
+TEST_CASE("PNG samples are read as stored: 16 bits, gamma, alpha and grey as PIL reads them") {
+  TempDir dir;
+  auto first_pixel = [&](const std::vector<std::uint8_t>& png, std::int64_t channels) {
+    std::filesystem::remove_all(dir.file("img"));
+    std::filesystem::create_directories(dir.file("img/c"));
+    write_bytes(dir.file("img/c/a.png"), png);
+    std::int64_t label = -1;
+    auto s = sample_of(*open_image_folder(dir.file("img"), 2, 2, channels), 0, &label);
+    return channels == 1 ? std::vector<float>{s[0]} : std::vector<float>{s[0], s[4], s[8]};
+  };
+  auto repeat = [](std::vector<std::uint8_t> pixel, int count) {
+    std::vector<std::uint8_t> rows;
+    for (int i = 0; i < count; ++i) rows.insert(rows.end(), pixel.begin(), pixel.end());
+    return rows;
+  };
+  // 16-bit RGB 200, 100, 50 (x 257): the high bytes, not a linear-light conversion.
+  const auto rgb16 =
+      png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB, 16, repeat({200, 200, 100, 100, 50, 50}, 4));
+  CHECK(first_pixel(rgb16, 3) == std::vector<float>{200, 100, 50});
+  // A gAMA chunk (here: linear) changes nothing.
+  const auto grey_gamma = png_stored_bytes(2, 2, PNG_COLOR_TYPE_GRAY, 8, repeat({100}, 4), 1.0);
+  CHECK(first_pixel(grey_gamma, 1) == std::vector<float>{100});
+  CHECK(first_pixel(grey_gamma, 3) == std::vector<float>{100, 100, 100});
+  // Alpha is dropped, not composited onto black.
+  const auto rgba =
+      png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB_ALPHA, 8, repeat({200, 100, 50, 0}, 4));
+  CHECK(first_pixel(rgba, 3) == std::vector<float>{200, 100, 50});
+  const auto grey_alpha =
+      png_stored_bytes(2, 2, PNG_COLOR_TYPE_GRAY_ALPHA, 8, repeat({100, 128}, 4));
+  CHECK(first_pixel(grey_alpha, 1) == std::vector<float>{100});
+  // Colour to grey: ITU-R 601 weights on the stored values (PIL's convert("L"):
+  // 0.299 R + 0.587 G + 0.114 B = 124.2, rounded to 124), the same as a JPEG of
+  // that colour read as grey.
+  const auto rgb8 = png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB, 8, repeat({200, 100, 50}, 4));
+  CHECK(first_pixel(rgb8, 1) == std::vector<float>{124});
+  const auto jpeg = first_pixel(jpeg_bytes(8, 8, repeat({200, 100, 50}, 64), 100), 1);
+  CHECK(std::abs(jpeg[0] - 124.0f) <= 1.0f);
+
+  // Interlaced (Adam7) and plain give the same samples.
+  std::vector<std::uint8_t> gradient(7 * 5 * 3);
+  for (std::size_t i = 0; i < gradient.size(); ++i) gradient[i] = static_cast<std::uint8_t>(i * 2);
+  auto whole = [&](const std::vector<std::uint8_t>& png) {
+    write_bytes(dir.file("img/c/a.png"), png);
+    std::int64_t label = -1;
+    return sample_of(*open_image_folder(dir.file("img"), 5, 7, 3), 0, &label);
+  };
+  const auto plain = whole(png_stored_bytes(7, 5, PNG_COLOR_TYPE_RGB, 8, gradient));
+  CHECK(plain[1] == 6.0f);  // the second pixel's red sample
+  CHECK(whole(png_stored_bytes(7, 5, PNG_COLOR_TYPE_RGB, 8, gradient, 0, true)) == plain);
+}
+
+TEST_CASE("an evaluation image folder's labels follow the training folder's class names") {
+  TempDir dir;
+  for (const char* path : {"train/ant", "train/bee", "train/cat", "eval/ant", "eval/cat"}) {
+    std::filesystem::create_directories(dir.file(path));
+    write_bytes(dir.file(std::string(path) + "/x.png"), png_bytes(1, 1, 1, {7}));
+  }
+  const auto train = open_image_folder(dir.file("train"), 1, 1, 1);
+  const auto eval = open_image_folder(dir.file("eval"), 1, 1, 1);
+  CHECK(train->class_names() == std::vector<std::string>{"ant", "bee", "cat"});
+  std::int64_t label = -1;
+  sample_of(*eval, 1, &label);
+  CHECK(label == 1);  // 'cat' is the eval folder's second class
+  const auto matched = relabel_by_class_names(eval, train->class_names());
+  CHECK(matched->num_classes() == 3);
+  CHECK(matched->max_label() == 2);
+  CHECK(sample_of(*matched, 1, &label) == std::vector<float>{7});
+  CHECK(label == 2);  // and the training folder's third
+  sample_of(*matched, 0, &label);
+  CHECK(label == 0);
+
+  std::filesystem::create_directories(dir.file("eval/dog"));
+  write_bytes(dir.file("eval/dog/x.png"), png_bytes(1, 1, 1, {7}));
+  CHECK_THROWS_WITH(
+      relabel_by_class_names(open_image_folder(dir.file("eval"), 1, 1, 1), train->class_names()),
+      Contains("class folder(s) 'dog' that the training set does not have") &&
+          Contains("'ant', 'bee', 'cat'"));
 }
 
 TEST_CASE("synthetic data is a pure function of (seed, index)") {

@@ -117,7 +117,7 @@ TEST_CASE("trainer eval: bad input is a clear error") {
                   true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("<command line>:1:29: error: data.eval.path: cannot open the "
-                                    "csv source: CSV file '/nonexistent/e.csv'"));
+                                    "csv source: data file '/nonexistent/e.csv'"));
   // No eval data in the run's config.
   {
     std::string text = tiny_experiment();

@@ -37,6 +37,39 @@ inline std::vector<std::uint8_t> png_bytes(int width, int height, int channels,
   return out;
 }
 
+// A PNG in any of libpng's forms: `color_type` PNG_COLOR_TYPE_*, `bit_depth`
+// 8 or 16 (16-bit samples big-endian in `rows`, as PNG stores them), `rows`
+// the packed rows one after another, a gAMA chunk when `gamma` > 0, Adam7
+// interlacing when `interlaced`.
+inline std::vector<std::uint8_t> png_stored_bytes(int width, int height, int color_type,
+                                                  int bit_depth,
+                                                  const std::vector<std::uint8_t>& rows,
+                                                  double gamma = 0, bool interlaced = false) {
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  std::vector<std::uint8_t> out;
+  png_set_write_fn(
+      png, &out,
+      [](png_structp p, png_bytep data, png_size_t n) {
+        auto* bytes = static_cast<std::vector<std::uint8_t>*>(png_get_io_ptr(p));
+        bytes->insert(bytes->end(), data, data + n);
+      },
+      nullptr);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height),
+               bit_depth, color_type, interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  if (gamma > 0) png_set_gAMA(png, info, gamma);
+  png_write_info(png, info);
+  const int passes = png_set_interlace_handling(png);
+  const std::size_t stride = rows.size() / static_cast<std::size_t>(height);
+  for (int pass = 0; pass < passes; ++pass)
+    for (int y = 0; y < height; ++y)
+      png_write_row(png, rows.data() + stride * static_cast<std::size_t>(y));
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return out;
+}
+
 // `pixels`: [height, width, components] in colour space `space`. Baseline,
 // or progressive (several scans).
 inline std::vector<std::uint8_t> encode_jpeg(int width, int height, int components,

@@ -3,13 +3,17 @@
 #include "runner/train/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "data/class_names.h"
 #include "data/registry.h"
+#include "data/sources.h"
 #include "data/split.h"
 #include "runner/checkpoint/weights.h"
+#include "runner/config/fields.h"
 #include "runner/config/validate_hooks.h"
 #include "runner/graph/builder.h"
 #include "runner/graph/formats.h"
@@ -90,6 +94,12 @@ std::shared_ptr<data::Dataset> open_source(const config::Config& config,
     if (def.name != item.type) continue;
     try {
       return def.open(item.attrs);
+    } catch (const data::SourceFieldError& e) {
+      const std::string field_key = key + "." + e.field();
+      config::Diagnostics d;
+      d.add(item.attrs.has(e.field()) ? mark_of(config, field_key) : item.mark, field_key,
+            std::string("cannot open the ") + item.type + " source: " + e.what());
+      throw config::ConfigError(d);
     } catch (const std::exception& e) {
       const std::string message =
           std::string("cannot open the ") + item.type + " source: " + e.what();
@@ -247,6 +257,45 @@ const config::TypedItem& training_source(const config::Config& config) {
   return *config.data.train;
 }
 
+// Image folders name their classes: an evaluation folder's labels follow the
+// training folder's names, whatever classes either lacks.
+void match_eval_classes_by_name(const config::Config& config, Session& s) {
+  const auto train_names = s.train_data->class_names();
+  const auto eval_names = s.eval_data->class_names();
+  if (train_names.empty() || eval_names.empty() || eval_names == train_names) return;
+  try {
+    s.eval_data = data::relabel_by_class_names(s.eval_data, train_names);
+  } catch (const data::SourceFieldError& e) {
+    config::Diagnostics d;
+    const std::string key = "data.eval." + e.field();
+    d.add(mark_of(config, key), key, e.what());
+    throw config::ConfigError(d);
+  }
+}
+
+// data.split holds out round(split x samples) for evaluation: at least one,
+// and not all of them.
+void check_split_leaves_both_parts(const config::Config& config, std::int64_t samples) {
+  const double split = config.data.split;
+  const auto held_out = static_cast<std::int64_t>(std::llround(split * double(samples)));
+  if (held_out >= 1 && held_out < samples) return;
+  const double one_sample = 1.0 / double(samples);
+  std::string suggestion =
+      samples < 2 ? "a split needs at least 2 samples; give data.eval a source of its own"
+      : held_out < 1
+          ? "hold out at least one sample: data.split=" + config::format_number(one_sample) +
+                " (1/" + std::to_string(samples) + ") or more"
+          : "leave at least one for training: data.split=" +
+                config::format_number(1.0 - one_sample) + " or less";
+  config::Diagnostics d;
+  d.add(mark_of(config, "data.split"), "data.split",
+        "holding out " + config::format_number(split) + " of the " + std::to_string(samples) +
+            " training samples leaves " +
+            (held_out < 1 ? "no evaluation sample" : "no training sample"),
+        suggestion);
+  throw config::ConfigError(d);
+}
+
 }  // namespace
 
 std::int64_t training_classes(const config::Config& config) {
@@ -263,7 +312,9 @@ Session prepare_session(const config::Config& config) {
   s.train_data = open_source(config, training_source(config), "data.train");
   if (config.data.eval) {
     s.eval_data = open_source(config, *config.data.eval, "data.eval");
+    match_eval_classes_by_name(config, s);
   } else if (config.data.split > 0) {
+    check_split_leaves_both_parts(config, s.train_data->size());
     auto [train, eval] = data::split_dataset(s.train_data, config.data.split,
                                              static_cast<std::uint64_t>(config.seed));
     s.train_data = train;

@@ -1,6 +1,8 @@
 // Accuracy counting and the JSON-lines metrics file.
 #include "runner/train/metrics.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
@@ -24,8 +26,14 @@ Hits count_hits(const float* logits, const std::int64_t* labels, std::int64_t ro
   return h;
 }
 
+void throw_write_failed(const std::string& path, int error) {
+  throw std::runtime_error("cannot write " + path + ": " + std::strerror(error) +
+                           "; free space and resume the run (trainer run --resume DIR): it goes "
+                           "on from its last checkpoint and cuts this file back to it");
+}
+
 MetricsWriter::MetricsWriter(const std::string& path, bool append)
-    : out_(path, append ? std::ios::app : std::ios::trunc) {
+    : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
   if (!out_) throw std::runtime_error("cannot write metrics file " + path);
   std::error_code ec;
   if (append) bytes_ = std::filesystem::file_size(path, ec);
@@ -34,8 +42,10 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append)
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
   const std::string line = record.dump() + '\n';
+  errno = 0;
   out_ << line;
   out_.flush();
+  if (!out_) throw_write_failed(path_, errno ? errno : EIO);
   bytes_ += line.size();
 }
 

@@ -23,14 +23,21 @@ class MetricsWriter {
  public:
   MetricsWriter() = default;
   explicit MetricsWriter(const std::string& path, bool append = false);
+  // Appends one line and flushes it; throws (throw_write_failed) when it
+  // cannot be written whole.
   void write(const nlohmann::json& record);
   bool is_open() const { return out_.is_open(); }
   // The file's length so far (where a resumed run cuts it back to).
   std::uint64_t bytes_written() const { return bytes_; }
 
  private:
+  std::string path_;
   std::ofstream out_;
   std::uint64_t bytes_ = 0;
 };
+
+// Throws the error of a run-directory file that could not be written (a full
+// disk): its path, the reason from `error` (an errno) and what to do.
+[[noreturn]] void throw_write_failed(const std::string& path, int error);
 
 }  // namespace trainer::train

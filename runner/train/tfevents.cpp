@@ -4,10 +4,13 @@
 #include "runner/train/tfevents.h"
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+
+#include "runner/train/metrics.h"  // throw_write_failed
 
 namespace trainer::train {
 namespace {
@@ -110,7 +113,7 @@ std::string scalars_event(double wall_time, std::int64_t step, const Scalars& sc
 }
 
 EventsWriter::EventsWriter(const std::string& path, bool append)
-    : out_(path, std::ios::binary | (append ? std::ios::app : std::ios::trunc)) {
+    : path_(path), out_(path, std::ios::binary | (append ? std::ios::app : std::ios::trunc)) {
   if (!out_) throw std::runtime_error("cannot write TensorBoard events file " + path);
   std::error_code ec;
   if (append) bytes_ = std::filesystem::file_size(path, ec);
@@ -124,8 +127,10 @@ void EventsWriter::write_scalars(std::int64_t step, const Scalars& scalars) {
 
 void EventsWriter::write_record(const std::string& event) {
   const std::string record = tfrecord(event);
+  errno = 0;
   out_.write(record.data(), static_cast<std::streamsize>(record.size()));
   out_.flush();
+  if (!out_) throw_write_failed(path_, errno ? errno : EIO);
   bytes_ += record.size();
 }
 

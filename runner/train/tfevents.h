@@ -40,6 +40,7 @@ class EventsWriter {
  private:
   void write_record(const std::string& event);
 
+  std::string path_;
   std::ofstream out_;
   std::uint64_t bytes_ = 0;
 };

@@ -118,6 +118,21 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
                      tmp / "s.log") == 0);
   CHECK(read_text(tmp / "s.log").find("loaded 4 tensor(s)") != std::string::npos);
 
+  // A relative path, from the YAML file's folder: the run's config.yaml names
+  // the file absolute, so it runs again as it is, and the run resumes.
+  fs::create_directories(tmp / "rel");
+  write_text(
+      tmp / "rel/ft.yaml",
+      "extends: ../tiny.yaml\nmodel: {init_from: ../base/checkpoints/last/model.safetensors}\n");
+  REQUIRE(run_to_end({"run", tmp / "rel/ft.yaml", "train.max_steps=3", "--out", tmp / "rel_run"},
+                     tmp / "r.log") == 0);
+  CHECK(read_text(tmp / "rel_run/config.yaml").find("init_from: " + weights + "\n") !=
+        std::string::npos);
+  CHECK(run_to_end({"run", tmp / "rel_run/config.yaml", "--out", tmp / "rerun"}, tmp / "rr.log") ==
+        0);
+  CHECK(run_to_end({"run", "--resume", tmp / "rel_run", "train.max_steps=5"}, tmp / "res.log") ==
+        0);
+
   // fc1 with 16 outputs: strict fails naming the file and each mismatch.
   std::string narrow = tiny_experiment();
   narrow.replace(narrow.find("out_features: 32"), 16, "out_features: 16");

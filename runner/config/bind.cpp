@@ -134,6 +134,10 @@ void bind_model(Node& root, Config& config, Diagnostics& diags) {
     diags.add(layers->mark(), "model.layers",
               "expected a non-empty list of layers, found " + describe(*layers));
   fill_model_defaults(*model);
+  // Absolute, as data paths are: a run's config.yaml (in another folder than
+  // the file that named it) names the same file.
+  if (Node* from = model->find("init_from"); from && from->is_scalar() && !from->text().empty())
+    *from = Node::scalar(resolve_path(from->text(), from->mark().file), from->mark(), true);
   config.model.node = *model;
 }
 

@@ -26,16 +26,6 @@ std::string join_names(const std::vector<std::string>& names) {
   return out;
 }
 
-// A relative path written in `file` is relative to that file's folder; one
-// given on the command line or by a default is relative to the working directory.
-std::string resolve_path(const std::string& path, const std::string& file) {
-  fs::path p = path;
-  if (p.is_absolute()) return p.lexically_normal().string();
-  const bool from_file = !file.empty() && file[0] != '<';
-  if (from_file) p = fs::path(file).parent_path() / p;
-  return fs::absolute(p).lexically_normal().string();
-}
-
 std::optional<TypedItem> read_item(Node& node, const std::string& key_path, const char* what,
                                    const std::vector<ItemDef>& defs, Diagnostics& diags) {
   std::vector<std::string> names;
@@ -135,6 +125,14 @@ std::optional<std::int64_t> declared_sample_elements(const TypedItem& item) {
     return n;
   }
   return std::nullopt;
+}
+
+std::string resolve_path(const std::string& path, const std::string& file) {
+  fs::path p = path;
+  if (p.is_absolute()) return p.lexically_normal().string();
+  const bool from_file = !file.empty() && file[0] != '<';
+  if (from_file) p = fs::path(file).parent_path() / p;
+  return fs::absolute(p).lexically_normal().string();
 }
 
 std::optional<TypedItem> read_source_item(Node& node, const std::string& key_path,

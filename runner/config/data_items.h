@@ -15,6 +15,12 @@
 namespace trainer::config {
 
 // Validates the source item `node` in place (defaults filled, paths resolved).
+// A relative path written in `file` is relative to that file's folder; one
+// given on the command line or by a default is relative to the working
+// directory. Returned absolute, so a resolved config names the same file from
+// anywhere.
+std::string resolve_path(const std::string& path, const std::string& file);
+
 std::optional<TypedItem> read_source_item(Node& node, const std::string& key_path,
                                           Diagnostics& diags);
 // The largest sample a source may declare, in elements (2^31).

@@ -202,16 +202,17 @@ std::string init_from_path(const config::Config& config) {
     diags.add(from->mark(), "model.init_from", "expected a path to a .safetensors file");
     diags.throw_if_any();
   }
-  std::filesystem::path path = from->text();
+  // Absolute since the config was read (config::resolve_path).
+  const std::filesystem::path path = from->text();
   const bool from_yaml = !from->mark().file.empty() && from->mark().file[0] != '<';
-  if (path.is_relative() && from_yaml)
-    path = std::filesystem::path(from->mark().file).parent_path() / path;
+  const std::string yaml_folder =
+      from_yaml ? std::filesystem::absolute(from->mark().file).parent_path().string() + "/" : "";
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path).good())
     diags.add(from->mark(), "model.init_from",
               "cannot read '" + path.string() + "'" +
                   (std::filesystem::exists(path, ec) ? "" : ": no such file"),
-              from_yaml && from->text()[0] != '/'
+              from_yaml && path.string().starts_with(yaml_folder)
                   ? "a relative path is taken from the folder of the YAML file that names it"
                   : "");
   diags.throw_if_any();

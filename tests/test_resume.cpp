@@ -216,6 +216,8 @@ TEST_CASE("a truncated checkpoint is reported with its path and the previous one
                      tmp / "p.log") == 0);
   const std::string newest = tmp / "part/checkpoints/step-00000022/model.safetensors";
   fs::resize_file(newest, fs::file_size(newest) / 2);
+  // A folder named like a step no run reaches is no checkpoint (it was an error: "stoll").
+  fs::create_directories(tmp / "part/checkpoints/step-99999999999999999999");
 
   REQUIRE(
       run_to_end({"run", tmp / "part/config.yaml", "--resume", tmp / "part", "train.max_steps=0"},

@@ -2,6 +2,7 @@
 #include "runner/checkpoint/checkpoint_store.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -22,7 +23,8 @@ constexpr const char* kAveragedModelFile = "model_ema.safetensors";
 constexpr const char* kSumsFile = "SHA256SUMS";
 constexpr const char* kStateKey = "trainer_state";
 
-// Complete checkpoints (step-N folders), newest first.
+// Complete checkpoints (step-N folders), newest first. A folder whose N is no
+// step a run can reach (more digits than int64 holds) is not one.
 std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
   std::vector<std::pair<std::int64_t, fs::path>> out;
   std::error_code ec;
@@ -31,7 +33,10 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& 
     if (!entry.is_directory() || entry.is_symlink() || name.rfind("step-", 0) != 0) continue;
     const std::string digits = name.substr(5);
     if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
-    out.emplace_back(std::stoll(digits), entry.path());
+    std::int64_t step = 0;
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc())
+      continue;
+    out.emplace_back(step, entry.path());
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   return out;

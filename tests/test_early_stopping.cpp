@@ -107,6 +107,23 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
           0);
   CHECK(read_text(tmp / "part/metrics.jsonl") == read_text(tmp / "stop/metrics.jsonl"));
   CHECK(summary_of(tmp / "part")["early_stopped"] == summary["early_stopped"]);
+
+  // The early-stopped run resumed: nothing to train, and nothing in its
+  // directory changes but train.log (it trained to the next evaluation and
+  // stopped again, rewriting its records and pruning checkpoints).
+  const std::string metrics = read_text(tmp / "stop/metrics.jsonl");
+  const std::string stopped_summary = read_text(tmp / "stop/summary.json");
+  REQUIRE(run_to_end({"run", "--resume", tmp / "stop"}, tmp / "again.log") == 0);
+  CHECK_THAT(read_text(tmp / "again.log"),
+             Catch::Contains("nothing to train: early stopping ended this run at step " +
+                             std::to_string(expected)));
+  CHECK(read_text(tmp / "stop/metrics.jsonl") == metrics);
+  CHECK(read_text(tmp / "stop/summary.json") == stopped_summary);
+  // With more patience it goes on, as the patient run did.
+  REQUIRE(run_to_end({"run", "--resume", tmp / "stop", "train.early_stopping.patience=99"},
+                     tmp / "patient.log") == 0);
+  CHECK(summary_of(tmp / "stop")["steps"] == 48);
+  CHECK(metrics_records(tmp / "stop", "eval") == metrics_records(tmp / "long", "eval"));
 }
 
 TEST_CASE("early stopping settings that cannot work are config errors") {

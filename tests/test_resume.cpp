@@ -118,6 +118,30 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "a run stopped on an eval_every step, or at an epoch's end between log points, resumed "
+    "further matches an uninterrupted run") {
+  TempDir tmp("resume-last-evaluation");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // 16 steps per epoch, a record every 5 steps.
+  const std::vector<std::pair<std::string, std::string>> cuts = {
+      {"train.max_steps=14", "train.max_steps=0"},  // step 14: evaluated (eval_every 7)
+      {"train.epochs=1", "train.epochs=3"}};        // step 16: the epoch's end, off a log point
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full",
+                              {"schedule.type=constant", "train.eval_every=7"}),
+                     tmp / "f.log") == 0);
+  for (const auto& [cut, resume] : cuts) {
+    INFO(cut);
+    const std::string part = tmp / ("part-" + cut.substr(6, 3));
+    REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", part,
+                                {"schedule.type=constant", "train.eval_every=7", cut}),
+                       tmp / "p.log") == 0);
+    REQUIRE(run_to_end({"run", "--resume", part, resume}, tmp / "r.log") == 0);
+    INFO(read_text(tmp / "r.log"));
+    CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(part + "/metrics.jsonl"));
+  }
+}
+
+TEST_CASE(
     "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint), "
     "with only the override on the command line") {
   if (cpu_computes_bf16())

@@ -319,13 +319,11 @@ class TrainLoop {
   // evaluation is pending).
   checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
   void stamp_metric(checkpoint::TrainState& st) const;
+  // A resume with no step to train: the run ended at its checkpoint (an
+  // evaluation pending there was made and recorded before the run ended).
+  bool writes_nothing() const { return options_.resume && resumed_.step >= total_steps_; }
   // checkpoint.keep_best by an eval.* metric ranks checkpoints by an
   // evaluation of their own weights: then every evaluation is followed by one.
-  // A resume with no step to train and no evaluation pending.
-  bool writes_nothing() const {
-    return options_.resume && resumed_.step >= total_steps_ &&
-           resumed_.epoch_step < steps_per_epoch_;
-  }
   bool keeps_best() const {
     return cfg_.checkpoint.keep_best > 0 && s_.eval_data != nullptr &&
            cfg_.checkpoint.metric.rfind("eval.", 0) == 0;
@@ -348,6 +346,14 @@ class TrainLoop {
   std::optional<nlohmann::json> finished_summary(std::int64_t at_step) const;
   // That summary, for a resume of a run that had finished (nothing to train).
   std::optional<nlohmann::json> finished_;
+  // The resumed checkpoint is where early stopping ended the run: as many
+  // evaluations without improvement as train.early_stopping.patience allows.
+  bool early_stopped_at_checkpoint() const;
+  // A run that max_steps stopped inside an epoch on an eval_every step wrote
+  // its checkpoint before that last evaluation, which a longer run makes
+  // too: resumed further, the evaluation is made again, as the longer run
+  // makes it (early stopping included). Returns whether it was.
+  bool replay_evaluation_at_checkpoint();
 
   const Session& s_;
   const config::Config& cfg_;
@@ -422,8 +428,9 @@ class TrainLoop {
   std::int64_t step_ = 0, epoch_ = 0;
   int stopped_by_ = 0;
   std::string last_checkpoint_;
-  // max_steps ends the run inside an epoch: the state a longer run resumed
-  // from there needs is the one before the forced last record and evaluation.
+  // The run ends inside an epoch (max_steps), or at an epoch's end off a log
+  // boundary: the state a longer run resumed from there needs is the one
+  // before the forced last record and evaluation.
   std::optional<checkpoint::TrainState> stopped_inside_epoch_;
 };
 
@@ -467,7 +474,8 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   // The averaged weights start as the weights; a checkpoint holds its own.
   if (averaging_ && resumed_.step == 0) program_.reset_ema();
   // A finished run resumed with nothing to train keeps its directory as it was.
-  if (options_.resume && resumed_.step >= total_steps_) finished_ = finished_summary(resumed_.step);
+  if (options_.resume && (resumed_.step >= total_steps_ || early_stopped_at_checkpoint()))
+    finished_ = finished_summary(resumed_.step);
   if (options_.before_writing && !finished_) options_.before_writing();
   open_metrics();
   const std::int64_t frozen = s.graph.frozen_parameter_count();
@@ -1046,7 +1054,15 @@ nlohmann::json TrainLoop::run() {
                step_, total_steps_,
                step_ > total_steps_ ? "" : "; raise train.epochs or train.max_steps to go on");
     // A run that had finished keeps the summary it wrote (its time and throughput).
+    return finished_ ? *finished_ : summary();
+  } else if (options_.resume && early_stopped_at_checkpoint()) {
+    log_->info(
+        "nothing to train: early stopping ended this run at step {} ({} evaluations without "
+        "improvement of {}); raise train.early_stopping.patience to go on",
+        step_, stop_bad_evals_, cfg_.train.early_stopping.metric);
     if (finished_) return *finished_;
+    early_stopped_ = true;
+    return summary();
   }
   try {
     train_to_end();
@@ -1055,6 +1071,24 @@ nlohmann::json TrainLoop::run() {
     throw;
   }
   return summary();
+}
+
+bool TrainLoop::early_stopped_at_checkpoint() const {
+  const nlohmann::json& stop = resumed_.early_stopping;
+  const std::int64_t patience = cfg_.train.early_stopping.patience;
+  return patience > 0 && stop.is_object() && stop.value("bad", std::int64_t{0}) >= patience;
+}
+
+bool TrainLoop::replay_evaluation_at_checkpoint() {
+  const std::int64_t every = cfg_.train.eval_every;
+  const std::int64_t in_epoch = resumed_.epoch_step;
+  if (!options_.resume || every <= 0 || step_ == 0 || step_ % every != 0 || step_ >= total_steps_ ||
+      in_epoch <= 0 || in_epoch >= steps_per_epoch_ ||
+      last_eval_.value("step", std::int64_t{-1}) == step_)
+    return false;
+  run_eval(step_);
+  if (early_stopped_) save_checkpoint(epoch_, in_epoch);
+  return true;
 }
 
 std::optional<nlohmann::json> TrainLoop::finished_summary(std::int64_t at_step) const {
@@ -1092,6 +1126,7 @@ void TrainLoop::write_failure_summary(const std::string& error) {
 }
 
 void TrainLoop::train_to_end() {
+  if (replay_evaluation_at_checkpoint() && early_stopped_) return;
   std::int64_t resume_in_epoch = resumed_.epoch_step;
   while (step_ < total_steps_ || resume_in_epoch >= steps_per_epoch_) {
     std::int64_t in_epoch = resume_in_epoch;
@@ -1109,7 +1144,10 @@ void TrainLoop::train_to_end() {
         progress_.update(epoch_, step_, total_steps_, last_loss_, seconds_left());
       }
       const bool stops_inside_epoch = step_ == total_steps_ && in_epoch < steps_per_epoch_;
-      if (stops_inside_epoch && step_ % log_every_ != 0)
+      // The last step off a log boundary (inside an epoch or at its end): the
+      // state before the short window's record, which a longer run does not
+      // write (its window goes on).
+      if (step_ == total_steps_ && step_ % log_every_ != 0)
         stopped_inside_epoch_ = state_now(epoch_, in_epoch);
       if (step_ % log_every_ == 0 || step_ == total_steps_) {
         log_window();
@@ -1154,6 +1192,15 @@ void TrainLoop::train_to_end() {
       break;
     }
     run_eval(step_);
+    if (stopped_inside_epoch_) {
+      // The last step ends the epoch off a log boundary: the checkpoint is the
+      // state before the short window's record and this evaluation, which a
+      // longer run resumed from it makes again (the end of the epoch's work).
+      stamp_metric(*stopped_inside_epoch_);
+      save_state(*stopped_inside_epoch_);
+      ++epoch_;
+      break;
+    }
     ++epoch_;
     const bool epochs_due =
         cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0;

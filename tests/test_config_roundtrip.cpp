@@ -6,6 +6,8 @@
 
 #include "runner/config/emit.h"
 #include "runner/config/load.h"
+#include "runner/config/scalar.h"
+#include "runner/config/yaml_reader.h"
 
 using namespace trainer::config;
 
@@ -86,4 +88,21 @@ TEST_CASE("block parameter references stay references when printed") {
   REQUIRE(channels);
   CHECK(channels->text() == "$channels");
   CHECK_FALSE(channels->quoted());
+}
+
+TEST_CASE("a scalar of 200000 characters is printed and loads back") {
+  const std::string plain(200000, 'x');
+  const std::string spaced = "a" + std::string(199998, ' ') + "b";
+  Node tree = Node::map({"<test>", 1, 1});
+  tree.set("plain", Node::scalar(plain, {}, true));
+  tree.set("spaced", Node::scalar(spaced, {}, true));
+  tree.set("digits", Node::scalar(std::string(200000, '7'), {}, true));
+  const std::string text = to_yaml(tree);
+  Diagnostics diags;
+  const Node again = parse_yaml(text, "<printed>", diags);
+  REQUIRE(diags.empty());
+  CHECK(again.find("plain")->text() == plain);
+  CHECK(again.find("spaced")->text() == spaced);
+  CHECK(again.find("digits")->text() == std::string(200000, '7'));
+  CHECK(classify(*again.find("digits")) == ScalarKind::string);
 }

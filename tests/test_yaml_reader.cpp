@@ -1,8 +1,11 @@
 // labels: cpu
-// parse_yaml: positions, duplicate keys, aliases and merge keys (`<<: *base`).
+// parse_yaml: positions, duplicate keys, aliases, merge keys (`<<: *base`) and scalars
+// of any length.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "runner/config/load.h"
+#include "runner/config/scalar.h"
 #include "runner/config/yaml_reader.h"
 
 using namespace trainer::config;
@@ -127,4 +130,40 @@ TEST_CASE("a config shares settings between data sources with a merge key") {
   CHECK(c.data.eval->attrs.get_int("size") == 16);
   CHECK(c.data.eval->attrs.get_int("classes") == 3);
   CHECK(c.data.train->attrs.get_int("size") == 64);
+}
+
+TEST_CASE("a scalar of 200000 characters is read and classified") {
+  const std::string digits(200000, '1');
+  CHECK(classify_plain(digits) == ScalarKind::integer);
+  CHECK(classify_plain("-" + digits) == ScalarKind::integer);
+  CHECK(classify_plain("1." + digits + "e-5") == ScalarKind::number);
+  CHECK(classify_plain("." + digits) == ScalarKind::number);
+  CHECK(classify_plain(digits + "x") == ScalarKind::string);
+  CHECK(classify_plain(std::string(200000, 'x')) == ScalarKind::string);
+  const Node n = parse_clean("seed: " + digits + "\nname: " + std::string(200000, 'n') + "\n");
+  CHECK(n.find("seed")->text() == digits);
+  CHECK(n.find("name")->text().size() == 200000);
+  // Loaded as a config, the seed is an integer too large for 64 bits: an error
+  // at the value, not a crash.
+  try {
+    load_config_text("seed: " + digits + "\n", "long.yaml");
+    FAIL("a 200000-digit seed was accepted");
+  } catch (const ConfigError& e) {
+    const auto& list = e.diagnostics().list();
+    const bool at_seed = std::any_of(list.begin(), list.end(), [](const Diagnostic& d) {
+      return d.key_path == "seed" && d.mark.line == 1 && d.mark.column == 7;
+    });
+    CHECK(at_seed);
+  }
+}
+
+TEST_CASE("the forms of integers and numbers") {
+  for (const char* integer : {"0", "-1", "+12", "007"})
+    CHECK(classify_plain(integer) == ScalarKind::integer);
+  for (const char* number :
+       {"1.", "1.5", ".5", "-.5", "1e3", "1E+3", "2.5e-3", ".5e1", ".inf", "-.Inf", "+.INF"})
+    CHECK(classify_plain(number) == ScalarKind::number);
+  for (const char* text : {"-", "+", ".", "1e", "1e+", "e3", ".e3", "1.2.3", "--1", "1x", ".infx",
+                           "inf", "0x10", "1_000", " 1", "1 "})
+    CHECK(classify_plain(text) == ScalarKind::string);
 }

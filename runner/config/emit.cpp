@@ -1,7 +1,7 @@
 // YAML printing of config trees.
 #include "runner/config/emit.h"
 
-#include <regex>
+#include <algorithm>
 
 #include "runner/config/scalar.h"
 
@@ -31,10 +31,23 @@ std::string double_quoted(const std::string& s) {
   return out + "\"";
 }
 
+bool is_ascii_alnum(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+// The characters a plain scalar may begin with, and those it may go on with;
+// checked one by one, so a scalar of any length is checked in one pass.
+bool plain_first_char(char c) {
+  return is_ascii_alnum(c) || c == '_' || c == '.' || c == '/' || c == '+' || c == '$' || c == '-';
+}
+bool plain_char(char c) {
+  return is_ascii_alnum(c) || c == '_' || c == '.' || c == '/' || c == '+' || c == '-' || c == ' ';
+}
+
 // A plain scalar that reads back as the same text and kind.
 bool safe_plain(const std::string& s) {
-  static const std::regex plain(R"([A-Za-z0-9_./+$-][A-Za-z0-9_./+\- ]*)");
-  return std::regex_match(s, plain) && s.back() != ' ';
+  return !s.empty() && plain_first_char(s.front()) &&
+         std::all_of(s.begin() + 1, s.end(), plain_char) && s.back() != ' ';
 }
 
 std::string scalar_text(const Node& n) {

@@ -4,19 +4,74 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
 
 namespace trainer::config {
+namespace {
+
+// The forms below are checked character by character, so that a scalar of
+// any length is classified in one pass (a regular expression engine recurses
+// per character and runs out of stack on a long one).
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Where the text starts after an optional sign.
+std::size_t after_sign(const std::string& t) {
+  return !t.empty() && (t[0] == '-' || t[0] == '+') ? 1 : 0;
+}
+
+// Where the run of digits starting at `at` ends.
+std::size_t skip_digits(const std::string& t, std::size_t at) {
+  while (at < t.size() && is_digit(t[at])) ++at;
+  return at;
+}
+
+// [-+]?[0-9]+
+bool is_integer_text(const std::string& t) {
+  const std::size_t start = after_sign(t);
+  return start < t.size() && skip_digits(t, start) == t.size();
+}
+
+// [-+]?\.(inf|Inf|INF)
+bool is_infinity_text(const std::string& t) {
+  const std::string rest = t.substr(after_sign(t));
+  return rest == ".inf" || rest == ".Inf" || rest == ".INF";
+}
+
+// Where the mantissa (\.[0-9]+|[0-9]+(\.[0-9]*)?) starting at `at` ends, or
+// npos when there is none.
+std::size_t mantissa_end(const std::string& t, std::size_t at) {
+  const std::size_t whole_end = skip_digits(t, at);
+  if (whole_end > at)
+    return whole_end < t.size() && t[whole_end] == '.' ? skip_digits(t, whole_end + 1) : whole_end;
+  if (at >= t.size() || t[at] != '.') return std::string::npos;
+  const std::size_t fraction_end = skip_digits(t, at + 1);
+  return fraction_end > at + 1 ? fraction_end : std::string::npos;
+}
+
+// Whether an exponent ([eE][-+]?[0-9]+) starting at `at` runs to the end.
+bool exponent_to_end(const std::string& t, std::size_t at) {
+  if (at >= t.size() || (t[at] != 'e' && t[at] != 'E')) return false;
+  ++at;
+  if (at < t.size() && (t[at] == '-' || t[at] == '+')) ++at;
+  return at < t.size() && skip_digits(t, at) == t.size();
+}
+
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool is_decimal_text(const std::string& t) {
+  const std::size_t end = mantissa_end(t, after_sign(t));
+  return end != std::string::npos && (end == t.size() || exponent_to_end(t, end));
+}
+
+}  // namespace
 
 ScalarKind classify_plain(const std::string& t) {
-  static const std::regex integer(R"([-+]?[0-9]+)");
-  static const std::regex number(
-      R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF))");
   if (t.empty() || t == "~" || t == "null" || t == "Null" || t == "NULL") return ScalarKind::null;
   if (t == "true" || t == "True" || t == "TRUE" || t == "false" || t == "False" || t == "FALSE")
     return ScalarKind::boolean;
-  if (std::regex_match(t, integer)) return ScalarKind::integer;
-  if (std::regex_match(t, number)) return ScalarKind::number;
+  if (is_integer_text(t)) return ScalarKind::integer;
+  if (is_decimal_text(t) || is_infinity_text(t)) return ScalarKind::number;
   return ScalarKind::string;
 }
 

@@ -106,3 +106,47 @@ TEST_CASE("a scalar of 200000 characters is printed and loads back") {
   CHECK(again.find("digits")->text() == std::string(200000, '7'));
   CHECK(classify(*again.find("digits")) == ScalarKind::string);
 }
+
+TEST_CASE("every string is printed so that it loads back as the same string") {
+  const std::vector<std::string> tricky = {
+      "-",    "- x",  "? x",  ": x",     "#x",   "x #y",   "@x",    "`x",  "!x",
+      "&x",   "*x",   "|",    ">",       "%x",   "'x",     "\"x",   "[x",  "{x",
+      "x: y", "",     " x",   "x ",      "null", "~",      "true",  "1",   "1e3",
+      ".inf", "0x10", "a\rb", "a\tb",    "a\nb", "a\x01z", "a\x7f", "---", "...",
+      "-x",   "--",   "x,y",  "a\\b\"c", ".nan", "0o17",   "<<",    "x]",  "x}"};
+  for (const std::string& s : tricky) {
+    INFO("the string '" << s << "'");
+    Node tree = Node::map({"<test>", 1, 1});
+    tree.set("value", Node::scalar(s, {}, true));
+    Node list = Node::sequence({});
+    list.push_back(Node::scalar(s, {}, true));
+    list.push_back(Node::scalar("after", {}, true));
+    tree.set("list", std::move(list));
+    Node keyed = Node::map({});
+    keyed.set(s, Node::scalar("v", {}, true));
+    tree.set("keys", std::move(keyed));
+    const std::string text = to_yaml(tree);
+    INFO(text);
+    Diagnostics diags;
+    const Node again = parse_yaml(text, "<printed>", diags);
+    REQUIRE(diags.empty());
+    REQUIRE(again.find("value"));
+    CHECK(again.find("value")->text() == s);
+    CHECK(classify(*again.find("value")) == ScalarKind::string);
+    REQUIRE(again.find("list")->items().size() == 2);
+    CHECK(again.find("list")->items()[0].text() == s);
+    CHECK(classify(again.find("list")->items()[0]) == ScalarKind::string);
+    REQUIRE(again.find("keys")->size() == 1);
+    CHECK(again.find("keys")->key_at(0) == s);
+  }
+}
+
+TEST_CASE("a config named '-' is printed quoted and loads back") {
+  const Config c = load_config_text(
+      "name: '-'\nmodel: {layers: [{type: flatten}]}\n"
+      "data: {train: {type: synthetic, shape: [2]}}\noutput: {dir: '- runs #1'}\n",
+      "<test>");
+  const Config again = load_config_text(to_yaml(c.resolved), "<printed>");
+  CHECK(again.name == "-");
+  CHECK(again.output.dir == "- runs #1");
+}

@@ -8,9 +8,13 @@
 namespace trainer::config {
 namespace {
 
+// A double-quoted scalar: quotes, backslashes and every control character
+// escaped, so the text reads back byte for byte whatever it holds.
 std::string double_quoted(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
   std::string out = "\"";
   for (char c : s) {
+    const auto byte = static_cast<unsigned char>(c);
     switch (c) {
       case '"':
         out += "\\\"";
@@ -21,11 +25,20 @@ std::string double_quoted(const std::string& s) {
       case '\n':
         out += "\\n";
         break;
+      case '\r':
+        out += "\\r";
+        break;
       case '\t':
         out += "\\t";
         break;
       default:
-        out += c;
+        if (byte < 0x20 || byte == 0x7f) {
+          out += "\\x";
+          out += hex[byte >> 4];
+          out += hex[byte & 15];
+        } else {
+          out += c;
+        }
     }
   }
   return out + "\"";
@@ -44,23 +57,50 @@ bool plain_char(char c) {
   return is_ascii_alnum(c) || c == '_' || c == '.' || c == '/' || c == '+' || c == '-' || c == ' ';
 }
 
+// A '-' alone or before a space starts a list item, and '---' or '...' at the
+// start of a line marks a document.
+bool starts_as_indicator(const std::string& s) {
+  if (s.front() == '-' && (s.size() == 1 || s[1] == ' ')) return true;
+  return s.rfind("---", 0) == 0 || s.rfind("...", 0) == 0;
+}
+
 // A plain scalar that reads back as the same text and kind.
 bool safe_plain(const std::string& s) {
   return !s.empty() && plain_first_char(s.front()) &&
-         std::all_of(s.begin() + 1, s.end(), plain_char) && s.back() != ' ';
+         std::all_of(s.begin() + 1, s.end(), plain_char) && s.back() != ' ' &&
+         !starts_as_indicator(s);
+}
+
+bool all_of_from(const std::string& s, std::size_t from, bool (*accepted)(char)) {
+  return s.size() > from && std::all_of(s.begin() + static_cast<long>(from), s.end(), accepted);
+}
+
+// Strings that the YAML 1.2 core schema reads as numbers, though the config
+// reads them as strings: 0x1f, 0o17, .nan. Quoted, so that other YAML tools
+// reading a printed config see strings too.
+bool core_schema_number(const std::string& s) {
+  const auto hex_digit = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  };
+  const auto octal_digit = [](char c) { return c >= '0' && c <= '7'; };
+  if (s.rfind("0x", 0) == 0) return all_of_from(s, 2, hex_digit);
+  if (s.rfind("0o", 0) == 0) return all_of_from(s, 2, octal_digit);
+  return s == ".nan" || s == ".NaN" || s == ".NAN";
+}
+
+// A string written plain reads back as the same string.
+bool plain_string(const std::string& s) {
+  return safe_plain(s) && classify_plain(s) == ScalarKind::string && !core_schema_number(s);
 }
 
 std::string scalar_text(const Node& n) {
   if (n.is_null()) return "null";
-  if (n.quoted()) {
-    if (classify_plain(n.text()) == ScalarKind::string && safe_plain(n.text())) return n.text();
-    return double_quoted(n.text());
-  }
+  if (n.quoted()) return plain_string(n.text()) ? n.text() : double_quoted(n.text());
   return safe_plain(n.text()) ? n.text() : double_quoted(n.text());
 }
 
 std::string key_text(const std::string& key) {
-  return safe_plain(key) && classify_plain(key) == ScalarKind::string ? key : double_quoted(key);
+  return plain_string(key) ? key : double_quoted(key);
 }
 
 bool is_flat_list(const Node& n) {

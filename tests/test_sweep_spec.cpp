@@ -3,13 +3,18 @@
 // trials; repeated keys add values, bracketed values stay whole, and a sweep
 // larger than the cap is refused before anything is expanded. An int range
 // must have whole-number bounds; the objective's mode defaults to its
-// metric's better way; each trial override knows where it was written.
+// metric's better way; each trial override knows where it was written; a
+// quoted value reaches the trials (and sweep.yaml) as the string written.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "runner/config/diagnostics.h"
+#include "runner/config/load.h"
+#include "runner/config/overrides.h"
+#include "runner/config/scalar.h"
 #include "runner/config/yaml_reader.h"
+#include "runner/sweep/sweep_dir.h"
 #include "runner/sweep/sweep_spec.h"
 
 using namespace trainer;
@@ -150,4 +155,65 @@ TEST_CASE("each trial override knows whether the sweep section or a --grid flag 
   CHECK(trials[1].overrides[0] == "optimizer.lr=0.2");
   CHECK(config::to_string(trials[1].sources[0].mark) == "<--grid>:1:1");
   CHECK_FALSE(sweep::from_sweep_section(trials[1].sources[0]));
+}
+
+TEST_CASE("a quoted grid or choice value reaches its trials as the string written") {
+  const std::string base =
+      "model: {layers: [{type: flatten}]}\ndata: {train: {type: synthetic, shape: [2]}}\n";
+  // The resolved trees of the trials: the base config with each trial's overrides.
+  const auto names_of = [&](const std::vector<sweep::Trial>& trials) {
+    std::vector<config::Node> names;
+    for (const auto& t : trials) {
+      config::Node tree = yaml(base);
+      config::Diagnostics d;
+      config::apply_overrides(tree, t.overrides, d);
+      INFO(d.format_all());
+      REQUIRE(d.empty());
+      REQUIRE(tree.find("name"));
+      names.push_back(*tree.find("name"));
+    }
+    return names;
+  };
+  const auto grid =
+      sweep::expand_trials(sweep::parse_sweep(yaml("{grid: {name: [\"x #y\", \"z\"]}}"), {}, 0));
+  const auto grid_names = names_of(grid);
+  REQUIRE(grid_names.size() == 2);
+  CHECK(grid_names[0].text() == "x #y");
+  CHECK(config::classify(grid_names[0]) == config::ScalarKind::string);
+  CHECK(grid_names[1].text() == "z");
+
+  const auto numeric = sweep::expand_trials(
+      sweep::parse_sweep(yaml("{grid: {name: [\"1\", b]}, seeds: [7]}"), {}, 0));
+  const auto numeric_names = names_of(numeric);
+  REQUIRE(numeric_names.size() == 2);
+  CHECK(numeric_names[0].text() == "1");
+  CHECK(config::classify(numeric_names[0]) == config::ScalarKind::string);
+  // The whole trial config validates: the name is the string "1", not an integer.
+  CHECK(config::load_config_text(base, "t.yaml", numeric[0].overrides).name == "1");
+
+  const auto chosen = sweep::expand_trials(
+      sweep::parse_sweep(yaml("{random: {trials: 1, params: {name: {choice: ['x #y']}}}}"), {}, 0));
+  const auto chosen_names = names_of(chosen);
+  REQUIRE(chosen_names.size() == 1);
+  CHECK(chosen_names[0].text() == "x #y");
+}
+
+TEST_CASE("sweep.yaml records a quoted value as the string written") {
+  sweep::SweepJob job;
+  job.config_path = "c.yaml";
+  job.spec = sweep::parse_sweep(yaml("{grid: {name: [\"x #y\", \"1\"]}}"), {}, 0);
+  job.trials = sweep::expand_trials(job.spec);
+  const config::Node record = yaml(sweep::sweep_record(job, ""));
+  const config::Node* trials = record.find("trials");
+  REQUIRE(trials);
+  REQUIRE(trials->size() == 2);
+  config::Node tree = yaml("{}");
+  config::Diagnostics d;
+  config::apply_overrides(tree, {trials->value_at(0).items().at(0).text()}, d);
+  REQUIRE(d.empty());
+  CHECK(tree.find("name")->text() == "x #y");
+  config::Node other = yaml("{}");
+  config::apply_overrides(other, {trials->value_at(1).items().at(0).text()}, d);
+  REQUIRE(d.empty());
+  CHECK(config::classify(*other.find("name")) == config::ScalarKind::string);
 }

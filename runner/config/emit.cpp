@@ -164,6 +164,10 @@ void emit(const Node& n, int indent, std::string& out) {
 
 }  // namespace
 
+std::string scalar_to_yaml(const Node& scalar) {
+  return scalar_text(scalar);
+}
+
 std::string to_yaml(const Node& root) {
   std::string out;
   emit(root, 0, out);

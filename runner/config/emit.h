@@ -11,4 +11,9 @@ namespace trainer::config {
 
 std::string to_yaml(const Node& root);
 
+// One scalar (or null) as YAML text that reads back as the same text and kind:
+// plain where that is safe, else double-quoted ("x #y", a quoted "1"). A sweep's
+// values become KEY=VALUE overrides this way.
+std::string scalar_to_yaml(const Node& scalar);
+
 }  // namespace trainer::config

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "runner/config/diagnostics.h"
+#include "runner/config/emit.h"
 #include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
@@ -22,10 +23,12 @@ std::string join(const std::vector<std::string>& items) {
   return s;
 }
 
-// Scalars of a sequence (or one scalar) as override texts.
+// Scalars of a sequence (or one scalar) as override texts: YAML that reads
+// back as the value written, so a quoted "1" stays a string and "x #y" keeps
+// what a plain override would cut off as a comment.
 std::vector<std::string> scalars(const Node& node, const std::string& path, Diagnostics& diags) {
   std::vector<std::string> out;
-  if (node.is_scalar()) return {node.text()};
+  if (node.is_scalar()) return {config::scalar_to_yaml(node)};
   if (!node.is_sequence() || node.items().empty()) {
     diags.add(node.mark(), path, "expected a non-empty list of values");
     return out;
@@ -35,7 +38,7 @@ std::vector<std::string> scalars(const Node& node, const std::string& path, Diag
       diags.add(item.mark(), path, "expected scalar values (numbers, strings, booleans)");
       continue;
     }
-    out.push_back(item.text());
+    out.push_back(config::scalar_to_yaml(item));
   }
   return out;
 }

@@ -34,15 +34,17 @@ inline constexpr std::uint64_t kMaxTrials = 10000;
 
 struct RandomParam {
   std::string key;
-  config::Mark mark;         // where the parameter is written
-  std::string distribution;  // uniform | log_uniform | int | choice
-  double low = 0, high = 0;  // an int range's are whole numbers
-  std::vector<std::string> choices;
+  config::Mark mark;                 // where the parameter is written
+  std::string distribution;          // uniform | log_uniform | int | choice
+  double low = 0, high = 0;          // an int range's are whole numbers
+  std::vector<std::string> choices;  // YAML texts, as grid values
 };
 
 struct SweepSpec {
   // Key and values; the same key given twice (in the file and by --grid
-  // flags) is one entry with the values of both.
+  // flags) is one entry with the values of both. A value is YAML text that
+  // reads back as the value written: a string that would read as something
+  // else (a quoted "1", "x #y") is double-quoted.
   std::vector<std::pair<std::string, std::vector<std::string>>> grid;
   std::vector<config::Mark> grid_marks;  // where each grid key was written, parallel to `grid`
   // Where each grid value came from, parallel to `grid`: its key's mark for

@@ -1,8 +1,9 @@
 // labels: cpu
-// parse_yaml: positions, duplicate keys, aliases, merge keys (`<<: *base`) and scalars
-// of any length.
+// parse_yaml: positions, duplicate keys, aliases (and the limit on what they
+// copy), merge keys (`<<: *base`) and scalars of any length.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 
 #include "runner/config/load.h"
 #include "runner/config/scalar.h"
@@ -166,4 +167,54 @@ TEST_CASE("the forms of integers and numbers") {
   for (const char* text : {"-", "+", ".", "1e", "1e+", "e3", ".e3", "1.2.3", "--1", "1x", ".infx",
                            "inf", "0x10", "1_000", " 1", "1 "})
     CHECK(classify_plain(text) == ScalarKind::string);
+}
+
+TEST_CASE("aliases of aliases that would expand without end are refused at the alias, at once") {
+  // Each line lists the one above ten times: a8 would hold 10^9 scalars.
+  std::string bomb = "a0: &a0 [x,x,x,x,x,x,x,x,x,x]\n";
+  for (int level = 1; level <= 8; ++level) {
+    const std::string before = "*a" + std::to_string(level - 1);
+    bomb += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " [" + before;
+    for (int i = 1; i < 10; ++i) bomb += "," + before;
+    bomb += "]\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Diagnostics d;
+  parse_yaml(bomb, "t.yaml", d);
+  const auto seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds < 1.0);
+  REQUIRE(d.size() == 1);
+  // Up to a4 the copies number 123440; seven copies of a4 (111111 nodes each)
+  // fit within the 1000000, the eighth (line 6, item 7) does not.
+  CHECK(format(d.list()[0]) ==
+        "t.yaml:6:38: error: a5[7]: alias *a4 expands to more than 1000000 nodes with the "
+        "aliases before it (it copies 111111); a config does not need this: check the anchors\n"
+        "    an alias copies the whole value its anchor marks, so lists of aliases of lists of "
+        "aliases multiply: alias only the values meant to be repeated");
+  // A config holding it is refused with that error.
+  try {
+    load_config_text(bomb, "bomb.yaml");
+    FAIL("the alias bomb was accepted");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("bomb.yaml:6:38: error: a5[7]: alias *a4 expands"));
+  }
+}
+
+TEST_CASE("anchors, aliases and merge keys well within the limit are all expanded") {
+  // A map merged into another, and a list of 100 numbers aliased 1000 times
+  // (101000 copied nodes).
+  std::string text = "base: &base {type: synthetic, size: 64}\neval: {<<: *base, size: 16}\n";
+  text += "list: &list [0";
+  for (int i = 1; i < 100; ++i) text += "," + std::to_string(i);
+  text += "]\ncopies: [*list";
+  for (int i = 1; i < 1000; ++i) text += ", *list";
+  text += "]\n";
+  const Node n = parse_clean(text);
+  CHECK(n.find("eval")->find("type")->text() == "synthetic");
+  CHECK(n.find("eval")->find("size")->text() == "16");
+  const Node& copies = *n.find("copies");
+  REQUIRE(copies.items().size() == 1000);
+  CHECK(copies.items()[999].items().size() == 100);
+  CHECK(copies.items()[999].items()[99].text() == "99");
 }

@@ -1,6 +1,7 @@
 // YAML text -> config::Node, built from yaml-cpp's parser events so every node
-// and every map key keeps its 1-based line and column. Aliases are expanded, and
-// merge keys (`<<: *base`, `<<: [*a, *b]`) copy the keys a map does not set itself.
+// and every map key keeps its 1-based line and column. Aliases are expanded (up
+// to kMaxAliasNodes copied nodes a file), and merge keys (`<<: *base`,
+// `<<: [*a, *b]`) copy the keys a map does not set itself.
 #include "runner/config/yaml_reader.h"
 
 #include <yaml-cpp/eventhandler.h>
@@ -16,6 +17,11 @@
 
 namespace trainer::config {
 namespace {
+
+// The most nodes the aliases of one file may copy, all together: far more
+// than any config repeats, far fewer than nested aliases of aliases (each
+// copying the last ten times over) reach after a few levels.
+constexpr std::size_t kMaxAliasNodes = 1'000'000;
 
 // Builds the tree from the event stream. Maps receive alternating key and value
 // events; a key is kept as `pending_key` until its value arrives.
@@ -33,17 +39,26 @@ class TreeBuilder : public YAML::EventHandler {
   void OnDocumentStart(const YAML::Mark&) override { ++documents_; }
   void OnDocumentEnd() override {}
 
+  // Comes just before the event of the node it names.
+  void OnAnchor(const YAML::Mark&, const std::string& name) override { anchor_name_ = name; }
+
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     Node n;
     n.set_mark(to_mark(mark));
-    add_value(std::move(n), anchor);
+    add_value(std::move(n), anchor, 1);
   }
 
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     auto it = anchors_.find(anchor);
-    Node n = it != anchors_.end() ? it->second : Node{};
+    if (it == anchors_.end() || !may_copy(it->second, to_mark(mark))) {
+      Node n;
+      n.set_mark(to_mark(mark));
+      add_value(std::move(n), 0, 1);
+      return;
+    }
+    Node n = it->second.node;
     n.set_mark(to_mark(mark));
-    add_value(std::move(n), 0);
+    add_value(std::move(n), 0, it->second.nodes);
   }
 
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
@@ -51,7 +66,7 @@ class TreeBuilder : public YAML::EventHandler {
     // yaml-cpp tags plain scalars "?" and quoted or block scalars "!"; an explicit
     // tag (!!str) also makes the scalar a string.
     const bool quoted = tag != "?";
-    add_value(Node::scalar(value, to_mark(mark), quoted), anchor);
+    add_value(Node::scalar(value, to_mark(mark), quoted), anchor, 1);
   }
 
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
@@ -70,13 +85,22 @@ class TreeBuilder : public YAML::EventHandler {
   struct Frame {
     Node node;
     YAML::anchor_t anchor = 0;
+    std::size_t nodes = 1;  // in `node`, counting itself, its keys and its values
     bool has_key = false;
     bool key_invalid = false;  // the key was not a scalar: drop its value
     bool key_quoted = false;   // '<<' quoted is an ordinary key, not a merge
+    std::string name;          // the anchor's, as written after '&'; "" for none
     std::string key;
     Mark key_mark;
     std::set<std::string> merged;  // keys copied by '<<', which the map's own keys replace
     Mark merged_at;                // where this map's '<<' is (line 0: none yet)
+  };
+
+  // An anchored value, what its aliases copy.
+  struct Anchored {
+    Node node;
+    std::size_t nodes = 1;  // in `node`, counting itself
+    std::string name;       // as written after '&'
   };
 
   static constexpr const char* kMergeKey = "<<";
@@ -95,21 +119,55 @@ class TreeBuilder : public YAML::EventHandler {
       stack_.back().key_invalid = true;
     }
     stack_.push_back({std::move(n), anchor});
+    stack_.back().name = anchor != 0 ? anchor_name_ : "";
   }
 
   void close() {
     Frame f = std::move(stack_.back());
     stack_.pop_back();
-    add_value(std::move(f.node), f.anchor);
+    add_value(std::move(f.node), f.anchor, f.nodes, f.name);
   }
 
-  void add_value(Node n, YAML::anchor_t anchor) {
-    if (anchor != 0) anchors_[anchor] = n;
+  // Whether an alias of `anchored` may be expanded: the copies of this file
+  // stay within kMaxAliasNodes. The first one that would not is reported at
+  // `at`; it and every later alias then read as null.
+  bool may_copy(const Anchored& anchored, const Mark& at) {
+    if (alias_limit_reported_) return false;
+    if (anchored.nodes <= kMaxAliasNodes - alias_nodes_) {
+      alias_nodes_ += anchored.nodes;
+      return true;
+    }
+    alias_limit_reported_ = true;
+    diags_.add(
+        at, current_path(),
+        "alias *" + anchored.name + " expands to more than " + std::to_string(kMaxAliasNodes) +
+            " nodes with the aliases before it (it copies " + std::to_string(anchored.nodes) +
+            "); a config does not need this: check the anchors",
+        "an alias copies the whole value its anchor marks, so lists of aliases of lists "
+        "of aliases multiply: alias only the values meant to be repeated");
+    return false;
+  }
+
+  // The key path of the value being read ("a5[3]"), for messages.
+  std::string current_path() const {
+    std::string path;
+    for (const Frame& f : stack_) {
+      if (f.node.is_sequence())
+        path += "[" + std::to_string(f.node.items().size()) + "]";
+      else if (f.has_key && !f.key_invalid)
+        path += (path.empty() ? "" : ".") + f.key;
+    }
+    return path;
+  }
+
+  void add_value(Node n, YAML::anchor_t anchor, std::size_t nodes, std::string name = "") {
+    if (anchor != 0) anchors_[anchor] = {n, nodes, name.empty() ? anchor_name_ : std::move(name)};
     if (stack_.empty()) {
       root_ = std::move(n);
       return;
     }
     Frame& top = stack_.back();
+    top.nodes += nodes;
     if (top.node.is_sequence()) {
       top.node.push_back(std::move(n));
       return;
@@ -192,7 +250,10 @@ class TreeBuilder : public YAML::EventHandler {
   int line_offset_;
   int column_offset_;
   std::vector<Frame> stack_;
-  std::map<YAML::anchor_t, Node> anchors_;
+  std::map<YAML::anchor_t, Anchored> anchors_;
+  std::string anchor_name_;      // the name of the last anchor read
+  std::size_t alias_nodes_ = 0;  // copied by aliases so far
+  bool alias_limit_reported_ = false;
   Node root_;
   int documents_ = 0;
 };

@@ -7,7 +7,8 @@
 // a signal before training leaves a directory that resumes; a cut
 // metrics.jsonl is repaired to whole records; a finished run resumed keeps
 // its directory as it was (also one that max_steps stopped inside an epoch);
-// a failure before training leaves summary.json.
+// a failure before training leaves summary.json; a config path holding line
+// breaks is written on the one comment line config.yaml begins with.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -302,4 +303,25 @@ TEST_CASE("a run that fails before training leaves summary.json saying why") {
   const auto summary = summary_of(tmp / "run");
   CHECK(summary["status"] == "failed");
   CHECK(summary["error"].get<std::string>().find("out of host memory") == 0);
+}
+
+TEST_CASE("a config path holding line breaks stays on the first line of config.yaml") {
+  TempDir tmp("path-breaks");
+  const std::string config = tmp / "a\nb\rc\td.yaml";
+  write_text(config, tiny_experiment());
+  REQUIRE(run_to_end({"print-config", config, "train.max_steps=2"}, tmp / "printed.yaml") == 0);
+  REQUIRE(run_to_end(run_args(config, tmp / "run", {"train.max_steps=2"}), tmp / "run.log") == 0);
+  const std::string comment =
+      "# resolved from \"" + tmp.path().string() + "/a\\nb\\rc\\td.yaml\"\n";
+  for (const std::string& file : {tmp / "printed.yaml", tmp / "run/config.yaml"}) {
+    INFO(file);
+    const std::string text = read_text(file);
+    CHECK(text.rfind(comment, 0) == 0);
+    // The file loads back, and the hash is still that of the lines below the comment.
+    CHECK(run_to_end({"validate", file}, tmp / "validate.log") == 0);
+    CHECK(read_text(tmp / "validate.log") == "ok\n");
+    CHECK(text.substr(comment.size()) == read_text(tmp / "printed.yaml").substr(comment.size()));
+  }
+  CHECK(read_text(tmp / "run/config.sha256") ==
+        trainer::train::sha256_hex(read_text(tmp / "printed.yaml").substr(comment.size())) + "\n");
 }

@@ -11,8 +11,9 @@ namespace trainer {
 int command_print_config(const CommandArgs& args) {
   const config::Config config = config::load_config(args.config_path, args.overrides);
   print_config_warnings(config);
-  std::printf("# resolved from %s\n%s", args.config_path.c_str(),
-              config::to_yaml(config.resolved).c_str());
+  const std::string text =
+      config::resolved_from_comment(args.config_path) + config::to_yaml(config.resolved);
+  std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
 

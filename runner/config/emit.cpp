@@ -168,6 +168,13 @@ std::string scalar_to_yaml(const Node& scalar) {
   return scalar_text(scalar);
 }
 
+std::string resolved_from_comment(const std::string& config_path) {
+  const bool has_control = std::any_of(config_path.begin(), config_path.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  return "# resolved from " + (has_control ? double_quoted(config_path) : config_path) + "\n";
+}
+
 std::string to_yaml(const Node& root) {
   std::string out;
   emit(root, 0, out);

@@ -16,4 +16,9 @@ std::string to_yaml(const Node& root);
 // values become KEY=VALUE overrides this way.
 std::string scalar_to_yaml(const Node& scalar);
 
+// "# resolved from <path>\n", the line print-config and a run's config.yaml
+// begin with. A path holding a control character (a line break) is written
+// double-quoted with it escaped, so the comment is always one line.
+std::string resolved_from_comment(const std::string& config_path);
+
 }  // namespace trainer::config

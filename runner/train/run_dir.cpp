@@ -136,7 +136,7 @@ std::string write_config(const fs::path& dir, const config::Config& config,
   const std::string yaml = config::to_yaml(config.resolved);
   const std::string hash = sha256_hex(yaml);
   checkpoint::write_file_atomically((dir / "config.yaml").string(),
-                                    "# resolved from " + args.config_path + "\n" + yaml);
+                                    config::resolved_from_comment(args.config_path) + yaml);
   checkpoint::write_file_atomically((dir / "config.sha256").string(), hash + "\n");
   return hash;
 }

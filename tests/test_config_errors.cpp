@@ -377,3 +377,34 @@ TEST_CASE("a file with CR-only line endings reads like one with LF") {
   CHECK(only_error(temp_config("cr_bad.yaml", text + "sed: 1\r"))
             .find("cr_bad.yaml:8:1: error: sed") != std::string::npos);
 }
+
+TEST_CASE("a config without data, or an empty one, is reported at its file, not at a default") {
+  const std::string empty = temp_config("empty.yaml", "");
+  const auto empty_errors = errors_of(empty);
+  REQUIRE(empty_errors.size() == 2);
+  CHECK(format(empty_errors[0]) ==
+        empty +
+            ":1:1: error: model: missing required section 'model' (a map with `layers:`)\n"
+            "    add one, e.g. model: {layers: [{type: flatten}, {type: linear, out_features: "
+            "10}]}");
+  CHECK(format(empty_errors[1]) ==
+        empty +
+            ":1:1: error: data.train: missing required key 'train' (the training source "
+            "{type: <source>, ...})\n"
+            "    add a data section with one, e.g. data: {train: {type: idx, images: "
+            "train-images.gz, labels: train-labels.gz}}");
+  // Without a data section: at the top-level map (where the first key is).
+  const std::string no_data =
+      temp_config("no_data.yaml", "# a model only\n\nmodel:\n  layers: [{type: flatten}]\n");
+  CHECK(only_error(no_data).rfind(no_data + ":3:1: error: data.train: missing required key", 0) ==
+        0);
+  // A data section without a training source: at the section.
+  const std::string no_train =
+      temp_config("no_train.yaml", "model:\n  layers: [{type: flatten}]\ndata:\n  workers: 2\n");
+  CHECK(only_error(no_train) ==
+        no_train +
+            ":4:3: error: data.train: missing required key 'train' (the training source "
+            "{type: <source>, ...})\n"
+            "    add one, e.g. train: {type: idx, images: train-images.gz, labels: "
+            "train-labels.gz}");
+}

@@ -111,7 +111,8 @@ void fill_model_defaults(Node& model) {
 void bind_model(Node& root, Config& config, Diagnostics& diags) {
   Node* model = root.find("model");
   if (!model) {
-    diags.add(root.mark(), "model", "missing required section 'model' (a map with `layers:`)");
+    diags.add(root.mark(), "model", "missing required section 'model' (a map with `layers:`)",
+              "add one, e.g. model: {layers: [{type: flatten}, {type: linear, out_features: 10}]}");
     return;
   }
   if (!model->is_map()) {
@@ -141,14 +142,29 @@ void bind_model(Node& root, Config& config, Diagnostics& diags) {
   config.model.node = *model;
 }
 
+// Where a key missing from `map` is reported: the map, or the config file's
+// top level when the file does not write the map (a section filled in with
+// its defaults, whose mark names no file).
+Mark missing_key_mark(const Node& map, const Node& root) {
+  return map.mark().is_default() ? root.mark() : map.mark();
+}
+
+// How to add the training source, to the data section or with one.
+std::string add_train_source(bool data_written) {
+  const std::string source = "{type: idx, images: train-images.gz, labels: train-labels.gz}";
+  return data_written ? "add one, e.g. train: " + source
+                      : "add a data section with one, e.g. data: {train: " + source + "}";
+}
+
 void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
   Node* data = root.find("data");
   if (!data || !data->is_map()) return;  // reported by the data section itself
   if (Node* train = data->find("train"))
     config.data.train = read_source_item(*train, "data.train", diags);
   else
-    diags.add(data->mark(), "data.train",
-              "missing required key 'train' (the training source {type: <source>, ...})");
+    diags.add(missing_key_mark(*data, root), "data.train",
+              "missing required key 'train' (the training source {type: <source>, ...})",
+              add_train_source(!data->mark().is_default()));
   if (Node* eval = data->find("eval"))
     config.data.eval = read_source_item(*eval, "data.eval", diags);
 

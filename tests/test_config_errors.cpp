@@ -349,6 +349,28 @@ TEST_CASE("the experiment name must be one folder name") {
   CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"name=exp-1.v2_b"}));
 }
 
+TEST_CASE("the experiment name must fit one folder name: at most 200 bytes") {
+  const std::string longest(200, 'n');
+  CHECK(load_config(kGood + "minimal.yaml", {"name=" + longest}).name == longest);
+  const std::string file =
+      temp_config("long_name.yaml", kMinimalText + "name: " + std::string(300, 'n') + "\n");
+  CHECK(only_error(file) == file +
+                                ":7:7: error: name: expected a folder name of at most 200 bytes, "
+                                "found one of 300: run directories are "
+                                "<output.dir>/<name>/<timestamp>\n"
+                                "    use a shorter name, e.g. name: " +
+                                std::string(40, 'n'));
+  // A name with nothing to keep still gets a suggestion; a NUL is refused too.
+  for (const std::string& name : {std::string("\".\""), std::string("\"/\""),
+                                  std::string("\"a\\0b\""), std::string("\"..\"")}) {
+    INFO(name);
+    const auto list = errors_of(kGood + "minimal.yaml", {"name=" + name});
+    REQUIRE(list.size() == 1);
+    CHECK(list[0].key_path == "name");
+    CHECK_FALSE(list[0].suggestion.empty());
+  }
+}
+
 TEST_CASE("a null data source type says it is empty and lists the types") {
   CHECK(only_error(kGood + "minimal.yaml", {"data.train.type=~"}) ==
         "<command line>:1:17: error: data.train.type: the data source type is empty (null) (in "

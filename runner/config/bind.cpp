@@ -208,25 +208,45 @@ Mark mark_of(const Node& root, const std::string& section, const std::string& ke
   return root.mark();
 }
 
+// The longest run name: one folder name (at most 255 bytes on common file
+// systems), with room to spare for what is put next to it.
+constexpr std::size_t kMaxNameBytes = 200;
+
+bool folder_name_char(char ch) {
+  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+}
+
+// `name` with every other character made '_', cut to `max_bytes`, without
+// leading or trailing '.' and '_'; "experiment" when nothing is left.
+std::string suggested_name(const std::string& name, std::size_t max_bytes) {
+  std::string fixed;
+  for (char ch : name) fixed += folder_name_char(ch) ? ch : '_';
+  const std::size_t first = fixed.find_first_not_of("._");
+  if (first == std::string::npos) return "experiment";
+  fixed = fixed.substr(first, max_bytes);
+  return fixed.substr(0, fixed.find_last_not_of("._") + 1);
+}
+
 // `name` is one folder under output.dir: a single path component.
 void check_name(const Node& root, const Config& c, Diagnostics& diags) {
   const Node* name = root.find("name");
   if (!name || name->mark().is_default() || classify(*name) != ScalarKind::string) return;
+  const std::string where = ": run directories are <output.dir>/<name>/<timestamp>";
+  if (c.name.size() > kMaxNameBytes) {
+    diags.add(name->mark(), "name",
+              "expected a folder name of at most " + std::to_string(kMaxNameBytes) +
+                  " bytes, found one of " + std::to_string(c.name.size()) + where,
+              "use a shorter name, e.g. name: " + suggested_name(c.name, 40));
+    return;
+  }
   const bool plain_chars =
-      !c.name.empty() && std::all_of(c.name.begin(), c.name.end(), [](char ch) {
-        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
-      });
+      !c.name.empty() && std::all_of(c.name.begin(), c.name.end(), folder_name_char);
   if (plain_chars && c.name != "." && c.name != "..") return;
-  std::string fixed;
-  for (char ch : c.name)
-    fixed += std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' ? ch : '_';
-  const std::size_t first = fixed.find_first_not_of("._"), last = fixed.find_last_not_of("._");
-  fixed = first == std::string::npos ? "" : fixed.substr(first, last - first + 1);
   diags.add(name->mark(), "name",
             "expected a single folder name (letters, digits, '-', '_', '.'; not '.' or '..'), "
             "found " +
-                describe(*name) + ": run directories are <output.dir>/<name>/<timestamp>",
-            fixed.empty() || fixed == c.name ? "" : "use e.g. name: " + fixed);
+                describe(*name) + where,
+            "use e.g. name: " + suggested_name(c.name, kMaxNameBytes));
 }
 
 // A batch of synthetic samples must be countable: batch x sample elements

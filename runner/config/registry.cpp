@@ -36,7 +36,8 @@ std::vector<SectionDef> build_sections() {
        {
            f(field("name", T::string,
                    "Experiment name; run directories are `<output.dir>/<name>/<timestamp>`, so "
-                   "it is one folder name: letters, digits, `-`, `_` and `.` (not `.` or `..`)")
+                   "it is one folder name of at most 200 bytes: letters, digits, `-`, `_` and `.` "
+                   "(not `.` or `..`)")
                  .def("experiment"),
              [](Config& c, const FieldValue& v) { c.name = string_of(v); }),
            f(field("seed", T::integer,

@@ -314,7 +314,11 @@ std::vector<SectionDef> build_sections() {
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.eval_every = int_of(v); }),
-           f(field("log_every", T::integer, "Log one line every N steps").def("50").at_least(1),
+           f(field("log_every", T::integer,
+                   "Log one line every N steps, and one at the last step (a log_every beyond "
+                   "the run's steps logs the last step only)")
+                 .def("50")
+                 .at_least(1),
              [](Config& c, const FieldValue& v) { c.train.log_every = int_of(v); }),
            f(field("eval_batches", T::integer,
                    "Evaluate on the first N micro-batches of the eval split only, on each rank "

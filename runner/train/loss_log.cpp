@@ -7,8 +7,8 @@ namespace trainer::train {
 
 LossLog::LossLog(Backend& backend, std::size_t capacity)
     : backend_(backend),
-      slots_(backend, std::max<std::size_t>(capacity, 1) * sizeof(float)),
-      capacity_(std::max<std::size_t>(capacity, 1)) {
+      slots_(backend, std::clamp<std::size_t>(capacity, 1, kMaxCapacity) * sizeof(float)),
+      capacity_(std::clamp<std::size_t>(capacity, 1, kMaxCapacity)) {
   backend_.vector_ops().fill({slots_.data(), {static_cast<std::int64_t>(capacity_)}, DType::f32},
                              0.0f);
 }

@@ -14,7 +14,12 @@ namespace trainer::train {
 
 class LossLog {
  public:
-  // Room for `capacity` losses (a logging window's micro-batches).
+  // The most losses the log holds in backend memory (4 MiB); a window of more
+  // is read back in parts as it fills.
+  static constexpr std::size_t kMaxCapacity = std::size_t{1} << 20;
+
+  // Room for `capacity` losses (a logging window's micro-batches), at least
+  // 1 and at most kMaxCapacity.
   LossLog(Backend& backend, std::size_t capacity);
 
   // Copies the scalar `loss` (in backend memory) into the next slot, on the

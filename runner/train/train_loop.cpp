@@ -171,6 +171,17 @@ std::int64_t steps_in_epoch(std::int64_t micro_batches, std::int64_t accumulatio
                    : (micro_batches + accumulation - 1) / accumulation;
 }
 
+// The losses a logging window records: `log_every` steps of `accumulation`
+// micro-batches each, but no more steps than the run takes (a log_every
+// beyond them logs the last step only), and at most what a LossLog holds.
+std::size_t window_losses(std::int64_t log_every, std::int64_t total_steps,
+                          std::int64_t accumulation) {
+  const auto steps =
+      static_cast<std::size_t>(std::max<std::int64_t>(1, std::min(log_every, total_steps)));
+  const auto per_step = static_cast<std::size_t>(std::max<std::int64_t>(1, accumulation));
+  return steps > LossLog::kMaxCapacity / per_step ? LossLog::kMaxCapacity : steps * per_step;
+}
+
 // Cuts a JSON-lines file back to `bytes` (what it held at the checkpoint) before appending.
 // The length of the longest prefix of `bytes` made of whole JSON lines.
 std::uint64_t whole_lines(const std::string& bytes) {
@@ -464,7 +475,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       logits_(s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0),
       ignored_(ignored_label(s)),
       progress_(collective.is_root(), collective.world() > 1),
-      losses_(backend_, static_cast<std::size_t>(log_every_ * accumulation_)) {
+      losses_(backend_, window_losses(log_every_, total_steps_, accumulation_)) {
   if (steps_per_epoch_ < 1)
     throw std::runtime_error(
         "the training set gives " + std::to_string(loader_.batches_per_epoch()) +

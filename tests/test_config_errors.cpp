@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runner/config/load.h"
+#include "runner/train/session_checks.h"
 
 using trainer::config::ConfigError;
 using trainer::config::Diagnostic;
@@ -334,6 +335,35 @@ TEST_CASE("a sample or batch too large to count is refused at its key") {
         "16 elements each holds more than 2^60 elements, the most a batch may hold (in override 1 "
         "'train.batch_size=4611686018427387904')\n"
         "    use a smaller batch_size");
+}
+
+TEST_CASE("train.epochs and train.max_steps are bounded at the key") {
+  CHECK(only_error(kGood + "minimal.yaml", {"train.epochs=9223372036854775807"}) ==
+        "<command line>:1:14: error: train.epochs: expected an integer >= 0 and <= 1000000000, "
+        "found integer 9223372036854775807 (in override 1 'train.epochs=9223372036854775807')");
+  CHECK(only_error(kGood + "minimal.yaml", {"train.max_steps=1000000000001"}) ==
+        "<command line>:1:17: error: train.max_steps: expected an integer >= 0 and <= "
+        "1000000000000, found integer 1000000000001 (in override 1 "
+        "'train.max_steps=1000000000001')");
+  CHECK_NOTHROW(load_config(kGood + "minimal.yaml",
+                            {"train.epochs=1000000000", "train.max_steps=1000000000000"}));
+}
+
+TEST_CASE("epochs of more steps than a run can count are an error at train.epochs") {
+  const auto config = load_config(kGood + "minimal.yaml", {"train.epochs=1000000000"});
+  trainer::config::Diagnostics diags;
+  CHECK(trainer::train::total_steps(config, 9223372036, diags) == 9223372036000000000);
+  CHECK(diags.empty());
+  CHECK_FALSE(trainer::train::total_steps(config, 9223372037, diags).has_value());
+  REQUIRE(diags.size() == 1);
+  CHECK(format(diags.list()[0]) ==
+        "<command line>:1:14: error: train.epochs: 1000000000 epochs of 9223372037 steps are more "
+        "steps than a run can count (at most 9223372036854775807)\n"
+        "    lower train.epochs, or set train.max_steps");
+  // train.max_steps wins over the epochs.
+  const auto capped =
+      load_config(kGood + "minimal.yaml", {"train.epochs=1000000000", "train.max_steps=7"});
+  CHECK(trainer::train::total_steps(capped, 9223372037, diags) == 7);
 }
 
 TEST_CASE("the experiment name must be one folder name") {

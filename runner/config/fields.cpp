@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -141,6 +142,9 @@ std::string of_type(const Node& map, const std::string& key_path,
 
 std::string format_number(double v) {
   std::ostringstream s;
+  // A whole number up to 2^64 in full (1000000000, not 1e+09); others in 6 digits.
+  if (std::nearbyint(v) == v && std::fabs(v) <= 18446744073709551616.0)
+    s << std::fixed << std::setprecision(0);
   s << v;
   return s.str();
 }

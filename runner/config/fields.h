@@ -37,7 +37,8 @@ Node default_node(const FieldSpec& spec);
 // null), so a resolved tree shows the values actually used.
 void fill_defaults(Node& map, const std::vector<FieldSpec>& specs);
 
-// A number as messages write it: 0.05, 1e-07.
+// A number as messages write it: 0.05, 1e-07, 1000000000 (whole numbers up to
+// 2^64 in full).
 std::string format_number(double v);
 
 // "optimizer" + "lr" -> "optimizer.lr"; "" + "seed" -> "seed".

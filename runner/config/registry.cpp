@@ -262,12 +262,14 @@ std::vector<SectionDef> build_sections() {
            f(field("epochs", T::integer,
                    "Passes over the training data (ignored when max_steps > 0)")
                  .def("1")
-                 .at_least(0),
+                 .at_least(0)
+                 .at_most(1e9),
              [](Config& c, const FieldValue& v) { c.train.epochs = int_of(v); }),
            f(field("max_steps", T::integer,
                    "Stop after this many optimizer steps (0: run `epochs`)")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .at_most(1e12),
              [](Config& c, const FieldValue& v) { c.train.max_steps = int_of(v); }),
            f(field("batch_size", T::integer,
                    "Global batch per optimizer step (over all ranks and accumulation)")

@@ -335,6 +335,7 @@ Session prepare_session(const config::Config& config) {
   }
   s.num_classes = s.train_data->num_classes();
   check_batch_fills(config, s, diags);
+  check_total_steps(config, s, diags);
   check_inferred_classes(config, s, diags);
   if (config.data.eval) {
     check_eval_matches_train(config, s, diags);

@@ -2,6 +2,7 @@
 #include "runner/train/session_checks.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "data/loader.h"
 #include "runner/graph/builder.h"
@@ -23,6 +24,32 @@ void check_batch_fills(const config::Config& config, const Session& s, config::D
               "use a batch_size of at most " + std::to_string(samples) +
                   (config.data.drop_last ? ", or data.drop_last: false" : ""));
   }
+}
+
+std::int64_t steps_in_epoch(std::int64_t micro_batches, std::int64_t accumulation, bool drop_last) {
+  return drop_last ? micro_batches / accumulation
+                   : (micro_batches + accumulation - 1) / accumulation;
+}
+
+std::optional<std::int64_t> total_steps(const config::Config& config, std::int64_t steps_per_epoch,
+                                        config::Diagnostics& diags) {
+  const config::TrainConfig& train = config.train;
+  if (train.max_steps > 0) return train.max_steps;
+  if (steps_per_epoch <= 0 ||
+      train.epochs <= std::numeric_limits<std::int64_t>::max() / steps_per_epoch)
+    return train.epochs * steps_per_epoch;
+  diags.add(mark_of(config, "train.epochs"), "train.epochs",
+            std::to_string(train.epochs) + " epochs of " + std::to_string(steps_per_epoch) +
+                " steps are more steps than a run can count (at most 9223372036854775807)",
+            "lower train.epochs, or set train.max_steps");
+  return std::nullopt;
+}
+
+void check_total_steps(const config::Config& config, const Session& s, config::Diagnostics& diags) {
+  const std::int64_t micro_batches = data::Loader::batches_per_epoch(
+      s.train_data->size(), s.batch.micro, s.batch.world, config.data.drop_last);
+  total_steps(config, steps_in_epoch(micro_batches, s.batch.accumulation, config.data.drop_last),
+              diags);
 }
 
 std::int64_t short_batch_rows(const config::Config& config, const Session& s) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ops/kernel.h"
@@ -17,6 +18,19 @@ namespace trainer::train {
 // The training set fills at least one optimizer step per epoch (error at
 // train.batch_size otherwise).
 void check_batch_fills(const config::Config& config, const Session& s, config::Diagnostics& diags);
+
+// Optimizer steps in an epoch of `micro_batches`: with drop_last a partial
+// global batch is dropped; without it the last step takes the micro-batches left.
+std::int64_t steps_in_epoch(std::int64_t micro_batches, std::int64_t accumulation, bool drop_last);
+
+// The optimizer steps a run takes: train.max_steps, or train.epochs epochs of
+// `steps_per_epoch`. nullopt, with an error at train.epochs, when that
+// product is beyond what 64 bits count.
+std::optional<std::int64_t> total_steps(const config::Config& config, std::int64_t steps_per_epoch,
+                                        config::Diagnostics& diags);
+
+// The session's train.epochs of steps can be counted (total_steps).
+void check_total_steps(const config::Config& config, const Session& s, config::Diagnostics& diags);
 
 // Classes inferred from data.train's labels (no `classes:`) more than twice
 // what the model's last layer gives: an error at data.train naming the file

@@ -37,6 +37,7 @@
 #include "runner/train/metrics.h"
 #include "runner/train/progress.h"
 #include "runner/train/schedule.h"
+#include "runner/train/session_checks.h"
 #include "runner/train/tfevents.h"
 #include "runner/train/trainer.h"
 #include "runner/usage_error.h"
@@ -164,11 +165,13 @@ Scalars scalars_of(const nlohmann::json& record) {
   return scalars;
 }
 
-// Optimizer steps in an epoch of `micro_batches`: with drop_last a partial
-// global batch is dropped; without it the last step takes the micro-batches left.
-std::int64_t steps_in_epoch(std::int64_t micro_batches, std::int64_t accumulation, bool drop_last) {
-  return drop_last ? micro_batches / accumulation
-                   : (micro_batches + accumulation - 1) / accumulation;
+// The optimizer steps the run takes (total_steps), or a config error at
+// train.epochs when they cannot be counted.
+std::int64_t steps_to_train(const config::Config& config, std::int64_t steps_per_epoch) {
+  config::Diagnostics diags;
+  const std::optional<std::int64_t> steps = total_steps(config, steps_per_epoch, diags);
+  diags.throw_if_any();
+  return *steps;
 }
 
 // The losses a logging window records: `log_every` steps of `accumulation`
@@ -461,8 +464,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       accumulation_(s.batch.accumulation),
       steps_per_epoch_(
           steps_in_epoch(loader_.batches_per_epoch(), accumulation_, loader_.options().drop_last)),
-      total_steps_(cfg_.train.max_steps > 0 ? cfg_.train.max_steps
-                                            : cfg_.train.epochs * steps_per_epoch_),
+      total_steps_(steps_to_train(cfg_, steps_per_epoch_)),
       log_every_(std::max<std::int64_t>(1, cfg_.train.log_every)),
       store_(run_dir),
       retention_{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best,

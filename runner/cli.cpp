@@ -8,12 +8,14 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/diagnostics.h"
+#include "runner/sweep/sweep_runner.h"
 #include "runner/usage_error.h"
 
 namespace trainer {
@@ -36,20 +38,27 @@ const CLI::Validator kNonEmptyDirectory(
     },
     "DIR");
 
-// A count flag's check, worded like the config's own range errors.
-const CLI::Validator kAtLeastOne(
-    [](std::string& arg) {
-      std::size_t used = 0;
-      long long value = 0;
-      try {
-        value = std::stoll(arg, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == arg.size() && used > 0 && value >= 1) return std::string();
-      return "expected an integer >= 1, found '" + arg + "'";
-    },
-    "INT>=1");
+// A count flag's check, worded like the config's own range errors: an
+// integer >= 1, and <= `most` when it is given.
+CLI::Validator count_check(std::optional<long long> most = std::nullopt) {
+  const std::string range = most ? " and <= " + std::to_string(*most) : "";
+  return CLI::Validator(
+      [most, range](std::string& arg) {
+        std::size_t used = 0;
+        long long value = 0;
+        try {
+          value = std::stoll(arg, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == arg.size() && used > 0 && value >= 1 && (!most || value <= *most))
+          return std::string();
+        return "expected an integer >= 1" + range + ", found '" + arg + "'";
+      },
+      most ? "INT in [1, " + std::to_string(*most) + "]" : "INT>=1");
+}
+
+const CLI::Validator kAtLeastOne = count_check();
 
 CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::string& help,
                              CommandArgs& args) {
@@ -115,7 +124,8 @@ int run_cli(int argc, char** argv) {
   time->add_option("--steps", args.steps, "Number of timed steps")->check(kAtLeastOne);
   CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args);
   sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`");
-  sweep->add_option("--parallel", args.parallel, "Runs at once")->check(kAtLeastOne);
+  sweep->add_option("--parallel", args.parallel, "Runs at once")
+      ->check(count_check(sweep::kMaxParallelTrials));
   sweep
       ->add_option("--out", args.out_dir,
                    "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)")

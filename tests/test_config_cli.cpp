@@ -67,7 +67,7 @@ TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(zero_steps.code == 2);
   CHECK(zero_steps.out.find("--steps: expected an integer >= 1, found '0'") == 0);
   CHECK(run("sweep " + kGood + "mlp.yaml --parallel 1.5", true)
-            .out.find("--parallel: expected an integer >= 1, found '1.5'") == 0);
+            .out.find("--parallel: expected an integer >= 1 and <= 1024, found '1.5'") == 0);
   // An empty --out would silently mean the default directory.
   for (const char* sub : {"run", "sweep"}) {
     INFO(sub);

@@ -4,7 +4,8 @@
 // middle and run again finishes every trial exactly once (finished ones
 // skipped, the interrupted one resumed); a sweep directory refuses trials of
 // a changed config; trial configs that fail their field checks stop the sweep
-// before any runs, errors in the sweep section's values reported there, once.
+// before any runs, errors in the sweep section's values reported there, once;
+// --parallel is bounded, and a sweep runs no more trials at once than it has.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -203,6 +204,26 @@ TEST_CASE("a second sweep process in the same sweep directory is refused") {
                   std::to_string(first.pid()) + ")") != std::string::npos);
   first.signal(SIGTERM);
   CHECK(first.wait() == 143);
+}
+
+TEST_CASE("--parallel out of its range is refused; no more trials run at once than there are") {
+  TempDir tmp("sweep-parallel");
+  write_text(tmp / "tiny.yaml",
+             tiny_experiment() + "sweep: {grid: {optimizer.lr: [0.01, 0.003]}}\n");
+  for (const char* parallel : {"9000000000000000000", "1025", "0"}) {
+    INFO(parallel);
+    const std::string log = tmp / ("refused-" + std::string(parallel) + ".log");
+    CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--parallel", parallel, "--out", tmp / "sw"},
+                     log) == 2);
+    CHECK(read_text(log).find("--parallel: expected an integer >= 1 and <= 1024, found '" +
+                              std::string(parallel) + "'") == 0);
+    CHECK_FALSE(fs::exists(tmp / "sw"));
+  }
+  REQUIRE(run_to_end({"sweep", tmp / "tiny.yaml", "train.epochs=1", "--parallel", "1024", "--out",
+                      tmp / "sw"},
+                     tmp / "run.log") == 0);
+  CHECK(read_text(tmp / "run.log").find("sweep: 2 trials, 2 to run, 2 at once;") !=
+        std::string::npos);
 }
 
 TEST_CASE("a swept model key is checked against the model before any trial runs") {

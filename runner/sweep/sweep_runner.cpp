@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -123,7 +124,9 @@ int run_sweep(const SweepJob& job) {
   for (std::size_t i = 0; i < records.size(); ++i)
     if (records[i].status != "done" && may_run(records[i])) queue.push_back(i);
 
-  const std::int64_t slots = std::max<std::int64_t>(1, job.parallel);
+  // No more slots than trials to run: each has its share of the cores.
+  const std::int64_t slots = std::clamp<std::int64_t>(
+      job.parallel, 1, std::max<std::int64_t>(1, static_cast<std::int64_t>(queue.size())));
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::int64_t threads_each =
       std::max<std::int64_t>(1, static_cast<std::int64_t>(cores) / slots);

@@ -15,13 +15,16 @@
 
 namespace trainer::sweep {
 
+// The most trials `--parallel` runs at once (each is a process of its own).
+inline constexpr std::int64_t kMaxParallelTrials = 1024;
+
 struct SweepJob {
   std::string config_path;
   std::vector<std::string> overrides;  // applied to every trial, before the trial's own
   std::string dir;                     // the sweep directory
   SweepSpec spec;
   std::vector<Trial> trials;
-  std::int64_t parallel = 1;
+  std::int64_t parallel = 1;       // trials at once: 1 to kMaxParallelTrials
   std::vector<std::int64_t> gpus;  // the config's GPUs: one per running trial
 };
 

@@ -27,6 +27,13 @@ enum class FieldType {
 
 const char* field_type_name(FieldType type);  // "integer", "list of integers", ...
 
+// The magnitudes a number computed in float32 may have besides 0. float32
+// holds about 1e-38 to 3e38; these bounds leave room for the factors a
+// schedule, an update or a loss scale multiplies a setting by. `trainer
+// lr-find` bounds its rates by them too.
+inline constexpr double kFloat32Smallest = 1e-30;
+inline constexpr double kFloat32Largest = 1e30;
+
 struct FieldSpec {
   std::string name;
   FieldType type = FieldType::number;
@@ -45,6 +52,10 @@ struct FieldSpec {
   // set to another value there, it is reported as having no effect.
   std::string applies_when;
   std::vector<std::string> applies_values;
+  // The value reaches float32 arithmetic (a kernel, the loss scale): besides
+  // 0 its magnitude must lie from kFloat32Smallest to kFloat32Largest, or
+  // float32 would turn it into 0 or infinity.
+  bool float32 = false;
 
   // Builder-style helpers so declarations read as one line each.
   FieldSpec& def(std::string yaml) {
@@ -74,6 +85,18 @@ struct FieldSpec {
   }
   FieldSpec& length(std::size_t n) {
     list_length = n;
+    return *this;
+  }
+  // Marks a number as computed in float32 (`float32`) and narrows its range
+  // to what float32 holds: at most kFloat32Largest, and a range that starts
+  // above 0 starts at kFloat32Smallest. Call it after the range.
+  FieldSpec& in_float32() {
+    float32 = true;
+    if (!max || *max > kFloat32Largest) max = kFloat32Largest;
+    if (min && *min == 0 && min_exclusive) {
+      min = kFloat32Smallest;
+      min_exclusive = false;
+    }
     return *this;
   }
   FieldSpec& only_when(std::string field, std::vector<std::string> values) {

@@ -575,7 +575,8 @@ TEST_CASE("validate checks the sweep section like trainer sweep does") {
   const auto v = run("validate " + values, true);
   CHECK(v.code == 2);
   CHECK(v.out.find(values + ":11:10: error: sweep.grid.optimizer.lr: with optimizer.lr=-1: "
-                            "expected a number > 0, found integer -1\n") != std::string::npos);
+                            "expected a number >= 1e-30 and <= 1e+30, found integer -1\n") !=
+        std::string::npos);
   CHECK(v.out.find("sweep.grid.optimizer.lrr: with optimizer.lrr=1: unknown key 'lrr'") !=
         std::string::npos);
   // Too many trials, counted without expanding them.

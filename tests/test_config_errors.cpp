@@ -58,8 +58,8 @@ TEST_CASE("a value of the wrong type is reported at the value") {
 TEST_CASE("an out-of-range value names the range") {
   CHECK(only_error(kBad + "out_of_range.yaml") ==
         kBad +
-            "out_of_range.yaml:8:7: error: optimizer.lr: expected a number > 0, found "
-            "number -0.5");
+            "out_of_range.yaml:8:7: error: optimizer.lr: expected a number >= 1e-30 and <= "
+            "1e+30, found number -0.5");
 }
 
 TEST_CASE("a bad enum value lists the choices and suggests the nearest") {
@@ -134,8 +134,8 @@ TEST_CASE("an unknown override key points at the override with a suggestion") {
 
 TEST_CASE("a bad override value points at the value's column") {
   CHECK(only_error(kGood + "minimal.yaml", {"optimizer.lr=abc"}) ==
-        "<command line>:1:14: error: optimizer.lr: expected a number > 0, found 'abc' (in "
-        "override 1 'optimizer.lr=abc')");
+        "<command line>:1:14: error: optimizer.lr: expected a number >= 1e-30 and <= 1e+30, "
+        "found 'abc' (in override 1 'optimizer.lr=abc')");
   CHECK(only_error(kGood + "minimal.yaml", {"train.epochs"}) ==
         "<command line>:1:1: error: expected KEY=VALUE (e.g. optimizer.lr=0.01), found "
         "'train.epochs' (in override 1 'train.epochs')");
@@ -299,8 +299,8 @@ TEST_CASE("every number field refuses infinities, from overrides and files alike
           std::string::npos);
   }
   CHECK(only_error(kGood + "minimal.yaml", {"optimizer.lr=-.inf"}) ==
-        "<command line>:1:14: error: optimizer.lr: expected a finite number > 0, found number "
-        "-.inf (in override 1 'optimizer.lr=-.inf')");
+        "<command line>:1:14: error: optimizer.lr: expected a finite number >= 1e-30 and <= "
+        "1e+30, found number -.inf (in override 1 'optimizer.lr=-.inf')");
   // Transform and layer attributes go through the same check.
   CHECK(only_error(kGood + "minimal.yaml", {"data.transforms=[{type: scale, factor: .inf}]"})
             .find("data.transforms[0].factor: expected a finite number > 0") != std::string::npos);
@@ -309,9 +309,38 @@ TEST_CASE("every number field refuses infinities, from overrides and files alike
   const auto list = errors_of(file);
   REQUIRE(list.size() == 2);
   CHECK(format(list[0]) == file +
-                               ":7:17: error: optimizer.lr: expected a finite number > 0, "
-                               "found number .inf");
+                               ":7:17: error: optimizer.lr: expected a finite number >= "
+                               "1e-30 and <= 1e+30, found number .inf");
   CHECK(list[1].message.find("expected a finite number") == 0);
+}
+
+TEST_CASE("a rate float32 would turn into 0 or infinity is refused at its key") {
+  CHECK(only_error(kGood + "minimal.yaml", {"optimizer.lr=1e-50"}) ==
+        "<command line>:1:14: error: optimizer.lr: expected a number >= 1e-30 and <= 1e+30, found "
+        "number 1e-50 (in override 1 'optimizer.lr=1e-50')\n"
+        "    it is used in float32, where a nonzero magnitude below 1e-30 comes too near 0, and "
+        "one above 1e+30 too near infinity");
+  // A setting that takes 0 takes nothing between 0 and 1e-30.
+  CHECK(only_error(kGood + "minimal.yaml", {"optimizer.weight_decay=1e-50"}) ==
+        "<command line>:1:24: error: optimizer.weight_decay: expected 0 or a number from 1e-30 to "
+        "1e+30, found number 1e-50 (in override 1 'optimizer.weight_decay=1e-50')\n"
+        "    it is used in float32, where a nonzero magnitude below 1e-30 comes too near 0, and "
+        "one above 1e+30 too near infinity");
+  for (const char* override :
+       {"optimizer.lr=1e50", "optimizer.weight_decay=1e31", "optimizer.eps=1e-31",
+        "schedule.max_lr=1e-50", "schedule.max_lr=1e50", "schedule.min_lr=1e-40",
+        "schedule.min_lr=1e40", "train.clip_grad_norm=1e-45"}) {
+    INFO(override);
+    const std::string key = std::string(override).substr(0, std::string(override).find('='));
+    const std::string error = only_error(kGood + "minimal.yaml", {override});
+    CHECK(error.find("error: " + key + ": expected ") != std::string::npos);
+    CHECK(error.find("\n    it is used in float32") != std::string::npos);
+  }
+  // The ends of the range, and 0 where a setting takes it, are accepted.
+  CHECK_NOTHROW(
+      load_config(kGood + "minimal.yaml", {"optimizer.lr=1e-30", "optimizer.weight_decay=1e30",
+                                           "schedule.min_lr=0", "train.clip_grad_norm=0"}));
+  CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"optimizer.lr=1e30"}));
 }
 
 TEST_CASE("an integer beyond 64 bits is said to be out of the representable range") {

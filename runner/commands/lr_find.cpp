@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ops/field.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/commands.h"
 #include "runner/config/load.h"
@@ -91,8 +92,9 @@ int command_lr_find(const CommandArgs& given) {
   if (steps < 10)
     throw UsageError("lr-find: --steps " + std::to_string(steps) +
                      ": the range test reads the loss over at least 10 steps");
-  // The optimizer computes in float32: both ends must be ordinary float rates.
-  constexpr double kLowest = 1e-30, kHighest = 1e30;
+  // The optimizer computes in float32: both ends must be ordinary float rates,
+  // as optimizer.lr must be.
+  constexpr double kLowest = kFloat32Smallest, kHighest = kFloat32Largest;
   if (!(given.min_lr >= kLowest) || !(given.max_lr > given.min_lr) || !(given.max_lr <= kHighest))
     throw UsageError("lr-find: --min-lr " + exact(given.min_lr) + " and --max-lr " +
                      exact(given.max_lr) + ": the range needs " + exact(kLowest) +

@@ -34,6 +34,20 @@ std::string expected_number(const FieldSpec& spec) {
   return out;
 }
 
+// A value float32 cannot hold usefully: a nonzero magnitude below
+// kFloat32Smallest (it would become 0) or above kFloat32Largest.
+bool beyond_float32(double v) {
+  const double magnitude = std::fabs(v);
+  return v != 0 && (magnitude < kFloat32Smallest || magnitude > kFloat32Largest);
+}
+
+// The suggestion under an error about a float32 setting's value.
+std::string float32_advice() {
+  return "it is used in float32, where a nonzero magnitude below " +
+         format_number(kFloat32Smallest) + " comes too near 0, and one above " +
+         format_number(kFloat32Largest) + " too near infinity";
+}
+
 bool in_range(const FieldSpec& spec, double v) {
   if (std::isnan(v)) return false;
   if (spec.min && (spec.min_exclusive ? v <= *spec.min : v < *spec.min)) return false;
@@ -74,8 +88,18 @@ bool parse_number_element(const Node& node, const FieldSpec& spec, const std::st
     out = static_cast<T>(*d);
   }
   if (!value || !in_range(spec, *value)) {
+    const bool float32_limit = value && spec.float32 && beyond_float32(*value);
     diags.add(node.mark(), key_path,
-              "expected " + expected_number(spec) + ", found " + describe(node));
+              "expected " + expected_number(spec) + ", found " + describe(node),
+              float32_limit ? float32_advice() : "");
+    return false;
+  }
+  // In range, but between 0 and the smallest magnitude float32 holds.
+  if (spec.float32 && beyond_float32(*value)) {
+    diags.add(node.mark(), key_path,
+              "expected 0 or a number from " + format_number(kFloat32Smallest) + " to " +
+                  format_number(spec.max.value_or(kFloat32Largest)) + ", found " + describe(node),
+              float32_advice());
     return false;
   }
   return true;
@@ -158,6 +182,9 @@ std::string describe_constraint(const FieldSpec& spec) {
   std::string out;
   if (spec.min) out += std::string(spec.min_exclusive ? "> " : ">= ") + format_number(*spec.min);
   if (spec.max) out += std::string(out.empty() ? "" : ", ") + "<= " + format_number(*spec.max);
+  if (spec.float32 && (!spec.min || *spec.min < kFloat32Smallest))
+    out += std::string(out.empty() ? "" : ", ") + "none between 0 and " +
+           format_number(kFloat32Smallest) + " (float32)";
   if (spec.list_length)
     out += std::string(out.empty() ? "" : ", ") + std::to_string(*spec.list_length) + " items";
   if (!spec.applies_when.empty()) {

@@ -16,6 +16,9 @@ json number_schema(const FieldSpec& spec, const char* type) {
   json s = {{"type", type}};
   if (spec.min) s[spec.min_exclusive ? "exclusiveMinimum" : "minimum"] = *spec.min;
   if (spec.max) s["maximum"] = *spec.max;
+  // A float32 setting that takes 0 takes nothing between 0 and the smallest magnitude.
+  if (spec.float32 && (!spec.min || *spec.min < kFloat32Smallest))
+    s["not"] = {{"type", type}, {"exclusiveMinimum", 0}, {"exclusiveMaximum", kFloat32Smallest}};
   return s;
 }
 

@@ -121,7 +121,8 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) { c.optimizer.type = string_of(v); }),
            f(field("lr", T::number, "Base learning rate (before the schedule and lr_scaling)")
                  .def("0.1")
-                 .above(0),
+                 .above(0)
+                 .in_float32(),
              [](Config& c, const FieldValue& v) { c.optimizer.lr = number_of(v); }),
            f(field("momentum", T::number, "SGD momentum")
                  .def("0.9")
@@ -137,7 +138,8 @@ std::vector<SectionDef> build_sections() {
                    "L2 penalty (sgd, adam) or decoupled decay (adamw), on the parameters "
                    "`weight_decay_params` names")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .in_float32(),
              [](Config& c, const FieldValue& v) { c.optimizer.weight_decay = number_of(v); }),
            f(field("weight_decay_params", T::enumeration,
                    "Which parameters weight_decay acts on: `matrices` (linear and conv weights, "
@@ -164,6 +166,7 @@ std::vector<SectionDef> build_sections() {
            f(field("eps", T::number, "Adam denominator epsilon")
                  .def("1e-8")
                  .above(0)
+                 .in_float32()
                  .only_when("type", {"adam", "adamw"}),
              [](Config& c, const FieldValue& v) { c.optimizer.eps = number_of(v); }),
            f(field("lr_scaling", T::enumeration, "Scale lr with the number of data-parallel ranks")
@@ -211,6 +214,7 @@ std::vector<SectionDef> build_sections() {
            f(field("min_lr", T::number, "cosine / linear: final learning rate")
                  .def("0")
                  .at_least(0)
+                 .in_float32()
                  .only_when("type", {"cosine", "linear"}),
              [](Config& c, const FieldValue& v) { c.schedule.min_lr = number_of(v); }),
            f(field("max_lr", T::number,
@@ -219,6 +223,7 @@ std::vector<SectionDef> build_sections() {
                    "(the learning-rate range test of `trainer lr-find`)")
                  .def("0")
                  .at_least(0)
+                 .in_float32()
                  .only_when("type", {"onecycle", "range_test"}),
              [](Config& c, const FieldValue& v) { c.schedule.max_lr = number_of(v); }),
            f(field("pct_start", T::number,
@@ -294,7 +299,8 @@ std::vector<SectionDef> build_sections() {
            f(field("clip_grad_norm", T::number,
                    "Clip the global gradient norm to this value (0: off)")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .in_float32(),
              [](Config& c, const FieldValue& v) { c.train.clip_grad_norm = number_of(v); }),
            f(field("ema_decay", T::number,
                    "Exponential moving average of the weights: after every step ema = ema_decay "

@@ -56,6 +56,9 @@ struct FieldSpec {
   // 0 its magnitude must lie from kFloat32Smallest to kFloat32Largest, or
   // float32 would turn it into 0 or infinity.
   bool float32 = false;
+  // Printed under an out-of-range value's error (what to write instead);
+  // empty: a float32 setting explains float32's limits, others print none.
+  std::string out_of_range_advice;
 
   // Builder-style helpers so declarations read as one line each.
   FieldSpec& def(std::string yaml) {
@@ -97,6 +100,10 @@ struct FieldSpec {
       min = kFloat32Smallest;
       min_exclusive = false;
     }
+    return *this;
+  }
+  FieldSpec& advice_when_out_of_range(std::string text) {
+    out_of_range_advice = std::move(text);
     return *this;
   }
   FieldSpec& only_when(std::string field, std::vector<std::string> values) {

@@ -13,6 +13,13 @@ namespace trainer {
 // Above this the scaled loss itself risks overflowing float32 gradients.
 inline constexpr double kMaxLossScale = 16777216.0;  // 2^24
 
+// The largest loss scale a config may set (init_scale, min_scale,
+// static_scale): a power of two (backing off by halves stays exact), far
+// above what fp16 gradients survive, yet finite in float32, where the loss is
+// scaled, with room for the loss it multiplies. A scale that float32 holds as
+// infinity would never back off, and every step would be skipped.
+inline constexpr double kLargestConfiguredLossScale = 18446744073709551616.0;  // 2^64
+
 struct LossScaleRule {
   bool dynamic = true;  // false: static scaling, the scale never changes
   double growth_factor = 2.0;

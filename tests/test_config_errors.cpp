@@ -343,6 +343,38 @@ TEST_CASE("a rate float32 would turn into 0 or infinity is refused at its key") 
   CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"optimizer.lr=1e30"}));
 }
 
+TEST_CASE("a loss scale is at most 2^64, refused at its key with what to write") {
+  const std::string advice =
+      "\n    float32 multiplies the loss by the scale: below 1e-30 the gradients vanish, and a "
+      "scale above 2^64 only makes them overflow (the default start, 65536, suits most fp16 runs)";
+  CHECK(only_error(kGood + "minimal.yaml",
+                   {"precision.mode=fp16", "precision.loss_scale.init_scale=1e300"}) ==
+        "<command line>:2:33: error: precision.loss_scale.init_scale: expected a number >= 1e-30 "
+        "and <= 18446744073709551616, found number 1e300 (in override 2 "
+        "'precision.loss_scale.init_scale=1e300')" +
+            advice);
+  CHECK(only_error(kGood + "minimal.yaml",
+                   {"precision.mode=fp16", "precision.loss_scale.static_scale=1e300"}) ==
+        "<command line>:2:35: error: precision.loss_scale.static_scale: expected a number >= 0 "
+        "and <= 18446744073709551616, found number 1e300 (in override 2 "
+        "'precision.loss_scale.static_scale=1e300')" +
+            advice);
+  for (const char* override :
+       {"precision.loss_scale.min_scale=1e20", "precision.loss_scale.init_scale=1e-50",
+        "precision.loss_scale.static_scale=1e-40", "precision.loss_scale.init_scale=1e20"}) {
+    INFO(override);
+    const std::string error = only_error(kGood + "minimal.yaml", {"precision.mode=fp16", override});
+    CHECK(error.find(std::string(override).substr(0, std::string(override).find('=')) +
+                     ": expected ") != std::string::npos);
+    CHECK(error.find(advice) != std::string::npos);
+  }
+  CHECK_NOTHROW(
+      load_config(kGood + "minimal.yaml",
+                  {"precision.mode=fp16", "precision.loss_scale.init_scale=18446744073709551616",
+                   "precision.loss_scale.min_scale=18446744073709551616",
+                   "precision.loss_scale.static_scale=18446744073709551616"}));
+}
+
 TEST_CASE("an integer beyond 64 bits is said to be out of the representable range") {
   CHECK(only_error(kGood + "minimal.yaml", {"seed=9223372036854775808"}) ==
         "<command line>:1:6: error: seed: integer 9223372036854775808 is outside the "

@@ -1,10 +1,9 @@
 // labels: cpu train
 // Mixed precision end to end through `trainer run`: an injected fp16 overflow
 // skips exactly that step, halves the loss scale and holds the learning-rate
-// schedule; overflows that persist at the minimum scale stop the run with a
-// diagnosis; real overflows are decided alike inside the recorded step and
-// after it; bf16 and fp16 train the shipped MLP to within half a point of
-// float32.
+// schedule; a loss scale beyond 2^64 is refused before the run; overflows that persist at the
+// minimum scale stop the run with a diagnosis; real overflows are decided alike inside the recorded
+// step and after it; bf16 and fp16 train the shipped MLP to within half a point of float32.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -110,6 +109,23 @@ TEST_CASE("an injected fp16 overflow skips that step, halves the scale, holds th
   const auto summary = nlohmann::json::parse(summary_file);
   CHECK(summary["skipped_steps"] == 1);
   CHECK(summary["loss_scale"] == 32768.0);
+}
+
+TEST_CASE("a loss scale float32 holds as infinity is refused before the run starts") {
+  const fs::path config = write_config("infinite_scale");
+  for (const char* scale :
+       {"precision.loss_scale.init_scale=1e300", "precision.loss_scale.static_scale=1e300"}) {
+    INFO(scale);
+    const fs::path dir = kRoot / "infinite_scale";
+    fs::remove_all(dir);
+    const auto r =
+        run_trainer("run " + config.string() + " --out " + dir.string() + " " + scale, true);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("<command line>:1:") == 0);
+    CHECK(r.out.find("<= 18446744073709551616, found number 1e300") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir));
+  }
 }
 
 TEST_CASE("overflows that persist at the minimum scale stop the run with a diagnosis") {

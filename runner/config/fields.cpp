@@ -48,6 +48,13 @@ std::string float32_advice() {
          format_number(kFloat32Largest) + " too near infinity";
 }
 
+// The suggestion under an out-of-range value: the field's own advice, else
+// float32's limits when they are what the value broke.
+std::string range_advice(const FieldSpec& spec, bool float32_limit) {
+  if (!spec.out_of_range_advice.empty()) return spec.out_of_range_advice;
+  return float32_limit ? float32_advice() : "";
+}
+
 bool in_range(const FieldSpec& spec, double v) {
   if (std::isnan(v)) return false;
   if (spec.min && (spec.min_exclusive ? v <= *spec.min : v < *spec.min)) return false;
@@ -91,7 +98,7 @@ bool parse_number_element(const Node& node, const FieldSpec& spec, const std::st
     const bool float32_limit = value && spec.float32 && beyond_float32(*value);
     diags.add(node.mark(), key_path,
               "expected " + expected_number(spec) + ", found " + describe(node),
-              float32_limit ? float32_advice() : "");
+              range_advice(spec, float32_limit));
     return false;
   }
   // In range, but between 0 and the smallest magnitude float32 holds.
@@ -99,7 +106,7 @@ bool parse_number_element(const Node& node, const FieldSpec& spec, const std::st
     diags.add(node.mark(), key_path,
               "expected 0 or a number from " + format_number(kFloat32Smallest) + " to " +
                   format_number(spec.max.value_or(kFloat32Largest)) + ", found " + describe(node),
-              float32_advice());
+              range_advice(spec, true));
     return false;
   }
   return true;

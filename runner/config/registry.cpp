@@ -1,10 +1,17 @@
 // The declarations of every fixed config field: one line of spec and one binder each.
 #include "runner/config/registry.h"
 
+#include "ops/loss_scale_rule.h"
+
 namespace trainer::config {
 namespace {
 
 using T = FieldType;
+
+// Under an out-of-range loss scale (init_scale, min_scale, static_scale).
+constexpr const char* kLossScaleAdvice =
+    "float32 multiplies the loss by the scale: below 1e-30 the gradients vanish, and a scale "
+    "above 2^64 only makes them overflow (the default start, 65536, suits most fp16 runs)";
 
 std::int64_t int_of(const FieldValue& v) {
   return std::get<std::int64_t>(v);
@@ -403,7 +410,14 @@ std::vector<SectionDef> build_sections() {
        "schedule does not advance); the dynamic scale backs off on overflow and grows after "
        "clean steps.",
        {
-           f(field("init_scale", T::number, "Initial loss scale").def("65536").above(0),
+           f(field("init_scale", T::number,
+                   "Initial loss scale, at most 2^64 (PyTorch's GradScaler starts at 65536 "
+                   "too; the dynamic scale grows to 2^24 at most)")
+                 .def("65536")
+                 .above(0)
+                 .at_most(kLargestConfiguredLossScale)
+                 .in_float32()
+                 .advice_when_out_of_range(kLossScaleAdvice),
              [](Config& c, const FieldValue& v) {
                c.precision.loss_scale.init_scale = number_of(v);
              }),
@@ -432,13 +446,21 @@ std::vector<SectionDef> build_sections() {
                  .def("1")
                  .at_least(1),
              [](Config& c, const FieldValue& v) { c.precision.loss_scale.hysteresis = int_of(v); }),
-           f(field("min_scale", T::number, "The scale never goes below this").def("1").above(0),
+           f(field("min_scale", T::number, "The scale never goes below this")
+                 .def("1")
+                 .above(0)
+                 .at_most(kLargestConfiguredLossScale)
+                 .in_float32()
+                 .advice_when_out_of_range(kLossScaleAdvice),
              [](Config& c, const FieldValue& v) {
                c.precision.loss_scale.min_scale = number_of(v);
              }),
            f(field("static_scale", T::number, "> 0: a fixed loss scale instead of the dynamic one")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .at_most(kLargestConfiguredLossScale)
+                 .in_float32()
+                 .advice_when_out_of_range(kLossScaleAdvice),
              [](Config& c, const FieldValue& v) {
                c.precision.loss_scale.static_scale = number_of(v);
              }),

@@ -145,9 +145,15 @@ TEST_CASE("trainer lr-find refuses a range, a step count or ranks it cannot test
   TempDir tmp;
   const std::string runs = tmp.file("runs");
   const std::string config = "configs/fashion_mnist_mlp.yaml output.dir=" + runs;
+  // Rates are written as the config's messages write numbers (not 1.0000000000000001e-30).
+  const std::string range =
+      ": the range needs 1e-30 <= min-lr < max-lr <= 1e+30 (without the flags it runs from 1e-07 "
+      "to 10)\n";
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"--min-lr 1 --max-lr 0.5", "min-lr < max-lr"},
-      {"--min-lr 1e-320 --max-lr 1e10", "1e-30 <= min-lr < max-lr <= 1e+30"},
+      {"--min-lr 1 --max-lr 0.5", "error: lr-find: --min-lr 1 and --max-lr 0.5" + range},
+      {"--min-lr 1e-31 --max-lr 1e10",
+       "error: lr-find: --min-lr 1e-31 and --max-lr 10000000000" + range},
+      {"--min-lr 1e-30 --max-lr 1e31", "error: lr-find: --min-lr 1e-30 and --max-lr 1e+31" + range},
       {"--steps 5", "at least 10 steps"},
       {"devices.world_size=2", "one process"}};
   for (const auto& [flags, says] : refused) {

@@ -21,6 +21,7 @@
 #include "ops/field.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/commands.h"
+#include "runner/config/fields.h"
 #include "runner/config/load.h"
 #include "runner/train/lr_range.h"
 #include "runner/train/trainer.h"
@@ -96,9 +97,12 @@ int command_lr_find(const CommandArgs& given) {
   // as optimizer.lr must be.
   constexpr double kLowest = kFloat32Smallest, kHighest = kFloat32Largest;
   if (!(given.min_lr >= kLowest) || !(given.max_lr > given.min_lr) || !(given.max_lr <= kHighest))
-    throw UsageError("lr-find: --min-lr " + exact(given.min_lr) + " and --max-lr " +
-                     exact(given.max_lr) + ": the range needs " + exact(kLowest) +
-                     " <= min-lr < max-lr <= " + exact(kHighest));
+    throw UsageError("lr-find: --min-lr " + config::format_number(given.min_lr) + " and --max-lr " +
+                     config::format_number(given.max_lr) + ": the range needs " +
+                     config::format_number(kLowest) + " <= min-lr < max-lr <= " +
+                     config::format_number(kHighest) + " (without the flags it runs from " +
+                     config::format_number(CommandArgs{}.min_lr) + " to " +
+                     config::format_number(CommandArgs{}.max_lr) + ")");
   const config::Config user = config::load_config(given.config_path, given.overrides);
   if (user.devices.world_size > 1 || user.devices.gpus.size() > 1)
     throw UsageError(

@@ -8,6 +8,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,6 +76,19 @@ CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::
   return sub;
 }
 
+// An allocation of host memory that failed outside the planned arena (which
+// reports its own figures): what ran out, and what to check.
+void report_out_of_host_memory() {
+  std::fputs(
+      "error: out of host memory: an allocation failed (std::bad_alloc); the machine, or a limit "
+      "on this process (ulimit -v, a cgroup), has no more memory to give\n"
+      "    check the data sizes (data read into memory, and the loader's order of 8 bytes per "
+      "training sample), train.batch_size / train.micro_batch_size, data.prefetch and "
+      "data.workers, and run `trainer plan CONFIG` for the memory plan against the memory "
+      "available\n",
+      stderr);
+}
+
 // Runs a subcommand, turning errors into messages and exit codes.
 int guarded(const std::function<int()>& command) {
   try {
@@ -87,6 +101,9 @@ int guarded(const std::function<int()>& command) {
   } catch (const UsageError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return kUsageError;
+  } catch (const std::bad_alloc&) {
+    report_out_of_host_memory();
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -1,7 +1,8 @@
 // labels: cpu train
 // Memory end to end: the plan's prediction matches what a run allocates,
-// `micro_batch_size: auto` picks the largest micro-batch the plan fits, and an
-// allocation that fails prints the memory figures and the plan's advice.
+// `micro_batch_size: auto` picks the largest micro-batch the plan fits, an
+// allocation that fails prints the memory figures and the plan's advice, and
+// host memory that runs out elsewhere says so and what to check.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -146,6 +147,25 @@ TEST_CASE("an allocation that fails prints the memory figures and the plan's adv
   CHECK(r.out.find("the plan for micro-batch 4096") != std::string::npos);
   CHECK(r.out.find("does not fit by") != std::string::npos);
   CHECK(r.out.find("train.micro_batch_size: auto -> micro-batch") != std::string::npos);
+}
+
+TEST_CASE("host memory that runs out outside the arena is reported as such, with what to check") {
+  const fs::path config = write_config();
+  const fs::path dir = kRoot / "oom_outside_arena";
+  fs::remove_all(dir);
+  // Under a 1 GB address-space limit the loader's order of 200 million
+  // training samples (1.6 GB) cannot be allocated; the arena is small.
+  const auto r =
+      run_command("/bin/sh -c 'ulimit -v 1000000; " + std::string(TRAINER_BINARY) + " run " +
+                  config.string() + " --out " + dir.string() + " data.train.size=200000000'");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("error: out of host memory: an allocation failed (std::bad_alloc); the "
+                   "machine, or a limit on this process (ulimit -v, a cgroup), has no more memory "
+                   "to give\n    check the data sizes") != std::string::npos);
+  CHECK(r.out.find("train.batch_size / train.micro_batch_size") != std::string::npos);
+  CHECK(r.out.find("run `trainer plan CONFIG` for the memory plan") != std::string::npos);
+  CHECK(r.out.find("error: std::bad_alloc") == std::string::npos);
 }
 
 TEST_CASE("batch splits that cannot hold are errors at the key") {

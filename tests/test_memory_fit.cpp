@@ -153,11 +153,24 @@ TEST_CASE("host memory that runs out outside the arena is reported as such, with
   const fs::path config = write_config();
   const fs::path dir = kRoot / "oom_outside_arena";
   fs::remove_all(dir);
-  // Under a 1 GB address-space limit the loader's order of 200 million
-  // training samples (1.6 GB) cannot be allocated; the arena is small.
-  const auto r =
-      run_command("/bin/sh -c 'ulimit -v 1000000; " + std::string(TRAINER_BINARY) + " run " +
-                  config.string() + " --out " + dir.string() + " data.train.size=200000000'");
+  // An address-space limit (ulimit -v, KiB) under which the run trains with
+  // 256 samples: the smallest of these that this build needs (a build with
+  // CUDA maps more libraries). The loader's order of 100 million samples
+  // (800 MB, more than the steps between them) cannot be allocated under it.
+  const auto run_limited = [&](long limit_kib, const std::string& size, const fs::path& out) {
+    fs::remove_all(out);
+    return run_command("/bin/sh -c 'ulimit -v " + std::to_string(limit_kib) + "; " +
+                       std::string(TRAINER_BINARY) + " run " + config.string() + " --out " +
+                       out.string() + " data.train.size=" + size + "'");
+  };
+  long limit_kib = 0;
+  for (const long candidate : {500'000L, 700'000L, 900'000L, 1'100'000L, 1'300'000L, 1'500'000L})
+    if (run_limited(candidate, "256", kRoot / "oom_baseline").code == 0) {
+      limit_kib = candidate;
+      break;
+    }
+  REQUIRE(limit_kib > 0);
+  const auto r = run_limited(limit_kib, "100000000", dir);
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(r.out.find("error: out of host memory: an allocation failed (std::bad_alloc); the "

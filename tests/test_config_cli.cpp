@@ -183,6 +183,15 @@ TEST_CASE("a data setting the files do not fit is reported at that setting, exit
             ":5:10: error: data.split: holding out 0.1 of the 2 training samples leaves no "
             "evaluation sample\n    hold out at least one sample: data.split=0.5 (1/2) "
             "or more\n1 error\n");
+  // Regression targets for a classification loss: at the loss, with both ways out.
+  r = run("validate " + config + " data.train.label=label data.train.regression=true data.split=0",
+          true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(config +
+                   ":2:3: error: model.loss.type: cross_entropy needs class labels, but "
+                   "data.train (CSV file '" +
+                   (dir / "train.csv").string() + "') gives regression targets [1]\n") == 0);
+  CHECK(r.out.find("model.loss: {type: mse}") != std::string::npos);
   // An evaluation image folder with a class the training folder lacks.
   for (const char* cls : {"train/ant", "train/bee", "eval/ant", "eval/dog"}) {
     fs::create_directories(dir / cls);

@@ -124,7 +124,7 @@ def main():
             result["train_samples_per_s"][f"{name}/{precision}"] = round(rate, 1)
             print(f"{name:7s} {precision}: {rate:10.1f} samples/s", file=sys.stderr)
             save(result)
-    gemm = bf16_gemm_rate(torch, dev, 256 if args.small else 8192, 3 if args.small else 20)
+    gemm = bf16_gemm_rate(torch, dev, 512 if args.small else 8192, 3 if args.small else 20)
     result["bf16_gemm_tflops"] = round(gemm / 1e12, 3)
     save(result)
     # A large bf16 MLP: 4 layers of 8192 at batch 8192 with relus between them;

@@ -258,6 +258,21 @@ const config::TypedItem& training_source(const config::Config& config) {
   return *config.data.train;
 }
 
+// A classification loss needs class labels: a source of regression targets
+// (an NPY y of floats, a CSV with regression: true) would otherwise meet it as
+// a shape error in the model.
+void check_loss_takes_targets(const config::Config& config, const Session& s,
+                              config::Diagnostics& diags) {
+  const config::Node* loss = config.model.node.is_map() ? config.model.node.find("loss") : nullptr;
+  const config::Node* type = loss && loss->is_map() ? loss->find("type") : nullptr;
+  if (!type || type->text() != "cross_entropy" || s.num_classes > 0) return;
+  diags.add(mark_of(config, "model.loss.type"), "model.loss.type",
+            "cross_entropy needs class labels, but data.train (" + s.train_data->describe() +
+                ") gives regression targets " + to_string(s.train_data->target_shape()),
+            "store the labels as integers (an NPY y of int64, int32 or uint8; a CSV without "
+            "regression: true), or train for the targets: model.loss: {type: mse}");
+}
+
 // Image folders name their classes: an evaluation folder's labels follow the
 // training folder's names, whatever classes either lacks.
 void match_eval_classes_by_name(const config::Config& config, Session& s) {
@@ -355,6 +370,7 @@ Session prepare_session(const config::Config& config) {
     }
   }
   check_checkpoint_metric(config, s, diags);
+  check_loss_takes_targets(config, s, diags);
   diags.throw_if_any();  // all of them at once
   build_model_graph(s);
   return s;

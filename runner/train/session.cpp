@@ -86,6 +86,18 @@ std::pair<std::string, config::Mark> key_of_named_file(const config::Config& con
   return {named.front().key, mark_of(config, named.front().key)};
 }
 
+// A source's error about one of its settings, as a config error at that key
+// (at the source when the setting is not written), the message after `prefix`.
+[[noreturn]] void throw_at_field(const config::Config& config, const config::TypedItem& item,
+                                 const std::string& key, const data::SourceFieldError& e,
+                                 const std::string& prefix) {
+  const std::string field_key = key + "." + e.field();
+  config::Diagnostics d;
+  d.add(item.attrs.has(e.field()) ? mark_of(config, field_key) : item.mark, field_key,
+        prefix + e.what());
+  throw config::ConfigError(d);
+}
+
 // Opens the source `item` (the config's `key`, "data.train"). An error about
 // the file of one of its keys points at that key's value; any other at the source.
 std::shared_ptr<data::Dataset> open_source(const config::Config& config,
@@ -95,11 +107,7 @@ std::shared_ptr<data::Dataset> open_source(const config::Config& config,
     try {
       return def.open(item.attrs);
     } catch (const data::SourceFieldError& e) {
-      const std::string field_key = key + "." + e.field();
-      config::Diagnostics d;
-      d.add(item.attrs.has(e.field()) ? mark_of(config, field_key) : item.mark, field_key,
-            std::string("cannot open the ") + item.type + " source: " + e.what());
-      throw config::ConfigError(d);
+      throw_at_field(config, item, key, e, "cannot open the " + item.type + " source: ");
     } catch (const std::exception& e) {
       const std::string message =
           std::string("cannot open the ") + item.type + " source: " + e.what();
@@ -282,10 +290,7 @@ void match_eval_classes_by_name(const config::Config& config, Session& s) {
   try {
     s.eval_data = data::relabel_by_class_names(s.eval_data, train_names);
   } catch (const data::SourceFieldError& e) {
-    config::Diagnostics d;
-    const std::string key = "data.eval." + e.field();
-    d.add(mark_of(config, key), key, e.what());
-    throw config::ConfigError(d);
+    throw_at_field(config, *config.data.eval, "data.eval", e, "");
   }
 }
 
@@ -296,7 +301,7 @@ void check_split_leaves_both_parts(const config::Config& config, std::int64_t sa
   const auto held_out = static_cast<std::int64_t>(std::llround(split * double(samples)));
   if (held_out >= 1 && held_out < samples) return;
   const double one_sample = 1.0 / double(samples);
-  std::string suggestion =
+  const std::string suggestion =
       samples < 2 ? "a split needs at least 2 samples; give data.eval a source of its own"
       : held_out < 1
           ? "hold out at least one sample: data.split=" + config::format_number(one_sample) +

@@ -4,7 +4,8 @@
 // one), on other data through overrides, also after the run's
 // model.init_from file or its training data is gone, with the normalize
 // statistics the run computed, in one process for a run of several ranks;
-// a run that averaged its weights evaluates the averages; bad input is a
+// a run that averaged its weights evaluates the averages; a checkpoint the
+// run prunes while it is read is followed to the newer one; bad input is a
 // clear error with the usual exit codes (2: usage or config, 1: a damaged
 // checkpoint).
 #include <catch2/catch.hpp>
@@ -16,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
+#include "runner/checkpoint/checkpoint_store.h"
+#include "runner/checkpoint/safetensors.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::testing;
@@ -141,6 +144,46 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   r = run_trainer("eval " + (tmp / "run"), true);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("step-00000016/model.safetensors: checksum mismatch"));
+}
+
+TEST_CASE("a checkpoint pruned while it is read: last and best follow the run, a name does not") {
+  TempDir tmp("eval-pruned");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=1"},
+                     tmp / "run.log") == 0);
+  const trainer::checkpoint::CheckpointStore store(tmp / "run");
+  const fs::path checkpoints = tmp / "run/checkpoints";
+  REQUIRE(fs::is_directory(checkpoints / "step-00000016"));
+
+  // The run writes a newer checkpoint and prunes the one being read: the
+  // read fails as a real one would, and the newest is read instead.
+  std::vector<std::string> reads;
+  const auto pruned_into = [&](const std::string& newer) {
+    return [&reads, &checkpoints, newer](const std::string& path) {
+      reads.push_back(fs::path(path).filename().string());
+      if (reads.size() > 1) return;
+      fs::rename(path, checkpoints / newer);
+      trainer::checkpoint::verify_checkpoint(path);  // throws: the folder is gone
+    };
+  };
+  const std::string read = store.read("last", "eval.loss", false, pruned_into("step-00000017"));
+  CHECK(fs::path(read).filename() == "step-00000017");
+  CHECK(reads == std::vector<std::string>{"step-00000016", "step-00000017"});
+
+  // A checkpoint named outright is that one or an error; so is a failure
+  // that leaves the folder in place.
+  reads.clear();
+  CHECK_THROWS_AS(store.read("step-00000017", "eval.loss", false, pruned_into("step-00000018")),
+                  trainer::checkpoint::CheckpointError);
+  CHECK(reads == std::vector<std::string>{"step-00000017"});
+  const auto fails = [&](const std::string& path) {
+    reads.push_back(fs::path(path).filename().string());
+    throw trainer::checkpoint::CheckpointError(path + ": damaged");
+  };
+  reads.clear();
+  CHECK_THROWS_WITH(store.read("last", "eval.loss", false, fails),
+                    Catch::Contains("step-00000018: damaged"));
+  CHECK(reads.size() == 1);
 }
 
 namespace {

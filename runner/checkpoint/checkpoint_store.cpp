@@ -246,6 +246,26 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
                         "; use last, best, one of those names or a checkpoint folder's path");
 }
 
+std::string CheckpointStore::read(const std::string& which, const std::string& metric,
+                                  bool maximize,
+                                  const std::function<void(const std::string&)>& read) const {
+  const bool follows_the_run = which == "last" || which == "best";
+  // Each retry follows a checkpoint the run deleted after a newer one was
+  // written: a few in a row mean the run outpaces this reader, not a race.
+  constexpr int kAttempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    const std::string path = find(which, metric, maximize);
+    try {
+      read(path);
+      return path;
+    } catch (...) {
+      std::error_code error;
+      const bool gone = !fs::exists(path, error) && !error;
+      if (!follows_the_run || attempt == kAttempts || !gone) throw;
+    }
+  }
+}
+
 TrainState verify_checkpoint(const std::string& path) {
   const auto [model, state] = read_verified(path);
   (void)model;

@@ -58,6 +58,14 @@ class CheckpointStore {
   // nothing matches.
   std::string find(const std::string& which, const std::string& metric, bool maximize) const;
 
+  // Calls `read` with the folder find() names and returns that folder. A run
+  // still training prunes its older checkpoints as it goes: when `which` is
+  // "last" or "best" and the folder is gone by the time `read` fails, `read`
+  // is called again with the folder `which` names now. Any other failure, or
+  // one of a checkpoint named outright, is `read`'s own error.
+  std::string read(const std::string& which, const std::string& metric, bool maximize,
+                   const std::function<void(const std::string& path)>& read) const;
+
  private:
   std::string dir_;
 };

@@ -103,7 +103,7 @@ int command_eval(const CommandArgs& args) {
   }
   const checkpoint::CheckpointStore store(args.run_dir);
   std::string path;
-  try {
+  try {  // before compiling: a usage error comes first
     path = store.find(args.checkpoint, config.checkpoint.metric, config.checkpoint.mode == "max");
   } catch (const checkpoint::CheckpointError& e) {  // what --checkpoint names is not there
     std::fprintf(stderr, "error: --checkpoint %s: %s\n", args.checkpoint.c_str(), e.what());
@@ -117,7 +117,12 @@ int command_eval(const CommandArgs& args) {
   checkpoint::TrainState state;
   try {
     // A run that averaged its weights evaluated the averages: so does this.
-    state = checkpoint::load_checkpoint_weights(program, path, config.train.ema_decay > 0);
+    // The run may still be training, and prune `path` meanwhile.
+    path = store.read(args.checkpoint, config.checkpoint.metric, config.checkpoint.mode == "max",
+                      [&](const std::string& found) {
+                        state = checkpoint::load_checkpoint_weights(program, found,
+                                                                    config.train.ema_decay > 0);
+                      });
   } catch (const checkpoint::CheckpointMismatch& e) {
     // Averaged weights asked for (train.ema_decay) that the run never kept.
     const bool averaged = std::string(e.what()).find("\n  ema.") != std::string::npos;

@@ -16,6 +16,7 @@
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/diagnostics.h"
+#include "runner/config/overrides.h"
 #include "runner/sweep/sweep_runner.h"
 #include "runner/usage_error.h"
 
@@ -89,12 +90,14 @@ void report_out_of_host_memory() {
       stderr);
 }
 
-// Runs a subcommand, turning errors into messages and exit codes.
-int guarded(const std::function<int()>& command) {
+// Runs a subcommand, turning errors into messages and exit codes. An error
+// found after loading (the model's checks, the data) that points into one of
+// `overrides` quotes it, as the loader's own errors do.
+int guarded(const std::function<int()>& command, const std::vector<std::string>& overrides) {
   try {
     return command();
   } catch (const config::ConfigError& e) {
-    std::fputs(e.diagnostics().format_all().c_str(), stderr);
+    std::fputs(config::annotate_overrides(e.diagnostics(), overrides).format_all().c_str(), stderr);
     const std::size_t n = e.diagnostics().size();
     std::fprintf(stderr, "%zu error%s\n", n, n == 1 ? "" : "s");
     return kUsageError;
@@ -217,20 +220,22 @@ int run_cli(int argc, char** argv) {
       return kUsageError;
     }
   }
-  return guarded([&]() -> int {
-    if (name == "run") return command_run(args);
-    if (name == "validate") return command_validate(args);
-    if (name == "print-config") return command_print_config(args);
-    if (name == "plan") return command_plan(args);
-    if (name == "time") return command_time(args);
-    if (name == "sweep") return command_sweep(args);
-    if (name == "eval") return command_eval(args);
-    if (name == "lr-find") return command_lr_find(args);
-    if (doctor->parsed()) return command_doctor();
-    if (schema->parsed()) return command_schema(schema_out);
-    if (version->parsed()) return command_version();
-    return kUsageError;
-  });
+  return guarded(
+      [&]() -> int {
+        if (name == "run") return command_run(args);
+        if (name == "validate") return command_validate(args);
+        if (name == "print-config") return command_print_config(args);
+        if (name == "plan") return command_plan(args);
+        if (name == "time") return command_time(args);
+        if (name == "sweep") return command_sweep(args);
+        if (name == "eval") return command_eval(args);
+        if (name == "lr-find") return command_lr_find(args);
+        if (doctor->parsed()) return command_doctor();
+        if (schema->parsed()) return command_schema(schema_out);
+        if (version->parsed()) return command_version();
+        return kUsageError;
+      },
+      args.overrides);
 }
 
 }  // namespace trainer

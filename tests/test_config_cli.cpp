@@ -221,7 +221,8 @@ TEST_CASE("a metric name cut short gets the name it begins as a suggestion") {
       run("validate " + kGood + "mlp.yaml checkpoint.keep_best=1 checkpoint.metric=eval.acc", true);
   CHECK(r.code == 2);
   CHECK(r.out.find("<command line>:2:19: error: checkpoint.metric: keep_best ranks checkpoints "
-                   "by 'eval.acc', which this run never records\n"
+                   "by 'eval.acc', which this run never records (in override 2 "
+                   "'checkpoint.metric=eval.acc')\n"
                    "    did you mean 'eval.accuracy'?") == 0);
 }
 
@@ -346,7 +347,8 @@ TEST_CASE(
   CHECK(too_large.code == 2);
   CHECK(too_large.out ==
         "<command line>:1:18: error: train.batch_size: the training set's 64 samples do not fill "
-        "one batch of 128 (data.drop_last: true drops a short one)\n"
+        "one batch of 128 (data.drop_last: true drops a short one) (in override 1 "
+        "'train.batch_size=128')\n"
         "    use a batch_size of at most 64, or data.drop_last: false\n1 error\n");
   CHECK(run("validate " + config + " train.batch_size=128 data.drop_last=false").out == "ok\n");
   const std::string csv = (dir / "targets.csv").string();
@@ -379,17 +381,19 @@ TEST_CASE(
   CHECK(validate("checkpoint.metric=train.accuracy").out == "ok\n");
   CHECK(validate("checkpoint.metric=eval.acuracy").out ==
         "<command line>:1:19: error: checkpoint.metric: keep_best ranks checkpoints by "
-        "'eval.acuracy', which this run never records\n"
+        "'eval.acuracy', which this run never records (in override 1 "
+        "'checkpoint.metric=eval.acuracy')\n"
         "    did you mean 'eval.accuracy'? It records eval.loss, eval.accuracy, train.loss, "
         "train.accuracy\n1 error\n");
   CHECK(validate("checkpoint.metric=eval.top5")
-            .out.find("never records: top5 needs more than 5 classes, and the data has 3\n") !=
-        std::string::npos);
+            .out.find("never records: top5 needs more than 5 classes, and the data has 3 (in "
+                      "override 1 'checkpoint.metric=eval.top5')\n") != std::string::npos);
   const auto loss_at_max = validate("checkpoint.metric=eval.loss");
   CHECK(loss_at_max.code == 2);
   CHECK(loss_at_max.out ==
         "<command line>:1:19: error: checkpoint.mode: keep_best would keep the checkpoints of the "
-        "largest eval.loss (checkpoint.mode defaults to max)\n"
+        "largest eval.loss (checkpoint.mode defaults to max) (in override 1 "
+        "'checkpoint.metric=eval.loss')\n"
         "    set checkpoint.mode: min\n1 error\n");
   // No evaluation set: the default metric is reported at keep_best.
   std::ofstream(config) << "name: keep_best\n"
@@ -508,7 +512,8 @@ TEST_CASE("a layer name that is not a string is described, not shown as ''") {
   const auto r = run("validate " + config + " model.layers[1].name=[a]", true);
   CHECK(r.code == 2);
   CHECK(r.out.find("model.layers[1].name: expected a layer name without dots (and not 'input'), "
-                   "found a list\n") != std::string::npos);
+                   "found a list (in override 1 'model.layers[1].name=[a]')\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("block repeat is an integer field with a stated limit; parameters are checked") {

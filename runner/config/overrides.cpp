@@ -189,7 +189,8 @@ Diagnostics annotate_overrides(const Diagnostics& diags,
   Diagnostics out;
   for (Diagnostic d : diags.list()) {
     if (d.mark.file == kCommandLine && d.mark.line >= 1 &&
-        d.mark.line <= static_cast<int>(overrides.size()))
+        d.mark.line <= static_cast<int>(overrides.size()) &&
+        d.message.find(" (in override ") == std::string::npos)
       d.message += " (in override " + std::to_string(d.mark.line) + " '" +
                    overrides[static_cast<std::size_t>(d.mark.line) - 1] + "')";
     out.add(std::move(d));

@@ -17,7 +17,8 @@ inline constexpr const char* kCommandLine = "<command line>";
 
 void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags);
 
-// Adds "(override N 'text')" to every diagnostic that points into an override.
+// Adds "(in override N 'text')" to every diagnostic that points into an
+// override and does not say so yet.
 Diagnostics annotate_overrides(const Diagnostics& diags, const std::vector<std::string>& overrides);
 
 }  // namespace trainer::config

@@ -38,22 +38,20 @@ std::string joined(const std::vector<std::string>& items, const char* separator)
 // for any other error (the command line's own overrides, a --grid value, a
 // rule between fields).
 std::optional<config::Diagnostic> at_sweep_section(const config::Diagnostic& d,
-                                                   const sweep::Trial& trial,
-                                                   std::size_t job_overrides) {
-  if (d.mark.file != config::kCommandLine) return std::nullopt;
-  const auto line = static_cast<std::size_t>(d.mark.line);
-  if (line <= job_overrides || line > job_overrides + trial.overrides.size()) return std::nullopt;
-  const std::size_t i = line - job_overrides - 1;
-  if (i >= trial.sources.size() || !sweep::from_sweep_section(trial.sources[i]))
-    return std::nullopt;
-  const std::string& swept = trial.overrides[i];
-  std::string message = d.message;
-  if (const auto note = message.find(" (in override "); note != std::string::npos)
-    message.erase(note);
-  if (!d.key_path.empty() && d.key_path != swept.substr(0, swept.find('=')))
-    message = d.key_path + ": " + message;
-  return config::Diagnostic{trial.sources[i].mark, trial.sources[i].key_path,
-                            "with " + swept + ": " + message, d.suggestion};
+                                                   const sweep::Trial& trial) {
+  for (std::size_t i = 0; i < trial.sources.size(); ++i) {
+    const config::Mark& at = trial.sources[i].mark;
+    if (!sweep::from_sweep_section(trial.sources[i]) || d.mark.file != at.file ||
+        d.mark.line != at.line || d.mark.column != at.column)
+      continue;
+    const std::string& swept = trial.overrides[i];
+    std::string message = d.message;
+    if (!d.key_path.empty() && d.key_path != swept.substr(0, swept.find('=')))
+      message = d.key_path + ": " + message;
+    return config::Diagnostic{at, trial.sources[i].key_path, "with " + swept + ": " + message,
+                              d.suggestion};
+  }
+  return std::nullopt;
 }
 
 // Prints the trials' config errors: each error of the sweep section once (at
@@ -67,7 +65,7 @@ class TrialErrorReport {
     ++failed_trials_;
     std::string own;  // this trial's errors that are not the sweep section's
     for (const auto& d : diags.list()) {
-      if (const auto at_section = at_sweep_section(d, trial, job_.overrides.size()))
+      if (const auto at_section = at_sweep_section(d, trial))
         print_once(config::format(*at_section) + "\n");
       else if (printed_.insert(config::format(d) + "\n").second)
         own += config::format(d) + "\n";
@@ -109,21 +107,28 @@ class TrialErrorReport {
   bool sweep_error_ = false;
 };
 
-// Every trial's config, checked field by field before any trial runs (a typo
-// in a swept key or a value out of range would otherwise fail each trial in
-// turn), and the objective against what the trials record. A trial that sets
-// `model.` keys also gets the model's checks (built once per distinct
-// setting); the rest of the data and model checks are each trial's. Prints
-// the errors; returns whether there were any.
-bool report_trial_config_errors(const sweep::SweepJob& job, const std::string& config_path) {
+// Every trial's config, resolved and checked field by field before any
+// trial runs (a typo in a swept key or a value out of range would otherwise
+// fail each trial in turn), and the objective against what the trials
+// record. A value of the sweep section is read as written there (a relative
+// path is relative to its file). A trial that sets `model.` keys also gets
+// the model's checks (built once per distinct setting); the rest of the data
+// and model checks are each trial's. Prints the errors and returns whether
+// there were any; else fills `configs` with each trial's resolved config.
+bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config_path,
+                           std::vector<config::Config>& configs) {
   TrialErrorReport report(job);
   sweep::ObjectiveCheck objective(job.spec);
   std::set<std::string> models_checked;  // each distinct setting of the swept model keys once
   for (const auto& trial : job.trials) {
     std::vector<std::string> overrides = job.overrides;
     overrides.insert(overrides.end(), trial.overrides.begin(), trial.overrides.end());
+    config::OverrideOrigins origins(job.overrides.size());
+    for (const auto& source : trial.sources)
+      origins.push_back(sweep::from_sweep_section(source) ? std::optional(source.mark)
+                                                          : std::nullopt);
     try {
-      const config::Config trial_config = config::load_config(job.config_path, overrides);
+      config::Config trial_config = config::load_config(job.config_path, overrides, origins);
       // The model's own checks (layer types, attributes, shapes) when the sweep changes it.
       std::string model;
       for (const auto& o : trial.overrides)
@@ -131,12 +136,39 @@ bool report_trial_config_errors(const sweep::SweepJob& job, const std::string& c
       if (!model.empty() && models_checked.insert(model).second)
         config::run_validation_hooks(trial_config);
       objective.add(trial.id, trial_config);
+      configs.push_back(std::move(trial_config));
     } catch (const config::ConfigError& e) {
       report.add(trial, e.diagnostics());
     }
   }
   if (const auto error = objective.error(config_path)) report.add_sweep_error(*error);
   return report.finish();
+}
+
+// An override of the command line that sets a key the sweep varies would be
+// replaced in every trial by the swept values.
+void check_overrides_not_swept(const std::vector<std::string>& overrides,
+                               const sweep::SweepSpec& spec) {
+  std::vector<std::pair<std::string, config::Mark>> swept;
+  for (std::size_t i = 0; i < spec.grid.size(); ++i)
+    swept.emplace_back(spec.grid[i].first, spec.grid_marks[i]);
+  for (const auto& param : spec.random) swept.emplace_back(param.key, param.mark);
+  if (!spec.seeds.empty()) swept.emplace_back("seed", spec.seeds_mark);
+  config::Diagnostics diags;
+  for (std::size_t i = 0; i < overrides.size(); ++i) {
+    const std::string key = overrides[i].substr(0, overrides[i].find('='));
+    for (const auto& [swept_key, mark] : swept) {
+      if (key != swept_key) continue;
+      const bool flag = mark.file == "<--grid>";
+      diags.add({config::kCommandLine, static_cast<int>(i) + 1, 1}, key,
+                "the sweep varies " + key + " (" +
+                    (flag ? std::string("a --grid flag") : "at " + config::to_string(mark)) +
+                    "), so every trial would replace this value",
+                "drop the override, or " +
+                    (flag ? std::string("the --grid flag") : "the key from the sweep section"));
+    }
+  }
+  config::annotate_overrides(diags, overrides).throw_if_any();
 }
 
 }  // namespace
@@ -148,19 +180,20 @@ int command_sweep(const CommandArgs& args) {
   job.overrides = args.overrides;
   job.spec = sweep::parse_sweep(config.sweep, args.grid, static_cast<std::uint64_t>(config.seed));
   job.trials = sweep::expand_trials(job.spec);
+  check_overrides_not_swept(args.overrides, job.spec);
   job.parallel = args.parallel;
   job.gpus = config.devices.gpus;
-  std::string grid;
-  for (const auto& g : args.grid) grid += g + "\n";
-  job.dir =
-      !args.out_dir.empty()
-          ? args.out_dir
-          : (std::filesystem::path(config.output.dir) / config.name /
-             ("sweep-" + train::sha256_hex(config::to_yaml(config.resolved) + grid).substr(0, 10)))
-                .string();
-  if (report_trial_config_errors(job, args.config_path)) return 2;
+  std::vector<config::Config> trial_configs;
+  if (resolve_trial_configs(job, args.config_path, trial_configs)) return 2;
   const std::string base_config = sweep::trial_base_config(config.resolved);
   const std::string record = sweep::sweep_record(job, base_config);
+  // The default directory is named by what decides the trials (not the
+  // objective, max_retries or --parallel, which a resumed sweep may change).
+  job.dir = !args.out_dir.empty()
+                ? args.out_dir
+                : (std::filesystem::path(config.output.dir) / config.name /
+                   ("sweep-" + sweep::sweep_identity_hash(record, base_config).substr(0, 10)))
+                      .string();
   if (const std::string conflict = sweep::reuse_conflict(job.dir, record, base_config);
       !conflict.empty()) {
     std::fprintf(stderr, "error: %s\n", conflict.c_str());
@@ -170,6 +203,12 @@ int command_sweep(const CommandArgs& args) {
   // One sweep process at a time: two would run the same trials into the same folders.
   const train::RunDirLock lock(job.dir, "sweep directory");
   sweep::write_sweep_record(job.dir, record, base_config);
+  for (std::size_t i = 0; i < job.trials.size(); ++i) {
+    const config::Config& trial = trial_configs[i];
+    job.launches.push_back(
+        {sweep::write_trial_config(job.dir, job.trials[i].id, job.config_path, trial.resolved),
+         trial.backend.threads == 0, trial.devices.gpus == config.devices.gpus});
+  }
   const int code = sweep::run_sweep(job);
   std::printf("sweep directory: %s\n", job.dir.c_str());
   return code;

@@ -29,8 +29,8 @@ Diagnostics sorted(const Diagnostics& diags) {
 }
 
 Config validate(Node tree, const std::string& source, const std::vector<std::string>& overrides,
-                Diagnostics& diags) {
-  apply_overrides(tree, overrides, diags);
+                const OverrideOrigins& origins, Diagnostics& diags) {
+  apply_overrides(tree, overrides, diags, origins);
   expand_shorthands(tree);
   Config config = bind_config(tree, diags);
   if (!diags.empty()) sorted(annotate_overrides(diags, overrides)).throw_if_any();
@@ -51,11 +51,12 @@ Node load_merged_tree(const std::string& path, const std::vector<std::string>& o
   return tree;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   const OverrideOrigins& origins) {
   Diagnostics diags;
   Node tree;
   if (!load_composed(path, diags, tree)) sorted(diags).throw_if_any();
-  return validate(std::move(tree), path, overrides, diags);
+  return validate(std::move(tree), path, overrides, origins, diags);
 }
 
 Config load_config_text(const std::string& text, const std::string& name,
@@ -74,7 +75,7 @@ Config load_config_text(const std::string& text, const std::string& name,
     diags.throw_if_any();
   }
   expand_shorthands(tree);
-  return validate(std::move(tree), name, overrides, diags);
+  return validate(std::move(tree), name, overrides, {}, diags);
 }
 
 }  // namespace trainer::config

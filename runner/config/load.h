@@ -6,6 +6,7 @@
 
 #include "runner/config/config.h"
 #include "runner/config/diagnostics.h"
+#include "runner/config/overrides.h"
 
 namespace trainer::config {
 
@@ -13,7 +14,9 @@ namespace trainer::config {
 // validates every value against the field registry and fills defaults.
 // Throws ConfigError carrying every problem found (syntax errors, unknown keys,
 // bad values, bad overrides), each pointing at its file:line:col.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// `origins`: where overrides not from the command line were written.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                   const OverrideOrigins& origins = {});
 
 // The same from YAML text (tests, generated configs); `name` appears in marks.
 Config load_config_text(const std::string& text, const std::string& name,

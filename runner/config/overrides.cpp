@@ -101,7 +101,14 @@ std::string index_suggestion(const std::vector<PathStep>& steps, std::size_t at,
   return "list items are written with their index in brackets: " + path + "=" + value_text;
 }
 
-void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags) {
+// Gives `node` and everything in it the mark `mark`.
+void mark_all(Node& node, const Mark& mark) {
+  node.set_mark(mark);
+  for (Node& item : node.items()) mark_all(item, mark);
+}
+
+void apply_one(Node& root, const std::string& text, int line, const std::optional<Mark>& origin,
+               Diagnostics& diags) {
   const auto eq = text.find('=');
   if (eq == std::string::npos) {
     diags.add({kCommandLine, line, 1}, "",
@@ -124,12 +131,13 @@ void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags
       parse_yaml(text.substr(eq + 1), kCommandLine, diags, &ok, line - 1, static_cast<int>(eq) + 1);
   if (!ok) return;
   if (value.is_null()) value.set_mark({kCommandLine, line, static_cast<int>(eq) + 2});
+  if (origin) mark_all(value, *origin);
 
   Node* cur = &root;
   for (std::size_t s = 0; s < steps.size(); ++s) {
     const PathStep& step = steps[s];
     const bool last = s + 1 == steps.size();
-    const Mark step_mark{kCommandLine, line, step.column};
+    const Mark step_mark = origin ? *origin : Mark{kCommandLine, line, step.column};
     if (step.key.empty()) {
       if (cur->is_null()) {
         report_no_item(steps, s, line, "is not set", diags);
@@ -179,9 +187,11 @@ void apply_one(Node& root, const std::string& text, int line, Diagnostics& diags
 
 }  // namespace
 
-void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags) {
+void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags,
+                     const OverrideOrigins& origins) {
   for (std::size_t i = 0; i < overrides.size(); ++i)
-    apply_one(root, overrides[i], static_cast<int>(i) + 1, diags);
+    apply_one(root, overrides[i], static_cast<int>(i) + 1,
+              i < origins.size() ? origins[i] : std::nullopt, diags);
 }
 
 Diagnostics annotate_overrides(const Diagnostics& diags,

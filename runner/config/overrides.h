@@ -5,6 +5,7 @@
 // as the line and the 1-based position in the KEY=VALUE text as the column.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,14 @@ namespace trainer::config {
 
 inline constexpr const char* kCommandLine = "<command line>";
 
-void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags);
+// Where each override was written when not on the command line (parallel to
+// the overrides; nullopt or missing: the command line). A value written in a
+// config file's sweep section is applied as if it stood at its mark there:
+// errors point at it, and a relative path in it is relative to that file.
+using OverrideOrigins = std::vector<std::optional<Mark>>;
+
+void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags,
+                     const OverrideOrigins& origins = {});
 
 // Adds "(in override N 'text')" to every diagnostic that points into an
 // override and does not say so yet.

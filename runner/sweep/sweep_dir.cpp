@@ -93,6 +93,25 @@ std::string changed_config(const std::string& dir, const std::string& was, const
          " holds it as the sweep started it, resolved) and repeat the command to resume";
 }
 
+// "" when `dir` is missing or empty, or holds only what a sweep that stopped
+// before writing its record leaves (its lock, a file being written); else
+// the error: a sweep writes config.yaml and its tables there.
+std::string holds_other_files(const std::string& dir) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error)) {
+    if (!fs::exists(dir, error)) return "";
+    return "the sweep directory '" + dir + "' is not a directory";
+  }
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name == ".lock" || name.ends_with(".tmp")) continue;
+    return "the sweep directory '" + dir + "' holds " + name +
+           " and no sweep: a sweep writes config.yaml, its tables and trials there.\n    use "
+           "a new --out directory, or an empty one";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string trial_base_config(const config::Node& resolved) {
@@ -107,8 +126,14 @@ std::string sweep_record(const SweepJob& job, const std::string& base_config) {
       "run\n";
   out += "config: " + quoted(job.config_path) + "\n" + kHashKey + train::sha256_hex(base_config) +
          "\noverrides: [";
-  for (std::size_t i = 0; i < job.overrides.size(); ++i)
-    out += (i ? ", " : "") + quoted(job.overrides[i]);
+  // Those that decide the trials: an objective or max_retries given by
+  // override is recorded below with the file's.
+  bool first = true;
+  for (const auto& o : job.overrides) {
+    if (o.rfind("sweep.objective", 0) == 0 || o.rfind("sweep.max_retries", 0) == 0) continue;
+    out += (first ? "" : ", ") + quoted(o);
+    first = false;
+  }
   out += "]\nobjective: {metric: " + quoted(job.spec.metric) +
          ", mode: " + (job.spec.maximize ? "max" : "min") +
          "}\nmax_retries: " + std::to_string(job.spec.max_retries) +
@@ -124,7 +149,7 @@ std::string sweep_record(const SweepJob& job, const std::string& base_config) {
 
 std::string reuse_conflict(const std::string& dir, const std::string& record,
                            const std::string& base_config) {
-  if (!fs::exists(fs::path(dir) / "sweep.yaml")) return "";
+  if (!fs::exists(fs::path(dir) / "sweep.yaml")) return holds_other_files(dir);
   const std::string old_record = read_text(fs::path(dir) / "sweep.yaml");
   if (const std::string d = first_difference(identity_lines(old_record), identity_lines(record));
       !d.empty())
@@ -143,6 +168,21 @@ void write_sweep_record(const std::string& dir, const std::string& record,
                         const std::string& base_config) {
   checkpoint::write_file_atomically((fs::path(dir) / "config.yaml").string(), base_config);
   checkpoint::write_file_atomically((fs::path(dir) / "sweep.yaml").string(), record);
+}
+
+std::string sweep_identity_hash(const std::string& record, const std::string& base_config) {
+  std::string identity = train::sha256_hex(base_config) + "\n";
+  for (const auto& line : identity_lines(record)) identity += line + "\n";
+  return train::sha256_hex(identity);
+}
+
+std::string write_trial_config(const std::string& dir, const std::string& trial_id,
+                               const std::string& config_path, const config::Node& resolved) {
+  const fs::path path = fs::path(dir) / "configs" / (trial_id + ".yaml");
+  fs::create_directories(path.parent_path());
+  checkpoint::write_file_atomically(
+      path.string(), config::resolved_from_comment(config_path) + trial_base_config(resolved));
+  return path.string();
 }
 
 }  // namespace trainer::sweep

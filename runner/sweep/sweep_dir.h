@@ -1,8 +1,10 @@
 // What a sweep directory records of the sweep it holds: sweep.yaml (config
-// path and content hash, overrides, objective, every trial's overrides) and
-// config.yaml (the resolved config every trial starts from). Re-running the
-// same sweep there resumes it; another sweep, or the same config file with
-// other content, is refused, naming what differs.
+// path and content hash, overrides, objective, every trial's overrides),
+// config.yaml (the resolved config every trial starts from) and configs/
+// (each trial's own resolved config, which it runs). Re-running the same
+// sweep there resumes it; another sweep, the same config file with other
+// content, or a directory holding anything else is refused, naming what
+// differs.
 #pragma once
 
 #include <string>
@@ -27,5 +29,16 @@ std::string reuse_conflict(const std::string& dir, const std::string& record,
 // Writes sweep.yaml and config.yaml into `dir` (each atomically).
 void write_sweep_record(const std::string& dir, const std::string& record,
                         const std::string& base_config);
+
+// The hash of what decides a sweep's trials (the config as they start from
+// it, the config path and overrides, every trial's overrides): the same
+// sweep with another objective, max_retries or --parallel has the same one.
+std::string sweep_identity_hash(const std::string& record, const std::string& base_config);
+
+// Writes DIR/configs/<trial_id>.yaml, the config the trial runs: `resolved`
+// without its sweep section, headed by the config it was resolved from.
+// Returns its path.
+std::string write_trial_config(const std::string& dir, const std::string& trial_id,
+                               const std::string& config_path, const config::Node& resolved);
 
 }  // namespace trainer::sweep

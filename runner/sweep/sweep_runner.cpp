@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -29,11 +30,21 @@ struct Running {
   std::size_t slot = 0;   // which CPU share / GPU
 };
 
-// The error a failed trial printed last (its "error: ..." line, or its last line).
-std::string last_error(const std::string& log_path, int code) {
+// Each attempt's output begins with this line in the trial's log.
+constexpr const char* kAttemptLine = "sweep: attempt ";
+
+// Why a trial's process ended (`status` from waitpid) and the error it
+// printed last: the first "error: ..." line of its latest attempt, else that
+// attempt's last line.
+std::string failure_of(const std::string& log_path, int status) {
   std::ifstream in(log_path);
   std::string line, last, error;
   while (std::getline(in, line)) {
+    if (line.rfind(kAttemptLine, 0) == 0) {  // an earlier attempt's output ends here
+      last.clear();
+      error.clear();
+      continue;
+    }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     last = line;
     if (error.empty() && line.find("error:") != std::string::npos)
@@ -41,7 +52,27 @@ std::string last_error(const std::string& log_path, int code) {
   }
   std::string text = !error.empty() ? error : last;
   if (text.size() > 300) text = text.substr(0, 300) + "...";
-  return "exit " + std::to_string(code) + (text.empty() ? "" : ": " + text);
+  std::string how;
+  if (WIFSIGNALED(status)) {
+    const int signal = WTERMSIG(status);
+    const char* name = sigabbrev_np(signal);
+    how = "killed by signal " + std::to_string(signal) +
+          (name ? " (SIG" + std::string(name) + ")" : std::string()) +
+          (signal == SIGKILL ? ", as the system's out-of-memory killer does" : "");
+  } else {
+    how = "exit " + std::to_string(WEXITSTATUS(status));
+  }
+  return how + (text.empty() ? "" : ": " + text);
+}
+
+// Starts the trial's log for one attempt: what runs, so each attempt's
+// output (the log keeps them all) is told apart.
+void begin_attempt(const std::string& log_path, const TrialRecord& record,
+                   const std::vector<std::string>& args) {
+  std::ofstream log(log_path, std::ios::app);
+  log << kAttemptLine << record.failures + 1 << " of " << record.trial.id << ": trainer";
+  for (const auto& a : args) log << ' ' << a;
+  log << '\n';
 }
 
 pid_t launch(const std::vector<std::string>& args, const std::string& log_path) {
@@ -157,16 +188,19 @@ int run_sweep(const SweepJob& job) {
         // new run needs the directory empty.
         std::error_code ec;
         fs::remove_all(r.run_dir, ec);
-        args = {"run", job.config_path};
-        args.insert(args.end(), job.overrides.begin(), job.overrides.end());
-        args.insert(args.end(), r.trial.overrides.begin(), r.trial.overrides.end());
-        if (!job.gpus.empty())
-          args.push_back("devices.gpus=[" + std::to_string(job.gpus[slot % job.gpus.size()]) + "]");
-        else if (slots > 1)
+        const TrialLaunch& launch_as = job.launches[index];
+        args = {"run", launch_as.config_path};
+        if (!job.gpus.empty()) {
+          if (launch_as.sweep_sets_gpu)
+            args.push_back("devices.gpus=[" + std::to_string(job.gpus[slot % job.gpus.size()]) +
+                           "]");
+        } else if (slots > 1 && launch_as.sweep_sets_threads) {
           args.push_back("backend.threads=" + std::to_string(threads_each));
+        }
         args.insert(args.end(), {"--out", r.run_dir});
       }
       const std::string log_path = (dir / "logs" / (r.trial.id + ".log")).string();
+      begin_attempt(log_path, r, args);
       const pid_t pid = launch(args, log_path);
       if (pid < 0) {
         r.status = "failed";
@@ -209,7 +243,7 @@ int run_sweep(const SweepJob& job) {
       r.status = "interrupted";
     } else {
       ++r.failures;
-      r.error = last_error(log_path, code);
+      r.error = failure_of(log_path, status);
       r.status = "failed";
       if (may_run(r) && !forwarded) queue.push_back(run.index);
     }

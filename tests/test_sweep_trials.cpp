@@ -1,0 +1,172 @@
+// labels: cpu
+// How `trainer sweep` starts its trials: each from its own config, resolved
+// when the sweep started (a value of the sweep section read as written there,
+// so a relative path is relative to its file); a trial that sets its own
+// backend.threads keeps it under --parallel; a command-line override of a
+// swept key is refused; --out naming a directory that holds something else is
+// refused; a retried trial reports its latest attempt's error; a resumed
+// sweep may change its objective and max_retries and stays in its directory.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "run_command.h"
+#include "test_resume_fixtures.h"
+
+using namespace trainer::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+nlohmann::json trial_state(const std::string& sweep_dir) {
+  return nlohmann::json::parse(read_text(sweep_dir + "/trials.json"));
+}
+
+// A CSV of 3 features and a class label in 0..2; `bad` puts a word where a
+// number belongs in its second row.
+void write_csv(const std::string& path, bool bad = false) {
+  std::string text = "a,b,c,label\n";
+  for (int r = 0; r < 96; ++r)
+    text += std::to_string(r % 7 * 0.1) + "," + (bad && r == 1 ? "oops" : std::to_string(r % 5)) +
+            "," + std::to_string(r % 3 * 0.5) + "," + std::to_string(r % 3) + "\n";
+  write_text(path, text);
+}
+
+std::string csv_experiment(const std::string& path, const std::string& output_dir) {
+  return "name: csv\n"
+         "output: {dir: " +
+         output_dir +
+         "}\n"
+         "data:\n"
+         "  train: {type: csv, path: " +
+         path +
+         ", classes: 3}\n"
+         "  workers: 1\n"
+         "model:\n"
+         "  layers: [{type: linear, out_features: 8}, {type: relu}, {type: linear, "
+         "out_features: 3}]\n"
+         "train: {max_steps: 6, batch_size: 16, log_every: 3}\n"
+         "backend: {threads: 1}\n";
+}
+
+}  // namespace
+
+TEST_CASE("each trial runs its own config, resolved when the sweep started") {
+  TempDir tmp("sweep-trial-configs");
+  fs::create_directories(tmp / "project/data");
+  write_csv(tmp / "project/data/good.csv");
+  // The grid names the data file relative to the config, and the sweep is
+  // started from another directory.
+  write_text(tmp / "project/csv.yaml",
+             csv_experiment("data/good.csv", tmp / "runs") +
+                 "sweep: {grid: {data.train.path: [data/good.csv]}, seeds: [0, 1], objective: "
+                 "{metric: train.loss}}\n");
+  REQUIRE(run_to_end({"sweep", tmp / "project/csv.yaml", "--out", tmp / "sw"}, tmp / "1.log") == 0);
+  for (const std::string id : {"trial-000", "trial-001"}) {
+    INFO(id);
+    const std::string config = read_text(tmp / ("sw/configs/" + id + ".yaml"));
+    CHECK(config.rfind("# resolved from " + (tmp / "project/csv.yaml") + "\n", 0) == 0);
+    CHECK(config.find("path: " + (tmp / "project/data/good.csv")) != std::string::npos);
+    CHECK(config.find("sweep:") == std::string::npos);
+    const auto manifest =
+        nlohmann::json::parse(read_text(tmp / ("sw/trials/" + id + "/manifest.json")));
+    CHECK(manifest["command"].get<std::string>().find(" run " + (tmp / ("sw/configs/" + id)) +
+                                                      ".yaml --out ") != std::string::npos);
+  }
+  CHECK(read_text(tmp / "sw/configs/trial-001.yaml").find("seed: 1\n") != std::string::npos);
+}
+
+TEST_CASE("a trial's own backend.threads is kept when trials run side by side") {
+  TempDir tmp("sweep-threads");
+  write_text(tmp / "tiny.yaml", replaced(tiny_experiment(), "backend: {threads: 1}\n", ""));
+  REQUIRE(run_to_end({"sweep", tmp / "tiny.yaml", "train.max_steps=4", "--grid",
+                      "backend.threads=0,2", "--parallel", "2", "--out", tmp / "sw"},
+                     tmp / "1.log") == 0);
+  // trial-000 leaves the threads to the sweep (0: all cores), trial-001 asks for 2.
+  const auto command = [&](const std::string& id) {
+    return nlohmann::json::parse(read_text(tmp / ("sw/trials/" + id + "/manifest.json")))["command"]
+        .get<std::string>();
+  };
+  CHECK(command("trial-000").find("backend.threads=") != std::string::npos);
+  CHECK(command("trial-001").find("backend.threads=") == std::string::npos);
+  CHECK(read_text(tmp / "sw/trials/trial-001/config.yaml").find("threads: 2\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("an override of a key the sweep varies is refused") {
+  TempDir tmp("sweep-override-swept");
+  write_text(tmp / "tiny.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [0.1, 0.01]}}\n");
+  const auto r =
+      run_trainer("sweep " + (tmp / "tiny.yaml") + " train.max_steps=4 optimizer.lr=0.5", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out,
+             Catch::Contains("<command line>:2:1: error: optimizer.lr: the sweep varies "
+                             "optimizer.lr (at " +
+                             (tmp / "tiny.yaml") +
+                             ":21:16), so every trial would replace this value (in override 2 "
+                             "'optimizer.lr=0.5')\n    drop the override, or the key from the "
+                             "sweep section"));
+  const auto flag = run_trainer(
+      "sweep " + (tmp / "tiny.yaml") + " seed=4 --grid seed=1,2 --out " + (tmp / "sw"), true);
+  CHECK(flag.code == 2);
+  CHECK_THAT(flag.out, Catch::Contains("the sweep varies seed (a --grid flag)"));
+  CHECK_FALSE(fs::exists(tmp / "sw"));
+}
+
+TEST_CASE("--out naming a directory that holds something else is refused, leaving it as it was") {
+  TempDir tmp("sweep-out-taken");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  fs::create_directories(tmp / "project");
+  write_text(tmp / "project/config.yaml", "# my notes\n");
+  const auto r = run_trainer(
+      "sweep " + (tmp / "tiny.yaml") + " --grid optimizer.lr=0.1,0.01 --out " + (tmp / "project"),
+      true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("the sweep directory '" + (tmp / "project") +
+                                    "' holds config.yaml and no sweep"));
+  CHECK(read_text(tmp / "project/config.yaml") == "# my notes\n");
+  CHECK(std::distance(fs::directory_iterator(tmp / "project"), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("a retried trial reports its latest attempt's error; max_retries may change on resume") {
+  TempDir tmp("sweep-retry-error");
+  write_csv(tmp / "good.csv");
+  write_text(tmp / "csv.yaml", csv_experiment("good.csv", tmp / "runs") +
+                                   "sweep: {grid: {data.train.path: [good.csv, other.csv]}, "
+                                   "objective: {metric: train.loss}}\n");
+  const std::vector<std::string> args = {"sweep", tmp / "csv.yaml"};
+  REQUIRE(run_to_end(args, tmp / "1.log") == 1);  // other.csv is missing
+  const std::string first = read_text(tmp / "1.log");
+  INFO(first);
+  const auto at = first.find("results in ");
+  REQUIRE(at != std::string::npos);
+  const std::string dir =
+      fs::path(first.substr(at + 11, first.find('\n', at) - at - 11)).parent_path().string();
+  CHECK(trial_state(dir)["trial-001"]["error"].get<std::string>().find("does not exist") !=
+        std::string::npos);
+
+  // Now the file is there but damaged; retries allowed on the command line:
+  // the same sweep directory, and the error of the attempt that just failed.
+  write_csv(tmp / "other.csv", true);
+  std::vector<std::string> retry = args;
+  retry.push_back("sweep.max_retries=1");
+  REQUIRE(run_to_end(retry, tmp / "2.log") == 1);
+  CHECK(read_text(tmp / "2.log").find("results in " + dir + "/results.md") != std::string::npos);
+  const auto state = trial_state(dir);
+  CHECK(state["trial-000"]["status"] == "done");
+  CHECK(state["trial-001"]["failures"] == 2);
+  const std::string error = state["trial-001"]["error"].get<std::string>();
+  INFO(error);
+  CHECK(error.rfind("exit 2: ", 0) == 0);
+  CHECK(error.find("'oops'") != std::string::npos);
+  CHECK(error.find("does not exist") == std::string::npos);
+  CHECK(read_text(dir + "/results.md").find("'oops'") != std::string::npos);
+}

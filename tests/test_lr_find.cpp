@@ -164,6 +164,25 @@ TEST_CASE("trainer lr-find refuses a range, a step count or ranks it cannot test
   }
   // Nothing was trained: no run directory appeared.
   CHECK_FALSE(std::filesystem::exists(runs));
+  // A directory that holds something: the run's refusal, and no word of a stop.
+  const std::string taken = tmp.file("taken");
+  std::filesystem::create_directories(taken);
+  trainer::data::testing::write_text(taken + "/notes.txt", "mine\n");
+  const auto r = run_trainer("lr-find " + config + " --out " + taken, true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("not empty") != std::string::npos);
+  CHECK(r.out.find("stopped before the end") == std::string::npos);
+}
+
+TEST_CASE("trainer lr-find takes the longest run name a run takes") {
+  TempDir tmp;
+  const std::string name(200, 'n');
+  const auto r = run_trainer("lr-find configs/fashion_mnist_mlp.yaml name=" + name +
+                                 " --steps 10 --out " + tmp.file("find"),
+                             true);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("suggested") != std::string::npos);
 }
 
 TEST_CASE("trainer lr-find fails like a run on an error that is not divergence") {

@@ -115,8 +115,8 @@ int command_lr_find(const CommandArgs& given) {
         std::string("train.log_every=1"), std::string("train.eval_batches=1"),
         std::string("train.eval_every=0"), std::string("train.early_stopping.patience=0"),
         std::string("checkpoint.every_steps=0"), std::string("checkpoint.keep_best=0"),
-        // Within a file name's 255 bytes, as the run's own name is.
-        "name=" + user.name.substr(0, 255 - 8) + "-lr-find"})
+        // Within the longest name, as the run's own name is.
+        "name=" + user.name.substr(0, config::kMaxNameBytes - 8) + "-lr-find"})
     args.overrides.push_back(forced);
   std::string run_dir, stopped_by;
   int code = 0;
@@ -125,12 +125,13 @@ int command_lr_find(const CommandArgs& given) {
   } catch (const train::DivergedError& e) {
     stopped_by = e.what();  // the range ends there
   }
-  if (code != 0) {  // stopped by a signal: the range was not read
+  if (code > 128) {  // stopped by a signal: the range was not read
     std::fprintf(stderr,
                  "lr-find was stopped before the end of its range; run lr-find again for a "
                  "reading (not `run --resume`, which would only finish the run)\n");
     return code;
   }
+  if (code != 0) return code;  // the run said why
   std::vector<train::RangeTestPoint> points = training_points(run_dir);
   if (!stopped_by.empty()) points.push_back({points.empty() ? 0.0 : points.back().lr, NAN});
   const train::RangeTestReading reading = train::read_range_test(points);

@@ -208,10 +208,6 @@ Mark mark_of(const Node& root, const std::string& section, const std::string& ke
   return root.mark();
 }
 
-// The longest run name: one folder name (at most 255 bytes on common file
-// systems), with room to spare for what is put next to it.
-constexpr std::size_t kMaxNameBytes = 200;
-
 bool folder_name_char(char ch) {
   return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
 }

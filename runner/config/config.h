@@ -139,6 +139,10 @@ struct OutputConfig {
   bool tensorboard = true;   // events.out.tfevents.trainer in the run directory
 };
 
+// The longest run name: one folder name (at most 255 bytes on common file
+// systems), with room to spare for what is put next to it.
+inline constexpr std::size_t kMaxNameBytes = 200;
+
 struct Config {
   std::string name = "experiment";
   std::int64_t seed = 0;

@@ -269,17 +269,23 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
   if (c.train.epochs == 0 && c.train.max_steps == 0)
     diags.add(mark_of(root, "train", "epochs"), "train.epochs",
               "nothing to train: set train.epochs > 0 or train.max_steps > 0");
+  // Where `key` of the schedule is written, else where its type is.
+  const auto schedule_mark = [&](const std::string& key) {
+    const Mark written = mark_of(root, "schedule", key);
+    return written.is_default() ? mark_of(root, "schedule", "type") : written;
+  };
   if (c.schedule.type == "range_test" && !(c.schedule.max_lr > c.optimizer.lr)) {
-    const Mark written = mark_of(root, "schedule", "max_lr");  // else where the type is
-    diags.add(written.is_default() ? mark_of(root, "schedule", "type") : written, "schedule.max_lr",
+    diags.add(schedule_mark("max_lr"), "schedule.max_lr",
               "a range_test schedule grows the rate from optimizer.lr (" +
                   format_number(c.optimizer.lr) + ") to max_lr, which must be larger",
               "set schedule.max_lr above optimizer.lr: a range test usually spans several decades, "
               "e.g. optimizer.lr: 1e-7 and max_lr: 10 (as `trainer lr-find` does)");
   }
   if (c.schedule.type == "multistep" && c.schedule.milestones.empty())
-    diags.add(mark_of(root, "schedule", "milestones"), "schedule.milestones",
-              "a multistep schedule needs milestones (a list of increasing steps)");
+    diags.add(schedule_mark("milestones"), "schedule.milestones",
+              "a multistep schedule needs milestones (a list of increasing steps)",
+              "e.g. schedule: {type: multistep, milestones: [3000, 6000]}, each a step at which "
+              "the rate is multiplied by schedule.gamma");
   if (!std::is_sorted(c.schedule.milestones.begin(), c.schedule.milestones.end()) ||
       std::adjacent_find(c.schedule.milestones.begin(), c.schedule.milestones.end()) !=
           c.schedule.milestones.end())

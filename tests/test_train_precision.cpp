@@ -141,6 +141,15 @@ TEST_CASE("overflows that persist at the minimum scale stop the run with a diagn
   CHECK(r.out.find("fp16 loss scaling collapsed at step 5") != std::string::npos);
   CHECK(r.out.find("Likely cause") != std::string::npos);
   CHECK(r.out.find("gradients of fc1.weight") != std::string::npos);
+  // No update was applied: each record shows the rate the first update
+  // would use (the warmup's first), not 0.
+  const auto records = train_records(dir);
+  REQUIRE(records.size() >= 4);
+  for (const auto& [step, record] : records) {
+    INFO("step " << step);
+    CHECK(record["lr"].get<double>() > 0);
+    CHECK(record["lr"] == records.begin()->second["lr"]);
+  }
 }
 
 TEST_CASE("under loss scaling the learning rates stay exact past the backend's window") {

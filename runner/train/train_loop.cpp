@@ -803,10 +803,10 @@ void TrainLoop::sync_loss_scale() {
   synced_at_step_ = step_;
   send_schedule();
   // The learning rate and momentum shown are the ones the last applied
-  // update used (before any, the rate the run started with).
+  // update used (before any, the ones the first will use).
   const std::int64_t applied = now.steps - now.skipped;
   const ScheduledUpdate last = scheduled_update(std::max<std::int64_t>(applied - 1, 0));
-  opt_.lr = applied > 0 ? last.lr : static_cast<float>(resumed_.lr);
+  opt_.lr = last.lr;
   set_momentum(opt_, last.momentum);
   // Every rank decided alike, from the same reduced gradients: the root reports.
   const std::int64_t skipped = collective_.is_root() ? now.skipped - known.skipped : 0;

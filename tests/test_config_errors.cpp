@@ -234,6 +234,25 @@ TEST_CASE("a setting without effect under the type it depends on is a warning at
             .warnings.empty());
 }
 
+TEST_CASE("a switch that acts on a value other than 0 warns when that value is 0") {
+  const auto config =
+      load_config(kGood + "minimal.yaml",
+                  {"optimizer.nesterov=true", "optimizer.momentum=0", "train.ema_warmup=true"});
+  REQUIRE(config.warnings.size() == 2);
+  CHECK(format(config.warnings[0], "warning") ==
+        "<command line>:1:20: warning: optimizer.nesterov: has no effect with optimizer.momentum: "
+        "0 (it acts only when optimizer.momentum is above 0)\n"
+        "    remove it, or set optimizer.momentum above 0");
+  CHECK(config.warnings[1].key_path == "train.ema_warmup");
+  CHECK(config.warnings[1].message ==
+        "has no effect with train.ema_decay: 0 (it acts only when train.ema_decay is above 0)");
+  CHECK(load_config(kGood + "minimal.yaml",
+                    {"optimizer.nesterov=true", "train.ema_warmup=true", "train.ema_decay=0.99"})
+            .warnings.empty());
+  CHECK(load_config(kGood + "minimal.yaml", {"optimizer.nesterov=false", "optimizer.momentum=0"})
+            .warnings.empty());
+}
+
 namespace {
 
 // A config file with `text` (bytes as given) in a fresh temporary folder.

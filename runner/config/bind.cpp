@@ -334,6 +334,24 @@ void collect_inert_settings(const Node& root, Config& config) {
                                  "remove it, or set " + control + ": " + values.front()});
     }
   }
+  // Switches that act on another setting's value, and have none to act on at 0.
+  struct ActsOnNonzero {
+    const char* key;
+    const char* control;
+  };
+  for (const auto& [key, control] : {ActsOnNonzero{"optimizer.nesterov", "optimizer.momentum"},
+                                     ActsOnNonzero{"train.ema_warmup", "train.ema_decay"}}) {
+    const Node* given = find_dotted(root, key);
+    const Node* setting = find_dotted(root, control);
+    if (!given || !setting || given->mark().is_default() || as_bool(*given) != true ||
+        as_number(*setting) != 0.0)
+      continue;
+    config.warnings.push_back({given->mark(), key,
+                               std::string("has no effect with ") + control + ": " +
+                                   setting->text() + " (it acts only when " + control +
+                                   " is above 0)",
+                               std::string("remove it, or set ") + control + " above 0"});
+  }
 }
 
 }  // namespace

@@ -80,6 +80,11 @@ TEST_CASE("a trial that fails does not stop the sweep, is retried, and is report
   // Run again: nothing left to do (done ones skipped, the failure out of retries).
   CHECK(run_to_end(args, tmp / "2.log") == 1);
   CHECK(read_text(tmp / "2.log").find("0 to run") != std::string::npos);
+  CHECK(read_text(tmp / "2.log")
+            .find("sweep: trial-001 failed with no retries left (sweep.max_retries: 1; the errors "
+                  "are in "
+                  "results.md)\n    to try again: repeat the command with sweep.max_retries=2\n") !=
+        std::string::npos);
   CHECK(count(read_text(tmp / "sw/logs/trial-000.log"), "run directory:") == 1);
 }
 

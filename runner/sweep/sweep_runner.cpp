@@ -264,6 +264,20 @@ int run_sweep(const SweepJob& job) {
   report();
   if (const int stop = checkpoint::stop_requested(); stop != 0) return 128 + stop;
   const bool ranked = objective_recorded(job.spec, records);
+  std::string out_of_retries;
+  std::int64_t most_failures = 0;
+  for (const auto& r : records) {
+    if (r.status != "failed" || may_run(r)) continue;
+    out_of_retries += (out_of_retries.empty() ? "" : ", ") + r.trial.id;
+    most_failures = std::max(most_failures, r.failures);
+  }
+  if (!out_of_retries.empty())  // what a repeated command will not run again, and how to
+    std::fprintf(stderr,
+                 "sweep: %s failed with no retries left (sweep.max_retries: %lld; the errors are "
+                 "in results.md)\n    to try again: repeat the command with "
+                 "sweep.max_retries=%lld\n",
+                 out_of_retries.c_str(), static_cast<long long>(job.spec.max_retries),
+                 static_cast<long long>(most_failures));
   for (const auto& r : records)
     if (r.status != "done") return 1;
   return ranked ? 0 : 1;

@@ -36,6 +36,7 @@
 #include "runner/train/memory_report.h"
 #include "runner/train/metrics.h"
 #include "runner/train/progress.h"
+#include "runner/train/rank_buffers.h"
 #include "runner/train/schedule.h"
 #include "runner/train/session_checks.h"
 #include "runner/train/tfevents.h"
@@ -311,6 +312,13 @@ class TrainLoop {
   void finish_step();
   // Multiplies this rank's gradients by `factor` through host memory.
   void scale_gradients_on_host(float factor);
+  // Plain batchnorm's running statistics, which each rank computes from its
+  // own batches, become their mean over the ranks on every rank: after each
+  // step on CPU ranks (host memory: a copy and one small reduction, so that
+  // every rank holds them alike at every step and a resume from any step is
+  // exact), before each evaluation and checkpoint on GPU ranks (a read-back
+  // after each step would hold up the device).
+  void average_rank_buffers() { average_over_ranks(backend_, rank_buffers_, collective_); }
   // Brings the host's copy of the loss scale up to date from the backend (a
   // read-back: log points and checkpoints only), warns of the steps skipped
   // since, stops a run whose scaling collapsed, and sends the schedule of the
@@ -394,6 +402,11 @@ class TrainLoop {
 
   std::vector<ParamSlot> slots_;
   std::vector<TensorRef> grads_;
+  // The buffers each rank computes on its own (empty on one rank), and
+  // whether they are averaged after every step (CPU ranks) or only before an
+  // evaluation or a checkpoint reads them (GPU ranks).
+  const std::vector<TensorRef> rank_buffers_;
+  const bool rank_buffers_each_step_;
   OptimizerStep opt_;
   float configured_momentum_ = 0;  // optimizer.momentum (sgd) or beta1 (adam)
   const bool averaging_;           // train.ema_decay > 0: the program keeps averaged weights
@@ -470,6 +483,8 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       retention_{cfg_.checkpoint.keep_last, cfg_.checkpoint.keep_best,
                  cfg_.checkpoint.mode == "max", cfg_.checkpoint.metric},
       timing_in_metrics_(!cfg_.deterministic),
+      rank_buffers_(world_ > 1 ? rank_local_buffers(program) : std::vector<TensorRef>{}),
+      rank_buffers_each_step_(cfg_.devices.cpu || cfg_.devices.gpus.empty()),
       averaging_(cfg_.train.ema_decay > 0),
       scaler_(cfg_.precision.loss_scale, cfg_.precision.mode == "fp16"),
       inject_overflow_(injected_overflow_steps()),
@@ -769,6 +784,7 @@ void TrainLoop::finish_step() {
   backend_.vector_ops().optimizer_step(slots_, opt_);
   set_average_weight();
   if (averaging_) program_.update_ema();
+  if (rank_buffers_each_step_) average_rank_buffers();
 }
 
 void TrainLoop::set_average_weight() {
@@ -937,6 +953,7 @@ void TrainLoop::log_window() {
 
 void TrainLoop::run_eval(std::int64_t at_step) {
   if (!s_.eval_data) return;
+  if (!rank_buffers_each_step_) average_rank_buffers();
   const EvalResult e = [&] {
     const AveragedWeightsInPlace averaged(program_, averaging_);
     return evaluate(s_, program_, collective_);
@@ -1044,6 +1061,7 @@ void TrainLoop::stamp_metric(checkpoint::TrainState& st) const {
 }
 
 void TrainLoop::save_state(const checkpoint::TrainState& st) {
+  if (!rank_buffers_each_step_) average_rank_buffers();  // the root saves every rank's
   if (collective_.is_root()) {
     if (inject_checkpoint_delay_s_ > 0) {
       log_->warn("TRAINER_INJECT_CHECKPOINT_DELAY: writing the checkpoint {} s late",

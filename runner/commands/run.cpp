@@ -11,6 +11,7 @@
 #include "runner/config/load.h"
 #include "runner/dist/launch_env.h"
 #include "runner/dist/local_launcher.h"
+#include "runner/dist/rank_agreement.h"
 #include "runner/dist/rank_job.h"
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
@@ -88,6 +89,15 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     config::Diagnostics diags;
     train::check_init_from(session, diags);
     diags.throw_if_any();
+  }
+  // Before any collective that depends on the config: the ranks train the
+  // same experiment, or every rank stops here alike (and the job ends
+  // normally: no rank waits for another).
+  if (const std::string differs =
+          dist::rank_disagreement(job.collective(), dist::fingerprint_of(loaded, session.graph));
+      !differs.empty()) {
+    std::fprintf(stderr, "error: %s\n", differs.c_str());
+    return 2;
   }
   Backend& backend = job.select_backend();
   if (config.train.micro_batch_auto) {

@@ -1,0 +1,161 @@
+// Comparing the ranks' configs and models at start-up.
+#include "runner/dist/rank_agreement.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "runner/config/emit.h"
+#include "runner/train/sha256.h"
+
+namespace trainer::dist {
+namespace {
+
+// Hashes travel as doubles (the collective's small reductions): 12 hex
+// digits (48 bits) fit exactly. Two configs that differ share them by chance
+// with a probability of 2^-48.
+constexpr std::size_t kHashDigits = 12;
+
+std::string short_hash(const std::string& text) {
+  return train::sha256_hex(text).substr(0, kHashDigits);
+}
+
+double hash_to_double(const std::string& hex) {
+  return hex.empty() ? -1.0 : static_cast<double>(std::strtoull(hex.c_str(), nullptr, 16));
+}
+
+std::string double_to_hash(double value) {
+  if (value < 0) return "";
+  return fmt::format("{:0{}x}", static_cast<std::uint64_t>(value), kHashDigits);
+}
+
+// The config without the settings a rank may choose for itself.
+config::Node compared_tree(const config::Config& config) {
+  config::Node tree = config.resolved;
+  for (const std::string& path : kRankOwnSettings) {
+    const auto dot = path.find('.');
+    if (config::Node* section = tree.find(path.substr(0, dot)); section && section->is_map())
+      section->erase(path.substr(dot + 1));
+  }
+  return tree;
+}
+
+std::vector<double> encode(const RankFingerprint& f) {
+  std::vector<double> values = {hash_to_double(f.config_hash)};
+  for (const std::string& h : f.section_hashes) values.push_back(hash_to_double(h));
+  values.push_back(static_cast<double>(f.parameter_tensors));
+  values.push_back(static_cast<double>(f.parameter_values));
+  return values;
+}
+
+RankFingerprint decode(const double* values) {
+  RankFingerprint f;
+  std::size_t at = 0;
+  f.config_hash = double_to_hash(values[at++]);
+  for (std::size_t s = 0; s < kComparedSections.size(); ++s)
+    f.section_hashes.push_back(double_to_hash(values[at++]));
+  f.parameter_tensors = static_cast<std::int64_t>(values[at++]);
+  f.parameter_values = static_cast<std::int64_t>(values[at++]);
+  return f;
+}
+
+std::string model_of(const RankFingerprint& f) {
+  return fmt::format("{} parameter tensors with {} values", f.parameter_tensors,
+                     f.parameter_values);
+}
+
+// "rank 0: A, rank 1: B, ...": rank 0 and every rank whose `what` differs from it.
+template <typename Describe>
+std::string ranks_that_differ(const std::vector<RankFingerprint>& ranks, Describe describe) {
+  std::string text = "rank 0: " + describe(ranks[0]);
+  for (std::size_t r = 1; r < ranks.size(); ++r)
+    if (describe(ranks[r]) != describe(ranks[0]))
+      text += fmt::format(", rank {}: {}", r, describe(ranks[r]));
+  return text;
+}
+
+}  // namespace
+
+const std::vector<std::string> kRankOwnSettings = {"backend.threads", "data.workers",
+                                                   "data.prefetch", "devices.world_size"};
+
+const std::vector<std::string> kComparedSections = {
+    "name",  "seed",      "deterministic", "model",   "data",    "optimizer", "schedule",
+    "train", "precision", "checkpoint",    "devices", "backend", "output",    "sweep"};
+
+RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph& graph) {
+  RankFingerprint f;
+  const config::Node tree = compared_tree(config);
+  f.config_hash = short_hash(config::to_yaml(tree));
+  for (const std::string& name : kComparedSections) {
+    const config::Node* section = tree.find(name);
+    f.section_hashes.push_back(section ? short_hash(config::to_yaml(*section)) : "");
+  }
+  f.parameter_tensors = static_cast<std::int64_t>(graph.params.size());
+  f.parameter_values = graph.parameter_count(false);
+  return f;
+}
+
+std::string describe_disagreement(const std::vector<RankFingerprint>& ranks) {
+  if (ranks.size() < 2) return "";
+  const RankFingerprint& root = ranks[0];
+  bool configs_differ = false, models_differ = false;
+  std::vector<std::string> sections;
+  for (const RankFingerprint& rank : ranks) {
+    configs_differ |= rank.config_hash != root.config_hash;
+    models_differ |= rank.parameter_tensors != root.parameter_tensors ||
+                     rank.parameter_values != root.parameter_values;
+  }
+  for (std::size_t s = 0; s < kComparedSections.size(); ++s)
+    for (const RankFingerprint& rank : ranks)
+      if (rank.section_hashes[s] != root.section_hashes[s]) {
+        sections.push_back(kComparedSections[s]);
+        break;
+      }
+  if (!configs_differ && !models_differ) return "";
+  std::string text;
+  if (configs_differ) {
+    text = "the ranks run different configs (" +
+           ranks_that_differ(ranks, [](const RankFingerprint& f) { return f.config_hash; }) + ")";
+    if (!sections.empty()) {
+      text += ": they differ in ";
+      for (std::size_t i = 0; i < sections.size(); ++i)
+        text += (i == 0 ? "" : i + 1 == sections.size() ? " and " : ", ") + sections[i];
+    }
+  }
+  if (models_differ)
+    text += std::string(configs_differ ? "; and " : "the ranks ") + "build different models (" +
+            ranks_that_differ(ranks, model_of) + ")";
+  std::string own;
+  for (std::size_t i = 0; i < kRankOwnSettings.size(); ++i)
+    own += (i == 0 ? "" : i + 1 == kRankOwnSettings.size() ? " and " : ", ") + kRankOwnSettings[i];
+  return text +
+         "; nothing was trained. Start every rank with the same config and overrides (trainer "
+         "run CONFIG devices.world_size=N starts them alike); only " +
+         own + " may differ between ranks";
+}
+
+std::string rank_disagreement(Collective& collective, const RankFingerprint& mine) {
+  const int world = collective.world();
+  if (world <= 1) return "";
+  const std::vector<double> own = encode(mine);
+  // Each rank's values in its own slots of a sum: every rank gets all of them.
+  const std::size_t slots = own.size();
+  std::vector<double> all(slots * static_cast<std::size_t>(world), 0.0);
+  std::copy(own.begin(), own.end(),
+            all.begin() +
+                static_cast<std::ptrdiff_t>(slots * static_cast<std::size_t>(collective.rank())));
+  collective.all_reduce_statistics(all);
+  std::vector<RankFingerprint> ranks;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(world); ++r)
+    ranks.push_back(decode(all.data() + slots * r));
+  const std::string disagreement = describe_disagreement(ranks);
+  if (disagreement.empty() || collective.is_root()) return disagreement;
+  return fmt::format(
+      "rank {}: the ranks of this job do not train the same experiment (rank 0 says what "
+      "differs)",
+      collective.rank());
+}
+
+}  // namespace trainer::dist

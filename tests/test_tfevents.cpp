@@ -3,7 +3,8 @@
 // framing, and a run's events file read back by a decoder written here from
 // the format (every record's checksums, the Event and Summary fields): the
 // scalars are metrics.jsonl's records, a resumed run's events equal those of
-// the run that never stopped, and output.tensorboard: false writes none.
+// the run that never stopped (also when it found no checkpoint and started
+// over), and output.tensorboard: false writes none.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -31,6 +32,7 @@ struct Scalar {
 
 struct Decoded {
   std::string version;
+  int version_records = 0;
   std::vector<Scalar> scalars;
 };
 
@@ -97,7 +99,10 @@ Decoded decode_events(const std::string& path) {
         std::size_t at = 0;
         step = static_cast<std::int64_t>(varint(bytes, at));
       }
-      if (number == 3) d.version = bytes;
+      if (number == 3) {
+        d.version = bytes;
+        ++d.version_records;
+      }
       if (number == 5)
         each_field(bytes, [&](int value_field, int, const std::string& value) {
           REQUIRE(value_field == 1);
@@ -112,6 +117,16 @@ Decoded decode_events(const std::string& path) {
     CHECK(wall_time > 1.7e9);  // seconds since 1970, now
   }
   return d;
+}
+
+// The scalars of `d` without the throughput, which no two runs share.
+std::vector<Scalar> without_timing(const Decoded& d) {
+  std::vector<Scalar> kept;
+  for (const auto& s : d.scalars)
+    if (s.tag != "train/samples_per_s" && s.tag != "train/step_ms" &&
+        s.tag != "train/data_wait_pct" && s.tag != "train/memory_reserved_mib")
+      kept.push_back(s);
+  return kept;
 }
 
 }  // namespace
@@ -166,14 +181,6 @@ TEST_CASE("a run's TensorBoard scalars are its metrics records; a resume continu
           0);
   REQUIRE(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "part/metrics.jsonl"));
   const Decoded resumed = decode_events(tmp / "part/events.out.tfevents.trainer");
-  auto without_timing = [](const Decoded& d) {
-    std::vector<Scalar> kept;
-    for (const auto& s : d.scalars)
-      if (s.tag != "train/samples_per_s" && s.tag != "train/step_ms" &&
-          s.tag != "train/data_wait_pct" && s.tag != "train/memory_reserved_mib")
-        kept.push_back(s);
-    return kept;
-  };
   CHECK(without_timing(resumed) == without_timing(full));
 
   // Turned off: no events file.
@@ -182,4 +189,31 @@ TEST_CASE("a run's TensorBoard scalars are its metrics records; a resume continu
                      tmp / "off.log") == 0);
   CHECK_FALSE(fs::exists(tmp / "off/events.out.tfevents.trainer"));
   CHECK(fs::exists(tmp / "off/metrics.jsonl"));
+}
+
+TEST_CASE("a resume that finds no checkpoint starts the events file over, as metrics.jsonl") {
+  // What a run killed before its first checkpoint leaves: records and no
+  // checkpoint. The resume trains from step 0; before, it cut metrics.jsonl
+  // but appended to the events file, which then held those steps twice.
+  TempDir tmp("tfevents-no-checkpoint");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::vector<std::string> run = {"run", tmp / "tiny.yaml", "schedule.type=constant",
+                                        "checkpoint.every_steps=0", "train.max_steps=15"};
+  std::vector<std::string> full = run, part = run;
+  full.insert(full.end(), {"--out", tmp / "full"});
+  part.insert(part.end(), {"--out", tmp / "part"});
+  REQUIRE(run_to_end(full, tmp / "full.log") == 0);
+  REQUIRE(run_to_end(part, tmp / "part.log") == 0);
+  fs::remove_all(tmp / "part/checkpoints");
+  REQUIRE(run_to_end({"run", "--resume", tmp / "part"}, tmp / "resume.log") == 0);
+  INFO(read_text(tmp / "resume.log"));
+  REQUIRE(read_text(tmp / "resume.log").find("starting from the beginning") != std::string::npos);
+
+  REQUIRE(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "part/metrics.jsonl"));
+  const Decoded want = decode_events(tmp / "full/events.out.tfevents.trainer");
+  const Decoded got = decode_events(tmp / "part/events.out.tfevents.trainer");
+  CHECK(got.version_records == 1);  // one file-version record, at the start
+  CHECK(got.version == want.version);
+  REQUIRE_FALSE(without_timing(want).empty());
+  CHECK(without_timing(got) == without_timing(want));
 }

@@ -614,8 +614,12 @@ void TrainLoop::open_metrics() {
   timing_ = MetricsWriter(timing_path, options_.resume);
   if (cfg_.output.tensorboard) {
     const std::string events_path = run_dir_ + "/" + kEventsFile;
-    if (cut && resumed_.events_bytes)
-      restore(events_path, *resumed_.events_bytes, whole_event_records);
+    // Without a checkpoint the run starts over, and so does the file (its
+    // file-version record is written again); a checkpoint that recorded no
+    // length (TensorBoard was off then) leaves it as it is.
+    const std::optional<std::uint64_t> events_bytes =
+        resumed_from_.empty() ? std::optional<std::uint64_t>(0) : resumed_.events_bytes;
+    if (cut && events_bytes) restore(events_path, *events_bytes, whole_event_records);
     events_ = EventsWriter(events_path, options_.resume);
   }
 }

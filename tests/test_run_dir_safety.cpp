@@ -7,8 +7,10 @@
 // a signal before training leaves a directory that resumes; a cut
 // metrics.jsonl is repaired to whole records; a finished run resumed keeps
 // its directory as it was (also one that max_steps stopped inside an epoch);
-// a failure before training leaves summary.json; a config path holding line
-// breaks is written on the one comment line config.yaml begins with.
+// a failure before training leaves summary.json, and one while the directory
+// is made (before config.sha256) leaves one that takes a new run, while a
+// directory holding a file of the user's is refused; a config path holding
+// line breaks is written on the one comment line config.yaml begins with.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -303,6 +305,52 @@ TEST_CASE("a run that fails before training leaves summary.json saying why") {
   const auto summary = summary_of(tmp / "run");
   CHECK(summary["status"] == "failed");
   CHECK(summary["error"].get<std::string>().find("out of host memory") == 0);
+}
+
+TEST_CASE("a directory whose creation stopped before config.sha256 takes a new run") {
+  TempDir tmp("unfinished-creation");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // What a failure writing config.sha256 (a full disk) leaves: the lock
+  // file and config.yaml, as the run wrote them.
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "made", {"train.max_steps=2"}),
+                     tmp / "made.log") == 0);
+  for (const auto& e : fs::directory_iterator(tmp / "made"))
+    if (e.path().filename() != ".lock" && e.path().filename() != "config.yaml")
+      fs::remove_all(e.path());
+  const auto copy_of_made = [&](const std::string& name) {
+    fs::copy(tmp / "made", tmp / name, fs::copy_options::recursive);
+    return tmp / name;
+  };
+
+  // Not a run to resume, and the error says how to go on.
+  const std::string left = copy_of_made("left");
+  CHECK(run_to_end({"run", "--resume", left}, tmp / "resume.log") == 2);
+  CHECK(read_text(tmp / "resume.log").find("stopped before it wrote config.sha256") !=
+        std::string::npos);
+  // It takes a new run.
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", left, {"train.max_steps=2"}), tmp / "left.log") ==
+        0);
+  INFO(read_text(tmp / "left.log"));
+  CHECK(fs::exists(left + "/config.sha256"));
+  CHECK(steps_of(left) == 2);
+
+  // Anything of the user's and the directory is refused, left as it was: a
+  // file beside them, a config.yaml that no run wrote, a run's config.yaml
+  // without the lock file of the run that wrote it.
+  const std::string beside = copy_of_made("beside");
+  write_text(beside + "/notes.txt", "mine");
+  const std::string own = copy_of_made("own");
+  write_text(own + "/config.yaml", tiny_experiment());
+  const std::string unlocked = copy_of_made("unlocked");
+  fs::remove(unlocked + "/.lock");
+  for (const std::string& dir : {beside, own, unlocked}) {
+    INFO(dir);
+    const auto before = snapshot(dir);
+    CHECK(run_to_end(run_args(tmp / "tiny.yaml", dir, {"train.max_steps=2"}), tmp / "used.log") ==
+          2);
+    CHECK(read_text(tmp / "used.log").find("the directory is not empty") != std::string::npos);
+    CHECK(snapshot(dir) == before);
+  }
 }
 
 TEST_CASE("a config path holding line breaks stays on the first line of config.yaml") {

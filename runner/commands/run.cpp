@@ -55,8 +55,16 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   }
   if (resume &&
       !std::filesystem::exists(std::filesystem::path(args.resume_dir) / "config.sha256")) {
-    std::fprintf(stderr, "error: --resume %s: not a run directory (no config.sha256)\n",
-                 args.resume_dir.c_str());
+    if (train::unfinished_run_dir(args.resume_dir) &&
+        std::filesystem::exists(std::filesystem::path(args.resume_dir) / "config.yaml"))
+      std::fprintf(stderr,
+                   "error: --resume %s: the run's creation stopped before it wrote config.sha256 "
+                   "(nothing was trained): start the run again there, trainer run CONFIG --out "
+                   "%s\n",
+                   args.resume_dir.c_str(), args.resume_dir.c_str());
+    else
+      std::fprintf(stderr, "error: --resume %s: not a run directory (no config.sha256)\n",
+                   args.resume_dir.c_str());
     return 2;
   }
   // Before any work: this run would overwrite another. (Not in the ranks of a

@@ -143,20 +143,38 @@ std::string write_config(const fs::path& dir, const config::Config& config,
 
 }  // namespace
 
+bool unfinished_run_dir(const std::string& dir) {
+  std::error_code ec;
+  bool has_lock = false, has_config = false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool temporary = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+    if (name == kLockFileName)
+      has_lock = true;
+    else if (name == "config.yaml" && entry.is_regular_file(ec))
+      has_config = true;
+    else if (!(temporary && entry.is_regular_file(ec)))
+      return false;
+  }
+  if (ec) return false;
+  if (!has_config) return true;
+  // config.yaml counts only as the one written first by a run creating its
+  // directory (its lock file there, the comment line a run writes on top),
+  // never as a file of the user's.
+  std::ifstream in(fs::path(dir) / "config.yaml");
+  std::string first_line;
+  std::getline(in, first_line);
+  return has_lock && first_line.rfind("# resolved from ", 0) == 0;
+}
+
 std::string refuse_used_run_dir(const std::string& out) {
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
     return "--out " + out + ": exists and is not a directory; give a directory for the run";
   if (!fs::is_directory(out, ec)) return "";
-  // What a run that stopped while its directory was being created leaves:
-  // the lock file and temporary files. Such a directory can take a new run.
-  bool only_leftovers = true;
-  for (const auto& entry : fs::directory_iterator(out, ec)) {
-    const std::string name = entry.path().filename().string();
-    const bool temporary = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
-    if (name != kLockFileName && !(temporary && entry.is_regular_file(ec))) only_leftovers = false;
-  }
-  if (only_leftovers && !ec) return "";
+  // What a run that stopped while its directory was being created leaves
+  // (a crash, a full disk): such a directory can take a new run.
+  if (unfinished_run_dir(out)) return "";
   const bool holds_run = fs::exists(fs::path(out) / "config.sha256", ec);
   return "--out " + out + ": the directory is not empty" +
          (holds_run ? " (it holds a run); to continue that run: trainer run --resume " + out

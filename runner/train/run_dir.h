@@ -14,10 +14,17 @@
 
 namespace trainer::train {
 
+// Whether directory `dir` holds only what a run that stopped while creating
+// it left (a crash, a full disk): its lock file, temporary files, and the
+// config.yaml a run writes first (its `# resolved from` line on top, with the
+// lock file beside it) before config.sha256. Nothing of a user's is lost when
+// a new run takes it.
+bool unfinished_run_dir(const std::string& dir);
+
 // Why `--out DIR` cannot take a new run: a directory that is not empty (a run
 // in it would be overwritten, or files mixed with the run's); "" when it can,
-// also when it holds only what a run stopped while creating it left (its
-// lock file and temporary files).
+// also when it holds only what a run stopped while creating it left
+// (unfinished_run_dir).
 std::string refuse_used_run_dir(const std::string& out);
 
 // Creates `out` (refused, as a UsageError, when refuse_used_run_dir says so)

@@ -25,6 +25,7 @@ class SubsetDataset final : public Dataset {
   // The base's: its largest label decides num_classes(), wherever it is.
   bool classes_inferred() const override { return base_->classes_inferred(); }
   std::string max_label_origin() const override { return base_->max_label_origin(); }
+  std::vector<std::string> class_names() const override { return base_->class_names(); }
   // Indices into the base dataset.
   const std::vector<std::int64_t>& indices() const { return indices_; }
 

@@ -143,7 +143,9 @@ int run_cli(int argc, char** argv) {
       add_config_command(app, "time", "Time forward/backward per layer and per step", args);
   time->add_option("--steps", args.steps, "Number of timed steps")->check(kAtLeastOne);
   CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args);
-  sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`");
+  // One KEY=VALUES each: what follows is an override again.
+  sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`")
+      ->allow_extra_args(false);
   sweep->add_option("--parallel", args.parallel, "Runs at once")
       ->check(count_check(sweep::kMaxParallelTrials));
   sweep

@@ -654,4 +654,11 @@ TEST_CASE("repeated --grid flags add values; a bracketed value is one value") {
                         true);
   CHECK(list.code == 0);
   CHECK(list.out.find("sweep: 1 trials") != std::string::npos);
+  // A --grid flag takes one KEY=VALUES: what follows it is an override (here
+  // one the grid would replace, so refused).
+  const auto after = run("sweep " + config + " --out " + dir.path("c") +
+                             " --grid optimizer.lr=0.1,0.2 optimizer.lr=0.5",
+                         true);
+  CHECK(after.code == 2);
+  CHECK(after.out.find("the sweep varies optimizer.lr (a --grid flag)") != std::string::npos);
 }

@@ -4,7 +4,9 @@
 // one), on other data through overrides, also after the run's
 // model.init_from file or its training data is gone, with the normalize
 // statistics the run computed, in one process for a run of several ranks;
-// a run that averaged its weights evaluates the averages; a checkpoint the
+// an image folder standing in for training data that is gone is labelled by
+// the class names the run recorded, whatever classes it lacks; a run that
+// averaged its weights evaluates the averages; a checkpoint the
 // run prunes while it is read is followed to the newer one; bad input is a
 // clear error with the usual exit codes (2: usage or config, 1: a damaged
 // checkpoint).
@@ -19,6 +21,7 @@
 #include "run_command.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/safetensors.h"
+#include "test_image_fixtures.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::testing;
@@ -274,6 +277,52 @@ TEST_CASE("trainer eval where the training data is gone: the eval source stands 
   CHECK_THAT(r.out, Catch::Contains("error: data.train.path: cannot open the csv source") &&
                         Catch::Contains("error: data.eval.path: cannot open the csv source") &&
                         Catch::Contains("2 errors"));
+}
+
+TEST_CASE("trainer eval where an image folder is gone: the run's class names label the stand-in") {
+  TempDir tmp("eval-class-names");
+  // Three classes of 3x3 RGB images told apart by their brightness; the
+  // evaluation folder lacks class b, so its own numbering would call c 1.
+  const auto write_class = [&](const std::string& root, const std::string& name, int value,
+                               int count) {
+    for (int k = 0; k < count; ++k) {
+      const std::vector<std::uint8_t> pixels(27, static_cast<std::uint8_t>(value + k % 7));
+      trainer::data::testing::write_bytes(root + "/" + name + "/" + std::to_string(k) + ".png",
+                                          trainer::data::testing::png_bytes(3, 3, 3, pixels));
+    }
+  };
+  for (const auto& [name, value] : {std::pair{"a", 20}, {"b", 120}, {"c", 220}})
+    write_class(tmp / "train", name, value, 24);
+  write_class(tmp / "eval", "a", 23, 8);
+  write_class(tmp / "eval", "c", 217, 8);
+  write_text(tmp / "images.yaml",
+             "name: images\n"
+             "seed: 1\n"
+             "data:\n"
+             "  train: {type: image_folder, root: " +
+                 (tmp / "train") +
+                 ", size: [3, 3]}\n"
+                 "  eval: {type: image_folder, root: " +
+                 (tmp / "eval") +
+                 ", size: [3, 3]}\n"
+                 "  workers: 1\n"
+                 "model:\n"
+                 "  layers: [{type: flatten}, {type: linear, out_features: 3}]\n"
+                 "optimizer: {type: sgd, lr: 0.5}\n"
+                 "train: {epochs: 4, batch_size: 8, log_every: 9}\n"
+                 "backend: {threads: 1}\n");
+  REQUIRE(run_to_end({"run", tmp / "images.yaml", "--out", tmp / "run"}, tmp / "run.log") == 0);
+  const auto manifest = nlohmann::json::parse(read_text(tmp / "run/manifest.json"));
+  CHECK(manifest["class_names"] == nlohmann::json({"a", "b", "c"}));
+  const auto records = eval_records(tmp / "run");
+  REQUIRE_FALSE(records.empty());
+  const nlohmann::json& final_eval = records.rbegin()->second;
+
+  fs::remove_all(tmp / "train");
+  const auto again = eval_json(tmp / "run");
+  CHECK(again["samples"] == 16);
+  CHECK(again["accuracy"].get<double>() == final_eval["accuracy"].get<double>());
+  CHECK(again["loss"].get<double>() == Approx(final_eval["loss"].get<double>()).epsilon(1e-6));
 }
 
 TEST_CASE("trainer eval of a run that averaged its weights evaluates the averages") {

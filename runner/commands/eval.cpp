@@ -43,8 +43,10 @@ void in_one_process(config::Config& config) {
 // here (a run directory copied to a machine that holds only the test set) and
 // the config has an eval source of its own, the eval source stands in for it:
 // the model's input shape and classes come from there, the normalize
-// statistics from the manifest, and the checkpoint's tensors must still fit.
-train::Session session_for_eval(config::Config& config) {
+// statistics and the class names (an image folder's, which may lack some of
+// the training classes) from the manifest, and the checkpoint's tensors must
+// still fit.
+train::Session session_for_eval(config::Config& config, const std::string& run_dir) {
   try {
     return train::prepare_session(config);
   } catch (const config::ConfigError& e) {
@@ -59,7 +61,7 @@ train::Session session_for_eval(config::Config& config) {
     config.data.train = *config.data.eval;
     config.data.split = 0;
     try {
-      return train::prepare_session(config);
+      return train::prepare_session(config, train::recorded_class_names(run_dir));
     } catch (const config::ConfigError& stand_in) {  // the eval data fails too: both, by name
       config::Diagnostics both;
       for (const auto& d : e.diagnostics().list()) both.add(d);
@@ -90,7 +92,7 @@ int command_eval(const CommandArgs& args) {
   // The checkpoint's weights replace all others: a model.init_from file the
   // run started from is not needed (and may be gone by now).
   if (config.model.node.is_map()) config.model.node.erase("init_from");
-  train::Session session = session_for_eval(config);
+  train::Session session = session_for_eval(config, args.run_dir);
   if (!session.eval_data) {
     const std::string type = config.data.train ? config.data.train->type : "idx";
     const std::string example = type == "idx" ? "data.eval.images=... data.eval.labels=..."

@@ -313,6 +313,8 @@ void record_program(const std::string& dir, const graph::Program& program, const
     statistics.push_back({{"mean", numbers("mean")}, {"std", numbers("std")}});
   }
   manifest["normalize_statistics"] = statistics;
+  if (const auto names = session.train_data->class_names(); !names.empty())
+    manifest["class_names"] = names;
   manifest["memory"] = {{"arena_bytes", program.memory_plan().arena_bytes},
                         {"persistent_bytes", program.persistent_bytes()}};
   write_manifest(dir, manifest);
@@ -337,6 +339,17 @@ std::size_t restore_normalize_statistics(const std::string& dir, config::Config&
     }
   }
   return filled;
+}
+
+std::vector<std::string> recorded_class_names(const std::string& dir) {
+  const nlohmann::json manifest = read_manifest(dir);
+  const auto recorded = manifest.find("class_names");
+  if (recorded == manifest.end()) return {};
+  try {
+    return recorded->get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception&) {
+    return {};  // a damaged record: the classes are read from the data
+  }
 }
 
 void record_failure(const std::string& dir, const std::string& error) {

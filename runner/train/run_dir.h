@@ -49,7 +49,8 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
 // that do not compute in float32, the batch split (and whether
 // micro_batch_size: auto chose it), the training and eval transforms as the
 // loader applies them (computed normalize statistics included, and exactly
-// in "normalize_statistics") and the program's memory.
+// in "normalize_statistics"), the training data's class names when its
+// source names them, and the program's memory.
 void record_program(const std::string& dir, const graph::Program& program, const Session& session);
 
 // Gives each `normalize` of config.data.transforms that has neither mean nor
@@ -58,6 +59,11 @@ void record_program(const std::string& dir, const graph::Program& program, const
 // run normalises as it trained even when its training data changed since.
 // Returns how many it filled.
 std::size_t restore_normalize_statistics(const std::string& dir, config::Config& config);
+
+// The training data's class names the run in `dir` recorded (manifest.json
+// "class_names": a source that names its classes, as an image folder does);
+// empty when it recorded none.
+std::vector<std::string> recorded_class_names(const std::string& dir);
 
 // summary.json for a run that failed before its training loop started (which
 // records its own failures): status "failed" and the error. Leaves a

@@ -323,7 +323,7 @@ std::int64_t training_classes(const config::Config& config) {
   return open_source(config, training_source(config), "data.train")->num_classes();
 }
 
-Session prepare_session(const config::Config& config) {
+Session prepare_session(const config::Config& config, const std::vector<std::string>& class_names) {
   Session s;
   s.config = config;
   config::Diagnostics diags;
@@ -331,6 +331,14 @@ Session prepare_session(const config::Config& config) {
   diags.throw_if_any();
   init_from_path(config);  // before the data: a missing file is found at once
   s.train_data = open_source(config, training_source(config), "data.train");
+  if (const auto own = s.train_data->class_names();
+      !class_names.empty() && !own.empty() && own != class_names) {
+    try {
+      s.train_data = data::relabel_by_class_names(s.train_data, class_names);
+    } catch (const data::SourceFieldError& e) {
+      throw_at_field(config, training_source(config), "data.train", e, "");
+    }
+  }
   if (config.data.eval) {
     s.eval_data = open_source(config, *config.data.eval, "data.eval");
     match_eval_classes_by_name(config, s);

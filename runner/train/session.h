@@ -50,7 +50,11 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
 // Opens the data (reading headers and files) and builds the model graph.
 // Throws config::ConfigError for anything the user can fix in the YAML, and
 // std::runtime_error for bad data files (the message names the file).
-Session prepare_session(const config::Config& config);
+// `class_names`: the classes a run recorded for its training data
+// (recorded_class_names), for a source standing in for training data that is
+// gone: the source's labels then follow those names.
+Session prepare_session(const config::Config& config,
+                        const std::vector<std::string>& class_names = {});
 
 // The classes of the training data (0: regression targets), opening only its
 // source: no transforms, statistics or model. Throws as prepare_session does.

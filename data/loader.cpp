@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <system_error>
 
 #include "data/rng.h"
 
@@ -108,7 +109,18 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pip
     ring_.push_back(std::move(slot));
   }
   timings_.resize(kTimingWindow);
-  for (std::int64_t i = 0; i < o.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+  try {
+    for (std::int64_t i = 0; i < o.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // The destructor does not run for a constructor that throws: the
+    // workers already started are stopped here.
+    stop_workers();
+    throw std::runtime_error(
+        "the data loader cannot start worker thread " + std::to_string(threads_.size() + 1) +
+        " of " + std::to_string(o.workers) + " (" + e.what() +
+        "): this process may start no more threads (ulimit -u, or a container's pids limit); "
+        "set data.workers lower, or raise the limit");
+  }
 }
 
 Loader::~Loader() {

@@ -11,6 +11,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "runner/commands.h"
@@ -106,6 +107,14 @@ int guarded(const std::function<int()>& command, const std::vector<std::string>&
     return kUsageError;
   } catch (const std::bad_alloc&) {
     report_out_of_host_memory();
+    return 1;
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    if (e.code() == std::errc::resource_unavailable_try_again)  // a thread, most often
+      std::fputs(
+          "    the system refused this process another thread: check `ulimit -u` and a "
+          "container's pids limit; fewer data.workers or backend.threads need fewer\n",
+          stderr);
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

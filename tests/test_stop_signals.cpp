@@ -6,16 +6,19 @@
 // step, checkpoints and exits 143 with a run directory that resumes. Outside
 // training they act as the process's disposition says: `trainer time` dies of
 // SIGINT, SIGTERM (and SIGHUP, untouched) as if unblocked, and an inherited
-// ignored SIGINT stays ignored.
+// ignored SIGINT stays ignored. A console that goes away (`| head -1`) does
+// not end a run: it trains to the end and records it.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "run_command.h"
 #include "test_resume_fixtures.h"
 #include "test_signal_fixtures.h"
 
@@ -79,4 +82,21 @@ TEST_CASE("outside training SIGINT and SIGTERM do what the process's disposition
   const auto status = timed.wait_status(std::chrono::seconds(10));
   REQUIRE(status);
   CHECK(WTERMSIG(*status) == SIGTERM);
+}
+
+TEST_CASE("a run whose console goes away trains to the end and records it") {
+  TempDir tmp("stop-signal-pipe");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // `head` exits after the first line: every later write of the run's
+  // progress meets a closed pipe (it used to die of SIGPIPE, exit 141, with
+  // no summary.json and no checkpoint).
+  const auto r = run_command("sh -c '" + trainer_binary() + " run " + (tmp / "tiny.yaml") +
+                             " --out " + (tmp / "run") + " | head -1'");
+  CHECK(r.code == 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(tmp / "run/summary.json") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(fs::exists(tmp / "run/summary.json"));
+  CHECK(summary_of(tmp / "run")["status"] == "complete");
+  CHECK(steps_of(tmp / "run") == 48);
 }

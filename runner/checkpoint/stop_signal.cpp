@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <mutex>
 #include <thread>
 
@@ -19,7 +20,8 @@ std::mutex g_forward_mutex;
 std::function<void(int)> g_forward;  // ForwardStopSignals' sender, under g_forward_mutex
 std::atomic<int> g_signal{0};        // the first one of the current scope
 std::atomic<bool> g_started{false};
-sigset_t g_mask_before;  // written once, before g_started is set
+sigset_t g_mask_before;                // written once, before g_started is set
+void (*g_pipe_before)(int) = SIG_DFL;  // SIGPIPE's disposition, likewise
 
 sigset_t stop_signal_set() {
   sigset_t set;
@@ -88,6 +90,9 @@ void start_stop_signal_watcher() {
   std::call_once(once, [] {
     const sigset_t set = stop_signal_set();
     pthread_sigmask(SIG_BLOCK, &set, &g_mask_before);
+    // A console that goes away (`trainer run ... | head`) must not end the
+    // run unrecorded: its writes fail instead, and training goes on.
+    g_pipe_before = std::signal(SIGPIPE, SIG_IGN);
     g_started = true;
     // Lives as long as the process: it only waits in sigwaitinfo and touches
     // atomics, so exit() needs nothing from it and it is not joined.
@@ -98,7 +103,9 @@ void start_stop_signal_watcher() {
 }
 
 void restore_signal_mask_before_exec() {
-  if (g_started.load()) sigprocmask(SIG_SETMASK, &g_mask_before, nullptr);
+  if (!g_started.load()) return;
+  sigprocmask(SIG_SETMASK, &g_mask_before, nullptr);
+  std::signal(SIGPIPE, g_pipe_before);  // an ignored signal would stay ignored across exec
 }
 
 StopSignals::StopSignals() : previous_mode_(enter(StopSignalMode::stop)) {}

@@ -18,9 +18,11 @@
 //   - neither: what it would do unblocked (the disposition this process has:
 //     terminate as if killed by it, be ignored, or run a handler someone
 //     installed), acted out on the watcher thread.
-// SIGHUP, SIGPIPE and all other signals are left as they are. A child this
-// process starts calls restore_signal_mask_before_exec() between fork() and
-// exec so the program it runs gets the mask this process began with.
+// SIGPIPE is ignored from then on: a console that goes away (`trainer run
+// ... | head`) makes its writes fail rather than end the run unrecorded.
+// SIGHUP and all other signals are left as they are. A child this process
+// starts calls restore_signal_mask_before_exec() between fork() and exec so
+// the program it runs gets the mask (and SIGPIPE) this process began with.
 #pragma once
 
 #include <functional>

@@ -148,9 +148,10 @@ TEST_CASE("a second process in a run directory is refused while the first runs")
     CHECK(run_to_end(args, tmp / "second.log") == 2);
     const std::string log = read_text(tmp / "second.log");
     INFO(log);
-    CHECK((log.find("run directory " + tmp / "run" + " is in use by another trainer process (pid " +
-                    std::to_string(first.pid()) + ")") != std::string::npos ||
-           log.find("the directory is not empty") != std::string::npos));
+    // `--out` too: not "not empty ... use --resume", which would be refused.
+    CHECK(log.find("run directory " + tmp / "run" + " is in use by another trainer process (pid " +
+                   std::to_string(first.pid()) + ")") != std::string::npos);
+    CHECK(log.find("--resume") == std::string::npos);
   }
   first.signal(SIGTERM);
   CHECK(first.wait() == 143);

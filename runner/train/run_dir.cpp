@@ -175,6 +175,9 @@ std::string refuse_used_run_dir(const std::string& out) {
   // What a run that stopped while its directory was being created leaves
   // (a crash, a full disk): such a directory can take a new run.
   if (unfinished_run_dir(out)) return "";
+  // A run training there: not one to continue now.
+  if (std::string in_use = held_by_another(out, "run directory"); !in_use.empty())
+    return "--out " + out + ": " + in_use;
   const bool holds_run = fs::exists(fs::path(out) / "config.sha256", ec);
   return "--out " + out + ": the directory is not empty" +
          (holds_run ? " (it holds a run); to continue that run: trainer run --resume " + out

@@ -15,6 +15,37 @@
 #include "runner/usage_error.h"
 
 namespace trainer::train {
+namespace {
+
+// The pid a lock file holds (written by its holder), or "".
+std::string holder_pid(int fd) {
+  char holder[32] = {};
+  const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+  std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
+  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+  return pid;
+}
+
+std::string in_use_message(const std::string& dir, const std::string& what,
+                           const std::string& pid) {
+  return what + " " + dir + " is in use by another trainer process" +
+         (pid.empty() ? std::string() : " (pid " + pid + ")") +
+         ": two processes in one directory would mix their records; wait for it to end (or "
+         "stop it), or use another directory";
+}
+
+}  // namespace
+
+std::string held_by_another(const std::string& dir, const std::string& what) {
+  const std::string path = (std::filesystem::path(dir) / kLockFileName).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string message;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+    message = in_use_message(dir, what, holder_pid(fd));
+  ::close(fd);  // releases what this probe took
+  return message;
+}
 
 RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
   const std::string path = (std::filesystem::path(dir) / kLockFileName).string();
@@ -33,18 +64,12 @@ RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
                    what.c_str(), dir.c_str(), std::strerror(error));
       return;
     }
-    char holder[32] = {};
-    const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+    const std::string pid = holder_pid(fd_);
     ::close(fd_);
     fd_ = -1;
     if (error != EWOULDBLOCK)
       throw std::runtime_error("cannot lock " + what + " " + dir + ": " + std::strerror(error));
-    std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
-    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-    throw UsageError(what + " " + dir + " is in use by another trainer process" +
-                     (pid.empty() ? std::string() : " (pid " + pid + ")") +
-                     ": two processes in one directory would mix their records; wait for it to "
-                     "end (or stop it), or use another directory");
+    throw UsageError(in_use_message(dir, what, pid));
   }
   locked_ = true;
   const std::string pid = std::to_string(::getpid()) + "\n";

@@ -29,6 +29,11 @@ class RunDirLock {
   bool locked_ = false;
 };
 
+// The error RunDirLock(dir, what) would throw because another process holds
+// the directory's lock, or "" (no lock file, or nobody holds it); takes and
+// creates nothing that stays.
+std::string held_by_another(const std::string& dir, const std::string& what);
+
 // The name of the lock file inside a locked directory.
 inline constexpr const char* kLockFileName = ".lock";
 

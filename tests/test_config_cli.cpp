@@ -113,6 +113,11 @@ TEST_CASE("print-config shows the loss a config without one uses, and layer defa
   REQUIRE(r.code == 0);
   CHECK(r.out.find("  loss:\n    type: cross_entropy\n") != std::string::npos);
   CHECK(r.out.find("      bias_init: zeros\n") != std::string::npos);
+  // A loss given by its name alone gets its defaults too.
+  const auto named = run("print-config " + kGood + "minimal.yaml model.loss=cross_entropy");
+  REQUIRE(named.code == 0);
+  CHECK(named.out.find("  loss:\n    type: cross_entropy\n    label_smoothing: 0\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("a data file that cannot be opened is reported at the key that names it") {

@@ -37,8 +37,11 @@ std::string joined(const std::vector<std::string>& items, const char* separator)
 // reported there, naming the value, as `trainer validate` reports it; nullopt
 // for any other error (the command line's own overrides, a --grid value, a
 // rule between fields).
+// `same_for_every_value`: the error without the value it names, to report it
+// once for all the values it holds for (a misspelt key).
 std::optional<config::Diagnostic> at_sweep_section(const config::Diagnostic& d,
-                                                   const sweep::Trial& trial) {
+                                                   const sweep::Trial& trial,
+                                                   std::string& same_for_every_value) {
   for (std::size_t i = 0; i < trial.sources.size(); ++i) {
     const config::Mark& at = trial.sources[i].mark;
     if (!sweep::from_sweep_section(trial.sources[i]) || d.mark.file != at.file ||
@@ -48,6 +51,8 @@ std::optional<config::Diagnostic> at_sweep_section(const config::Diagnostic& d,
     std::string message = d.message;
     if (!d.key_path.empty() && d.key_path != swept.substr(0, swept.find('=')))
       message = d.key_path + ": " + message;
+    same_for_every_value =
+        config::format(config::Diagnostic{at, trial.sources[i].key_path, message, d.suggestion});
     return config::Diagnostic{at, trial.sources[i].key_path, "with " + swept + ": " + message,
                               d.suggestion};
   }
@@ -65,9 +70,11 @@ class TrialErrorReport {
     ++failed_trials_;
     std::string own;  // this trial's errors that are not the sweep section's
     for (const auto& d : diags.list()) {
-      if (const auto at_section = at_sweep_section(d, trial))
-        print_once(config::format(*at_section) + "\n");
-      else if (printed_.insert(config::format(d) + "\n").second)
+      std::string same_for_every_value;
+      if (const auto at_section = at_sweep_section(d, trial, same_for_every_value)) {
+        if (printed_.insert(same_for_every_value).second)
+          std::fprintf(stderr, "%s\n", config::format(*at_section).c_str());
+      } else if (printed_.insert(config::format(d) + "\n").second)
         own += config::format(d) + "\n";
     }
     if (own.empty() || ++trials_shown_ > kShown) return;

@@ -80,10 +80,12 @@ void check_swept_values(const CommandArgs& args, const sweep::SweepSpec& spec,
         if (const auto note = message.find(" (in override "); note != std::string::npos)
           message.erase(note);
         if (!d.key_path.empty() && d.key_path != sv.key) message = d.key_path + ": " + message;
-        message = "with " + sv.key + "=" + sv.value + ": " + message;
         const bool swept = d.mark.file == config::kCommandLine;
         config::Diagnostic out{swept ? sv.mark : d.mark, sv.key_path, message, d.suggestion};
-        if (seen.insert(config::format(out)).second) diags.add(std::move(out));
+        // Once for all the values it holds for (a misspelt key), named by the first.
+        if (!seen.insert(config::format(out)).second) continue;
+        out.message = "with " + sv.key + "=" + sv.value + ": " + message;
+        diags.add(std::move(out));
       }
     }
   }

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <string>
 
+#include "ops/version_code.h"
 #include "run_command.h"
 #include "runner/commands.h"
 #include "runner/commands/library_version.h"
@@ -122,4 +123,12 @@ TEST_CASE("a CUDA library found at run time is judged against the version compil
     CHECK_FALSE(check.broken);
     CHECK(check.note.empty());
   }
+}
+
+TEST_CASE("library version codes of both packings read as major.minor.patch") {
+  CHECK(trainer::version_from_code(91900) == "9.19.0");   // cuDNN 9
+  CHECK(trainer::version_from_code(130100) == "13.1.0");  // cuBLAS 13
+  CHECK(trainer::version_from_code(22809) == "2.28.9");   // NCCL 2.28
+  CHECK(trainer::version_from_code(2804) == "2.8.4");     // NCCL before 2.9
+  CHECK(trainer::version_from_code(8907) == "8.9.7");     // cuDNN 8
 }

@@ -10,15 +10,10 @@
 #include <stdexcept>
 
 #include "ops/cuda/context.h"
+#include "ops/version_code.h"
 
 namespace trainer::cuda {
 namespace {
-
-// cuDNN 9, cuBLAS and NCCL >= 2.9 all encode major * 10000 + minor * 100 + patch.
-std::string dotted(long long code) {
-  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
-         std::to_string(code % 100);
-}
 
 // The shared library file that holds `function` ("" when it is not in one).
 template <typename Function>
@@ -78,13 +73,13 @@ CudaReport cuda_report(GpuQuery query) {
   CudaReport r;
   cudaDriverGetVersion(&r.driver_version);
   cudaRuntimeGetVersion(&r.runtime_version);
-  r.cudnn_compiled = dotted(CUDNN_VERSION);
-  r.cudnn_loaded = dotted(static_cast<long long>(cudnnGetVersion()));
-  r.cublas_compiled = dotted(CUBLAS_VERSION);
-  r.cublas_loaded = dotted(static_cast<long long>(cublasLtGetVersion()));
-  r.nccl_compiled = dotted(NCCL_VERSION_CODE);
+  r.cudnn_compiled = version_from_code(CUDNN_VERSION);
+  r.cudnn_loaded = version_from_code(static_cast<long long>(cudnnGetVersion()));
+  r.cublas_compiled = version_from_code(CUBLAS_VERSION);
+  r.cublas_loaded = version_from_code(static_cast<long long>(cublasLtGetVersion()));
+  r.nccl_compiled = version_from_code(NCCL_VERSION_CODE);
   int nccl = 0;
-  if (ncclGetVersion(&nccl) == ncclSuccess) r.nccl_loaded = dotted(nccl);
+  if (ncclGetVersion(&nccl) == ncclSuccess) r.nccl_loaded = version_from_code(nccl);
   r.runtime_file = file_of(&cudaRuntimeGetVersion);
   r.cudnn_file = file_of(&cudnnGetVersion);
   r.cublas_file = file_of(&cublasLtGetVersion);

@@ -52,6 +52,11 @@ TEST_CASE("every shipped config validates, plans and trains a few steps") {
     CHECK(manifest["step_execution"] ==
           "eager: the cpu backend runs its kernels as they are called");
     CHECK(summary["step_execution"] == manifest["step_execution"]);
+    // Which build ran it: the commit `trainer version` prints.
+    const auto version = run_trainer("version");
+    const auto commit = manifest["trainer_commit"].get<std::string>();
+    CHECK(commit.size() >= 7);
+    CHECK(version.out.find("commit: " + commit + "\n") != std::string::npos);
     fs::remove_all(dir);
   }
   CHECK(configs >= 3);

@@ -1,16 +1,8 @@
 // `trainer version`: version, git commit, build type and the backends built in.
 #include <cstdio>
 
+#include "runner/build_info.h"
 #include "runner/commands/config_commands.h"
-
-// Written by the build (cmake/GitCommit.cmake): the commit of the source tree
-// this binary was built from, "-dirty" when it had changes, or "unknown".
-#if __has_include("trainer_git_commit.h")
-#include "trainer_git_commit.h"
-#endif
-#ifndef TRAINER_GIT_COMMIT
-#define TRAINER_GIT_COMMIT "unknown"
-#endif
 
 namespace trainer {
 
@@ -28,7 +20,7 @@ int command_version() {
   const char* cuda = "not built";
 #endif
   std::printf("trainer %s\ncommit: %s\nbuild type: %s\nCPU backend: oneDNN\nCUDA backend: %s\n",
-              TRAINER_VERSION, TRAINER_GIT_COMMIT, build_type, cuda);
+              TRAINER_VERSION, trainer_commit(), build_type, cuda);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "runner/build_info.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
@@ -216,6 +217,7 @@ std::string create_run_dir(const config::Config& config, const CommandArgs& args
       {"started", now_text("%Y-%m-%dT%H:%M:%S%z")},
       {"git_commit", git_commit(args.config_path)},
       {"trainer_version", TRAINER_VERSION},
+      {"trainer_commit", trainer_commit()},
       {"compiler", __VERSION__},
       {"libraries", library_versions()},
       {"host", host_name()},

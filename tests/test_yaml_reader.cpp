@@ -1,6 +1,6 @@
 // labels: cpu
 // parse_yaml: positions, duplicate keys, aliases (and the limit on what they
-// copy), merge keys (`<<: *base`) and scalars of any length.
+// copy), merge keys (`<<: *base`), scalars of any length and the core tags.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -217,4 +217,20 @@ TEST_CASE("anchors, aliases and merge keys well within the limit are all expande
   REQUIRE(copies.items().size() == 1000);
   CHECK(copies.items()[999].items().size() == 100);
   CHECK(copies.items()[999].items()[99].text() == "99");
+}
+
+TEST_CASE("the core tags say how a scalar reads; another tag is an error at it") {
+  const Node n = parse_clean("a: !!float 0.1\nb: !!int 3\nc: !!str 0.1\nd: !!bool true\n");
+  CHECK(as_number(*n.find("a")) == 0.1);
+  CHECK(as_int(*n.find("b")) == 3);
+  CHECK(n.find("c")->quoted());  // a string
+  CHECK_FALSE(as_number(*n.find("c")).has_value());
+  CHECK(as_bool(*n.find("d")) == true);
+  Diagnostics d;
+  parse_yaml("lr: !custom 0.1\n", "t.yaml", d);
+  REQUIRE(d.size() == 1);
+  CHECK(format(d.list()[0]) ==
+        "t.yaml:1:5: error: unsupported tag '!custom' on '0.1': a config reads only the core tags "
+        "!!str, !!int, !!float, !!bool and !!null\n"
+        "    remove the tag: the field's type says how the value is read");
 }

@@ -63,10 +63,20 @@ class TreeBuilder : public YAML::EventHandler {
 
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {
-    // yaml-cpp tags plain scalars "?" and quoted or block scalars "!"; an explicit
-    // tag (!!str) also makes the scalar a string.
-    const bool quoted = tag != "?";
-    add_value(Node::scalar(value, to_mark(mark), quoted), anchor, 1);
+    // yaml-cpp tags plain scalars "?" and quoted or block scalars "!". Of the
+    // core schema's tags, !!str makes the text a string; !!int, !!float,
+    // !!bool and !!null leave it to be read as a plain scalar (the field's
+    // type still checks it); another tag is an error at the value.
+    static const std::set<std::string> plain_tags = {
+        "?", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
+        "tag:yaml.org,2002:null"};
+    if (tag != "!" && tag != "tag:yaml.org,2002:str" && !plain_tags.contains(tag))
+      diags_.add(to_mark(mark), "",
+                 "unsupported tag '" + tag + "' on '" + value +
+                     "': a config reads only the core tags !!str, !!int, !!float, !!bool and "
+                     "!!null",
+                 "remove the tag: the field's type says how the value is read");
+    add_value(Node::scalar(value, to_mark(mark), !plain_tags.contains(tag)), anchor, 1);
   }
 
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,

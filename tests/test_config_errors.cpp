@@ -460,6 +460,24 @@ TEST_CASE("the experiment name must be one folder name") {
   CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"name=exp-1.v2_b"}));
 }
 
+TEST_CASE("output.dir must fit the file system's limits, with room for the runs below it") {
+  const std::string folder(256, 'd');
+  const auto long_folder = errors_of(kGood + "minimal.yaml", {"output.dir=/tmp/" + folder + "/x"});
+  REQUIRE(long_folder.size() == 1);
+  CHECK(long_folder[0].key_path == "output.dir");
+  CHECK(long_folder[0].message.find("is 256 bytes, more than the 255 a file system allows") !=
+        std::string::npos);
+  // The override is quoted, but not whole.
+  CHECK(long_folder[0].message.find("(in override 1 'output.dir=/tmp/ddd") != std::string::npos);
+  CHECK(long_folder[0].message.find(folder) == std::string::npos);
+  std::string deep = "/tmp";
+  while (deep.size() <= 3584) deep += "/" + std::string(100, 'd');
+  const auto long_path = errors_of(kGood + "minimal.yaml", {"output.dir=" + deep});
+  REQUIRE(long_path.size() == 1);
+  CHECK(long_path[0].message.find("more than the 3584 that leave room") != std::string::npos);
+  CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"output.dir=/tmp/" + std::string(255, 'd')}));
+}
+
 TEST_CASE("the experiment name must fit one folder name: at most 200 bytes") {
   const std::string longest(200, 'n');
   CHECK(load_config(kGood + "minimal.yaml", {"name=" + longest}).name == longest);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <set>
 
 #include "ops/op.h"
@@ -85,8 +86,8 @@ void fill_layer_defaults(Node* layers) {
 }
 
 // The loss the run uses: kDefaultLoss when none is given, with its defaulted
-// attributes (a loss given by its name alone becomes {type: name}). A loss that was not written carries the model's mark: the
-// builder reports a problem with it there, as before.
+// attributes (a loss given by its name alone becomes {type: name}). A loss that was not written
+// carries the model's mark: the builder reports a problem with it there, as before.
 void fill_loss_default(Node& model) {
   Node* loss = model.find("loss");
   if (loss && loss->is_scalar()) {  // `loss: cross_entropy`, the type alone
@@ -250,6 +251,32 @@ void check_name(const Node& root, const Config& c, Diagnostics& diags) {
             "use e.g. name: " + suggested_name(c.name, kMaxNameBytes));
 }
 
+// output.dir is made with the run directories below it: each of its folder
+// names within the 255 bytes file systems allow, the whole within PATH_MAX
+// with room for <name>/<timestamp>/checkpoints/... below it.
+void check_output_dir(const Node& root, const Config& c, Diagnostics& diags) {
+  constexpr std::size_t kMaxComponentBytes = 255;
+  constexpr std::size_t kMaxDirBytes = 4096 - 512;
+  const Mark at = mark_of(root, "output", "dir");
+  if (c.output.dir.size() > kMaxDirBytes) {
+    diags.add(at, "output.dir",
+              "the path is " + std::to_string(c.output.dir.size()) + " bytes, more than the " +
+                  std::to_string(kMaxDirBytes) +
+                  " that leave room for the run directories below it",
+              "use a shorter path");
+    return;
+  }
+  for (const auto& part : std::filesystem::path(c.output.dir)) {
+    if (part.native().size() <= kMaxComponentBytes) continue;
+    diags.add(at, "output.dir",
+              "its folder name '" + part.native().substr(0, 40) + "...' is " +
+                  std::to_string(part.native().size()) + " bytes, more than the " +
+                  std::to_string(kMaxComponentBytes) + " a file system allows",
+              "use shorter folder names");
+    return;
+  }
+}
+
 // A batch of synthetic samples must be countable: batch x sample elements
 // (and the bytes they take) within 64-bit arithmetic.
 void check_batch_elements(const Node& root, const Config& c, Diagnostics& diags) {
@@ -270,6 +297,7 @@ void check_batch_elements(const Node& root, const Config& c, Diagnostics& diags)
 
 void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
   check_name(root, c, diags);
+  check_output_dir(root, c, diags);
   check_batch_elements(root, c, diags);
   if (c.train.epochs == 0 && c.train.max_steps == 0)
     diags.add(mark_of(root, "train", "epochs"), "train.epochs",

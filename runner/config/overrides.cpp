@@ -200,9 +200,13 @@ Diagnostics annotate_overrides(const Diagnostics& diags,
   for (Diagnostic d : diags.list()) {
     if (d.mark.file == kCommandLine && d.mark.line >= 1 &&
         d.mark.line <= static_cast<int>(overrides.size()) &&
-        d.message.find(" (in override ") == std::string::npos)
+        d.message.find(" (in override ") == std::string::npos) {
+      // Quoted whole unless it is long (a path of thousands of bytes).
+      constexpr std::size_t kQuoted = 160;
+      const std::string& text = overrides[static_cast<std::size_t>(d.mark.line) - 1];
       d.message += " (in override " + std::to_string(d.mark.line) + " '" +
-                   overrides[static_cast<std::size_t>(d.mark.line) - 1] + "')";
+                   (text.size() > kQuoted ? text.substr(0, kQuoted) + "..." : text) + "')";
+    }
     out.add(std::move(d));
   }
   return out;

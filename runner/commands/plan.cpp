@@ -78,6 +78,9 @@ int command_plan(const CommandArgs& args) {
   std::printf("  workspace           %10.2f MiB\n", mib(e.workspace));
   std::printf("  loader buffers      %10.2f MiB  (%lld batches in flight)\n", mib(e.loader),
               static_cast<long long>(config.data.prefetch));
+  if (s.eval_data)
+    std::printf("  eval loader buffers %10.2f MiB  (%lld batches in flight at each evaluation)\n",
+                mib(e.eval_loader), static_cast<long long>(config.data.prefetch));
   std::printf("  total               %10.2f MiB\n", mib(e.total()));
   const double capacity = train::memory_capacity(s, backend);
   if (capacity > 0)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "data/loader.h"
 #include "runner/graph/autodiff.h"
 #include "runner/graph/memory_plan.h"
 #include "runner/graph/precision.h"
@@ -14,6 +15,14 @@ namespace trainer::train {
 
 double mib(double bytes) {
   return bytes / (1024.0 * 1024.0);
+}
+
+double loader_ring_bytes(std::int64_t prefetch, std::int64_t batch_size, const Shape& sample_shape,
+                         const Shape& target_shape) {
+  const double label_bytes =
+      target_shape.empty() ? 8.0 : static_cast<double>(numel(target_shape)) * 4.0;
+  const double sample_bytes = static_cast<double>(numel(sample_shape)) * 4.0 + label_bytes;
+  return static_cast<double>(prefetch) * static_cast<double>(batch_size) * sample_bytes;
 }
 
 MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
@@ -40,9 +49,15 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
   e.forward_activations = static_cast<double>(plan.forward_arena_bytes);
   e.buffers = plan.buffers.size();
   e.workspace = static_cast<double>(plan.workspace_bytes);
-  const double sample_bytes = static_cast<double>(numel(s.sample_shape)) * 4.0 + 8.0;
-  e.loader = static_cast<double>(s.config.data.prefetch) * static_cast<double>(s.batch.micro) *
-             sample_bytes;
+  const data::LoaderOptions train_options = loader_options(s, true, backend);
+  e.loader = loader_ring_bytes(train_options.prefetch, train_options.batch_size, s.sample_shape,
+                               s.train_data ? s.train_data->target_shape() : Shape{});
+  if (s.eval_data) {
+    const data::LoaderOptions eval_options = eval_loader_options(s, backend);
+    e.eval_loader = loader_ring_bytes(eval_options.prefetch, eval_options.batch_size,
+                                      s.eval_pipeline->output_shape(s.eval_data->sample_shape()),
+                                      s.eval_data->target_shape());
+  }
   return e;
 }
 
@@ -135,13 +150,14 @@ std::string out_of_memory_report(const Session& s, Backend& backend) {
                 "memory on %s: %.1f MiB allocated by the program (peak %.1f), %.1f MiB held by "
                 "the process, %.1f MiB available\n"
                 "the plan for micro-batch %lld: parameters %.1f, gradients %.1f, optimizer "
-                "state %.1f, activations %.1f, workspace %.1f, loader %.1f; total %.1f MiB\n",
+                "state %.1f, activations %.1f, workspace %.1f, loader %.1f, evaluation loader "
+                "%.1f; total %.1f MiB\n",
                 backend.name().c_str(), mib(static_cast<double>(now.allocated)),
                 mib(static_cast<double>(now.peak)), mib(static_cast<double>(now.reserved)),
                 mib(static_cast<double>(backend.available_memory())),
                 static_cast<long long>(s.batch.micro), mib(e.params), mib(e.grads),
                 mib(e.optimizer), mib(e.activations), mib(e.workspace), mib(e.loader),
-                mib(e.total()));
+                mib(e.eval_loader), mib(e.total()));
   return text + std::string("the plan against ") +
          std::to_string(static_cast<long long>(mib(capacity))) +
          " MiB: " + fit_verdict(s, backend, e, capacity);

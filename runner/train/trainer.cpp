@@ -42,6 +42,13 @@ data::LoaderOptions loader_options(const Session& s, bool training, Backend& bac
   return o;
 }
 
+data::LoaderOptions eval_loader_options(const Session& s, Backend& backend,
+                                        const Collective* collective) {
+  data::LoaderOptions o = loader_options(s, false, backend, collective);
+  o.equal_shards = false;
+  return o;
+}
+
 std::optional<std::int64_t> ignored_label(const Session& s) {
   for (const graph::Node& node : s.graph.nodes)
     if (node.output == s.graph.loss && node.op && node.op->name == "cross_entropy")
@@ -189,9 +196,8 @@ EvalResult evaluate(const Session& s, graph::Program& program, Collective& colle
   if (!s.eval_data) return result;
   // Each rank evaluates its own shard (each sample on exactly one rank) and
   // the sums are added over the ranks.
-  data::LoaderOptions options = loader_options(s, false, program.backend(), &collective);
-  options.equal_shards = false;
-  data::Loader loader(s.eval_data, s.eval_pipeline, options);
+  data::Loader loader(s.eval_data, s.eval_pipeline,
+                      eval_loader_options(s, program.backend(), &collective));
   loader.start_epoch(0);
   const std::int64_t classes = s.num_classes;
   const std::optional<std::int64_t> ignored = ignored_label(s);

@@ -37,6 +37,12 @@ OptimizerStep configured_optimizer(const config::Config& config);
 data::LoaderOptions loader_options(const Session& session, bool training, Backend& backend,
                                    const Collective* collective = nullptr);
 
+// The loader settings evaluate() reads the evaluation data with: the
+// evaluation's, each sample in exactly one rank's shard. Its ring is allocated
+// at every evaluation, while the training loader's is alive.
+data::LoaderOptions eval_loader_options(const Session& session, Backend& backend,
+                                        const Collective* collective = nullptr);
+
 // The label the session's loss leaves out: cross_entropy's ignore_index
 // (default -100, the loader's padding label); nullopt for a loss without one.
 std::optional<std::int64_t> ignored_label(const Session& session);

@@ -1,6 +1,7 @@
 // labels: cpu train
 // Memory end to end: the plan's prediction matches what a run allocates,
-// `micro_batch_size: auto` picks the largest micro-batch the plan fits, an
+// `micro_batch_size: auto` picks the largest micro-batch the plan fits (for
+// `time` as for `run`), an
 // allocation that fails prints the memory figures and the plan's advice, and
 // host memory that runs out elsewhere says so and what to check.
 #include <catch2/catch.hpp>
@@ -103,6 +104,32 @@ TEST_CASE("micro_batch_size: auto picks the largest micro-batch the plan fits") 
   CHECK(manifest["batch"]["accumulation"] == 2);
   CHECK(manifest["batch"]["global"] == 32);
   CHECK(manifest["batch"]["micro_batch_auto"] == true);
+}
+
+TEST_CASE("trainer time plans the batch against memory as run and plan do") {
+  const fs::path config = write_config();
+  const double at32 = plan_figure(config, "", "total"),
+               at16 = plan_figure(config, "train.micro_batch_size=16", "total");
+  REQUIRE(at16 < at32);
+  const std::string limit = " train.memory_limit_mib=" +
+                            std::to_string(static_cast<int>(std::ceil((at16 + at32) / 2 / 0.9)));
+  const auto planned =
+      run_trainer("plan " + config.string() + " train.micro_batch_size=auto" + limit);
+  REQUIRE(planned.code == 0);
+  CHECK(planned.out.find("batch 32 = micro 16 x accumulation 2") != std::string::npos);
+  const auto timed = run_trainer("time " + config.string() + " train.micro_batch_size=auto" +
+                                 limit + " --steps 1");
+  INFO(timed.out);
+  REQUIRE(timed.code == 0);
+  CHECK(timed.out.find("micro_batch_size: auto: micro-batch 16 x accumulation 2") !=
+        std::string::npos);
+  CHECK(timed.out.find("on cpu: micro-batch 16 x accumulation 2, 1 steps") != std::string::npos);
+  // The configured batch over the limit: refused as `run` refuses it.
+  const auto refused = run_trainer("time " + config.string() + limit + " --steps 1", true);
+  INFO(refused.out);
+  CHECK(refused.code == 2);
+  CHECK(refused.out.find("error: train.memory_limit_mib: the memory plan needs") !=
+        std::string::npos);
 }
 
 TEST_CASE("a run whose plan does not fit train.memory_limit_mib is refused before it starts") {

@@ -13,6 +13,7 @@
 #include "runner/dist/local_launcher.h"
 #include "runner/dist/rank_agreement.h"
 #include "runner/dist/rank_job.h"
+#include "runner/train/batch_fit.h"
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
 #include "runner/train/run_dir.h"
@@ -108,21 +109,16 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     return 2;
   }
   Backend& backend = job.select_backend();
-  if (config.train.micro_batch_auto) {
-    // Every rank must step alike: the smallest memory of the job's devices decides.
+  {
+    // Every rank must step alike: with auto, the smallest memory of the job's devices decides.
     const double capacity =
-        smallest_over_ranks(job.collective(), train::memory_capacity(session, backend));
-    train::MicroBatchChoice choice = train::fit_micro_batch(session, backend, capacity);
-    session = std::move(choice.session);
-    if (job.is_root())
-      std::printf(
-          "micro_batch_size: auto: micro-batch %lld x accumulation %lld (predicted %.0f MiB of "
-          "%.0f MiB, %.0f%% kept free)\n",
-          static_cast<long long>(session.batch.micro),
-          static_cast<long long>(session.batch.accumulation), train::mib(choice.estimate.total()),
-          train::mib(choice.capacity), 100 * config.train.memory_headroom);
+        config.train.micro_batch_auto
+            ? smallest_over_ranks(job.collective(), train::memory_capacity(session, backend))
+            : 0;
+    train::FittedBatch fitted = train::fit_batch_to_memory(session, backend, capacity);
+    session = std::move(fitted.session);
+    if (job.is_root() && !fitted.note.empty()) std::printf("%s\n", fitted.note.c_str());
   }
-  if (config.train.memory_limit_mib > 0) train::enforce_memory_limit(session, backend);
   session.collective = &job.collective();  // SyncBN kernels reduce over the job's ranks
   // Every rank reads the checkpoint to resume from; only the root writes, and
   // holds the directory's lock while it does.

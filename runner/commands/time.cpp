@@ -10,7 +10,9 @@
 #include "runner/commands.h"
 #include "runner/config/load.h"
 #include "runner/graph/fusion.h"
+#include "runner/train/batch_fit.h"
 #include "runner/train/devices.h"
+#include "runner/train/memory_report.h"
 #include "runner/train/session.h"
 #include "runner/train/trainer.h"
 
@@ -18,8 +20,14 @@ namespace trainer {
 
 int command_time(const CommandArgs& args) {
   const config::Config config = config::load_config(args.config_path, args.overrides);
-  const train::Session s = train::prepare_session(config);
+  const train::Session prepared = train::prepare_session(config);
   Backend& backend = train::select_backend(config);
+  // The batch `run` would take: auto's micro-batch; a plan over
+  // train.memory_limit_mib is refused as `run` refuses it.
+  const train::FittedBatch fitted =
+      train::fit_batch_to_memory(prepared, backend, train::memory_capacity(prepared, backend));
+  const train::Session& s = fitted.session;
+  if (!fitted.note.empty()) std::printf("%s\n", fitted.note.c_str());
   auto program = train::compile(s, backend);
   const std::int64_t steps = args.steps > 0 ? args.steps : 20;
   const std::int64_t warmup = 3;
@@ -74,9 +82,9 @@ int command_time(const CommandArgs& args) {
       (c.backward ? t.second : t.first) += ms / static_cast<double>(steps);
     });
   }
-  std::printf("%s on %s: micro-batch %lld, %lld steps\n\n", config.name.c_str(),
+  std::printf("%s on %s: micro-batch %lld x accumulation %lld, %lld steps\n\n", config.name.c_str(),
               backend.name().c_str(), static_cast<long long>(s.batch.micro),
-              static_cast<long long>(steps));
+              static_cast<long long>(s.batch.accumulation), static_cast<long long>(steps));
   std::printf("%-28s %-17s %11s %11s  %s\n", "node", "op", "forward ms", "backward ms", "kernel");
   double kernels_ms = 0;
   for (const auto& [node, t] : per_node) {

@@ -1,7 +1,7 @@
 // labels: cpu train
 // Memory end to end: the plan's prediction matches what a run allocates,
 // `micro_batch_size: auto` picks the largest micro-batch the plan fits (for
-// `time` as for `run`), an
+// `time` as for `run`) and refuses at its key when none does, an
 // allocation that fails prints the memory figures and the plan's advice, and
 // host memory that runs out elsewhere says so and what to check.
 #include <catch2/catch.hpp>
@@ -130,6 +130,64 @@ TEST_CASE("trainer time plans the batch against memory as run and plan do") {
   CHECK(refused.code == 2);
   CHECK(refused.out.find("error: train.memory_limit_mib: the memory plan needs") !=
         std::string::npos);
+}
+
+TEST_CASE("micro_batch_size: auto that cannot fit a micro-batch of 1 is an error at the key") {
+  // Parameters, gradients and Adam's state of a 4000 x 4000 linear layer: 320
+  // MiB at any micro-batch, over a limit of 100 MiB.
+  const fs::path config = kRoot / "wide.yaml";
+  std::ofstream(config) << R"(name: wide
+data:
+  train: {type: synthetic, shape: [4000], classes: 10, size: 64, seed: 1}
+  workers: 1
+model:
+  layers:
+    - {type: linear, out_features: 4000}
+    - {type: linear, out_features: 10}
+  loss: {type: cross_entropy}
+optimizer: {type: adam, lr: 0.001}
+train: {batch_size: 64, max_steps: 1, log_every: 1}
+backend: {threads: 1}
+)";
+  const std::string overrides = " train.micro_batch_size=auto train.memory_limit_mib=100";
+  const std::string error_at_key =
+      "<command line>:1:24: error: train.micro_batch_size: auto: even a micro-batch of 1 needs ";
+  // plan: the plan at micro-batch 1, then the error.
+  const auto planned = run_trainer("plan " + config.string() + overrides, true);
+  INFO(planned.out);
+  CHECK(planned.code == 2);
+  const auto plan_at = planned.out.find("batch 64 = micro 1 x accumulation 64");
+  const auto total_at = planned.out.find("  total ");
+  const auto error_at = planned.out.find(error_at_key);
+  CHECK(plan_at != std::string::npos);
+  CHECK(total_at != std::string::npos);
+  REQUIRE(error_at != std::string::npos);
+  CHECK(total_at < error_at);
+  CHECK(planned.out.find("model.recompute cannot help", error_at) != std::string::npos);
+  // run: refused before the run directory exists, with the same words.
+  const fs::path dir = kRoot / "wide_run";
+  fs::remove_all(dir);
+  const auto ran =
+      run_trainer("run " + config.string() + " --out " + dir.string() + overrides, true);
+  INFO(ran.out);
+  CHECK(ran.code == 2);
+  CHECK(ran.out.find(error_at_key) == 0);
+  CHECK(ran.out.substr(ran.out.find(error_at_key)) == planned.out.substr(error_at));
+  CHECK_FALSE(fs::exists(dir));
+  // validate: the same, on the CPU.
+  const auto validated = run_trainer("validate " + config.string() + overrides, true);
+  CHECK(validated.code == 2);
+  CHECK(validated.out == ran.out);
+  // Activations over the limit: recompute may help, and is what it advises.
+  const auto conv = run_trainer("validate " + write_config().string() +
+                                    " train.micro_batch_size=auto train.memory_limit_mib=1",
+                                true);
+  INFO(conv.out);
+  CHECK(conv.code == 2);
+  CHECK(conv.out.find("error: train.micro_batch_size: auto: even a micro-batch of 1") !=
+        std::string::npos);
+  CHECK(conv.out.find("model.recompute: [blocks or layers]") != std::string::npos);
+  CHECK(conv.out.find("cannot help") == std::string::npos);
 }
 
 TEST_CASE("a run whose plan does not fit train.memory_limit_mib is refused before it starts") {

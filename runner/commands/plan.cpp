@@ -2,6 +2,7 @@
 // allocating the model: per node name, op, output shape, parameters and FLOPs,
 // the totals, and the memory plan against the device's capacity.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "runner/commands.h"
@@ -22,11 +23,16 @@ int command_plan(const CommandArgs& args) {
   train::Session s = train::prepare_session(config);
   Backend& backend = train::select_backend(config);
   std::string batch_note;
+  std::optional<train::MicroBatchChoice> unfit;  // auto found none: refused after the plan
   if (config.train.micro_batch_auto) {
     train::MicroBatchChoice choice =
         train::fit_micro_batch(s, backend, train::memory_capacity(s, backend));
-    s = std::move(choice.session);
+    s = choice.session;
     batch_note = " (micro_batch_size: auto)";
+    if (!choice.fits) {
+      batch_note = " (micro_batch_size: auto: none fits)";
+      unfit = std::move(choice);
+    }
   }
   const graph::TrainingGraph tg = train::training_graph(s, backend);
   const graph::Graph& g = tg.graph;
@@ -87,6 +93,10 @@ int command_plan(const CommandArgs& args) {
     std::printf("  %-19s %10.2f MiB: %s\n",
                 config.train.memory_limit_mib > 0 ? "limit" : "available", mib(capacity),
                 train::fit_verdict(s, backend, e, capacity).c_str());
+  if (unfit) {
+    std::fflush(stdout);  // the plan, then the error
+    train::refuse_unfit_micro_batch(s, *unfit);
+  }
   return 0;
 }
 

@@ -11,6 +11,7 @@ FittedBatch fit_batch_to_memory(const Session& s, Backend& backend, double capac
   FittedBatch fitted;
   if (s.config.train.micro_batch_auto) {
     MicroBatchChoice choice = fit_micro_batch(s, backend, capacity);
+    refuse_unfit_micro_batch(s, choice);
     fitted.session = std::move(choice.session);
     char note[256];
     std::snprintf(note, sizeof note,

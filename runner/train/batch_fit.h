@@ -17,8 +17,9 @@ struct FittedBatch {
 
 // With micro_batch_size: auto, the largest micro-batch that fits `capacity`
 // (memory_capacity, or the smallest over a job's ranks; read only for auto).
-// With train.memory_limit_mib, the plan must fit the limit: throws a
-// ConfigError at that key when it does not.
+// With train.memory_limit_mib, the plan must fit the limit. Throws a
+// ConfigError at train.micro_batch_size when not even a micro-batch of 1
+// fits, and at train.memory_limit_mib when the plan does not fit the limit.
 FittedBatch fit_batch_to_memory(const Session& s, Backend& backend, double capacity);
 
 }  // namespace trainer::train

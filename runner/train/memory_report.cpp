@@ -67,29 +67,52 @@ double memory_capacity(const Session& s, const Backend& backend) {
   return static_cast<double>(backend.available_memory());
 }
 
+namespace {
+
+std::string whole_mib(double bytes) {
+  return std::to_string(static_cast<long long>(std::ceil(mib(bytes))));
+}
+
+// What stays whatever the micro-batch: parameters, gradients, optimizer state.
+double persistent_bytes(const MemoryEstimate& e) {
+  return e.params + e.grads + e.optimizer;
+}
+
+// What could make a plan fit whose micro-batch of 1 is `at_one`, against
+// `usable` bytes: recompute only helps when the activations are the excess.
+std::string advice_when_one_does_not_fit(const MemoryEstimate& at_one, double usable) {
+  if (persistent_bytes(at_one) > usable)
+    return "parameters, gradients and optimizer state alone need " +
+           whole_mib(persistent_bytes(at_one)) +
+           " MiB, whatever the micro-batch: model.recompute "
+           "cannot help; use a smaller model, an optimizer with less state (adam keeps 2 tensors "
+           "per parameter, sgd 1 with momentum and none without), or more memory";
+  return "model.recompute: [blocks or layers] drops their activations after forward (`trainer "
+         "plan` shows the saving); or a smaller model, or more memory";
+}
+
+}  // namespace
+
 std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate& e,
                         double capacity) {
   if (capacity <= 0) return "capacity unknown";
   const double headroom = capacity * s.config.train.memory_headroom;
   if (e.total() + headroom <= capacity) return "fits";
-  const auto whole_mib = [](double bytes) {
-    return std::to_string(static_cast<long long>(std::ceil(mib(bytes))));
-  };
   std::string text = "does not fit by " + whole_mib(e.total() + headroom - capacity) +
                      " MiB (with " +
                      std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
                      "% headroom). To make it fit:";
   // Each option with the total the plan predicts for it.
-  try {
-    const MicroBatchChoice choice = fit_micro_batch(s, backend, capacity);
-    text += "\n    - train.micro_batch_size: auto -> micro-batch " +
-            std::to_string(choice.session.batch.micro) + " x accumulation " +
-            std::to_string(choice.session.batch.accumulation) + ", " +
-            whole_mib(choice.estimate.total()) + " MiB (the global batch stays " +
-            std::to_string(s.batch.global) + ")";
-  } catch (const std::runtime_error&) {
-    text += "\n    - no micro-batch fits, not even 1";
+  const MicroBatchChoice choice = fit_micro_batch(s, backend, capacity);
+  if (!choice.fits) {
+    return text + "\n    - no micro-batch fits, not even 1: " +
+           advice_when_one_does_not_fit(choice.estimate, capacity - headroom);
   }
+  text += "\n    - train.micro_batch_size: auto -> micro-batch " +
+          std::to_string(choice.session.batch.micro) + " x accumulation " +
+          std::to_string(choice.session.batch.accumulation) + ", " +
+          whole_mib(choice.estimate.total()) + " MiB (the global batch stays " +
+          std::to_string(s.batch.global) + ")";
   text +=
       "\n    - model.recompute: [blocks or layers] drops their activations after forward "
       "(`trainer plan` shows the saving)";
@@ -111,8 +134,7 @@ void enforce_memory_limit(const Session& s, Backend& backend) {
   if (verdict == "fits") return;
   config::Diagnostics diags;
   diags.add(mark_of(s.config, "train.memory_limit_mib"), "train.memory_limit_mib",
-            "the memory plan needs " +
-                std::to_string(static_cast<long long>(std::ceil(mib(e.total())))) +
+            "the memory plan needs " + whole_mib(e.total()) +
                 " MiB (`trainer plan` itemises it); with the limit of " +
                 std::to_string(s.config.train.memory_limit_mib) + " MiB it " + verdict);
   diags.throw_if_any();
@@ -125,20 +147,31 @@ MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capa
   const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
   for (std::int64_t micro = per_rank; micro >= 1; --micro) {
     if (per_rank % micro != 0) continue;
-    Session candidate = with_micro_batch(s, micro);
-    const MemoryEstimate e = estimate_memory(candidate, backend);
-    if (choice.capacity <= 0 || e.total() <= usable) {
-      choice.session = std::move(candidate);
-      choice.estimate = e;
-      return choice;
-    }
+    choice.session = with_micro_batch(s, micro);
+    choice.estimate = estimate_memory(choice.session, backend);
+    if (choice.capacity <= 0 || choice.estimate.total() <= usable) return choice;
   }
-  throw std::runtime_error(
-      "train.micro_batch_size: auto: even a micro-batch of 1 needs more than the " +
-      std::to_string(static_cast<long long>(mib(usable))) + " MiB usable (capacity " +
-      std::to_string(static_cast<long long>(mib(choice.capacity))) + " MiB less " +
-      std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
-      "% headroom): use model.recompute, a smaller model, or a device with more memory");
+  choice.fits = false;  // the session and estimate of micro-batch 1
+  return choice;
+}
+
+void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice) {
+  if (choice.fits) return;
+  const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
+  const std::string capacity = s.config.train.memory_limit_mib > 0
+                                   ? "the limit of " +
+                                         std::to_string(s.config.train.memory_limit_mib) +
+                                         " MiB (train.memory_limit_mib)"
+                                   : "the " + whole_mib(choice.capacity) + " MiB available";
+  config::Diagnostics diags;
+  diags.add(mark_of(s.config, "train.micro_batch_size"), "train.micro_batch_size",
+            "auto: even a micro-batch of 1 needs " + whole_mib(choice.estimate.total()) +
+                " MiB (`trainer plan` itemises it), more than the " +
+                std::to_string(static_cast<long long>(mib(usable))) + " MiB usable of " + capacity +
+                " less " + std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
+                "% headroom",
+            advice_when_one_does_not_fit(choice.estimate, usable));
+  diags.throw_if_any();
 }
 
 std::string out_of_memory_report(const Session& s, Backend& backend) {

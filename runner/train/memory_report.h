@@ -49,13 +49,20 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
 // batch whose predicted memory, with the headroom, fits `capacity` (bytes, from
 // memory_capacity; with several ranks, the smallest of theirs, so that every
 // rank picks the same); the accumulation grows so the global batch stays.
-// Throws when even 1 does not fit.
+// When even 1 does not fit, the choice is micro-batch 1 with `fits` false
+// (refuse_unfit_micro_batch says why).
 struct MicroBatchChoice {
   Session session;
   MemoryEstimate estimate;
   double capacity = 0;
+  bool fits = true;
 };
 MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capacity);
+
+// A choice that does not fit: throws a ConfigError at train.micro_batch_size
+// with what micro-batch 1 needs against the capacity, and what could help
+// (not recompute when the parameters and their state alone are too much).
+void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice);
 
 // With train.memory_limit_mib set: throws a ConfigError at that key, with the
 // fit verdict and its options, when the plan does not fit the limit.

@@ -19,6 +19,7 @@
 #include "runner/graph/formats.h"
 #include "runner/graph/fusion.h"
 #include "runner/graph/precision.h"
+#include "runner/train/batch_fit.h"
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
 #include "runner/train/session_checks.h"
@@ -424,16 +425,17 @@ Session with_micro_batch(const Session& s, std::int64_t micro) {
 namespace {
 
 // `trainer validate` also opens the data and builds the model graph; on the
-// CPU it also checks train.memory_limit_mib against the plan, as `run` does
-// (a GPU's plan needs the GPU; micro_batch_size: auto fits the limit itself).
+// CPU it also plans the batch against train.memory_limit_mib as `run` does
+// (micro_batch_size: auto included; a GPU's plan needs the GPU).
 const bool model_check_registered = [] {
   config::add_validation_hook([](const config::Config& config, config::Diagnostics& diags) {
     try {
       const Session session = prepare_session(config);
       check_init_from(session, diags);
-      if (config.train.memory_limit_mib > 0 && config.devices.gpus.empty() &&
-          !config.train.micro_batch_auto)  // auto fits the limit when the run starts
-        enforce_memory_limit(session, select_backend(config));
+      if (config.train.memory_limit_mib > 0 && config.devices.gpus.empty()) {
+        Backend& backend = select_backend(config);
+        fit_batch_to_memory(session, backend, memory_capacity(session, backend));
+      }
     } catch (const config::ConfigError& e) {
       for (const auto& d : e.diagnostics().list()) diags.add(d);
     }

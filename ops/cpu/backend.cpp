@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ops/allocation_counter.h"
+#include "ops/cpu/cgroup_memory.h"
 #include "ops/cpu/onednn.h"
 
 #include "ops/cpu/kernels.h"
@@ -45,17 +46,10 @@ std::size_t resident_bytes() {
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-// The first number in a file ("max" or unreadable: none).
-std::optional<std::size_t> read_number(const char* path) {
-  std::ifstream in(path);
-  std::size_t value = 0;
-  if (!(in >> value)) return std::nullopt;
-  return value;
-}
-
 // What this process could still allocate: the least of MemAvailable, the
-// room left under the cgroup's memory.max (containers) and under the
-// address-space limit (ulimit -v). 0 when none is known.
+// room left under its cgroups' memory limits (v1 or v2, nested ones included:
+// cgroup_memory.h) and under the address-space limit (ulimit -v). 0 when none
+// is known.
 std::size_t available_bytes() {
   std::optional<std::size_t> least;
   const auto consider = [&](std::size_t bytes) { least = least ? std::min(*least, bytes) : bytes; };
@@ -64,9 +58,7 @@ std::size_t available_bytes() {
   std::size_t kib = 0;
   while (meminfo >> key >> kib >> unit)
     if (key == "MemAvailable:") consider(kib * 1024);
-  const auto max = read_number("/sys/fs/cgroup/memory.max");
-  const auto current = read_number("/sys/fs/cgroup/memory.current");
-  if (max && current) consider(*max > *current ? *max - *current : 0);
+  if (const auto room = cgroup_memory_room()) consider(*room);
   rlimit limit{};
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
     std::ifstream statm("/proc/self/statm");

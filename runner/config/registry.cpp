@@ -342,9 +342,10 @@ std::vector<SectionDef> build_sections() {
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.eval_batches = int_of(v); }),
            f(field("memory_limit_mib", T::integer,
-                   "Memory the job may use per device, in MiB: `run` refuses a plan that does "
-                   "not fit it, and micro_batch_size: auto fits it (0: what the device has "
-                   "available, free GPU memory or available RAM, for `plan` and auto)")
+                   "Memory the job may use per device, in MiB: `run`, `time` and (on the CPU) "
+                   "`validate` refuse a plan that does not fit it, and micro_batch_size: auto "
+                   "fits it (0: what the device has available, free GPU memory or available "
+                   "RAM within the process's cgroup and ulimit -v, for `plan` and auto)")
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.memory_limit_mib = int_of(v); }),

@@ -667,3 +667,26 @@ TEST_CASE("repeated --grid flags add values; a bracketed value is one value") {
   CHECK(after.code == 2);
   CHECK(after.out.find("the sweep varies optimizer.lr (a --grid flag)") != std::string::npos);
 }
+
+TEST_CASE("a batchnorm with one value per channel to normalise is refused at the layer") {
+  TempDir dir("batchnorm_one_value");
+  const std::string config = dir.file("bn.yaml",
+                                      "name: bn\n"
+                                      "data:\n"
+                                      "  train: {type: synthetic, shape: [3, 1, 1], classes: 4}\n"
+                                      "model:\n"
+                                      "  layers:\n"
+                                      "    - {type: batchnorm}\n"
+                                      "    - {type: flatten}\n"
+                                      "    - {type: linear, out_features: 4}\n"
+                                      "train: {max_steps: 5, batch_size: 1}\n");
+  const auto r = run("validate " + config, true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(config + ":6:7: error: model: layer 'batchnorm1' (batchnorm): in training it "
+                            "normalises each channel over the N x H x W values of its input, and "
+                            "[1, 3, 1, 1] has one per channel") == 0);
+  CHECK(run("run " + config + " --out " + dir.path("run"), true).code == 2);
+  // Two values per channel, from the batch or the image, are enough.
+  CHECK(run("validate " + config + " train.batch_size=2", true).out == "ok\n");
+  CHECK(run("validate " + config + " 'data.train.shape=[3, 2, 1]'", true).out == "ok\n");
+}

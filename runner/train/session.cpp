@@ -390,6 +390,31 @@ Session prepare_session(const config::Config& config, const std::vector<std::str
   return s;
 }
 
+namespace {
+
+// Batchnorm in training normalises each channel over the N x H x W values
+// of its micro-batch (of the global batch with sync across ranks): with one
+// value per channel there is nothing to normalise and every output would be
+// the layer's bias (PyTorch refuses it too).
+void check_batchnorm_has_values(const Session& s, config::Diagnostics& diags) {
+  for (const graph::Node& node : s.graph.nodes) {
+    if (node.op->name != "batchnorm" || (node.attrs.get_bool("sync") && s.batch.world > 1))
+      continue;
+    const Shape& x = s.graph.values[static_cast<std::size_t>(node.inputs.at(0))].shape;
+    const std::int64_t per_channel = x.at(0) * (x.size() == 4 ? x[2] * x[3] : 1);
+    if (per_channel != 1) continue;
+    diags.add(node.mark, "model",
+              "layer '" + node.name +
+                  "' (batchnorm): in training it normalises each channel over the N x H x W "
+                  "values of its input, and " +
+                  to_string(x) + " has one per channel: every output would be the layer's bias",
+              "use a micro-batch of 2 or more (train.batch_size, train.micro_batch_size), sync: "
+              "true across several ranks, or a layernorm");
+  }
+}
+
+}  // namespace
+
 void build_model_graph(Session& s) {
   config::Diagnostics diags;
   graph::ModelInput input;
@@ -398,6 +423,8 @@ void build_model_graph(Session& s) {
   input.num_classes = s.num_classes;
   input.target_shape = s.train_data->target_shape();
   s.graph = graph::build_graph(s.config.model.node, input, diags);
+  diags.throw_if_any();
+  check_batchnorm_has_values(s, diags);
   diags.throw_if_any();
   if (s.config.optimizer.weight_decay_params == "all")
     for (graph::Param& p : s.graph.params) p.weight_decay = p.trainable;

@@ -690,3 +690,20 @@ TEST_CASE("a batchnorm with one value per channel to normalise is refused at the
   CHECK(run("validate " + config + " train.batch_size=2", true).out == "ok\n");
   CHECK(run("validate " + config + " 'data.train.shape=[3, 2, 1]'", true).out == "ok\n");
 }
+
+TEST_CASE("trainer time with accumulation reports a micro-batch and the step it makes") {
+  const auto r = run(
+      "time " + kGood + "mlp.yaml train.micro_batch_size=0 train.accumulation=4 --steps 3", true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::smatch one, full;
+  REQUIRE(std::regex_search(r.out, one,
+                            std::regex(R"(optimizer \(\w+\) ([\d.]+) ms; one micro-batch and the )"
+                                       R"(update ([\d.]+) ms)")));
+  REQUIRE(std::regex_search(r.out, full,
+                            std::regex(R"(a step of 4 micro-batches: about ([\d.]+) ms)")));
+  // The optimizer once, the rest four times (the printed figures are rounded).
+  const double optimizer = std::stod(one[1]), micro = std::stod(one[2]);
+  CHECK(std::stod(full[1]) == Approx(4 * (micro - optimizer) + optimizer).margin(0.004));
+  CHECK(r.out.find("whole step ") == std::string::npos);
+}

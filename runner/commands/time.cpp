@@ -94,9 +94,19 @@ int command_time(const CommandArgs& args) {
     kernels_ms += t.first + t.second;
   }
   const double parts_ms = kernels_ms + optimizer_ms;
-  std::printf("\nkernels %.3f ms + optimizer (%s) %.3f ms; whole step %.3f ms (%.0f samples/s)\n",
-              kernels_ms, config.optimizer.type.c_str(), optimizer_ms, step_ms,
+  const std::int64_t micro_batches = std::max<std::int64_t>(1, s.batch.accumulation);
+  std::printf("\nkernels %.3f ms + optimizer (%s) %.3f ms; %s %.3f ms (%.0f samples/s)\n",
+              kernels_ms, config.optimizer.type.c_str(), optimizer_ms,
+              micro_batches > 1 ? "one micro-batch and the update" : "whole step", step_ms,
               1000.0 * static_cast<double>(s.batch.micro) / step_ms);
+  if (micro_batches > 1) {
+    // The optimizer runs once a step, the rest once per micro-batch.
+    const double full_ms =
+        static_cast<double>(micro_batches) * std::max(0.0, step_ms - optimizer_ms) + optimizer_ms;
+    std::printf("a step of %lld micro-batches: about %.3f ms (%.0f samples/s)\n",
+                static_cast<long long>(micro_batches), full_ms,
+                1000.0 * static_cast<double>(s.batch.micro * micro_batches) / full_ms);
+  }
   // The three are measured one after another: on a machine whose cores other
   // processes take in the meantime they disagree, and the difference means nothing.
   if (parts_ms > 1.05 * step_ms)

@@ -36,26 +36,14 @@ std::string joined(const std::vector<std::string>& items, const char* separator)
 // A trial config's error in a value the config's sweep section sets is
 // reported there, naming the value, as `trainer validate` reports it; nullopt
 // for any other error (the command line's own overrides, a --grid value, a
-// rule between fields).
-// `same_for_every_value`: the error without the value it names, to report it
-// once for all the values it holds for (a misspelt key).
+// rule between fields). `same_for_every_value`: see sweep::swept_value_error.
 std::optional<config::Diagnostic> at_sweep_section(const config::Diagnostic& d,
                                                    const sweep::Trial& trial,
                                                    std::string& same_for_every_value) {
-  for (std::size_t i = 0; i < trial.sources.size(); ++i) {
-    const config::Mark& at = trial.sources[i].mark;
-    if (!sweep::from_sweep_section(trial.sources[i]) || d.mark.file != at.file ||
-        d.mark.line != at.line || d.mark.column != at.column)
-      continue;
-    const std::string& swept = trial.overrides[i];
-    std::string message = d.message;
-    if (!d.key_path.empty() && d.key_path != swept.substr(0, swept.find('=')))
-      message = d.key_path + ": " + message;
-    same_for_every_value =
-        config::format(config::Diagnostic{at, trial.sources[i].key_path, message, d.suggestion});
-    return config::Diagnostic{at, trial.sources[i].key_path, "with " + swept + ": " + message,
-                              d.suggestion};
-  }
+  for (std::size_t i = 0; i < trial.sources.size(); ++i)
+    if (sweep::from_sweep_section(trial.sources[i]) && sweep::points_at(d, trial.sources[i]))
+      return sweep::swept_value_error(d, trial.overrides[i], trial.sources[i],
+                                      same_for_every_value);
   return std::nullopt;
 }
 

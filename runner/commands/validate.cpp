@@ -60,32 +60,29 @@ std::vector<SweptValue> swept_values(const sweep::SweepSpec& spec) {
   return out;
 }
 
-// Each swept value applied alone to the config: a misspelt key or a value out
-// of range is reported at the sweep section, as `trainer sweep` would refuse it.
+// Each swept value applied alone to the config, read as written in the
+// sweep section (as `trainer sweep` applies it): a misspelt key or a value
+// out of range is reported at the section, as `trainer sweep` would refuse it.
 void check_swept_values(const CommandArgs& args, const sweep::SweepSpec& spec,
                         config::Diagnostics& diags) {
   std::set<std::string> seen;
   for (const SweptValue& sv : swept_values(spec)) {
+    const std::string swept = sv.key + "=" + sv.value;
     std::vector<std::string> overrides = args.overrides;
-    overrides.push_back(sv.key + "=" + sv.value);
-    const int line = static_cast<int>(overrides.size());
+    overrides.push_back(swept);
+    config::OverrideOrigins origins(args.overrides.size());
+    origins.push_back(sv.mark);
     try {
-      const config::Config swept = config::load_config(args.config_path, overrides);
+      const config::Config config = config::load_config(args.config_path, overrides, origins);
       // The model's own checks (layer types, attributes, shapes) for a swept model key.
-      if (sv.key.rfind("model.", 0) == 0) config::run_validation_hooks(swept);
+      if (sv.key.rfind("model.", 0) == 0) config::run_validation_hooks(config);
     } catch (const config::ConfigError& e) {
-      for (config::Diagnostic d : e.diagnostics().list()) {
-        if (d.mark.file == config::kCommandLine && d.mark.line != line) continue;  // not swept
-        std::string message = d.message;
-        if (const auto note = message.find(" (in override "); note != std::string::npos)
-          message.erase(note);
-        if (!d.key_path.empty() && d.key_path != sv.key) message = d.key_path + ": " + message;
-        const bool swept = d.mark.file == config::kCommandLine;
-        config::Diagnostic out{swept ? sv.mark : d.mark, sv.key_path, message, d.suggestion};
-        // Once for all the values it holds for (a misspelt key), named by the first.
-        if (!seen.insert(config::format(out)).second) continue;
-        out.message = "with " + sv.key + "=" + sv.value + ": " + message;
-        diags.add(std::move(out));
+      for (const config::Diagnostic& d : e.diagnostics().list()) {
+        if (d.mark.file == config::kCommandLine) continue;  // the command line's own overrides
+        std::string same_for_every_value;
+        config::Diagnostic out =
+            sweep::swept_value_error(d, swept, {sv.mark, sv.key_path}, same_for_every_value);
+        if (seen.insert(same_for_every_value).second) diags.add(std::move(out));
       }
     }
   }

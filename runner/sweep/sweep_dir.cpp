@@ -13,6 +13,7 @@
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
+#include "runner/train/run_lock.h"
 #include "runner/train/sha256.h"
 
 namespace trainer::sweep {
@@ -104,7 +105,7 @@ std::string holds_other_files(const std::string& dir) {
   }
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name == ".lock" || name.ends_with(".tmp")) continue;
+    if (name == train::kLockFileName || name.ends_with(".tmp")) continue;
     return "the sweep directory '" + dir + "' holds " + name +
            " and no sweep: a sweep writes config.yaml, its tables and trials there.\n    use "
            "a new --out directory, or an empty one";
@@ -166,8 +167,10 @@ std::string reuse_conflict(const std::string& dir, const std::string& record,
 
 void write_sweep_record(const std::string& dir, const std::string& record,
                         const std::string& base_config) {
-  checkpoint::write_file_atomically((fs::path(dir) / "config.yaml").string(), base_config);
+  // sweep.yaml first: from then on the directory is this sweep's (its hash
+  // of the config is the one compared), whatever stops the writing after it.
   checkpoint::write_file_atomically((fs::path(dir) / "sweep.yaml").string(), record);
+  checkpoint::write_file_atomically((fs::path(dir) / "config.yaml").string(), base_config);
 }
 
 std::string sweep_identity_hash(const std::string& record, const std::string& base_config) {

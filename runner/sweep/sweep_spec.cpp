@@ -299,6 +299,24 @@ bool from_sweep_section(const OverrideSource& source) {
   return !source.mark.file.empty() && source.mark.file != "<--grid>";
 }
 
+bool points_at(const config::Diagnostic& d, const OverrideSource& source) {
+  return d.mark.file == source.mark.file && d.mark.line == source.mark.line &&
+         d.mark.column == source.mark.column;
+}
+
+config::Diagnostic swept_value_error(const config::Diagnostic& d, const std::string& swept,
+                                     const OverrideSource& source,
+                                     std::string& same_for_every_value) {
+  std::string message = d.message;
+  if (!d.key_path.empty() && d.key_path != swept.substr(0, swept.find('=')))
+    message = d.key_path + ": " + message;
+  config::Diagnostic out{points_at(d, source) ? source.mark : d.mark, source.key_path, message,
+                         d.suggestion};
+  same_for_every_value = config::format(out);
+  out.message = "with " + swept + ": " + message;
+  return out;
+}
+
 SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_flags,
                       std::uint64_t default_seed) {
   SweepSpec spec;

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "runner/config/diagnostics.h"
 #include "runner/config/node.h"
 
 namespace trainer::sweep {
@@ -77,6 +78,19 @@ struct Trial {
 
 // Whether `source` is a value written in the config file's sweep section.
 bool from_sweep_section(const OverrideSource& source);
+
+// Whether `d` points at the value `source` wrote (applied with its mark as
+// the override's origin: config::OverrideOrigins).
+bool points_at(const config::Diagnostic& d, const OverrideSource& source);
+
+// A config error caused by the sweep section's value `swept` ("KEY=VALUE"),
+// as reported at the section: under its key path, "with KEY=VALUE: ..."; at
+// `source`'s mark when `d` points there, else (a rule between fields) at
+// d's. `same_for_every_value` gets the same error without the value, so that
+// an error every value of a key has (a misspelt key) is reported once.
+config::Diagnostic swept_value_error(const config::Diagnostic& d, const std::string& swept,
+                                     const OverrideSource& source,
+                                     std::string& same_for_every_value);
 
 // Reads the `sweep:` node (may be null) and `--grid key=v1,v2` flags. Throws
 // config::ConfigError pointing at the offending key, also when the sweep would

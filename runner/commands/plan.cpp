@@ -95,7 +95,7 @@ int command_plan(const CommandArgs& args) {
                 train::fit_verdict(s, backend, e, capacity).c_str());
   if (unfit) {
     std::fflush(stdout);  // the plan, then the error
-    train::refuse_unfit_micro_batch(s, *unfit);
+    train::refuse_unfit_micro_batch(s, *unfit, train::UnfitDetail::plan_printed);
   }
   return 0;
 }

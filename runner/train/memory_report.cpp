@@ -155,7 +155,8 @@ MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capa
   return choice;
 }
 
-void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice) {
+void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
+                              UnfitDetail detail) {
   if (choice.fits) return;
   const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
   const std::string capacity = s.config.train.memory_limit_mib > 0
@@ -166,11 +167,15 @@ void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice) 
   config::Diagnostics diags;
   diags.add(mark_of(s.config, "train.micro_batch_size"), "train.micro_batch_size",
             "auto: even a micro-batch of 1 needs " + whole_mib(choice.estimate.total()) +
-                " MiB (`trainer plan` itemises it), more than the " +
+                (detail == UnfitDetail::plan_printed
+                     ? " MiB (itemised above), more than the "
+                     : " MiB (`trainer plan` itemises it), more than the ") +
                 std::to_string(static_cast<long long>(mib(usable))) + " MiB usable of " + capacity +
                 " less " + std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
                 "% headroom",
-            advice_when_one_does_not_fit(choice.estimate, usable));
+            detail == UnfitDetail::plan_printed
+                ? std::string()
+                : advice_when_one_does_not_fit(choice.estimate, usable));
   diags.throw_if_any();
 }
 

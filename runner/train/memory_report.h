@@ -62,7 +62,11 @@ MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capa
 // A choice that does not fit: throws a ConfigError at train.micro_batch_size
 // with what micro-batch 1 needs against the capacity, and what could help
 // (not recompute when the parameters and their state alone are too much).
-void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice);
+// `trainer plan` prints the itemised plan and its advice first, so it asks for
+// the error alone (UnfitDetail::plan_printed).
+enum class UnfitDetail { with_advice, plan_printed };
+void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
+                              UnfitDetail detail = UnfitDetail::with_advice);
 
 // With train.memory_limit_mib set: throws a ConfigError at that key, with the
 // fit verdict and its options, when the plan does not fit the limit.

@@ -119,6 +119,14 @@ TEST_CASE("an override of a key the sweep varies is refused") {
   CHECK(flag.code == 2);
   CHECK_THAT(flag.out, Catch::Contains("the sweep varies seed (a --grid flag)"));
   CHECK_FALSE(fs::exists(tmp / "sw"));
+  // validate takes it (a plain run uses it) and warns that a sweep would refuse it.
+  const auto validated =
+      run_trainer("validate " + (tmp / "tiny.yaml") + " train.max_steps=4 optimizer.lr=0.5", true);
+  CHECK(validated.code == 0);
+  CHECK_THAT(validated.out, Catch::Contains("<command line>:2:1: warning: optimizer.lr: the sweep "
+                                            "varies optimizer.lr (at " +
+                                            (tmp / "tiny.yaml") + ":21:16)"));
+  CHECK_THAT(validated.out, Catch::EndsWith("ok\n"));
 }
 
 TEST_CASE("--out naming a directory that holds something else is refused, leaving it as it was") {

@@ -140,32 +140,6 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
   return report.finish();
 }
 
-// An override of the command line that sets a key the sweep varies would be
-// replaced in every trial by the swept values.
-void check_overrides_not_swept(const std::vector<std::string>& overrides,
-                               const sweep::SweepSpec& spec) {
-  std::vector<std::pair<std::string, config::Mark>> swept;
-  for (std::size_t i = 0; i < spec.grid.size(); ++i)
-    swept.emplace_back(spec.grid[i].first, spec.grid_marks[i]);
-  for (const auto& param : spec.random) swept.emplace_back(param.key, param.mark);
-  if (!spec.seeds.empty()) swept.emplace_back("seed", spec.seeds_mark);
-  config::Diagnostics diags;
-  for (std::size_t i = 0; i < overrides.size(); ++i) {
-    const std::string key = overrides[i].substr(0, overrides[i].find('='));
-    for (const auto& [swept_key, mark] : swept) {
-      if (key != swept_key) continue;
-      const bool flag = mark.file == "<--grid>";
-      diags.add({config::kCommandLine, static_cast<int>(i) + 1, 1}, key,
-                "the sweep varies " + key + " (" +
-                    (flag ? std::string("a --grid flag") : "at " + config::to_string(mark)) +
-                    "), so every trial would replace this value",
-                "drop the override, or " +
-                    (flag ? std::string("the --grid flag") : "the key from the sweep section"));
-    }
-  }
-  config::annotate_overrides(diags, overrides).throw_if_any();
-}
-
 }  // namespace
 
 int command_sweep(const CommandArgs& args) {
@@ -175,7 +149,7 @@ int command_sweep(const CommandArgs& args) {
   job.overrides = args.overrides;
   job.spec = sweep::parse_sweep(config.sweep, args.grid, static_cast<std::uint64_t>(config.seed));
   job.trials = sweep::expand_trials(job.spec);
-  check_overrides_not_swept(args.overrides, job.spec);
+  sweep::overrides_of_swept_keys(args.overrides, job.spec).throw_if_any();
   job.parallel = args.parallel;
   job.gpus = config.devices.gpus;
   std::vector<config::Config> trial_configs;

@@ -88,8 +88,11 @@ void check_swept_values(const CommandArgs& args, const sweep::SweepSpec& spec,
   }
 }
 
+// The sweep section's keys, distributions, swept values and objective (errors
+// to `diags`), and the command line's overrides of keys it varies (warnings:
+// `trainer run` takes them; `trainer sweep` refuses them).
 void check_sweep_section(const CommandArgs& args, const config::Config& config,
-                         config::Diagnostics& diags) {
+                         config::Diagnostics& diags, config::Diagnostics& warnings) {
   if (config.sweep.is_null()) return;
   sweep::SweepSpec spec;
   try {
@@ -98,6 +101,7 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
     for (const auto& d : e.diagnostics().list()) diags.add(d);
     return;
   }
+  warnings = sweep::overrides_of_swept_keys(args.overrides, spec);
   check_swept_values(args, spec, diags);
   sweep::check_objective_recorded(spec, config, args.config_path, diags);
 }
@@ -161,12 +165,15 @@ int command_validate(const CommandArgs& args) {
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics().list()) diags.add(d);
   }
-  check_sweep_section(args, config, diags);
+  config::Diagnostics sweep_warnings;
+  check_sweep_section(args, config, diags, sweep_warnings);
   train::check_devices(config, diags);  // the GPUs it lists, on this machine
   diags.throw_if_any();
   if (args.read_data) check_every_sample(config, diags);  // the config is sound: read the data
   diags.throw_if_any();
   print_config_warnings(config);
+  for (const auto& warning : sweep_warnings.list())
+    std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
   std::printf("ok\n");
   return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "runner/config/diagnostics.h"
 #include "runner/config/emit.h"
+#include "runner/config/overrides.h"
 #include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
@@ -302,6 +303,30 @@ bool from_sweep_section(const OverrideSource& source) {
 bool points_at(const config::Diagnostic& d, const OverrideSource& source) {
   return d.mark.file == source.mark.file && d.mark.line == source.mark.line &&
          d.mark.column == source.mark.column;
+}
+
+config::Diagnostics overrides_of_swept_keys(const std::vector<std::string>& overrides,
+                                            const SweepSpec& spec) {
+  std::vector<std::pair<std::string, config::Mark>> swept;
+  for (std::size_t i = 0; i < spec.grid.size(); ++i)
+    swept.emplace_back(spec.grid[i].first, spec.grid_marks[i]);
+  for (const auto& param : spec.random) swept.emplace_back(param.key, param.mark);
+  if (!spec.seeds.empty()) swept.emplace_back("seed", spec.seeds_mark);
+  config::Diagnostics diags;
+  for (std::size_t i = 0; i < overrides.size(); ++i) {
+    const std::string key = overrides[i].substr(0, overrides[i].find('='));
+    for (const auto& [swept_key, mark] : swept) {
+      if (key != swept_key) continue;
+      const bool flag = mark.file == "<--grid>";
+      diags.add({config::kCommandLine, static_cast<int>(i) + 1, 1}, key,
+                "the sweep varies " + key + " (" +
+                    (flag ? std::string("a --grid flag") : "at " + config::to_string(mark)) +
+                    "), so every trial would replace this value",
+                "drop the override, or " +
+                    (flag ? std::string("the --grid flag") : "the key from the sweep section"));
+    }
+  }
+  return config::annotate_overrides(diags, overrides);
 }
 
 config::Diagnostic swept_value_error(const config::Diagnostic& d, const std::string& swept,

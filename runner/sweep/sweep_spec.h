@@ -83,6 +83,13 @@ bool from_sweep_section(const OverrideSource& source);
 // the override's origin: config::OverrideOrigins).
 bool points_at(const config::Diagnostic& d, const OverrideSource& source);
 
+// The command line's overrides (KEY=VALUE) that set a key the sweep varies:
+// every trial would replace their value, so `trainer sweep` refuses them
+// (errors at the override, naming where the sweep varies the key) and
+// `trainer validate` warns of them.
+config::Diagnostics overrides_of_swept_keys(const std::vector<std::string>& overrides,
+                                            const SweepSpec& spec);
+
 // A config error caused by the sweep section's value `swept` ("KEY=VALUE"),
 // as reported at the section: under its key path, "with KEY=VALUE: ..."; at
 // `source`'s mark when `d` points there, else (a rule between fields) at

@@ -28,6 +28,10 @@ std::int64_t dim_or_one(const Shape& s, std::size_t i) {
 
 class BatchNormKernel final : public Kernel {
  public:
+  // One value per channel in training (its unbiased variance undefined) is
+  // refused with the config (train::build_model_graph); only SyncBN over
+  // several ranks trains so, with the real-rows kernel. An evaluation of that
+  // run on one process comes here, and its inference reads the running values.
   BatchNormKernel(const KernelContext& k, CudaContext& ctx)
       : ctx_(ctx),
         x_(k.inputs[0][0], k.inputs[0][1], dim_or_one(k.inputs[0], 2), dim_or_one(k.inputs[0], 3)),
@@ -37,14 +41,7 @@ class BatchNormKernel final : public Kernel {
         training_program_(k.training),
         momentum_(k.attrs->get_number("momentum")),
         eps_(std::max(k.attrs->get_number("eps"), CUDNN_BN_MIN_EPSILON)),
-        relu_(epilogue_of(*k.attrs) == Epilogue::relu) {
-    // cuDNN's unbiased running variance divides by (values per channel - 1).
-    if (training_program_ && elements_ == channels_)
-      throw std::runtime_error(
-          "batchnorm over input " + to_string(k.inputs[0]) +
-          " has one value per channel in training (batch x height x width = 1): its variance is "
-          "undefined; use a micro-batch larger than 1");
-  }
+        relu_(epilogue_of(*k.attrs) == Epilogue::relu) {}
 
   std::vector<std::size_t> saved_bytes() const override {
     const auto bytes = static_cast<std::size_t>(channels_) * sizeof(float);

@@ -109,6 +109,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     return 2;
   }
   Backend& backend = job.select_backend();
+  // SyncBN kernels reduce over the job's ranks: the plan that fits the batch
+  // compiles the kernels the run will.
+  session.collective = &job.collective();
   {
     // Every rank must step alike: with auto, the smallest memory of the job's devices decides.
     const double capacity =
@@ -119,7 +122,6 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     session = std::move(fitted.session);
     if (job.is_root() && !fitted.note.empty()) std::printf("%s\n", fitted.note.c_str());
   }
-  session.collective = &job.collective();  // SyncBN kernels reduce over the job's ranks
   // Every rank reads the checkpoint to resume from; only the root writes, and
   // holds the directory's lock while it does.
   std::string dir = resume ? args.resume_dir : "";

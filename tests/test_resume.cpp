@@ -3,7 +3,8 @@
 // SIGTERM between steps, or cut back to an earlier checkpoint) and resumed
 // with `--resume` writes metrics.jsonl byte for byte like a run that never
 // stopped; the same config twice gives the same bytes; a truncated newest
-// checkpoint is reported and the previous one used.
+// checkpoint is reported and the previous one used; an evaluation that fails
+// keeps the training before it in a checkpoint that resumes exactly.
 #include <catch2/catch.hpp>
 
 #include <ctime>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu_bf16.h"
+#include "test_image_fixtures.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::testing;
@@ -329,4 +331,74 @@ TEST_CASE("a run that stops on an error leaves summary.json with status failed a
   const auto log = read_lines(tmp / "run/train.log");
   REQUIRE_FALSE(log.empty());
   CHECK(log.back() == "error: " + error);
+}
+
+TEST_CASE("an evaluation that fails keeps the training before it; the resume evaluates again") {
+  TempDir tmp("resume-eval-failed");
+  // 24 training images of three classes told apart by brightness (3 steps an
+  // epoch of 8); 12 evaluation images, one of them unreadable at first.
+  const auto write_class = [&](const std::string& root, const std::string& name, int value,
+                               int count) {
+    for (int k = 0; k < count; ++k) {
+      const std::vector<std::uint8_t> pixels(27, static_cast<std::uint8_t>(value + k % 7));
+      trainer::data::testing::write_bytes(root + "/" + name + "/" + std::to_string(k) + ".png",
+                                          trainer::data::testing::png_bytes(3, 3, 3, pixels));
+    }
+  };
+  for (const auto& [name, value] : {std::pair{"a", 20}, {"b", 120}, {"c", 220}}) {
+    write_class(tmp / "train", name, value, 8);
+    write_class(tmp / "eval", name, value + 3, 4);
+  }
+  const std::string bad = tmp / "eval/b/2.png";
+  const std::string good = read_text(bad);
+  write_text(bad, "not an image");
+  write_text(tmp / "images.yaml",
+             "name: images\n"
+             "seed: 1\n"
+             "deterministic: true\n"
+             "data:\n"
+             "  train: {type: image_folder, root: " +
+                 (tmp / "train") +
+                 ", size: [3, 3]}\n"
+                 "  eval: {type: image_folder, root: " +
+                 (tmp / "eval") +
+                 ", size: [3, 3]}\n"
+                 "  transforms: [{type: scale}]\n"
+                 "  workers: 1\n"
+                 "model:\n"
+                 "  layers: [{type: flatten}, {type: linear, out_features: "
+                 "3}]\n"
+                 "optimizer: {type: sgd, lr: 0.5, momentum: 0.9}\n"
+                 "train: {epochs: 3, batch_size: 8, log_every: 2}\n"
+                 "checkpoint: {every_epochs: 2}\n"
+                 "backend: {threads: 1}\n");
+  // At the end of epoch 0 (step 3, inside a log window), and after step 2
+  // inside it with train.eval_every: 2.
+  for (const auto& [overrides, failed_at] : {std::pair{std::vector<std::string>{}, 3},
+                                             {std::vector<std::string>{"train.eval_every=2"}, 2}}) {
+    INFO("overrides " << overrides.size() << ", failing at step " << failed_at);
+    fs::remove_all(tmp / "failed");
+    fs::remove_all(tmp / "full");
+    write_text(bad, "not an image");
+    CHECK(run_to_end(run_args(tmp / "images.yaml", tmp / "failed", overrides), tmp / "f.log") == 1);
+    const std::string log = read_text(tmp / "f.log");
+    INFO(log);
+    const std::string kept = tmp / ("failed/checkpoints/step-0000000" + std::to_string(failed_at));
+    CHECK(log.find("the evaluation at step " + std::to_string(failed_at) + " failed: ") !=
+          std::string::npos);
+    CHECK(log.find("is kept in checkpoint " + kept) != std::string::npos);
+    CHECK(log.find(bad) != std::string::npos);
+    REQUIRE(fs::exists(kept));
+    CHECK(summary_of(tmp / "failed")["status"] == "failed");
+
+    write_text(bad, good);
+    REQUIRE(run_to_end(run_args(tmp / "images.yaml", tmp / "full", overrides), tmp / "u.log") == 0);
+    std::vector<std::string> resume = {"run", tmp / "failed/config.yaml", "--resume",
+                                       tmp / "failed"};
+    REQUIRE(run_to_end(resume, tmp / "r.log") == 0);
+    INFO(read_text(tmp / "r.log"));
+    CHECK(read_text(tmp / "r.log").find("resuming from " + kept) != std::string::npos);
+    CHECK(read_text(tmp / "failed/metrics.jsonl") == read_text(tmp / "full/metrics.jsonl"));
+    CHECK(eval_records(tmp / "failed").count(failed_at) == 1);
+  }
 }

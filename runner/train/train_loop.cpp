@@ -334,6 +334,11 @@ class TrainLoop {
   void settle_losses();
   void log_window();
   void run_eval(std::int64_t at_step);
+  // run_eval(step_) after `epoch_step` steps of this epoch. When the
+  // evaluation fails on a single process (its data unreadable midway), the
+  // training since the last checkpoint is saved first, the evaluation still
+  // to make (stopped_inside_epoch_ when set), and the error goes on up.
+  void evaluate_keeping_training(std::int64_t epoch_step);
   // train.early_stopping after an evaluation: sets early_stopped_ when the
   // metric has not improved for `patience` evaluations.
   void follow_early_stopping(std::int64_t at_step);
@@ -987,6 +992,35 @@ void TrainLoop::run_eval(std::int64_t at_step) {
     follow_early_stopping(at_step);
 }
 
+void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
+  try {
+    run_eval(step_);
+  } catch (const std::exception& e) {
+    // With several ranks the others wait in the evaluation's reductions: no
+    // checkpoint can be agreed on.
+    if (world_ > 1 || writes_nothing()) throw;
+    log_->error("the evaluation at step {} failed: {}", step_, e.what());
+    try {
+      save_state(stopped_inside_epoch_ ? *stopped_inside_epoch_ : state_now(epoch_, epoch_step));
+    } catch (const std::exception& save_error) {
+      log_->error("the training since the last checkpoint could not be saved: {}",
+                  save_error.what());
+      throw;
+    }
+    if (step_ < total_steps_)
+      log_->error(
+          "the training up to step {} is kept in checkpoint {}: once the evaluation data "
+          "reads, `trainer run --resume` makes this evaluation again and goes on",
+          step_, last_checkpoint_);
+    else
+      log_->error(
+          "the training up to step {} (its end) is kept in checkpoint {}: once the evaluation "
+          "data reads, `trainer eval` evaluates it",
+          step_, last_checkpoint_);
+    throw;
+  }
+}
+
 // Every rank sees the same evaluation (its sums are reduced over the ranks),
 // so every rank decides alike.
 void TrainLoop::follow_early_stopping(std::int64_t at_step) {
@@ -1119,7 +1153,7 @@ bool TrainLoop::replay_evaluation_at_checkpoint() {
   const std::int64_t in_epoch = resumed_.epoch_step;
   if (!options_.resume || every <= 0 || step_ == 0 || step_ % every != 0 || step_ >= total_steps_ ||
       in_epoch <= 0 || in_epoch >= steps_per_epoch_ ||
-      last_eval_.value("step", std::int64_t{-1}) == step_)
+      (last_eval_.is_object() && last_eval_.value("step", std::int64_t{-1}) == step_))
     return false;
   run_eval(step_);
   if (early_stopped_) save_checkpoint(epoch_, in_epoch);
@@ -1197,7 +1231,7 @@ void TrainLoop::train_to_end() {
       bool evaluated = false;
       if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_ &&
           in_epoch < steps_per_epoch_) {
-        run_eval(step_);
+        evaluate_keeping_training(in_epoch);
         evaluated = true;
         if (early_stopped_) {
           save_checkpoint(epoch_, in_epoch);
@@ -1218,7 +1252,7 @@ void TrainLoop::train_to_end() {
     }
     if (stopped_by_ != 0 || early_stopped_) break;
     if (in_epoch < steps_per_epoch_) {
-      run_eval(step_);
+      evaluate_keeping_training(in_epoch);
       if (stopped_inside_epoch_) {
         stamp_metric(*stopped_inside_epoch_);  // that evaluation measured these weights
         save_state(*stopped_inside_epoch_);
@@ -1226,7 +1260,7 @@ void TrainLoop::train_to_end() {
       ++epoch_;
       break;
     }
-    run_eval(step_);
+    evaluate_keeping_training(steps_per_epoch_);
     if (stopped_inside_epoch_) {
       // The last step ends the epoch off a log boundary: the checkpoint is the
       // state before the short window's record and this evaluation, which a

@@ -691,6 +691,38 @@ TEST_CASE("a batchnorm with one value per channel to normalise is refused at the
   CHECK(run("validate " + config + " 'data.train.shape=[3, 2, 1]'", true).out == "ok\n");
 }
 
+TEST_CASE("a short last micro-batch of 1 that meets a batchnorm is refused at data.drop_last") {
+  TempDir dir("batchnorm_short_batch");
+  const std::string config =
+      dir.file("bn.yaml",
+               "name: bn\n"
+               "data:\n"
+               "  train: {type: synthetic, shape: [8], classes: 4, size: 33}\n"
+               "  drop_last: false\n"
+               "model:\n"
+               "  layers:\n"
+               "    - {type: linear, out_features: 16}\n"
+               "    - {type: batchnorm}\n"
+               "    - {type: linear, out_features: 4}\n"
+               "train: {max_steps: 5, batch_size: 8}\n");
+  const auto r = run("validate " + config, true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(config + ":4:14: error: data.drop_last: false: the 33 training samples end each "
+                            "epoch with a micro-batch of 1 sample (of 8), and layer 'batchnorm1' "
+                            "(batchnorm): in training") == 0);
+  CHECK(run("run " + config + " --out " + dir.path("run"), true).code == 2);
+  // Dropped, or 2 left over: enough.
+  CHECK(run("validate " + config + " data.drop_last=true", true).out == "ok\n");
+  CHECK(run("validate " + config + " data.train.size=34", true).out == "ok\n");
+  // Over two ranks each shard of 17 ends with 1 of 4: refused alike, unless synchronised.
+  const auto ranks = run("validate " + config + " devices.world_size=2", true);
+  CHECK(ranks.code == 2);
+  CHECK(ranks.out.find("false: each rank's shard of 17 samples ends each epoch with a micro-batch "
+                       "of 1 sample (of 4)") != std::string::npos);
+  CHECK(run("validate " + config + " devices.world_size=2 model.layers[1].sync=true", true).out ==
+        "ok\n");
+}
+
 TEST_CASE("trainer time with accumulation reports a micro-batch and the step it makes") {
   const auto r = run(
       "time " + kGood + "mlp.yaml train.micro_batch_size=0 train.accumulation=4 --steps 3", true);

@@ -147,7 +147,12 @@ MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capa
   const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
   for (std::int64_t micro = per_rank; micro >= 1; --micro) {
     if (per_rank % micro != 0) continue;
-    choice.session = with_micro_batch(s, micro);
+    try {
+      choice.session = with_micro_batch(s, micro);
+    } catch (const config::ConfigError&) {
+      if (micro == 1) throw;
+      continue;  // one the model refuses (a batchnorm left one value per channel)
+    }
     choice.estimate = estimate_memory(choice.session, backend);
     if (choice.capacity <= 0 || choice.estimate.total() <= usable) return choice;
   }

@@ -395,21 +395,38 @@ namespace {
 // Batchnorm in training normalises each channel over the N x H x W values
 // of its micro-batch (of the global batch with sync across ranks): with one
 // value per channel there is nothing to normalise and every output would be
-// the layer's bias (PyTorch refuses it too).
+// the layer's bias (PyTorch refuses it too). With data.drop_last: false the
+// short micro-batch ending each epoch counts as well.
 void check_batchnorm_has_values(const Session& s, config::Diagnostics& diags) {
+  const std::int64_t short_rows = s.train_data ? short_batch_rows(s.config, s) : 0;
   for (const graph::Node& node : s.graph.nodes) {
     if (node.op->name != "batchnorm" || (node.attrs.get_bool("sync") && s.batch.world > 1))
       continue;
     const Shape& x = s.graph.values[static_cast<std::size_t>(node.inputs.at(0))].shape;
-    const std::int64_t per_channel = x.at(0) * (x.size() == 4 ? x[2] * x[3] : 1);
-    if (per_channel != 1) continue;
-    diags.add(node.mark, "model",
-              "layer '" + node.name +
-                  "' (batchnorm): in training it normalises each channel over the N x H x W "
-                  "values of its input, and " +
-                  to_string(x) + " has one per channel: every output would be the layer's bias",
-              "use a micro-batch of 2 or more (train.batch_size, train.micro_batch_size), sync: "
-              "true across several ranks, or a layernorm");
+    const std::int64_t per_row = x.size() == 4 ? x[2] * x[3] : 1;
+    const std::string layer = "layer '" + node.name +
+                              "' (batchnorm): in training it normalises each channel over the "
+                              "N x H x W values of its input";
+    if (x.at(0) * per_row == 1) {
+      diags.add(node.mark, "model",
+                layer + ", and " + to_string(x) +
+                    " has one per channel: every output would be the layer's bias",
+                "use a micro-batch of 2 or more (train.batch_size, train.micro_batch_size), sync: "
+                "true across several ranks, or a layernorm");
+    } else if (short_rows == 1 && per_row == 1) {
+      const std::int64_t samples = s.train_data->size();
+      const std::string shard =
+          s.batch.world > 1
+              ? "each rank's shard of " +
+                    std::to_string((samples + s.batch.world - 1) / s.batch.world) + " samples ends"
+              : "the " + std::to_string(samples) + " training samples end";
+      diags.add(mark_of(s.config, "data.drop_last"), "data.drop_last",
+                "false: " + shard + " each epoch with a micro-batch of 1 sample (of " +
+                    std::to_string(s.batch.micro) + "), and " + layer +
+                    ", one per channel there: every output of that step would be the layer's bias",
+                "set data.drop_last: true, or a micro-batch that leaves 0 or 2 or more samples "
+                "over (train.batch_size, train.micro_batch_size)");
+    }
   }
 }
 

@@ -61,6 +61,12 @@ TEST_CASE("cgroup v1: the memory controller's limit less its usage") {
   write(root / "sys/fs/cgroup/memory/process_api/memory.usage_in_bytes",
         std::to_string(900 * kMiB));
   CHECK(cgroup_memory_room(root) == 100 * kMiB);
+  // Page cache not used lately counts as room (hierarchical total_ key in v1).
+  write(root / "sys/fs/cgroup/memory/process_api/memory.stat",
+        "cache 500\ninactive_file 1\ntotal_inactive_file " + std::to_string(300 * kMiB));
+  CHECK(cgroup_memory_room(root) == 300 * kMiB);  // the job's own room is the least now
+  write(job / "memory.stat", "total_inactive_file " + std::to_string(500 * kMiB));
+  CHECK(cgroup_memory_room(root) == 400 * kMiB);  // more cache than usage: the whole limit
 }
 
 TEST_CASE("cgroup v2: a nested cgroup is held by its parents' memory.max") {
@@ -81,6 +87,11 @@ TEST_CASE("cgroup v2: a nested cgroup is held by its parents' memory.max") {
   // Usage over the limit leaves nothing.
   write(top / "user.slice/job/inner/memory.current", std::to_string(300 * kMiB));
   CHECK(cgroup_memory_room(root) == 0);
+  // Of 150 MiB in use, 60 are page cache not used lately: room too.
+  write(top / "user.slice/job/inner/memory.current", std::to_string(150 * kMiB));
+  write(top / "user.slice/job/inner/memory.stat",
+        "anon 94371840\nfile 62914560\ninactive_file " + std::to_string(60 * kMiB));
+  CHECK(cgroup_memory_room(root) == 160 * kMiB);
 }
 
 TEST_CASE("cgroup v2 in a container: its cgroup is the mount's root") {

@@ -90,11 +90,32 @@ std::optional<std::uint64_t> read_number(const fs::path& file) {
   return value;
 }
 
-// The least of limit - usage over the cgroup `path` of `mount` and its
-// ancestors up to the mount's root.
+// The value of `key` in a memory.stat file ("key value" lines); 0 when absent.
+std::uint64_t stat_value(const fs::path& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string name;
+  std::uint64_t value = 0;
+  while (in >> name >> value)
+    if (name == key) return value;
+  return 0;
+}
+
+// The files of a memory controller: its limit, its usage, and the memory.stat
+// key of the page cache not used lately (the kernel reclaims it before it
+// enforces the limit, so it is room too; container runtimes count the same).
+struct MemoryFiles {
+  const char* limit;
+  const char* usage;
+  const char* inactive_file;
+};
+constexpr MemoryFiles kCgroupV2{"memory.max", "memory.current", "inactive_file"};
+constexpr MemoryFiles kCgroupV1{"memory.limit_in_bytes", "memory.usage_in_bytes",
+                                "total_inactive_file"};
+
+// The least of limit - (usage - inactive page cache) over the cgroup `path`
+// of `mount` and its ancestors up to the mount's root.
 std::optional<std::size_t> room_under(const fs::path& root, const Mount& mount,
-                                      const std::string& path, const char* limit_file,
-                                      const char* usage_file) {
+                                      const std::string& path, const MemoryFiles& files) {
   // The cgroup's path relative to the mount's root (a container sees its own
   // cgroup as the root of a mount); a path outside that root: the mount's root.
   const bool inside = path.starts_with(mount.root) &&
@@ -107,8 +128,11 @@ std::optional<std::size_t> room_under(const fs::path& root, const Mount& mount,
     if (part != "." && part != ".." && !part.empty()) dirs.push_back(dirs.back() / part);
   std::optional<std::size_t> least;
   for (const fs::path& dir : dirs) {
-    const auto limit = read_number(dir / limit_file), usage = read_number(dir / usage_file);
+    const auto limit = read_number(dir / files.limit);
+    auto usage = read_number(dir / files.usage);
     if (!limit || !usage) continue;
+    const std::uint64_t cache = stat_value(dir / "memory.stat", files.inactive_file);
+    *usage -= std::min(*usage, cache);
     const std::size_t room = *limit > *usage ? static_cast<std::size_t>(*limit - *usage) : 0;
     least = least ? std::min(*least, room) : room;
   }
@@ -128,11 +152,10 @@ std::optional<std::size_t> cgroup_memory_room(const fs::path& root) {
     const bool v2 = line.hierarchy == "0" && line.controllers.empty();
     for (const Mount& mount : mounts) {
       if (v2 && mount.type == "cgroup2")
-        consider(room_under(root, mount, line.path, "memory.max", "memory.current"));
+        consider(room_under(root, mount, line.path, kCgroupV2));
       else if (!v2 && mount.type == "cgroup" && lists(line.controllers, "memory") &&
                lists(mount.options, "memory"))
-        consider(
-            room_under(root, mount, line.path, "memory.limit_in_bytes", "memory.usage_in_bytes"));
+        consider(room_under(root, mount, line.path, kCgroupV1));
     }
   }
   return least;

@@ -6,7 +6,10 @@
 //    cgroup is held by its parents' limits too);
 //  - cgroup v1: memory.limit_in_bytes - memory.usage_in_bytes of the memory
 //    controller's cgroup and of its ancestors up to that mount's root.
-// Both count the page cache as used (as the kernel does before reclaiming it).
+// Both count the page cache as used; the part not used lately (memory.stat's
+// inactive_file, v1's total_inactive_file) is taken off the usage, since the
+// kernel reclaims it before it enforces a limit (a job that has read its data
+// files has them in the cache).
 #pragma once
 
 #include <cstddef>

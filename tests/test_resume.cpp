@@ -331,6 +331,15 @@ TEST_CASE("a run that stops on an error leaves summary.json with status failed a
   const auto log = read_lines(tmp / "run/train.log");
   REQUIRE_FALSE(log.empty());
   CHECK(log.back() == "error: " + error);
+  // An evaluation before the next log point stops it alike, keeping no checkpoint.
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "eval_nan",
+                            {"optimizer.type=sgd", "optimizer.lr=1e30", "train.log_every=1000",
+                             "checkpoint.every_steps=0"}),
+                   tmp / "eval.log") == 1);
+  INFO(read_text(tmp / "eval.log"));
+  const std::string eval_error = summary_of(tmp / "eval_nan")["error"];
+  CHECK(eval_error.rfind("the evaluation loss is NaN at step 16 (over 128 samples)", 0) == 0);
+  CHECK_FALSE(fs::exists(tmp / "eval_nan/checkpoints/step-00000016"));
 }
 
 TEST_CASE("an evaluation that fails keeps the training before it; the resume evaluates again") {

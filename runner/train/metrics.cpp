@@ -2,6 +2,7 @@
 #include "runner/train/metrics.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -17,9 +18,13 @@ Hits count_hits(const float* logits, const std::int64_t* labels, std::int64_t ro
     const float* row = logits + r * classes;
     const float target = row[label];
     std::int64_t greater = 0;  // classes scored above the label (ties go to the lower index)
-    for (std::int64_t c = 0; c < classes; ++c)
+    bool nan = false;          // a NaN score ranks nothing: the row is a miss
+    for (std::int64_t c = 0; c < classes; ++c) {
+      nan = nan || std::isnan(row[c]);
       if (row[c] > target || (row[c] == target && c < label)) ++greater;
+    }
     ++h.rows;
+    if (nan) continue;
     if (greater == 0) ++h.top1;
     if (greater < 5) ++h.top5;
   }

@@ -10,7 +10,8 @@
 
 namespace trainer::train {
 
-// Counts rows whose label is the arg-max (top1) or among the 5 largest logits (top5).
+// Counts rows whose label is the arg-max (top1) or among the 5 largest logits
+// (top5); a row with a NaN logit is neither (counted in `rows`).
 struct Hits {
   std::int64_t top1 = 0;
   std::int64_t top5 = 0;

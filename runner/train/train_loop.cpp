@@ -967,6 +967,15 @@ void TrainLoop::run_eval(std::int64_t at_step) {
     const AveragedWeightsInPlace averaged(program_, averaging_);
     return evaluate(s_, program_, collective_);
   }();
+  // Every rank has the same sums: every rank stops alike.
+  if (!std::isfinite(e.loss))
+    throw DivergedError(std::string("the evaluation loss is ") +
+                        (std::isnan(e.loss) ? "NaN" : "infinite") + " at step " +
+                        std::to_string(at_step) + " (over " + std::to_string(e.samples) +
+                        " samples): the weights have diverged, or the evaluation data holds "
+                        "values the model overflows on; lower optimizer.lr (or set "
+                        "train.clip_grad_norm), or check the evaluation data (trainer validate "
+                        "--data)");
   nlohmann::json record = {{"step", at_step},
                            {"epoch", epoch_},
                            {"split", "eval"},
@@ -995,6 +1004,8 @@ void TrainLoop::run_eval(std::int64_t at_step) {
 void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
   try {
     run_eval(step_);
+  } catch (const DivergedError&) {
+    throw;  // weights not worth keeping
   } catch (const std::exception& e) {
     // With several ranks the others wait in the evaluation's reductions: no
     // checkpoint can be agreed on.

@@ -242,6 +242,14 @@ TEST_CASE("a swept model key is checked against the model before any trial runs"
   CHECK(log.find("sweep: trial-000 (model.layers[1].out_features=0)") != std::string::npos);
   CHECK(log.find("none was run") != std::string::npos);
   CHECK_FALSE(fs::exists(tmp / "sw/trials"));
+  // The config's own model, when the sweep changes other keys: checked too.
+  write_text(tmp / "typo.yaml", replaced(tiny_experiment(), "{type: relu}", "{type: relux}"));
+  CHECK(run_to_end(
+            {"sweep", tmp / "typo.yaml", "--grid", "optimizer.lr=0.1,0.2", "--out", tmp / "sw2"},
+            tmp / "3.log") == 2);
+  INFO(read_text(tmp / "3.log"));
+  CHECK(read_text(tmp / "3.log").find("unknown layer type 'relux'") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "sw2/trials"));
   // validate says the same of the config's own sweep section.
   write_text(tmp / "swept.yaml",
              tiny_experiment() + "sweep:\n  grid:\n    model.layers[1].type: [linear, lienar]\n");

@@ -106,9 +106,9 @@ class TrialErrorReport {
 // trial runs (a typo in a swept key or a value out of range would otherwise
 // fail each trial in turn), and the objective against what the trials
 // record. A value of the sweep section is read as written there (a relative
-// path is relative to its file). A trial that sets `model.` keys also gets
-// the model's checks (built once per distinct setting); the rest of the data
-// and model checks are each trial's. Prints the errors and returns whether
+// path is relative to its file). The model's checks run once per distinct
+// setting of the `model.` keys the trials make (once when they make none);
+// the rest of the data checks are each trial's. Prints the errors and returns whether
 // there were any; else fills `configs` with each trial's resolved config.
 bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config_path,
                            std::vector<config::Config>& configs) {
@@ -124,12 +124,12 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
                                                           : std::nullopt);
     try {
       config::Config trial_config = config::load_config(job.config_path, overrides, origins);
-      // The model's own checks (layer types, attributes, shapes) when the sweep changes it.
+      // The model's own checks (layer types, attributes, shapes), once for
+      // each setting the sweep gives its keys (none: the config's own model).
       std::string model;
       for (const auto& o : trial.overrides)
         if (o.rfind("model.", 0) == 0) model += o + "\n";
-      if (!model.empty() && models_checked.insert(model).second)
-        config::run_validation_hooks(trial_config);
+      if (models_checked.insert(model).second) config::run_validation_hooks(trial_config);
       objective.add(trial.id, trial_config);
       configs.push_back(std::move(trial_config));
     } catch (const config::ConfigError& e) {

@@ -86,6 +86,32 @@ nlohmann::json reading_json(const train::RangeTestReading& r, const std::string&
       {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)}};
 }
 
+// The key an override sets ("train.max_steps" of "train.max_steps=15").
+std::string override_key(const std::string& override_text) {
+  return override_text.substr(0, override_text.find('='));
+}
+
+// Warns of each of the user's overrides that a forced setting replaces (the
+// same key, or a key under it: schedule.type under schedule), saying which
+// flag sets it instead, where one does.
+void warn_of_replaced_overrides(const std::vector<std::string>& overrides,
+                                const std::vector<std::string>& forced_settings) {
+  for (const std::string& given : overrides) {
+    const std::string key = override_key(given);
+    for (const std::string& forced : forced_settings) {
+      const std::string forced_key = override_key(forced);
+      if (key != forced_key && !key.starts_with(forced_key + ".")) continue;
+      std::string instead;
+      if (forced_key == "train.max_steps") instead = " (--steps sets it)";
+      if (forced_key == "optimizer.lr") instead = " (--min-lr sets the first rate)";
+      if (forced_key == "schedule") instead = " (--max-lr sets the last rate)";
+      std::fprintf(stderr, "warning: lr-find sets %s: the override '%s' is replaced%s\n",
+                   forced_key.c_str(), given.c_str(), instead.c_str());
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 int command_lr_find(const CommandArgs& given) {
@@ -109,15 +135,16 @@ int command_lr_find(const CommandArgs& given) {
         "lr-find trains one process: set devices to one GPU (devices=[0]) or "
         "devices.world_size=1; the rate it finds holds for the same global batch on more");
   CommandArgs args = given;
-  for (const std::string& forced :
-       {"schedule={type: range_test, max_lr: " + exact(given.max_lr) + "}",
-        "optimizer.lr=" + exact(given.min_lr), "train.max_steps=" + std::to_string(steps),
-        std::string("train.log_every=1"), std::string("train.eval_batches=1"),
-        std::string("train.eval_every=0"), std::string("train.early_stopping.patience=0"),
-        std::string("checkpoint.every_steps=0"), std::string("checkpoint.keep_best=0"),
-        // Within the longest name, as the run's own name is.
-        "name=" + user.name.substr(0, config::kMaxNameBytes - 8) + "-lr-find"})
-    args.overrides.push_back(forced);
+  const std::vector<std::string> forced_settings = {
+      "schedule={type: range_test, max_lr: " + exact(given.max_lr) + "}",
+      "optimizer.lr=" + exact(given.min_lr), "train.max_steps=" + std::to_string(steps),
+      std::string("train.log_every=1"), std::string("train.eval_batches=1"),
+      std::string("train.eval_every=0"), std::string("train.early_stopping.patience=0"),
+      std::string("checkpoint.every_steps=0"), std::string("checkpoint.keep_best=0"),
+      // Within the longest name, as the run's own name is.
+      "name=" + user.name.substr(0, config::kMaxNameBytes - 8) + "-lr-find"};
+  warn_of_replaced_overrides(given.overrides, forced_settings);
+  for (const std::string& forced : forced_settings) args.overrides.push_back(forced);
   std::string run_dir, stopped_by;
   int code = 0;
   try {

@@ -739,3 +739,27 @@ TEST_CASE("trainer time with accumulation reports a micro-batch and the step it 
   CHECK(std::stod(full[1]) == Approx(4 * (micro - optimizer) + optimizer).margin(0.004));
   CHECK(r.out.find("whole step ") == std::string::npos);
 }
+
+TEST_CASE("backend.threads: 0 takes OMP_NUM_THREADS when it is set, and the manifest says so") {
+  TempDir dir("omp_threads");
+  const auto threads_of = [&](const std::string& environment, const std::string& name) {
+    const std::string out = dir.path(name);
+    const auto r = trainer::testing::run_command(
+        environment + " " + trainer::testing::trainer_binary() + " run " + kGood +
+            "mlp.yaml backend.threads=0 "
+            "train.max_steps=1 --out " +
+            out,
+        true);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    std::ifstream in(out + "/manifest.json");
+    const std::string manifest((std::istreambuf_iterator<char>(in)), {});
+    std::smatch m;
+    REQUIRE(std::regex_search(manifest, m, std::regex(R"("threads": (\d+))")));
+    return std::stoi(m[1]);
+  };
+  CHECK(threads_of("OMP_NUM_THREADS=1", "one") == 1);
+  CHECK(threads_of("OMP_NUM_THREADS=3,2", "nested") == 3);  // the outermost level
+  // Unset or not a number: every CPU this process may use.
+  CHECK(threads_of("env -u OMP_NUM_THREADS", "unset") == threads_of("OMP_NUM_THREADS=x", "bad"));
+}

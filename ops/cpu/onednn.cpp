@@ -2,8 +2,12 @@
 #include "ops/cpu/onednn.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 namespace trainer::cpu {
 
@@ -45,6 +49,27 @@ bool set_cpu_threads(int n) {
 int cpu_threads() {
   auto fn = omp_get_threads();
   return fn ? fn() : 0;
+}
+
+std::optional<int> omp_num_threads() {
+  const char* text = std::getenv("OMP_NUM_THREADS");
+  if (!text) return std::nullopt;
+  char* end = nullptr;
+  const long n = std::strtol(text, &end, 10);
+  if (end == text || (*end != '\0' && *end != ',') || n < 1 || n > 4096) return std::nullopt;
+  return static_cast<int>(n);
+}
+
+int usable_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0)
+    return CPU_COUNT(&allowed);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int default_cpu_threads() {
+  return omp_num_threads().value_or(usable_cpus());
 }
 
 dnnl::memory::desc plain_md(const Shape& shape, dnnl::memory::data_type type) {

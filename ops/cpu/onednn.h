@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,16 @@ dnnl::stream& cpu_stream();
 // is present; then OMP_NUM_THREADS in the environment decides.
 bool set_cpu_threads(int n);
 int cpu_threads();  // the current OpenMP thread limit, or 0 when unknown
+
+// OMP_NUM_THREADS when the environment sets it to a positive number (its
+// first entry for a nested list); nullopt otherwise.
+std::optional<int> omp_num_threads();
+// The CPUs this process may run on (its affinity mask: taskset, a container's
+// cpuset), at least 1.
+int usable_cpus();
+// The compute threads `backend.threads: 0` stands for in one process:
+// OMP_NUM_THREADS when set (as PyTorch users expect), else usable_cpus().
+int default_cpu_threads();
 
 // Some oneDNN kernels (the bf16 ones among them) return with the upper halves
 // of the AVX registers in use, on every thread they ran on. Until a vzeroupper,

@@ -11,10 +11,10 @@
 #include <cstdio>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "data/read_every_sample.h"
+#include "ops/cpu/onednn.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
@@ -122,7 +122,7 @@ void check_every_sample(const config::Config& config, config::Diagnostics& diags
     parts.push_back({config.data.eval ? "data.eval" : "data.split",
                      config.data.eval ? "evaluation" : "held-out evaluation",
                      session.eval_data.get()});
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = cpu::usable_cpus();
   const auto start = std::chrono::steady_clock::now();
   std::string summary;
   for (const Part& part : parts) {

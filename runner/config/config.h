@@ -128,7 +128,7 @@ struct DevicesConfig {
 };
 
 struct BackendConfig {
-  std::int64_t threads = 0;  // CPU threads; 0: all cores
+  std::int64_t threads = 0;  // CPU threads; 0: cpu::default_cpu_threads()
   bool autotune = true;
   bool cuda_graphs = true;
   bool fuse_activations = true;

@@ -540,7 +540,11 @@ std::vector<SectionDef> build_sections() {
       {"backend",
        "Backend tuning.",
        {
-           f(field("threads", T::integer, "CPU threads (0: all cores)").def("0").at_least(0),
+           f(field("threads", T::integer,
+                   "CPU compute threads (0: OMP_NUM_THREADS when set, else every CPU this process "
+                   "may run on, shared among the ranks of a node)")
+                 .def("0")
+                 .at_least(0),
              [](Config& c, const FieldValue& v) { c.backend.threads = int_of(v); }),
            f(field("autotune", T::boolean,
                    "Benchmark candidate algorithms once and keep the fastest (cuDNN)")

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
+#include "ops/cpu/onednn.h"
 #include "runner/config/diagnostics.h"
 #include "runner/train/session.h"
 
@@ -30,10 +30,9 @@ config::Config rank_config(config::Config c, const RankPlace& place) {
                 "set devices.world_size: " + std::to_string(place.world) +
                     " (or leave it at 1 when mpirun/srun chooses the rank count)");
     c.devices.world_size = place.world;
-    if (c.backend.threads == 0) {
-      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      c.backend.threads = std::max(1, cores / std::max(1, place.local_world));
-    }
+    if (c.backend.threads == 0)  // OMP_NUM_THREADS per rank, or the node's CPUs shared
+      c.backend.threads = cpu::omp_num_threads().value_or(
+          std::max(1, cpu::usable_cpus() / std::max(1, place.local_world)));
   } else {
     // One rank per listed GPU: on one node the list covers the job; on several
     // nodes (the same list on each) it covers the ranks of one node.

@@ -17,6 +17,7 @@
 #include <map>
 #include <thread>
 
+#include "ops/cpu/onednn.h"
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/sweep/trial_record.h"
 #include "runner/train/progress.h"
@@ -158,7 +159,7 @@ int run_sweep(const SweepJob& job) {
   // No more slots than trials to run: each has its share of the cores.
   const std::int64_t slots = std::clamp<std::int64_t>(
       job.parallel, 1, std::max<std::int64_t>(1, static_cast<std::int64_t>(queue.size())));
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int cores = cpu::usable_cpus();
   const std::int64_t threads_each =
       std::max<std::int64_t>(1, static_cast<std::int64_t>(cores) / slots);
   std::vector<bool> slot_busy(static_cast<std::size_t>(slots), false);

@@ -23,7 +23,7 @@ inline constexpr std::int64_t kMaxParallelTrials = 1024;
 // sweep may choose for it when trials share the machine.
 struct TrialLaunch {
   std::string config_path;         // DIR/configs/<trial id>.yaml
-  bool sweep_sets_threads = true;  // its backend.threads is 0 (all cores): each gets a share
+  bool sweep_sets_threads = true;  // its backend.threads is 0: each gets a share of the CPUs
   bool sweep_sets_gpu = true;      // its devices.gpus are the config's: each gets one of them
 };
 

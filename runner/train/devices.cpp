@@ -45,9 +45,8 @@ void check_devices(const config::Config& config, config::Diagnostics& diags) {
 }
 
 Backend& select_backend(const config::Config& config) {
-  const int threads = config.backend.threads > 0
-                          ? static_cast<int>(config.backend.threads)
-                          : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = config.backend.threads > 0 ? static_cast<int>(config.backend.threads)
+                                                 : cpu::default_cpu_threads();
   cpu::set_cpu_threads(threads);
   if (config.devices.cpu || config.devices.gpus.empty())
     return with_precision_checked(cpu_backend(), config);

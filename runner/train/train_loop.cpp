@@ -25,6 +25,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/loader.h"
+#include "ops/cpu/onednn.h"
 #include "ops/step_values.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/durable_file.h"
@@ -953,7 +954,9 @@ void TrainLoop::log_window() {
     w.prefetch = cfg_.data.prefetch;
     const std::int64_t cores = std::max(1u, std::thread::hardware_concurrency());
     const bool on_cpu = cfg_.devices.cpu || cfg_.devices.gpus.empty();
-    w.compute_threads = !on_cpu ? 1 : cfg_.backend.threads > 0 ? cfg_.backend.threads : cores;
+    w.compute_threads = !on_cpu                    ? 1
+                        : cfg_.backend.threads > 0 ? cfg_.backend.threads
+                                                   : cpu::default_cpu_threads();
     w.cores = cores;
     log_->warn("{}", input_wait_advice(w));
   }

@@ -565,6 +565,18 @@ TEST_CASE("a global batch that does not divide over the ranks is one clear error
   CHECK_THAT(r.out, Catch::Contains("train.batch_size") &&
                         Catch::Contains("does not divide over 3 ranks"));
   CHECK_THAT(r.out, !Catch::Contains("starting"));
+  // A model error too: once, before any rank starts, with the exit code of a config error.
+  const auto model = run_trainer("run " + config.string() +
+                                     " devices.world_size=2 model.layers[5].out_features=3 --out " +
+                                     (kRoot / "model_error").string(),
+                                 true);
+  INFO(model.out);
+  CHECK(model.code == 2);
+  const auto first = model.out.find("the last layer gives 3 outputs");
+  REQUIRE(first != std::string::npos);
+  CHECK(model.out.find("the last layer gives 3 outputs", first + 1) == std::string::npos);
+  CHECK_THAT(model.out, !Catch::Contains("starting"));
+  CHECK_FALSE(fs::exists(kRoot / "model_error"));
 }
 
 TEST_CASE("a killed rank ends the job with an error naming it") {

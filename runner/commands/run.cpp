@@ -9,6 +9,7 @@
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
+#include "runner/config/validate_hooks.h"
 #include "runner/dist/launch_env.h"
 #include "runner/dist/local_launcher.h"
 #include "runner/dist/rank_agreement.h"
@@ -81,6 +82,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     config::Diagnostics diags;
     train::check_devices(loaded, diags);
     diags.throw_if_any();
+    // The model and data checks each rank would make, made once here: an
+    // error is reported once (exit 2), not by every rank and mpirun's abort.
+    if (dist::requested_ranks(loaded) > 1) config::run_validation_hooks(loaded);
   }
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process

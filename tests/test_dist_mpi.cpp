@@ -320,6 +320,24 @@ TEST_CASE("2 ranks evaluate a shard each and report the metrics of the whole eva
     CHECK(std::abs(la - lb) <= 1e-6 * std::abs(la));
     CHECK(a[i]["accuracy"].get<double>() == b[i]["accuracy"].get<double>());
   }
+  // With train.eval_batches (per rank), `trainer eval` in one process covers
+  // what both ranks evaluated.
+  const fs::path limited = kRoot / "eval_shards_limited";
+  fs::remove_all(limited);
+  auto r3 =
+      run_trainer(cfg + " devices.world_size=2 data.eval.size=300 train.eval_batches=1 --out " +
+                      limited.string(),
+                  true);
+  INFO(r3.out);
+  REQUIRE(r3.code == 0);
+  const auto recorded = eval_records(limited).back();
+  const auto evaluated = run_trainer("eval " + limited.string() + " --json");
+  INFO(evaluated.out);
+  REQUIRE(evaluated.code == 0);
+  const auto json = nlohmann::json::parse(evaluated.out);
+  CHECK(recorded["samples"].get<int>() == 128);  // a micro-batch of 64 on each rank
+  CHECK(json["samples"] == recorded["samples"]);
+  CHECK(json["loss"].get<double>() == Approx(recorded["loss"].get<double>()).epsilon(1e-6));
 }
 
 TEST_CASE("2 ranks stop early at the same evaluation") {

@@ -26,7 +26,8 @@ namespace trainer {
 namespace {
 
 // One process: the micro-batch of one of the run's ranks, on the first device
-// the run used.
+// the run used; train.eval_batches (per rank) covers the samples all the
+// run's ranks evaluated.
 void in_one_process(config::Config& config) {
   config::Diagnostics ignored;  // the run's own config: its batch plan was checked
   const train::BatchPlan run = train::plan_batches(config, ignored);
@@ -36,6 +37,7 @@ void in_one_process(config::Config& config) {
     config.train.micro_batch_size = run.micro;
     config.train.micro_batch_auto = false;
     config.train.accumulation = 0;  // derived from the global batch
+    config.train.eval_batches *= run.world;
   }
 }
 

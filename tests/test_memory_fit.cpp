@@ -284,3 +284,34 @@ TEST_CASE("batch splits that cannot hold are errors at the key") {
   CHECK(uneven.out.find("<command line>:1:") != std::string::npos);
   CHECK(uneven.out.find("train.micro_batch_size") != std::string::npos);
 }
+
+TEST_CASE("a run whose micro-batch auto chose resumes with that choice, whatever memory is now") {
+  const fs::path config = write_config();
+  const fs::path part = kRoot / "auto_part", whole = kRoot / "auto_whole";
+  for (const auto& d : {part, whole}) fs::remove_all(d);
+  const double at16 = plan_figure(config, "train.micro_batch_size=16", "total");
+  const std::string limit =
+      " train.micro_batch_size=auto deterministic=true train.memory_limit_mib=" +
+      std::to_string(static_cast<int>(std::ceil(at16 / 0.9)) + 1);
+  const auto first =
+      run_trainer("run " + config.string() + limit + " --out " + part.string(), true);
+  INFO(first.out);
+  REQUIRE(first.code == 0);
+  REQUIRE(first.out.find("micro_batch_size: auto: micro-batch 16 x accumulation 2") !=
+          std::string::npos);
+  // More memory now: auto alone would take the whole batch of 32 at once.
+  const auto resumed = run_trainer(
+      "run --resume " + part.string() + " train.memory_limit_mib=0 train.max_steps=4", true);
+  INFO(resumed.out);
+  REQUIRE(resumed.code == 0);
+  CHECK(resumed.out.find("micro_batch_size: auto: micro-batch 16 x accumulation 2, as the run "
+                         "chose") != std::string::npos);
+  const auto straight = run_trainer(
+      "run " + config.string() + limit + " train.max_steps=4 --out " + whole.string(), true);
+  REQUIRE(straight.code == 0);
+  const auto text = [](const fs::path& file) {
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  CHECK(text(part / "metrics.jsonl") == text(whole / "metrics.jsonl"));
+}

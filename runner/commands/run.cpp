@@ -116,7 +116,20 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   // SyncBN kernels reduce over the job's ranks: the plan that fits the batch
   // compiles the kernels the run will.
   session.collective = &job.collective();
-  {
+  // A resumed run whose micro-batch auto chose steps as before, whatever
+  // memory there is now: its checkpoint's steps are of that accumulation.
+  const std::int64_t per_rank = session.batch.micro * session.batch.accumulation;
+  const std::optional<std::int64_t> kept_accumulation =
+      resume && config.train.micro_batch_auto ? train::recorded_auto_accumulation(args.resume_dir)
+                                              : std::nullopt;
+  if (kept_accumulation && per_rank % *kept_accumulation == 0) {
+    session = train::with_micro_batch(session, per_rank / *kept_accumulation);
+    if (job.is_root())
+      std::printf(
+          "micro_batch_size: auto: micro-batch %lld x accumulation %lld, as the run chose\n",
+          static_cast<long long>(session.batch.micro),
+          static_cast<long long>(session.batch.accumulation));
+  } else {
     // Every rank must step alike: with auto, the smallest memory of the job's devices decides.
     const double capacity =
         config.train.micro_batch_auto

@@ -379,4 +379,16 @@ void record_step_execution(const std::string& dir, const graph::Program& program
   write_manifest(dir, manifest);
 }
 
+std::optional<std::int64_t> recorded_auto_accumulation(const std::string& dir) {
+  const nlohmann::json manifest = read_manifest(dir);
+  const auto batch = manifest.find("batch");
+  if (batch == manifest.end() || !batch->is_object() || !batch->value("micro_batch_auto", false))
+    return std::nullopt;
+  const auto accumulation = batch->find("accumulation");
+  if (accumulation == batch->end() || !accumulation->is_number_integer() ||
+      accumulation->get<std::int64_t>() < 1)
+    return std::nullopt;
+  return accumulation->get<std::int64_t>();
+}
+
 }  // namespace trainer::train

@@ -4,6 +4,8 @@
 // flags, precision); the kernels chosen per node are added once compiled.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "runner/commands.h"
@@ -73,5 +75,11 @@ void record_failure(const std::string& dir, const std::string& error);
 // Records in manifest.json how the training steps ran: "recorded" (replayed
 // from a CUDA graph) or "eager: <why>".
 void record_step_execution(const std::string& dir, const graph::Program& program);
+
+// The accumulation micro_batch_size: auto chose for the run in `dir`
+// (manifest.json "batch"), which a resume keeps whatever memory there is now
+// (the checkpoint's steps are of that many micro-batches); nullopt when the
+// run did not choose one so.
+std::optional<std::int64_t> recorded_auto_accumulation(const std::string& dir);
 
 }  // namespace trainer::train

@@ -252,7 +252,7 @@ void Program::run(Recording& recording, const std::function<void()>& queue_calls
 std::string Program::step_execution() const {
   if (train_recording_.work) return "recorded";
   if (!train_recording_.why_not.empty()) return "eager: " + train_recording_.why_not;
-  return "";
+  return "eager: no more than one step ran (the first runs directly)";
 }
 
 std::vector<ParamSlot> Program::optimizer_slots() {

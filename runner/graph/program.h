@@ -115,8 +115,8 @@ class Program {
   void set_update(std::function<void()> update);
 
   // How the training steps run: "recorded" (replayed from one recording of
-  // the calls), "eager: <why>", or "" while undecided (the first step always
-  // runs directly; the second is recorded).
+  // the calls) or "eager: <why>" (also while only the first step ran: it
+  // always runs directly, and the second is recorded).
   std::string step_execution() const;
 
   // Runs the training calls one at a time, reporting each call's duration.

@@ -253,6 +253,7 @@ TEST_CASE("a truncated checkpoint is reported with its path and the previous one
   CHECK(log.find(newest) != std::string::npos);
   CHECK(log.find("truncated or corrupted") != std::string::npos);
   CHECK(log.find("resuming from " + (tmp / "part/checkpoints/step-00000021")) != std::string::npos);
+  CHECK(log.find("done: 48 steps (27 in this session, ") != std::string::npos);
   CHECK(fs::exists(tmp / "part/checkpoints/step-00000022.bad"));
   // Resumed from step 21: still exactly the uninterrupted metrics.
   CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "part/metrics.jsonl"));

@@ -8,12 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runner/config/fields.h"
 #include "runner/dist/mpi_collective.h"
 #include "runner/dist/mpi_runtime.h"
 #include "runner/dist/nccl_collective.h"
 #include "runner/dist/rank_config.h"
 #include "runner/graph/program.h"
 #include "runner/train/devices.h"
+#include "runner/usage_error.h"
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/device_report.h"
 #endif
@@ -27,8 +29,10 @@ double env_number(const char* name, double fallback, double minimum) {
   char* end = nullptr;
   const double v = std::strtod(text, &end);
   if (end == text || *end != '\0' || !(v >= minimum))
-    throw std::runtime_error(std::string("the environment variable ") + name + "=\"" + text +
-                             "\" is not a number >= " + std::to_string(minimum));
+    throw UsageError(std::string("the environment variable ") + name + "=\"" + text +
+                     "\" is not a number >= " + config::format_number(minimum) +
+                     ": set it to one, or unset it for its default " +
+                     config::format_number(fallback));
   return v;
 }
 

@@ -1333,8 +1333,12 @@ nlohmann::json TrainLoop::summary() {
           "stopped by signal {} after step {}: checkpoint {}; continue with `trainer run "
           "--resume {}`",
           stopped_by_, step_, last_checkpoint_, run_dir_);
-  } else
+  } else if (first_step_ > 0) {  // a resume: the time and rate are this session's
+    log_->info("done: {} steps ({} in this session, {:.1f} s, {:.0f} samples/s)", step_,
+               step_ - first_step_, wall, samples_per_s);
+  } else {
     log_->info("done: {} steps in {:.1f} s, {:.0f} samples/s", step_, wall, samples_per_s);
+  }
   return summary;
 }
 

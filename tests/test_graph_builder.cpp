@@ -111,6 +111,23 @@ TEST_CASE("a shape error names the layer, its position and the shapes") {
   CHECK_THAT(d.suggestion, Catch::Contains("[4, 4, 6, 6]"));
 }
 
+TEST_CASE("after a layer's error the later layers' types and fields are still checked") {
+  auto b = build(
+      "layers:\n"
+      "  - {type: linear, out_features: 10}\n"    // a linear on [4, 1, 8, 8]: shape error
+      "  - {type: relu, inplace: true}\n"         // unknown key
+      "  - {type: lienar, out_features: 4}\n"     // unknown type
+      "  - {type: linear, out_features: -3}\n"    // out of range
+      "  - {type: linear, out_features: 10}\n");  // fine
+  REQUIRE(b.diags.size() == 4);
+  const auto& d = b.diags.list();
+  CHECK(d[0].mark.line == 2);
+  CHECK(d[1].key_path == "model.layers[1].inplace");
+  CHECK(d[2].key_path == "model.layers[2].type");
+  CHECK_THAT(d[2].suggestion, Catch::Contains("did you mean 'linear'?"));
+  CHECK(d[3].key_path == "model.layers[3].out_features");
+}
+
 TEST_CASE("a layer whose tensors would overflow element counts is refused at its line") {
   // 2^57 x 64 weights: the element count does not fit in 64 bits.
   auto huge = build(

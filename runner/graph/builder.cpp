@@ -192,10 +192,52 @@ class Builder {
           layer.find("block")
               ? expand_block_instance(layer, item_path, prefix, scope, previous, depth)
               : add_layer(layer, item_path, prefix, scope, previous);
-      if (out == kNoValue) return kNoValue;
+      if (out == kNoValue) {
+        // No shapes past an error, but the later layers' own fields are
+        // checked still: every mistake reported at once.
+        for (std::size_t j = i + 1; j < list.items().size(); ++j) {
+          std::vector<const Node*> unknown_parameters;  // reported when the block is fixed
+          const Node later = substitute(list.items()[j], params, &unknown_parameters);
+          if (unknown_parameters.empty())
+            check_layer_fields(later, path + "[" + std::to_string(j) + "]");
+        }
+        return kNoValue;
+      }
       previous = out;
     }
     return previous;
+  }
+
+  // A layer's type and attributes, read without its input (after an earlier
+  // layer's error): an unknown type, key or bad value is reported. Block
+  // instances are left to their expansion.
+  void check_layer_fields(const Node& layer, const std::string& path) {
+    if (!layer.is_map() || layer.find("block")) return;
+    const OpDef* op = find_layer_op(layer, path);
+    if (op) config::read_fields(layer, op->attrs, path, diags_, kLayerKeys);
+  }
+
+  // The op of a layer's `type:`; null, with an error at the key, when it
+  // names none (or a loss).
+  const OpDef* find_layer_op(const Node& layer, const std::string& path) {
+    const Node* type = layer.find("type");
+    if (!type || !type->is_scalar()) {
+      diags_.add(layer.mark(), path, "a layer needs `type:` (an op) or `block:` (a block name)");
+      return nullptr;
+    }
+    const OpDef* op = op_registry().find(type->text());
+    if (!op || op->is_loss) {
+      std::vector<std::string> names;
+      for (const auto& d : op_registry().all())
+        if (!d.is_loss) names.push_back(d.name);
+      const std::string near = config::nearest(type->text(), names);
+      diags_.add(type->mark(), path + ".type",
+                 op ? "'" + type->text() + "' is a loss: declare it as `model.loss`"
+                    : "unknown layer type '" + type->text() + "'",
+                 near.empty() ? "known types: " + join(names) : "did you mean '" + near + "'?");
+      return nullptr;
+    }
+    return op;
   }
 
   // `$name` references in a block's layers that name none of its parameters.
@@ -282,23 +324,8 @@ class Builder {
 
   ValueId add_layer(const Node& layer, const std::string& path, const std::string& prefix,
                     Scope& scope, ValueId previous) {
-    const Node* type = layer.find("type");
-    if (!type || !type->is_scalar()) {
-      diags_.add(layer.mark(), path, "a layer needs `type:` (an op) or `block:` (a block name)");
-      return kNoValue;
-    }
-    const OpDef* op = op_registry().find(type->text());
-    if (!op || op->is_loss) {
-      std::vector<std::string> names;
-      for (const auto& d : op_registry().all())
-        if (!d.is_loss) names.push_back(d.name);
-      const std::string near = config::nearest(type->text(), names);
-      diags_.add(type->mark(), path + ".type",
-                 op ? "'" + type->text() + "' is a loss: declare it as `model.loss`"
-                    : "unknown layer type '" + type->text() + "'",
-                 near.empty() ? "known types: " + join(names) : "did you mean '" + near + "'?");
-      return kNoValue;
-    }
+    const OpDef* op = find_layer_op(layer, path);
+    if (!op) return kNoValue;
     const std::string name = local_name(layer, op->name, scope, path);
     if (name.empty()) return kNoValue;
     std::vector<ValueId> inputs;

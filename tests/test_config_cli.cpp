@@ -108,6 +108,17 @@ TEST_CASE("print-config output is a config that validates to the same values") {
   std::filesystem::remove(path);
 }
 
+TEST_CASE("print-config refuses layers it cannot resolve: an unknown type, key or value") {
+  const auto r =
+      run("print-config " + kGood + "mlp.yaml model.layers[1].type=lienar model.layers[2].bogus=1",
+          true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("<command line>:1:22: error: model.layers[1].type: unknown layer type "
+                   "'lienar' (in override 1") == 0);
+  CHECK(r.out.find("model.layers[2].bogus: unknown key 'bogus'") != std::string::npos);
+  CHECK(r.out.find("name:") == std::string::npos);  // no YAML printed
+}
+
 TEST_CASE("print-config shows the loss a config without one uses, and layer defaults") {
   const auto r = run("print-config " + kGood + "minimal.yaml");
   REQUIRE(r.code == 0);

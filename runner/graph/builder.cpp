@@ -91,6 +91,40 @@ Node substitute(const Node& node, const std::map<std::string, Node>& params,
   return node;
 }
 
+// The op of a layer's `type:`; null, with an error at the key, when it
+// names none (or a loss).
+const OpDef* find_layer_op(const Node& layer, const std::string& path, Diagnostics& diags) {
+  const Node* type = layer.find("type");
+  if (!type || !type->is_scalar()) {
+    diags.add(layer.mark(), path, "a layer needs `type:` (an op) or `block:` (a block name)");
+    return nullptr;
+  }
+  const OpDef* op = op_registry().find(type->text());
+  if (!op || op->is_loss) {
+    std::vector<std::string> names;
+    for (const auto& d : op_registry().all())
+      if (!d.is_loss) names.push_back(d.name);
+    const std::string near = config::nearest(type->text(), names);
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    diags.add(type->mark(), path + ".type",
+              op ? "'" + type->text() + "' is a loss: declare it as `model.loss`"
+                 : "unknown layer type '" + type->text() + "'",
+              near.empty() ? "known types: " + known : "did you mean '" + near + "'?");
+    return nullptr;
+  }
+  return op;
+}
+
+// A layer's type and attributes, read without its input (no shape is
+// known): an unknown type, key or bad value is reported. Block instances are
+// left to their expansion.
+void check_layer_fields(const Node& layer, const std::string& path, Diagnostics& diags) {
+  if (!layer.is_map() || layer.find("block")) return;
+  if (const OpDef* op = find_layer_op(layer, path, diags))
+    config::read_fields(layer, op->attrs, path, diags, kLayerKeys);
+}
+
 class Builder {
  public:
   Builder(const Node& model, const ModelInput& input, Diagnostics& diags)
@@ -199,45 +233,13 @@ class Builder {
           std::vector<const Node*> unknown_parameters;  // reported when the block is fixed
           const Node later = substitute(list.items()[j], params, &unknown_parameters);
           if (unknown_parameters.empty())
-            check_layer_fields(later, path + "[" + std::to_string(j) + "]");
+            check_layer_fields(later, path + "[" + std::to_string(j) + "]", diags_);
         }
         return kNoValue;
       }
       previous = out;
     }
     return previous;
-  }
-
-  // A layer's type and attributes, read without its input (after an earlier
-  // layer's error): an unknown type, key or bad value is reported. Block
-  // instances are left to their expansion.
-  void check_layer_fields(const Node& layer, const std::string& path) {
-    if (!layer.is_map() || layer.find("block")) return;
-    const OpDef* op = find_layer_op(layer, path);
-    if (op) config::read_fields(layer, op->attrs, path, diags_, kLayerKeys);
-  }
-
-  // The op of a layer's `type:`; null, with an error at the key, when it
-  // names none (or a loss).
-  const OpDef* find_layer_op(const Node& layer, const std::string& path) {
-    const Node* type = layer.find("type");
-    if (!type || !type->is_scalar()) {
-      diags_.add(layer.mark(), path, "a layer needs `type:` (an op) or `block:` (a block name)");
-      return nullptr;
-    }
-    const OpDef* op = op_registry().find(type->text());
-    if (!op || op->is_loss) {
-      std::vector<std::string> names;
-      for (const auto& d : op_registry().all())
-        if (!d.is_loss) names.push_back(d.name);
-      const std::string near = config::nearest(type->text(), names);
-      diags_.add(type->mark(), path + ".type",
-                 op ? "'" + type->text() + "' is a loss: declare it as `model.loss`"
-                    : "unknown layer type '" + type->text() + "'",
-                 near.empty() ? "known types: " + join(names) : "did you mean '" + near + "'?");
-      return nullptr;
-    }
-    return op;
   }
 
   // `$name` references in a block's layers that name none of its parameters.
@@ -324,7 +326,7 @@ class Builder {
 
   ValueId add_layer(const Node& layer, const std::string& path, const std::string& prefix,
                     Scope& scope, ValueId previous) {
-    const OpDef* op = find_layer_op(layer, path);
+    const OpDef* op = find_layer_op(layer, path, diags_);
     if (!op) return kNoValue;
     const std::string name = local_name(layer, op->name, scope, path);
     if (name.empty()) return kNoValue;
@@ -691,6 +693,25 @@ class Builder {
 Graph build_graph(const config::Node& model, const ModelInput& input,
                   config::Diagnostics& diagnostics) {
   return Builder(model, input, diagnostics).build();
+}
+
+void check_model_fields(const config::Node& model, config::Diagnostics& diagnostics) {
+  if (!model.is_map()) return;
+  const auto check_list = [&](const config::Node* layers, const std::string& path) {
+    if (!layers || !layers->is_sequence()) return;
+    for (std::size_t i = 0; i < layers->items().size(); ++i) {
+      std::vector<const config::Node*>
+          parameters;  // a block's $references: values known per instance
+      substitute(layers->items()[i], {}, &parameters);
+      if (parameters.empty())
+        check_layer_fields(layers->items()[i], path + "[" + std::to_string(i) + "]", diagnostics);
+    }
+  };
+  check_list(model.find("layers"), "model.layers");
+  if (const config::Node* blocks = model.find("blocks"); blocks && blocks->is_map())
+    for (std::size_t i = 0; i < blocks->size(); ++i)
+      if (const config::Node& block = blocks->value_at(i); block.is_map())
+        check_list(block.find("layers"), "model.blocks." + blocks->key_at(i) + ".layers");
 }
 
 std::int64_t Graph::parameter_count(bool trainable_only) const {

@@ -25,4 +25,9 @@ struct ModelInput {
 Graph build_graph(const config::Node& model, const ModelInput& input,
                   config::Diagnostics& diagnostics);
 
+// Every layer's type, keys and values, checked without the data (no shapes,
+// block parameters left to their instances): what `trainer print-config`
+// can check. Adds each problem to `diagnostics`.
+void check_model_fields(const config::Node& model, config::Diagnostics& diagnostics);
+
 }  // namespace trainer::graph

@@ -129,7 +129,7 @@ void MpiCollective::all_reduce_statistics(std::vector<double>& values) {
   std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
   MPI_Iallgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, MPI_COMM_WORLD,
                  &request[0]);
-  watchdog_.wait(request, fmt::format("a small reduction (batchnorm statistics or the stop "
+  watchdog_.wait(request, fmt::format("small reduction (batchnorm statistics or the stop "
                                       "flag) at step {}",
                                       steps_ + 1));
   for (std::size_t i = 0; i < values.size(); ++i) {

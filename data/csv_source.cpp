@@ -8,11 +8,14 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_map>
 
 #include "data/array_dataset.h"
 #include "data/file_bytes.h"
 #include "data/finite_check.h"
 #include "data/loader.h"  // kIgnoreLabel
+#include "data/quote.h"
 #include "data/sources.h"
 
 namespace trainer::data {
@@ -31,30 +34,14 @@ std::vector<std::string> split_line(const std::string& line, char delimiter) {
   return cells;
 }
 
-// `text` with control bytes (a NUL would end the message) written as \xNN.
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7F) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02X", byte);
-      out += hex;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// `text` escaped, in single quotes, for errors.
-std::string quoted(const std::string& text) {
-  return "'" + escaped(text) + "'";
-}
-
+// The column names for an error: each shortened, at most the first 20 (then
+// how many there are).
 std::string known_columns(const std::vector<std::string>& names) {
+  constexpr std::size_t kShown = 20;
   std::string text;
-  for (const auto& n : names) text += (text.empty() ? "" : ", ") + escaped(n);
+  for (std::size_t c = 0; c < names.size() && c < kShown; ++c)
+    text += (text.empty() ? "" : ", ") + excerpt(names[c]);
+  if (names.size() > kShown) text += ", ... (" + std::to_string(names.size()) + " columns)";
   return text;
 }
 
@@ -80,6 +67,21 @@ std::string csv_text(const std::string& path) {
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   if (text.find('\n') == std::string::npos) std::replace(text.begin(), text.end(), '\r', '\n');
   return text;
+}
+
+// A name given twice selects whichever comes first: refuse it instead (one
+// pass with a hash map, so a header of a million columns takes no time).
+void check_unique_names(const std::string& path, const std::vector<std::string>& names,
+                        std::int64_t line_number) {
+  std::unordered_map<std::string_view, std::size_t> first_of;
+  for (std::size_t c = 0; c < names.size(); ++c) {
+    const auto [at, added] = first_of.emplace(names[c], c);
+    if (added) continue;
+    throw std::runtime_error("CSV file '" + path + "' line " + std::to_string(line_number) +
+                             ": the header names column " + quote(names[c]) + " twice (columns " +
+                             std::to_string(at->second + 1) + " and " + std::to_string(c + 1) +
+                             "); rename one, so that `label` and `features` select one column");
+  }
 }
 
 }  // namespace
@@ -110,24 +112,14 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     in.seekg(data_start);
     line_number = 0;
   }
-  // A name given twice selects whichever comes first: refuse it instead.
-  for (std::size_t c = 0; c < columns; ++c) {
-    for (std::size_t first = 0; first < c; ++first) {
-      if (names[first] != names[c]) continue;
-      throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
-                               ": the header names column " + quoted(names[c]) +
-                               " twice (columns " + std::to_string(first + 1) + " and " +
-                               std::to_string(c + 1) +
-                               "); rename one, so that `label` and `features` select one column");
-    }
-  }
+  check_unique_names(o.path, names, line_number);
 
   // `field`: the setting that names the column ("label", "features").
   auto column_of = [&](const std::string& name, const std::string& field) -> std::size_t {
     for (std::size_t c = 0; c < names.size(); ++c) {
       if (names[c] == name) return c;
     }
-    throw SourceFieldError(field, "CSV file '" + o.path + "' has no column " + quoted(name) +
+    throw SourceFieldError(field, "CSV file '" + o.path + "' has no column " + quote(name) +
                                       "; columns: " + known_columns(names) +
                                       delimiter_hint(first_line, columns, o.delimiter));
   };
@@ -143,13 +135,13 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       if (c == label_column) {
         throw SourceFieldError(
             "features",
-            "CSV file '" + o.path + "': `features` lists " + quoted(name) + ", the label column" +
+            "CSV file '" + o.path + "': `features` lists " + quote(name) + ", the label column" +
                 (o.label.empty() ? " (the last column, as `label` is not set)" : " (`label`)") +
                 "; the model would see the answer among its inputs: remove it from `features`");
       }
       if (std::find(feature_columns.begin(), feature_columns.end(), c) != feature_columns.end()) {
         throw SourceFieldError("features", "CSV file '" + o.path + "': `features` lists " +
-                                               quoted(name) + " twice; list each column once");
+                                               quote(name) + " twice; list each column once");
       }
       feature_columns.push_back(c);
     }
@@ -168,21 +160,23 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     double value = 0;
     const char* end = cell.data() + cell.size();
     auto [ptr, ec] = std::from_chars(cell.data(), end, value);
-    const std::string where = "CSV file '" + o.path + "' line " + std::to_string(line_number) +
-                              ", column " + quoted(names[column]) + ": " + quoted(cell);
+    const auto where = [&] {
+      return "CSV file '" + o.path + "' line " + std::to_string(line_number) + ", column " +
+             quote(names[column]) + ": " + quote(cell);
+    };
     if (ec == std::errc::result_out_of_range && ptr == end) {  // 1e999: beyond even float64
-      throw std::runtime_error(where + " is outside the float32 range");
+      throw std::runtime_error(where() + " is outside the float32 range");
     }
     if (cell.empty() || ec != std::errc() || ptr != end) {
-      throw std::runtime_error(where + " is not a number");
+      throw std::runtime_error(where() + " is not a number");
     }
     if (finite && !std::isfinite(value)) {
-      throw std::runtime_error(where + " is not a finite number (" + non_finite_name(value) +
+      throw std::runtime_error(where() + " is not a finite number (" + non_finite_name(value) +
                                "); fill in or drop the missing or overflowing values");
     }
     // Values are float32: a finite number beyond its range would silently become inf.
     if (std::isfinite(value) && std::abs(value) > std::numeric_limits<float>::max()) {
-      throw std::runtime_error(where + " is outside the float32 range");
+      throw std::runtime_error(where() + " is outside the float32 range");
     }
     return value;
   };
@@ -208,7 +202,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
                        (o.classes > 0 && label >= static_cast<double>(o.classes)))) {
         throw std::runtime_error(
             "CSV file '" + o.path + "' line " + std::to_string(line_number) + ": label " +
-            quoted(cells[label_column]) + " is not a class in [0, " +
+            quote(cells[label_column]) + " is not a class in [0, " +
             (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ") (nor " +
             std::to_string(kIgnoreLabel) + ", the label of an ignored sample)");
       }

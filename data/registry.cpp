@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "data/attr_values.h"
+#include "data/quote.h"
 #include "data/sources.h"
 
 namespace trainer::data {
@@ -104,8 +105,8 @@ SourceDef csv_source() {
     o.header = bool_or(a, "header", true);
     const std::string delimiter = string_or(a, "delimiter", ",");
     if (delimiter.size() != 1) {
-      throw std::runtime_error("csv source: delimiter must be one character, got '" + delimiter +
-                               "'");
+      throw std::runtime_error("csv source: delimiter must be one character, got " +
+                               quote(delimiter));
     }
     o.delimiter = delimiter[0];
     o.regression = bool_or(a, "regression", false);

@@ -188,6 +188,22 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     write_text(dir.file("word.csv"), "a,b,c\n1,2,0\n1,x,0\n");
     bad.path = dir.file("word.csv");
     CHECK_THROWS_WITH(open_csv(bad), Contains("line 3, column 'b': 'x' is not a number"));
+    // A long cell is quoted by its start and its length, not whole.
+    const std::string cell(1'000'000, 'x');
+    write_text(dir.file("long.csv"), "a,b,c\n1,2,0\n1," + cell + ",0\n");
+    bad.path = dir.file("long.csv");
+    try {
+      open_csv(bad);
+      FAIL("a cell of 1000000 bytes that is not a number was read");
+    } catch (const std::runtime_error& e) {
+      const std::string message = e.what();
+      CHECK(message.size() < 300);
+      CHECK_THAT(message, Contains("line 3, column 'b': '" + std::string(60, 'x') +
+                                   "...' (1000000 bytes) is not a number"));
+    }
+    write_text(dir.file("long.csv"), "a," + cell + "," + cell + "\n1,2,0\n");
+    CHECK_THROWS_WITH(open_csv(bad), Contains("names column '" + std::string(60, 'x') +
+                                              "...' (1000000 bytes) twice (columns 2 and 3)"));
     write_text(dir.file("label.csv"), "a,c\n1,0.5\n");
     bad.path = dir.file("label.csv");
     CHECK_THROWS_WITH(open_csv(bad), Contains("line 2: label '0.5' is not a class"));

@@ -1,15 +1,21 @@
 // NumPy .npy files: magic "\x93NUMPY", version, a header dict
 // {'descr': '<f4', 'fortran_order': False, 'shape': (N, ...)}, then the data.
 // Supported element types: uint8, float32, float64, int64, int32 (little-endian).
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <optional>
+#include <span>
 #include <stdexcept>
+#include <string_view>
 
 #include "data/array_dataset.h"
 #include "data/file_bytes.h"
 #include "data/finite_check.h"
+#include "data/quote.h"
 #include "data/sources.h"
 
 namespace trainer::data {
@@ -46,17 +52,11 @@ struct NpyArray {
   throw std::runtime_error("NPY file '" + path + "': " + what);
 }
 
-// The text after `'key':` in the header dict, trimmed of spaces.
-std::string header_value(const std::string& path, const std::string& header,
-                         const std::string& key) {
-  const std::size_t k = header.find("'" + key + "'");
-  if (k == std::string::npos) bad_header(path, "header has no '" + key + "' entry: " + header);
-  std::size_t v = header.find(':', k);
-  if (v == std::string::npos) bad_header(path, "malformed header: " + header);
-  ++v;
-  while (v < header.size() && header[v] == ' ') ++v;
-  return header.substr(v);
-}
+constexpr const char* kSaveAgain = "the header is damaged: save the array again (numpy.save)";
+
+// Longer headers are no array this reader takes (a plain array's is at most a
+// few kilobytes); refused before a damaged length makes it read gigabytes.
+constexpr std::size_t kMaxHeaderBytes = 1 << 20;
 
 std::size_t element_size(const std::string& descr) {
   if (descr == "u1") return 1;
@@ -64,76 +64,269 @@ std::size_t element_size(const std::string& descr) {
   return 8;
 }
 
+// What the header dict says.
+struct NpyHeader {
+  std::string descr;  // "u1", "f4", "f8", "i8", "i4"
+  Shape shape;
+};
+
+// The header dict, read strictly: {'descr': '<f4', 'fortran_order': False,
+// 'shape': (3, 2), } with each of the three keys once (in any order), then
+// only spaces and a newline. Anything else is an error naming the byte offset
+// in the file (`base`: the offset of the dict's first byte).
+class HeaderParser {
+ public:
+  HeaderParser(const std::string& path, std::string_view text, std::size_t base)
+      : path_(path), text_(text), base_(base) {}
+
+  NpyHeader parse() {
+    skip_spaces();
+    expect('{', "a header dict starting with '{'");
+    std::size_t seen[3] = {kUnseen, kUnseen, kUnseen};  // descr, fortran_order, shape
+    for (;;) {
+      skip_spaces();
+      if (peek() == '}') break;
+      const std::size_t key_at = pos_;
+      const std::string key = string_literal("a key in quotes ('descr', 'fortran_order', 'shape')");
+      const int k = key == "descr" ? 0 : key == "fortran_order" ? 1 : key == "shape" ? 2 : -1;
+      if (k < 0)
+        fail_at(key_at, "unknown key " + quote(key) +
+                            " (a .npy header has 'descr', 'fortran_order' and 'shape')");
+      if (seen[k] != kUnseen)
+        fail_at(key_at, "'" + key + "' is given twice (first at byte offset " +
+                            std::to_string(base_ + seen[k]) + ")");
+      seen[k] = key_at;
+      skip_spaces();
+      expect(':', "':' after '" + key + "'");
+      skip_spaces();
+      if (k == 0) header_.descr = descr();
+      if (k == 1) fortran_order();
+      if (k == 2) header_.shape = shape();
+      skip_spaces();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != '}') fail("',' or '}' after the value of '" + key + "'");
+    }
+    ++pos_;
+    skip_spaces();
+    if (pos_ < text_.size()) fail("only spaces and a newline after the header dict's '}'");
+    const char* keys[3] = {"descr", "fortran_order", "shape"};
+    for (int k = 0; k < 3; ++k)
+      if (seen[k] == kUnseen)
+        bad_header(path_, "header has no '" + std::string(keys[k]) + "' entry: " + quote(text_) +
+                              "; " + kSaveAgain);
+    return header_;
+  }
+
+ private:
+  static constexpr std::size_t kUnseen = SIZE_MAX;
+
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+
+  void skip_spaces() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r'))
+      ++pos_;
+  }
+
+  // The byte at `at`, for errors: "'4'", "the end of the header".
+  std::string found_at(std::size_t at) const {
+    if (at >= text_.size()) return "the end of the header";
+    return quote(text_.substr(at, 1));
+  }
+
+  // The error `what` at byte `at` of the dict, shown with the text around it
+  // (up to 40 bytes before, 20 after; the padding after the dict left out).
+  [[noreturn]] void fail_at(std::size_t at, const std::string& what) const {
+    const std::string_view shown = text_.substr(0, text_.find_last_not_of(" \t\r\n") + 1);
+    const std::size_t near = std::min(at, shown.size());
+    const std::size_t from = near > 40 ? near - 40 : 0;
+    bad_header(path_, "malformed header at byte offset " + std::to_string(base_ + at) + ": " +
+                          what + ", in " + (from > 0 ? "'..." : "'") +
+                          escaped(shown.substr(from, near - from + 20)) +
+                          (near + 20 < shown.size() ? "...'" : "'") + "; " + kSaveAgain);
+  }
+
+  // An error at the current byte: "expected X, found Y".
+  [[noreturn]] void fail(const std::string& expected) const {
+    fail_at(pos_, "expected " + expected + ", found " + found_at(pos_));
+  }
+
+  void expect(char c, const std::string& what) {
+    if (peek() != c) fail(what);
+    ++pos_;
+  }
+
+  // A string in single or double quotes (no escapes: none of the values has one).
+  std::string string_literal(const std::string& what) {
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') fail(what);
+    const std::size_t close = text_.find(quote, pos_ + 1);
+    if (close == std::string_view::npos) fail_at(pos_, "a string without its closing quote");
+    const std::string value(text_.substr(pos_ + 1, close - pos_ - 1));
+    pos_ = close + 1;
+    return value;
+  }
+
+  // A bare word (True, False): letters, digits and '_'.
+  std::string word() {
+    const std::size_t from = pos_;
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
+      ++pos_;
+    return std::string(text_.substr(from, pos_ - from));
+  }
+
+  // 'descr': a byte order (<, >, |, =) and one of the element types read here.
+  std::string descr() {
+    const std::size_t at = pos_;
+    if (peek() == '[') {
+      bad_header(path_, "header at byte offset " + std::to_string(base_ + at) +
+                            ": 'descr' is a list: structured arrays are not supported; save a "
+                            "plain array of one dtype");
+    }
+    const std::string text = string_literal("'descr' as a string like '<f4'");
+    const char order = text.empty() ? '\0' : text[0];
+    if (text.size() < 2 || std::string_view("<>|=").find(order) == std::string_view::npos)
+      fail_at(at, "'descr' is " + quote(text) +
+                      ": it does not start with a byte order (one of < > | =)");
+    std::string type = text.substr(1);
+    const bool known = type == "u1" || type == "f4" || type == "f8" || type == "i8" || type == "i4";
+    if (!known || (order == '>' && type != "u1")) {
+      bad_header(path_, "header at byte offset " + std::to_string(base_ + at) + ": dtype " +
+                            quote(text) +
+                            " is not supported (use uint8, float32, float64, int32 or int64, "
+                            "little-endian)");
+    }
+    return type;
+  }
+
+  // 'fortran_order': False (True is refused: the data is column-major).
+  void fortran_order() {
+    const std::size_t at = pos_;
+    const std::string value = word();
+    if (value.empty()) fail("True or False for 'fortran_order'");
+    if (value == "True") {
+      bad_header(path_,
+                 "fortran_order True is not supported; save a C-ordered array "
+                 "(numpy.ascontiguousarray)");
+    }
+    if (value != "False") {
+      bad_header(path_, "header at byte offset " + std::to_string(base_ + at) +
+                            ": 'fortran_order' is " + quote(value) +
+                            ", not a boolean (True or False): " + kSaveAgain);
+    }
+  }
+
+  // 'shape': a tuple of extents, "()", "(3,)", "(3, 2)", "(3, 2,)".
+  Shape shape() {
+    Shape dims;
+    expect('(', "'shape' as a tuple like (3, 2)");
+    for (;;) {
+      skip_spaces();
+      if (peek() == ')') break;
+      dims.push_back(extent());
+      skip_spaces();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != ')') fail("',' or ')' after an extent of 'shape'");
+    }
+    ++pos_;
+    return dims;
+  }
+
+  // One extent: a non-negative integer (Python 2's numpy wrote a trailing L).
+  std::int64_t extent() {
+    const std::size_t at = pos_;
+    if (peek() == '-') fail_at(at, "a negative extent in 'shape'");
+    if (!std::isdigit(static_cast<unsigned char>(peek()))) fail("an extent (a number) in 'shape'");
+    std::int64_t value = 0;
+    while (std::isdigit(static_cast<unsigned char>(peek()))) {
+      const int digit = peek() - '0';
+      if (value > (std::numeric_limits<std::int64_t>::max() - digit) / 10)
+        fail_at(at, "an extent in 'shape' beyond 2^63 - 1");
+      value = value * 10 + digit;
+      ++pos_;
+    }
+    if (peek() == 'L') ++pos_;
+    return value;
+  }
+
+  const std::string& path_;
+  std::string_view text_;
+  std::size_t base_;
+  std::size_t pos_ = 0;
+  NpyHeader header_;
+};
+
+// Where the header dict is in the file: its first byte and its length.
+struct HeaderPlace {
+  std::size_t start = 0, length = 0;
+};
+
+// The header dict's place, read from the magic, version and length at the
+// start of `b`; nullopt when `b` ends before them or inside the dict, unless
+// `complete` (`b` is the whole file: that is an error).
+std::optional<HeaderPlace> header_place(const std::string& path, std::span<const std::uint8_t> b,
+                                        bool complete) {
+  const std::size_t magic = std::min<std::size_t>(b.size(), 6);
+  if ((magic > 0 && std::memcmp(b.data(), "\x93NUMPY", magic) != 0) ||
+      (complete && b.size() < 10)) {
+    bad_header(path, "not a .npy file (the magic \\x93NUMPY is missing at byte 0)");
+  }
+  if (b.size() < 10) return std::nullopt;
+  HeaderPlace p;
+  const int major = b[6];
+  if (major == 1) {
+    p.length = b[8] | (std::size_t{b[9]} << 8);
+    p.start = 10;
+  } else if (major == 2 || major == 3) {
+    if (b.size() < 12) {
+      if (!complete) return std::nullopt;
+      bad_header(path, "truncated at byte offset " + std::to_string(b.size()));
+    }
+    p.length =
+        b[8] | (std::size_t{b[9]} << 8) | (std::size_t{b[10]} << 16) | (std::size_t{b[11]} << 24);
+    p.start = 12;
+  } else {
+    bad_header(path, "unsupported format version " + std::to_string(major));
+  }
+  if (p.length > kMaxHeaderBytes) {
+    bad_header(path, "the header length at byte offset 8 is " + std::to_string(p.length) +
+                         " bytes, more than any plain array's header (at most " +
+                         std::to_string(kMaxHeaderBytes) + "); " + kSaveAgain);
+  }
+  if (b.size() < p.start + p.length) {
+    if (!complete) return std::nullopt;
+    bad_header(path, "truncated at byte offset " + std::to_string(b.size()) +
+                         " inside the header of " + std::to_string(p.length) + " bytes");
+  }
+  return p;
+}
+
+// The header dict at `place` in `b`, parsed.
+NpyHeader npy_header(const std::string& path, std::span<const std::uint8_t> b,
+                     const HeaderPlace& place) {
+  const std::string_view text(reinterpret_cast<const char*>(b.data()) + place.start, place.length);
+  NpyHeader h = HeaderParser(path, text, place.start).parse();
+  if (h.shape.empty()) bad_header(path, "a scalar array; expected [N, ...]");
+  return h;
+}
+
 NpyArray read_npy(const std::string& path) {
   NpyArray a;
   a.path = path;
   a.bytes = read_file_bytes(path);
   const auto& b = a.bytes;
-  if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0) {
-    bad_header(path, "not a .npy file (the magic \\x93NUMPY is missing at byte 0)");
-  }
-  const int major = b[6];
-  std::size_t header_len = 0, header_start = 0;
-  if (major == 1) {
-    header_len = b[8] | (std::size_t{b[9]} << 8);
-    header_start = 10;
-  } else if (major == 2 || major == 3) {
-    if (b.size() < 12) bad_header(path, "truncated at byte offset " + std::to_string(b.size()));
-    header_len =
-        b[8] | (std::size_t{b[9]} << 8) | (std::size_t{b[10]} << 16) | (std::size_t{b[11]} << 24);
-    header_start = 12;
-  } else {
-    bad_header(path, "unsupported format version " + std::to_string(major));
-  }
-  if (b.size() < header_start + header_len) {
-    bad_header(path, "truncated at byte offset " + std::to_string(b.size()) +
-                         " inside the header of " + std::to_string(header_len) + " bytes");
-  }
-  const std::string header(b.begin() + static_cast<std::ptrdiff_t>(header_start),
-                           b.begin() + static_cast<std::ptrdiff_t>(header_start + header_len));
-  a.offset = header_start + header_len;
-
-  const std::string descr = header_value(path, header, "descr");
-  if (descr.size() < 5 || descr[0] != '\'') bad_header(path, "malformed 'descr' in " + header);
-  const char order = descr[1];
-  a.descr = descr.substr(2, descr.find('\'', 1) - 2);
-  const bool known =
-      a.descr == "u1" || a.descr == "f4" || a.descr == "f8" || a.descr == "i8" || a.descr == "i4";
-  if (!known || (order == '>' && a.descr != "u1")) {
-    bad_header(path, "dtype '" + descr.substr(1, descr.find('\'', 1) - 1) +
-                         "' is not supported (use uint8, float32, float64, int32 or int64, "
-                         "little-endian)");
-  }
-  const std::string fortran_text = header_value(path, header, "fortran_order");
-  const std::string fortran = fortran_text.substr(0, fortran_text.find_first_of(",} "));
-  if (fortran == "True") {
-    bad_header(path,
-               "fortran_order True is not supported; save a C-ordered array "
-               "(numpy.ascontiguousarray)");
-  }
-  if (fortran != "False") {
-    bad_header(path,
-               "'fortran_order' is '" + fortran +
-                   "', not a boolean (True or False): the header is damaged; save the array again");
-  }
-  const std::string shape = header_value(path, header, "shape");
-  if (shape.empty() || shape[0] != '(') bad_header(path, "malformed 'shape' in " + header);
-  const std::size_t close = shape.find(')');
-  std::string dims = shape.substr(1, close - 1);
-  std::size_t pos = 0;
-  while (pos < dims.size()) {
-    while (pos < dims.size() && (dims[pos] == ' ' || dims[pos] == ',')) ++pos;
-    if (pos >= dims.size()) break;
-    std::size_t used = 0;
-    try {
-      a.shape.push_back(std::stoll(dims.substr(pos), &used));
-    } catch (const std::exception&) {
-      bad_header(path, "malformed 'shape' in " + header);
-    }
-    if (a.shape.back() < 0) bad_header(path, "negative extent in 'shape' of " + header);
-    pos += used;
-  }
-  if (a.shape.empty()) bad_header(path, "a scalar array; expected [N, ...]");
+  const HeaderPlace place = *header_place(path, b, true);
+  NpyHeader h = npy_header(path, b, place);
+  a.offset = place.start + place.length;
+  a.descr = h.descr;
+  a.shape = std::move(h.shape);
   const std::size_t size = element_size(a.descr);
   if (!element_count_within(a.shape, (b.size() - a.offset) / size)) {
     bad_header(path, "truncated at byte offset " + std::to_string(b.size()) + ": shape " +

@@ -1,6 +1,7 @@
-// Whole-file reads: the raw bytes, inflated with zlib when they start with the
-// gzip magic (concatenated members are read one after another; anything else
-// after the last member is an error).
+// Whole-file reads of regular files: the raw bytes, inflated with zlib when
+// they start with the gzip magic (concatenated members are read one after
+// another; anything else after the last member is an error; a header is
+// checked as soon as it is out).
 #include "data/file_bytes.h"
 
 #include <zlib.h>
@@ -55,92 +56,228 @@ std::string gzip_damage(const char* message) {
 
 constexpr const char* kCopyAgain = "copy or download it again";
 
-std::vector<std::uint8_t> gunzip(const std::string& path, const std::vector<std::uint8_t>& in) {
-  Inflater inflater;
-  z_stream& z = inflater.stream();
-  std::vector<std::uint8_t> out;
-  // The last member's trailer holds its size modulo 2^32: a hint, capped at
-  // deflate's largest ratio so a damaged trailer cannot reserve gigabytes.
-  if (in.size() >= 18) {
-    const std::size_t tail = in.size() - 4;
-    const std::size_t hint = std::size_t{in[tail]} | (std::size_t{in[tail + 1]} << 8) |
-                             (std::size_t{in[tail + 2]} << 16) | (std::size_t{in[tail + 3]} << 24);
-    out.reserve(std::min(hint, in.size() * 1032));
-  }
-  std::size_t in_pos = 0, out_pos = 0, member_start = 0;
-  for (;;) {
-    if (out_pos == out.size())
-      out.resize(std::max<std::size_t>({out.size() * 2, out.capacity(), 1 << 16}));
-    const std::size_t in_chunk = std::min<std::size_t>(in.size() - in_pos, UINT_MAX);
-    const std::size_t out_chunk = std::min<std::size_t>(out.size() - out_pos, UINT_MAX);
-    z.next_in = const_cast<Bytef*>(in.data() + in_pos);
-    z.avail_in = static_cast<uInt>(in_chunk);
-    z.next_out = out.data() + out_pos;
-    z.avail_out = static_cast<uInt>(out_chunk);
-    const int status = inflate(&z, Z_NO_FLUSH);
-    in_pos += in_chunk - z.avail_in;
-    out_pos += out_chunk - z.avail_out;
-    if (status == Z_STREAM_END) {
-      if (in_pos == in.size()) break;
-      if (!gzip_magic(in, in_pos)) {
-        throw std::runtime_error(
-            "data file '" + path + "' has " + std::to_string(in.size() - in_pos) +
-            " bytes after the end of its gzip stream, from byte offset " + std::to_string(in_pos) +
-            " (" + std::to_string(out_pos) +
-            " bytes decompressed): the file is damaged or had bytes appended; " + kCopyAgain);
-      }
-      member_start = in_pos;  // a concatenated member
-      inflateReset(&z);
-      continue;
-    }
-    if (status == Z_OK) continue;
-    if (status == Z_BUF_ERROR && z.avail_out == 0) continue;  // more room, then again
-    if (status == Z_MEM_ERROR) throw std::bad_alloc();
-    if (status == Z_BUF_ERROR) {  // all input used, the stream unfinished
-      throw std::runtime_error(
-          "data file '" + path + "' is a truncated gzip stream: the data ends at byte offset " +
-          std::to_string(in.size()) + " before the end of the stream, after " +
-          std::to_string(out_pos) + " decompressed bytes: the file was cut short; " + kCopyAgain);
-    }
-    throw std::runtime_error(
-        "data file '" + path + "' is a corrupt gzip stream: " + gzip_damage(z.msg) +
-        ", detected at compressed byte offset " + std::to_string(in_pos) +
-        " (the stream starts at byte offset " + std::to_string(member_start) + ") after " +
-        std::to_string(out_pos) + " decompressed bytes: the file is damaged; " + kCopyAgain);
-  }
-  out.resize(out_pos);
-  out.shrink_to_fit();
-  return out;
+// The error for a file (or its decompressed data, `what`) that does not fit in memory.
+[[noreturn]] void not_enough_memory(const std::string& path, std::size_t bytes,
+                                    const std::string& what) {
+  throw std::runtime_error("not enough memory to read data file '" + path + "' (" +
+                           std::to_string(bytes) + " bytes" + what +
+                           "): free memory (other programs, a smaller data set) or use a "
+                           "machine with more");
 }
 
-}  // namespace
+// The size a gzip stream's last trailer gives (modulo 2^32), capped at
+// deflate's largest ratio so a damaged trailer cannot reserve gigabytes.
+std::size_t inflated_size_hint(const std::vector<std::uint8_t>& in) {
+  if (in.size() < 18) return 0;
+  const std::size_t tail = in.size() - 4;
+  const std::size_t hint = std::size_t{in[tail]} | (std::size_t{in[tail + 1]} << 8) |
+                           (std::size_t{in[tail + 2]} << 16) | (std::size_t{in[tail + 3]} << 24);
+  return std::min(hint, in.size() * 1032);
+}
 
-std::vector<std::uint8_t> read_file_bytes(const std::string& path) {
+// Inflating one gzip file (concatenated members one after another) into
+// memory, checking what its header declares as soon as the header is out.
+class Gunzip {
+ public:
+  Gunzip(const std::string& path, const std::vector<std::uint8_t>& in, const DeclaredSize& declared)
+      : path_(path), in_(in), declared_(declared) {
+    // Without a header to read, the trailer's size is the best guess; with
+    // one, the header's size is reserved once it is out.
+    if (!declared_) reserve(inflated_size_hint(in_));
+  }
+
+  // The whole decompressed contents.
+  std::vector<std::uint8_t> run() {
+    z_stream& z = inflater_.stream();
+    for (;;) {
+      if (out_pos_ == out_.size()) grow();
+      const std::size_t in_chunk = std::min<std::size_t>(in_.size() - in_pos_, UINT_MAX);
+      const std::size_t out_chunk = std::min<std::size_t>(out_.size() - out_pos_, UINT_MAX);
+      z.next_in = const_cast<Bytef*>(in_.data() + in_pos_);
+      z.avail_in = static_cast<uInt>(in_chunk);
+      z.next_out = out_.data() + out_pos_;
+      z.avail_out = static_cast<uInt>(out_chunk);
+      const int status = inflate(&z, Z_NO_FLUSH);
+      in_pos_ += in_chunk - z.avail_in;
+      out_pos_ += out_chunk - z.avail_out;
+      check_declared();
+      if (status == Z_STREAM_END) {
+        if (in_pos_ == in_.size()) break;
+        next_member();
+        continue;
+      }
+      if (status == Z_OK) continue;
+      if (status == Z_BUF_ERROR && z.avail_out == 0) continue;  // more room, then again
+      fail(status);
+    }
+    out_.resize(out_pos_);
+    out_.shrink_to_fit();
+    return std::move(out_);
+  }
+
+ private:
+  // Room for `bytes` decompressed bytes, or the error saying there is not.
+  void reserve(std::size_t bytes) {
+    try {
+      out_.reserve(bytes);
+    } catch (const std::bad_alloc&) {
+      not_enough_memory(path_, bytes, " for its decompressed data" + declared_text());
+    }
+  }
+
+  // More room for output: double it, but never past one byte more than the
+  // header declares (that byte is enough to tell the data goes on).
+  void grow() {
+    std::size_t size = std::max<std::size_t>({out_.size() * 2, out_.capacity(), 1 << 16});
+    if (size_ && *size_ < SIZE_MAX) size = std::min(size, *size_ + 1);
+    size = std::max(size, out_pos_ + 1);
+    try {
+      out_.resize(size);
+    } catch (const std::bad_alloc&) {
+      not_enough_memory(path_, size,
+                        " for its decompressed data, at compressed byte offset " +
+                            std::to_string(in_pos_) + declared_text());
+    }
+  }
+
+  // "; its header declares 47040016 bytes", when it has been read.
+  std::string declared_text() const {
+    if (!size_) return "";
+    if (*size_ == SIZE_MAX) return "; its header declares more bytes than can be counted";
+    return "; its header declares " + std::to_string(*size_) + " bytes";
+  }
+
+  // Asks the format for the declared size until the header is out; then the
+  // data must not go past it.
+  void check_declared() {
+    if (declared_ && !size_) {
+      size_ = declared_(std::span<const std::uint8_t>(out_.data(), out_pos_));
+      // Reserved at once, unless more than deflate's largest ratio (1032:1)
+      // can make of the stream: that file is cut short, found at its end.
+      if (size_ && *size_ < in_.size() * 1032 && *size_ + 1 > out_.capacity()) reserve(*size_ + 1);
+    }
+    if (!size_ || out_pos_ <= *size_) return;
+    throw std::runtime_error(
+        "data file '" + path_ + "' decompresses to more than the " + std::to_string(*size_) +
+        " bytes its header declares: the data goes on after decompressed byte offset " +
+        std::to_string(*size_) + " (compressed byte offset " + std::to_string(in_pos_) +
+        "): a wrong extent in the header, or a damaged file; " + kCopyAgain);
+  }
+
+  // After the end of a member: another member, or an error for other bytes.
+  void next_member() {
+    if (!gzip_magic(in_, in_pos_)) {
+      throw std::runtime_error(
+          "data file '" + path_ + "' has " + std::to_string(in_.size() - in_pos_) +
+          " bytes after the end of its gzip stream, from byte offset " + std::to_string(in_pos_) +
+          " (" + std::to_string(out_pos_) +
+          " bytes decompressed): the file is damaged or had bytes appended; " + kCopyAgain);
+    }
+    member_start_ = in_pos_;
+    inflateReset(&inflater_.stream());
+  }
+
+  // The error for an inflate `status` that is neither progress nor the end.
+  [[noreturn]] void fail(int status) {
+    if (status == Z_MEM_ERROR) not_enough_memory(path_, out_pos_, " decompressed so far");
+    if (status == Z_BUF_ERROR) {  // all input used, the stream unfinished
+      throw std::runtime_error(
+          "data file '" + path_ + "' is a truncated gzip stream: the data ends at byte offset " +
+          std::to_string(in_.size()) + " before the end of the stream, after " +
+          std::to_string(out_pos_) + " decompressed bytes: the file was cut short; " + kCopyAgain);
+    }
+    throw std::runtime_error("data file '" + path_ +
+                             "' is a corrupt gzip stream: " + gzip_damage(inflater_.stream().msg) +
+                             ", detected at compressed byte offset " + std::to_string(in_pos_) +
+                             " (the stream starts at byte offset " + std::to_string(member_start_) +
+                             ") after " + std::to_string(out_pos_) +
+                             " decompressed bytes: the file is damaged; " + kCopyAgain);
+  }
+
+  const std::string& path_;
+  const std::vector<std::uint8_t>& in_;
+  const DeclaredSize& declared_;
+  std::optional<std::size_t> size_;  // what the header declares, once read
+  Inflater inflater_;
+  std::vector<std::uint8_t> out_;
+  std::size_t in_pos_ = 0, out_pos_ = 0, member_start_ = 0;
+};
+
+// What kind of file `status` is, when it is not a regular one: "a FIFO (named
+// pipe)", "a character device" ...
+std::string file_kind(const std::filesystem::file_status& status) {
+  namespace fs = std::filesystem;
+  switch (status.type()) {
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::fifo:
+      return "a FIFO (named pipe)";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "not a file";
+  }
+}
+
+// A data file must be a regular file: a device (/dev/zero) has no end, a FIFO
+// blocks until something writes to it, and neither can be read twice.
+void check_regular_file(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) {
     throw std::runtime_error("data file '" + path + "' does not exist");
   }
-  if (std::filesystem::is_directory(path, ec)) {
+  if (std::filesystem::is_directory(status)) {
     throw std::runtime_error("data file '" + path + "' is a directory, expected a file");
   }
+  if (!std::filesystem::is_regular_file(status)) {
+    throw std::runtime_error("data file '" + path + "' is not a regular file (" +
+                             file_kind(status) +
+                             "): write the data to a file and give that file's path");
+  }
+}
+
+// The raw bytes of the regular file `path`.
+std::vector<std::uint8_t> raw_bytes(const std::string& path) {
   FileHandle file(std::fopen(path.c_str(), "rb"));
   if (!file) {
     throw std::runtime_error("cannot open data file '" + path + "': " + std::strerror(errno));
   }
-  // One read of the size the file has, then on to its end (a file that grew,
-  // or one without a size, like a pipe).
+  // One read of the size the file has, then on to its end (a file that grew).
+  std::error_code ec;
   const auto size_hint = std::filesystem::file_size(path, ec);
-  std::vector<std::uint8_t> bytes(ec ? 0 : static_cast<std::size_t>(size_hint));
-  bytes.resize(std::fread(bytes.data(), 1, bytes.size(), file.get()));
-  std::uint8_t more[1 << 13];
-  for (std::size_t got; (got = std::fread(more, 1, sizeof more, file.get())) > 0;)
-    bytes.insert(bytes.end(), more, more + got);
+  std::vector<std::uint8_t> bytes;
+  try {
+    bytes.resize(ec ? 0 : static_cast<std::size_t>(size_hint));
+    bytes.resize(std::fread(bytes.data(), 1, bytes.size(), file.get()));
+    std::uint8_t more[1 << 13];
+    for (std::size_t got; (got = std::fread(more, 1, sizeof more, file.get())) > 0;)
+      bytes.insert(bytes.end(), more, more + got);
+  } catch (const std::bad_alloc&) {
+    not_enough_memory(path, ec ? bytes.size() : static_cast<std::size_t>(size_hint), "");
+  }
   if (std::ferror(file.get())) {
     throw std::runtime_error("cannot read data file '" + path + "' after " +
                              std::to_string(bytes.size()) + " bytes: " + std::strerror(errno));
   }
-  if (gzip_magic(bytes, 0)) return gunzip(path, bytes);
   return bytes;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> read_file_bytes(const std::string& path, const DeclaredSize& declared) {
+  check_regular_file(path);
+  std::vector<std::uint8_t> bytes = raw_bytes(path);
+  if (!gzip_magic(bytes, 0)) return bytes;
+  try {
+    return Gunzip(path, bytes, declared).run();
+  } catch (const std::bad_alloc&) {  // zlib's state, or a format's header check
+    not_enough_memory(path, bytes.size(), ", gzip-compressed");
+  }
 }
 
 }  // namespace trainer::data

@@ -5,20 +5,34 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace trainer::data {
 
+// A format's reading of the first bytes of a file's (decompressed) contents:
+// the file's whole size as its header declares it (SIZE_MAX when more than
+// can be counted), or nullopt while the bytes do not yet hold the header. It
+// throws the format's own error when the header is wrong. Lets a gzip stream
+// be checked before it is inflated in full: a 26 MB file of 6 GB of zeros
+// stops at its header, not at the end of memory.
+using DeclaredSize = std::function<std::optional<std::size_t>(std::span<const std::uint8_t>)>;
+
 // The whole (decompressed) contents of `path`. Throws std::runtime_error naming
-// the file when it is missing or unreadable, or a gzip stream that is truncated,
-// corrupt (the compressed byte offset and the bytes decompressed before it) or
-// followed by bytes that are no further gzip member.
-std::vector<std::uint8_t> read_file_bytes(const std::string& path);
+// the file when it is missing, not a regular file (a device or pipe, which has
+// no end or blocks), unreadable, larger than the memory left ("not enough
+// memory to read ..."), or a gzip stream that is truncated, corrupt (the
+// compressed byte offset and the bytes decompressed before it), followed by
+// bytes that are no further gzip member, or (with `declared`) inflating to more
+// bytes than its header declares.
+std::vector<std::uint8_t> read_file_bytes(const std::string& path,
+                                          const DeclaredSize& declared = {});
 
 // A big-endian 32-bit unsigned integer at `offset` (IDX headers).
-inline std::uint32_t read_be32(const std::vector<std::uint8_t>& bytes, std::size_t offset) {
+inline std::uint32_t read_be32(std::span<const std::uint8_t> bytes, std::size_t offset) {
   return (std::uint32_t{bytes[offset]} << 24) | (std::uint32_t{bytes[offset + 1]} << 16) |
          (std::uint32_t{bytes[offset + 2]} << 8) | std::uint32_t{bytes[offset + 3]};
 }

@@ -2,6 +2,7 @@
 // dimensions), DD big-endian extents, then the data.
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <stdexcept>
 
 #include "data/array_dataset.h"
@@ -17,15 +18,18 @@ struct IdxArray {
   std::size_t offset = 0;
 };
 
-IdxArray read_idx(const std::string& path) {
-  IdxArray a;
-  a.bytes = read_file_bytes(path);
-  if (a.bytes.size() < 4) {
+// The extents of the IDX header at the start of `bytes` (checked: magic,
+// element type), or nullopt when `bytes` ends inside it; `complete`: `bytes`
+// is the whole file, so ending inside the header is an error.
+std::optional<Shape> idx_header(const std::string& path, std::span<const std::uint8_t> bytes,
+                                bool complete) {
+  if (bytes.size() < 4) {
+    if (!complete) return std::nullopt;
     throw std::runtime_error("IDX file '" + path +
-                             "' is truncated: " + std::to_string(a.bytes.size()) +
+                             "' is truncated: " + std::to_string(bytes.size()) +
                              " bytes, the 4-byte magic number is incomplete");
   }
-  const std::uint32_t magic = read_be32(a.bytes, 0);
+  const std::uint32_t magic = read_be32(bytes, 0);
   const std::uint32_t type = (magic >> 8) & 0xFF;
   const std::uint32_t dims = magic & 0xFF;
   if ((magic >> 16) != 0 || dims == 0 || dims > 8) {
@@ -42,12 +46,35 @@ IdxArray read_idx(const std::string& path) {
                              " is not supported (only 0x08, unsigned bytes)");
   }
   const std::size_t header = 4 + 4 * std::size_t{dims};
-  if (a.bytes.size() < header) {
+  if (bytes.size() < header) {
+    if (!complete) return std::nullopt;
     throw std::runtime_error("IDX file '" + path + "' is truncated at byte offset " +
-                             std::to_string(a.bytes.size()) + ": the header needs " +
+                             std::to_string(bytes.size()) + ": the header needs " +
                              std::to_string(header) + " bytes");
   }
-  for (std::uint32_t d = 0; d < dims; ++d) a.shape.push_back(read_be32(a.bytes, 4 + 4 * d));
+  Shape shape;
+  for (std::uint32_t d = 0; d < dims; ++d) shape.push_back(read_be32(bytes, 4 + 4 * d));
+  return shape;
+}
+
+// The file size the IDX header at the start of `bytes` declares (SIZE_MAX
+// when more than can be counted), or nullopt when `bytes` ends inside it.
+std::optional<std::size_t> idx_declared_size(const std::string& path,
+                                             std::span<const std::uint8_t> bytes) {
+  const std::optional<Shape> shape = idx_header(path, bytes, false);
+  if (!shape) return std::nullopt;
+  const std::size_t header = 4 + 4 * shape->size();
+  const std::optional<std::size_t> count = element_count_within(*shape, SIZE_MAX - header);
+  return count ? header + *count : SIZE_MAX;
+}
+
+IdxArray read_idx(const std::string& path) {
+  IdxArray a;
+  a.bytes = read_file_bytes(path, [&path](std::span<const std::uint8_t> prefix) {
+    return idx_declared_size(path, prefix);
+  });
+  a.shape = *idx_header(path, a.bytes, true);
+  const std::size_t header = 4 + 4 * a.shape.size();
   a.offset = header;
   const std::optional<std::size_t> data_bytes =
       element_count_within(a.shape, a.bytes.size() - header);

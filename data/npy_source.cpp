@@ -317,10 +317,26 @@ NpyHeader npy_header(const std::string& path, std::span<const std::uint8_t> b,
   return h;
 }
 
+// The file size the header at the start of `b` declares (SIZE_MAX when more
+// than can be counted), or nullopt when `b` ends inside it.
+std::optional<std::size_t> npy_declared_size(const std::string& path,
+                                             std::span<const std::uint8_t> b) {
+  const std::optional<HeaderPlace> place = header_place(path, b, false);
+  if (!place) return std::nullopt;
+  const NpyHeader h = npy_header(path, b, *place);
+  const std::size_t offset = place->start + place->length;
+  const std::size_t size = element_size(h.descr);
+  const std::optional<std::size_t> count =
+      element_count_within(h.shape, (SIZE_MAX - offset) / size);
+  return count ? offset + *count * size : SIZE_MAX;
+}
+
 NpyArray read_npy(const std::string& path) {
   NpyArray a;
   a.path = path;
-  a.bytes = read_file_bytes(path);
+  a.bytes = read_file_bytes(path, [&path](std::span<const std::uint8_t> prefix) {
+    return npy_declared_size(path, prefix);
+  });
   const auto& b = a.bytes;
   const HeaderPlace place = *header_place(path, b, true);
   NpyHeader h = npy_header(path, b, place);

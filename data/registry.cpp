@@ -3,6 +3,8 @@
 // relative to the config file by the config layer before `open` is called.
 #include "data/registry.h"
 
+#include <filesystem>
+#include <new>
 #include <stdexcept>
 
 #include "data/attr_values.h"
@@ -167,6 +169,40 @@ SourceDef synthetic_source() {
   return d;
 }
 
+// The files of a source's path `fields` in `a`, for errors: "'x.npy' (800
+// bytes on disk), 'y.npy' (96 bytes on disk)".
+std::string files_with_sizes(const Attrs& a, const std::vector<std::string>& fields) {
+  std::string files;
+  for (const auto& field : fields) {
+    for (const auto& path : strings_or(a, field, {})) {
+      std::error_code ec;
+      const std::uintmax_t size = std::filesystem::file_size(path, ec);
+      files += (files.empty() ? "'" : ", '") + path + "'" +
+               (ec ? "" : " (" + std::to_string(size) + " bytes on disk)");
+    }
+  }
+  return files;
+}
+
+// `def` with its `open` reporting std::bad_alloc (a copy or conversion of the
+// data once its files are read: those reads name their own file) as an error
+// naming the source's files and their sizes, not a bare "std::bad_alloc".
+SourceDef reporting_memory(SourceDef def) {
+  def.open = [open = def.open, name = def.name, fields = def.path_fields](const Attrs& a) {
+    try {
+      return open(a);
+    } catch (const std::bad_alloc&) {
+      const std::string files = files_with_sizes(a, fields);
+      throw std::runtime_error("not enough memory to read the data of the " + name + " source" +
+                               (files.empty() ? "" : " from " + files) +
+                               " (a source is held in memory, decompressed): free memory "
+                               "(other programs, a smaller data set) or use a machine "
+                               "with more");
+    }
+  };
+  return def;
+}
+
 TransformDef transform(std::string name, bool random, std::string doc,
                        std::vector<FieldSpec> fields, std::string eval_form = "") {
   TransformDef d;
@@ -181,9 +217,10 @@ TransformDef transform(std::string name, bool random, std::string doc,
 }  // namespace
 
 const std::vector<SourceDef>& source_defs() {
-  static const std::vector<SourceDef> defs = {idx_source(),          cifar_source(),
-                                              npy_source(),          csv_source(),
-                                              image_folder_source(), synthetic_source()};
+  static const std::vector<SourceDef> defs = {
+      reporting_memory(idx_source()),          reporting_memory(cifar_source()),
+      reporting_memory(npy_source()),          reporting_memory(csv_source()),
+      reporting_memory(image_folder_source()), reporting_memory(synthetic_source())};
   return defs;
 }
 

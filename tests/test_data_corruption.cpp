@@ -10,6 +10,7 @@
 // TRAINER_DATA_FUZZ_SEED picks another set).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -759,6 +762,125 @@ TEST_CASE("decoder and folder failures name the file, what failed and a fix") {
                           Contains("make it readable") && !Contains("filesystem error"));
     fs::permissions(dir.file("img/b"), fs::perms::owner_all, ec);
   }
+}
+
+// A device or a pipe given as a data file would be read without end (/dev/zero)
+// or block until something writes to it (a FIFO): every source refuses it by
+// name, as the config layer refuses a config that is not a regular file.
+TEST_CASE("a data file that is not a regular file is refused, not read") {
+  TempDir dir;
+  Watchdog watchdog(std::chrono::seconds(20));
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  write_bytes(dir.file("l.idx"), idx_labels());
+  const float x[4] = {};
+  write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(2, 2)", x, sizeof x));
+  // The message of the error `open` throws.
+  const auto error_of = [](const std::function<void()>& open) {
+    try {
+      open();
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string refused = "' is not a regular file";
+  const std::string fix = "write the data to a file and give that file's path";
+  watchdog.trial("idx images: a FIFO");
+  CHECK_THAT(error_of([&] { open_idx(fifo, dir.file("l.idx")); }),
+             Contains("data file '" + fifo + refused + " (a FIFO (named pipe))") && Contains(fix));
+  watchdog.trial("npy y: a FIFO");
+  CHECK_THAT(error_of([&] { open_npy(dir.file("x.npy"), fifo); }),
+             Contains("data file '" + fifo + refused));
+  watchdog.trial("csv: a FIFO");
+  CHECK_THAT(error_of([&] { open_csv({fifo}); }), Contains("data file '" + fifo + refused));
+  watchdog.trial("cifar: a FIFO");
+  CHECK_THAT(error_of([&] { open_cifar({fifo}, CifarVariant::cifar10); }),
+             Contains("data file '" + fifo + refused));
+  if (std::filesystem::is_character_file("/dev/zero")) {
+    watchdog.trial("idx images: /dev/zero");
+    CHECK_THAT(error_of([&] { open_idx("/dev/zero", dir.file("l.idx")); }),
+               Contains("data file '/dev/zero" + refused + " (a character device)"));
+  }
+}
+
+namespace {
+
+// `count` gzip members of 1 MiB of zeros each, made once and copied: a small
+// file that inflates to `count` MiB (concatenated members are one stream).
+Bytes zero_members(const TempDir& dir, std::size_t count) {
+  const Bytes member = gzip_of(dir, Bytes(1 << 20, 0));
+  Bytes out;
+  for (std::size_t k = 0; k < count; ++k) out.insert(out.end(), member.begin(), member.end());
+  return out;
+}
+
+}  // namespace
+
+// A few kilobytes of gzip can inflate to gigabytes: the header is checked as
+// soon as it is out, so the file is refused at once, by name, whatever the
+// machine's memory (before, all of it was inflated first: std::bad_alloc).
+TEST_CASE("a gzip bomb is refused once its header is out, not inflated in full") {
+  TempDir dir;
+  Watchdog watchdog(std::chrono::seconds(60));
+  write_bytes(dir.file("l.idx"), idx_labels());
+  const Bytes bomb = zero_members(dir, 256);  // 256 MiB of zeros
+  const std::string path = dir.file("i.idx.gz");
+
+  watchdog.trial("IDX: a valid header, then far more data than it declares");
+  Bytes idx = gzip_of(dir, idx_bytes({5, 3, 4}, Bytes(60, 1)));  // 76 bytes
+  idx.insert(idx.end(), bomb.begin(), bomb.end());
+  write_bytes(path, idx);
+  CHECK_THROWS_WITH(open_idx(path, dir.file("l.idx")),
+                    Contains("data file '" + path +
+                             "' decompresses to more than the 76 bytes its "
+                             "header declares") &&
+                        Contains("decompressed byte offset 76"));
+
+  watchdog.trial("IDX: zeros only, no IDX header");
+  write_bytes(path, bomb);
+  CHECK_THROWS_WITH(open_idx(path, dir.file("l.idx")),
+                    Contains("'" + path + "' is not an IDX file: magic number 0x00000000"));
+
+  watchdog.trial("NPY: a valid header, then far more data than it declares");
+  const float x[4] = {};
+  const Bytes npy = npy_bytes("<f4", "(2, 2)", x, sizeof x);
+  Bytes npy_gz = gzip_of(dir, npy);
+  npy_gz.insert(npy_gz.end(), bomb.begin(), bomb.end());
+  write_bytes(dir.file("x.npy.gz"), npy_gz);
+  const std::int64_t y[2] = {0, 1};
+  write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(2,)", y, sizeof y));
+  CHECK_THROWS_WITH(
+      open_npy(dir.file("x.npy.gz"), dir.file("y.npy")),
+      Contains("data file '" + dir.file("x.npy.gz") + "' decompresses to more than the " +
+               std::to_string(npy.size()) + " bytes its header declares"));
+}
+
+// A file larger than the memory left is an error naming it and its size, not
+// a bare "std::bad_alloc". An 8 TiB sparse file: refused by malloc wherever
+// the kernel does not promise memory it lacks (vm.overcommit_memory 1).
+TEST_CASE("a data file larger than memory is reported with its size") {
+  std::ifstream overcommit("/proc/sys/vm/overcommit_memory");
+  int mode = 1;
+  overcommit >> mode;
+  if (mode == 1) {
+    WARN("skipped: vm.overcommit_memory is 1, a huge allocation would succeed");
+    return;
+  }
+  TempDir dir;
+  const std::string path = dir.file("huge.idx");
+  write_bytes(path, idx_bytes({1, 1, 1}, {0}));
+  std::error_code ec;
+  std::filesystem::resize_file(path, std::uintmax_t{1} << 43, ec);
+  if (ec) {
+    WARN("skipped: cannot make an 8 TiB sparse file here: " << ec.message());
+    return;
+  }
+  write_bytes(dir.file("l.idx"), idx_labels());
+  CHECK_THROWS_WITH(open_idx(path, dir.file("l.idx")),
+                    Contains("not enough memory to read data file '" + path +
+                             "' (8796093022208 "
+                             "bytes)"));
 }
 
 namespace {

@@ -2,6 +2,7 @@
 #include "data/array_dataset.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "data/loader.h"  // kIgnoreLabel
@@ -64,7 +65,13 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
                              std::to_string(kIgnoreLabel) +
                              " (an ignored sample): there is no class to infer the classes from");
   }
-  if (classes_inferred_) data_.num_classes = max_label_ + 1;
+  // max_label + 1, but a label of INT64_MAX (one damaged int64) has no count
+  // of classes above it: the largest count stands in, which the session's
+  // check reports at that label's place like any other far too large.
+  if (classes_inferred_)
+    data_.num_classes = max_label_ < std::numeric_limits<std::int64_t>::max()
+                            ? max_label_ + 1
+                            : std::numeric_limits<std::int64_t>::max();
 }
 
 std::string ArrayDataset::max_label_origin() const {

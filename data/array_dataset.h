@@ -19,7 +19,7 @@ struct ArrayData {
   std::vector<std::int64_t> labels;  // [N] class labels (classification)
   Shape target_shape;                // non-empty for regression
   std::vector<float> targets;        // [N, target_shape] (regression)
-  std::int64_t num_classes = 0;      // 0: infer max label + 1 (classification)
+  std::int64_t num_classes = 0;      // 0: infer max label + 1 (classification; INT64_MAX at most)
   std::string description;           // files, for logs and errors
   // Where sample i's label is in the files ("element 4 of NPY file 'y.npy'"),
   // for errors; unset: "sample 4 of <description>".

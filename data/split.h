@@ -24,6 +24,7 @@ class SubsetDataset final : public Dataset {
   std::string describe() const override;
   // The base's: its largest label decides num_classes(), wherever it is.
   bool classes_inferred() const override { return base_->classes_inferred(); }
+  std::int64_t max_label() const override { return base_->max_label(); }
   std::string max_label_origin() const override { return base_->max_label_origin(); }
   std::vector<std::string> class_names() const override { return base_->class_names(); }
   // Indices into the base dataset.

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "data/class_names.h"
@@ -473,6 +474,19 @@ TEST_CASE("sources say whether classes were inferred and where the largest label
     const auto [train, eval] = split_dataset(d, 0.5, 1);
     CHECK(train->classes_inferred());
     CHECK(train->max_label_origin() == d->max_label_origin());
+    CHECK(train->max_label() == d->max_label());
+  }
+  SECTION("NPY: a label of INT64_MAX has no class count above it") {
+    const float x[4] = {};
+    const std::int64_t y[2] = {0, std::numeric_limits<std::int64_t>::max()};
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(2, 2)", x, sizeof x));
+    write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(2,)", y, sizeof y));
+    const auto d = open_npy(dir.file("x.npy"), dir.file("y.npy"));
+    CHECK(d->classes_inferred());
+    CHECK(d->max_label() == std::numeric_limits<std::int64_t>::max());
+    // Not max_label + 1, which overflows to a negative count (regression data).
+    CHECK(d->num_classes() == std::numeric_limits<std::int64_t>::max());
+    CHECK(d->target_shape().empty());
   }
   SECTION("IDX: the sample and its byte offset") {
     write_bytes(dir.file("i.idx"), idx_bytes({3, 1, 2}, {1, 2, 3, 4, 5, 6}));

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "run_command.h"
@@ -71,6 +72,19 @@ TEST_CASE("an inferred class count far above the model's names the largest label
              Contains("data.eval: it has 201 classes (its largest label, 200, is at sample 2 of "
                       "IDX labels '" +
                       dir.file("l.idx") + "' (byte offset 10)), but the model predicts"));
+}
+
+TEST_CASE("a label of INT64_MAX is named like any other huge label, not taken as a target") {
+  TempDir dir;
+  const float x[8] = {};
+  const std::int64_t y[4] = {0, 1, std::numeric_limits<std::int64_t>::max(), 2};
+  write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(4, 2)", x, sizeof x));
+  write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(4,)", y, sizeof y));
+  const std::string npy = "{type: npy, x: " + dir.file("x.npy") + ", y: " + dir.file("y.npy") + "}";
+  CHECK_THAT(validate_error(dir, npy),
+             Contains("its largest label, 9223372036854775807 at element 2 of NPY file '" +
+                      dir.file("y.npy") + "'") &&
+                 Contains("makes 9223372036854775808 classes") && !Contains("regression"));
 }
 
 TEST_CASE("a class count near the model's keeps the model's message") {

@@ -74,10 +74,12 @@ void check_inferred_classes(const config::Config& config, const Session& s,
   const Shape& logits = g.values[static_cast<std::size_t>(g.logits)].shape;
   if (logits.size() != 2 || logits[1] <= 0 || s.num_classes <= 2 * logits[1]) return;
   const std::string outputs = std::to_string(logits[1]);
-  const std::string classes = std::to_string(s.num_classes);
+  const std::int64_t largest = train.max_label();
+  // largest + 1 as unsigned: a label of INT64_MAX makes 2^63 classes.
+  const std::string classes = std::to_string(static_cast<std::uint64_t>(largest) + 1);
   diags.add(config.data.train->mark, "data.train",
             "the last layer gives " + outputs + " outputs, but data.train has no `classes:` and " +
-                "its largest label, " + std::to_string(s.num_classes - 1) + " at " +
+                "its largest label, " + std::to_string(largest) + " at " +
                 train.max_label_origin() + ", makes " + classes + " classes",
             "check that label; set data.train.classes: " + outputs +
                 " to report every label outside the model's classes, or the last layer's size "
@@ -114,15 +116,18 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
               "it has " + kind(eval_classes) + ", but data.train has " + kind(train_classes),
               "use an evaluation set of the same kind as the training set");
   } else if (eval_classes > train_classes) {
+    const std::int64_t max_label = eval.classes_inferred() ? eval.max_label() : eval_classes - 1;
     const std::string largest = eval.classes_inferred()
-                                    ? " (its largest label, " + std::to_string(eval_classes - 1) +
+                                    ? " (its largest label, " + std::to_string(max_label) +
                                           ", is at " + eval.max_label_origin() + ")"
                                     : "";
+    // max_label + 1 as unsigned: a label of INT64_MAX makes 2^63 classes.
+    const std::string count = std::to_string(static_cast<std::uint64_t>(max_label) + 1);
     diags.add(mark, "data.eval",
-              "it has " + std::to_string(eval_classes) + " classes" + largest +
-                  ", but the model predicts data.train's " + std::to_string(train_classes),
-              "if the training set lacks some classes, set data.train.classes: " +
-                  std::to_string(eval_classes) + " (and the last layer's size)");
+              "it has " + count + " classes" + largest + ", but the model predicts data.train's " +
+                  std::to_string(train_classes),
+              "if the training set lacks some classes, set data.train.classes: " + count +
+                  " (and the last layer's size)");
   } else if (train_classes == 0 && eval.target_shape() != train.target_shape()) {
     diags.add(mark, "data.eval",
               "its targets are " + to_string(eval.target_shape()) + ", but data.train's are " +

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "run_command.h"
 #include "test_data_fixtures.h"
@@ -85,6 +86,53 @@ TEST_CASE("a label of INT64_MAX is named like any other huge label, not taken as
              Contains("its largest label, 9223372036854775807 at element 2 of NPY file '" +
                       dir.file("y.npy") + "'") &&
                  Contains("makes 9223372036854775808 classes") && !Contains("regression"));
+}
+
+// The backends' tensors have at most 6 dimensions, the batch one of them: a
+// source of samples with more is refused at its key by validate and plan
+// alike, naming the file and the shape (not a bare "plain_md: rank 8").
+TEST_CASE("samples of more than 5 dimensions are refused at the source, naming the file") {
+  TempDir dir;
+  const std::int64_t y[4] = {0, 1, 2, 0};
+  write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(4,)", y, sizeof y));
+  const float x[4 * 8] = {};
+  write_bytes(dir.file("x6.npy"), npy_bytes("<f4", "(4, 1, 1, 1, 2, 2, 2)", x, sizeof x));
+  const std::string npy =
+      "{type: npy, x: " + dir.file("x6.npy") + ", y: " + dir.file("y.npy") + "}";
+  const std::string expected = "error: data.train: the samples of NPY samples '" +
+                               dir.file("x6.npy") + "' with labels '" + dir.file("y.npy") +
+                               "' have shape [1, 1, 1, 2, 2, 2], 6 dimensions, but a sample has "
+                               "at most 5";
+  CHECK_THAT(validate_error(dir, npy), Contains(expected) && Contains("x.reshape(len(x), -1)"));
+  const auto plan = trainer::testing::run_trainer("plan " + dir.file("labels.yaml"), true);
+  CHECK(plan.code == 2);
+  CHECK_THAT(plan.out, Contains(expected) && !Contains("plain_md"));
+
+  // 5 dimensions are taken, and planned.
+  write_bytes(dir.file("x5.npy"), npy_bytes("<f4", "(4, 1, 1, 2, 2, 2)", x, sizeof x));
+  const std::string five =
+      "{type: npy, x: " + dir.file("x5.npy") + ", y: " + dir.file("y.npy") + "}";
+  const std::string config = dir.file("five.yaml");
+  write_text(config, "name: five\ndata:\n  train: " + five +
+                         "\nmodel:\n  layers: [{type: flatten}, {type: linear, out_features: "
+                         "3}]\ntrain: {batch_size: 2}\n");
+  const auto validated = trainer::testing::run_trainer("validate " + config, true);
+  INFO(validated.out);
+  CHECK(validated.code == 0);
+  const auto planned = trainer::testing::run_trainer("plan " + config, true);
+  INFO(planned.out);
+  CHECK(planned.code == 0);
+
+  // An evaluation set's samples are checked too.
+  write_bytes(dir.file("i.idx"),
+              idx_bytes({4, 1, 1, 1, 2, 2, 2, 2}, std::vector<std::uint8_t>(64)));
+  write_bytes(dir.file("l.idx"), idx_bytes({4}, {0, 1, 2, 0}));
+  const std::string idx =
+      "{type: idx, images: " + dir.file("i.idx") + ", labels: " + dir.file("l.idx") + "}";
+  CHECK_THAT(validate_error(dir, five, idx),
+             Contains("error: data.eval: the samples of IDX images '" + dir.file("i.idx") +
+                      "' with labels '" + dir.file("l.idx") +
+                      "' have shape [1, 1, 1, 2, 2, 2, 2], 7 dimensions"));
 }
 
 TEST_CASE("a class count near the model's keeps the model's message") {

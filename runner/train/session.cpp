@@ -126,6 +126,40 @@ std::shared_ptr<data::Dataset> open_source(const config::Config& config,
   throw config::ConfigError(d);
 }
 
+// The most dimensions a sample may have: the backends' tensors have at most 6
+// (oneDNN's plain layouts, plain_md in ops/cpu/onednn.cpp), and the batch is
+// one of them. cuDNN's descriptors are 4-D, for the image layers alone.
+constexpr std::size_t kMaxSampleRank = 5;
+
+// Samples with more dimensions than that are refused at the source's `key`
+// (data.train, data.eval), naming its files and the sample shape: the model
+// could be built, but no backend could run it.
+void check_sample_rank(const config::TypedItem& item, const std::string& key,
+                       const data::Dataset& dataset) {
+  const Shape shape = dataset.sample_shape();
+  if (shape.size() <= kMaxSampleRank) return;
+  config::Diagnostics d;
+  d.add(item.mark, key,
+        "the samples of " + dataset.describe() + " have shape " + to_string(shape) + ", " +
+            std::to_string(shape.size()) + " dimensions, but a sample has at most " +
+            std::to_string(kMaxSampleRank) + " (" + std::to_string(kMaxSampleRank + 1) +
+            " with the batch: the most the backends' tensors have)",
+        "save the samples with " + std::to_string(kMaxSampleRank) +
+            " dimensions or fewer: drop extents of 1 (numpy: x.squeeze(axis)), or flatten each "
+            "sample (numpy: x.reshape(len(x), -1))");
+  throw config::ConfigError(d);
+}
+
+// Opens the source `item` (the config's `key`) and checks what every model
+// needs of its samples.
+std::shared_ptr<data::Dataset> open_checked_source(const config::Config& config,
+                                                   const config::TypedItem& item,
+                                                   const std::string& key) {
+  std::shared_ptr<data::Dataset> dataset = open_source(config, item, key);
+  check_sample_rank(item, key, *dataset);
+  return dataset;
+}
+
 }  // namespace
 
 config::Mark mark_of(const config::Config& config, const std::string& path) {
@@ -331,7 +365,7 @@ Session prepare_session(const config::Config& config, const std::vector<std::str
   s.batch = plan_batches(config, diags);
   diags.throw_if_any();
   init_from_path(config);  // before the data: a missing file is found at once
-  s.train_data = open_source(config, training_source(config), "data.train");
+  s.train_data = open_checked_source(config, training_source(config), "data.train");
   if (const auto own = s.train_data->class_names();
       !class_names.empty() && !own.empty() && own != class_names) {
     try {
@@ -341,7 +375,7 @@ Session prepare_session(const config::Config& config, const std::vector<std::str
     }
   }
   if (config.data.eval) {
-    s.eval_data = open_source(config, *config.data.eval, "data.eval");
+    s.eval_data = open_checked_source(config, *config.data.eval, "data.eval");
     match_eval_classes_by_name(config, s);
   } else if (config.data.split > 0) {
     check_split_leaves_both_parts(config, s.train_data->size());

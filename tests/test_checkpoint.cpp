@@ -235,3 +235,37 @@ TEST_CASE("a state with counts that cannot be is refused, naming the field") {
   CHECK(error_of_state("epoch_step", 500) ==
         "ckpt/state.safetensors: state 'epoch_step' 500 is past its epoch of 128 steps");
 }
+
+TEST_CASE("tensor sizes and data offsets too large to count are errors, not wrapped numbers") {
+  // A header of the given tensor entry, followed by `data` bytes of data.
+  const auto file_with = [](const std::string& entry, std::size_t data) {
+    std::string header = "{\"t\":" + entry + "}";
+    while ((8 + header.size()) % 8 != 0) header.push_back(' ');
+    std::string bytes(8, '\0');
+    const std::uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    return bytes + header + std::string(data, '\0');
+  };
+  // 2^40 x 2^24 elements: the product 2^64 once wrapped to 0, and 0 bytes fitted.
+  const std::string wraps = error_of(
+      file_with(R"({"dtype":"F32","shape":[1099511627776,16777216],"data_offsets":[0,0]})", 0));
+  CHECK(wraps.find("ckpt/model.safetensors: offset 8: tensor 't': shape "
+                   "[1099511627776,16777216] holds more than 1099511627776 elements") == 0);
+  const std::string five = error_of(
+      file_with(R"({"dtype":"F32","shape":[1099511627776,16777216,1099511627776,16777216,4],)"
+                R"("data_offsets":[0,0]})",
+                0));
+  CHECK(five.find("tensor 't': shape") != std::string::npos);
+  CHECK(five.find("needs 0") == std::string::npos);
+  // Offsets near 2^64: said as they are, at the header, with the data's real size.
+  const std::string far_file = file_with(
+      R"({"dtype":"U8","shape":[15],"data_offsets":[18446744073709551600,18446744073709551615]})",
+      16);
+  CHECK(error_of(far_file) ==
+        "ckpt/model.safetensors: offset 8: tensor 't': data_offsets "
+        "[18446744073709551600, 18446744073709551615] lie past the data section's 16 bytes (the "
+        "file has " +
+            std::to_string(far_file.size()) + "): damaged, or not a safetensors file");
+  // A plausible size still reads.
+  CHECK(error_of(file_with(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,16]})", 16)).empty());
+}

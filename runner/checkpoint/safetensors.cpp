@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -17,6 +18,8 @@ namespace {
 
 constexpr std::uint64_t kHeaderOffset = 8;
 constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;
+// The most elements a tensor may hold (2^40: 4 TiB of float32).
+constexpr std::uint64_t kMaxElements = 1ull << 40;
 
 [[noreturn]] void fail(const std::string& path, std::uint64_t offset, const std::string& what) {
   throw CheckpointError(path + ": offset " + std::to_string(offset) + ": " + what);
@@ -113,6 +116,46 @@ std::map<std::string, std::string> metadata_of(const nlohmann::json& header,
   return out;
 }
 
+// The number of elements of `shape` (a tensor's header entry, `where` naming
+// it), each dimension and the product checked against kMaxElements before it
+// is formed, so that no product wraps around to a small count.
+std::uint64_t element_count(const nlohmann::json& shape, const std::string& where,
+                            const std::string& path) {
+  std::uint64_t count = 1;
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned() || d.get<std::uint64_t>() > kMaxElements)
+      fail(path, kHeaderOffset,
+           where + "shape has a bad dimension " + d.dump() + " (at most " +
+               std::to_string(kMaxElements) + ")");
+    const std::uint64_t dim = d.get<std::uint64_t>();
+    if (dim != 0 && count > kMaxElements / dim)
+      fail(path, kHeaderOffset,
+           where + "shape " + shape.dump() + " holds more than " + std::to_string(kMaxElements) +
+               " elements (implausibly large: damaged, or not a safetensors file)");
+    count *= dim;
+  }
+  return count;
+}
+
+// Fails for a tensor whose data_offsets [begin, end] reach past the data
+// section of `data_size` = file_size - data_start bytes, saying where without
+// sums that could wrap around.
+[[noreturn]] void fail_past_data(std::uint64_t begin, std::uint64_t end, std::uint64_t data_start,
+                                 std::uint64_t file_size, const std::string& where,
+                                 const std::string& path) {
+  const std::uint64_t data_size = file_size - data_start;
+  const std::string offsets =
+      "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+  if (end <= std::numeric_limits<std::uint64_t>::max() - data_start && begin <= data_size)
+    fail(path, data_start + begin,
+         where + "data ends at file offset " + std::to_string(data_start + end) +
+             " but the file has " + std::to_string(file_size) + " bytes (truncated)");
+  fail(path, kHeaderOffset,
+       where + offsets + " lie past the data section's " + std::to_string(data_size) +
+           " bytes (the file has " + std::to_string(file_size) +
+           "): damaged, or not a safetensors file");
+}
+
 }  // namespace
 
 const StoredTensor* Safetensors::find(const std::string& name) const {
@@ -179,24 +222,15 @@ Safetensors decode(std::string_view head, std::uint64_t file_size, bool with_dat
     const auto& shape = entry["shape"];
     const auto& offsets = entry["data_offsets"];
     if (!shape.is_array()) fail(path, kHeaderOffset, where + "shape is not a list");
-    std::uint64_t count = 1;
-    for (const auto& d : shape) {
-      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > (1ull << 40))
-        fail(path, kHeaderOffset, where + "shape has a bad dimension " + d.dump());
-      t.shape.push_back(d.get<std::int64_t>());
-      count *= d.get<std::uint64_t>();
-      if (count > (1ull << 40)) fail(path, kHeaderOffset, where + "shape is implausibly large");
-    }
+    const std::uint64_t count = element_count(shape, where, path);
+    for (const auto& d : shape) t.shape.push_back(d.get<std::int64_t>());
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
         !offsets[1].is_number_unsigned())
       fail(path, kHeaderOffset, where + "data_offsets is not [begin, end]");
     const std::uint64_t begin = offsets[0].get<std::uint64_t>(),
                         end = offsets[1].get<std::uint64_t>();
     if (begin > end) fail(path, kHeaderOffset, where + "data_offsets begin after they end");
-    if (end > data_size)
-      fail(path, data_start + begin,
-           where + "data ends at file offset " + std::to_string(data_start + end) +
-               " but the file has " + std::to_string(file_size) + " bytes (truncated)");
+    if (end > data_size) fail_past_data(begin, end, data_start, file_size, where, path);
     if (end - begin != count * element)
       fail(path, data_start + begin,
            where + "holds " + std::to_string(end - begin) + " bytes, its shape and dtype need " +

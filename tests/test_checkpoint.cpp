@@ -5,7 +5,9 @@
 // every mismatch.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -210,30 +212,177 @@ TEST_CASE("safetensors data must be covered exactly once, each name given once")
   CHECK(error_of(good).empty());
 }
 
-TEST_CASE("a state with counts that cannot be is refused, naming the field") {
+namespace {
+
+// A state of step 101 (epoch 0, 101 of its 128 steps) of a run of 1000 steps.
+TrainState state_at_step_101() {
   TrainState state;
   state.step = 101;
   state.epoch = 0;
   state.epoch_step = 101;
   state.steps_per_epoch = 128;
   state.accumulation = 1;
-  const nlohmann::json good = state.to_json();
+  state.total_steps = 1000;
+  state.window_steps = 1;
+  state.window_samples = 32;
+  state.window_rows = 32;
+  state.window_top1 = 20;
+  return state;
+}
+
+// The error from_json gives for `j` as read from a checkpoint ("" when none).
+std::string state_error(const nlohmann::json& j) {
+  try {
+    TrainState::from_json(j, "ckpt/state.safetensors");
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// `j` with the field at JSON pointer `where` ("/window/steps") set to `value`.
+nlohmann::json with_field(nlohmann::json j, const std::string& where, const nlohmann::json& value) {
+  j[nlohmann::json::json_pointer(where)] = value;
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("a state with counts that cannot be is refused, naming the field") {
+  const nlohmann::json good = state_at_step_101().to_json();
   CHECK(TrainState::from_json(good, "s").step == 101);
   const auto error_of_state = [&](const char* key, std::int64_t value) {
-    nlohmann::json j = good;
-    j[key] = value;
-    try {
-      TrainState::from_json(j, "ckpt/state.safetensors");
-    } catch (const CheckpointError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+    return state_error(with_field(good, std::string("/") + key, value));
   };
   CHECK(error_of_state("step", -3) == "ckpt/state.safetensors: state 'step' is -3, below 0");
   CHECK(error_of_state("steps_per_epoch", 0).find("'steps_per_epoch' is 0, below 1") !=
         std::string::npos);
   CHECK(error_of_state("epoch_step", 500) ==
         "ckpt/state.safetensors: state 'epoch_step' 500 is past its epoch of 128 steps");
+}
+
+TEST_CASE("a state whose numbers contradict each other, or the run's arithmetic, is refused") {
+  const nlohmann::json good = state_at_step_101().to_json();
+  REQUIRE(state_error(good).empty());
+  const auto error_with = [&](const std::string& where, const nlohmann::json& value) {
+    const std::string error = state_error(with_field(good, where, value));
+    INFO(where << " = " << value.dump() << ": " << error);
+    // Every error names the file and the field, and none is the JSON library's.
+    CHECK(error.rfind("ckpt/state.safetensors: state '", 0) == 0);
+    CHECK(error.find("json.exception") == std::string::npos);
+    return error;
+  };
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  // The step is epoch x steps_per_epoch + epoch_step, and no more than the run's steps.
+  CHECK(error_with("/step", max).find("'step' is 9223372036854775807, above 'total_steps'") !=
+        std::string::npos);
+  CHECK(error_with("/step", 100).find("'step' is 100, but epoch 0 x 128 steps per epoch + 101") !=
+        std::string::npos);
+  CHECK(error_with("/epoch", std::int64_t{1} << 62).find("'step' is 101, but epoch") !=
+        std::string::npos);
+  CHECK(error_with("/total_steps", -5).find("above 'total_steps' (-5)") != std::string::npos);
+  // The logging window's counts.
+  CHECK(error_with("/window/steps", -3).find("'window.steps' is -3, below 0") != std::string::npos);
+  CHECK(error_with("/window/steps", 102).find("'window.steps' is 102, above 'step'") !=
+        std::string::npos);
+  CHECK(error_with("/window/rows", max)
+            .find("'window.rows' is 9223372036854775807, above "
+                  "'window.samples' (32)") != std::string::npos);
+  CHECK(error_with("/window/top1", 33).find("'window.top1' is 33, above 'window.rows'") !=
+        std::string::npos);
+  // Types, and numbers past int64: named, not the library's words.
+  CHECK(error_with("/step", "101").find("'step' is \"101\" (string), expected an integer") !=
+        std::string::npos);
+  CHECK(error_with("/step", 1e300).find("expected an integer") != std::string::npos);
+  CHECK(error_with("/step", std::uint64_t{1} << 63).find("expected an integer") !=
+        std::string::npos);
+  CHECK(error_with("/window/loss", "x")
+            .find("'window.loss' is \"x\" (string), expected a "
+                  "number") != std::string::npos);
+  CHECK(error_with("/metrics_bytes", -1)
+            .find("'metrics_bytes' is -1 (number), expected a byte "
+                  "count") != std::string::npos);
+  CHECK(error_with("/optimizer", 5).find("'optimizer' is 5 (number), expected a string") !=
+        std::string::npos);
+  CHECK(error_with("/metric_name", 5).find("'metric_name'") != std::string::npos);
+  CHECK(error_with("/schedule", nullptr).find("'schedule' is null (null), expected an object") !=
+        std::string::npos);
+  // Records: objects of steps done, with numbers where numbers are read.
+  CHECK(error_with("/last_eval", "zz")
+            .find("'last_eval' is \"zz\" (string), expected a metrics "
+                  "record") != std::string::npos);
+  CHECK(error_with("/last_train", {1, 2, 3}).find("'last_train'") != std::string::npos);
+  CHECK(error_with("/best_eval", {{"accuracy", "x"}}).find("'best_eval.accuracy'") !=
+        std::string::npos);
+  CHECK(error_with("/last_eval", {{"step", 500}, {"loss", 1.0}})
+            .find("'last_eval.step' is 500, above 'step' (101)") != std::string::npos);
+  // The loss scaler's and early stopping's state.
+  CHECK(error_with("/loss_scale", {{"scale", "x"}, {"growth", {1}}}).find("'loss_scale.scale'") !=
+        std::string::npos);
+  CHECK(error_with("/early_stopping", {{"best", "x"}, {"best_step", 1}, {"bad", 2}})
+            .find("'early_stopping.best'") != std::string::npos);
+  CHECK(error_with("/early_stopping", {{"best", 0.5}, {"best_step", 1}, {"bad", -2}})
+            .find("'early_stopping.bad' is -2, below 0") != std::string::npos);
+  // A state that is not an object at all.
+  CHECK(state_error(nlohmann::json::array({1, 2})) ==
+        "ckpt/state.safetensors: state is a list of 2, expected an object");
+  // Nested deeper than any state the trainer writes: refused before it is walked.
+  nlohmann::json deep = nullptr;
+  for (int i = 0; i < 1000; ++i) deep = nlohmann::json::array({std::move(deep)});
+  CHECK(state_error(with_field(good, "/last_eval", deep)) ==
+        "ckpt/state.safetensors: state nests deeper than 32 levels (no state the trainer writes "
+        "does)");
+}
+
+TEST_CASE("a state's NaN and infinite numbers read back as they were written") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  TrainState state = state_at_step_101();
+  state.window_loss = nan;  // a window that diverged before its log point
+  state.lr = inf;
+  state.loss_scale = {{"scale", inf},
+                      {"clean_steps", 0},
+                      {"hysteresis_left", 1},
+                      {"skipped_steps", 3},
+                      {"overflows_at_min", 0},
+                      {"last_overflow_step", 7},
+                      {"last_overflow_scale", -inf}};
+  state.last_eval = {{"step", 100}, {"split", "eval"}, {"loss", nan}, {"accuracy", 0.25}};
+  state.best_eval = {{"step", 50}, {"split", "eval"}, {"loss", inf}, {"accuracy", 0.5}};
+  state.last_train = {{"step", 100}, {"split", "train"}, {"loss", nan}, {"lr", -inf}};
+  state.metric = nan;
+  state.metric_name = "eval.loss";
+  state.early_stopping = {{"best", nan}, {"best_step", 100}, {"bad", 1}};
+
+  // As a checkpoint stores it: JSON text, which has no NaN of its own.
+  const std::string text = state.to_json().dump();
+  CHECK(text.find("null") == std::string::npos);
+  const TrainState back = TrainState::from_json(nlohmann::json::parse(text), "s");
+  CHECK(std::isnan(back.window_loss));
+  CHECK(back.lr == inf);
+  CHECK(back.loss_scale["scale"].get<double>() == inf);
+  CHECK(back.loss_scale["last_overflow_scale"].get<double>() == -inf);
+  CHECK(std::isnan(back.last_eval["loss"].get<double>()));
+  CHECK(back.last_eval["split"] == "eval");
+  CHECK(back.best_eval["loss"].get<double>() == inf);
+  CHECK(std::isnan(back.last_train["loss"].get<double>()));
+  CHECK(back.last_train["lr"].get<double>() == -inf);
+  REQUIRE(back.metric);
+  CHECK(std::isnan(*back.metric));
+  CHECK(std::isnan(back.early_stopping["best"].get<double>()));
+  // Written again, the same text.
+  CHECK(back.to_json().dump() == text);
+
+  // Earlier versions wrote null for them: read as NaN, so a resume goes on
+  // (a record's loss compared with the next evaluation's, say).
+  nlohmann::json old = state_at_step_101().to_json();
+  old["window"]["loss"] = nullptr;
+  old["schedule"]["lr"] = nullptr;
+  old["best_eval"] = {{"step", 50}, {"split", "eval"}, {"loss", nullptr}, {"accuracy", 1.0}};
+  const TrainState read = TrainState::from_json(old, "s");
+  CHECK(std::isnan(read.window_loss));
+  CHECK(std::isnan(read.lr));
+  CHECK(std::isnan(read.best_eval.value("loss", 0.0)));
 }
 
 TEST_CASE("tensor sizes and data offsets too large to count are errors, not wrapped numbers") {
@@ -269,3 +418,4 @@ TEST_CASE("tensor sizes and data offsets too large to count are errors, not wrap
   // A plausible size still reads.
   CHECK(error_of(file_with(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,16]})", 16)).empty());
 }
+

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "runner/checkpoint/durable_file.h"
@@ -90,6 +91,20 @@ std::pair<Safetensors, Safetensors> read_verified(const fs::path& dir) {
           decode_safetensors(state_bytes, (dir / kStateFile).string())};
 }
 
+// The step a checkpoint folder's name gives ("step-00000120": 120), or
+// nullopt for a folder named otherwise (one given to `eval` by its path).
+std::optional<std::int64_t> step_of_folder(fs::path dir) {
+  if (dir.filename().empty()) dir = dir.parent_path();  // "step-00000120/"
+  const std::string name = dir.filename().string();
+  if (name.rfind("step-", 0) != 0) return std::nullopt;
+  const std::string digits = name.substr(5);
+  std::int64_t step = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size())
+    return std::nullopt;
+  return step;
+}
+
 TrainState state_of(const Safetensors& state_file, const std::string& path) {
   auto it = state_file.metadata.find(kStateKey);
   if (it == state_file.metadata.end())
@@ -102,6 +117,48 @@ TrainState state_of(const Safetensors& state_file, const std::string& path) {
                           std::to_string(e.byte) + ")");
   }
   return TrainState::from_json(j, path);
+}
+
+// The state of checkpoint folder `dir`, whose name says the step it was
+// written at: a state of another step was edited (its checksum recomputed).
+TrainState checked_state_of(const Safetensors& state_file, const fs::path& dir) {
+  const std::string path = (dir / kStateFile).string();
+  TrainState state = state_of(state_file, path);
+  if (const auto step = step_of_folder(dir); step && *step != state.step)
+    throw CheckpointError(path + ": state 'step' is " + std::to_string(state.step) +
+                          ", but the checkpoint's folder is named for step " +
+                          std::to_string(*step));
+  return state;
+}
+
+// Throws, naming the state file and `key`, when `bytes` (the length of
+// JSON-lines file `path` that the state recorded) falls inside a record (the
+// byte before it is no line end): the resume would cut that record in two. A
+// file shorter than that lost records since, which the resume reports and
+// mends (it keeps the whole records): no fault of the checkpoint.
+void check_line_boundary(const fs::path& path, std::uint64_t bytes, const char* key,
+                         const std::string& state_path) {
+  std::error_code ec;
+  if (bytes == 0 || !fs::is_regular_file(path, ec)) return;
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec || size < bytes) return;
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(bytes - 1));
+  char before = '\n';
+  if (!in.get(before) || before == '\n') return;  // unreadable: the resume's own error
+  throw CheckpointError(state_path + ": state '" + key + "' is " + std::to_string(bytes) +
+                        ", inside a record of " + path.string() + " (" + std::to_string(size) +
+                        " bytes; the byte before it is no line end)");
+}
+
+// The lengths of metrics.jsonl and timing.jsonl the state recorded each end
+// a record, as they did when it was taken. (The TensorBoard events file is
+// not asked: garbage there would make intact checkpoints unusable, and the
+// resume cuts it back as it is.)
+void check_record_lengths(const TrainState& state, const fs::path& run_dir,
+                          const std::string& state_path) {
+  check_line_boundary(run_dir / "metrics.jsonl", state.metrics_bytes, "metrics_bytes", state_path);
+  check_line_boundary(run_dir / "timing.jsonl", state.timing_bytes, "timing_bytes", state_path);
 }
 
 // The value of `metric` the checkpoint in `dir` recorded. A checkpoint of an
@@ -210,7 +267,7 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
                                    bool averaged) {
   const auto [model, state_file] = read_verified(path);
   const std::string state_path = (fs::path(path) / kStateFile).string();
-  TrainState state = state_of(state_file, state_path);
+  TrainState state = checked_state_of(state_file, path);
   if (averaged)
     load_averaged_parameters(program, state_file, state_path);
   else
@@ -269,7 +326,7 @@ std::string CheckpointStore::read(const std::string& which, const std::string& m
 TrainState verify_checkpoint(const std::string& path) {
   const auto [model, state] = read_verified(path);
   (void)model;
-  return state_of(state, (fs::path(path) / kStateFile).string());
+  return checked_state_of(state, path);
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
@@ -279,7 +336,8 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
   for (const auto& [step, path] : all) {
     try {
       const auto [model, state_file] = read_verified(path);
-      TrainState state = state_of(state_file, (path / kStateFile).string());
+      TrainState state = checked_state_of(state_file, path);
+      check_record_lengths(state, fs::path(dir_).parent_path(), (path / kStateFile).string());
       load_parameters(program, model, (path / kModelFile).string(), true);
       load_optimizer_state(program, state_file, (path / kStateFile).string());
       return LoadedCheckpoint{path.string(), std::move(state)};

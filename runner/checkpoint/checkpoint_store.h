@@ -39,15 +39,17 @@ class CheckpointStore {
   std::string save(const graph::Program& program, const TrainState& state,
                    const RetentionPolicy& policy);
 
-  // Loads the newest checkpoint that verifies (checksums, format) into
-  // `program`. Each damaged one is reported through `warn` with its path and
-  // why, renamed to <name>.bad (never replacing an earlier .bad) when
-  // `set_aside_bad` (one process of a job does that: the others may still be
-  // reading it), and the previous one is tried. Throws CheckpointMismatch
-  // when the newest intact one does not fit the program's tensors and
-  // CheckpointUnreadable when the system refuses to read one (nothing is set
-  // aside for either), and CheckpointError when checkpoints exist (or were
-  // set aside) but none loads. nullopt: no checkpoint was ever written.
+  // Loads the newest checkpoint that verifies (checksums, format, a state
+  // that is consistent, with its folder's step and with the run's record
+  // files) into `program`. Each damaged one is reported through `warn` with
+  // its path and why, renamed to <name>.bad (never replacing an earlier .bad)
+  // when `set_aside_bad` (one process of a job does that: the others may
+  // still be reading it), and the previous one is tried. Throws
+  // CheckpointMismatch when the newest intact one does not fit the program's
+  // tensors and CheckpointUnreadable when the system refuses to read one
+  // (nothing is set aside for either), and CheckpointError when checkpoints
+  // exist (or were set aside) but none loads. nullopt: no checkpoint was
+  // ever written.
   std::optional<LoadedCheckpoint> load_newest(graph::Program& program, bool set_aside_bad,
                                               const std::function<void(const std::string&)>& warn);
 

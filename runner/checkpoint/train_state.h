@@ -49,8 +49,13 @@ struct TrainState {
   // train.early_stopping: {best, best_step, bad} (null: nothing followed yet).
   nlohmann::json early_stopping;
 
+  // Non-finite numbers (a diverged window's loss, an evaluation's) are
+  // written as "NaN", "Infinity" and "-Infinity", and read back as they were.
   nlohmann::json to_json() const;
-  // Throws CheckpointError naming `path` for a missing or mistyped field.
+  // Throws CheckpointError naming `path` and the field for a missing or
+  // mistyped field, or for values no run can reach: negative counts, a step
+  // that is not epoch x steps_per_epoch + epoch_step or is past total_steps,
+  // window counts that contradict each other, records of later steps.
   static TrainState from_json(const nlohmann::json& j, const std::string& path);
 };
 

@@ -14,6 +14,7 @@
 
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/train_state.h"
+#include "runner/checkpoint/weights.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::checkpoint;
@@ -419,3 +420,33 @@ TEST_CASE("tensor sizes and data offsets too large to count are errors, not wrap
   CHECK(error_of(file_with(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,16]})", 16)).empty());
 }
 
+TEST_CASE("weights holding NaN or infinity are refused, naming the tensor and the element") {
+  Safetensors file = sample_file();  // fc1.bias [2], fc1.weight [2, 3]
+  const std::vector<TensorShape> model = {{"fc1.weight", {2, 3}}, {"fc1.bias", {2}}};
+  CHECK_NOTHROW(check_finite(file, model, "w.safetensors"));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  StoredTensor& weight = file.tensors[1];
+  std::memcpy(weight.bytes.data() + 4 * 4, &nan, 4);  // element 4: [1, 1]
+  std::memcpy(weight.bytes.data() + 5 * 4, &inf, 4);
+  std::string error;
+  try {
+    check_finite(file, model, "w.safetensors");
+  } catch (const CheckpointNotFinite& e) {
+    error = e.what();
+  }
+  CHECK(error ==
+        "w.safetensors: tensor 'fc1.weight' element 4 (at [1, 1]) is NaN; 2 of its 6 "
+        "values are not finite (the run had diverged, or the file was edited)");
+  // Another tensor too: counted.
+  const float minus_inf = -inf;
+  std::memcpy(file.tensors[0].bytes.data(), &minus_inf, 4);
+  try {
+    check_finite(file, model, "w.safetensors");
+  } catch (const CheckpointNotFinite& e) {
+    error = e.what();
+  }
+  CHECK(error.find("(and 1 more tensor(s) hold such values)") != std::string::npos);
+  // Tensors the model does not take are not its concern.
+  CHECK_NOTHROW(check_finite(file, {{"fc2.weight", {2, 3}}}, "w.safetensors"));
+}

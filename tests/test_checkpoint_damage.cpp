@@ -1,15 +1,21 @@
 // labels: cpu
-// Checkpoints whose training state no run can reach (edited, their
-// checksums recomputed) are damaged checkpoints: named with the field and
-// what is wrong, set aside, and the previous one used.
+// Checkpoints that a resume (or eval, or a warm start) cannot use are errors
+// naming the file and what is wrong: a run that diverged before a log point
+// writes checkpoints that read back (their NaN window loss included), and
+// their NaN weights are named rather than blamed on the next step, with
+// nothing in the directory changed; a state edited past what a run can reach
+// is a damaged checkpoint, set aside for the previous one.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "run_command.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/safetensors.h"
 #include "runner/train/sha256.h"
@@ -20,6 +26,18 @@ namespace fs = std::filesystem;
 using Catch::Contains;
 
 namespace {
+
+// Every file under `dir` (relative path -> content), but the lock file and
+// train.log (which every resume appends to).
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name == ".lock" || name == "train.log") continue;
+    files[fs::relative(e.path(), dir).string()] = read_text(e.path().string());
+  }
+  return files;
+}
 
 // `trainer run --resume DIR OVERRIDES...`, its output in `log`; the exit code.
 int resume(const std::string& dir, const std::vector<std::string>& overrides,
@@ -76,7 +94,64 @@ std::string verify_error(const std::string& path) {
   return "";
 }
 
+// Whether `dir`/checkpoints holds a checkpoint set aside as damaged.
+bool holds_set_aside(const std::string& dir) {
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
+    if (e.path().filename().string().find(".bad") != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace
+
+TEST_CASE("a run that diverged before a log point: its checkpoints read back, NaN weights named") {
+  TempDir tmp("diverged-checkpoints");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // The loss turns NaN within a few steps; the window is logged only at the
+  // last step, after checkpoints at 7, 14, 16, ...
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "run",
+                              {"optimizer.type=sgd", "optimizer.lr=1e20", "train.log_every=100",
+                               "train.epochs=2"}),
+                     tmp / "run.log") == 1);
+  const std::string run = tmp / "run";
+  const std::string newest = run + "/checkpoints/step-00000028";
+  REQUIRE(fs::is_directory(newest));
+  // The state as written, its NaN window loss included, reads back.
+  const trainer::checkpoint::TrainState state = trainer::checkpoint::verify_checkpoint(newest);
+  CHECK(state.step == 28);
+  CHECK_FALSE(std::isfinite(state.window_loss));
+
+  // A resume names the weights, sets nothing aside and changes nothing.
+  const auto before = snapshot(run);
+  CHECK(resume(run, {"train.epochs=3"}, tmp / "r.log") == 1);
+  std::string log = read_text(tmp / "r.log");
+  INFO(log);
+  CHECK_THAT(log, Contains("checkpoint " + newest + " cannot be resumed: " + newest +
+                           "/model.safetensors: tensor '") &&
+                      Contains("values are not finite") && Contains("the run wrote these values"));
+  CHECK_THAT(log, !Contains("malformed state") && !Contains("json.exception") &&
+                      !Contains("lower optimizer.lr (or set"));
+  CHECK_FALSE(holds_set_aside(run));
+  CHECK(snapshot(run) == before);
+
+  // trainer eval: the same, exit 1.
+  auto r = run_trainer("eval " + run, true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Contains(newest + "/model.safetensors: tensor '") &&
+                        Contains("values are not finite"));
+
+  // A warm start from those weights: validate and run refuse them at model.init_from.
+  const std::string weights = newest + "/model.safetensors";
+  r = run_trainer("validate " + (tmp / "tiny.yaml") + " model.init_from=" + weights, true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("error: model.init_from: " + weights + ": tensor '") &&
+                        Contains("is NaN") && Contains("an earlier checkpoint's"));
+  r = run_trainer(
+      "run " + (tmp / "tiny.yaml") + " model.init_from=" + weights + " --out " + (tmp / "warm"),
+      true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("error: model.init_from: " + weights + ": tensor '"));
+  CHECK_FALSE(fs::exists(tmp / "warm"));
+}
 
 TEST_CASE("a state edited past what a run can reach is a damaged checkpoint") {
   TempDir tmp("edited-state");

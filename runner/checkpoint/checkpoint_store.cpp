@@ -343,6 +343,16 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
       return LoadedCheckpoint{path.string(), std::move(state)};
     } catch (const CheckpointMismatch&) {
       throw;  // the config changed, not the file: an older one would not fit either
+    } catch (const CheckpointNotFinite& e) {
+      // Its checksums match: the run wrote these values (it diverged before a
+      // log point reported it), and the checkpoints before are most often
+      // diverged too. Nothing is set aside: the user chooses.
+      throw CheckpointNotFinite(
+          "checkpoint " + path.string() + " cannot be resumed: " + e.what() +
+          "\n  its checksums match, so the run wrote these values: it diverged before a log "
+          "point reported it (or the file was edited). Resume from an earlier checkpoint by "
+          "moving this one out of " +
+          dir_ + " (with a lower optimizer.lr), or start a new run");
     } catch (const CheckpointUnreadable&) {
       throw;  // not damage: the same file reads once the system lets it
     } catch (const CheckpointError& e) {

@@ -46,10 +46,10 @@ class CheckpointStore {
   // when `set_aside_bad` (one process of a job does that: the others may
   // still be reading it), and the previous one is tried. Throws
   // CheckpointMismatch when the newest intact one does not fit the program's
-  // tensors and CheckpointUnreadable when the system refuses to read one
-  // (nothing is set aside for either), and CheckpointError when checkpoints
-  // exist (or were set aside) but none loads. nullopt: no checkpoint was
-  // ever written.
+  // tensors, CheckpointNotFinite when it holds a NaN or infinity, and
+  // CheckpointUnreadable when the system refuses to read one (nothing is set
+  // aside for these), and CheckpointError when checkpoints exist (or were
+  // set aside) but none loads. nullopt: no checkpoint was ever written.
   std::optional<LoadedCheckpoint> load_newest(graph::Program& program, bool set_aside_bad,
                                               const std::function<void(const std::string&)>& warn);
 

@@ -34,6 +34,14 @@ class CheckpointUnreadable : public CheckpointError {
   using CheckpointError::CheckpointError;
 };
 
+// Intact, but a tensor holds a value that is not finite (NaN, an infinity):
+// weights of a run that diverged, or a file edited. Loading it would only
+// make the next loss NaN.
+class CheckpointNotFinite : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
 struct StoredTensor {
   std::string name;
   std::string dtype;  // "F32", "I64", ...

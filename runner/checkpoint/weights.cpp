@@ -1,6 +1,9 @@
 // Program parameters and optimizer state <-> safetensors tensors.
 #include "runner/checkpoint/weights.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <set>
 
 namespace trainer::checkpoint {
@@ -20,6 +23,39 @@ StoredTensor to_stored(const graph::Program& program, const std::string& name, c
   s.bytes.resize(t.bytes());
   program.backend().copy_to_host(s.bytes.data(), t.data, t.bytes());
   return s;
+}
+
+// The float32 values of stored tensor `t` that are not finite: how many,
+// the first one's flat index and its value.
+struct NonFinite {
+  std::size_t count = 0, first = 0;
+  float value = 0;
+};
+
+NonFinite non_finite_in(const StoredTensor& t) {
+  NonFinite found;
+  const std::size_t n = t.bytes.size() / sizeof(float);
+  for (std::size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, t.bytes.data() + i * sizeof v, sizeof v);
+    if (std::isfinite(v)) continue;
+    if (found.count++ == 0) {
+      found.first = i;
+      found.value = v;
+    }
+  }
+  return found;
+}
+
+// Flat index `i` of a tensor of `shape` as its position: [1, 3].
+std::string position_of(std::size_t i, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> at(shape.size(), 0);
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    const auto extent = static_cast<std::size_t>(std::max<std::int64_t>(1, shape[d]));
+    at[d] = static_cast<std::int64_t>(i % extent);
+    i /= extent;
+  }
+  return shape_text(at);
 }
 
 struct Target {
@@ -47,6 +83,7 @@ LoadReport copy_matching(graph::Program& program, const std::vector<Target>& tar
     throw CheckpointMismatch(path + ": " + std::to_string(report.mismatches.size()) +
                              " tensor(s) do not match the model:" + list);
   }
+  check_finite(file, shapes, path);  // before anything is copied
   for (const auto& target : targets) {
     const StoredTensor* stored = file.find(target.name);
     if (!stored || !fits(*stored, target.ref.shape)) continue;
@@ -79,6 +116,31 @@ std::vector<std::string> mismatches_of(const Safetensors& file,
     if (!names.count(t.name) && t.name.rfind(extra_prefix, 0) == 0)
       mismatches.push_back(t.name + ": in the file, not in the model");
   return mismatches;
+}
+
+void check_finite(const Safetensors& file, const std::vector<TensorShape>& wanted,
+                  const std::string& path) {
+  std::string first;
+  std::size_t tensors = 0;
+  for (const auto& w : wanted) {
+    const StoredTensor* t = file.find(w.name);
+    if (!t || !fits(*t, w.shape)) continue;
+    const NonFinite bad = non_finite_in(*t);
+    if (bad.count == 0 || tensors++ > 0) continue;
+    first = "tensor '" + t->name + "' element " + std::to_string(bad.first) + " (at " +
+            position_of(bad.first, t->shape) + ") is " +
+            (std::isnan(bad.value) ? "NaN"
+             : bad.value > 0       ? "+inf"
+                                   : "-inf") +
+            "; " + std::to_string(bad.count) + " of its " +
+            std::to_string(t->bytes.size() / sizeof(float)) + " values are not finite";
+  }
+  if (tensors == 0) return;
+  throw CheckpointNotFinite(
+      path + ": " + first +
+      (tensors > 1 ? " (and " + std::to_string(tensors - 1) + " more tensor(s) hold such values)"
+                   : std::string()) +
+      " (the run had diverged, or the file was edited)");
 }
 
 Safetensors parameters_of(const graph::Program& program) {

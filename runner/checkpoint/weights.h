@@ -38,10 +38,18 @@ std::vector<std::string> mismatches_of(const Safetensors& file,
                                        const std::vector<TensorShape>& wanted,
                                        const std::string& extra_prefix);
 
+// Throws CheckpointNotFinite when a tensor of `file` that fits one of `wanted`
+// holds a NaN or an infinity, naming `path`, the first such tensor, the
+// index and position of its first such value, how many it holds, and how
+// many other tensors hold one.
+void check_finite(const Safetensors& file, const std::vector<TensorShape>& wanted,
+                  const std::string& path);
+
 // Copies `file`'s tensors (read from `path`) into the program's parameters.
 // Strict: every parameter present with the same shape and no extra tensor, or
 // a CheckpointMismatch listing every mismatch and nothing is copied. Non-strict:
-// the matching ones are copied and the others reported.
+// the matching ones are copied and the others reported. A value that is not
+// finite in a tensor to copy: CheckpointNotFinite (check_finite), nothing copied.
 LoadReport load_parameters(graph::Program& program, const Safetensors& file,
                            const std::string& path, bool strict);
 

@@ -270,20 +270,28 @@ bool init_strict(const config::Config& config) {
 
 void check_init_from(const Session& s, config::Diagnostics& diags) {
   const std::string path = init_from_path(s.config);
-  if (path.empty() || !init_strict(s.config)) return;
+  if (path.empty()) return;
   const config::Mark mark = s.config.model.node.find("init_from")->mark();
   std::vector<checkpoint::TensorShape> params;
   for (const auto& p : s.graph.params) params.push_back({p.name, p.shape});
   try {
-    const auto mismatches =
-        checkpoint::mismatches_of(checkpoint::read_safetensors_header(path), params, "");
-    if (mismatches.empty()) return;
-    std::string list;
-    for (const auto& m : mismatches) list += "\n  " + m;
-    diags.add(mark, "model.init_from",
-              path + ": " + std::to_string(mismatches.size()) +
-                  " tensor(s) do not match the model:" + list,
-              "set model.init_strict: false to load only the tensors that fit");
+    // The whole file: its values are checked too.
+    const checkpoint::Safetensors file = checkpoint::read_safetensors(path);
+    const auto mismatches = checkpoint::mismatches_of(file, params, "");
+    if (init_strict(s.config) && !mismatches.empty()) {
+      std::string list;
+      for (const auto& m : mismatches) list += "\n  " + m;
+      diags.add(mark, "model.init_from",
+                path + ": " + std::to_string(mismatches.size()) +
+                    " tensor(s) do not match the model:" + list,
+                "set model.init_strict: false to load only the tensors that fit");
+      return;
+    }
+    checkpoint::check_finite(file, params, path);
+  } catch (const checkpoint::CheckpointNotFinite& e) {
+    diags.add(mark, "model.init_from", e.what(),
+              "start from weights saved before the run diverged (an earlier checkpoint's "
+              "model.safetensors)");
   } catch (const checkpoint::CheckpointError& e) {  // damaged, or not safetensors
     diags.add(mark, "model.init_from", e.what());
   }

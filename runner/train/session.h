@@ -68,9 +68,11 @@ std::string init_from_path(const config::Config& config);
 // model.init_strict (default true): every parameter must load from init_from.
 bool init_strict(const config::Config& config);
 
-// The init_from file reads and, with init_strict, fills every parameter of
-// s.graph: errors at model.init_from listing each tensor that does not fit,
-// what `run` would refuse when it loads the weights.
+// The init_from file reads, with init_strict fills every parameter of
+// s.graph, and holds only finite values in the tensors it would load: errors
+// at model.init_from listing each tensor that does not fit, or naming the
+// first value that is not finite, what `run` would refuse when it loads the
+// weights.
 void check_init_from(const Session& s, config::Diagnostics& diags);
 
 // (Re)builds s.graph for s.batch.micro and s.config (compute types included).

@@ -1,10 +1,12 @@
 // labels: cpu
-// Checkpoints that a resume (or eval, or a warm start) cannot use are errors
-// naming the file and what is wrong: a run that diverged before a log point
+// Checkpoints and run directories that a resume (or eval, or a warm start)
+// cannot use are errors naming the file and what is wrong, found before
+// anything in the directory changes: a run that diverged before a log point
 // writes checkpoints that read back (their NaN window loss included), and
-// their NaN weights are named rather than blamed on the next step, with
-// nothing in the directory changed; a state edited past what a run can reach
-// is a damaged checkpoint, set aside for the previous one.
+// their NaN weights are named rather than blamed on the next step; a state
+// edited past what a run can reach is a damaged checkpoint, set aside for the
+// previous one; a checkpoints folder that is not a directory, or is gone from
+// a run that wrote checkpoints, stops the resume instead of starting over.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -204,5 +206,47 @@ TEST_CASE("a state edited past what a run can reach is a damaged checkpoint") {
   CHECK(steps_of(run) == 64);
   for (const auto& line : read_lines(run + "/metrics.jsonl"))
     CHECK_NOTHROW(nlohmann::json::parse(line));
+}
+
+TEST_CASE("a checkpoints folder gone from a run that wrote checkpoints stops the resume") {
+  TempDir tmp("checkpoints-gone");
+  const std::string finished = finished_run(tmp, "run");
+
+  // Not a directory: refused, exit 1, nothing changed.
+  {
+    const std::string run = copy_run(finished, tmp / "file");
+    fs::remove_all(run + "/checkpoints");
+    write_text(run + "/checkpoints", "x");
+    const auto before = snapshot(run);
+    CHECK(resume(run, {"train.epochs=4"}, tmp / "file.log") == 1);
+    const std::string log = read_text(tmp / "file.log");
+    INFO(log);
+    CHECK_THAT(log, Contains("error: " + run + "/checkpoints is not a directory") &&
+                        Contains("--out NEW_DIR"));
+    CHECK_THAT(log, !Contains("filesystem error"));
+    CHECK(snapshot(run) == before);
+  }
+  // Deleted: summary.json (or train.log) says checkpoints were written.
+  {
+    const std::string run = copy_run(finished, tmp / "gone");
+    fs::remove_all(run + "/checkpoints");
+    const auto before = snapshot(run);
+    CHECK(resume(run, {}, tmp / "gone.log") == 1);
+    std::string log = read_text(tmp / "gone.log");
+    INFO(log);
+    CHECK_THAT(log, Contains("error: " + run +
+                             "/checkpoints is missing, but the run wrote "
+                             "checkpoints (" +
+                             run + "/summary.json names checkpoint " + finished +
+                             "/checkpoints/step-00000048)"));
+    CHECK(snapshot(run) == before);
+    // A run killed after its checkpoints leaves no summary.json; its train.log tells.
+    fs::remove(run + "/summary.json");
+    CHECK(resume(run, {}, tmp / "gone2.log") == 1);
+    log = read_text(tmp / "gone2.log");
+    CHECK_THAT(log, Contains(run + "/train.log reports one (checkpoint " + finished +
+                             "/checkpoints/step-0000"));
+    CHECK(read_lines(run + "/metrics.jsonl").size() == 13);
+  }
 }
 

@@ -204,7 +204,15 @@ TEST_CASE("a resume that finds no checkpoint starts the events file over, as met
   part.insert(part.end(), {"--out", tmp / "part"});
   REQUIRE(run_to_end(full, tmp / "full.log") == 0);
   REQUIRE(run_to_end(part, tmp / "part.log") == 0);
+  // Killed before its first checkpoint: no checkpoint, no summary.json, and
+  // no line of train.log reporting a checkpoint (a run that wrote one and
+  // lost its checkpoints folder is refused instead).
   fs::remove_all(tmp / "part/checkpoints");
+  fs::remove(tmp / "part/summary.json");
+  std::string log;
+  for (const auto& line : read_lines(tmp / "part/train.log"))
+    if (line.find("] checkpoint ") == std::string::npos) log += line + "\n";
+  write_text(tmp / "part/train.log", log);
   REQUIRE(run_to_end({"run", "--resume", tmp / "part"}, tmp / "resume.log") == 0);
   INFO(read_text(tmp / "resume.log"));
   REQUIRE(read_text(tmp / "resume.log").find("starting from the beginning") != std::string::npos);

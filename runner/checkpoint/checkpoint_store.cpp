@@ -31,7 +31,10 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& 
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || entry.is_symlink() || name.rfind("step-", 0) != 0) continue;
+    // An entry that cannot be looked at (a link that loops) is no checkpoint.
+    std::error_code status;
+    if (!entry.is_directory(status) || entry.is_symlink(status) || name.rfind("step-", 0) != 0)
+      continue;
     const std::string digits = name.substr(5);
     if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
     std::int64_t step = 0;
@@ -159,6 +162,65 @@ void check_record_lengths(const TrainState& state, const fs::path& run_dir,
                           const std::string& state_path) {
   check_line_boundary(run_dir / "metrics.jsonl", state.metrics_bytes, "metrics_bytes", state_path);
   check_line_boundary(run_dir / "timing.jsonl", state.timing_bytes, "timing_bytes", state_path);
+}
+
+// What in run directory `run_dir` says that it wrote a checkpoint: its
+// summary.json naming one, or a line of train.log reporting one; "" when
+// nothing does (a run stopped before its first checkpoint).
+std::string checkpoint_on_record(const fs::path& run_dir) {
+  std::error_code ec;
+  if (fs::is_regular_file(run_dir / "summary.json", ec)) {
+    std::ifstream in(run_dir / "summary.json");
+    const nlohmann::json summary = nlohmann::json::parse(in, nullptr, false);
+    if (summary.is_object() && summary.contains("last_checkpoint") &&
+        summary["last_checkpoint"].is_string() &&
+        !summary["last_checkpoint"].get_ref<const std::string&>().empty())
+      return (run_dir / "summary.json").string() + " names checkpoint " +
+             summary["last_checkpoint"].get<std::string>();
+  }
+  if (fs::is_regular_file(run_dir / "train.log", ec)) {
+    std::ifstream in(run_dir / "train.log");
+    for (std::string line; std::getline(in, line);)
+      if (const auto at = line.find("] checkpoint ");
+          at != std::string::npos && line.find("/checkpoints/step-", at) != std::string::npos)
+        return (run_dir / "train.log").string() + " reports one (" + line.substr(at + 2) + ")";
+  }
+  return "";
+}
+
+// Refuses, before anything is read or moved, a checkpoints folder that
+// cannot hold the run's checkpoints: not a directory, not readable, or gone
+// from a run that wrote some (starting over would replace its records).
+void check_checkpoint_folder(const fs::path& dir) {
+  const std::string fix =
+      "put the run's checkpoints back there, or start again in a new directory (trainer run " +
+      (dir.parent_path() / "config.yaml").string() + " --out NEW_DIR)";
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(dir, ec);
+  const fs::file_status status = fs::status(dir, ec);
+  if (status.type() == fs::file_type::none)
+    throw CheckpointUnreadable(dir.string() + ": cannot look at it: " + ec.message());
+  if (fs::is_directory(status)) {
+    std::error_code listed;
+    const fs::directory_iterator listing(dir, listed);
+    if (listed)
+      throw CheckpointUnreadable(dir.string() +
+                                 ": cannot list the checkpoints: " + listed.message());
+    return;
+  }
+  if (fs::exists(status))
+    throw CheckpointError(dir.string() +
+                          " is not a directory: the run's checkpoints cannot be read there, nor "
+                          "new ones written; " +
+                          fix);
+  if (fs::is_symlink(link))
+    throw CheckpointError(dir.string() + " is a link to " + fs::read_symlink(dir, ec).string() +
+                          ", which is missing; " + fix);
+  if (const std::string written = checkpoint_on_record(dir.parent_path()); !written.empty())
+    throw CheckpointError(dir.string() + " is missing, but the run wrote checkpoints (" + written +
+                          "): resuming would train it again from the beginning and replace its "
+                          "records; " +
+                          fix);
 }
 
 // The value of `metric` the checkpoint in `dir` recorded. A checkpoint of an
@@ -297,8 +359,10 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
                             " of its own weights: " + here + "; name one, or use last");
     return best->second.string();
   }
+  std::error_code ec;  // a path that cannot be looked at (a link that loops) names nothing
   for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
-    if (fs::is_directory(candidate) && fs::exists(candidate / kSumsFile)) return candidate.string();
+    if (fs::is_directory(candidate, ec) && fs::exists(candidate / kSumsFile, ec))
+      return candidate.string();
   throw CheckpointError("no checkpoint '" + which + "': " + here +
                         "; use last, best, one of those names or a checkpoint folder's path");
 }
@@ -332,6 +396,7 @@ TrainState verify_checkpoint(const std::string& path) {
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     graph::Program& program, bool set_aside_bad,
     const std::function<void(const std::string&)>& warn) {
+  check_checkpoint_folder(dir_);
   const auto all = list_checkpoints(dir_);
   for (const auto& [step, path] : all) {
     try {

@@ -49,7 +49,10 @@ class CheckpointStore {
   // tensors, CheckpointNotFinite when it holds a NaN or infinity, and
   // CheckpointUnreadable when the system refuses to read one (nothing is set
   // aside for these), and CheckpointError when checkpoints exist (or were
-  // set aside) but none loads. nullopt: no checkpoint was ever written.
+  // set aside) but none loads, or when the checkpoints folder is not a
+  // directory, or is missing although the run directory records a
+  // checkpoint (summary.json, train.log). nullopt: no checkpoint was ever
+  // written.
   std::optional<LoadedCheckpoint> load_newest(graph::Program& program, bool set_aside_bad,
                                               const std::function<void(const std::string&)>& warn);
 

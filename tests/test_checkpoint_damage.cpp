@@ -6,7 +6,8 @@
 // their NaN weights are named rather than blamed on the next step; a state
 // edited past what a run can reach is a damaged checkpoint, set aside for the
 // previous one; a checkpoints folder that is not a directory, or is gone from
-// a run that wrote checkpoints, stops the resume instead of starting over.
+// a run that wrote checkpoints, stops the resume instead of starting over; a
+// damaged manifest.json stops it before config.yaml is rewritten.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -250,3 +251,40 @@ TEST_CASE("a checkpoints folder gone from a run that wrote checkpoints stops the
   }
 }
 
+TEST_CASE("a damaged manifest.json stops the resume before anything changes") {
+  TempDir tmp("manifest-damaged");
+  const std::string finished = finished_run(tmp, "run");
+  const std::string manifest = read_text(finished + "/manifest.json");
+  const auto with_resumes = [&](const nlohmann::json& value) {
+    auto j = nlohmann::json::parse(manifest);
+    j["resumes"] = value;
+    return j.dump();
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[1]", "manifest.json: it holds array, not a JSON object"},
+      {with_resumes("x"), "manifest.json: its \"resumes\" is string, not a list"},
+      {manifest.substr(0, 100),
+       "manifest.json: it is not valid JSON: it ends early, after 100 "
+       "bytes (truncated)"},
+      {"{\"a\": x}", "manifest.json: it is not valid JSON (at byte 7 of 8)"},
+      {"", "manifest.json: it is empty"},
+      {"dir", "manifest.json: it is a directory, not a file"}};
+  int n = 0;
+  for (const auto& [content, error] : cases) {
+    INFO(error);
+    const std::string run = copy_run(finished, tmp / ("r" + std::to_string(n++)));
+    if (content == "dir") {
+      fs::remove(run + "/manifest.json");
+      fs::create_directory(run + "/manifest.json");
+    } else {
+      write_text(run + "/manifest.json", content);
+    }
+    const auto before = snapshot(run);
+    CHECK(resume(run, {"train.epochs=4"}, tmp / "r.log") == 1);
+    const std::string log = read_text(tmp / "r.log");
+    INFO(log);
+    CHECK_THAT(log, Contains("error: " + run + "/" + error) && Contains("Put a good copy back"));
+    CHECK_THAT(log, !Contains("json.exception") && !Contains("basic_filebuf"));
+    CHECK(snapshot(run) == before);  // config.yaml not rewritten, no config.<hash>.yaml
+  }
+}

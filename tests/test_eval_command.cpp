@@ -227,6 +227,28 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
   const auto r = run_trainer("eval " + (tmp / "run") + " model.layers[1].out_features=16", true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("does not fit the model") && Catch::Contains("fc1.weight"));
+
+  // Recorded statistics that cannot be used (a std of 0; NaN, which makes
+  // the file no JSON): a note says so, and they are computed from the data.
+  const std::string manifest_path = tmp / "run/manifest.json";
+  auto damaged = manifest;
+  damaged["normalize_statistics"][0]["std"] = {0.0};
+  write_text(manifest_path, damaged.dump());
+  auto noted = run_trainer("eval " + (tmp / "run") + " data.train.seed=11", true);
+  CHECK(noted.code == 0);
+  CHECK_THAT(noted.out, Catch::Contains("note: " + manifest_path +
+                                        ": normalize_statistics[0] has std 0.0 (not a finite "
+                                        "number above 0): the recorded normalize statistics "
+                                        "cannot be used; they are computed from the training "
+                                        "data again"));
+  std::string text = manifest.dump();
+  const std::string mean = manifest["normalize_statistics"][0]["mean"].dump();
+  text.replace(text.find(mean), mean.size(), "[NaN]");
+  write_text(manifest_path, text);
+  noted = run_trainer("eval " + (tmp / "run") + " data.train.seed=11", true);
+  CHECK(noted.code == 0);
+  CHECK_THAT(noted.out, Catch::Contains("note: " + manifest_path + ": it is not valid JSON"));
+  CHECK(eval_json(tmp / "run data.train.seed=11")["loss"].get<double>() != recorded);
 }
 
 TEST_CASE("trainer eval where the training data is gone: the eval source stands in for it") {

@@ -89,8 +89,16 @@ int command_eval(const CommandArgs& args) {
   config::Config config = config::load_config(config_path.string(), args.overrides);
   print_config_warnings(config);
   in_one_process(config);
-  if (train::restore_normalize_statistics(args.run_dir, config) > 0)
+  const train::RestoredStatistics restored =
+      train::restore_normalize_statistics(args.run_dir, config);
+  if (restored.filled > 0)
     std::fprintf(stderr, "normalize: the statistics the run computed (manifest.json)\n");
+  for (const std::string& problem : restored.problems)
+    std::fprintf(stderr,
+                 "note: %s: the recorded normalize statistics cannot be used; they are computed "
+                 "from the training data again (the run's own only if those files have not "
+                 "changed since it trained)\n",
+                 problem.c_str());
   // The checkpoint's weights replace all others: a model.init_from file the
   // run started from is not needed (and may be gone by now).
   if (config.model.node.is_map()) config.model.node.erase("init_from");

@@ -144,10 +144,12 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   std::string dir = resume ? args.resume_dir : "";
   train::RunDirLock lock;
   if (job.is_root()) {
-    if (resume)
+    if (resume) {
       lock = train::RunDirLock(dir, "run directory");
-    else
+      train::check_manifest(dir);  // a resume adds to it: damaged, nothing may change first
+    } else {
       dir = train::create_run_dir(config, args, backend.name(), lock);
+    }
   }
   if (run_dir) *run_dir = dir;
   std::unique_ptr<graph::Program> program;

@@ -3,8 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -121,14 +125,81 @@ nlohmann::json devices_of(const config::Config& config, const std::string& backe
   return d;
 }
 
-nlohmann::json read_manifest(const fs::path& dir) {
-  std::ifstream in(dir / "manifest.json");
-  if (!in) return nlohmann::json::object();
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
+// The deepest nesting read from manifest.json (the trainer writes 4 levels):
+// deeper, writing or printing it would recurse that deep.
+constexpr int kMaxManifestDepth = 64;
+
+// Whether `j` nests deeper than `levels` levels.
+bool nests_deeper(const nlohmann::json& j, int levels) {
+  if (!j.is_structured()) return false;
+  if (levels <= 0) return true;
+  for (const auto& [key, value] : j.items())
+    if (nests_deeper(value, levels - 1)) return true;
+  return false;
+}
+
+// manifest.json of `dir` as an object, or why it cannot be one (`problem`).
+// Missing: an empty object and no problem.
+nlohmann::json parse_manifest(const fs::path& dir, std::string& problem) {
+  const fs::path path = dir / "manifest.json";
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (status.type() == fs::file_type::not_found) return nlohmann::json::object();
+  if (!fs::is_regular_file(status)) {
+    problem = fs::is_directory(status) ? "it is a directory, not a file"
+                                       : "it cannot be read (" + ec.message() + ")";
     return nlohmann::json::object();
   }
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.is_open() || in.bad()) {
+    problem = std::string("it cannot be read (") + std::strerror(errno ? errno : EIO) + ")";
+    return nlohmann::json::object();
+  }
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    problem = text.empty()           ? "it is empty"
+              : e.byte > text.size() ? "it is not valid JSON: it ends early, after " +
+                                           std::to_string(text.size()) + " bytes (truncated)"
+                                     : "it is not valid JSON (at byte " + std::to_string(e.byte) +
+                                           " of " + std::to_string(text.size()) + ")";
+    return nlohmann::json::object();
+  }
+  if (!manifest.is_object()) {
+    problem = "it holds " + std::string(manifest.type_name()) + ", not a JSON object";
+    return nlohmann::json::object();
+  }
+  if (nests_deeper(manifest, kMaxManifestDepth)) {
+    problem = "it nests deeper than " + std::to_string(kMaxManifestDepth) + " levels";
+    return nlohmann::json::object();
+  }
+  return manifest;
+}
+
+// manifest.json of `dir`, or {} when it is missing or damaged: for what adds
+// to it after the resume checked it (check_manifest), and for readers that
+// fall back on their own.
+nlohmann::json read_manifest(const fs::path& dir) {
+  std::string problem;
+  return parse_manifest(dir, problem);
+}
+
+// manifest.json of `dir` for a resume to add its entry to; throws, naming the
+// file and what is wrong, when it is damaged (a resume would replace it).
+nlohmann::json manifest_to_resume(const fs::path& dir) {
+  std::string problem;
+  nlohmann::json manifest = parse_manifest(dir, problem);
+  if (problem.empty() && manifest.contains("resumes") && !manifest["resumes"].is_array())
+    problem = "its \"resumes\" is " + std::string(manifest["resumes"].type_name()) + ", not a list";
+  if (!problem.empty())
+    throw std::runtime_error(
+        (dir / "manifest.json").string() + ": " + problem +
+        ": the resume would replace the run's record. Put a good copy back, or move it "
+        "aside (the resume then starts a new manifest.json holding its own entry)");
+  return manifest;
 }
 
 void write_manifest(const fs::path& dir, const nlohmann::json& manifest) {
@@ -255,8 +326,13 @@ std::string precision_note(const config::Config& config) {
   return "";
 }
 
+void check_manifest(const std::string& dir) {
+  manifest_to_resume(dir);
+}
+
 std::string reopen_run_dir(const std::string& dir, const config::Config& config,
                            const CommandArgs& args) {
+  nlohmann::json manifest = manifest_to_resume(dir);  // before anything is written
   std::string old_hash;
   std::ifstream(fs::path(dir) / "config.sha256") >> old_hash;
   const std::string new_hash = sha256_hex(config::to_yaml(config.resolved));
@@ -282,7 +358,6 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
              new_hash.substr(0, 12) + "): " + what + "; the old one is config." +
              old_hash.substr(0, 12) + ".yaml";
   }
-  nlohmann::json manifest = read_manifest(dir);
   manifest["resumes"].push_back({{"command", command_line()},
                                  {"overrides", args.overrides},
                                  {"time", now_text("%Y-%m-%dT%H:%M:%S%z")},
@@ -329,25 +404,90 @@ void record_program(const std::string& dir, const graph::Program& program, const
   write_manifest(dir, manifest);
 }
 
-std::size_t restore_normalize_statistics(const std::string& dir, config::Config& config) {
-  const nlohmann::json manifest = read_manifest(dir);
-  const auto recorded = manifest.find("normalize_statistics");
-  if (recorded == manifest.end() || !recorded->is_array()) return 0;
-  std::size_t rank = 0, filled = 0;
-  for (config::TypedItem& item : config.data.transforms) {
-    if (item.type != "normalize") continue;
-    const std::size_t this_rank = rank++;
-    if (item.attrs.has("mean") || item.attrs.has("std") || this_rank >= recorded->size()) continue;
-    try {
-      const nlohmann::json& stats = (*recorded)[this_rank];
-      item.attrs.set("mean", stats.at("mean").get<std::vector<double>>());
-      item.attrs.set("std", stats.at("std").get<std::vector<double>>());
-      ++filled;
-    } catch (const nlohmann::json::exception&) {
-      // A damaged record: the statistics are computed from the data again.
-    }
+namespace {
+
+// The numbers of a recorded statistic (`key` of `stats`), or "" and `problem`
+// saying why they cannot be used: a list of finite numbers, and for std
+// positive ones.
+std::vector<double> recorded_numbers(const nlohmann::json& stats, const char* key,
+                                     std::string& problem) {
+  const auto it = stats.is_object() ? stats.find(key) : stats.end();
+  if (!stats.is_object() || it == stats.end() || !it->is_array() || it->empty()) {
+    problem = std::string("has no list of ") + key;
+    return {};
   }
-  return filled;
+  std::vector<double> values;
+  for (const auto& v : *it) {
+    const bool usable = v.is_number() && std::isfinite(v.get<double>()) &&
+                        (std::string(key) != "std" || v.get<double>() > 0);
+    if (!usable) {
+      problem =
+          std::string("has ") + key + " " + (v.is_structured() ? v.type_name() : v.dump()) +
+          (std::string(key) == "std" ? " (not a finite number above 0)" : " (not a finite number)");
+      return {};
+    }
+    values.push_back(v.get<double>());
+  }
+  return values;
+}
+
+// The list manifest.json of `dir` records as "normalize_statistics", or null
+// and `problem` saying why there is none to use.
+nlohmann::json recorded_statistics(const std::string& dir, std::string& problem) {
+  nlohmann::json manifest = parse_manifest(dir, problem);
+  std::error_code ec;
+  if (problem.empty() && !fs::exists(fs::path(dir) / "manifest.json", ec))
+    problem = "it is missing";
+  if (!problem.empty()) return nullptr;
+  const auto recorded = manifest.find("normalize_statistics");
+  if (recorded == manifest.end()) {
+    problem = "it records no normalize_statistics";
+    return nullptr;
+  }
+  if (!recorded->is_array()) {
+    problem = "its normalize_statistics is " + std::string(recorded->type_name()) + ", not a list";
+    return nullptr;
+  }
+  return std::move(*recorded);
+}
+
+}  // namespace
+
+RestoredStatistics restore_normalize_statistics(const std::string& dir, config::Config& config) {
+  RestoredStatistics out;
+  std::vector<config::TypedItem*> wanted;  // each normalize, nullptr when it has its own
+  for (config::TypedItem& item : config.data.transforms)
+    if (item.type == "normalize")
+      wanted.push_back(item.attrs.has("mean") || item.attrs.has("std") ? nullptr : &item);
+  if (std::all_of(wanted.begin(), wanted.end(), [](auto* item) { return !item; })) return out;
+  const std::string where = (fs::path(dir) / "manifest.json").string();
+  std::string problem;
+  const nlohmann::json recorded = recorded_statistics(dir, problem);
+  if (!problem.empty()) {
+    out.problems.push_back(where + ": " + problem);
+    return out;
+  }
+  for (std::size_t rank = 0; rank < wanted.size(); ++rank) {
+    if (!wanted[rank]) continue;
+    const std::string entry = where + ": normalize_statistics[" + std::to_string(rank) + "] ";
+    if (rank >= recorded.size()) {
+      out.problems.push_back(entry + "is missing");
+      continue;
+    }
+    const nlohmann::json& stats = recorded[rank];
+    std::vector<double> mean = recorded_numbers(stats, "mean", problem);
+    std::vector<double> std_dev =
+        problem.empty() ? recorded_numbers(stats, "std", problem) : std::vector<double>{};
+    if (!problem.empty()) {
+      out.problems.push_back(entry + problem);
+      problem.clear();
+      continue;
+    }
+    wanted[rank]->attrs.set("mean", std::move(mean));
+    wanted[rank]->attrs.set("std", std::move(std_dev));
+    ++out.filled;
+  }
+  return out;
 }
 
 std::vector<std::string> recorded_class_names(const std::string& dir) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runner/commands.h"
 #include "runner/config/config.h"
@@ -39,6 +40,12 @@ std::string create_run_dir(const config::Config& config, const CommandArgs& args
 // (fp16 emulated on the CPU, tf32 computing in float32 there); "" otherwise.
 std::string precision_note(const config::Config& config);
 
+// Throws, naming DIR/manifest.json and what is wrong, when a resume could not
+// add its entry to the manifest there (a directory, unreadable, not a JSON
+// object, "resumes" not a list); a missing one is no error. A resume checks
+// it before anything in the directory changes.
+void check_manifest(const std::string& dir);
+
 // `trainer run --resume DIR`: keeps the directory; when the config differs
 // from the recorded one (a longer max_steps), rewrites config.yaml and
 // config.sha256 and records the change; appends the resume to manifest.json.
@@ -55,12 +62,21 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
 // source names them, and the program's memory.
 void record_program(const std::string& dir, const graph::Program& program, const Session& session);
 
+// What restore_normalize_statistics did: how many normalize transforms it
+// filled, and why it could not fill the others (each naming manifest.json and
+// what it lacks); those compute their statistics from the data again.
+struct RestoredStatistics {
+  std::size_t filled = 0;
+  std::vector<std::string> problems;
+};
+
 // Gives each `normalize` of config.data.transforms that has neither mean nor
 // std the statistics the run in `dir` recorded for it (manifest.json
 // "normalize_statistics", in the order of the list), so that evaluating a
 // run normalises as it trained even when its training data changed since.
-// Returns how many it filled.
-std::size_t restore_normalize_statistics(const std::string& dir, config::Config& config);
+// A record that is missing, damaged, or holds a value that is not finite (or
+// a std not above 0) fills nothing and is reported.
+RestoredStatistics restore_normalize_statistics(const std::string& dir, config::Config& config);
 
 // The training data's class names the run in `dir` recorded (manifest.json
 // "class_names": a source that names its classes, as an image folder does);

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -120,6 +121,18 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
   REQUIRE(run_to_end({"run", tmp / "same.yaml", "train.max_steps=3", "--out", tmp / "same"},
                      tmp / "s.log") == 0);
   CHECK(read_text(tmp / "s.log").find("loaded 4 tensor(s)") != std::string::npos);
+  // The manifest tells which file that was: `last` resolved, and its hash.
+  const auto started_from =
+      nlohmann::json::parse(read_text(tmp / "same/manifest.json"))["init_from"];
+  CHECK(started_from["path"] == weights);
+  CHECK(started_from["resolved"] ==
+        fs::canonical(tmp / "base/checkpoints/step-00000003/model.safetensors").string());
+  FILE* pipe = popen(("sha256sum " + weights).c_str(), "r");
+  REQUIRE(pipe);
+  char digest[65] = {};
+  REQUIRE(std::fread(digest, 1, 64, pipe) == 64);
+  pclose(pipe);
+  CHECK(started_from["sha256"] == std::string(digest));
 
   // A relative path, from the YAML file's folder: the run's config.yaml names
   // the file absolute, so it runs again as it is, and the run resumes.
@@ -135,6 +148,14 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
         0);
   CHECK(run_to_end({"run", "--resume", tmp / "rel_run", "train.max_steps=5"}, tmp / "res.log") ==
         0);
+  // Resumed from a checkpoint, it needs the init_from file no more.
+  fs::rename(tmp / "base", tmp / "base_moved");
+  CHECK(run_to_end({"run", "--resume", tmp / "rel_run", "train.max_steps=7"}, tmp / "gone.log") ==
+        0);
+  INFO(read_text(tmp / "gone.log"));
+  CHECK(read_text(tmp / "gone.log").find("resuming from ") != std::string::npos);
+  CHECK(read_text(tmp / "gone.log").find("loaded 4 tensor(s)") == std::string::npos);
+  fs::rename(tmp / "base_moved", tmp / "base");
 
   // fc1 with 16 outputs: strict fails naming the file and each mismatch.
   std::string narrow = tiny_experiment();

@@ -305,14 +305,7 @@ TEST_CASE("trainer eval where an image folder is gone: the run's class names lab
   TempDir tmp("eval-class-names");
   // Three classes of 3x3 RGB images told apart by their brightness; the
   // evaluation folder lacks class b, so its own numbering would call c 1.
-  const auto write_class = [&](const std::string& root, const std::string& name, int value,
-                               int count) {
-    for (int k = 0; k < count; ++k) {
-      const std::vector<std::uint8_t> pixels(27, static_cast<std::uint8_t>(value + k % 7));
-      trainer::data::testing::write_bytes(root + "/" + name + "/" + std::to_string(k) + ".png",
-                                          trainer::data::testing::png_bytes(3, 3, 3, pixels));
-    }
-  };
+  const auto write_class = trainer::data::testing::write_image_class;
   for (const auto& [name, value] : {std::pair{"a", 20}, {"b", 120}, {"c", 220}})
     write_class(tmp / "train", name, value, 24);
   write_class(tmp / "eval", "a", 23, 8);

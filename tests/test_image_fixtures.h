@@ -136,4 +136,14 @@ inline void write_image_folder(const std::string& root, int per_class,
   }
 }
 
+// root/<name>/<k>.png: `count` 3x3 RGB images of one class, image k of brightness
+// `value` + k % 7 (classes of well-apart values are easily told apart).
+inline void write_image_class(const std::string& root, const std::string& name, int value,
+                              int count) {
+  for (int k = 0; k < count; ++k) {
+    const std::vector<std::uint8_t> pixels(27, static_cast<std::uint8_t>(value + k % 7));
+    write_bytes(root + "/" + name + "/" + std::to_string(k) + ".png", png_bytes(3, 3, 3, pixels));
+  }
+}
+
 }  // namespace trainer::data::testing

@@ -347,14 +347,7 @@ TEST_CASE("an evaluation that fails keeps the training before it; the resume eva
   TempDir tmp("resume-eval-failed");
   // 24 training images of three classes told apart by brightness (3 steps an
   // epoch of 8); 12 evaluation images, one of them unreadable at first.
-  const auto write_class = [&](const std::string& root, const std::string& name, int value,
-                               int count) {
-    for (int k = 0; k < count; ++k) {
-      const std::vector<std::uint8_t> pixels(27, static_cast<std::uint8_t>(value + k % 7));
-      trainer::data::testing::write_bytes(root + "/" + name + "/" + std::to_string(k) + ".png",
-                                          trainer::data::testing::png_bytes(3, 3, 3, pixels));
-    }
-  };
+  const auto write_class = trainer::data::testing::write_image_class;
   for (const auto& [name, value] : {std::pair{"a", 20}, {"b", 120}, {"c", 220}}) {
     write_class(tmp / "train", name, value, 8);
     write_class(tmp / "eval", name, value + 3, 4);

@@ -279,6 +279,10 @@ std::string checkpoint_name(std::int64_t step) {
 CheckpointStore::CheckpointStore(const std::string& run_dir)
     : dir_((fs::path(run_dir) / "checkpoints").string()) {}
 
+bool CheckpointStore::holds_checkpoints() const {
+  return !list_checkpoints(dir_).empty();
+}
+
 std::string CheckpointStore::save(const graph::Program& program, const TrainState& state,
                                   const RetentionPolicy& policy) {
   fs::create_directories(dir_);

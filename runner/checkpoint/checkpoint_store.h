@@ -33,6 +33,9 @@ class CheckpointStore {
  public:
   explicit CheckpointStore(const std::string& run_dir);
   const std::string& directory() const { return dir_; }
+  // Whether any checkpoint folder is here (whole or not: a resume loads one
+  // of them, or stops).
+  bool holds_checkpoints() const;
 
   // Writes the program's tensors and `state` as checkpoint step-<state.step>,
   // points `last` at it and deletes what the policy no longer keeps. Returns its path.

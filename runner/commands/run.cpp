@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
@@ -84,7 +85,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     diags.throw_if_any();
     // The model and data checks each rank would make, made once here: an
     // error is reported once (exit 2), not by every rank and mpirun's abort.
-    if (dist::requested_ranks(loaded) > 1) config::run_validation_hooks(loaded);
+    // (A resume's config is the run's own, checked when it started; its
+    // model.init_from may be gone since.)
+    if (dist::requested_ranks(loaded) > 1 && !resume) config::run_validation_hooks(loaded);
   }
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
@@ -97,7 +100,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     if (const std::string note = train::precision_note(config); !note.empty())
       std::fprintf(stderr, "note: precision %s: %s\n", config.precision.mode.c_str(), note.c_str());
   }
-  train::Session session = train::prepare_session(config);
+  // A resume from a checkpoint takes its weights from there, not model.init_from.
+  train::Session session = train::prepare_session(
+      config, {}, !resume || !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
   {  // weights that would not load: refused before the run directory exists
     config::Diagnostics diags;
     train::check_init_from(session, diags);

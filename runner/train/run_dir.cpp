@@ -217,6 +217,21 @@ std::string write_config(const fs::path& dir, const config::Config& config,
   return hash;
 }
 
+// model.init_from as the run found it: the path, the file a link there led
+// to (checkpoints/last moves on as its run goes on), and the SHA-256 of its
+// bytes, so that the weights a run started from can be told later; null
+// without init_from.
+nlohmann::json init_from_record(const config::Config& config) {
+  const std::string path = init_from_path(config);
+  if (path.empty()) return nullptr;
+  std::error_code ec;
+  const fs::path resolved = fs::canonical(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  return {
+      {"path", path}, {"resolved", ec ? path : resolved.string()}, {"sha256", sha256_hex(bytes)}};
+}
+
 }  // namespace
 
 bool unfinished_run_dir(const std::string& dir) {
@@ -312,6 +327,8 @@ std::string create_run_dir(const config::Config& config, const CommandArgs& args
   };
   if (const std::string note = precision_note(config); !note.empty())
     manifest["precision_note"] = note;
+  if (const nlohmann::json weights = init_from_record(config); !weights.is_null())
+    manifest["init_from"] = weights;
   write_manifest(dir, manifest);
   return dir.string();
 }

@@ -269,6 +269,7 @@ bool init_strict(const config::Config& config) {
 }
 
 void check_init_from(const Session& s, config::Diagnostics& diags) {
+  if (!s.use_init_from) return;
   const std::string path = init_from_path(s.config);
   if (path.empty()) return;
   const config::Mark mark = s.config.model.node.find("init_from")->mark();
@@ -366,13 +367,15 @@ std::int64_t training_classes(const config::Config& config) {
   return open_source(config, training_source(config), "data.train")->num_classes();
 }
 
-Session prepare_session(const config::Config& config, const std::vector<std::string>& class_names) {
+Session prepare_session(const config::Config& config, const std::vector<std::string>& class_names,
+                        bool use_init_from) {
   Session s;
   s.config = config;
+  s.use_init_from = use_init_from;
   config::Diagnostics diags;
   s.batch = plan_batches(config, diags);
   diags.throw_if_any();
-  init_from_path(config);  // before the data: a missing file is found at once
+  if (use_init_from) init_from_path(config);  // before the data: a missing file is found at once
   s.train_data = open_checked_source(config, training_source(config), "data.train");
   if (const auto own = s.train_data->class_names();
       !class_names.empty() && !own.empty() && own != class_names) {

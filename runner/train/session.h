@@ -37,6 +37,9 @@ struct Session {
   // The ranks of a data-parallel run, for kernels that reduce inside a step
   // (batchnorm with sync); null: this process alone. Set by `trainer run`.
   Collective* collective = nullptr;
+  // Whether the weights start from model.init_from: not on a resume from a
+  // checkpoint, whose weights replace them (the file may be gone since).
+  bool use_init_from = true;
 };
 
 // The mark of a key path in the resolved config ("train.batch_size",
@@ -52,9 +55,11 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
 // std::runtime_error for bad data files (the message names the file).
 // `class_names`: the classes a run recorded for its training data
 // (recorded_class_names), for a source standing in for training data that is
-// gone: the source's labels then follow those names.
+// gone: the source's labels then follow those names. `use_init_from`: see
+// Session::use_init_from (false: the file is not looked at).
 Session prepare_session(const config::Config& config,
-                        const std::vector<std::string>& class_names = {});
+                        const std::vector<std::string>& class_names = {},
+                        bool use_init_from = true);
 
 // The classes of the training data (0: regression targets), opening only its
 // source: no transforms, statistics or model. Throws as prepare_session does.

@@ -116,6 +116,7 @@ float read_scalar(graph::Program& program, const TensorRef& t) {
 // `model.init_from: weights.safetensors` (relative to the YAML file that names
 // it) with `model.init_strict: false` to load only the tensors that match.
 void load_init_from(const Session& s, graph::Program& program) {
+  if (!s.use_init_from) return;
   const std::string path = init_from_path(s.config);
   if (path.empty()) return;
   const config::Node& model = s.config.model.node;

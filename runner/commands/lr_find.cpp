@@ -23,6 +23,7 @@
 #include "runner/commands.h"
 #include "runner/config/fields.h"
 #include "runner/config/load.h"
+#include "runner/config/overrides.h"
 #include "runner/train/lr_range.h"
 #include "runner/train/trainer.h"
 #include "runner/usage_error.h"
@@ -86,20 +87,15 @@ nlohmann::json reading_json(const train::RangeTestReading& r, const std::string&
       {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)}};
 }
 
-// The key an override sets ("train.max_steps" of "train.max_steps=15").
-std::string override_key(const std::string& override_text) {
-  return override_text.substr(0, override_text.find('='));
-}
-
 // Warns of each of the user's overrides that a forced setting replaces (the
 // same key, or a key under it: schedule.type under schedule), saying which
 // flag sets it instead, where one does.
 void warn_of_replaced_overrides(const std::vector<std::string>& overrides,
                                 const std::vector<std::string>& forced_settings) {
   for (const std::string& given : overrides) {
-    const std::string key = override_key(given);
+    const std::string key = config::override_key(given);
     for (const std::string& forced : forced_settings) {
-      const std::string forced_key = override_key(forced);
+      const std::string forced_key = config::override_key(forced);
       if (key != forced_key && !key.starts_with(forced_key + ".")) continue;
       std::string instead;
       if (forced_key == "train.max_steps") instead = " (--steps sets it)";

@@ -194,6 +194,10 @@ void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diag
               i < origins.size() ? origins[i] : std::nullopt, diags);
 }
 
+std::string override_key(const std::string& override_text) {
+  return override_text.substr(0, override_text.find('='));
+}
+
 Diagnostics annotate_overrides(const Diagnostics& diags,
                                const std::vector<std::string>& overrides) {
   Diagnostics out;

@@ -25,6 +25,9 @@ using OverrideOrigins = std::vector<std::optional<Mark>>;
 void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags,
                      const OverrideOrigins& origins = {});
 
+// The key an override sets: "train.max_steps" of "train.max_steps=15".
+std::string override_key(const std::string& override_text);
+
 // Adds "(in override N 'text')" to every diagnostic that points into an
 // override and does not say so yet.
 Diagnostics annotate_overrides(const Diagnostics& diags, const std::vector<std::string>& overrides);

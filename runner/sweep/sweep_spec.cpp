@@ -314,7 +314,7 @@ config::Diagnostics overrides_of_swept_keys(const std::vector<std::string>& over
   if (!spec.seeds.empty()) swept.emplace_back("seed", spec.seeds_mark);
   config::Diagnostics diags;
   for (std::size_t i = 0; i < overrides.size(); ++i) {
-    const std::string key = overrides[i].substr(0, overrides[i].find('='));
+    const std::string key = config::override_key(overrides[i]);
     for (const auto& [swept_key, mark] : swept) {
       if (key != swept_key) continue;
       const bool flag = mark.file == "<--grid>";
@@ -333,7 +333,7 @@ config::Diagnostic swept_value_error(const config::Diagnostic& d, const std::str
                                      const OverrideSource& source,
                                      std::string& same_for_every_value) {
   std::string message = d.message;
-  if (!d.key_path.empty() && d.key_path != swept.substr(0, swept.find('=')))
+  if (!d.key_path.empty() && d.key_path != config::override_key(swept))
     message = d.key_path + ": " + message;
   config::Diagnostic out{points_at(d, source) ? source.mark : d.mark, source.key_path, message,
                          d.suggestion};

@@ -11,14 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/checkpoint/durable_file.h"
+#include "runner/config/overrides.h"
 #include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
 namespace {
 
-std::string key_of(const std::string& override_text) {
-  return override_text.substr(0, override_text.find('='));
-}
 std::string value_of(const std::string& override_text) {
   const auto eq = override_text.find('=');
   return eq == std::string::npos ? "" : override_text.substr(eq + 1);
@@ -28,7 +26,8 @@ std::vector<std::string> swept_keys(const std::vector<TrialRecord>& records) {
   std::vector<std::string> keys;
   for (const auto& r : records)
     for (const auto& o : r.trial.overrides)
-      if (std::find(keys.begin(), keys.end(), key_of(o)) == keys.end()) keys.push_back(key_of(o));
+      if (std::find(keys.begin(), keys.end(), config::override_key(o)) == keys.end())
+        keys.push_back(config::override_key(o));
   return keys;
 }
 
@@ -186,7 +185,7 @@ void write_trials_csv(const std::string& path, const std::vector<TrialRecord>& r
     for (const auto& k : keys) {
       std::string v;
       for (const auto& o : r.trial.overrides)
-        if (key_of(o) == k) v = value_of(o);
+        if (config::override_key(o) == k) v = value_of(o);
       out += "," + csv_field(v);
     }
     out += "," + csv_field(r.run_dir) + "," + csv_field(r.error) + "\n";
@@ -233,7 +232,7 @@ void write_results_table(const std::string& path, const std::vector<TrialRecord>
     for (const auto& k : keys) {
       std::string v;
       for (const auto& o : r->trial.overrides)
-        if (key_of(o) == k) v = value_of(o);
+        if (config::override_key(o) == k) v = value_of(o);
       out += " " + md_cell(v) + " |";
     }
     out += " " + std::to_string(r->failures) + " | " + md_cell(r->error) + " |\n";

@@ -44,10 +44,13 @@ void check_devices(const config::Config& config, config::Diagnostics& diags) {
 #endif
 }
 
+int cpu_compute_threads(const config::Config& config) {
+  return config.backend.threads > 0 ? static_cast<int>(config.backend.threads)
+                                    : cpu::default_cpu_threads();
+}
+
 Backend& select_backend(const config::Config& config) {
-  const int threads = config.backend.threads > 0 ? static_cast<int>(config.backend.threads)
-                                                 : cpu::default_cpu_threads();
-  cpu::set_cpu_threads(threads);
+  cpu::set_cpu_threads(cpu_compute_threads(config));
   if (config.devices.cpu || config.devices.gpus.empty())
     return with_precision_checked(cpu_backend(), config);
   config::Diagnostics d;

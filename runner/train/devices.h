@@ -13,6 +13,10 @@ namespace trainer::train {
 // Opens no CUDA context. Nothing to check for `devices: cpu`.
 void check_devices(const config::Config& config, config::Diagnostics& diags);
 
+// The CPU compute threads the config asks for: backend.threads, or for 0
+// cpu::default_cpu_threads() (OMP_NUM_THREADS, else the usable CPUs).
+int cpu_compute_threads(const config::Config& config);
+
 // The backend for the first device of the config. Throws config::ConfigError
 // when the devices cannot be used here (check_devices).
 Backend& select_backend(const config::Config& config);

@@ -18,11 +18,11 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "ops/cpu/onednn.h"
 #include "runner/build_info.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
+#include "runner/train/devices.h"
 #include "runner/train/host_info.h"
 #include "runner/train/sha256.h"
 #include "runner/usage_error.h"
@@ -105,13 +105,11 @@ nlohmann::json library_versions() {
 }
 
 nlohmann::json devices_of(const config::Config& config, const std::string& backend_name) {
-  nlohmann::json d = {
-      {"backend", backend_name},
-      {"hardware_threads", std::thread::hardware_concurrency()},
-      // The compute threads used (backend.threads: 0 resolved).
-      {"threads", config.backend.threads > 0 ? static_cast<int>(config.backend.threads)
-                                             : cpu::default_cpu_threads()},
-      {"world_size", config.devices.world_size}};
+  nlohmann::json d = {{"backend", backend_name},
+                      {"hardware_threads", std::thread::hardware_concurrency()},
+                      // The compute threads used (backend.threads: 0 resolved).
+                      {"threads", cpu_compute_threads(config)},
+                      {"world_size", config.devices.world_size}};
   if (!config.devices.gpus.empty()) d["gpus"] = config.devices.gpus;
 #ifdef TRAINER_WITH_CUDA
   nlohmann::json gpus = nlohmann::json::array();

@@ -25,12 +25,12 @@
 #include <spdlog/spdlog.h>
 
 #include "data/loader.h"
-#include "ops/cpu/onednn.h"
 #include "ops/step_values.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/stop_signal.h"
+#include "runner/train/devices.h"
 #include "runner/train/input_advice.h"
 #include "runner/train/loss_log.h"
 #include "runner/train/loss_scale.h"
@@ -954,9 +954,7 @@ void TrainLoop::log_window() {
     w.prefetch = cfg_.data.prefetch;
     const std::int64_t cores = std::max(1u, std::thread::hardware_concurrency());
     const bool on_cpu = cfg_.devices.cpu || cfg_.devices.gpus.empty();
-    w.compute_threads = !on_cpu                    ? 1
-                        : cfg_.backend.threads > 0 ? cfg_.backend.threads
-                                                   : cpu::default_cpu_threads();
+    w.compute_threads = on_cpu ? cpu_compute_threads(cfg_) : 1;
     w.cores = cores;
     log_->warn("{}", input_wait_advice(w));
   }

@@ -4,7 +4,8 @@
 // with `--resume` writes metrics.jsonl byte for byte like a run that never
 // stopped; the same config twice gives the same bytes; a truncated newest
 // checkpoint is reported and the previous one used; an evaluation that fails
-// keeps the training before it in a checkpoint that resumes exactly.
+// keeps the training before it in a checkpoint that resumes exactly, and so
+// does one that a signal stops.
 #include <catch2/catch.hpp>
 
 #include <ctime>
@@ -403,5 +404,71 @@ TEST_CASE("an evaluation that fails keeps the training before it; the resume eva
     CHECK(read_text(tmp / "r.log").find("resuming from " + kept) != std::string::npos);
     CHECK(read_text(tmp / "failed/metrics.jsonl") == read_text(tmp / "full/metrics.jsonl"));
     CHECK(eval_records(tmp / "failed").count(failed_at) == 1);
+  }
+}
+
+TEST_CASE("a signal during an evaluation stops it; the resume evaluates and goes on exactly") {
+  TempDir tmp("resume-eval-stopped");
+  const auto write_class = trainer::data::testing::write_image_class;
+  for (const auto& [name, value] : {std::pair{"a", 20}, {"b", 120}, {"c", 220}}) {
+    write_class(tmp / "train", name, value, 8);
+    write_class(tmp / "eval", name, value + 3, 4);
+  }
+  // 3 steps an epoch of 8; the evaluation in two batches.
+  write_text(tmp / "images.yaml",
+             "name: images\n"
+             "seed: 1\n"
+             "deterministic: true\n"
+             "data:\n"
+             "  train: {type: image_folder, root: " +
+                 (tmp / "train") +
+                 ", size: [3, 3]}\n"
+                 "  eval: {type: image_folder, root: " +
+                 (tmp / "eval") +
+                 ", size: [3, 3]}\n"
+                 "  transforms: [{type: scale}]\n"
+                 "  workers: 1\n"
+                 "model:\n"
+                 "  layers: [{type: flatten}, {type: linear, out_features: 3}]\n"
+                 "optimizer: {type: sgd, lr: 0.5, momentum: 0.9}\n"
+                 "train: {epochs: 3, batch_size: 8}\n"
+                 "backend: {threads: 1}\n");
+  // At the end of epoch 0 (step 3), and at step 2 with train.eval_every: 2.
+  for (const auto& [overrides, stopped_at] :
+       {std::pair{std::vector<std::string>{}, 3},
+        {std::vector<std::string>{"train.eval_every=2"}, 2}}) {
+    INFO("stopped at step " << stopped_at);
+    fs::remove_all(tmp / "stopped");
+    fs::remove_all(tmp / "full");
+    fs::remove(tmp / "s.log");  // waited on below: none from the case before
+    {
+      // Each evaluation batch takes 2 s longer: the signal lands inside it.
+      setenv("TRAINER_INJECT_EVAL_DELAY", "2", 1);
+      std::vector<std::string> args = {"run", tmp / "images.yaml", "--out", tmp / "stopped"};
+      args.insert(args.end(), overrides.begin(), overrides.end());
+      TrainerProcess run(args, tmp / "s.log");
+      unsetenv("TRAINER_INJECT_EVAL_DELAY");
+      REQUIRE(wait_for_text(tmp / "s.log", "TRAINER_INJECT_EVAL_DELAY", std::chrono::seconds(60)));
+      run.signal(SIGINT);
+      CHECK(run.wait() == 130);
+    }
+    const std::string log = read_text(tmp / "s.log");
+    INFO(log);
+    const std::string kept =
+        tmp / ("stopped/checkpoints/step-0000000" + std::to_string(stopped_at));
+    CHECK(log.find("signal 2 during the evaluation at step " + std::to_string(stopped_at) +
+                   ": the evaluation is left for the resume to make") != std::string::npos);
+    REQUIRE(fs::exists(kept));
+    const nlohmann::json summary = summary_of(tmp / "stopped");
+    CHECK(summary["status"] == "interrupted");
+    CHECK(summary["last_checkpoint"] == kept);
+    CHECK(eval_records(tmp / "stopped").empty());
+
+    REQUIRE(run_to_end(run_args(tmp / "images.yaml", tmp / "full", overrides), tmp / "u.log") == 0);
+    REQUIRE(run_to_end({"run", "--resume", tmp / "stopped"}, tmp / "r.log") == 0);
+    INFO(read_text(tmp / "r.log"));
+    CHECK(read_text(tmp / "r.log").find("resuming from " + kept) != std::string::npos);
+    CHECK(read_text(tmp / "stopped/metrics.jsonl") == read_text(tmp / "full/metrics.jsonl"));
+    CHECK(eval_records(tmp / "stopped").count(stopped_at) == 1);
   }
 }

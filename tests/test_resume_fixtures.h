@@ -185,4 +185,15 @@ inline bool wait_for_lines(const std::string& path, std::size_t lines,
   return false;
 }
 
+// Waits until `path` holds `text` (or the timeout passes).
+inline bool wait_for_text(const std::string& path, const std::string& text,
+                          std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (read_text(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 }  // namespace trainer::testing

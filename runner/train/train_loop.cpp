@@ -117,6 +117,14 @@ double injected_checkpoint_delay_s() {
   return text ? std::max(0.0, std::strtod(text, nullptr)) : 0.0;
 }
 
+// Seconds each evaluation batch takes longer, from the environment variable
+// TRAINER_INJECT_EVAL_DELAY: a test hook standing in for a long evaluation
+// (a stop asked for during it).
+double injected_eval_delay_s() {
+  const char* text = std::getenv("TRAINER_INJECT_EVAL_DELAY");
+  return text ? std::max(0.0, std::strtod(text, nullptr)) : 0.0;
+}
+
 // Why fp16 loss scaling collapsed, and what to change.
 std::string collapse_diagnosis(const LossScaler& scaler, double loss,
                                const std::vector<std::string>& overflowing) {
@@ -334,12 +342,19 @@ class TrainLoop {
   // order (the same sums as reading each loss at its step).
   void settle_losses();
   void log_window();
-  void run_eval(std::int64_t at_step);
+  // Evaluates and records; false when `may_stop` and a stop was asked for
+  // before the evaluation finished (a single process: nothing is recorded).
+  bool run_eval(std::int64_t at_step, bool may_stop = false);
   // run_eval(step_) after `epoch_step` steps of this epoch. When the
   // evaluation fails on a single process (its data unreadable midway), the
   // training since the last checkpoint is saved first, the evaluation still
-  // to make (stopped_inside_epoch_ when set), and the error goes on up.
+  // to make (stopped_inside_epoch_ when set), and the error goes on up. A
+  // stop asked for during an evaluation before the last step saves the same
+  // and sets stopped_by_ (the evaluation at the end of training finishes).
   void evaluate_keeping_training(std::int64_t epoch_step);
+  // The training since the last checkpoint, before the evaluation at
+  // `epoch_step` steps of this epoch (which a resume makes).
+  void save_before_evaluation(std::int64_t epoch_step);
   // train.early_stopping after an evaluation: sets early_stopped_ when the
   // metric has not improved for `patience` evaluations.
   void follow_early_stopping(std::int64_t at_step);
@@ -420,6 +435,7 @@ class TrainLoop {
   LossScaler scaler_;
   const std::set<std::int64_t> inject_overflow_;
   const double inject_checkpoint_delay_s_;
+  const double inject_eval_delay_s_;
   bool update_in_step_ = false, clip_in_update_ = false;
   // Loss scaling: how many updates' schedule the backend holds, and the step
   // of the last read of its state (read again at least that often).
@@ -495,6 +511,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       scaler_(cfg_.precision.loss_scale, cfg_.precision.mode == "fp16"),
       inject_overflow_(injected_overflow_steps()),
       inject_checkpoint_delay_s_(injected_checkpoint_delay_s()),
+      inject_eval_delay_s_(injected_eval_delay_s()),
       logits_(s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0),
       ignored_(ignored_label(s)),
       progress_(collective.is_root(), collective.world() > 1),
@@ -961,13 +978,22 @@ void TrainLoop::log_window() {
   window_ = Window{};
 }
 
-void TrainLoop::run_eval(std::int64_t at_step) {
-  if (!s_.eval_data) return;
+bool TrainLoop::run_eval(std::int64_t at_step, bool may_stop) {
+  if (!s_.eval_data) return true;
   if (!rank_buffers_each_step_) average_rank_buffers();
+  const auto stop_early = [&] {
+    if (inject_eval_delay_s_ > 0) {
+      log_->warn("TRAINER_INJECT_EVAL_DELAY: an evaluation batch {} s late", inject_eval_delay_s_);
+      std::this_thread::sleep_for(std::chrono::duration<double>(inject_eval_delay_s_));
+    }
+    return checkpoint::stop_requested() != 0;
+  };
   const EvalResult e = [&] {
     const AveragedWeightsInPlace averaged(program_, averaging_);
-    return evaluate(s_, program_, collective_);
+    return evaluate(s_, program_, collective_,
+                    may_stop ? std::function<bool()>(stop_early) : nullptr);
   }();
+  if (e.interrupted) return false;
   // Every rank has the same sums: every rank stops alike.
   if (!std::isfinite(e.loss))
     throw DivergedError(std::string("the evaluation loss is ") +
@@ -1000,11 +1026,24 @@ void TrainLoop::run_eval(std::int64_t at_step) {
   // The evaluation at the end of training has nothing left to stop.
   if (cfg_.train.early_stopping.patience > 0 && step_ < total_steps_)
     follow_early_stopping(at_step);
+  return true;
+}
+
+void TrainLoop::save_before_evaluation(std::int64_t epoch_step) {
+  save_state(stopped_inside_epoch_ ? *stopped_inside_epoch_ : state_now(epoch_, epoch_step));
 }
 
 void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
   try {
-    run_eval(step_);
+    // The ranks of a job stop together after a step; the end of training
+    // has its evaluation to make, then nothing more.
+    if (run_eval(step_, world_ == 1 && step_ < total_steps_)) return;
+    stopped_by_ = checkpoint::stop_requested();
+    save_before_evaluation(epoch_step);
+    log_->warn(
+        "signal {} during the evaluation at step {}: the evaluation is left for the "
+        "resume to make",
+        stopped_by_, step_);
   } catch (const DivergedError&) {
     throw;  // weights not worth keeping
   } catch (const std::exception& e) {
@@ -1013,7 +1052,7 @@ void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
     if (world_ > 1 || writes_nothing()) throw;
     log_->error("the evaluation at step {} failed: {}", step_, e.what());
     try {
-      save_state(stopped_inside_epoch_ ? *stopped_inside_epoch_ : state_now(epoch_, epoch_step));
+      save_before_evaluation(epoch_step);
     } catch (const std::exception& save_error) {
       log_->error("the training since the last checkpoint could not be saved: {}",
                   save_error.what());
@@ -1244,6 +1283,7 @@ void TrainLoop::train_to_end() {
       if (cfg_.train.eval_every > 0 && step_ % cfg_.train.eval_every == 0 && step_ < total_steps_ &&
           in_epoch < steps_per_epoch_) {
         evaluate_keeping_training(in_epoch);
+        if (stopped_by_ != 0) break;  // saved, the evaluation to make
         evaluated = true;
         if (early_stopped_) {
           save_checkpoint(epoch_, in_epoch);
@@ -1273,6 +1313,7 @@ void TrainLoop::train_to_end() {
       break;
     }
     evaluate_keeping_training(steps_per_epoch_);
+    if (stopped_by_ != 0) break;  // saved, the evaluation to make
     if (stopped_inside_epoch_) {
       // The last step ends the epoch off a log boundary: the checkpoint is the
       // state before the short window's record and this evaluation, which a
@@ -1337,6 +1378,12 @@ nlohmann::json TrainLoop::summary() {
   } else {
     log_->info("done: {} steps in {:.1f} s, {:.0f} samples/s", step_, wall, samples_per_s);
   }
+  if (const int late = checkpoint::stop_requested();
+      stopped_by_ == 0 && late != 0 && collective_.is_root())
+    log_->info(
+        "signal {} came after the last step: the run made its final evaluation and "
+        "checkpoint, and is complete",
+        late);
   return summary;
 }
 

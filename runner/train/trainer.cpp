@@ -192,7 +192,8 @@ std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend
   return program;
 }
 
-EvalResult evaluate(const Session& s, graph::Program& program, Collective& collective) {
+EvalResult evaluate(const Session& s, graph::Program& program, Collective& collective,
+                    const std::function<bool()>& stop_early) {
   EvalResult result;
   if (!s.eval_data) return result;
   // Each rank evaluates its own shard (each sample on exactly one rank) and
@@ -211,6 +212,10 @@ EvalResult evaluate(const Session& s, graph::Program& program, Collective& colle
   Hits hits;
   const std::int64_t limit = s.config.train.eval_batches;
   for (std::int64_t b = 0; limit == 0 || b < limit; ++b) {
+    if (stop_early && collective.world() == 1 && stop_early()) {
+      result.interrupted = true;
+      return result;
+    }
     const data::Batch* batch = loader.next();
     if (!batch) break;
     feed(program, *batch, classes, ignored);

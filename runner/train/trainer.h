@@ -100,6 +100,8 @@ struct EvalResult {
   double accuracy = 0;
   double top5 = 0;
   std::int64_t samples = 0;
+  // stop_early answered true before the last batch: the figures are partial.
+  bool interrupted = false;
 };
 
 // The model on the eval split (up to train.eval_batches micro-batches per
@@ -108,7 +110,9 @@ struct EvalResult {
 // whatever the batch size; 0 when no row counts. With several ranks each
 // evaluates its shard and the sums are added over `collective`: every rank
 // returns the same result, that of one rank evaluating all of it (to float
-// rounding).
-EvalResult evaluate(const Session& session, graph::Program& program, Collective& collective);
+// rounding). `stop_early`, when given, is asked before each batch (a single
+// process only: the ranks of a job could not agree on where to stop).
+EvalResult evaluate(const Session& session, graph::Program& program, Collective& collective,
+                    const std::function<bool()>& stop_early = nullptr);
 
 }  // namespace trainer::train

@@ -73,3 +73,23 @@ TEST_CASE("an explicit empty eval_transforms list applies nothing to eval sample
                      "transforms, but the training samples are [1, 10, 10]") != std::string::npos);
   }
 }
+
+TEST_CASE("a run's config.yaml derives the eval transforms again from changed transforms") {
+  TempDir tmp("eval-transforms-derived");
+  write_text(tmp / "crop.yaml", cropping_experiment());
+  REQUIRE(run_trainer("run " + tmp / "crop.yaml" + " --out " + tmp / "first").code == 0);
+  // The derived list is in the resolved config as a comment, not as a value.
+  const std::string resolved = read_text(tmp / "first/config.yaml");
+  CHECK(resolved.find("  # eval_transforms:\n") != std::string::npos);
+  CHECK(resolved.find("\n  eval_transforms:") == std::string::npos);
+
+  // Started again from it with another crop size, evaluation crops to that size.
+  const auto run = run_trainer("run " + tmp / "first/config.yaml" + " --out " + tmp / "second" +
+                                   " data.transforms[0].size=8",
+                               true);
+  INFO(run.out);
+  REQUIRE(run.code == 0);
+  const auto manifest = nlohmann::json::parse(read_text(tmp / "second/manifest.json"));
+  const std::string eval = manifest["transforms"]["eval"];
+  CHECK(eval.rfind("center_crop(8x8", 0) == 0);
+}

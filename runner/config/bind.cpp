@@ -176,13 +176,15 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
 
   if (Node* transforms = data->find("transforms"))
     config.data.transforms = read_transform_list(*transforms, "data.transforms", diags);
-  if (Node* eval_transforms = data->find("eval_transforms")) {
+  // One derived before (a tree bound again after overrides) is derived again.
+  if (Node* eval_transforms = data->find("eval_transforms");
+      eval_transforms && !eval_transforms->mark().is_derived()) {
     config.data.eval_transforms =
         read_transform_list(*eval_transforms, "data.eval_transforms", diags);
     return;
   }
   // Default: the entries of `transforms` that act on eval samples.
-  Node list = Node::sequence({kDefaultFile, 0, 0});
+  Node list = Node::sequence({kDerivedFile, 0, 0});
   const Node* transforms = data->find("transforms");
   for (std::size_t i = 0; i < config.data.transforms.size(); ++i) {
     const TypedItem& item = config.data.transforms[i];
@@ -193,7 +195,7 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
           node.mark().file == item.mark.file)
         list.push_back(node);
   }
-  data->set("eval_transforms", std::move(list), {kDefaultFile, 0, 0});
+  data->set("eval_transforms", std::move(list), {kDerivedFile, 0, 0});
 }
 
 // The value at a dotted path of the tree ("optimizer.type"), or null.

@@ -126,17 +126,38 @@ bool is_inline(const Node& n) {
 
 void emit(const Node& n, int indent, std::string& out);
 
+// `key: value` lines of a derived value as comments ("# " after the
+// indentation), under a line that says so.
+void emit_derived(const std::string& lines, int indent, std::string& out) {
+  const std::string margin(static_cast<std::size_t>(indent), ' ');
+  out += margin + "# derived from the values above (uncomment to set it yourself):\n";
+  std::size_t start = 0;
+  while (start < lines.size()) {
+    const std::size_t end = lines.find('\n', start);
+    const std::string line = lines.substr(start, end - start);
+    out += margin + "# " + line.substr(std::min(line.size(), margin.size())) + "\n";
+    start = end == std::string::npos ? lines.size() : end + 1;
+  }
+}
+
 void emit_map(const Node& n, int indent, std::string& out, bool first_inline) {
   for (std::size_t i = 0; i < n.size(); ++i) {
-    if (!(first_inline && i == 0)) out += std::string(static_cast<std::size_t>(indent), ' ');
-    out += key_text(n.key_at(i)) + ":";
+    const bool derived = n.key_mark_at(i).is_derived();
+    std::string entry;
+    if (!(first_inline && i == 0) || derived)
+      entry += std::string(static_cast<std::size_t>(indent), ' ');
+    entry += key_text(n.key_at(i)) + ":";
     const Node& v = n.value_at(i);
     if (is_inline(v)) {
-      out += " " + inline_value(v) + "\n";
+      entry += " " + inline_value(v) + "\n";
     } else {
-      out += "\n";
-      emit(v, indent + 2, out);
+      entry += "\n";
+      emit(v, indent + 2, entry);
     }
+    if (derived)
+      emit_derived(entry, indent, out);
+    else
+      out += entry;
   }
 }
 

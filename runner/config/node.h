@@ -10,12 +10,17 @@ namespace trainer::config {
 
 // The file of a value the user did not write: a field's default.
 inline constexpr const char* kDefaultFile = "<default>";
+// The file of a default computed from other values (data.eval_transforms from
+// data.transforms): shown in a resolved config as a comment, so that reading
+// it back derives it again from what those values are then.
+inline constexpr const char* kDerivedFile = "<derived>";
 
 struct Mark {
-  std::string file;  // as given by the user (or "<override>" / kDefaultFile)
+  std::string file;  // as given by the user (or "<override>", kDefaultFile, kDerivedFile)
   int line = 0;      // 1-based; 0: unknown
   int column = 0;    // 1-based
-  bool is_default() const { return file == kDefaultFile; }
+  bool is_default() const { return file == kDefaultFile || file == kDerivedFile; }
+  bool is_derived() const { return file == kDerivedFile; }
 };
 
 std::string to_string(const Mark& mark);  // "configs/a.yaml:12:5"

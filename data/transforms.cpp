@@ -352,9 +352,10 @@ std::string Pipeline::describe() const {
 }
 
 Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
-                        const Dataset* stats_source) {
+                        const Dataset* stats_source, const Dataset* samples) {
   Pipeline pipeline;
-  Shape shape = stats_source ? stats_source->sample_shape() : Shape{};
+  if (!samples) samples = stats_source;
+  Shape shape = samples ? samples->sample_shape() : Shape{};
   for (const auto& [type, attrs] : items) {
     std::unique_ptr<const Transform> t;
     Attrs resolved = attrs;

@@ -63,19 +63,22 @@ class Pipeline {
   std::string describe() const;  // "scale(255) normalize(mean=[0.286], std=[0.353])"
 
  private:
-  friend Pipeline build_pipeline(const std::vector<TransformSpec>&, bool, const Dataset*);
+  friend Pipeline build_pipeline(const std::vector<TransformSpec>&, bool, const Dataset*,
+                                 const Dataset*);
   std::vector<std::unique_ptr<const Transform>> transforms_;
   std::vector<TransformSpec> resolved_;
 };
 
 // Builds a pipeline from transform items. `training` false (eval) drops the
 // random transforms, except that random_crop becomes a centre crop (of the
-// padded sample) unless the sample already has the crop size. A normalize without mean/std computes
-// them once from `stats_source` (the training set) passed through the deterministic transforms
-// before it; pass the training pipeline's resolved() items to the eval pipeline to reuse them.
-// Throws std::runtime_error for an unknown type (listing the known ones) or a value that cannot
-// work with `sample_shape`.
+// padded sample) unless the sample already has the crop size. A normalize
+// without mean/std computes them once from `stats_source` (the training set)
+// passed through the deterministic transforms before it; pass the training
+// pipeline's resolved() items to the eval pipeline to reuse them. `samples`
+// is the data the pipeline transforms (its sample shape decides the eval
+// crop; `stats_source` when null). Throws std::runtime_error for an unknown
+// type (listing the known ones) or a value that cannot work with the samples.
 Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
-                        const Dataset* stats_source);
+                        const Dataset* stats_source, const Dataset* samples = nullptr);
 
 }  // namespace trainer::data

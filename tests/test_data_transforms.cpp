@@ -56,6 +56,23 @@ class TinyDataset final : public Dataset {
   std::string describe() const override { return "tiny"; }
 };
 
+// Zero samples of a given shape.
+class ZerosDataset final : public Dataset {
+ public:
+  explicit ZerosDataset(Shape shape) : shape_(std::move(shape)) {}
+  std::int64_t size() const override { return 1; }
+  Shape sample_shape() const override { return shape_; }
+  std::int64_t num_classes() const override { return 1; }
+  void read(std::int64_t, float* s, std::int64_t* label, float* = nullptr) const override {
+    std::fill(s, s + numel(shape_), 0.0f);
+    *label = 0;
+  }
+  std::string describe() const override { return "zeros"; }
+
+ private:
+  Shape shape_;
+};
+
 }  // namespace
 
 TEST_CASE("scale divides by the factor (255 by default)") {
@@ -165,6 +182,16 @@ TEST_CASE("random_crop with padding takes a shifted window of the padded sample"
   TinyDataset tiny;  // with a known sample shape, a crop to the same size is left out
   same.set("size", std::vector<std::int64_t>{1, 2});
   CHECK(build_pipeline({{"random_crop", same}}, false, &tiny).empty());
+  // The samples transformed decide, not the training set: larger evaluation
+  // images are centre-cropped to the training crop.
+  const ZerosDataset train8({1, 8, 8}), eval10({1, 10, 10});
+  Attrs crop8;
+  crop8.set("size", std::int64_t{8});
+  crop8.set("padding", std::int64_t{1});
+  CHECK(build_pipeline({{"random_crop", crop8}}, false, &train8).empty());
+  const Pipeline larger = build_pipeline({{"random_crop", crop8}}, false, &train8, &eval10);
+  REQUIRE_FALSE(larger.empty());
+  CHECK(larger.output_shape({1, 10, 10}) == Shape{1, 8, 8});
   Attrs big;
   big.set("size", std::int64_t{9});
   CHECK_THROWS_WITH(one("random_crop", big).output_shape(kShape), Contains("larger than"));

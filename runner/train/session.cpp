@@ -399,7 +399,7 @@ Session prepare_session(const config::Config& config, const std::vector<std::str
     auto train_pipe =
         data::build_pipeline(specs_of(config.data.transforms), true, s.train_data.get());
     auto eval_pipe = data::build_pipeline(eval_specs(config.data.eval_transforms, train_pipe),
-                                          false, s.train_data.get());
+                                          false, s.train_data.get(), s.eval_data.get());
     s.train_pipeline = std::make_shared<const data::Pipeline>(std::move(train_pipe));
     s.eval_pipeline = std::make_shared<const data::Pipeline>(std::move(eval_pipe));
     s.sample_shape = s.train_pipeline->output_shape(s.train_data->sample_shape());

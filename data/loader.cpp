@@ -53,9 +53,14 @@ std::int64_t batches_of_shard(std::int64_t shard, std::int64_t batch_size, bool 
 
 }  // namespace
 
+std::int64_t Loader::equal_shard_size(std::int64_t samples, std::int64_t world_size,
+                                      bool drop_last) {
+  return drop_last ? samples / world_size : (samples + world_size - 1) / world_size;
+}
+
 std::int64_t Loader::batches_per_epoch(std::int64_t samples, std::int64_t batch_size,
                                        std::int64_t world_size, bool drop_last) {
-  return batches_of_shard((samples + world_size - 1) / world_size, batch_size, drop_last);
+  return batches_of_shard(equal_shard_size(samples, world_size, drop_last), batch_size, drop_last);
 }
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pipeline> pipeline,
@@ -88,7 +93,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pip
 
   const std::int64_t n = dataset_->size();
   shard_size_ = o.equal_shards
-                    ? (n + o.world_size - 1) / o.world_size
+                    ? equal_shard_size(n, o.world_size, o.drop_last)
                     : (std::max<std::int64_t>(n - o.rank, 0) + o.world_size - 1) / o.world_size;
   batches_per_epoch_ = batches_of_shard(shard_size_, o.batch_size, o.drop_last);
 

@@ -5,11 +5,13 @@
 // Order and sharding. Each epoch visits the dataset in a permutation seeded by
 // (seed, epoch) (or in order without shuffle). With world_size > 1 rank r
 // takes positions r, r + world, r + 2*world, ... With equal_shards (training)
-// the permutation is padded by wrapping around to a multiple of world_size:
-// every rank gets the same number of samples (ceil(N / world)), the shards are
-// disjoint except for the at most world-1 wrapped samples, and together they
-// cover every sample. Without (evaluation) each sample is in exactly one
-// shard, and the shards differ by at most one sample.
+// every rank gets the same number of samples: with drop_last floor(N / world),
+// the last N mod world of the permutation left out, so that the ranks train
+// the samples one rank with their batches together would; without, ceil(N /
+// world), the permutation padded by wrapping around to a multiple of world
+// (at most world-1 samples twice) so that together they cover every sample.
+// Without equal_shards (evaluation) each sample is in exactly one shard, and
+// the shards differ by at most one sample.
 // With drop_last the last incomplete batch of a shard is dropped; otherwise it
 // is padded: pad rows hold zeros and label -100 (ignored by the losses), and
 // Batch::rows says how many rows are real.
@@ -97,6 +99,9 @@ class Loader {
   // (equal shards).
   static std::int64_t batches_per_epoch(std::int64_t samples, std::int64_t batch_size,
                                         std::int64_t world_size, bool drop_last);
+  // The samples each of `world_size` ranks gets in one epoch (equal shards).
+  static std::int64_t equal_shard_size(std::int64_t samples, std::int64_t world_size,
+                                       bool drop_last);
   std::int64_t samples_per_rank() const { return shard_size_; }
   // The real rows of batch `batch` of an epoch (batch_size but for the last
   // batch without drop_last; 0 past the end).

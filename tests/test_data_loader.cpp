@@ -198,6 +198,39 @@ TEST_CASE("shards for world sizes 1, 2, 3 are equal-length, disjoint and complet
   }
 }
 
+TEST_CASE("with drop_last the ranks train the samples one rank with their batches together does") {
+  for (std::int64_t n : {12, 11, 10, 7}) {
+    auto d = std::make_shared<IndexDataset>(n);
+    // One rank with batches of 2 * world.
+    const auto one_rank = [&](std::int64_t world) {
+      auto o = options(2 * world, 2);
+      o.drop_last = true;
+      std::multiset<std::int64_t> seen;
+      for (const Copied& b : run_epoch(d, nullptr, o, 1))
+        for (std::int64_t r = 0; r < b.rows; ++r) seen.insert(std::lround(b.inputs[r * 36]));
+      return seen;
+    };
+    for (std::int64_t world : {2, 3}) {
+      INFO("n " << n << " world " << world);
+      std::multiset<std::int64_t> seen;
+      for (std::int64_t rank = 0; rank < world; ++rank) {
+        auto o = options(2, 2);
+        o.drop_last = true;
+        o.rank = rank;
+        o.world_size = world;
+        Loader loader(d, nullptr, o);
+        CHECK(loader.samples_per_rank() == n / world);
+        CHECK(loader.batches_per_epoch() == Loader::batches_per_epoch(n, 2, world, true));
+        loader.start_epoch(1);
+        while (const Batch* b = loader.next())
+          for (std::int64_t r = 0; r < b->rows; ++r)
+            seen.insert(std::lround(b->inputs.f32()[r * 36]));
+      }
+      CHECK(seen == one_rank(world));  // no sample twice, none the one rank leaves out
+    }
+  }
+}
+
 TEST_CASE("without equal shards every sample is in exactly one shard (evaluation)") {
   for (std::int64_t n : {12, 10, 7, 2}) {
     auto d = std::make_shared<IndexDataset>(n);

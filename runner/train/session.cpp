@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "data/class_names.h"
+#include "data/loader.h"
 #include "data/registry.h"
 #include "data/sources.h"
 #include "data/split.h"
@@ -463,7 +464,8 @@ void check_batchnorm_has_values(const Session& s, config::Diagnostics& diags) {
       const std::string shard =
           s.batch.world > 1
               ? "each rank's shard of " +
-                    std::to_string((samples + s.batch.world - 1) / s.batch.world) + " samples ends"
+                    std::to_string(data::Loader::equal_shard_size(samples, s.batch.world, false)) +
+                    " samples ends"
               : "the " + std::to_string(samples) + " training samples end";
       diags.add(mark_of(s.config, "data.drop_last"), "data.drop_last",
                 "false: " + shard + " each epoch with a micro-batch of 1 sample (of " +

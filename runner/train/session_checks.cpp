@@ -54,8 +54,7 @@ void check_total_steps(const config::Config& config, const Session& s, config::D
 
 std::int64_t short_batch_rows(const config::Config& config, const Session& s) {
   if (config.data.drop_last) return 0;
-  const std::int64_t shard = (s.train_data->size() + s.batch.world - 1) / s.batch.world;
-  return shard % s.batch.micro;
+  return data::Loader::equal_shard_size(s.train_data->size(), s.batch.world, false) % s.batch.micro;
 }
 
 // Classes inferred from the labels far above what the model predicts: most

@@ -39,6 +39,23 @@ TEST_CASE("a loader slower than twice the model's rate: raise the workers") {
   CHECK(has(input_wait_advice(waiting(15000, 0, 2, 16)), "set data.workers"));
 }
 
+TEST_CASE("a slow loader with every core busy: not more workers") {
+  // Workers and compute threads share the cores: move cores to the loader.
+  const std::string shared = input_wait_advice(waiting(15000, 2, 2, 4));
+  INFO(shared);
+  CHECK_FALSE(has(shared, "raise data.workers"));
+  CHECK(has(shared,
+            "its 2 workers and the 2 compute threads have all 4 cores: move cores from "
+            "backend.threads to data.workers"));
+  // The workers alone fill the machine (a GPU run: one compute thread).
+  const std::string full = input_wait_advice(waiting(15000, 6, 1, 2));
+  INFO(full);
+  CHECK_FALSE(has(full, "raise data.workers"));
+  CHECK(has(full,
+            "its 6 workers already have all 2 cores, more would not help: make each "
+            "sample cheaper to load"));
+}
+
 TEST_CASE("a fast loader sharing the cores with the compute threads: fewer threads") {
   const std::string advice = input_wait_advice(waiting(500000, 2, 2, 2));
   INFO(advice);

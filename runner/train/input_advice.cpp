@@ -13,9 +13,24 @@ std::string input_wait_advice(const InputWait& w) {
   const double headroom =
       w.model_samples_per_s > 0 ? w.loader_samples_per_s / w.model_samples_per_s : 0.0;
   if (headroom < 2.0) {
-    const std::string knob =
-        w.workers == 0 ? std::string("set data.workers (0 builds batches on the training thread)")
-                       : fmt::format("raise data.workers from {}", w.workers);
+    // More workers help only while there are cores for them.
+    const std::int64_t spare = w.cores - w.workers - w.compute_threads;
+    const std::string cheaper =
+        "make each sample cheaper to load (data stored at the training size: images resized "
+        "beforehand, or arrays in NPY)";
+    std::string knob;
+    if (w.workers == 0)
+      knob = "set data.workers (0 builds batches on the training thread)";
+    else if (spare >= 1)
+      knob = fmt::format("raise data.workers from {}", w.workers);
+    else if (w.compute_threads > 1 && w.workers < w.cores)
+      knob = fmt::format(
+          "its {} workers and the {} compute threads have all {} cores: move cores from "
+          "backend.threads to data.workers, or {}",
+          w.workers, w.compute_threads, w.cores, cheaper);
+    else
+      knob = fmt::format("its {} workers already have all {} cores, more would not help: {}",
+                         w.workers, w.cores, cheaper);
     return fmt::format(
         "input-bound: the step waited for data {:.0f}% of the time; the loader delivers {:.0f} "
         "samples/s, the model consumes {:.0f} samples/s: {}",

@@ -253,6 +253,23 @@ TEST_CASE("a switch that acts on a value other than 0 warns when that value is 0
             .warnings.empty());
 }
 
+TEST_CASE("settings of the evaluation warn when there is no evaluation set") {
+  const std::vector<std::string> settings = {"train.eval_every=5", "train.eval_batches=2",
+                                             "data.eval_transforms=[]"};
+  const auto config = load_config(kGood + "minimal.yaml", settings);
+  REQUIRE(config.warnings.size() == 3);
+  CHECK(format(config.warnings[0], "warning") ==
+        "<command line>:1:18: warning: train.eval_every: has no effect: there is no evaluation "
+        "set (no data.eval, and data.split is 0)\n"
+        "    add data.eval (or data.split: 0.1 to hold out part of data.train), or remove it");
+  CHECK(config.warnings[1].key_path == "train.eval_batches");
+  CHECK(config.warnings[2].key_path == "data.eval_transforms");
+  // With a split (or data.eval) they act.
+  std::vector<std::string> split = settings;
+  split.push_back("data.split=0.2");
+  CHECK(load_config(kGood + "minimal.yaml", split).warnings.empty());
+}
+
 namespace {
 
 // A config file with `text` (bytes as given) in a fresh temporary folder.

@@ -387,6 +387,17 @@ void collect_inert_settings(const Node& root, Config& config) {
                                    " is above 0)",
                                std::string("remove it, or set ") + control + " above 0"});
   }
+  // Settings of the evaluation, with no evaluation set.
+  if (config.data.eval || config.data.split > 0) return;
+  for (const char* key : {"train.eval_every", "train.eval_batches", "data.eval_transforms"}) {
+    const Node* given = find_dotted(root, key);
+    if (!given || given->mark().is_default()) continue;
+    config.warnings.push_back({given->mark(), key,
+                               "has no effect: there is no evaluation set (no data.eval, and "
+                               "data.split is 0)",
+                               "add data.eval (or data.split: 0.1 to hold out part of "
+                               "data.train), or remove it"});
+  }
 }
 
 }  // namespace

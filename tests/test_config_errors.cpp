@@ -203,6 +203,21 @@ TEST_CASE("cross-field rules") {
         "'devices=[cpu]')");
 }
 
+TEST_CASE("an override that gives a whole section no value is refused") {
+  CHECK(only_error(kGood + "minimal.yaml", {"optimizer.lr=0.05", "optimizer="}) ==
+        "<command line>:2:11: error: optimizer: no value for the whole section: every key of "
+        "optimizer would be put back to its default, whatever the config sets (in override 2 "
+        "'optimizer=')\n"
+        "    to set one key: optimizer.KEY=VALUE; to put the whole section back to its defaults: "
+        "optimizer={}");
+  CHECK(only_error(kGood + "minimal.yaml", {"train.early_stopping="})
+            .find("error: train.early_stopping: no value for the whole section") !=
+        std::string::npos);
+  // Said on purpose, it is taken.
+  CHECK(load_config(kGood + "minimal.yaml", {"optimizer.lr=0.05", "optimizer={}"}).optimizer.lr ==
+        0.1);
+}
+
 TEST_CASE("the model section must be a map with a list of layers") {
   CHECK(only_error(kGood + "minimal.yaml", {"model.layers=3"}) ==
         "<command line>:1:14: error: model.layers: expected a non-empty list of layers, found "

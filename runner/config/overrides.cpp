@@ -1,9 +1,11 @@
 // Parsing and applying KEY=VALUE overrides.
 #include "runner/config/overrides.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
+#include "runner/config/registry.h"
 #include "runner/config/scalar.h"
 #include "runner/config/yaml_reader.h"
 
@@ -132,6 +134,21 @@ void apply_one(Node& root, const std::string& text, int line, const std::optiona
   if (!ok) return;
   if (value.is_null()) value.set_mark({kCommandLine, line, static_cast<int>(eq) + 2});
   if (origin) mark_all(value, *origin);
+  // `optimizer=` would put every key of the section back to its default,
+  // dropping what the file sets: most likely a value left out.
+  const bool keys_only = std::none_of(steps.begin(), steps.end(),
+                                      [](const PathStep& step) { return step.key.empty(); });
+  if (value.is_null() && keys_only && find_section(path_text(steps, steps.size()))) {
+    const std::string section = path_text(steps, steps.size());
+    diags.add(value.mark(), section,
+              "no value for the whole section: every key of " + section +
+                  " would be put back to its default, whatever the config sets",
+              "to set one key: " + section +
+                  ".KEY=VALUE; to put the whole section back to its "
+                  "defaults: " +
+                  section + "={}");
+    return;
+  }
 
   Node* cur = &root;
   for (std::size_t s = 0; s < steps.size(); ++s) {

@@ -4,7 +4,8 @@
 // larger than the cap is refused before anything is expanded. An int range
 // must have whole-number bounds; the objective's mode defaults to its
 // metric's better way; each trial override knows where it was written; a
-// quoted value reaches the trials (and sweep.yaml) as the string written.
+// quoted value reaches the trials (and sweep.yaml) as the string written; the
+// file's grid takes lists of scalars as values, as --grid does.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -70,6 +71,39 @@ TEST_CASE("--grid splits only at top-level commas") {
   const auto spec = sweep::parse_sweep(config::Node{}, {"data.train.shape=[1,8,8],[3,8,8]"}, 0);
   REQUIRE(spec.grid.size() == 1);
   CHECK(spec.grid[0].second == std::vector<std::string>{"[1,8,8]", "[3,8,8]"});
+}
+
+TEST_CASE("the file's grid takes lists of scalars as values, as --grid does") {
+  const auto spec = sweep::parse_sweep(yaml("{grid: {data.train.shape: [[1, 8, 8], [1, 4, 16]]},\n"
+                                            " random: {trials: 1, params: {data.eval.shape: "
+                                            "{choice: [[2, \"x #y\"]]}}}}"),
+                                       {}, 0);
+  REQUIRE(spec.grid.size() == 1);
+  CHECK(spec.grid[0].second == std::vector<std::string>{"[1, 8, 8]", "[1, 4, 16]"});
+  REQUIRE(spec.random.size() == 1);
+  CHECK(spec.random[0].choices == std::vector<std::string>{"[2, \"x #y\"]"});
+  // Each value is an override a trial config reads as the list written.
+  const std::string base =
+      "model: {layers: [{type: flatten}, {type: linear, out_features: 2}]}\n"
+      "data: {train: {type: synthetic, shape: [2], classes: 2}}\n";
+  const auto trials = sweep::expand_trials(
+      sweep::parse_sweep(yaml("{grid: {data.train.shape: [[1, 8, 8], [1, 4, 16]]}}"), {}, 0));
+  REQUIRE(trials.size() == 2);
+  const auto shape = [&](const sweep::Trial& t) {
+    const config::Config c = config::load_config_text(base, "t.yaml", t.overrides);
+    const config::Node* node = c.resolved.find("data")->find("train")->find("shape");
+    REQUIRE(node);
+    std::vector<std::string> dims;
+    for (const auto& d : node->items()) dims.push_back(d.text());
+    return dims;
+  };
+  CHECK(shape(trials[0]) == std::vector<std::string>{"1", "8", "8"});
+  CHECK(shape(trials[1]) == std::vector<std::string>{"1", "4", "16"});
+  // A list of lists is no value.
+  CHECK(errors_of(yaml("{grid: {data.train.shape: [[[1, 8]]]}}")) ==
+        "s.yaml:1:28: error: sweep.grid.data.train.shape: expected scalar values (numbers, "
+        "strings, booleans) or lists of them\n    a list value is written as a list inside the "
+        "list: [[1, 8, 8], [1, 4, 16]]\n");
 }
 
 TEST_CASE("a sweep of more trials than the cap is refused with the count, at the key") {

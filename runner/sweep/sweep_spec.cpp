@@ -24,9 +24,22 @@ std::string join(const std::vector<std::string>& items) {
   return s;
 }
 
-// Scalars of a sequence (or one scalar) as override texts: YAML that reads
-// back as the value written, so a quoted "1" stays a string and "x #y" keeps
-// what a plain override would cut off as a comment.
+// A list of scalars as one flow-list override text, "[1, 8, 8]" (as a
+// --grid value may be written); false when an item is not a scalar.
+bool flow_list(const Node& list, std::string& out) {
+  out = "[";
+  for (const auto& item : list.items()) {
+    if (!item.is_scalar()) return false;
+    out += (out.size() > 1 ? ", " : "") + config::scalar_to_yaml(item);
+  }
+  out += "]";
+  return true;
+}
+
+// The values of a sequence (or one scalar) as override texts: YAML that
+// reads back as the value written, so a quoted "1" stays a string and "x #y"
+// keeps what a plain override would cut off as a comment. A value may be a
+// list of scalars (a data shape), written as a flow list.
 std::vector<std::string> scalars(const Node& node, const std::string& path, Diagnostics& diags) {
   std::vector<std::string> out;
   if (node.is_scalar()) return {config::scalar_to_yaml(node)};
@@ -35,11 +48,16 @@ std::vector<std::string> scalars(const Node& node, const std::string& path, Diag
     return out;
   }
   for (const auto& item : node.items()) {
-    if (!item.is_scalar()) {
-      diags.add(item.mark(), path, "expected scalar values (numbers, strings, booleans)");
-      continue;
+    std::string list;
+    if (item.is_scalar()) {
+      out.push_back(config::scalar_to_yaml(item));
+    } else if (item.is_sequence() && flow_list(item, list)) {
+      out.push_back(list);
+    } else {
+      diags.add(item.mark(), path,
+                "expected scalar values (numbers, strings, booleans) or lists of them",
+                "a list value is written as a list inside the list: [[1, 8, 8], [1, 4, 16]]");
     }
-    out.push_back(config::scalar_to_yaml(item));
   }
   return out;
 }

@@ -45,7 +45,8 @@ struct SweepSpec {
   // Key and values; the same key given twice (in the file and by --grid
   // flags) is one entry with the values of both. A value is YAML text that
   // reads back as the value written: a string that would read as something
-  // else (a quoted "1", "x #y") is double-quoted.
+  // else (a quoted "1", "x #y") is double-quoted; a list of scalars is a
+  // flow list ("[1, 8, 8]").
   std::vector<std::pair<std::string, std::vector<std::string>>> grid;
   std::vector<config::Mark> grid_marks;  // where each grid key was written, parallel to `grid`
   // Where each grid value came from, parallel to `grid`: its key's mark for

@@ -5,7 +5,8 @@
 // must have whole-number bounds; the objective's mode defaults to its
 // metric's better way; each trial override knows where it was written; a
 // quoted value reaches the trials (and sweep.yaml) as the string written; the
-// file's grid takes lists of scalars as values, as --grid does.
+// file's grid takes lists of scalars as values, as --grid does; a misspelt
+// key anywhere in the section is an error with a suggestion.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -169,6 +170,27 @@ TEST_CASE("the objective's mode defaults to its metric's better way") {
   CHECK(errors_of(yaml("{objective: {metric: train.lr}}")) ==
         "s.yaml:1:22: error: sweep.objective.mode: train.lr is neither better larger nor "
         "smaller: say which to rank first\n    add mode: max or mode: min\n");
+}
+
+TEST_CASE("a misspelt key in the sweep section is an error with a suggestion") {
+  CHECK(errors_of(yaml("{objective: {metric: eval.accuracy, mdoe: min}}")) ==
+        "s.yaml:1:37: error: sweep.objective.mdoe: unknown key 'mdoe'\n"
+        "    did you mean 'mode'?\n");
+  CHECK(errors_of(yaml("{objective: {metrc: eval.loss}}")) ==
+        "s.yaml:1:14: error: sweep.objective.metrc: unknown key 'metrc'\n"
+        "    did you mean 'metric'?\n");
+  CHECK(errors_of(yaml("{objective: {metric: eval.loss, goal: min}}")) ==
+        "s.yaml:1:33: error: sweep.objective.goal: unknown key 'goal'\n"
+        "    valid keys: metric, mode\n");
+  CHECK(errors_of(yaml("{random: {trials: 2, sead: 3, params: {x: {int: [1, 4]}}}}")) ==
+        "s.yaml:1:22: error: sweep.random.sead: unknown key 'sead'\n"
+        "    did you mean 'seed'?\n");
+  CHECK(errors_of(yaml("{random: {trials: 2, params: {x: {int: [1, 4], choise: [1]}}}}")) ==
+        "s.yaml:1:48: error: sweep.random.params.x: unknown distribution 'choise'\n"
+        "    did you mean 'choice'?\n");
+  CHECK(errors_of(yaml("{seeds: [1], objectiv: {metric: eval.loss}}")) ==
+        "s.yaml:1:14: error: sweep.objectiv: unknown key 'objectiv'\n"
+        "    did you mean 'objective'?\n");
 }
 
 TEST_CASE("each trial override knows whether the sweep section or a --grid flag set it") {

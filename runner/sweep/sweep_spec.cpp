@@ -62,6 +62,16 @@ std::vector<std::string> scalars(const Node& node, const std::string& path, Diag
   return out;
 }
 
+// Reports the i-th key of `map` (at `path`) as unknown, suggesting the
+// nearest of `valid`, else listing them.
+void unknown_key(const Node& map, std::size_t i, const std::string& path,
+                 const std::vector<std::string>& valid, Diagnostics& diags) {
+  const std::string& key = map.key_at(i);
+  const std::string near = config::nearest(key, valid);
+  diags.add(map.key_mark_at(i), path + "." + key, "unknown key '" + key + "'",
+            near.empty() ? "valid keys: " + join(valid) : "did you mean '" + near + "'?");
+}
+
 bool number(const Node& node, double& out) {
   if (!node.is_scalar()) return false;
   try {
@@ -167,6 +177,20 @@ RandomParam random_param(const std::string& key, const Node& node, const std::st
   p.key = key;
   p.mark = node.mark();
   static const std::vector<std::string> kinds = {"uniform", "log_uniform", "int", "choice"};
+  // Reports each key of the map that names no distribution; whether any did.
+  const auto unknown_distributions = [&] {
+    bool unknown = false;
+    for (std::size_t i = 0; node.is_map() && i < node.size(); ++i) {
+      const std::string& name = node.key_at(i);
+      if (std::find(kinds.begin(), kinds.end(), name) != kinds.end()) continue;
+      const std::string near = config::nearest(name, kinds);
+      diags.add(node.key_mark_at(i), path, "unknown distribution '" + name + "'",
+                near.empty() ? "known: " + join(kinds) : "did you mean '" + near + "'?");
+      unknown = true;
+    }
+    return unknown;
+  };
+  if (unknown_distributions()) return p;
   if (!node.is_map() || node.size() != 1) {
     diags.add(node.mark(), path,
               "expected one distribution: {uniform: [low, high]}, {log_uniform: [low, high]}, "
@@ -175,12 +199,6 @@ RandomParam random_param(const std::string& key, const Node& node, const std::st
   }
   p.distribution = node.key_at(0);
   const Node& args = node.value_at(0);
-  if (std::find(kinds.begin(), kinds.end(), p.distribution) == kinds.end()) {
-    const std::string near = config::nearest(p.distribution, kinds);
-    diags.add(node.key_mark_at(0), path, "unknown distribution '" + p.distribution + "'",
-              near.empty() ? "known: " + join(kinds) : "did you mean '" + near + "'?");
-    return p;
-  }
   if (p.distribution == "choice") {
     p.choices = scalars(args, path + ".choice", diags);
     return p;
@@ -229,10 +247,18 @@ std::string sample(const RandomParam& p, std::uint64_t& state) {
 // without a mode, the metric's better way (an error for one that has none).
 void parse_objective(const Node& value, const std::string& path, SweepSpec& spec,
                      Diagnostics& diags) {
+  static const std::vector<std::string> keys = {"metric", "mode"};
+  bool unknown = false;
+  for (std::size_t i = 0; value.is_map() && i < value.size(); ++i)
+    if (std::find(keys.begin(), keys.end(), value.key_at(i)) == keys.end()) {
+      unknown_key(value, i, path, keys, diags);
+      unknown = true;
+    }
   const Node* metric = value.is_map() ? value.find("metric") : nullptr;
   const Node* mode = value.is_map() ? value.find("mode") : nullptr;
   std::vector<std::string> names;
   for (const auto& m : objective_metrics()) names.push_back(m.name);
+  if (unknown && !metric) return;  // a misspelt metric: said at its key
   if (!value.is_map() || !metric || !metric->is_scalar()) {
     diags.add(value.mark(), path,
               "expected {metric: eval.accuracy | eval.loss | train.loss ..., mode: max | min}");
@@ -428,8 +454,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
               spec.random.push_back(random_param(rv.key_at(p), rv.value_at(p),
                                                  path + ".params." + rv.key_at(p), diags));
           } else {
-            diags.add(value.key_mark_at(r), path + "." + rk, "unknown key '" + rk + "'",
-                      "valid keys: trials, seed, params");
+            unknown_key(value, r, path, {"trials", "seed", "params"}, diags);
           }
         }
         if (spec.random_trials > 0 && spec.random.empty())
@@ -448,9 +473,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
         else
           spec.max_retries = static_cast<std::int64_t>(n);
       } else {
-        const std::string near = config::nearest(key, keys);
-        diags.add(section.key_mark_at(i), path, "unknown key '" + key + "'",
-                  near.empty() ? "valid keys: " + join(keys) : "did you mean '" + near + "'?");
+        unknown_key(section, i, "sweep", keys, diags);
       }
     }
   }

@@ -1,6 +1,7 @@
 // labels: cpu
 // parse_sweep / expand_trials: the `sweep:` section and --grid flags become
-// trials; repeated keys add values, bracketed values stay whole, and a sweep
+// trials; repeated grid keys add values, a key swept in two of the grid, the
+// random search and the seeds is refused, bracketed values stay whole, and a sweep
 // larger than the cap is refused before anything is expanded. An int range
 // must have whole-number bounds; the objective's mode defaults to its
 // metric's better way; each trial override knows where it was written; a
@@ -59,6 +60,34 @@ TEST_CASE("a --grid key given twice gets the values of both") {
       sweep::parse_sweep(yaml("{grid: {optimizer.lr: [0.1, 0.3]}}"), {"optimizer.lr=0.3,0.4"}, 0);
   REQUIRE(merged.grid.size() == 1);
   CHECK(merged.grid[0].second == std::vector<std::string>{"0.1", "0.3", "0.4"});
+}
+
+TEST_CASE("a key swept in two of the grid, the random search and the seeds is refused") {
+  CHECK(errors_of(yaml("{grid: {optimizer.lr: [0.1, 0.01]},\n random: {trials: 2, params: "
+                       "{optimizer.lr: {log_uniform: [0.001, 0.5]}}}}")) ==
+        "s.yaml:2:31: error: sweep.random.params.optimizer.lr: optimizer.lr is swept by "
+        "sweep.grid at s.yaml:1:9 too: every trial would set it twice, the last value replacing "
+        "the other\n    sweep optimizer.lr in one place: drop it from sweep.random.params or "
+        "from sweep.grid\n");
+  // At the second place written, whichever part of the section comes first.
+  CHECK(errors_of(yaml("{seeds: [1, 2], grid: {seed: [3, 4]}}")) ==
+        "s.yaml:1:24: error: sweep.grid.seed: seed is swept by sweep.seeds at s.yaml:1:2 too: "
+        "every trial would set it twice, the last value replacing the other\n"
+        "    sweep seed in one place: drop it from sweep.grid or from sweep.seeds\n");
+  CHECK(errors_of(yaml("{random: {trials: 2, params: {seed: {int: [0, 9]}}}, seeds: [1]}"))
+            .find("s.yaml:1:54: error: sweep.seeds: seed is swept by sweep.random.params at "
+                  "s.yaml:1:31 too") == 0);
+  // A --grid flag against the file's random search or seeds.
+  CHECK(errors_of(yaml("{random: {trials: 2, params: {optimizer.lr: {uniform: [0.1, 0.2]}}}}"),
+                  {"train.epochs=1,2", "optimizer.lr=0.1,0.01"}) ==
+        "<--grid>:2:1: error: sweep.grid.optimizer.lr: optimizer.lr is swept by "
+        "sweep.random.params at s.yaml:1:31 too: every trial would set it twice, the last value "
+        "replacing the other\n    sweep optimizer.lr in one place: drop it from --grid flag 2 "
+        "or from sweep.random.params\n");
+  CHECK(errors_of(yaml("{seeds: [1, 2]}"), {"seed=3"})
+            .find("<--grid>:1:1: error: sweep.grid.seed: "
+                  "seed is swept by sweep.seeds at "
+                  "s.yaml:1:2 too") == 0);
 }
 
 TEST_CASE("--grid splits only at top-level commas") {

@@ -338,6 +338,44 @@ std::vector<Trial> seed_options(const SweepSpec& spec) {
   return options;
 }
 
+// One place where the sweep sets a config key: the grid (the file's or a
+// --grid flag), the random search or the seeds.
+struct SweptPlace {
+  std::string key;    // the config key it sets
+  std::string where;  // sweep.grid, sweep.random.params or sweep.seeds
+  Mark mark;
+};
+
+// "--grid flag 2", or the part of the sweep section.
+std::string owner(const SweptPlace& place) {
+  if (place.mark.file == "<--grid>") return "--grid flag " + std::to_string(place.mark.line);
+  return place.where;
+}
+
+std::string describe(const SweptPlace& place) {
+  if (place.mark.file == "<--grid>") return owner(place);
+  return place.where + " at " + config::to_string(place.mark);
+}
+
+// A key set by two of the grid, the random search and the seeds would be set
+// twice in every trial, the last value winning: an error at its second place
+// (in the order written, the --grid flags last), naming the first. The file's
+// grid and --grid flags are one grid (their values of a key are added up).
+void check_swept_once(const std::vector<SweptPlace>& places, Diagnostics& diags) {
+  for (std::size_t i = 0; i < places.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) {
+      const SweptPlace &first = places[j], &second = places[i];
+      if (first.key != second.key || first.where == second.where) continue;
+      diags.add(second.mark,
+                second.where == "sweep.seeds" ? second.where : second.where + "." + second.key,
+                second.key + " is swept by " + describe(first) +
+                    " too: every trial would set it twice, the last value replacing the other",
+                "sweep " + second.key + " in one place: drop it from " + owner(second) +
+                    " or from " + owner(first));
+      break;
+    }
+}
+
 }  // namespace
 
 bool from_sweep_section(const OverrideSource& source) {
@@ -392,6 +430,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
   spec.random_seed = default_seed;
   if (section.is_map()) spec.metric_mark = section.mark();
   Diagnostics diags;
+  std::vector<SweptPlace> places;  // in the order written
   if (!section.is_null() && !section.is_map()) diags.add(section.mark(), "sweep", "expected a map");
   if (section.is_map()) {
     static const std::vector<std::string> keys = {"grid", "random", "seeds", "objective",
@@ -416,6 +455,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
           }
           add_grid(spec, value.key_at(g), scalars(values, path + "." + value.key_at(g), diags),
                    value.key_mark_at(g));
+          places.push_back({value.key_at(g), path, value.key_mark_at(g)});
         }
       } else if (key == "random") {
         if (!value.is_map()) {
@@ -450,9 +490,11 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
                         "expected a map of config key to a distribution");
               continue;
             }
-            for (std::size_t p = 0; p < rv.size(); ++p)
+            for (std::size_t p = 0; p < rv.size(); ++p) {
               spec.random.push_back(random_param(rv.key_at(p), rv.value_at(p),
                                                  path + ".params." + rv.key_at(p), diags));
+              places.push_back({rv.key_at(p), path + ".params", rv.key_mark_at(p)});
+            }
           } else {
             unknown_key(value, r, path, {"trials", "seed", "params"}, diags);
           }
@@ -464,6 +506,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
       } else if (key == "seeds") {
         spec.seeds = scalars(value, path, diags);
         spec.seeds_mark = section.key_mark_at(i);
+        places.push_back({"seed", path, spec.seeds_mark});
       } else if (key == "objective") {
         parse_objective(value, path, spec, diags);
       } else if (key == "max_retries") {
@@ -486,7 +529,9 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
       continue;
     }
     add_grid(spec, flag.substr(0, eq), split_grid_values(flag.substr(eq + 1)), mark);
+    places.push_back({flag.substr(0, eq), "sweep.grid", mark});
   }
+  check_swept_once(places, diags);
   if (diags.empty()) check_trial_count(spec, section, diags);
   diags.throw_if_any();
   return spec;

@@ -103,7 +103,8 @@ config::Diagnostic swept_value_error(const config::Diagnostic& d, const std::str
 // Reads the `sweep:` node (may be null) and `--grid key=v1,v2` flags. Throws
 // config::ConfigError pointing at the offending key, also when the sweep would
 // expand to more than kMaxTrials trials, an int range holds no whole number,
-// or the objective has no better direction and no mode.
+// the objective has no better direction and no mode, or a key is swept in
+// two of the grid, the random search and the seeds.
 SweepSpec parse_sweep(const config::Node& section, const std::vector<std::string>& grid_flags,
                       std::uint64_t default_seed);
 

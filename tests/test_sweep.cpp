@@ -3,7 +3,9 @@
 // to max_retries (the tables count its failures); a sweep stopped in the
 // middle and run again finishes every trial exactly once (finished ones
 // skipped, the interrupted one resumed); a sweep directory refuses trials of
-// a changed config; trial configs that fail their field checks stop the sweep
+// a changed config, and one whose trials.json is damaged goes on from its
+// trials' run directories, with a warning naming what is damaged; trial
+// configs that fail their field checks stop the sweep
 // before any runs, errors in the sweep section's values reported there, once;
 // --parallel is bounded, and a sweep runs no more trials at once than it has.
 #include <catch2/catch.hpp>
@@ -161,6 +163,62 @@ TEST_CASE("a sweep stopped in the middle and run again finishes every trial exac
   const std::string resumed = read_text(tmp / "2.log");
   CHECK(resumed.find("sweep: trial-001 done (1 to go, eta ") != std::string::npos);
   CHECK(resumed.find("sweep: trial-002 done\n") != std::string::npos);
+}
+
+TEST_CASE("a damaged trials.json is reported by trial and field, and no result is lost") {
+  TempDir tmp("sweep-damaged-state");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::vector<std::string> args = {"sweep",   tmp / "tiny.yaml",         "train.max_steps=4",
+                                         "--grid",  "optimizer.lr=0.01,0.003", "--out",
+                                         tmp / "sw"};
+  REQUIRE(run_to_end(args, tmp / "1.log") == 0);
+  const std::string state_path = tmp / "sw/trials.json";
+  const std::string policy =
+      "ignored; the sweep goes on as for a trials.json it cannot read: whether a trial finished, "
+      "and its result, is read from its run directory, and the file is rewritten\n";
+  // Runs the sweep again over `damaged`: it warns, runs nothing (both trials
+  // are done) and ranks both.
+  const auto rerun = [&](const std::string& damaged, const std::string& log) {
+    write_text(state_path, damaged);
+    CHECK(run_to_end(args, tmp / log) == 0);
+    const std::string out = read_text(tmp / log);
+    CHECK(out.find("0 to run") != std::string::npos);
+    CHECK(out.find("exception") == std::string::npos);
+    const auto state = trial_state(tmp / "sw");
+    CHECK(state["trial-000"]["status"] == "done");
+    CHECK(state["trial-001"]["status"] == "done");
+    const std::string table = read_text(tmp / "sw/results.md");
+    CHECK(table.find("| 1 | trial-00") != std::string::npos);
+    CHECK(table.find("| 2 | trial-00") != std::string::npos);
+    return out;
+  };
+  auto state = trial_state(tmp / "sw");
+  state["trial-000"]["failures"] = "1";
+  state["trial-001"]["status"] = nullptr;
+  std::string out = rerun(state.dump(), "2.log");
+  INFO(out);
+  CHECK(out.find("warning: " + state_path +
+                 " is damaged at trial-000.failures (expected an integer, found \"1\"): that "
+                 "value is " +
+                 policy) != std::string::npos);
+  CHECK(out.find("warning: " + state_path +
+                 " is damaged at trial-001.status (expected pending, running, done, failed or "
+                 "interrupted, found null): that value is " +
+                 policy) != std::string::npos);
+  CHECK(trial_state(tmp / "sw")["trial-000"]["failures"] == 0);  // rewritten
+
+  state = trial_state(tmp / "sw");
+  state["trial-000"] = 5;
+  out = rerun(state.dump(), "3.log");
+  CHECK(out.find("warning: " + state_path +
+                 " is damaged at trial-000 (expected an object, found 5): the trial's saved state "
+                 "is " +
+                 policy) != std::string::npos);
+
+  out = rerun("{\"trial-000\": {\"status\": \"do", "4.log");
+  CHECK(out.find("warning: " + state_path +
+                 " is damaged (not JSON): the trials' saved status and failure counts are " +
+                 policy) != std::string::npos);
 }
 
 TEST_CASE("the sweep's tables say how many steps each trial took and which stopped early") {

@@ -134,7 +134,8 @@ int run_sweep(const SweepJob& job) {
 
   std::vector<TrialRecord> records;
   for (const auto& t : job.trials) records.push_back({t, (dir / "trials" / t.id).string()});
-  load_trial_state(state_path, records);
+  for (const auto& warning : load_trial_state(state_path, records))
+    std::fprintf(stderr, "warning: %s\n", warning.c_str());
   for (auto& r : records) {
     if (read_completed_run(job.spec, r)) {
       r.status = "done";

@@ -111,6 +111,66 @@ std::optional<double> objective_of(const nlohmann::json& summary, const std::str
                        : *std::min_element(values.begin(), values.end());
 }
 
+// What the sweep does with a trials.json it cannot read, wholly or in part.
+constexpr const char* kDamagedStatePolicy =
+    "the sweep goes on as for a trials.json it cannot read: whether a trial finished, and its "
+    "result, is read from its run directory, and the file is rewritten";
+
+// The warning for a value of trials.json of the wrong type: `where` names
+// the trial and field ("trial-000.failures").
+std::string damaged_state(const std::string& path, const std::string& where,
+                          const std::string& expected, const nlohmann::json& value) {
+  std::string found = value.dump();
+  if (found.size() > 60) found = found.substr(0, 60) + "...";
+  return path + " is damaged at " + where + " (expected " + expected + ", found " + found +
+         "): " + (where.find('.') == std::string::npos ? "the trial's saved state" : "that value") +
+         " is ignored; " + kDamagedStatePolicy;
+}
+
+bool is_status(const nlohmann::json& v) {
+  static const std::vector<std::string> known = {"pending", "running", "done", "failed",
+                                                 "interrupted"};
+  return v.is_string() &&
+         std::find(known.begin(), known.end(), v.get<std::string>()) != known.end();
+}
+bool is_integer(const nlohmann::json& v) {
+  return v.is_number_integer();
+}
+bool is_number(const nlohmann::json& v) {
+  return v.is_number();
+}
+bool is_string(const nlohmann::json& v) {
+  return v.is_string();
+}
+bool is_boolean(const nlohmann::json& v) {
+  return v.is_boolean();
+}
+
+// One trial's saved fields: each is taken when it has its type; one of
+// another type is ignored, with a warning naming it.
+class SavedTrial {
+ public:
+  SavedTrial(const nlohmann::json& saved, const std::string& path, const std::string& trial_id,
+             std::vector<std::string>& warnings)
+      : saved_(saved), path_(path), trial_id_(trial_id), warnings_(warnings) {}
+
+  // The field when it is there and `valid`, else nullptr.
+  const nlohmann::json* field(const char* key, bool (*valid)(const nlohmann::json&),
+                              const char* expected) const {
+    const auto value = saved_.find(key);
+    if (value == saved_.end()) return nullptr;
+    if (valid(*value)) return &*value;
+    warnings_.push_back(damaged_state(path_, trial_id_ + "." + key, expected, *value));
+    return nullptr;
+  }
+
+ private:
+  const nlohmann::json& saved_;
+  const std::string& path_;
+  const std::string& trial_id_;
+  std::vector<std::string>& warnings_;
+};
+
 }  // namespace
 
 bool read_completed_run(const SweepSpec& spec, TrialRecord& record) {
@@ -135,26 +195,44 @@ std::vector<std::string> summary_metrics(const std::string& run_dir) {
   return out;
 }
 
-void load_trial_state(const std::string& path, std::vector<TrialRecord>& records) {
+std::vector<std::string> load_trial_state(const std::string& path,
+                                          std::vector<TrialRecord>& records) {
+  std::vector<std::string> warnings;
   std::ifstream in(path);
-  if (!in) return;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    return;  // rewritten from the run directories
+  if (!in) return warnings;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    warnings.push_back(
+        path + " is damaged (" +
+        (j.is_discarded() ? std::string("not JSON")
+                          : "a JSON " + std::string(j.type_name()) + ", not an object of trials") +
+        "): the trials' saved status and failure counts are ignored; " + kDamagedStatePolicy);
+    return warnings;
   }
   for (auto& r : records) {
-    if (!j.contains(r.trial.id)) continue;
-    const auto& t = j[r.trial.id];
-    r.status = t.value("status", "pending");
-    r.failures = t.value("failures", t.value("attempts", std::int64_t{0}));
-    r.error = t.value("error", "");
-    if (t.contains("objective") && t["objective"].is_number())
-      r.objective = t["objective"].get<double>();
-    r.steps = t.value("steps", std::int64_t{0});
-    r.early_stopped = t.value("early_stopped", false);
+    const auto found = j.find(r.trial.id);
+    if (found == j.end()) continue;
+    if (!found->is_object()) {
+      warnings.push_back(damaged_state(path, r.trial.id, "an object", *found));
+      continue;
+    }
+    SavedTrial saved(*found, path, r.trial.id, warnings);
+    if (const auto* v =
+            saved.field("status", is_status, "pending, running, done, failed or interrupted"))
+      r.status = v->get<std::string>();
+    if (const auto* v = saved.field(found->contains("failures") ? "failures" : "attempts",
+                                    is_integer, "an integer"))
+      r.failures = v->get<std::int64_t>();
+    if (const auto* v = saved.field("error", is_string, "a string"))
+      r.error = v->get<std::string>();
+    if (const auto* v = saved.field("objective", is_number, "a number"))
+      r.objective = v->get<double>();
+    if (const auto* v = saved.field("steps", is_integer, "an integer"))
+      r.steps = v->get<std::int64_t>();
+    if (const auto* v = saved.field("early_stopped", is_boolean, "true or false"))
+      r.early_stopped = v->get<bool>();
   }
+  return warnings;
 }
 
 void save_trial_state(const std::string& path, const std::vector<TrialRecord>& records) {

@@ -34,8 +34,13 @@ bool read_completed_run(const SweepSpec& spec, TrialRecord& record);
 std::vector<std::string> summary_metrics(const std::string& run_dir);
 
 // Restores status, failures and errors saved by an earlier invocation (by
-// trial id; a state file that counts them as "attempts" is read too).
-void load_trial_state(const std::string& path, std::vector<TrialRecord>& records);
+// trial id; a state file that counts them as "attempts" is read too). A
+// damaged file (not JSON, or a value of the wrong type) is no error: what
+// cannot be read is ignored, as the run directories say which trials
+// finished and their results; returns a warning for each such thing, naming
+// the file, the trial and the field.
+std::vector<std::string> load_trial_state(const std::string& path,
+                                          std::vector<TrialRecord>& records);
 void save_trial_state(const std::string& path, const std::vector<TrialRecord>& records);
 
 // trials.csv (one row per trial, a column per swept key) and results.md (a

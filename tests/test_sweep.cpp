@@ -293,12 +293,14 @@ TEST_CASE("a swept model key is checked against the model before any trial runs"
   TempDir tmp("sweep-model-key");
   write_text(tmp / "tiny.yaml", tiny_experiment());
   CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--grid", "model.layers[1].out_features=0,8",
-                    "--out", tmp / "sw"},
+                    "--grid", "optimizer.lr=0.1,0.01", "--out", tmp / "sw"},
                    tmp / "1.log") == 2);
   const std::string log = read_text(tmp / "1.log");
   INFO(log);
-  CHECK(log.find("sweep: trial-000 (model.layers[1].out_features=0)") != std::string::npos);
-  CHECK(log.find("none was run") != std::string::npos);
+  CHECK(log.find("sweep: trial-000 (model.layers[1].out_features=0 optimizer.lr=0.1)") !=
+        std::string::npos);
+  // Both trials with the bad model count, though the model is checked once.
+  CHECK(log.find("sweep: 2 of 4 trials have config errors; none was run") != std::string::npos);
   CHECK_FALSE(fs::exists(tmp / "sw/trials"));
   // The config's own model, when the sweep changes other keys: checked too.
   write_text(tmp / "typo.yaml", replaced(tiny_experiment(), "{type: relu}", "{type: relux}"));
@@ -307,6 +309,8 @@ TEST_CASE("a swept model key is checked against the model before any trial runs"
             tmp / "3.log") == 2);
   INFO(read_text(tmp / "3.log"));
   CHECK(read_text(tmp / "3.log").find("unknown layer type 'relux'") != std::string::npos);
+  CHECK(read_text(tmp / "3.log").find("sweep: 2 of 2 trials have config errors") !=
+        std::string::npos);
   CHECK_FALSE(fs::exists(tmp / "sw2/trials"));
   // validate says the same of the config's own sweep section.
   write_text(tmp / "swept.yaml",

@@ -7,6 +7,7 @@
 // objective must be one the trials record.
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -102,19 +103,33 @@ class TrialErrorReport {
   bool sweep_error_ = false;
 };
 
+// The errors of the model's checks (layer types, attributes, shapes) and
+// the data's, or none when they pass.
+std::optional<config::Diagnostics> model_check_errors(const config::Config& config) {
+  try {
+    config::run_validation_hooks(config);
+  } catch (const config::ConfigError& e) {
+    return e.diagnostics();
+  }
+  return std::nullopt;
+}
+
 // Every trial's config, resolved and checked field by field before any
 // trial runs (a typo in a swept key or a value out of range would otherwise
 // fail each trial in turn), and the objective against what the trials
 // record. A value of the sweep section is read as written there (a relative
 // path is relative to its file). The model's checks run once per distinct
-// setting of the `model.` keys the trials make (once when they make none);
-// the rest of the data checks are each trial's. Prints the errors and returns whether
+// setting of the `model.` keys the trials make (once when they make none),
+// and their errors count against every trial with that setting; the rest of
+// the data checks are each trial's. Prints the errors and returns whether
 // there were any; else fills `configs` with each trial's resolved config.
 bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config_path,
                            std::vector<config::Config>& configs) {
   TrialErrorReport report(job);
   sweep::ObjectiveCheck objective(job.spec);
-  std::set<std::string> models_checked;  // each distinct setting of the swept model keys once
+  // The model checks' errors for each distinct setting of the swept model
+  // keys (none when it passed), so a trial repeating a setting counts too.
+  std::map<std::string, std::optional<config::Diagnostics>> model_errors;
   for (const auto& trial : job.trials) {
     std::vector<std::string> overrides = job.overrides;
     overrides.insert(overrides.end(), trial.overrides.begin(), trial.overrides.end());
@@ -129,7 +144,13 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
       std::string model;
       for (const auto& o : trial.overrides)
         if (o.rfind("model.", 0) == 0) model += o + "\n";
-      if (models_checked.insert(model).second) config::run_validation_hooks(trial_config);
+      auto checked = model_errors.find(model);
+      if (checked == model_errors.end())
+        checked = model_errors.emplace(model, model_check_errors(trial_config)).first;
+      if (checked->second) {
+        report.add(trial, *checked->second);
+        continue;
+      }
       objective.add(trial.id, trial_config);
       configs.push_back(std::move(trial_config));
     } catch (const config::ConfigError& e) {

@@ -4,7 +4,8 @@
 // so a relative path is relative to its file); a trial that sets its own
 // backend.threads keeps it under --parallel; a command-line override of a
 // swept key is refused; --out naming a directory that holds something else is
-// refused; a retried trial reports its latest attempt's error; a resumed
+// refused; a config whose rules between fields hold only with the swept
+// values is swept; a retried trial reports its latest attempt's error; a resumed
 // sweep may change its objective and max_retries and stays in its directory.
 #include <catch2/catch.hpp>
 
@@ -82,6 +83,38 @@ TEST_CASE("each trial runs its own config, resolved when the sweep started") {
                                                       ".yaml --out ") != std::string::npos);
   }
   CHECK(read_text(tmp / "sw/configs/trial-001.yaml").find("seed: 1\n") != std::string::npos);
+}
+
+TEST_CASE("a config that needs the swept values to pass its rules between fields is swept") {
+  TempDir tmp("sweep-base-rules");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // A multistep schedule needs milestones, which the sweep sets.
+  REQUIRE(run_to_end({"sweep", tmp / "tiny.yaml", "train.max_steps=4", "schedule.type=multistep",
+                      "--grid", "schedule.milestones=[1,2],[2,3]", "--out", tmp / "sw"},
+                     tmp / "1.log") == 0);
+  CHECK(read_text(tmp / "sw/configs/trial-000.yaml").find("milestones: [1, 2]\n") !=
+        std::string::npos);
+  CHECK(read_text(tmp / "sw/configs/trial-001.yaml").find("milestones: [2, 3]\n") !=
+        std::string::npos);
+  // Nothing to train without the swept max_steps.
+  REQUIRE(run_to_end({"sweep", tmp / "tiny.yaml", "train.epochs=0", "--grid", "train.max_steps=2,3",
+                      "--out", tmp / "sw2"},
+                     tmp / "2.log") == 0);
+  CHECK(nlohmann::json::parse(read_text(tmp / "sw2/trials/trial-001/summary.json"))["steps"] == 3);
+  // An error no swept value mends is reported once, before any trial.
+  const auto r = run_trainer("sweep " + (tmp / "tiny.yaml") +
+                                 " train.epochs=0 schedule.type=multistep --grid "
+                                 "'schedule.milestones=[1,2],[2,3]' --out " +
+                                 (tmp / "sw3"),
+                             true);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "sweep: the config fails its checks without the values the sweep sets; checked with "
+        "trial-000's (schedule.milestones=[1,2]):\n"
+        "<command line>:1:14: error: train.epochs: nothing to train: set train.epochs > 0 or "
+        "train.max_steps > 0 (in override 1 'train.epochs=0')\n1 error\n");
+  CHECK_FALSE(fs::exists(tmp / "sw3"));
 }
 
 TEST_CASE("a trial's own backend.threads is kept when trials run side by side") {

@@ -268,6 +268,8 @@ TEST_CASE("a damaged manifest.json stops the resume before anything changes") {
        "manifest.json: it is not valid JSON: it ends early, after 100 "
        "bytes (truncated)"},
       {"{\"a\": x}", "manifest.json: it is not valid JSON (at byte 7 of 8)"},
+      {"{\"a\": 1e400}",
+       "manifest.json: it holds what no JSON reader here can: number overflow parsing '1e400'"},
       {"", "manifest.json: it is empty"},
       {"dir", "manifest.json: it is a directory, not a file"}};
   int n = 0;

@@ -165,6 +165,10 @@ nlohmann::json parse_manifest(const fs::path& dir, std::string& problem) {
                                      : "it is not valid JSON (at byte " + std::to_string(e.byte) +
                                            " of " + std::to_string(text.size()) + ")";
     return nlohmann::json::object();
+  } catch (const nlohmann::json::exception& e) {  // a number beyond a double's range
+    const std::string what = e.what();
+    problem = "it holds what no JSON reader here can: " + what.substr(what.find("] ") + 2);
+    return nlohmann::json::object();
   }
   if (!manifest.is_object()) {
     problem = "it holds " + std::string(manifest.type_name()) + ", not a JSON object";

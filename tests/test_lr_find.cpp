@@ -115,7 +115,7 @@ TEST_CASE("trainer lr-find: a short run with a rising rate, read and suggested")
   // 40 steps up to 100: plain SGD with momentum diverges well before the end.
   const auto r = run_trainer(
       "lr-find configs/fashion_mnist_mlp.yaml --steps 40 --min-lr 1e-5 "
-      "--max-lr 100 train.max_steps=7 optimizer.momentum=0.9 --out " +
+      "--max-lr 100 train.max_steps=7 optimizer.momentum=0.9 name=shirts --out " +
           dir,
       true);
   INFO(r.out);
@@ -125,6 +125,11 @@ TEST_CASE("trainer lr-find: a short run with a rising rate, read and suggested")
   CHECK(r.out.find("warning: lr-find sets train.max_steps: the override 'train.max_steps=7' is "
                    "replaced (--steps sets it)\n") != std::string::npos);
   CHECK(r.out.find("optimizer.momentum=0.9' is replaced") == std::string::npos);
+  // The name is taken, with "-lr-find" after it.
+  CHECK(r.out.find("name=shirts' is replaced") == std::string::npos);
+  std::ifstream config_file(dir + "/config.yaml");
+  const std::string resolved((std::istreambuf_iterator<char>(config_file)), {});
+  CHECK(resolved.find("\nname: shirts-lr-find\n") != std::string::npos);
   std::ifstream in(dir + "/lr_find.json");
   REQUIRE(in.good());
   const auto reading = nlohmann::json::parse(in);

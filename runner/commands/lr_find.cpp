@@ -96,6 +96,8 @@ void warn_of_replaced_overrides(const std::vector<std::string>& overrides,
     const std::string key = config::override_key(given);
     for (const std::string& forced : forced_settings) {
       const std::string forced_key = config::override_key(forced);
+      // The name is the user's (an override's too), with "-lr-find" after it.
+      if (forced_key == "name") continue;
       if (key != forced_key && !key.starts_with(forced_key + ".")) continue;
       std::string instead;
       if (forced_key == "train.max_steps") instead = " (--steps sets it)";
@@ -150,8 +152,9 @@ int command_lr_find(const CommandArgs& given) {
   }
   if (code > 128) {  // stopped by a signal: the range was not read
     std::fprintf(stderr,
-                 "lr-find was stopped before the end of its range; run lr-find again for a "
-                 "reading (not `run --resume`, which would only finish the run)\n");
+                 "lr-find was stopped before the end of its range, so there is no reading: run "
+                 "lr-find again (the `trainer run --resume` above would finish the run without "
+                 "reading the range)\n");
     return code;
   }
   if (code != 0) return code;  // the run said why

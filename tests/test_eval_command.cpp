@@ -137,6 +137,27 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   r = run_trainer("eval " + (tmp / "no_eval_run"), true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("has no eval data"));
+  // Another model's checkpoint, without overrides: this run's checkpoints, or that run.
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "wide", "train.epochs=1",
+                      "model.layers[1].out_features=24"},
+                     tmp / "wide.log") == 0);
+  r = run_trainer("eval " + (tmp / "run") + " --checkpoint " + (tmp / "wide/checkpoints/last"),
+                  true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("does not fit the model") &&
+                        Catch::Contains("give one of this run's checkpoints (" + (tmp / "run") +
+                                        "/checkpoints), or evaluate another run's checkpoint "
+                                        "with that run's directory") &&
+                        !Catch::Contains("drop the model.* overrides"));
+  // A sweep's directory: one of its trials.
+  fs::create_directories(tmp / "sweep/trials/trial-000");
+  write_text(tmp / "sweep/sweep.yaml", "grid: {}\n");
+  write_text(tmp / "sweep/config.yaml", tiny_experiment());
+  r = run_trainer("eval " + (tmp / "sweep"), true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("is a sweep's directory: evaluate one of its trials, e.g. "
+                                    "trainer eval " +
+                                    (tmp / "sweep/trials/trial-000")));
   // A damaged checkpoint: the file and why, exit 1.
   {
     std::fstream f(tmp / "run/checkpoints/step-00000016/model.safetensors",
@@ -226,7 +247,9 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
   // A model override the checkpoint does not fit: a usage error.
   const auto r = run_trainer("eval " + (tmp / "run") + " model.layers[1].out_features=16", true);
   CHECK(r.code == 2);
-  CHECK_THAT(r.out, Catch::Contains("does not fit the model") && Catch::Contains("fc1.weight"));
+  CHECK_THAT(r.out, Catch::Contains("does not fit the model") && Catch::Contains("fc1.weight") &&
+                        Catch::Contains("evaluate with the run's own model: drop the model.* "
+                                        "overrides"));
 
   // Recorded statistics that cannot be used (a std of 0; NaN, which makes
   // the file no JSON): a note says so, and they are computed from the data.

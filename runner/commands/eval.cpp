@@ -4,6 +4,7 @@
 // config's first device. Prints the metrics; writes nothing. Needs the
 // training data only for the model's input shape and classes, which the
 // config's eval source gives when the training data is gone.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -86,6 +87,15 @@ int command_eval(const CommandArgs& args) {
     std::fprintf(stderr, "error: %s: not a run directory (no config.yaml)\n", args.run_dir.c_str());
     return 2;
   }
+  // A sweep's directory holds its trials' runs, not one of its own.
+  if (fs::exists(fs::path(args.run_dir) / "sweep.yaml") &&
+      fs::is_directory(fs::path(args.run_dir) / "trials")) {
+    std::fprintf(stderr,
+                 "error: %s is a sweep's directory: evaluate one of its trials, e.g. trainer eval "
+                 "%s (results.md ranks them)\n",
+                 args.run_dir.c_str(), (fs::path(args.run_dir) / "trials/trial-000").c_str());
+    return 2;
+  }
   config::Config config = config::load_config(config_path.string(), args.overrides);
   print_config_warnings(config);
   in_one_process(config);
@@ -138,10 +148,20 @@ int command_eval(const CommandArgs& args) {
   } catch (const checkpoint::CheckpointMismatch& e) {
     // Averaged weights asked for (train.ema_decay) that the run never kept.
     const bool averaged = std::string(e.what()).find("\n  ema.") != std::string::npos;
-    throw UsageError(
-        std::string("the checkpoint does not fit the model this config builds: ") + e.what() +
-        "\n  evaluate with the run's own model (drop the model.* overrides" +
-        (averaged ? "; drop train.ema_decay: the run kept no averaged weights" : "") + ")");
+    const bool model_overrides =
+        std::any_of(args.overrides.begin(), args.overrides.end(),
+                    [](const std::string& o) { return o.rfind("model.", 0) == 0; });
+    std::string advice;
+    if (model_overrides) advice = "evaluate with the run's own model: drop the model.* overrides";
+    if (averaged)
+      advice += std::string(advice.empty() ? "" : "; ") +
+                "drop train.ema_decay: the run kept no averaged weights";
+    if (advice.empty())
+      advice = "give one of this run's checkpoints (" +
+               (fs::path(args.run_dir) / "checkpoints").string() +
+               "), or evaluate another run's checkpoint with that run's directory";
+    throw UsageError(std::string("the checkpoint does not fit the model this config builds: ") +
+                     e.what() + "\n  " + advice);
   }
   SingleProcess alone;
   const train::EvalResult result = train::evaluate(session, program, alone);

@@ -138,6 +138,27 @@ TEST_CASE("overrides apply last, parsed as YAML") {
   CHECK(c.name == "2024");  // quoted: a string
 }
 
+TEST_CASE("a later override refines what an earlier one set in short") {
+  const Config c = load_config(
+      kGood + "minimal.yaml",
+      {"precision=fp16", "precision.loss_scale.init_scale=1024", "devices=cpu",
+       "devices.world_size=2", "model.loss=cross_entropy", "model.loss.label_smoothing=0.1"});
+  CHECK(c.precision.mode == "fp16");
+  CHECK(c.precision.loss_scale.init_scale == Approx(1024));
+  CHECK(c.devices.cpu);
+  CHECK(c.devices.world_size == 2);
+  const trainer::config::Node* loss = c.model.node.find("loss");
+  REQUIRE(loss);
+  CHECK(loss->find("type")->text() == "cross_entropy");
+  CHECK(loss->find("label_smoothing")->text() == "0.1");
+  // A loss given by its name in the file takes a key by override.
+  const Config named = load_config_text(
+      "model: {layers: [{type: flatten}], loss: cross_entropy}\n"
+      "data: {train: {type: synthetic, shape: [2]}}\n",
+      "<test>", {"model.loss.ignore_index=3"});
+  CHECK(named.model.node.find("loss")->find("ignore_index")->text() == "3");
+}
+
 TEST_CASE("a base listed in extends is found relative to the including file") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load";

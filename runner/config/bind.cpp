@@ -86,15 +86,11 @@ void fill_layer_defaults(Node* layers) {
 }
 
 // The loss the run uses: kDefaultLoss when none is given, with its defaulted
-// attributes (a loss given by its name alone becomes {type: name}). A loss that was not written
-// carries the model's mark: the builder reports a problem with it there, as before.
+// attributes (a loss given by its name alone is {type: name} by now:
+// expand_shorthands). A loss that was not written carries the model's mark:
+// the builder reports a problem with it there, as before.
 void fill_loss_default(Node& model) {
   Node* loss = model.find("loss");
-  if (loss && loss->is_scalar()) {  // `loss: cross_entropy`, the type alone
-    Node named = Node::map(loss->mark());
-    named.set("type", *loss, loss->mark());
-    *loss = std::move(named);
-  }
   if (!loss) {
     Node filled = Node::map(model.mark());
     filled.set("type", Node::scalar(kDefaultLoss, model.mark()), model.mark());

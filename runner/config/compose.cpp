@@ -129,6 +129,14 @@ void expand_shorthands(Node& root) {
       *node = std::move(map);
     }
   }
+  // model: {loss: cross_entropy} -> {loss: {type: cross_entropy}}
+  if (Node* model = root.find("model"); model && model->is_map()) {
+    if (Node* loss = model->find("loss"); loss && loss->is_scalar()) {
+      Node named = Node::map(loss->mark());
+      named.set("type", *loss, loss->mark());
+      *loss = std::move(named);
+    }
+  }
   // devices: cpu -> {gpus: []};  devices: [0, 1] -> {gpus: [0, 1]}
   if (Node* devices = root.find("devices")) {
     if (devices->is_scalar() && devices->text() == "cpu") {

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "runner/config/compose.h"
 #include "runner/config/registry.h"
 #include "runner/config/scalar.h"
 #include "runner/config/yaml_reader.h"
@@ -206,9 +207,13 @@ void apply_one(Node& root, const std::string& text, int line, const std::optiona
 
 void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags,
                      const OverrideOrigins& origins) {
-  for (std::size_t i = 0; i < overrides.size(); ++i)
+  for (std::size_t i = 0; i < overrides.size(); ++i) {
     apply_one(root, overrides[i], static_cast<int>(i) + 1,
               i < origins.size() ? origins[i] : std::nullopt, diags);
+    // `precision=fp16` then `precision.loss_scale.init_scale=1024`: a later
+    // override refines what an earlier one set in short.
+    expand_shorthands(root);
+  }
 }
 
 std::string override_key(const std::string& override_text) {

@@ -11,6 +11,12 @@ namespace trainer::data {
 std::shared_ptr<Dataset> open_cifar(const std::vector<std::string>& files, CifarVariant variant,
                                     bool fine_labels) {
   if (files.empty()) throw std::runtime_error("cifar source: `files` lists no batch files");
+  if (variant == CifarVariant::cifar10 && !fine_labels) {
+    throw SourceFieldError("label",
+                           "CIFAR-10 has no coarse labels (label: coarse picks CIFAR-100's 20 "
+                           "superclasses): remove label, or set variant: cifar100 for "
+                           "CIFAR-100 batches");
+  }
   constexpr std::size_t kPixels = 3 * 32 * 32;
   const std::size_t label_bytes = variant == CifarVariant::cifar100 ? 2 : 1;
   const std::size_t record = label_bytes + kPixels;

@@ -87,6 +87,12 @@ void check_unique_names(const std::string& path, const std::vector<std::string>&
 }  // namespace
 
 std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
+  if (o.regression && o.classes != 0) {
+    throw SourceFieldError("classes", "classes: " + std::to_string(o.classes) +
+                                          " has no effect with regression: true (regression "
+                                          "targets are not classes): remove classes, or set "
+                                          "regression: false for class labels");
+  }
   std::istringstream in(csv_text(o.path));
   std::string line;
   std::int64_t line_number = 0;

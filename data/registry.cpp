@@ -53,9 +53,12 @@ SourceDef cifar_source() {
               field("variant", FT::enumeration, "Which dataset the files hold.")
                   .def("cifar10")
                   .one_of({"cifar10", "cifar100"}),
-              field("label", FT::enumeration, "CIFAR-100 only: fine (100) or coarse (20) labels.")
+              field("label", FT::enumeration,
+                    "CIFAR-100 only (CIFAR-10 has no coarse labels): fine (100) or coarse (20) "
+                    "labels.")
                   .def("fine")
-                  .one_of({"fine", "coarse"})};
+                  .one_of({"fine", "coarse"})
+                  .only_when("variant", {"cifar100"})};
   d.path_fields = {"files"};
   d.open = [](const Attrs& a) {
     const auto files = strings_or(a, "files", {});
@@ -97,7 +100,7 @@ SourceDef csv_source() {
       field("header", FT::boolean, "The first row names the columns.").def("true"),
       field("delimiter", FT::string, "The field separator (one character).").def("\",\""),
       field("regression", FT::boolean, "The label is a float target, not a class.").def("false"),
-      classes_field()};
+      classes_field().only_when("regression", {"false"})};
   d.path_fields = {"path"};
   d.open = [](const Attrs& a) {
     CsvOptions o;

@@ -539,6 +539,35 @@ TEST_CASE("a null data source type says it is empty and lists the types") {
         "    known data source types: idx, cifar, npy, csv, image_folder, synthetic");
 }
 
+TEST_CASE("a data source setting its other settings leave without effect is an error there") {
+  const std::string model =
+      "model:\n  layers:\n    - {type: flatten}\n    - {type: linear, out_features: 10}\n";
+  // CIFAR-10 has no coarse labels.
+  const std::string cifar =
+      temp_config("cifar10_coarse.yaml",
+                  model + "data:\n  train: {type: cifar, files: [a.bin], label: coarse}\n");
+  CHECK(only_error(cifar) == cifar +
+                                 ":6:47: error: data.train.label: label: coarse has no effect with "
+                                 "variant: cifar10 (it acts only with variant: cifar100)\n"
+                                 "    remove label, or set variant: cifar100");
+  CHECK(load_config(cifar, {"data.train.variant=cifar100"}).data.train.has_value());
+  CHECK(load_config(cifar, {"data.train.label=fine"}).data.train.has_value());
+  CHECK(only_error(cifar, {"data.train.variant=cifar10"})
+            .find("error: data.train.label: label: coarse has no effect with variant: cifar10") !=
+        std::string::npos);
+  // Regression targets have no classes.
+  const std::string csv = temp_config("csv_regression_classes.yaml",
+                                      model +
+                                          "data:\n  train:\n    type: csv\n    path: t.csv\n"
+                                          "    regression: true\n    classes: 5\n");
+  CHECK(only_error(csv) == csv +
+                               ":10:14: error: data.train.classes: classes: 5 has no effect with "
+                               "regression: true (it acts only with regression: false)\n"
+                               "    remove classes, or set regression: false");
+  CHECK(load_config(csv, {"data.train.regression=false"}).data.train.has_value());
+  CHECK(load_config(csv, {"data.train.classes=0"}).data.train.has_value());
+}
+
 TEST_CASE("control bytes in a config are shown escaped, never raw") {
   const std::string file = temp_config("nul.yaml", kMinimalText + "name: ab\x01\x1b[31m\n");
   const std::string e = only_error(file);

@@ -71,6 +71,17 @@ TEST_CASE("CIFAR-10 and CIFAR-100 binary batches") {
   a.set("variant", std::string("cifar100"));
   a.set("label", std::string("coarse"));
   CHECK(open_source("cifar", a)->num_classes() == 20);
+  // CIFAR-10 records have one label: no coarse one to pick (an error at `label`).
+  const auto field_of_error = [](const auto& open) {
+    try {
+      open();
+    } catch (const SourceFieldError& e) {
+      return e.field() + ": " + e.what();
+    }
+    return std::string("(no SourceFieldError)");
+  };
+  CHECK_THAT(field_of_error([&] { open_cifar({dir.file("a.bin")}, CifarVariant::cifar10, false); }),
+             Contains("label: CIFAR-10 has no coarse labels"));
 
   auto truncated = b10;
   truncated.resize(3073 * 2 + 100);
@@ -255,6 +266,11 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     CHECK(field_of(named) == "features");
     named.features = {"w", "kind"};
     CHECK(field_of(named) == "features");
+    // Regression targets have no classes to count.
+    named.features.clear();
+    named.regression = true;
+    named.classes = 5;
+    CHECK(field_of(named) == "classes");
   }
 
   SECTION("a file read at the wrong delimiter is said to be one column, with the one to set") {

@@ -26,6 +26,50 @@ std::string join_names(const std::vector<std::string>& names) {
   return out;
 }
 
+// A setting written with a value of its own while the sibling it depends on
+// (FieldSpec::applies_when) rules it out, as CIFAR-10's `label: coarse` or a
+// regression CSV's `classes`: an error at the setting, as it would have no
+// effect. Its default value, written out, is let pass.
+void check_settings_without_effect(const Node& node, const std::vector<FieldSpec>& fields,
+                                   const Attrs& attrs, const std::string& key_path,
+                                   Diagnostics& diags) {
+  for (const FieldSpec& spec : fields) {
+    if (spec.applies_when.empty()) continue;
+    const Node* given = node.find(spec.name);
+    const auto control = std::find_if(fields.begin(), fields.end(), [&](const FieldSpec& f) {
+      return f.name == spec.applies_when;
+    });
+    if (!given || given->mark().is_default() || !attrs.has(spec.name) || control == fields.end() ||
+        !attrs.has(control->name))
+      continue;
+    Diagnostics ignored;
+    FieldValue fallback;
+    if (parse_field(default_node(spec), spec, key_path, ignored, fallback) &&
+        attrs.values().at(spec.name) == fallback)
+      continue;
+    const FieldValue& setting = attrs.values().at(control->name);
+    std::string listed;
+    bool applies = false;
+    for (const auto& text : spec.applies_values) {
+      FieldValue value;
+      applies =
+          applies || (parse_field(Node::scalar(text, Mark{}), *control, key_path, ignored, value) &&
+                      value == setting);
+      listed += (listed.empty() ? "" : " or ") + text;
+    }
+    if (applies) continue;
+    const Node* written = node.find(control->name);
+    const std::string control_text =
+        written && written->is_scalar() ? written->text() : control->default_yaml;
+    diags.add(
+        given->mark(), join_key(key_path, spec.name),
+        spec.name + ": " + (given->is_scalar() ? given->text() : describe(*given)) +
+            " has no effect with " + control->name + ": " + control_text + " (it acts only with " +
+            control->name + ": " + listed + ")",
+        "remove " + spec.name + ", or set " + control->name + ": " + spec.applies_values.front());
+  }
+}
+
 std::optional<TypedItem> read_item(Node& node, const std::string& key_path, const char* what,
                                    const std::vector<ItemDef>& defs, Diagnostics& diags) {
   std::vector<std::string> names;
@@ -60,8 +104,11 @@ std::optional<TypedItem> read_item(Node& node, const std::string& key_path, cons
               near.empty() ? "" : "did you mean '" + near + "'?");
     return std::nullopt;
   }
+  const std::size_t reported = diags.size();
   TypedItem item{type->text(), read_fields(node, *def->fields, key_path, diags, {"type"}),
                  node.mark()};
+  if (diags.size() == reported)
+    check_settings_without_effect(node, *def->fields, item.attrs, key_path, diags);
   if (const auto elements = declared_sample_elements(item); elements > kMaxSampleElements) {
     const char* field = item.attrs.has("shape") ? "shape" : "size";
     const Node* value = node.find(field);

@@ -74,7 +74,10 @@ SourceDef npy_source() {
   d.name = "npy";
   d.doc =
       "A pair of NumPy .npy files: x [N, ...] (uint8, float32/64, int32/64) and y [N] "
-      "integer classes or y [N, ...] float targets (regression).";
+      "integer classes or y [N, ...] float targets (regression). Each x[i] is one sample as "
+      "stored: images must be channels first, [N, C, H, W] (or [N, H, W] for one channel), "
+      "as the image transforms read samples as [C, H, W]; tabular data is [N, features]. "
+      "Transpose a channels-last [N, H, W, C] array before saving it: x.transpose(0, 3, 1, 2).";
   d.fields = {field("x", FT::string, "Path of the samples array.").req(),
               field("y", FT::string, "Path of the labels or targets array.").req(),
               classes_field()};
@@ -247,7 +250,8 @@ const std::vector<TransformDef>& transform_defs() {
                  field("padding", FT::integer, "Zero padding on every side.").def("0").at_least(0)},
                 "centre crop"),
       transform(
-          "random_flip", true, "Flips the image horizontally with probability p.",
+          "random_flip", true,
+          "Flips the image horizontally (the last axis of [C, H, W] samples) with probability p.",
           {field("p", FT::number, "Probability of a flip.").def("0.5").at_least(0).at_most(1)}),
       transform("random_translate", true,
                 "Shifts the image by up to `max` pixels in each direction, filling with zeros.",

@@ -35,6 +35,16 @@ Planes image_planes(const Shape& s, const char* transform) {
   return planes_of(s);
 }
 
+// For an error about samples `s`, which image transforms read as [C, H, W]: a
+// note when they look channels-last ([H, W, 3] or [H, W, 4], as image arrays
+// saved from NumPy often are), else "".
+std::string channels_last_note(const Shape& s) {
+  if (s.size() != 3 || s[0] == 1 || s[0] == 3 || s[0] == 4 || (s[2] != 3 && s[2] != 4)) return "";
+  return "; samples are read as [C, H, W], and " + to_string(s) +
+         " looks channels-last [H, W, C]: store the NPY x array as [N, C, H, W] "
+         "(numpy: x.transpose(0, 3, 1, 2))";
+}
+
 Shape with_spatial(Shape s, std::int64_t h, std::int64_t w) {
   s[s.size() - 2] = h;
   s[s.size() - 1] = w;
@@ -79,7 +89,7 @@ class Normalize final : public Transform {
             "transform 'normalize': mean and std need " +
             (c == 1 ? std::string("1 value") : "1 or " + std::to_string(c) + " values") +
             " (one per channel) for samples " + to_string(in) + ", got " +
-            std::to_string(list->size()));
+            std::to_string(list->size()) + channels_last_note(in));
       }
     }
     return in;
@@ -113,7 +123,8 @@ class Crop final : public Transform {
     if (height_ > p.height + 2 * padding_ || width_ > p.width + 2 * padding_) {
       throw std::runtime_error("transform 'random_crop': size [" + std::to_string(height_) + ", " +
                                std::to_string(width_) + "] is larger than the padded " + "sample " +
-                               to_string(in) + " with padding " + std::to_string(padding_));
+                               to_string(in) + " with padding " + std::to_string(padding_) +
+                               channels_last_note(in));
     }
     return with_spatial(in, height_, width_);
   }

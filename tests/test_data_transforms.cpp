@@ -101,6 +101,25 @@ TEST_CASE("normalize uses per-channel or broadcast mean and std") {
                              "got 2"));
 }
 
+TEST_CASE("a channels-last sample ([H, W, 3]) is named as such in normalize and crop errors") {
+  Attrs rgb;
+  rgb.set("mean", std::vector<double>{0.5, 0.5, 0.5});
+  rgb.set("std", std::vector<double>{0.25, 0.25, 0.25});
+  CHECK_THROWS_WITH(
+      one("normalize", rgb).output_shape({32, 32, 3}),
+      Contains("need 1 or 32 values (one per channel) for samples [32, 32, 3], got 3; samples "
+               "are read as [C, H, W], and [32, 32, 3] looks channels-last [H, W, C]") &&
+          Contains("x.transpose(0, 3, 1, 2)"));
+  Attrs crop;
+  crop.set("size", std::vector<std::int64_t>{28, 28});
+  CHECK_THROWS_WITH(one("random_crop", crop).output_shape({28, 28, 4}),
+                    Contains("looks channels-last") && Contains("x.transpose(0, 3, 1, 2)"));
+  // Channels first, or a first dimension that may well be channels: no such note.
+  CHECK_THROWS_WITH(one("normalize", rgb).output_shape({2, 8, 8}), !Contains("channels-last"));
+  CHECK_THROWS_WITH(one("normalize", rgb).output_shape({4, 8, 3}), !Contains("channels-last"));
+  CHECK_THROWS_WITH(one("random_crop", crop).output_shape({3, 8, 8}), !Contains("channels-last"));
+}
+
 TEST_CASE("normalize without mean/std computes them from the training set, after scale") {
   TinyDataset d;
   const ChannelStats raw = compute_channel_mean_std(d);

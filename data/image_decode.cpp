@@ -1,6 +1,7 @@
 // PNG through libpng, JPEG through libjpeg, each with a setjmp error handler
 // confined to one function without C++ objects of its own. Both give the
-// stored samples as PIL's loader does (no colour management).
+// stored samples as PIL's loader does (no colour management). Then the
+// separable bilinear resize, antialiased when shrinking.
 #include "data/image_decode.h"
 
 #include <cstdio>  // before jpeglib.h, which uses FILE
@@ -236,6 +237,42 @@ Image decode_jpeg(const std::string& path, const std::vector<std::uint8_t>& byte
   return out;
 }
 
+// The input pixels one output pixel of a resize takes along one axis, and
+// their weights: input pixel `first + k` weighs `weights[k]`.
+struct AxisTaps {
+  std::int64_t first = 0;
+  std::vector<double> weights;
+};
+
+// Bilinear resampling of `in` pixels to `out` along one axis: output pixel i
+// is centred at input coordinate (i + 0.5) * in / out, and input pixel j (its
+// centre at j + 0.5) weighs 1 - |j + 0.5 - centre| / support, or 0 when that is
+// negative, with the weights normalised to sum 1. The support is 1 when
+// enlarging (plain bilinear interpolation, edges clamped) and the scale in /
+// out when shrinking, so that every input pixel counts (antialiasing), as
+// PIL's bilinear resize does.
+std::vector<AxisTaps> resize_taps(std::int64_t in, std::int64_t out) {
+  const double scale = double(in) / double(out);
+  const double support = std::max(scale, 1.0);
+  std::vector<AxisTaps> taps(static_cast<std::size_t>(out));
+  for (std::int64_t i = 0; i < out; ++i) {
+    const double centre = (double(i) + 0.5) * scale;
+    const auto first = std::max<std::int64_t>(0, std::int64_t(std::floor(centre - support - 0.5)));
+    const auto last =
+        std::min<std::int64_t>(in - 1, std::int64_t(std::ceil(centre + support - 0.5)));
+    AxisTaps& t = taps[static_cast<std::size_t>(i)];
+    t.first = first;
+    double total = 0;
+    for (std::int64_t j = first; j <= last; ++j) {
+      const double w = std::max(0.0, 1.0 - std::abs((double(j) + 0.5 - centre) / support));
+      t.weights.push_back(w);
+      total += w;
+    }
+    for (double& w : t.weights) w /= total;  // > 0: the pixel under the centre weighs >= 1/2
+  }
+  return taps;
+}
+
 }  // namespace
 
 Image decode_image(const std::string& path, std::int64_t channels) {
@@ -252,27 +289,35 @@ Image decode_image(const std::string& path, std::int64_t channels) {
 }
 
 void resize_to_chw(const Image& image, std::int64_t height, std::int64_t width, float* out) {
-  const std::int64_t c_count = image.channels;
-  const double sy = double(image.height) / double(height);
-  const double sx = double(image.width) / double(width);
-  for (std::int64_t y = 0; y < height; ++y) {
-    const double fy = std::clamp((double(y) + 0.5) * sy - 0.5, 0.0, double(image.height - 1));
-    const auto y0 = static_cast<std::int64_t>(fy);
-    const std::int64_t y1 = std::min(y0 + 1, image.height - 1);
-    const float wy = float(fy - double(y0));
+  const std::int64_t channels = image.channels;
+  const std::vector<AxisTaps> across = resize_taps(image.width, width);
+  const std::vector<AxisTaps> down = resize_taps(image.height, height);
+  // Along each row first: [image.height, width, channels].
+  std::vector<float> rows(static_cast<std::size_t>(image.height * width * channels));
+  for (std::int64_t y = 0; y < image.height; ++y) {
+    const std::uint8_t* in = image.pixels.data() + y * image.width * channels;
+    float* row = rows.data() + y * width * channels;
     for (std::int64_t x = 0; x < width; ++x) {
-      const double fx = std::clamp((double(x) + 0.5) * sx - 0.5, 0.0, double(image.width - 1));
-      const auto x0 = static_cast<std::int64_t>(fx);
-      const std::int64_t x1 = std::min(x0 + 1, image.width - 1);
-      const float wx = float(fx - double(x0));
-      for (std::int64_t c = 0; c < c_count; ++c) {
-        auto px = [&](std::int64_t yy, std::int64_t xx) {
-          return float(
-              image.pixels[static_cast<std::size_t>((yy * image.width + xx) * c_count + c)]);
-        };
-        const float top = px(y0, x0) + (px(y0, x1) - px(y0, x0)) * wx;
-        const float bottom = px(y1, x0) + (px(y1, x1) - px(y1, x0)) * wx;
-        out[(c * height + y) * width + x] = top + (bottom - top) * wy;
+      const AxisTaps& taps = across[static_cast<std::size_t>(x)];
+      for (std::int64_t c = 0; c < channels; ++c) {
+        double sum = 0;
+        for (std::size_t k = 0; k < taps.weights.size(); ++k)
+          sum += taps.weights[k] * in[(taps.first + std::int64_t(k)) * channels + c];
+        row[x * channels + c] = static_cast<float>(sum);
+      }
+    }
+  }
+  // Then down the columns, into [channels, height, width].
+  for (std::int64_t y = 0; y < height; ++y) {
+    const AxisTaps& taps = down[static_cast<std::size_t>(y)];
+    for (std::int64_t x = 0; x < width; ++x) {
+      for (std::int64_t c = 0; c < channels; ++c) {
+        double sum = 0;
+        for (std::size_t k = 0; k < taps.weights.size(); ++k)
+          sum +=
+              taps.weights[k] * rows[static_cast<std::size_t>(
+                                    ((taps.first + std::int64_t(k)) * width + x) * channels + c)];
+        out[(c * height + y) * width + x] = static_cast<float>(sum);
       }
     }
   }

@@ -1,5 +1,5 @@
 // Decoding PNG (libpng) and JPEG (libjpeg-turbo) files into 8-bit pixels, and
-// a bilinear resize into the float32 [C, H, W] layout of a sample.
+// an antialiased bilinear resize into the float32 [C, H, W] layout of a sample.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +22,11 @@ constexpr std::int64_t kMaxImagePixels = std::int64_t{1} << 28;
 // or truncated data, or more than kMaxImagePixels pixels.
 Image decode_image(const std::string& path, std::int64_t channels);
 
-// Bilinear resize (pixel centres aligned, edges clamped) of `image` into
-// `out`: [channels, height, width] floats with values 0..255.
+// Bilinear resize of `image` into `out`: [channels, height, width] floats with
+// values 0..255, unrounded. Pixel centres are aligned and edges clamped; when
+// shrinking, the triangle filter widens by the scale so that every input pixel
+// counts (antialiased), as PIL's bilinear resize (torchvision's Resize on PIL
+// images) does. Rows are resampled first, then columns.
 void resize_to_chw(const Image& image, std::int64_t height, std::int64_t width, float* out);
 
 }  // namespace trainer::data

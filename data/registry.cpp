@@ -129,7 +129,8 @@ SourceDef image_folder_source() {
   d.name = "image_folder";
   d.doc =
       "A folder with one sub-folder per class (sorted names give labels 0, 1, ...) of "
-      "PNG/JPEG images, decoded on the loader threads and resized (bilinear) to `size`. "
+      "PNG/JPEG images, decoded on the loader threads and resized to `size` (bilinear, "
+      "antialiased when shrinking, as PIL's). "
       "Samples are the stored values as PIL reads them: 16-bit PNGs give their high byte, "
       "alpha is dropped, colour profiles and gamma are not applied, and colour becomes grey "
       "by the ITU-R 601 weights. An evaluation folder's classes are matched to the training "

@@ -1,5 +1,6 @@
-// Image folders: root/<class name>/<image>, classes in sorted order; images
-// are listed at open time and decoded on the loader threads when read.
+// Image folders: root/<class name>/.../<image>, classes in sorted order;
+// images (at any depth in their class folder) are listed at open time and
+// decoded on the loader threads when read.
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
@@ -7,40 +8,11 @@
 #include <vector>
 
 #include "data/image_decode.h"
+#include "data/image_listing.h"
 #include "data/sources.h"
 
 namespace trainer::data {
 namespace {
-
-bool is_image(const std::filesystem::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-}
-
-// The entries of `dir` (`what`: "image folder", "class folder"), with our own
-// error for one that cannot be listed (no permission, too many open files).
-std::vector<std::filesystem::directory_entry> list_folder(const std::filesystem::path& dir,
-                                                          const std::string& what) {
-  namespace fs = std::filesystem;
-  std::vector<fs::directory_entry> entries;
-  std::error_code ec;
-  const auto fail = [&] {
-    throw std::runtime_error("cannot list the " + what + " '" + dir.string() +
-                             "': " + ec.message() +
-                             "; make it readable by the user running the trainer, or move it out "
-                             "of the image folder");
-  };
-  fs::directory_iterator it(dir, ec);
-  if (ec) fail();
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) fail();
-    entries.push_back(*it);
-  }
-  if (ec) fail();
-  return entries;
-}
 
 class ImageFolderDataset final : public Dataset {
  public:
@@ -107,16 +79,11 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
   std::vector<std::int64_t> labels;
   for (std::size_t c = 0; c < class_dirs.size(); ++c) {
     class_names.push_back(class_dirs[c].filename().string());
-    std::vector<std::string> images;
-    for (const auto& entry : list_folder(class_dirs[c], "class folder")) {
-      if (entry.is_regular_file(ec) && is_image(entry.path()))
-        images.push_back(entry.path().string());
-    }
+    std::vector<std::string> images = list_class_images(class_dirs[c]);
     if (images.empty()) {
       throw std::runtime_error("image folder class '" + class_dirs[c].string() +
-                               "' holds no .png, .jpg or .jpeg images");
+                               "' holds no .png, .jpg or .jpeg images (at any depth)");
     }
-    std::sort(images.begin(), images.end());
     for (auto& f : images) {
       files.push_back(std::move(f));
       labels.push_back(static_cast<std::int64_t>(c));

@@ -129,8 +129,11 @@ SourceDef image_folder_source() {
   d.name = "image_folder";
   d.doc =
       "A folder with one sub-folder per class (sorted names give labels 0, 1, ...) of "
-      "PNG/JPEG images, decoded on the loader threads and resized to `size` (bilinear, "
-      "antialiased when shrinking, as PIL's). "
+      "PNG/JPEG images (.png, .jpg, .jpeg), found at any depth below the class folder (in "
+      "torchvision's ImageFolder order: folders by path, files by name), decoded on the loader "
+      "threads and resized to `size` (bilinear, antialiased when shrinking, as PIL's). Other "
+      "files are ignored, but images in a format the reader cannot decode (.bmp, .gif, .webp, "
+      ".tif, .ppm, ...) are an error: convert them to PNG or JPEG, or move them out. "
       "Samples are the stored values as PIL reads them: 16-bit PNGs give their high byte, "
       "alpha is dropped, colour profiles and gamma are not applied, and colour becomes grey "
       "by the ITU-R 601 weights. An evaluation folder's classes are matched to the training "

@@ -58,10 +58,12 @@ struct CsvOptions {
 };
 std::shared_ptr<Dataset> open_csv(const CsvOptions& options);
 
-// Image folders: root/<class>/<image>.png|jpg|jpeg, classes in sorted folder
-// order, every image decoded on read and resized (bilinear, antialiased when
-// shrinking, as PIL's) to height x width with `channels` 1 (grey) or 3 (RGB).
-// Samples are [channels, height, width] with raw values 0..255.
+// Image folders: root/<class>/.../<image>.png|jpg|jpeg (at any depth below the
+// class folder; see list_class_images for the order, and the error for images
+// of other formats), classes in sorted folder order, every image decoded on
+// read and resized (bilinear, antialiased when shrinking, as PIL's) to height
+// x width with `channels` 1 (grey) or 3 (RGB). Samples are [channels, height,
+// width] with raw values 0..255.
 std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t height,
                                            std::int64_t width, std::int64_t channels);
 

@@ -382,6 +382,50 @@ TEST_CASE("image folders: PNG and JPEG, classes by folder, resize, unreadable "
                     Contains("holds no .png, .jpg or .jpeg images"));
 }
 
+TEST_CASE("image folders: images at any depth in torchvision's order, other "
+          "formats refused") {
+  TempDir dir;
+  const auto grey_png = [](std::uint8_t value) {
+    return png_bytes(1, 1, 1, {value});
+  };
+  // Folders in path order ("cat/a-b" before "cat/a/deeper", as Python sorts
+  // os.walk's roots), files by name within each.
+  write_bytes(dir.file("img/cat/b.png"), grey_png(10));
+  write_bytes(dir.file("img/cat/a/z.png"), grey_png(20));
+  write_bytes(dir.file("img/cat/a/deeper/y.PNG"), grey_png(30));
+  write_bytes(dir.file("img/cat/a-b/x.jpg"),
+              jpeg_bytes(8, 8, std::vector<std::uint8_t>(192, 40), 100));
+  write_text(dir.file("img/cat/a/notes.txt"), "ignored");
+  write_bytes(dir.file("img/dog/only/here/n.png"),
+              grey_png(50)); // nothing at the top
+  std::filesystem::create_directory_symlink(
+      "..", dir.file("img/cat/a/deeper/up")); // a cycle
+  auto d = open_image_folder(dir.file("img"), 1, 1, 1);
+  REQUIRE(d->size() == 5);
+  std::vector<float> values;
+  std::vector<std::int64_t> labels;
+  for (std::int64_t i = 0; i < d->size(); ++i) {
+    std::int64_t label = -1;
+    const auto s = sample_of(*d, i, &label);
+    values.push_back(std::round(s[0]));
+    labels.push_back(label);
+  }
+  CHECK(values == std::vector<float>{10, 20, 40, 30, 50});
+  CHECK(labels == std::vector<std::int64_t>{0, 0, 0, 0, 1});
+
+  // An image the decoder cannot read is an error naming it, not skipped.
+  write_bytes(dir.file("img/dog/only/photo.BMP"), {'B', 'M', 0, 0});
+  write_bytes(dir.file("img/dog/z.webp"), {'R', 'I', 'F', 'F'});
+  CHECK_THROWS_WITH(
+      open_image_folder(dir.file("img"), 1, 1, 1),
+      Contains("image folder class '" + dir.file("img/dog") +
+               "' holds 2 image file(s) in a format this reader cannot decode, "
+               "the first '" +
+               dir.file("img/dog/only/photo.BMP") + "' (BMP)") &&
+          Contains("only PNG (.png) and JPEG (.jpg, .jpeg) images are read") &&
+          Contains("convert them to PNG or JPEG, or move them out"));
+}
+
 TEST_CASE("the resize is PIL's bilinear: every pixel counts when shrinking, "
           "plain when enlarging") {
   // A 16x16 grey image, pixel (y, x) = (37 x + 11 y + 5 x y) % 256.

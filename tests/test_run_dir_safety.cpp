@@ -253,6 +253,41 @@ TEST_CASE("a resume with another config says which values changed, or that none 
   CHECK(read_text(tmp / "same.log").find("config.yaml rewritten") == std::string::npos);
 }
 
+TEST_CASE("a config.yaml edited by hand before a resume: the run's own config is kept") {
+  TempDir tmp("resume-config-edited");
+  const std::string run = finished_run(tmp, "run");
+  const std::string original = read_text(run + "/config.yaml");
+  const std::string hash = read_text(run + "/config.sha256").substr(0, 12);
+  const auto edited_lr = [](std::string text) {
+    const auto at = text.find("  lr: 0.01\n");
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, 11, "  lr: 0.005\n");
+  };
+  write_text(run + "/config.yaml", edited_lr(original));
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=50"}), tmp / "edited.log") == 0);
+  const std::string log = read_text(tmp / "edited.log");
+  INFO(log);
+  CHECK(log.find("config.yaml had been edited since the run wrote it") != std::string::npos);
+  CHECK(log.find("optimizer.lr: 0.01 -> 0.005") != std::string::npos);
+  CHECK(log.find("train.max_steps: 0 -> 50") != std::string::npos);
+  // The copy kept is the config the run trained with, not the edited file.
+  CHECK(read_text(run + "/config." + hash + ".yaml") == original);
+  CHECK(read_text(run + "/config.yaml").find("  lr: 0.005\n") != std::string::npos);
+
+  // A run whose manifest keeps no copies (an older trainer's): said, and no
+  // edited file is kept under the old config's name.
+  const std::string older = finished_run(tmp, "older");
+  auto manifest = nlohmann::json::parse(read_text(older + "/manifest.json"));
+  manifest.erase("configs");
+  write_text(older + "/manifest.json", manifest.dump(2));
+  const std::string older_hash = read_text(older + "/config.sha256").substr(0, 12);
+  write_text(older + "/config.yaml", edited_lr(read_text(older + "/config.yaml")));
+  REQUIRE(run_to_end(resume_args(older, {"train.max_steps=50"}), tmp / "older.log") == 0);
+  CHECK(read_text(tmp / "older.log").find("the config the run trained with is not on record") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(older + "/config." + older_hash + ".yaml"));
+}
+
 TEST_CASE("--out with --resume is refused, unless it names the run directory itself") {
   TempDir tmp("resume-out");
   const std::string run = finished_run(tmp, "run");

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -219,6 +220,25 @@ std::string write_config(const fs::path& dir, const config::Config& config,
   return hash;
 }
 
+// config.yaml's text without the "# resolved from" line a run writes on top.
+std::string config_body(const std::string& text) {
+  if (text.rfind("# resolved from ", 0) != 0) return text;
+  const std::size_t end = text.find('\n');
+  return end == std::string::npos ? std::string() : text.substr(end + 1);
+}
+
+// The resolved config the manifest keeps under `hash` (manifest "configs",
+// by SHA-256: every config the run trained with), or none.
+std::optional<std::string> recorded_config(const nlohmann::json& manifest,
+                                           const std::string& hash) {
+  const auto configs = manifest.find("configs");
+  if (configs == manifest.end() || !configs->is_object()) return std::nullopt;
+  const auto text = configs->find(hash);
+  if (text == configs->end() || !text->is_string()) return std::nullopt;
+  if (sha256_hex(text->get<std::string>()) != hash) return std::nullopt;  // edited too
+  return text->get<std::string>();
+}
+
 // model.init_from as the run found it: the path, the file a link there led
 // to (checkpoints/last moves on as its run goes on), and the SHA-256 of its
 // bytes, so that the weights a run started from can be told later; null
@@ -305,6 +325,10 @@ std::string create_run_dir(const config::Config& config, const CommandArgs& args
   nlohmann::json manifest = {
       {"command", command_line()},
       {"config", args.config_path},
+      // Every resolved config the run trains with, by SHA-256 (config.sha256):
+      // config.yaml may be edited by hand before a resume.
+      {"configs",
+       {{sha256_hex(config::to_yaml(config.resolved)), config::to_yaml(config.resolved)}}},
       {"overrides", args.overrides},
       {"started", now_text("%Y-%m-%dT%H:%M:%S%z")},
       {"git_commit", git_commit(args.config_path)},
@@ -354,28 +378,47 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
   nlohmann::json manifest = manifest_to_resume(dir);  // before anything is written
   std::string old_hash;
   std::ifstream(fs::path(dir) / "config.sha256") >> old_hash;
-  const std::string new_hash = sha256_hex(config::to_yaml(config.resolved));
+  const std::string new_yaml = config::to_yaml(config.resolved);
+  const std::string new_hash = sha256_hex(new_yaml);
   std::string change;
   if (new_hash != old_hash) {
-    // Keep the previous config next to the new one for the record.
     std::ifstream old_file(fs::path(dir) / "config.yaml", std::ios::binary);
-    const std::string old_yaml((std::istreambuf_iterator<char>(old_file)),
+    const std::string old_text((std::istreambuf_iterator<char>(old_file)),
                                std::istreambuf_iterator<char>());
-    const std::string new_yaml = config::to_yaml(config.resolved);
-    std::error_code ec;
-    fs::copy_file(fs::path(dir) / "config.yaml",
-                  fs::path(dir) / ("config." + old_hash.substr(0, 12) + ".yaml"),
-                  fs::copy_options::overwrite_existing, ec);
+    // The config the run trained with: config.yaml, unless it was edited by
+    // hand since (its hash no longer config.sha256's); then the manifest's copy.
+    const bool edited = sha256_hex(config_body(old_text)) != old_hash;
+    const std::optional<std::string> trained_with =
+        edited ? recorded_config(manifest, old_hash) : config_body(old_text);
+    // Keep it next to the new one for the record.
+    const std::string kept = "config." + old_hash.substr(0, 12) + ".yaml";
+    if (trained_with)
+      checkpoint::write_file_atomically(
+          (fs::path(dir) / kept).string(),
+          config::resolved_from_comment(manifest.value("config", std::string("?"))) +
+              *trained_with);
     write_config(dir, config, args);
-    // Through today's defaults: those an older trainer did not fill in are no change.
-    const std::string changes = config::value_changes(config::resolved_today(old_yaml), new_yaml);
-    const std::string what =
-        changes.empty() ? "it holds the same values, with defaults this trainer fills in that "
-                          "the run's did not"
-                        : "the config differs from the run's: " + changes;
-    change = "config.yaml rewritten (sha256 " + old_hash.substr(0, 12) + " -> " +
-             new_hash.substr(0, 12) + "): " + what + "; the old one is config." +
-             old_hash.substr(0, 12) + ".yaml";
+    if (!manifest["configs"].is_object()) manifest["configs"] = nlohmann::json::object();
+    manifest["configs"][new_hash] = new_yaml;
+    std::string what;
+    if (trained_with) {
+      // Through today's defaults: those an older trainer did not fill in are no change.
+      const std::string changes =
+          config::value_changes(config::resolved_today(*trained_with), new_yaml);
+      what = changes.empty() ? "it holds the same values, with defaults this trainer fills in "
+                               "that the run's did not"
+                             : "the config differs from the run's: " + changes;
+      what += "; the run's is " + kept;
+    } else {
+      what =
+          "the config the run trained with is not on record (its manifest.json predates the "
+          "copies it keeps), so its changes cannot be listed";
+    }
+    change = std::string(edited ? "config.yaml had been edited since the run wrote it (its "
+                                  "sha256 is no longer config.sha256's); "
+                                : "") +
+             "config.yaml rewritten (sha256 " + old_hash.substr(0, 12) + " -> " +
+             new_hash.substr(0, 12) + "): " + what;
   }
   manifest["resumes"].push_back({{"command", command_line()},
                                  {"overrides", args.overrides},

@@ -143,6 +143,38 @@ TEST_CASE("the training window's accuracy leaves ignored rows out") {
   CHECK(eval[0]["accuracy"].get<double>() == Approx(want.accuracy).epsilon(1e-12));
 }
 
+TEST_CASE("a step whose every label is ignored has no loss, and the window's mean leaves it out") {
+  TempDir tmp("train-ignore-step");
+  // Steps of 2 rows: {1, 2}, {0, 0} (all ignored), {1, 0}, {2}.
+  const std::vector<int> labels = {1, 2, 0, 0, 1, 0, 2};
+  write_ignoring_case(tmp, labels);
+  const auto loss_of = [&](std::vector<int> rows) {
+    std::vector<int> only(labels.size(), 0);
+    for (int r : rows) only[static_cast<std::size_t>(r)] = labels[static_cast<std::size_t>(r)];
+    return expected(only, 0).loss;
+  };
+  const std::vector<std::string> steps = {"train.batch_size=2", "train.max_steps=4"};
+  // One record per step: the second has none.
+  std::vector<std::string> each = steps;
+  each.push_back("train.log_every=1");
+  REQUIRE(run_to_end(run_args(tmp / "c.yaml", tmp / "each", each), tmp / "each.log") == 0);
+  const auto records = metrics_records(tmp / "each", "train");
+  REQUIRE(records.size() == 4);
+  CHECK(records[0]["loss"].get<double>() == Approx(loss_of({0, 1})).epsilon(1e-6));
+  CHECK_FALSE(records[1].contains("loss"));
+  CHECK(records[2]["loss"].get<double>() == Approx(loss_of({4})).epsilon(1e-6));
+  CHECK(read_text(tmp / "each.log").find("step 2/4: loss none (every label ignored)") !=
+        std::string::npos);
+  // One record for the four: the mean of the three steps' losses.
+  std::vector<std::string> window = steps;
+  window.push_back("train.log_every=4");
+  REQUIRE(run_to_end(run_args(tmp / "c.yaml", tmp / "window", window), tmp / "window.log") == 0);
+  const auto one = metrics_records(tmp / "window", "train");
+  REQUIRE(one.size() == 1);
+  CHECK(one[0]["loss"].get<double>() ==
+        Approx((loss_of({0, 1}) + loss_of({4}) + loss_of({6})) / 3).epsilon(1e-6));
+}
+
 TEST_CASE("labels -100 are rows the default loss ignores; another ignore_index refuses them") {
   TempDir tmp("data-ignore-label");
   write_weights(tmp / "w.safetensors");

@@ -203,6 +203,10 @@ void check_early_stopping(const FieldReader& in, const json& stop, std::int64_t 
 void check_window(const FieldReader& in, const TrainState& s) {
   in.at_least("window.steps", s.window_steps, 0);
   in.at_most("window.steps", s.window_steps, "step", s.step);
+  if (!(s.window_loss_steps >= 0 && s.window_loss_steps <= static_cast<double>(s.window_steps)))
+    in.fail("window.loss_steps", "is " + std::to_string(s.window_loss_steps) +
+                                     ", outside 0 to window.steps (" +
+                                     std::to_string(s.window_steps) + ")");
   in.at_least("window.samples", s.window_samples, 0);
   in.at_least("window.rows", s.window_rows, 0);
   in.at_most("window.rows", s.window_rows, "window.samples", s.window_samples);
@@ -258,6 +262,9 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
   s.window_rows = in.integer_at(w, "rows", "window.rows");
   s.window_steps = in.integer_at(w, "steps", "window.steps");
   s.window_samples = in.integer_at(w, "samples", "window.samples");
+  s.window_loss_steps = w.contains("loss_steps")
+                            ? in.number_at(w, "loss_steps", "window.loss_steps")
+                            : static_cast<double>(s.window_steps);
   s.last_eval = in.member(j, "last_eval", "last_eval");
   s.best_eval = in.member(j, "best_eval", "best_eval");
   s.last_train = in.member(j, "last_train", "last_train");
@@ -298,6 +305,7 @@ nlohmann::json TrainState::to_json() const {
       {"loss_scale", loss_scale},
       {"window",
        {{"loss", window_loss},
+        {"loss_steps", window_loss_steps},
         {"top1", window_top1},
         {"rows", window_rows},
         {"steps", window_steps},

@@ -33,6 +33,9 @@ struct TrainState {
 
   // The logging window in progress (restored so the next train record matches).
   double window_loss = 0;
+  // The steps whose losses window_loss sums: those with a row that counts (a
+  // rank's mean over the ranks). Older checkpoints: window_steps.
+  double window_loss_steps = 0;
   std::int64_t window_top1 = 0, window_rows = 0, window_steps = 0, window_samples = 0;
 
   nlohmann::json last_eval, best_eval, last_train;  // metrics records (null when none yet)

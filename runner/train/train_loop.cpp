@@ -270,7 +270,9 @@ class AveragedWeightsInPlace {
 // the log point sums them over the ranks; its loss is the ranks' mean, which
 // every rank keeps (the log point averages).
 struct Window {
-  double loss = 0, wait = 0;
+  // The sum of the step losses of the steps that counted rows, and how many
+  // such steps (a step whose every label is ignore_index has no loss).
+  double loss = 0, loss_steps = 0, wait = 0;
   Hits hits;
   // The hits of the run's last step when it is no log step: its record counts
   // them, a checkpoint does not (a longer run resumed from there logs later).
@@ -541,6 +543,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
 
   // The logging window and the records go on from where the checkpoint left them.
   window_.loss = resumed_.window_loss;
+  window_.loss_steps = resumed_.window_loss_steps;
   const bool window_owner = collective.is_root();
   window_.hits.top1 = window_owner ? resumed_.window_top1 : 0;
   window_.hits.rows = window_owner ? resumed_.window_rows : 0;
@@ -743,6 +746,7 @@ void TrainLoop::train_micro_batches() {
   for (std::size_t i = first_weight; i < loss_weights_.size(); ++i)
     loss_weights_[i] = step_counted > 0 ? loss_weights_[i] / static_cast<double>(step_counted) : 0;
   count_correction_ = step_counted > 0 ? seed_divisor / static_cast<double>(step_counted) : 1.0;
+  if (step_counted > 0) window_.loss_steps += 1;
 }
 
 const data::Batch& TrainLoop::next_micro_batch() {
@@ -899,14 +903,18 @@ void TrainLoop::log_window() {
   if (world_ > 1) {  // the window's loss and hits over every rank
     std::vector<double> sums = {window_.loss, static_cast<double>(window_.hits.top1),
                                 static_cast<double>(window_.hits.rows),
-                                static_cast<double>(window_.samples)};
+                                static_cast<double>(window_.samples), window_.loss_steps};
     collective_.all_reduce_sum(sums);
     window_.loss = sums[0] / world_;
     window_.hits.top1 = static_cast<std::int64_t>(sums[1]);
     window_.hits.rows = static_cast<std::int64_t>(sums[2]);
     window_.samples = static_cast<std::int64_t>(sums[3]);
+    window_.loss_steps = sums[4] / world_;
   }
-  const double loss = window_.loss / static_cast<double>(window_.steps);
+  // The mean over the steps that had a loss; none when every row of the
+  // window was ignore_index.
+  const bool has_loss = window_.loss_steps > 0;
+  const double loss = has_loss ? window_.loss / window_.loss_steps : 0.0;
   // With fp16 loss scaling an overflowing forward pass is the scaler's to
   // diagnose (its steps are skipped); anything else non-finite stops here.
   if (!std::isfinite(loss) && !scaler_.enabled())
@@ -918,8 +926,9 @@ void TrainLoop::log_window() {
   const double samples_per_s = static_cast<double>(window_.samples) / elapsed;
   const double step_ms = 1000.0 * elapsed / static_cast<double>(window_.steps);
   const double wait_pct = 100.0 * window_.wait / elapsed;
-  nlohmann::json record = {
-      {"step", step_}, {"epoch", epoch_}, {"split", "train"}, {"loss", loss}, {"lr", opt_.lr}};
+  nlohmann::json record = {{"step", step_}, {"epoch", epoch_}, {"split", "train"}};
+  if (has_loss) record["loss"] = loss;
+  record["lr"] = opt_.lr;
   if (cycles_momentum(cfg_.schedule)) record["momentum"] = momentum_of(opt_);
   if (timing_in_metrics_) {
     record["samples_per_s"] = samples_per_s;
@@ -953,10 +962,11 @@ void TrainLoop::log_window() {
   }
   progress_.clear();
   log_->info(
-      "epoch {} step {}/{}: loss {:.4f} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
+      "epoch {} step {}/{}: loss {} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
       "{:.1f}% mem {:.0f}/{:.0f} MiB{}{}",
-      epoch_, step_, total_steps_, loss, opt_.lr, samples_per_s, step_ms, wait_pct,
-      memory.allocated_mib, memory.reserved_mib,
+      epoch_, step_, total_steps_,
+      has_loss ? fmt::format("{:.4f}", loss) : std::string("none (every label ignored)"), opt_.lr,
+      samples_per_s, step_ms, wait_pct, memory.allocated_mib, memory.reserved_mib,
       scaler_.enabled() ? fmt::format(" scale {:g}", scaler_.scale()) : std::string(),
       step_ < total_steps_ && seconds_left() >= 0 ? " eta " + short_duration(seconds_left())
                                                   : std::string());
@@ -1110,6 +1120,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.lr = opt_.lr;
   st.loss_scale = scaler_.to_json();
   st.window_loss = window_.loss;
+  st.window_loss_steps = window_.loss_steps;
   st.window_top1 = window_.hits.top1;
   st.window_rows = window_.hits.rows;
   st.window_steps = window_.steps;
@@ -1117,9 +1128,10 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   if (world_ > 1 && window_.steps > 0) {  // the window of every rank: resumable on any number
     std::vector<double> w = {window_.loss, static_cast<double>(window_.hits.top1),
                              static_cast<double>(window_.hits.rows),
-                             static_cast<double>(window_.samples)};
+                             static_cast<double>(window_.samples), window_.loss_steps};
     collective_.all_reduce_statistics(w);
     st.window_loss = w[0] / world_;
+    st.window_loss_steps = w[4] / world_;
     st.window_top1 = static_cast<std::int64_t>(w[1]);
     st.window_rows = static_cast<std::int64_t>(w[2]);
     st.window_samples = static_cast<std::int64_t>(w[3]);

@@ -9,7 +9,8 @@
 // checkpoints stop with an error naming each), lr scaling is applied and
 // recorded, a batch that does not divide is one clear error, and a rank that
 // is killed or hangs ends the job with an error naming it, while a slow
-// checkpoint write is waited for under its own timeout.
+// checkpoint write is waited for under its own timeout; a rank that fails
+// alone has the job's failure recorded in summary.json by the launcher.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
+#include "test_image_fixtures.h"
 
 namespace fs = std::filesystem;
 using trainer::testing::run_trainer;
@@ -617,6 +619,38 @@ TEST_CASE("a killed rank ends the job with an error naming it") {
   CHECK(code > 0);
   CHECK(took < 25);
   CHECK_THAT(run.output(), Catch::Contains("rank 1"));
+}
+
+TEST_CASE("a rank that fails alone: the launcher records the job's failure in summary.json") {
+  const fs::path data = kRoot / "failing_rank_images";
+  const fs::path dir = kRoot / "failing_rank";
+  fs::remove_all(data);
+  fs::remove_all(dir);
+  trainer::data::testing::write_image_class(data / "a", "x", 20, 8);
+  trainer::data::testing::write_image_class(data / "b", "y", 200, 8);
+  // Unshuffled, rank 1 reads the odd positions: the damaged image is its alone.
+  std::ofstream(data / "a/x/1.png") << "not an image";
+  const fs::path config = kRoot / "failing_rank.yaml";
+  std::ofstream(config) << "name: failing_rank\n"
+                           "data:\n"
+                           "  train: {type: image_folder, root: "
+                        << data.string()
+                        << ", size: [3, 3]}\n"
+                           "  shuffle: false\n"
+                           "  workers: 0\n"
+                           "model:\n"
+                           "  layers: [{type: flatten}, {type: linear, out_features: 2}]\n"
+                           "train: {batch_size: 4, epochs: 1}\n"
+                           "backend: {threads: 1}\n";
+  const auto r =
+      run_trainer("run " + config.string() + " devices.world_size=2 --out " + dir.string(), true);
+  INFO(r.out);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("1.png"));
+  const nlohmann::json summary = read_json(dir / "summary.json");
+  CHECK(summary["status"] == "failed");
+  CHECK_THAT(summary["error"].get<std::string>(),
+             Catch::Contains("a rank of the job failed (mpirun exit code"));
 }
 
 TEST_CASE("a hung rank ends the job after the collective timeout, named by the others") {

@@ -216,6 +216,8 @@ TEST_CASE("the local launcher's mpirun command") {
                                              "--allow-run-as-root",
                                              "-x",
                                              "TRAINER_STDOUT_TERMINAL",
+                                             "-x",
+                                             "TRAINER_RUN_DIR_NOTE",
                                              "--oversubscribe",
                                              "--bind-to",
                                              "none",
@@ -225,7 +227,7 @@ TEST_CASE("the local launcher's mpirun command") {
                                              "run",
                                              "x.yaml"};
   CHECK(cmd == expected);
-  CHECK(dist::mpirun_command(2, {"t"}, false)[5] == "--oversubscribe");
+  CHECK(dist::mpirun_command(2, {"t"}, false)[7] == "--oversubscribe");
 }
 
 TEST_CASE("gradient buckets pack gradients, launch in order and copy the sums back") {

@@ -3,7 +3,9 @@
 // its newest good checkpoint (CONFIG defaults to RUN_DIR/config.yaml).
 // SIGINT / SIGTERM: the step finishes, a checkpoint is written, exit 130 / 143.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/stop_signal.h"
@@ -18,6 +20,7 @@
 #include "runner/train/batch_fit.h"
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
+#include "runner/train/progress.h"
 #include "runner/train/run_dir.h"
 #include "runner/train/run_lock.h"
 #include "runner/train/session.h"
@@ -157,6 +160,10 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     }
   }
   if (run_dir) *run_dir = dir;
+  // For the launcher of this job (kRunDirNoteVariable): where to record a
+  // failure it sees and the root cannot.
+  if (const char* note = std::getenv(train::kRunDirNoteVariable); note && job.is_root())
+    std::ofstream(note) << dir << '\n';
   std::unique_ptr<graph::Program> program;
   nlohmann::json summary;
   try {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #include "runner/config/diagnostics.h"
 #include "runner/dist/launch_env.h"
 #include "runner/train/progress.h"
+#include "runner/train/run_dir.h"
 #include "runner/train/session.h"
 
 namespace trainer::dist {
@@ -98,6 +100,52 @@ void send_to_ranks(pid_t mpirun, int sig) {
   for (pid_t rank : ranks) kill(rank, sig);
 }
 
+// The file the root rank names its run directory in (kRunDirNoteVariable),
+// removed with this. A job that failed while summary.json holds nothing
+// written since it started (a rank that failed alone: mpirun ends the root
+// before it records the failure) is recorded as failed here.
+class RunDirNote {
+ public:
+  RunDirNote()
+      : path_((std::filesystem::temp_directory_path() /
+               ("trainer-run-dir-" + std::to_string(getpid())))
+                  .string()),
+        started_(std::filesystem::file_time_type::clock::now()) {
+    std::filesystem::remove(path_);
+    setenv(train::kRunDirNoteVariable, path_.c_str(), 1);
+  }
+  ~RunDirNote() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  RunDirNote(const RunDirNote&) = delete;
+  RunDirNote& operator=(const RunDirNote&) = delete;
+
+  void record_job_failure(int code) const {
+    std::ifstream in(path_);
+    std::string dir;
+    std::getline(in, dir);
+    if (dir.empty()) return;  // the root failed before it had a run directory: it said why
+    const std::filesystem::path summary = std::filesystem::path(dir) / "summary.json";
+    std::error_code ec;
+    if (std::filesystem::exists(summary, ec) &&
+        std::filesystem::last_write_time(summary, ec) >= started_ && !ec)
+      return;                              // the root recorded it
+    std::filesystem::remove(summary, ec);  // an earlier session's
+    const std::string error = "a rank of the job failed (mpirun exit code " + std::to_string(code) +
+                              ") and the job ended before the root rank could record it; the "
+                              "rank's error is in the console output, after its [rank N] prefix";
+    train::record_failure(dir, error);
+    std::ofstream(std::filesystem::path(dir) / "train.log", std::ios::app)
+        << "error: " << error << '\n';
+    std::fprintf(stderr, "error: %s (recorded in %s)\n", error.c_str(), summary.c_str());
+  }
+
+ private:
+  std::string path_;
+  std::filesystem::file_time_type started_;
+};
+
 // mpirun's exit code; 128 + signal when a SIGINT / SIGTERM sent to this
 // process (and on to the ranks) ended the job, which mpirun reports otherwise.
 int wait_for_mpirun(pid_t mpirun) {
@@ -122,8 +170,9 @@ std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string
                                         bool as_root) {
   std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(ranks)};
   if (as_root) cmd.push_back("--allow-run-as-root");
-  // Whether the launcher's stdout is a terminal (the ranks' is mpirun's pty).
-  cmd.insert(cmd.end(), {"-x", train::kStdoutTerminalVariable});
+  // Whether the launcher's stdout is a terminal (the ranks' is mpirun's pty),
+  // and where the root says which run directory it trains in.
+  cmd.insert(cmd.end(), {"-x", train::kStdoutTerminalVariable, "-x", train::kRunDirNoteVariable});
   // Ranks may outnumber cores (CI); threads are split between ranks, not pinned.
   // mpirun runs in a process group of its own, so it must not read the terminal.
   for (const char* flag : {"--oversubscribe", "--bind-to", "none", "--stdin", "none"})
@@ -153,7 +202,10 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
   std::fprintf(stderr, "\n");
   std::fflush(stdout);
   std::fflush(stderr);
-  return wait_for_mpirun(start_mpirun(cmd));
+  const RunDirNote note;
+  const int code = wait_for_mpirun(start_mpirun(cmd));
+  if (code != 0 && checkpoint::stop_requested() == 0) note.record_job_failure(code);
+  return code;
 }
 
 }  // namespace trainer::dist

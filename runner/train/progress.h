@@ -12,6 +12,10 @@ namespace trainer::train {
 // The variable trainer's own launcher sets for its ranks: "1" when its
 // stdout is a terminal, else "0".
 inline constexpr const char* kStdoutTerminalVariable = "TRAINER_STDOUT_TERMINAL";
+// The variable trainer's own launcher sets for its ranks: a file the root
+// rank writes its run directory's path into, so that the launcher can record
+// a job that mpirun ended before the root could (a rank that failed alone).
+inline constexpr const char* kRunDirNoteVariable = "TRAINER_RUN_DIR_NOTE";
 
 // Whether this process's stdout reaches a terminal. A rank's stdout is its
 // launcher's pipe or pty, which says nothing of where the output ends up:

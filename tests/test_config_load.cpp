@@ -159,6 +159,24 @@ TEST_CASE("a later override refines what an earlier one set in short") {
   CHECK(named.model.node.find("loss")->find("ignore_index")->text() == "3");
 }
 
+TEST_CASE("a loss named in a file replaces its base's loss; a precision mode keeps its scaling") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load_loss";
+  fs::create_directories(dir);
+  std::ofstream(dir / "parent.yaml")
+      << "model:\n  layers: [{type: flatten}, {type: linear, out_features: 3}]\n"
+         "  loss: {type: cross_entropy, label_smoothing: 0.1}\n"
+         "data: {train: {type: synthetic, shape: [2], classes: 3}}\n"
+         "precision: {mode: fp32, loss_scale: {init_scale: 512}}\n";
+  std::ofstream(dir / "child.yaml")
+      << "extends: parent.yaml\nmodel: {loss: cross_entropy}\nprecision: fp16\n";
+  const Config c = load_config((dir / "child.yaml").string());
+  CHECK(c.model.node.find("loss")->find("label_smoothing")->text() == "0");
+  CHECK(c.precision.mode == "fp16");
+  CHECK(c.precision.loss_scale.init_scale == Approx(512));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a base listed in extends is found relative to the including file") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load";

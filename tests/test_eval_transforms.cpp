@@ -5,6 +5,9 @@
 // training pipeline computed, so a model trained on crops evaluates on crops.
 #include <catch2/catch.hpp>
 
+#include <sstream>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
@@ -92,4 +95,29 @@ TEST_CASE("a run's config.yaml derives the eval transforms again from changed tr
   const auto manifest = nlohmann::json::parse(read_text(tmp / "second/manifest.json"));
   const std::string eval = manifest["transforms"]["eval"];
   CHECK(eval.rfind("center_crop(8x8", 0) == 0);
+}
+
+TEST_CASE(
+    "a resolved config that writes the derived eval transforms out (older trainers) derives") {
+  TempDir tmp("eval-transforms-older");
+  write_text(tmp / "crop.yaml", cropping_experiment());
+  const auto printed = run_trainer("print-config " + tmp / "crop.yaml");
+  REQUIRE(printed.code == 0);
+  // As an older trainer wrote it: the list as a value.
+  std::string older;
+  std::istringstream lines(printed.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("# derived from the values above") != std::string::npos) continue;
+    if (line.rfind("  # ", 0) == 0) line.erase(2, 2);
+    older += line + "\n";
+  }
+  REQUIRE(older.find("\n  eval_transforms:\n") != std::string::npos);
+  write_text(tmp / "older.yaml", older);
+  const auto again = run_trainer("print-config " + tmp / "older.yaml");
+  REQUIRE(again.code == 0);
+  CHECK(again.out.substr(again.out.find('\n')) == printed.out.substr(printed.out.find('\n')));
+  // So it follows a changed crop, as the config it was resolved from does.
+  const auto changed =
+      run_trainer("print-config " + tmp / "older.yaml" + " data.transforms[0].size=8");
+  CHECK(changed.out.find("  #   - type: random_crop\n  #     size: 8\n") != std::string::npos);
 }

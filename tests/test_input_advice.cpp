@@ -54,6 +54,12 @@ TEST_CASE("a slow loader with every core busy: not more workers") {
   CHECK(has(full,
             "its 6 workers already have all 2 cores, more would not help: make each "
             "sample cheaper to load"));
+  // One worker and the one compute thread on 2 cores: each has its own.
+  const std::string paired = input_wait_advice(waiting(15000, 1, 1, 2));
+  INFO(paired);
+  CHECK(has(paired,
+            "its 1 worker and the training thread have all 2 cores: make each sample "
+            "cheaper to load"));
 }
 
 TEST_CASE("a fast loader sharing the cores with the compute threads: fewer threads") {

@@ -47,8 +47,10 @@ std::vector<train::RangeTestPoint> training_points(const std::string& run_dir) {
   while (std::getline(in, line)) {
     const auto record = nlohmann::json::parse(line, nullptr, false);
     if (record.is_discarded() || record.value("split", "") != "train") continue;
+    // A step whose every label is ignore_index records no loss: no point.
+    if (!record.contains("loss")) continue;
     const auto& lr = record["lr"];
-    const auto& loss = record["loss"];
+    const auto& loss = record["loss"];  // null: not finite
     if (!lr.is_number()) continue;
     points.push_back({lr.get<double>(), loss.is_number() ? loss.get<double>() : NAN});
   }

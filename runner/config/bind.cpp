@@ -8,7 +8,9 @@
 #include <set>
 
 #include "ops/op.h"
+#include "runner/config/compose.h"
 #include "runner/config/data_items.h"
+#include "runner/config/emit.h"
 #include "runner/config/fields.h"
 #include "runner/config/registry.h"
 #include "runner/config/scalar.h"
@@ -86,10 +88,11 @@ void fill_layer_defaults(Node* layers) {
 }
 
 // The loss the run uses: kDefaultLoss when none is given, with its defaulted
-// attributes (a loss given by its name alone is {type: name} by now:
-// expand_shorthands). A loss that was not written carries the model's mark:
-// the builder reports a problem with it there, as before.
+// attributes (a loss given by its name alone becomes {type: name}). A loss
+// that was not written carries the model's mark: the builder reports a
+// problem with it there, as before.
 void fill_loss_default(Node& model) {
+  expand_loss_shorthand(model);
   Node* loss = model.find("loss");
   if (!loss) {
     Node filled = Node::map(model.mark());
@@ -172,25 +175,27 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
 
   if (Node* transforms = data->find("transforms"))
     config.data.transforms = read_transform_list(*transforms, "data.transforms", diags);
-  // One derived before (a tree bound again after overrides) is derived again.
-  if (Node* eval_transforms = data->find("eval_transforms");
-      eval_transforms && !eval_transforms->mark().is_derived()) {
-    config.data.eval_transforms =
-        read_transform_list(*eval_transforms, "data.eval_transforms", diags);
-    return;
-  }
-  // Default: the entries of `transforms` that act on eval samples.
+  // Derived: the entries of `transforms` that act on eval samples.
+  std::vector<TypedItem> derived;
   Node list = Node::sequence({kDerivedFile, 0, 0});
   const Node* transforms = data->find("transforms");
   for (std::size_t i = 0; i < config.data.transforms.size(); ++i) {
     const TypedItem& item = config.data.transforms[i];
     if (!acts_on_eval_samples(item.type)) continue;
-    config.data.eval_transforms.push_back(item);
+    derived.push_back(item);
     for (const auto& node : transforms->items())
       if (node.mark().line == item.mark.line && node.mark().column == item.mark.column &&
           node.mark().file == item.mark.file)
         list.push_back(node);
   }
+  // One derived before (a tree bound again after overrides, or a list that
+  // mark_derived_values found to be the derived one) is derived again.
+  if (Node* given = data->find("eval_transforms"); given && !given->mark().is_derived()) {
+    config.data.eval_transforms = read_transform_list(*given, "data.eval_transforms", diags);
+    return;
+  }
+  config.data.eval_transforms = std::move(derived);
+  data->erase("eval_transforms");  // set() would keep a given key's mark
   data->set("eval_transforms", std::move(list), {kDerivedFile, 0, 0});
 }
 
@@ -387,7 +392,9 @@ void collect_inert_settings(const Node& root, Config& config) {
   if (config.data.eval || config.data.split > 0) return;
   for (const char* key : {"train.eval_every", "train.eval_batches", "data.eval_transforms"}) {
     const Node* given = find_dotted(root, key);
-    if (!given || given->mark().is_default()) continue;
+    // 0, as a resolved config writes the default: nothing to say.
+    if (!given || given->mark().is_default() || (given->is_scalar() && as_number(*given) == 0.0))
+      continue;
     config.warnings.push_back({given->mark(), key,
                                "has no effect: there is no evaluation set (no data.eval, and "
                                "data.split is 0)",
@@ -397,6 +404,23 @@ void collect_inert_settings(const Node& root, Config& config) {
 }
 
 }  // namespace
+
+void mark_derived_values(Node& root) {
+  Node* data = root.find("data");
+  Node* given = data && data->is_map() ? data->find("eval_transforms") : nullptr;
+  const Node* transforms = data ? data->find("transforms") : nullptr;
+  if (!given || given->mark().is_derived() || !transforms || !transforms->is_sequence()) return;
+  Node derived = Node::sequence(given->mark());
+  for (const Node& item : transforms->items()) {
+    const Node* type = item.is_map() ? item.find("type") : nullptr;
+    if (type && type->is_scalar() && acts_on_eval_samples(type->text())) derived.push_back(item);
+  }
+  if (to_yaml(*given) != to_yaml(derived)) return;
+  Node list = *given;
+  list.set_mark({kDerivedFile, 0, 0});
+  data->erase("eval_transforms");
+  data->set("eval_transforms", std::move(list), {kDerivedFile, 0, 0});
+}
 
 Config bind_config(Node& root, Diagnostics& diags) {
   Config config;

@@ -10,4 +10,10 @@ namespace trainer::config {
 
 Config bind_config(Node& root, Diagnostics& diags);
 
+// Before overrides: a data.eval_transforms given that is exactly the list
+// derived from data.transforms (a resolved config of a trainer that wrote it
+// out as a value) is marked derived, so that it follows data.transforms as
+// changed by overrides, as it would have in the config it was resolved from.
+void mark_derived_values(Node& root);
+
 }  // namespace trainer::config

@@ -118,6 +118,15 @@ Node merge_nodes(Node base, const Node& over) {
   return base;
 }
 
+void expand_loss_shorthand(Node& model) {
+  if (!model.is_map()) return;
+  if (Node* loss = model.find("loss"); loss && loss->is_scalar()) {
+    Node named = Node::map(loss->mark());
+    named.set("type", *loss, loss->mark());
+    *loss = std::move(named);
+  }
+}
+
 void expand_shorthands(Node& root) {
   if (!root.is_map()) return;
   for (const auto& section : config_sections()) {
@@ -127,14 +136,6 @@ void expand_shorthands(Node& root) {
       Node map = Node::map(node->mark());
       map.set(section.shorthand, *node, node->mark());
       *node = std::move(map);
-    }
-  }
-  // model: {loss: cross_entropy} -> {loss: {type: cross_entropy}}
-  if (Node* model = root.find("model"); model && model->is_map()) {
-    if (Node* loss = model->find("loss"); loss && loss->is_scalar()) {
-      Node named = Node::map(loss->mark());
-      named.set("type", *loss, loss->mark());
-      *loss = std::move(named);
     }
   }
   // devices: cpu -> {gpus: []};  devices: [0, 1] -> {gpus: [0, 1]}

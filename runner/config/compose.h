@@ -19,7 +19,12 @@ bool load_composed(const std::string& path, Diagnostics& diags, Node& out);
 // `over` deep-merged onto `base`: maps merge key by key, anything else replaces.
 Node merge_nodes(Node base, const Node& over);
 
-// Expands section shorthands in a top-level map, in place.
+// Expands section shorthands in a top-level map, in place (in each file
+// before `extends` merges them: `precision: fp16` keeps a base's loss_scale).
 void expand_shorthands(Node& root);
+
+// `loss: cross_entropy` in a model map -> `loss: {type: cross_entropy}`.
+// After the merge only: a loss named in a file replaces its base's loss.
+void expand_loss_shorthand(Node& model);
 
 }  // namespace trainer::config

@@ -30,6 +30,7 @@ Diagnostics sorted(const Diagnostics& diags) {
 
 Config validate(Node tree, const std::string& source, const std::vector<std::string>& overrides,
                 const OverrideOrigins& origins, Diagnostics& diags) {
+  mark_derived_values(tree);
   apply_overrides(tree, overrides, diags, origins);
   expand_shorthands(tree);
   Config config = bind_config(tree, diags);

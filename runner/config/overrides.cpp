@@ -207,12 +207,15 @@ void apply_one(Node& root, const std::string& text, int line, const std::optiona
 
 void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diagnostics& diags,
                      const OverrideOrigins& origins) {
+  // A loss named in the file takes keys by override too.
+  if (Node* model = root.find("model")) expand_loss_shorthand(*model);
   for (std::size_t i = 0; i < overrides.size(); ++i) {
     apply_one(root, overrides[i], static_cast<int>(i) + 1,
               i < origins.size() ? origins[i] : std::nullopt, diags);
     // `precision=fp16` then `precision.loss_scale.init_scale=1024`: a later
     // override refines what an earlier one set in short.
     expand_shorthands(root);
+    if (Node* model = root.find("model")) expand_loss_shorthand(*model);
   }
 }
 

@@ -23,14 +23,17 @@ std::string input_wait_advice(const InputWait& w) {
       knob = "set data.workers (0 builds batches on the training thread)";
     else if (spare >= 1)
       knob = fmt::format("raise data.workers from {}", w.workers);
-    else if (w.compute_threads > 1 && w.workers < w.cores)
+    else if (w.workers >= w.cores)
+      knob = fmt::format("its {} workers already have all {} cores, more would not help: {}",
+                         w.workers, w.cores, cheaper);
+    else if (w.compute_threads > 1)
       knob = fmt::format(
           "its {} workers and the {} compute threads have all {} cores: move cores from "
           "backend.threads to data.workers, or {}",
           w.workers, w.compute_threads, w.cores, cheaper);
     else
-      knob = fmt::format("its {} workers already have all {} cores, more would not help: {}",
-                         w.workers, w.cores, cheaper);
+      knob = fmt::format("its {} worker{} and the training thread have all {} cores: {}", w.workers,
+                         w.workers == 1 ? "" : "s", w.cores, cheaper);
     return fmt::format(
         "input-bound: the step waited for data {:.0f}% of the time; the loader delivers {:.0f} "
         "samples/s, the model consumes {:.0f} samples/s: {}",

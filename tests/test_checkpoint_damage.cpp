@@ -291,3 +291,35 @@ TEST_CASE("a damaged manifest.json stops the resume before anything changes") {
     CHECK(snapshot(run) == before);  // config.yaml not rewritten, no config.<hash>.yaml
   }
 }
+
+TEST_CASE("an unfinished checkpoint a killed run left is deleted by the next checkpoint") {
+  TempDir tmp("checkpoint-unfinished");
+  const std::string run = finished_run(tmp, "run");
+  // What a process killed while writing step 40 (or replacing step 42) leaves.
+  fs::create_directories(run + "/checkpoints/step-00000040.tmp");
+  write_text(run + "/checkpoints/step-00000040.tmp/model.safetensors", "partial");
+  fs::create_directories(run + "/checkpoints/step-00000042.old");
+  REQUIRE(resume(run, {"train.epochs=4"}, tmp / "r.log") == 0);
+  CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000040.tmp"));
+  CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000042.old"));
+}
+
+TEST_CASE("a run whose directory is removed while it trains stops at its next checkpoint") {
+  TempDir tmp("checkpoint-dir-removed");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string run = tmp / "run";
+  // Each checkpoint 1 s late: the directory goes while the first one waits.
+  setenv("TRAINER_INJECT_CHECKPOINT_DELAY", "1", 1);
+  TrainerProcess p(run_args(tmp / "tiny.yaml", run, {"checkpoint.every_steps=2"}), tmp / "p.log");
+  unsetenv("TRAINER_INJECT_CHECKPOINT_DELAY");
+  REQUIRE(
+      wait_for_text(tmp / "p.log", "TRAINER_INJECT_CHECKPOINT_DELAY", std::chrono::seconds(60)));
+  fs::remove_all(run);
+  CHECK(p.wait() == 1);
+  const std::string log = read_text(tmp / "p.log");
+  INFO(log);
+  CHECK(log.find("the run directory " + run +
+                 " lost its config.sha256: it was removed or replaced while the run trained") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(run + "/checkpoints"));  // not made again for a run with no records
+}

@@ -91,3 +91,32 @@ TEST_CASE("a checkpoint between evaluations carries no metric, and another metri
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("no checkpoint recorded a finite eval.loss"));
 }
+
+TEST_CASE("an evaluation stopped by a signal and made by the resume still ranks its checkpoint") {
+  TempDir tmp("keep-best-stopped");
+  write_text(tmp / "tiny.yaml", tiny_experiment(256));  // 8 steps an epoch
+  // By the highest loss, the first evaluation's checkpoint (step 2) is the best.
+  const std::vector<std::string> settings = {
+      "train.max_steps=12",     "train.eval_every=2",          "checkpoint.keep_best=1",
+      "checkpoint.keep_last=1", "checkpoint.metric=eval.loss", "checkpoint.mode=max"};
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full", settings), tmp / "full.log") == 0);
+  const auto full = kept(tmp / "full");
+  REQUIRE(full.count(2) == 1);
+  {
+    setenv("TRAINER_INJECT_EVAL_DELAY", "2", 1);
+    TrainerProcess run(run_args(tmp / "tiny.yaml", tmp / "stopped", settings), tmp / "s.log");
+    unsetenv("TRAINER_INJECT_EVAL_DELAY");
+    REQUIRE(wait_for_text(tmp / "s.log", "TRAINER_INJECT_EVAL_DELAY", std::chrono::seconds(60)));
+    run.signal(SIGINT);
+    REQUIRE(run.wait() == 130);
+  }
+  REQUIRE(run_to_end({"run", "--resume", tmp / "stopped"}, tmp / "r.log") == 0);
+  const auto resumed = kept(tmp / "stopped");
+  INFO(read_text(tmp / "r.log"));
+  REQUIRE(resumed.size() == full.size());
+  for (const auto& [step, state] : full) {
+    INFO("step " << step);
+    REQUIRE(resumed.count(step) == 1);
+    CHECK(resumed.at(step).metric == state.metric);
+  }
+}

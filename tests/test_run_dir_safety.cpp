@@ -274,6 +274,15 @@ TEST_CASE("a config.yaml edited by hand before a resume: the run's own config is
   CHECK(read_text(run + "/config." + hash + ".yaml") == original);
   CHECK(read_text(run + "/config.yaml").find("  lr: 0.005\n") != std::string::npos);
 
+  // A resume stopped between config.yaml and config.sha256 (the old hash
+  // left): the manifest knows the new config, so it is no edit.
+  const std::string sha_before = read_text(run + "/config.sha256");
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=52"}), tmp / "torn.log") == 0);
+  write_text(run + "/config.sha256", sha_before);
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=54"}), tmp / "after.log") == 0);
+  CHECK(read_text(tmp / "after.log").find("had been edited") == std::string::npos);
+  CHECK(read_text(tmp / "after.log").find("train.max_steps: 52 -> 54") != std::string::npos);
+
   // A run whose manifest keeps no copies (an older trainer's): said, and no
   // edited file is kept under the old config's name.
   const std::string older = finished_run(tmp, "older");

@@ -240,7 +240,8 @@ std::optional<double> metric_of(const fs::path& dir, const std::string& metric) 
   return std::nullopt;
 }
 
-void apply_retention(const fs::path& dir, const RetentionPolicy& policy) {
+void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
+                     const std::function<void(const std::string&)>& warn) {
   const auto all = list_checkpoints(dir);  // newest first
   if (all.empty()) return;
   std::vector<bool> keep(all.size(), policy.keep_last == 0);
@@ -260,12 +261,35 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy) {
       keep[ranked[r].second] = true;
   }
   bool removed = false;
-  for (std::size_t i = 0; i < all.size(); ++i)
-    if (!keep[i]) {
-      fs::remove_all(all[i].second);
-      removed = true;
-    }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (keep[i]) continue;
+    std::error_code ec;
+    fs::remove_all(all[i].second, ec);
+    if (ec)  // a resume sets a torn one aside, by its checksums
+      warn("could not delete checkpoint " + all[i].second.string() +
+           " that checkpoint.keep_last / keep_best no longer keep: " + ec.message() +
+           "; delete it yourself");
+    removed = true;
+  }
   if (removed) fsync_directory(dir.string());
+}
+
+// What a process stopped while writing a checkpoint left: step-*.tmp (and
+// step-*.old, a replaced one). The run directory is this process's alone.
+void remove_unfinished(const fs::path& dir, const std::function<void(const std::string&)>& warn) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool unfinished = name.rfind("step-", 0) == 0 &&
+                            (name.ends_with(".tmp") || name.ends_with(".old")) &&
+                            entry.is_directory(ec);
+    if (!unfinished) continue;
+    std::error_code removed;
+    fs::remove_all(entry.path(), removed);
+    if (removed)
+      warn("could not delete " + entry.path().string() +
+           ", an unfinished checkpoint: " + removed.message());
+  }
 }
 
 }  // namespace
@@ -284,8 +308,10 @@ bool CheckpointStore::holds_checkpoints() const {
 }
 
 std::string CheckpointStore::save(const graph::Program& program, const TrainState& state,
-                                  const RetentionPolicy& policy) {
+                                  const RetentionPolicy& policy,
+                                  const std::function<void(const std::string&)>& warn) {
   fs::create_directories(dir_);
+  remove_unfinished(dir_, warn);
   const std::string name = checkpoint_name(state.step);
   const fs::path final_path = fs::path(dir_) / name;
   const fs::path tmp = fs::path(dir_) / (name + ".tmp");
@@ -323,9 +349,16 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   if (fs::exists(final_path)) fs::rename(final_path, old);
   fs::rename(tmp, final_path);
   fsync_directory(dir_);
-  fs::remove_all(old);
-  replace_symlink((fs::path(dir_) / "last").string(), name);
-  apply_retention(dir_, policy);
+  // Saved: nothing below may undo that (a resume finds the newest itself).
+  std::error_code ec;
+  fs::remove_all(old, ec);
+  try {
+    replace_symlink((fs::path(dir_) / "last").string(), name);
+  } catch (const std::exception& e) {
+    warn(std::string("checkpoint ") + final_path.string() + " is saved, but " + e.what() +
+         "; a resume finds the newest checkpoint without it");
+  }
+  apply_retention(dir_, policy, warn);
   return final_path.string();
 }
 

@@ -38,9 +38,14 @@ class CheckpointStore {
   bool holds_checkpoints() const;
 
   // Writes the program's tensors and `state` as checkpoint step-<state.step>,
-  // points `last` at it and deletes what the policy no longer keeps. Returns its path.
+  // points `last` at it and deletes what the policy no longer keeps (and the
+  // unfinished step-*.tmp of a process that stopped while writing). Returns
+  // its path. Once the checkpoint is in place, what fails after (`last`, an
+  // old checkpoint that will not go) leaves it saved: each such problem is
+  // passed to `warn`, naming the path.
   std::string save(const graph::Program& program, const TrainState& state,
-                   const RetentionPolicy& policy);
+                   const RetentionPolicy& policy,
+                   const std::function<void(const std::string&)>& warn);
 
   // Loads the newest checkpoint that verifies (checksums, format, a state
   // that is consistent, with its folder's step and with the run's record

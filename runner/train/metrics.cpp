@@ -32,9 +32,11 @@ Hits count_hits(const float* logits, const std::int64_t* labels, std::int64_t ro
 }
 
 void throw_write_failed(const std::string& path, int error) {
-  throw std::runtime_error("cannot write " + path + ": " + std::strerror(error) +
-                           "; free space and resume the run (trainer run --resume DIR): it goes "
-                           "on from its last checkpoint and cuts this file back to it");
+  const bool full = error == ENOSPC || error == EDQUOT;
+  throw std::runtime_error("cannot write " + path + ": " + std::strerror(error) + "; " +
+                           (full ? "free space" : "make it writable") +
+                           " and resume the run (trainer run --resume DIR): it goes on from its "
+                           "last checkpoint and cuts this file back to it");
 }
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append)

@@ -386,8 +386,12 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
     const std::string old_text((std::istreambuf_iterator<char>(old_file)),
                                std::istreambuf_iterator<char>());
     // The config the run trained with: config.yaml, unless it was edited by
-    // hand since (its hash no longer config.sha256's); then the manifest's copy.
-    const bool edited = sha256_hex(config_body(old_text)) != old_hash;
+    // hand since (its hash no longer config.sha256's, nor that of a config the
+    // manifest keeps: a resume that stopped between the two files); then the
+    // manifest's copy.
+    const std::string body_hash = sha256_hex(config_body(old_text));
+    if (body_hash != old_hash && recorded_config(manifest, body_hash)) old_hash = body_hash;
+    const bool edited = body_hash != old_hash;
     const std::optional<std::string> trained_with =
         edited ? recorded_config(manifest, old_hash) : config_body(old_text);
     // Keep it next to the new one for the record.
@@ -397,7 +401,6 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
           (fs::path(dir) / kept).string(),
           config::resolved_from_comment(manifest.value("config", std::string("?"))) +
               *trained_with);
-    write_config(dir, config, args);
     if (!manifest["configs"].is_object()) manifest["configs"] = nlohmann::json::object();
     manifest["configs"][new_hash] = new_yaml;
     std::string what;
@@ -425,6 +428,9 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
                                  {"time", now_text("%Y-%m-%dT%H:%M:%S%z")},
                                  {"config_sha256", new_hash}});
   write_manifest(dir, manifest);
+  // After the manifest keeps the new config: stopped between config.yaml and
+  // config.sha256, the next resume tells that from an edit.
+  if (!change.empty()) write_config(dir, config, args);
   return change;
 }
 

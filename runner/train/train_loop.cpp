@@ -1169,9 +1169,20 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
                  inject_checkpoint_delay_s_);
       std::this_thread::sleep_for(std::chrono::duration<double>(inject_checkpoint_delay_s_));
     }
-    last_checkpoint_ = store_.save(program_, st, retention_);
+    // The run directory removed or replaced under the run: its records (the
+    // files it appends to are gone with it) and config could not resume.
+    std::error_code ec;
+    if (!std::filesystem::exists(run_dir_ + "/config.sha256", ec))
+      throw std::runtime_error(
+          "the run directory " + run_dir_ +
+          " lost its config.sha256: it was removed or replaced while the run trained, and "
+          "with it the records this run appends to; start the run again in a new directory");
+    std::vector<std::string> problems;
+    last_checkpoint_ = store_.save(
+        program_, st, retention_, [&](const std::string& problem) { problems.push_back(problem); });
     progress_.clear();
     log_->info("checkpoint {}", last_checkpoint_);
+    for (const std::string& problem : problems) log_->warn("{}", problem);
   }
   // The other ranks wait here, not in the next step's gradient reduction,
   // whose timeout is meant for hung ranks, not for slow storage.
@@ -1219,7 +1230,9 @@ bool TrainLoop::replay_evaluation_at_checkpoint() {
       (last_eval_.is_object() && last_eval_.value("step", std::int64_t{-1}) == step_))
     return false;
   run_eval(step_);
-  if (early_stopped_) save_checkpoint(epoch_, in_epoch);
+  // Saved before this evaluation (stopped or failed in it): saved again with
+  // its metric, as the run that went on saved it, for keep_best to rank.
+  if (early_stopped_ || keeps_best()) save_checkpoint(epoch_, in_epoch);
   return true;
 }
 

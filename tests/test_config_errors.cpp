@@ -218,6 +218,31 @@ TEST_CASE("an override that gives a whole section no value is refused") {
         0.1);
 }
 
+TEST_CASE("a block definition's keys are checked, and a block no layer uses is a warning") {
+  const std::string res =
+      "model.blocks.res={params: {ch: 4}, layers: [{type: linear, "
+      "out_features: $ch}]}";
+  CHECK(only_error(kGood + "minimal.yaml", {res, "model.blocks.res.layres=[]"}) ==
+        "<command line>:2:18: error: model.blocks.res.layres: unknown key 'layres' (in override 2 "
+        "'model.blocks.res.layres=[]')\n"
+        "    did you mean 'layers'?");
+  CHECK(only_error(kGood + "minimal.yaml", {res, "model.blocks.res.params=4"})
+            .find("model.blocks.res.params: expected a map of parameter names to default values, "
+                  "found integer 4") != std::string::npos);
+  CHECK(only_error(kGood + "minimal.yaml", {res, "model.blocks.res.layers=[]"})
+            .find("model.blocks.res.layers: a block needs at least one layer") !=
+        std::string::npos);
+  const auto unused = load_config(kGood + "minimal.yaml", {res});
+  REQUIRE(unused.warnings.size() == 1);
+  CHECK(format(unused.warnings[0], "warning") ==
+        "<command line>:1:14: warning: model.blocks.res: no layer uses this block, so its layers "
+        "are not checked\n"
+        "    use it ({block: res, name: ...} in model.layers), or remove it");
+  // Used by a layer (or by a block a layer uses): no warning.
+  CHECK(load_config(kGood + "minimal.yaml", {res, "model.layers[1]={block: res, name: r}"})
+            .warnings.empty());
+}
+
 TEST_CASE("the model section must be a map with a list of layers") {
   CHECK(only_error(kGood + "minimal.yaml", {"model.layers=3"}) ==
         "<command line>:1:14: error: model.layers: expected a non-empty list of layers, found "

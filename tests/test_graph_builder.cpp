@@ -89,6 +89,25 @@ layers:
     if (n.name == "stage2.block2.skip") CHECK(g.values[n.inputs[0]].name == "stage2.block1.sum");
 }
 
+TEST_CASE("a block instance's first: must be a map of the block's parameters") {
+  auto b = build(R"(
+blocks:
+  res:
+    params: {stride: 1}
+    layers: [{type: conv2d, out_channels: 4, kernel: 3, stride: $stride, padding: 1}]
+layers:
+  - {block: res, name: stage, repeat: 2, first: 2}
+  - {type: flatten}
+  - {type: linear, out_features: 10}
+)");
+  REQUIRE(b.diags.size() == 1);
+  const auto& d = b.diags.list()[0];
+  CHECK(d.key_path == "model.layers[0].first");
+  CHECK(d.message ==
+        "expected a map of the block's parameters for its first repetition, found integer 2");
+  CHECK(d.mark.line == 7);
+}
+
 TEST_CASE("an unknown layer type names its position and suggests the nearest op") {
   auto b = build("layers:\n  - {type: flatten}\n  - {type: lienar, out_features: 10}\n");
   REQUIRE(b.diags.size() == 1);

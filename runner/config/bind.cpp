@@ -12,6 +12,7 @@
 #include "runner/config/data_items.h"
 #include "runner/config/emit.h"
 #include "runner/config/fields.h"
+#include "runner/config/model_blocks.h"
 #include "runner/config/registry.h"
 #include "runner/config/scalar.h"
 
@@ -139,6 +140,7 @@ void bind_model(Node& root, Config& config, Diagnostics& diags) {
   else if (!layers->is_sequence() || layers->items().empty())
     diags.add(layers->mark(), "model.layers",
               "expected a non-empty list of layers, found " + describe(*layers));
+  check_model_blocks(*model, config, diags);
   fill_model_defaults(*model);
   // Absolute, as data paths are: a run's config.yaml (in another folder than
   // the file that named it) names the same file.

@@ -476,7 +476,15 @@ class Builder {
     ValueId value = inputs[0];
     for (std::int64_t r = 0; r < repeat; ++r) {
       std::map<std::string, Node> rep_params = params;
-      if (const Node* first = inst.find("first"); r == 0 && first && first->is_map()) {
+      const Node* first = inst.find("first");
+      if (r == 0 && first && !first->is_map()) {
+        diags_.add(first->mark(), path + ".first",
+                   "expected a map of the block's parameters for its first repetition, found " +
+                       config::describe(*first),
+                   "e.g. first: {stride: 2}");
+        return kNoValue;
+      }
+      if (r == 0 && first) {
         for (std::size_t i = 0; i < first->size(); ++i) {
           if (!params.count(first->key_at(i))) {
             unknown_key(first->key_mark_at(i), path + ".first." + first->key_at(i),

@@ -1,0 +1,67 @@
+// Checks of model.blocks definitions and their use (model_blocks.h).
+#include "runner/config/model_blocks.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runner/config/scalar.h"
+
+namespace trainer::config {
+namespace {
+
+// The block names that the layers of `layers` use (`block: NAME`).
+void collect_used(const Node* layers, std::vector<std::string>& names) {
+  if (!layers || !layers->is_sequence()) return;
+  for (const Node& layer : layers->items()) {
+    const Node* block = layer.is_map() ? layer.find("block") : nullptr;
+    if (block && block->is_scalar()) names.push_back(block->text());
+  }
+}
+
+}  // namespace
+
+void check_model_blocks(const Node& model, Config& config, Diagnostics& diags) {
+  const Node* blocks = model.find("blocks");
+  if (!blocks || !blocks->is_map()) return;  // the builder reports one that is no map
+  for (std::size_t i = 0; i < blocks->size(); ++i) {
+    const std::string path = "model.blocks." + blocks->key_at(i);
+    const Node& def = blocks->value_at(i);
+    if (!def.is_map()) continue;  // the builder's, where an instance uses it
+    for (std::size_t k = 0; k < def.size(); ++k) {
+      const std::string& key = def.key_at(k);
+      if (key == "layers" || key == "params") continue;
+      const std::string near = nearest(key, {"layers", "params"});
+      diags.add(def.key_mark_at(k), path + "." + key, "unknown key '" + key + "'",
+                near.empty() ? "a block definition has layers: (a list) and params: (a map)"
+                             : "did you mean '" + near + "'?");
+    }
+    if (const Node* params = def.find("params"); params && !params->is_map())
+      diags.add(params->mark(), path + ".params",
+                "expected a map of parameter names to default values, found " + describe(*params),
+                "e.g. params: {channels: 64, stride: 1}");
+    if (const Node* layers = def.find("layers");
+        layers && layers->is_sequence() && layers->items().empty())
+      diags.add(layers->mark(), path + ".layers", "a block needs at least one layer");
+  }
+  // Used: named by the model's layers, or by a used block's layers.
+  std::vector<std::string> pending;
+  collect_used(model.find("layers"), pending);
+  std::set<std::string> used;
+  while (!pending.empty()) {
+    const std::string name = pending.back();
+    pending.pop_back();
+    if (!used.insert(name).second) continue;
+    if (const Node* def = blocks->find(name); def && def->is_map())
+      collect_used(def->find("layers"), pending);
+  }
+  for (std::size_t i = 0; i < blocks->size(); ++i) {
+    if (used.count(blocks->key_at(i))) continue;
+    config.warnings.push_back(
+        {blocks->key_mark_at(i), "model.blocks." + blocks->key_at(i),
+         "no layer uses this block, so its layers are not checked",
+         "use it ({block: " + blocks->key_at(i) + ", name: ...} in model.layers), or remove it"});
+  }
+}
+
+}  // namespace trainer::config

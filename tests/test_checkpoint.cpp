@@ -192,6 +192,19 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
                     tmp / "ns"},
                    tmp / "n.log") == 0);
   CHECK(read_text(tmp / "n.log").find("loaded 1 tensor(s)") != std::string::npos);
+  // Non-strict, but nothing fits (other names): an error, not a run from scratch.
+  CHECK(run_to_end({"validate", tmp / "ft.yaml", "model.init_strict=false",
+                    "model.layers[1].name=a", "model.layers[4].name=b"},
+                   tmp / "none.log") == 2);
+  CHECK(read_text(tmp / "none.log")
+            .find("none of the model's 4 tensors is in the file with its name and shape, so it "
+                  "would load nothing") != std::string::npos);
+  // A frozen layer the file does not hold would keep its random initial weights.
+  CHECK(run_to_end({"validate", tmp / "ft.yaml", "model.init_strict=false", "model.freeze=[fc1]"},
+                   tmp / "frozen.log") == 2);
+  CHECK(read_text(tmp / "frozen.log")
+            .find(": fc1.weight, fc1.bias, which model.freeze keeps from training, are not in "
+                  "it with the model's shapes") != std::string::npos);
 
   // A file that is not there is found by validate, at its key, before any data is read.
   write_text(tmp / "missing.yaml",

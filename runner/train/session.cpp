@@ -269,6 +269,49 @@ bool init_strict(const config::Config& config) {
   return !strict || strict->text() != "false";  // typed as a bool by the field checks
 }
 
+namespace {
+
+// model.init_strict: false loads the tensors that fit; one that loads none
+// (the file of another model), or that leaves a frozen layer at its random
+// initial weights, is a mistake.
+void check_partial_init(const Session& s, const checkpoint::Safetensors& file,
+                        const std::string& path, const config::Mark& mark,
+                        config::Diagnostics& diags) {
+  std::size_t loads = 0;
+  std::vector<std::string> frozen_left;
+  for (const auto& p : s.graph.params) {
+    // No extra tensor of the file counts here ("\x01" prefixes no name).
+    if (checkpoint::mismatches_of(file, {{p.name, p.shape}}, "\x01").empty())
+      ++loads;
+    else if (p.frozen)
+      frozen_left.push_back(p.name);
+  }
+  const auto listed = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (std::size_t i = 0; i < names.size() && i < 4; ++i) text += (i ? ", " : "") + names[i];
+    return names.size() > 4 ? text + ", ..." : text;
+  };
+  if (loads == 0 && !s.graph.params.empty()) {
+    std::vector<std::string> model_names, file_names;
+    for (const auto& p : s.graph.params) model_names.push_back(p.name);
+    for (const auto& t : file.tensors) file_names.push_back(t.name);
+    diags.add(mark, "model.init_from",
+              path + ": none of the model's " + std::to_string(s.graph.params.size()) +
+                  " tensors is in the file with its name and shape, so it would load nothing "
+                  "(the file holds " +
+                  listed(file_names) + "; the model has " + listed(model_names) + ")",
+              "give a file of this model's weights, or remove model.init_from");
+  } else if (!frozen_left.empty()) {
+    diags.add(mark, "model.init_from",
+              path + ": " + listed(frozen_left) +
+                  ", which model.freeze keeps from training, are not in it with the model's "
+                  "shapes: they would stay at their random initial values",
+              "load them from the file, or leave their layers out of model.freeze");
+  }
+}
+
+}  // namespace
+
 void check_init_from(const Session& s, config::Diagnostics& diags) {
   if (!s.use_init_from) return;
   const std::string path = init_from_path(s.config);
@@ -289,6 +332,7 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
                 "set model.init_strict: false to load only the tensors that fit");
       return;
     }
+    if (!init_strict(s.config)) check_partial_init(s, file, path, mark, diags);
     checkpoint::check_finite(file, params, path);
   } catch (const checkpoint::CheckpointNotFinite& e) {
     diags.add(mark, "model.init_from", e.what(),

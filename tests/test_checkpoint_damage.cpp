@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -322,4 +323,27 @@ TEST_CASE("a run whose directory is removed while it trains stops at its next ch
                  " lost its config.sha256: it was removed or replaced while the run trained") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(run + "/checkpoints"));  // not made again for a run with no records
+}
+
+TEST_CASE("a train.log that cannot be written stops the run at its next log point") {
+  TempDir tmp("train-log-unwritable");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string run = tmp / "run";
+  setenv("TRAINER_INJECT_CHECKPOINT_DELAY", "1", 1);
+  TrainerProcess p(run_args(tmp / "tiny.yaml", run, {"checkpoint.every_steps=2"}), tmp / "p.log");
+  unsetenv("TRAINER_INJECT_CHECKPOINT_DELAY");
+  REQUIRE(
+      wait_for_text(tmp / "p.log", "TRAINER_INJECT_CHECKPOINT_DELAY", std::chrono::seconds(60)));
+  // Immutable: every write fails (as on a full disk), where the file system allows the flag.
+  if (std::system(("chattr +i " + run + "/train.log 2>/dev/null").c_str()) != 0) {
+    WARN("chattr +i is not available here: nothing checked");
+    return;
+  }
+  const int code = p.wait();
+  std::system(("chattr -i " + run + "/train.log").c_str());
+  const std::string log = read_text(tmp / "p.log");
+  INFO(log);
+  CHECK(code == 1);
+  CHECK(log.find("error: cannot write " + run + "/train.log (") != std::string::npos);
+  CHECK(summary_of(run)["status"] == "failed");
 }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -54,8 +55,27 @@ double seconds_since(Clock::time_point t) {
 }
 
 // The root rank logs to the terminal and train.log; other ranks only report warnings.
+// The first error writing the log (train.log on a full disk): the logger
+// reports it here, and the loop stops at its next log point.
+class LogFailure {
+ public:
+  void record(const std::string& message) {
+    const std::lock_guard lock(mutex_);
+    if (first_.empty()) first_ = message;
+  }
+  std::string first() const {
+    const std::lock_guard lock(mutex_);
+    return first_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::string first_;
+};
+
 std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir,
-                                            const Collective& collective) {
+                                            const Collective& collective,
+                                            const std::shared_ptr<LogFailure>& failure) {
   auto console = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
   console->set_pattern(
       collective.world() > 1 ? "[rank " + std::to_string(collective.rank()) + "] %v" : "%v");
@@ -70,6 +90,7 @@ std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir,
   // A line per log point: written through at once, so a run that dies (a
   // full disk, a kill) leaves train.log up to its last line.
   logger->flush_on(spdlog::level::info);
+  logger->set_error_handler([failure](const std::string& message) { failure->record(message); });
   return logger;
 }
 
@@ -407,7 +428,10 @@ class TrainLoop {
   Collective& collective_;
   const TrainOptions options_;
   const std::string run_dir_;
+  std::shared_ptr<LogFailure> log_failure_ = std::make_shared<LogFailure>();
   std::shared_ptr<spdlog::logger> log_;
+  // Throws when train.log could not be written (LogFailure).
+  void check_log_written() const;
   const int world_;
   const float rank_average_;
 
@@ -494,7 +518,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       collective_(collective),
       options_(options),
       run_dir_(run_dir),
-      log_(make_logger(run_dir, collective)),
+      log_(make_logger(run_dir, collective, log_failure_)),
       world_(collective.world()),
       rank_average_(1.0f / static_cast<float>(world_)),
       loader_(s.train_data, s.train_pipeline, loader_options(s, true, backend_, &collective)),
@@ -891,7 +915,15 @@ void TrainLoop::settle_losses() {
   loss_weights_.clear();
 }
 
+void TrainLoop::check_log_written() const {
+  if (const std::string failure = log_failure_->first(); !failure.empty())
+    throw std::runtime_error("cannot write " + run_dir_ + "/train.log (" + failure +
+                             "); free space (or make it writable) and resume the run (trainer run "
+                             "--resume DIR): it goes on from its last checkpoint");
+}
+
 void TrainLoop::log_window() {
+  check_log_written();
   settle_losses();
   sync_loss_scale();
   if (clip_in_update_ && backend_.vector_ops().nonfinite_gradients_seen())

@@ -112,6 +112,34 @@ void check_max_steps_resume(const std::string& name, const std::vector<std::stri
   CHECK(kept == 3);
 }
 
+// tmp/images.yaml: a linear model on 24 training images of three classes
+// told apart by brightness (tmp/train) and 12 evaluation images (tmp/eval),
+// with `train_and_more` (the train section, and any other) added.
+void write_images_experiment(const TempDir& tmp, const std::string& train_and_more) {
+  const auto write_class = trainer::data::testing::write_image_class;
+  for (const auto& [name, value] : {std::pair{"a", 20}, {"b", 120}, {"c", 220}}) {
+    write_class(tmp / "train", name, value, 8);
+    write_class(tmp / "eval", name, value + 3, 4);
+  }
+  write_text(tmp / "images.yaml",
+             "name: images\n"
+             "seed: 1\n"
+             "deterministic: true\n"
+             "data:\n"
+             "  train: {type: image_folder, root: " +
+                 (tmp / "train") +
+                 ", size: [3, 3]}\n"
+                 "  eval: {type: image_folder, root: " +
+                 (tmp / "eval") +
+                 ", size: [3, 3]}\n"
+                 "  transforms: [{type: scale}]\n"
+                 "  workers: 1\n"
+                 "model:\n"
+                 "  layers: [{type: flatten}, {type: linear, out_features: 3}]\n"
+                 "optimizer: {type: sgd, lr: 0.5, momentum: 0.9}\n" +
+                 train_and_more + "backend: {threads: 1}\n");
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -348,34 +376,12 @@ TEST_CASE("an evaluation that fails keeps the training before it; the resume eva
   TempDir tmp("resume-eval-failed");
   // 24 training images of three classes told apart by brightness (3 steps an
   // epoch of 8); 12 evaluation images, one of them unreadable at first.
-  const auto write_class = trainer::data::testing::write_image_class;
-  for (const auto& [name, value] : {std::pair{"a", 20}, {"b", 120}, {"c", 220}}) {
-    write_class(tmp / "train", name, value, 8);
-    write_class(tmp / "eval", name, value + 3, 4);
-  }
+  write_images_experiment(tmp,
+                          "train: {epochs: 3, batch_size: 8, log_every: 2}\n"
+                          "checkpoint: {every_epochs: 2}\n");
   const std::string bad = tmp / "eval/b/2.png";
   const std::string good = read_text(bad);
   write_text(bad, "not an image");
-  write_text(tmp / "images.yaml",
-             "name: images\n"
-             "seed: 1\n"
-             "deterministic: true\n"
-             "data:\n"
-             "  train: {type: image_folder, root: " +
-                 (tmp / "train") +
-                 ", size: [3, 3]}\n"
-                 "  eval: {type: image_folder, root: " +
-                 (tmp / "eval") +
-                 ", size: [3, 3]}\n"
-                 "  transforms: [{type: scale}]\n"
-                 "  workers: 1\n"
-                 "model:\n"
-                 "  layers: [{type: flatten}, {type: linear, out_features: "
-                 "3}]\n"
-                 "optimizer: {type: sgd, lr: 0.5, momentum: 0.9}\n"
-                 "train: {epochs: 3, batch_size: 8, log_every: 2}\n"
-                 "checkpoint: {every_epochs: 2}\n"
-                 "backend: {threads: 1}\n");
   // At the end of epoch 0 (step 3, inside a log window), and after step 2
   // inside it with train.eval_every: 2.
   for (const auto& [overrides, failed_at] : {std::pair{std::vector<std::string>{}, 3},
@@ -409,30 +415,8 @@ TEST_CASE("an evaluation that fails keeps the training before it; the resume eva
 
 TEST_CASE("a signal during an evaluation stops it; the resume evaluates and goes on exactly") {
   TempDir tmp("resume-eval-stopped");
-  const auto write_class = trainer::data::testing::write_image_class;
-  for (const auto& [name, value] : {std::pair{"a", 20}, {"b", 120}, {"c", 220}}) {
-    write_class(tmp / "train", name, value, 8);
-    write_class(tmp / "eval", name, value + 3, 4);
-  }
   // 3 steps an epoch of 8; the evaluation in two batches.
-  write_text(tmp / "images.yaml",
-             "name: images\n"
-             "seed: 1\n"
-             "deterministic: true\n"
-             "data:\n"
-             "  train: {type: image_folder, root: " +
-                 (tmp / "train") +
-                 ", size: [3, 3]}\n"
-                 "  eval: {type: image_folder, root: " +
-                 (tmp / "eval") +
-                 ", size: [3, 3]}\n"
-                 "  transforms: [{type: scale}]\n"
-                 "  workers: 1\n"
-                 "model:\n"
-                 "  layers: [{type: flatten}, {type: linear, out_features: 3}]\n"
-                 "optimizer: {type: sgd, lr: 0.5, momentum: 0.9}\n"
-                 "train: {epochs: 3, batch_size: 8}\n"
-                 "backend: {threads: 1}\n");
+  write_images_experiment(tmp, "train: {epochs: 3, batch_size: 8}\n");
   // At the end of epoch 0 (step 3), and at step 2 with train.eval_every: 2.
   for (const auto& [overrides, stopped_at] :
        {std::pair{std::vector<std::string>{}, 3},

@@ -653,6 +653,26 @@ TEST_CASE("a rank that fails alone: the launcher records the job's failure in su
              Catch::Contains("a rank of the job failed (mpirun exit code"));
 }
 
+TEST_CASE("a resume the ranks refuse leaves the run's summary.json as it was") {
+  const fs::path config = write_config("refused");
+  const fs::path dir = kRoot / "refused_run";
+  fs::remove_all(dir);
+  REQUIRE(
+      run_trainer("run " + config.string() + " devices.world_size=2 --out " + dir.string()).code ==
+      0);
+  std::ifstream before_file(dir / "summary.json");
+  const std::string before((std::istreambuf_iterator<char>(before_file)), {});
+  // Another batch: other steps per epoch than the checkpoint's, refused by every rank.
+  const auto refused =
+      run_trainer("run --resume " + dir.string() + " train.batch_size=64 train.max_steps=12", true);
+  INFO(refused.out);
+  CHECK(refused.code != 0);
+  CHECK_THAT(refused.out, Catch::Contains("steps per epoch"));
+  std::ifstream after_file(dir / "summary.json");
+  const std::string after((std::istreambuf_iterator<char>(after_file)), {});
+  CHECK(after == before);
+}
+
 TEST_CASE("a hung rank ends the job after the collective timeout, named by the others") {
   const fs::path config = write_config("hung");
   const fs::path dir = kRoot / "hung_run";

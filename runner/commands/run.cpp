@@ -161,9 +161,13 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   }
   if (run_dir) *run_dir = dir;
   // For the launcher of this job (kRunDirNoteVariable): where to record a
-  // failure it sees and the root cannot.
-  if (const char* note = std::getenv(train::kRunDirNoteVariable); note && job.is_root())
-    std::ofstream(note) << dir << '\n';
+  // failure it sees and the root cannot, once the run writes its directory
+  // (a refused resume leaves it as it was).
+  const auto name_run_dir_to_launcher = [&] {
+    if (const char* note = std::getenv(train::kRunDirNoteVariable); note && job.is_root())
+      std::ofstream(note) << dir << '\n';
+  };
+  if (!resume) name_run_dir_to_launcher();
   std::unique_ptr<graph::Program> program;
   nlohmann::json summary;
   try {
@@ -189,6 +193,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       writes_directory = true;
       if (!job.is_root()) return;
       if (resume) {
+        name_run_dir_to_launcher();
         const std::string change = train::reopen_run_dir(dir, config, args);
         if (!change.empty()) std::fprintf(stderr, "note: %s\n", change.c_str());
       }

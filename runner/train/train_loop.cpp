@@ -631,7 +631,13 @@ void TrainLoop::resume_or_initialize() {
         std::to_string(st.accumulation) + "; this config gives seed " + std::to_string(cfg_.seed) +
         ", " + std::to_string(steps_per_epoch_) + " and " + std::to_string(accumulation_) +
         ": resume with the run's own config.yaml (only train.max_steps / train.epochs may "
-        "grow)");
+        "grow)" +
+        (world_ > 1 && cfg_.data.drop_last && st.seed == cfg_.seed &&
+                 st.accumulation == accumulation_
+             ? std::string("; with several ranks and data.drop_last: true, a trainer before "
+                           "2026-12-01 counted each rank's shard as ceil(N / ranks) samples, "
+                           "wrapping some: finish such a run with the trainer that started it")
+             : std::string()));
   if (!st.optimizer.empty() && st.optimizer != cfg_.optimizer.type)
     throw UsageError("checkpoint " + loaded->path + " holds the moments of optimizer " +
                      st.optimizer + "; this config uses " + cfg_.optimizer.type +

@@ -274,16 +274,17 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
   if (removed) fsync_directory(dir.string());
 }
 
-// What a process stopped while writing a checkpoint left: step-*.tmp (and
-// step-*.old, a replaced one). The run directory is this process's alone.
+// What a process stopped while writing a checkpoint left: step-*.tmp, and
+// step-N.old once step-N replaced it (without step-N it is the checkpoint
+// of that step, kept). The run directory is this process's alone.
 void remove_unfinished(const fs::path& dir, const std::function<void(const std::string&)>& warn) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool unfinished = name.rfind("step-", 0) == 0 &&
-                            (name.ends_with(".tmp") || name.ends_with(".old")) &&
-                            entry.is_directory(ec);
-    if (!unfinished) continue;
+    if (name.rfind("step-", 0) != 0 || !entry.is_directory(ec)) continue;
+    const bool replaced =
+        name.ends_with(".old") && fs::exists(dir / name.substr(0, name.size() - 4), ec);
+    if (!name.ends_with(".tmp") && !replaced) continue;
     std::error_code removed;
     fs::remove_all(entry.path(), removed);
     if (removed)

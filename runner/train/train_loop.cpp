@@ -54,7 +54,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The root rank logs to the terminal and train.log; other ranks only report warnings.
 // The first error writing the log (train.log on a full disk): the logger
 // reports it here, and the loop stops at its next log point.
 class LogFailure {
@@ -73,6 +72,7 @@ class LogFailure {
   std::string first_;
 };
 
+// The root rank logs to the terminal and train.log; other ranks only report warnings.
 std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir,
                                             const Collective& collective,
                                             const std::shared_ptr<LogFailure>& failure) {
@@ -364,6 +364,8 @@ class TrainLoop {
   // Folds the losses recorded since the last call into the window, in step
   // order (the same sums as reading each loss at its step).
   void settle_losses();
+  // Throws when train.log could not be written (LogFailure).
+  void check_log_written() const;
   void log_window();
   // Evaluates and records; false when `may_stop` and a stop was asked for
   // before the evaluation finished (a single process: nothing is recorded).
@@ -430,8 +432,6 @@ class TrainLoop {
   const std::string run_dir_;
   std::shared_ptr<LogFailure> log_failure_ = std::make_shared<LogFailure>();
   std::shared_ptr<spdlog::logger> log_;
-  // Throws when train.log could not be written (LogFailure).
-  void check_log_written() const;
   const int world_;
   const float rank_average_;
 

@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +104,20 @@ bool holds_set_aside(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))
     if (e.path().filename().string().find(".bad") != std::string::npos) return true;
   return false;
+}
+
+// A tiny run in `run`, output in tmp/p.log, checkpointing every 2 steps,
+// each checkpoint 1 s late; returned once the first one waits: the moment to
+// change the run directory under it.
+std::unique_ptr<TrainerProcess> start_slow_checkpoints(const TempDir& tmp, const std::string& run) {
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  setenv("TRAINER_INJECT_CHECKPOINT_DELAY", "1", 1);
+  auto p = std::make_unique<TrainerProcess>(
+      run_args(tmp / "tiny.yaml", run, {"checkpoint.every_steps=2"}), tmp / "p.log");
+  unsetenv("TRAINER_INJECT_CHECKPOINT_DELAY");
+  REQUIRE(
+      wait_for_text(tmp / "p.log", "TRAINER_INJECT_CHECKPOINT_DELAY", std::chrono::seconds(60)));
+  return p;
 }
 
 }  // namespace
@@ -310,16 +325,10 @@ TEST_CASE("an unfinished checkpoint a killed run left is deleted by the next che
 
 TEST_CASE("a run whose directory is removed while it trains stops at its next checkpoint") {
   TempDir tmp("checkpoint-dir-removed");
-  write_text(tmp / "tiny.yaml", tiny_experiment());
   const std::string run = tmp / "run";
-  // Each checkpoint 1 s late: the directory goes while the first one waits.
-  setenv("TRAINER_INJECT_CHECKPOINT_DELAY", "1", 1);
-  TrainerProcess p(run_args(tmp / "tiny.yaml", run, {"checkpoint.every_steps=2"}), tmp / "p.log");
-  unsetenv("TRAINER_INJECT_CHECKPOINT_DELAY");
-  REQUIRE(
-      wait_for_text(tmp / "p.log", "TRAINER_INJECT_CHECKPOINT_DELAY", std::chrono::seconds(60)));
+  const auto p = start_slow_checkpoints(tmp, run);
   fs::remove_all(run);
-  CHECK(p.wait() == 1);
+  CHECK(p->wait() == 1);
   const std::string log = read_text(tmp / "p.log");
   INFO(log);
   CHECK(log.find("the run directory " + run +
@@ -330,19 +339,14 @@ TEST_CASE("a run whose directory is removed while it trains stops at its next ch
 
 TEST_CASE("a train.log that cannot be written stops the run at its next log point") {
   TempDir tmp("train-log-unwritable");
-  write_text(tmp / "tiny.yaml", tiny_experiment());
   const std::string run = tmp / "run";
-  setenv("TRAINER_INJECT_CHECKPOINT_DELAY", "1", 1);
-  TrainerProcess p(run_args(tmp / "tiny.yaml", run, {"checkpoint.every_steps=2"}), tmp / "p.log");
-  unsetenv("TRAINER_INJECT_CHECKPOINT_DELAY");
-  REQUIRE(
-      wait_for_text(tmp / "p.log", "TRAINER_INJECT_CHECKPOINT_DELAY", std::chrono::seconds(60)));
+  const auto p = start_slow_checkpoints(tmp, run);
   // Immutable: every write fails (as on a full disk), where the file system allows the flag.
   if (std::system(("chattr +i " + run + "/train.log 2>/dev/null").c_str()) != 0) {
     WARN("chattr +i is not available here: nothing checked");
     return;
   }
-  const int code = p.wait();
+  const int code = p->wait();
   std::system(("chattr -i " + run + "/train.log").c_str());
   const std::string log = read_text(tmp / "p.log");
   INFO(log);

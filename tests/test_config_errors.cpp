@@ -243,6 +243,40 @@ TEST_CASE("a block definition's keys are checked, and a block no layer uses is a
             .warnings.empty());
 }
 
+TEST_CASE("a layer whose output no later layer reads is a warning") {
+  // The head reads the flatten, skipping the hidden layer.
+  const auto skipped = load_config(
+      kGood + "minimal.yaml",
+      {"model.layers=[{type: flatten, name: flat}, {type: linear, name: hidden, out_features: 8}, "
+       "{type: linear, out_features: 10, inputs: flat}]"});
+  REQUIRE(skipped.warnings.size() == 1);
+  CHECK(format(skipped.warnings[0], "warning") ==
+        "<command line>:1:44: warning: model.layers[1]: no layer reads the output of 'hidden': "
+        "the next layer names other `inputs:` and no later one names it, so it is computed every "
+        "step for nothing and its parameters never train\n"
+        "    add 'hidden' to a later layer's inputs, or remove the layer");
+  // An unnamed layer goes by the name the graph gives it; in a block, too.
+  const auto in_block = load_config(
+      kGood + "minimal.yaml",
+      {"model.blocks.b={layers: [{type: relu}, {type: relu}, {type: add, inputs: [relu1, relu1]}]}",
+       "model.layers=[{type: flatten}, {block: b}, {type: linear, out_features: 10}]"});
+  REQUIRE(in_block.warnings.size() == 1);
+  CHECK(in_block.warnings[0].key_path == "model.blocks.b.layers[1]");
+  CHECK(in_block.warnings[0].message.find("'relu2'") != std::string::npos);
+  // Read by a later layer (by its name or the name the graph gives it), or by
+  // the next one, or through a block parameter: no warning.
+  CHECK(load_config(kGood + "minimal.yaml",
+                    {"model.layers=[{type: flatten}, {type: linear, out_features: 10}, {type: "
+                     "relu, inputs: flatten1}, {type: add, inputs: [linear1, relu1]}]"})
+            .warnings.empty());
+  CHECK(
+      load_config(kGood + "minimal.yaml",
+                  {"model.blocks.b={params: {from: x}, layers: [{type: relu, name: x}, {type: "
+                   "relu, name: y}, {type: relu, inputs: $from}]}",
+                   "model.layers=[{type: flatten}, {block: b}, {type: linear, out_features: 10}]"})
+          .warnings.empty());
+}
+
 TEST_CASE("the model section must be a map with a list of layers") {
   CHECK(only_error(kGood + "minimal.yaml", {"model.layers=3"}) ==
         "<command line>:1:14: error: model.layers: expected a non-empty list of layers, found "

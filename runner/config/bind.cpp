@@ -15,6 +15,7 @@
 #include "runner/config/model_blocks.h"
 #include "runner/config/registry.h"
 #include "runner/config/scalar.h"
+#include "runner/config/unused_layers.h"
 
 namespace trainer::config {
 namespace {
@@ -141,6 +142,7 @@ void bind_model(Node& root, Config& config, Diagnostics& diags) {
     diags.add(layers->mark(), "model.layers",
               "expected a non-empty list of layers, found " + describe(*layers));
   check_model_blocks(*model, config, diags);
+  warn_unused_layers(*model, config);
   fill_model_defaults(*model);
   // Absolute, as data paths are: a run's config.yaml (in another folder than
   // the file that named it) names the same file.

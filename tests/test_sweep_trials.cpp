@@ -117,6 +117,34 @@ TEST_CASE("a config that needs the swept values to pass its rules between fields
   CHECK_FALSE(fs::exists(tmp / "sw3"));
 }
 
+TEST_CASE("validate reads a config with a sweep section as the sweep does") {
+  TempDir tmp("sweep-base-validate");
+  // Nothing to train without the swept epochs: the sweep runs it, so
+  // validate passes it; a bad value of another swept key is still reported.
+  const auto swept = [&](const std::string& grid) {
+    write_text(tmp / "sw.yaml", replaced(tiny_experiment(), "epochs: 3,", "epochs: 0,") +
+                                    "sweep: {objective: {metric: train.loss}, grid: {" + grid +
+                                    "}}\n");
+    return run_trainer("validate " + (tmp / "sw.yaml"), true);
+  };
+  auto r = swept("train.epochs: [1, 2], optimizer.lr: [0.1, 0.01]");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out == "ok\n");
+  r = swept("train.epochs: [1, 2], optimizer.lr: [0.1, -1]");
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: sweep.grid.optimizer.lr: with optimizer.lr=-1: expected a number") !=
+        std::string::npos);
+  CHECK(r.out.find("nothing to train") == std::string::npos);
+  // An error no swept value mends: as the sweep reports it.
+  r = swept("optimizer.lr: [0.1, 0.01]");
+  CHECK(r.code == 2);
+  CHECK(r.out.rfind("validate: the config fails its checks without the values the sweep sets; "
+                    "checked with trial-000's (optimizer.lr=0.1):\n",
+                    0) == 0);
+  CHECK(r.out.find("error: train.epochs: nothing to train") != std::string::npos);
+}
+
 TEST_CASE("a trial's own backend.threads is kept when trials run side by side") {
   TempDir tmp("sweep-threads");
   write_text(tmp / "tiny.yaml", replaced(tiny_experiment(), "backend: {threads: 1}\n", ""));

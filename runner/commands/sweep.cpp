@@ -20,6 +20,7 @@
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
 #include "runner/config/validate_hooks.h"
+#include "runner/sweep/base_config.h"
 #include "runner/sweep/objective.h"
 #include "runner/sweep/sweep_dir.h"
 #include "runner/sweep/sweep_runner.h"
@@ -163,75 +164,11 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
   return report.finish();
 }
 
-// The command line's overrides followed by the first trial's values (the
-// random search drawing from `seed`), and where each was written. The
-// trial's `seed` is left out: the config keeps its own, the random search's
-// default seed.
-struct FirstTrial {
-  std::string id;
-  std::vector<std::string> values;     // the trial's, as KEY=VALUE
-  std::vector<std::string> overrides;  // the command line's, then `values`
-  config::OverrideOrigins origins;     // parallel to `overrides`
-};
-
-FirstTrial first_trial(const CommandArgs& args, const config::Node& merged, std::uint64_t seed) {
-  const config::Node* section = merged.find("sweep");
-  const sweep::Trial trial =
-      sweep::expand_trials(sweep::parse_sweep(section ? *section : config::Node{}, args.grid, seed))
-          .front();
-  FirstTrial first{trial.id, {}, args.overrides, config::OverrideOrigins(args.overrides.size())};
-  for (std::size_t i = 0; i < trial.overrides.size(); ++i) {
-    if (config::override_key(trial.overrides[i]) == "seed") continue;
-    first.values.push_back(trial.overrides[i]);
-    first.overrides.push_back(trial.overrides[i]);
-    first.origins.push_back(sweep::from_sweep_section(trial.sources[i])
-                                ? std::optional(trial.sources[i].mark)
-                                : std::nullopt);
-  }
-  return first;
-}
-
-// The config the trials start from. A rule between fields may fail on it
-// alone and hold in every trial, the sweep setting what it needs (a
-// multistep schedule whose milestones are swept, train.epochs: 0 with the
-// epochs swept): then it is checked with the first trial's values applied,
-// so that an error no swept value mends is still reported once, before any
-// trial (each trial is checked on its own later). Its resolved values are
-// then the first trial's at the keys the sweep sets.
-config::Config base_config(const CommandArgs& args) {
-  try {
-    return config::load_config(args.config_path, args.overrides);
-  } catch (const config::ConfigError& alone) {
-    FirstTrial first;
-    config::Node merged;
-    try {
-      merged = config::load_merged_tree(args.config_path, args.overrides);
-      first = first_trial(args, merged, 0);
-    } catch (const config::ConfigError&) {
-      throw alone;  // no sweep to mend it: the config's own errors
-    }
-    try {
-      config::Config config = config::load_config(args.config_path, first.overrides, first.origins);
-      // The first trial as the config's seed draws it, when that differs.
-      const FirstTrial drawn = first_trial(args, merged, static_cast<std::uint64_t>(config.seed));
-      if (drawn.values == first.values) return config;
-      first = drawn;
-      return config::load_config(args.config_path, first.overrides, first.origins);
-    } catch (const config::ConfigError&) {
-      // Says where the values of the overrides after the command line's come from.
-      std::fprintf(stderr,
-                   "sweep: the config fails its checks without the values the sweep sets; "
-                   "checked with %s's (%s):\n",
-                   first.id.c_str(), joined(first.values, " ").c_str());
-      throw;
-    }
-  }
-}
-
 }  // namespace
 
 int command_sweep(const CommandArgs& args) {
-  const config::Config config = base_config(args);
+  const config::Config config =
+      sweep::load_base_config(args.config_path, args.overrides, args.grid, "sweep").config;
   sweep::SweepJob job;
   job.config_path = std::filesystem::absolute(args.config_path).string();
   job.overrides = args.overrides;

@@ -2,10 +2,11 @@
 // registered model checks and the `sweep:` section (what `trainer sweep`
 // checks before any trial runs: its keys, distributions, objective and
 // whether the config's runs record it, trial count, and each swept value
-// against the config); prints `ok` or every error (the CLI exits 2), and the
-// warnings about settings without effect either way. With --data it then
-// reads every sample of the training and evaluation data, as a run would,
-// and reports each source with samples that cannot be read.
+// against the config, which is read as `trainer sweep` reads it: a rule
+// between fields that the swept values mend is no error); prints `ok` or every error (the CLI exits
+// 2), and the warnings about settings without effect either way. With --data it then reads every
+// sample of the training and evaluation data, as a run would, and reports each source with samples
+// that cannot be read.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
 #include "runner/config/validate_hooks.h"
+#include "runner/sweep/base_config.h"
 #include "runner/sweep/objective.h"
 #include "runner/sweep/sweep_spec.h"
 #include "runner/train/devices.h"
@@ -63,14 +65,15 @@ std::vector<SweptValue> swept_values(const sweep::SweepSpec& spec) {
 // Each swept value applied alone to the config, read as written in the
 // sweep section (as `trainer sweep` applies it): a misspelt key or a value
 // out of range is reported at the section, as `trainer sweep` would refuse it.
-void check_swept_values(const CommandArgs& args, const sweep::SweepSpec& spec,
-                        config::Diagnostics& diags) {
+void check_swept_values(const CommandArgs& args, const std::vector<std::string>& mended_by,
+                        const sweep::SweepSpec& spec, config::Diagnostics& diags) {
   std::set<std::string> seen;
   for (const SweptValue& sv : swept_values(spec)) {
     const std::string swept = sv.key + "=" + sv.value;
     std::vector<std::string> overrides = args.overrides;
+    overrides.insert(overrides.end(), mended_by.begin(), mended_by.end());
     overrides.push_back(swept);
-    config::OverrideOrigins origins(args.overrides.size());
+    config::OverrideOrigins origins(overrides.size() - 1);
     origins.push_back(sv.mark);
     try {
       const config::Config config = config::load_config(args.config_path, overrides, origins);
@@ -90,9 +93,12 @@ void check_swept_values(const CommandArgs& args, const sweep::SweepSpec& spec,
 
 // The sweep section's keys, distributions, swept values and objective (errors
 // to `diags`), and the command line's overrides of keys it varies (warnings:
-// `trainer run` takes them; `trainer sweep` refuses them).
+// `trainer run` takes them; `trainer sweep` refuses them). `mended_by`: the
+// first trial's values the config needs to pass its checks (each swept value
+// is checked with them applied before it).
 void check_sweep_section(const CommandArgs& args, const config::Config& config,
-                         config::Diagnostics& diags, config::Diagnostics& warnings) {
+                         const std::vector<std::string>& mended_by, config::Diagnostics& diags,
+                         config::Diagnostics& warnings) {
   if (config.sweep.is_null()) return;
   sweep::SweepSpec spec;
   try {
@@ -102,7 +108,7 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
     return;
   }
   warnings = sweep::overrides_of_swept_keys(args.overrides, spec);
-  check_swept_values(args, spec, diags);
+  check_swept_values(args, mended_by, spec, diags);
   sweep::check_objective_recorded(spec, config, args.config_path, diags);
 }
 
@@ -157,8 +163,11 @@ void print_config_warnings(const config::Config& config) {
 }
 
 int command_validate(const CommandArgs& args) {
-  const config::Config config =
-      config::load_config(args.config_path, args.overrides);  // throws ConfigError
+  // A config with a sweep section is read as `trainer sweep` reads it: a
+  // rule between fields that every trial's values mend is no error.
+  const sweep::BaseConfig base =
+      sweep::load_base_config(args.config_path, args.overrides, {}, "validate");
+  const config::Config& config = base.config;
   config::Diagnostics diags;
   try {
     config::run_validation_hooks(config);
@@ -166,7 +175,7 @@ int command_validate(const CommandArgs& args) {
     for (const auto& d : e.diagnostics().list()) diags.add(d);
   }
   config::Diagnostics sweep_warnings;
-  check_sweep_section(args, config, diags, sweep_warnings);
+  check_sweep_section(args, config, base.mended_by, diags, sweep_warnings);
   train::check_devices(config, diags);  // the GPUs it lists, on this machine
   diags.throw_if_any();
   if (args.read_data) check_every_sample(config, diags);  // the config is sound: read the data

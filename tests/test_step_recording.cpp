@@ -231,4 +231,8 @@ TEST_CASE("an update set on the program runs at the end of every step and is rec
   for (int i = 0; i < 3; ++i) program->train_step(1, -1);
   CHECK(updates == 3);
   CHECK(backend.recordings == 2);
+  // Taking the update away (a training loop ending) starts over again, but
+  // the steps that ran were recorded: the run's manifest says so.
+  program->set_update(nullptr);
+  CHECK(program->step_execution() == "recorded");
 }

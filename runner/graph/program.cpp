@@ -250,6 +250,11 @@ void Program::run(Recording& recording, const std::function<void()>& queue_calls
 }
 
 std::string Program::step_execution() const {
+  if (!last_step_execution_.empty()) return last_step_execution_;
+  return recording_state();
+}
+
+std::string Program::recording_state() const {
   if (train_recording_.work) return "recorded";
   if (!train_recording_.why_not.empty()) return "eager: " + train_recording_.why_not;
   return "eager: no more than one step ran (the first runs directly)";
@@ -304,6 +309,10 @@ void Program::train_step(const StepValues& values) {
     if (grads_micro_span_) backend_.vector_ops().accumulate(grads_span_, grads_micro_span_);
     if (update_) update_();
   });
+  // Kept apart from the recording: a new update (or none, when a training
+  // loop ends) starts the recording over, and must not change what the steps
+  // that ran did.
+  last_step_execution_ = recording_state();
 }
 
 void Program::eval_step(std::int64_t valid_rows) {

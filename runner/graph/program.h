@@ -114,9 +114,11 @@ class Program {
   // the update (null: none).
   void set_update(std::function<void()> update);
 
-  // How the training steps run: "recorded" (replayed from one recording of
-  // the calls) or "eager: <why>" (also while only the first step ran: it
-  // always runs directly, and the second is recorded).
+  // How the latest training steps ran: "recorded" (replayed from one
+  // recording of the calls) or "eager: <why>" (also while only the first step
+  // ran: it always runs directly, and the second is recorded). A new update
+  // (set_update, which starts the recording over) leaves it as it was until
+  // steps run again.
   std::string step_execution() const;
 
   // Runs the training calls one at a time, reporting each call's duration.
@@ -140,6 +142,7 @@ class Program {
   TensorRef value_ref(ValueId v) const;
   void set_step_values(const StepValues& values);
   void run(Recording& recording, const std::function<void()>& queue_calls);
+  std::string recording_state() const;  // what the training recording is now
   void refresh_bf16_copies();
 
   TrainingGraph tg_;
@@ -163,6 +166,7 @@ class Program {
   std::function<void(const Call&)> after_backward_;
   std::function<void()> update_;
   Recording train_recording_, eval_recording_;
+  std::string last_step_execution_;  // how the latest training step ran ("" before one)
 };
 
 }  // namespace trainer::graph

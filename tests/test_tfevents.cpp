@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -224,4 +225,39 @@ TEST_CASE("a resume that finds no checkpoint starts the events file over, as met
   CHECK(got.version == want.version);
   REQUIRE_FALSE(without_timing(want).empty());
   CHECK(without_timing(got) == without_timing(want));
+}
+
+TEST_CASE("a part of a run with TensorBoard off cuts the events file back to its checkpoint") {
+  // On to step 22, then resumed from step 16 (as if killed after step 22,
+  // its last checkpoints lost) with TensorBoard off, then on again: the
+  // steps 17-22 of the first part must not stay in the file, where the third
+  // part's scalars would follow them.
+  TempDir tmp("tfevents-toggle");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "run", "schedule.type=constant",
+                      "train.max_steps=22"},
+                     tmp / "1.log") == 0);
+  fs::remove_all(tmp / "run/checkpoints/step-00000022");
+  fs::remove_all(tmp / "run/checkpoints/step-00000021");
+  REQUIRE(
+      run_to_end({"run", "--resume", tmp / "run", "output.tensorboard=false", "train.max_steps=30"},
+                 tmp / "2.log") == 0);
+  REQUIRE(read_text(tmp / "2.log").find("resuming from") != std::string::npos);
+  REQUIRE(
+      run_to_end({"run", "--resume", tmp / "run", "output.tensorboard=true", "train.max_steps=40"},
+                 tmp / "3.log") == 0);
+  const Decoded events = decode_events(tmp / "run/events.out.tfevents.trainer");
+  CHECK(events.version_records == 1);
+  std::map<std::string, std::int64_t> last_step;  // each tag's steps only go up
+  std::set<std::int64_t> steps;
+  for (const Scalar& s : events.scalars) {
+    INFO(s.tag << " at step " << s.step);
+    if (last_step.count(s.tag)) CHECK(s.step > last_step[s.tag]);
+    last_step[s.tag] = s.step;
+    steps.insert(s.step);
+  }
+  // The first part's up to its checkpoint at 16, none of the second's, the third's.
+  CHECK(steps.count(15));
+  CHECK_FALSE(steps.count(20));
+  CHECK(steps.count(35));
 }

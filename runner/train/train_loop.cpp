@@ -444,6 +444,10 @@ class TrainLoop {
   const checkpoint::RetentionPolicy retention_;
   MetricsWriter metrics_, timing_;
   EventsWriter events_;  // output.tensorboard
+  // output.tensorboard: false, and the run's events file (written by an
+  // earlier part of the run) as this part left it: its length, recorded in
+  // the checkpoints as it stays.
+  std::optional<std::uint64_t> unwritten_events_bytes_;
   // Timing can never repeat bit for bit: with `deterministic: true` it lives only in timing.jsonl.
   const bool timing_in_metrics_;
 
@@ -668,15 +672,25 @@ void TrainLoop::open_metrics() {
   }
   metrics_ = MetricsWriter(metrics_path, options_.resume);
   timing_ = MetricsWriter(timing_path, options_.resume);
+  // The events file is cut back to the checkpoint as the records are, also
+  // when this part of the run writes none (output.tensorboard turned off):
+  // its steps after the checkpoint are trained again, and a later part that
+  // turns it on again must not find their old values there. Without a
+  // checkpoint the run starts over, and so does the file (its file-version
+  // record is written again); a checkpoint that recorded no length (no part
+  // of the run had written the file by then) leaves it as it is.
+  const std::string events_path = run_dir_ + "/" + kEventsFile;
+  std::error_code ec;
+  const bool events_exist = std::filesystem::exists(events_path, ec);
+  const std::optional<std::uint64_t> events_bytes =
+      resumed_from_.empty() ? std::optional<std::uint64_t>(0) : resumed_.events_bytes;
+  if (cut && events_bytes && (cfg_.output.tensorboard || events_exist))
+    restore(events_path, *events_bytes, whole_event_records);
   if (cfg_.output.tensorboard) {
-    const std::string events_path = run_dir_ + "/" + kEventsFile;
-    // Without a checkpoint the run starts over, and so does the file (its
-    // file-version record is written again); a checkpoint that recorded no
-    // length (TensorBoard was off then) leaves it as it is.
-    const std::optional<std::uint64_t> events_bytes =
-        resumed_from_.empty() ? std::optional<std::uint64_t>(0) : resumed_.events_bytes;
-    if (cut && events_bytes) restore(events_path, *events_bytes, whole_event_records);
     events_ = EventsWriter(events_path, options_.resume);
+  } else if (events_exist) {
+    const std::uintmax_t bytes = std::filesystem::file_size(events_path, ec);
+    if (!ec) unwritten_events_bytes_ = bytes;
   }
 }
 
@@ -1183,7 +1197,8 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.last_train = last_train_;
   st.metrics_bytes = metrics_.bytes_written();
   st.timing_bytes = timing_.bytes_written();
-  if (cfg_.output.tensorboard) st.events_bytes = events_.bytes_written();
+  st.events_bytes =
+      cfg_.output.tensorboard ? std::optional(events_.bytes_written()) : unwritten_events_bytes_;
   stamp_metric(st);
   return st;
 }

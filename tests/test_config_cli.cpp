@@ -57,6 +57,28 @@ TEST_CASE("validate also runs the registered model check") {
   CHECK(r.out.find("did you mean 'linear'?") != std::string::npos);
 }
 
+TEST_CASE("validate reports the layers' errors with the data's, each once") {
+  // A data file that cannot be opened stops the session before the model is
+  // built: the layers' own errors are still listed.
+  const std::string layers =
+      "model.layers=[{type: flatten}, {type: linear}, {type: linear, out_features: ten}]";
+  auto r = run("validate " + kGood +
+                   "minimal.yaml 'data.train={type: csv, path: /nonexistent.csv}' '" + layers + "'",
+               true);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("model.layers[1].out_features: missing required key 'out_features'") !=
+        std::string::npos);
+  CHECK(r.out.find("model.layers[2].out_features: expected an integer >= 1, found 'ten'") !=
+        std::string::npos);
+  CHECK(r.out.find("data.train.path:") != std::string::npos);
+  CHECK(r.out.find("3 errors") != std::string::npos);
+  // With data that opens, the model's build finds the same two: listed once.
+  r = run("validate " + kGood + "minimal.yaml '" + layers + "'", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("2 errors") != std::string::npos);
+}
+
 TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("").code == 2);
   CHECK(run("frobnicate").code == 2);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "data/class_names.h"
@@ -564,6 +565,16 @@ namespace {
 // (micro_batch_size: auto included; a GPU's plan needs the GPU).
 const bool model_check_registered = [] {
   config::add_validation_hook([](const config::Config& config, config::Diagnostics& diags) {
+    // The layers' types, keys and values first, as far as they are known
+    // without the data: they are reported with the data's errors, which stop
+    // the session before the model is built.
+    config::Diagnostics layers;
+    graph::check_model_fields(config.model.node, layers);
+    std::set<std::string> reported;
+    const auto add = [&](const config::Diagnostic& d) {
+      if (reported.insert(config::format(d)).second) diags.add(d);
+    };
+    for (const auto& d : layers.list()) add(d);
     try {
       const Session session = prepare_session(config);
       check_init_from(session, diags);
@@ -572,7 +583,7 @@ const bool model_check_registered = [] {
         fit_batch_to_memory(session, backend, memory_capacity(session, backend));
       }
     } catch (const config::ConfigError& e) {
-      for (const auto& d : e.diagnostics().list()) diags.add(d);
+      for (const auto& d : e.diagnostics().list()) add(d);  // the builder's repeat the layers'
     }
   });
   return true;

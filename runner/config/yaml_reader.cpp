@@ -70,13 +70,16 @@ class TreeBuilder : public YAML::EventHandler {
     static const std::set<std::string> plain_tags = {
         "?", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
         "tag:yaml.org,2002:null"};
-    if (tag != "!" && tag != "tag:yaml.org,2002:str" && !plain_tags.contains(tag))
+    const bool string_tag = tag == "!" || tag == "tag:yaml.org,2002:str";
+    if (!string_tag && !plain_tags.contains(tag))
       diags_.add(to_mark(mark), "",
                  "unsupported tag '" + tag + "' on '" + value +
                      "': a config reads only the core tags !!str, !!int, !!float, !!bool and "
                      "!!null",
                  "remove the tag: the field's type says how the value is read");
-    add_value(Node::scalar(value, to_mark(mark), !plain_tags.contains(tag)), anchor, 1);
+    // An unsupported tag is read as if it were not there: its error alone is
+    // reported, not a second one for the text read as a string.
+    add_value(Node::scalar(value, to_mark(mark), string_tag), anchor, 1);
   }
 
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,

@@ -172,11 +172,22 @@ TEST_CASE("a data file that cannot be opened is reported at the key that names i
   CHECK(r.out.find(config +
                    ":7:11: error: data.eval.path: cannot open the csv source: data file '" +
                    (dir / "missing.csv").string() + "' does not exist") == 0);
-  // Given on the command line: at the override.
+  // Written relative: where it was read from.
+  CHECK(r.out.find("    a relative path is read from the folder of the file that writes it (" +
+                   dir.string() + "), not from the working directory\n") != std::string::npos);
+  // Given on the command line: at the override (an absolute path: no hint).
   r = run("validate " + config + " data.train.path=/nonexistent/train.csv", true);
   CHECK(r.code == 2);
   CHECK(r.out.find("<command line>:1:17: error: data.train.path: cannot open the csv source: data "
                    "file '/nonexistent/train.csv' does not exist") == 0);
+  CHECK(r.out.find("relative path") == std::string::npos);
+  // The shipped configs' dataset: the package that holds it.
+  r = run("validate " + config +
+              " 'data.train={type: idx, images: /usr/share/datasets/fashion-mnist/none.gz, "
+              "labels: /usr/share/datasets/fashion-mnist/none-labels.gz}'",
+          true);
+  CHECK(r.out.find("    install the dataset: apt-get install dataset-fashion-mnist\n") !=
+        std::string::npos);
   // One entry of a list of files: at that entry.
   std::ofstream(dir / "batch.bin") << std::string(3073, '\0');
   std::ofstream(dir / "cifar.yaml") << "model:\n"

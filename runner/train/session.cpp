@@ -16,6 +16,7 @@
 #include "data/split.h"
 #include "runner/checkpoint/weights.h"
 #include "runner/config/fields.h"
+#include "runner/config/overrides.h"
 #include "runner/config/validate_hooks.h"
 #include "runner/graph/builder.h"
 #include "runner/graph/formats.h"
@@ -101,6 +102,28 @@ std::pair<std::string, config::Mark> key_of_named_file(const config::Config& con
   throw config::ConfigError(d);
 }
 
+// For a data file that does not exist: the package that holds the shipped
+// configs' dataset, or, for a path that resolved into the folder it was
+// read from (most likely written relative), which folder that is; "" otherwise.
+std::string missing_file_hint(const std::string& message, const config::Mark& written_at) {
+  if (message.find("does not exist") == std::string::npos) return {};
+  if (message.find("/usr/share/datasets/fashion-mnist/") != std::string::npos)
+    return "install the dataset: apt-get install dataset-fashion-mnist";
+  if (written_at.is_default() || written_at.file.empty()) return {};
+  const bool command_line = written_at.file == config::kCommandLine;
+  std::error_code ec;
+  const std::filesystem::path folder =
+      std::filesystem::absolute(command_line ? std::filesystem::path(".")
+                                             : std::filesystem::path(written_at.file).parent_path(),
+                                ec);
+  const std::string prefix = "'" + folder.lexically_normal().string();
+  if (ec || message.find(prefix) == std::string::npos) return {};
+  return command_line
+             ? "a relative path on the command line is read from the working directory"
+             : "a relative path is read from the folder of the file that writes it (" +
+                   folder.lexically_normal().string() + "), not from the working directory";
+}
+
 // Opens the source `item` (the config's `key`, "data.train"). An error about
 // the file of one of its keys points at that key's value; any other at the source.
 std::shared_ptr<data::Dataset> open_source(const config::Config& config,
@@ -119,7 +142,7 @@ std::shared_ptr<data::Dataset> open_source(const config::Config& config,
       if (file_key.empty())
         d.add(item.mark, key, message);
       else
-        d.add(mark, file_key, message);
+        d.add(mark, file_key, message, missing_file_hint(message, mark));
       throw config::ConfigError(d);
     }
   }

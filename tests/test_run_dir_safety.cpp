@@ -10,7 +10,8 @@
 // a failure before training leaves summary.json, and one while the directory
 // is made (before config.sha256) leaves one that takes a new run, while a
 // directory holding a file of the user's is refused; a config path holding
-// line breaks is written on the one comment line config.yaml begins with.
+// line breaks is written on the one comment line config.yaml begins with;
+// the manifest's git commit says -dirty for a config file the commit lacks.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -417,4 +418,29 @@ TEST_CASE("a config path holding line breaks stays on the first line of config.y
   }
   CHECK(read_text(tmp / "run/config.sha256") ==
         trainer::train::sha256_hex(read_text(tmp / "printed.yaml").substr(comment.size())) + "\n");
+}
+
+TEST_CASE("the manifest's commit is -dirty when the config file is not in it") {
+  TempDir tmp("run-dir-git");
+  const std::string git = "git -C " + (tmp / "repo") + " -c user.name=t -c user.email=t@t ";
+  fs::create_directories(tmp / "repo");
+  write_text(tmp / "repo/tiny.yaml", tiny_experiment());
+  REQUIRE(std::system(
+              (git + "init -q && " + git + "add tiny.yaml && " + git + "commit -qm c >/dev/null")
+                  .c_str()) == 0);
+  const auto commit_of = [&](const std::string& config, const std::string& out) {
+    REQUIRE(run_to_end({"run", tmp / ("repo/" + config), "train.max_steps=1", "--out", tmp / out},
+                       tmp / (out + ".log")) == 0);
+    return nlohmann::json::parse(read_text(tmp / (out + "/manifest.json")))["git_commit"]
+        .get<std::string>();
+  };
+  const std::string clean = commit_of("tiny.yaml", "clean");
+  CHECK(clean.size() == 40);
+  // A new experiment's file, not yet added: the commit does not hold it.
+  write_text(tmp / "repo/new.yaml", tiny_experiment());
+  CHECK(commit_of("new.yaml", "new") == clean + "-dirty");
+  CHECK(commit_of("tiny.yaml", "tracked") == clean);  // other untracked files do not count
+  // A tracked file changed.
+  write_text(tmp / "repo/tiny.yaml", tiny_experiment() + "# edited\n");
+  CHECK(commit_of("tiny.yaml", "edited") == clean + "-dirty");
 }

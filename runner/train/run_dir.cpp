@@ -70,19 +70,22 @@ std::string run_and_read(const std::string& command) {
   return out;
 }
 
-// The commit of the repository holding the config file (with "-dirty" when it has changes), or
-// null.
+// The commit of the repository holding the config file, or null. With
+// "-dirty" when a tracked file has changes, or when the config file itself is
+// not tracked (a new experiment's file, which that commit does not hold).
 nlohmann::json git_commit(const std::string& config_path) {
   std::string dir = fs::path(config_path).parent_path().string();
   if (dir.empty()) dir = ".";
-  for (char c : dir)
+  const std::string name = fs::path(config_path).filename().string();
+  for (char c : dir + name)
     if (c == '\'') return nullptr;
   const std::string git = "git -C '" + dir + "' ";
   const std::string commit = run_and_read(git + "rev-parse HEAD 2>/dev/null");
   if (commit.size() != 40) return nullptr;
-  const std::string dirty =
-      run_and_read(git + "status --porcelain --untracked-files=no 2>/dev/null");
-  return commit + (dirty.empty() ? "" : "-dirty");
+  const bool changed =
+      !run_and_read(git + "status --porcelain --untracked-files=no 2>/dev/null").empty();
+  const bool untracked = run_and_read(git + "ls-files -- '" + name + "' 2>/dev/null").empty();
+  return commit + (changed || untracked ? "-dirty" : "");
 }
 
 std::string host_name() {

@@ -18,6 +18,7 @@
 #include "runner/commands/config_commands.h"
 #include "runner/config/diagnostics.h"
 #include "runner/config/overrides.h"
+#include "runner/config/registry.h"
 #include "runner/sweep/sweep_runner.h"
 #include "runner/usage_error.h"
 
@@ -25,6 +26,19 @@ namespace trainer {
 namespace {
 
 constexpr int kUsageError = 2;
+
+// The config key whose last part is `name` ("epochs" -> "train.epochs";
+// "batch-size" as "batch_size"), when exactly one section has such a field;
+// "" otherwise.
+std::string config_key_named(std::string name) {
+  std::replace(name.begin(), name.end(), '-', '_');
+  std::vector<std::string> keys;
+  for (const config::SectionDef& section : config::config_sections())
+    for (const config::ConfigField& field : section.fields)
+      if (field.spec.name == name)
+        keys.push_back(section.path.empty() ? name : section.path + "." + name);
+  return keys.size() == 1 ? keys.front() : "";
+}
 
 // A KEY=VALUE where the config file goes: an override, when no file has that name.
 bool is_override(const std::string& arg) {
@@ -150,7 +164,7 @@ int run_cli(int argc, char** argv) {
                      args);
   CLI::App* time =
       add_config_command(app, "time", "Time forward/backward per layer and per step", args);
-  time->add_option("--steps", args.steps, "Number of timed steps")->check(kAtLeastOne);
+  time->add_option("--steps", args.steps, "Number of timed steps (default 20)")->check(kAtLeastOne);
   CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args);
   // One KEY=VALUES each: what follows is an override again.
   sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`")
@@ -210,6 +224,24 @@ int run_cli(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    // `--epochs 2`, as other tools take settings: the override it means.
+    for (int i = 2; i < argc; ++i) {
+      const std::string word = argv[i];
+      if (word.rfind("--", 0) != 0) continue;
+      const std::string given = word.substr(2, word.find('=') - 2);
+      const std::string key = config_key_named(given);
+      if (key.empty()) continue;
+      std::string value = word.find('=') != std::string::npos     ? word.substr(word.find('=') + 1)
+                          : i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1]
+                                                                  : "VALUE";
+      std::fprintf(stderr,
+                   "error: '%s' is not an option; config values are set as KEY=VALUE after the "
+                   "config: %s=%s\n",
+                   word.c_str(), key.c_str(), value.c_str());
+      return kUsageError;
+    }
+    return app.exit(e) == 0 ? 0 : kUsageError;
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kUsageError;

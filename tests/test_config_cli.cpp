@@ -79,6 +79,26 @@ TEST_CASE("validate reports the layers' errors with the data's, each once") {
   CHECK(r.out.find("2 errors") != std::string::npos);
 }
 
+TEST_CASE("a config key given as an option is refused with the override it means") {
+  auto r = run("run " + kGood + "mlp.yaml --epochs 2", true);
+  CHECK(r.code == 2);
+  CHECK(r.out ==
+        "error: '--epochs' is not an option; config values are set as KEY=VALUE after the config: "
+        "train.epochs=2\n");
+  r = run("validate " + kGood + "mlp.yaml --batch-size=64", true);
+  CHECK(r.out.find("train.batch_size=64\n") != std::string::npos);
+  // No such key: the parser's own message.
+  r = run("run " + kGood + "mlp.yaml --frobnicate", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("The following argument was not expected: --frobnicate") != std::string::npos);
+}
+
+TEST_CASE("a sweep with nothing to sweep is reported at the config file") {
+  const auto r = run("sweep " + kGood + "minimal.yaml", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(kGood + "minimal.yaml: error: sweep: nothing to sweep") == 0);
+}
+
 TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("").code == 2);
   CHECK(run("frobnicate").code == 2);

@@ -173,6 +173,7 @@ int command_sweep(const CommandArgs& args) {
   job.config_path = std::filesystem::absolute(args.config_path).string();
   job.overrides = args.overrides;
   job.spec = sweep::parse_sweep(config.sweep, args.grid, static_cast<std::uint64_t>(config.seed));
+  if (!config.sweep.is_map()) job.spec.section_mark = {args.config_path, 0, 0};
   job.trials = sweep::expand_trials(job.spec);
   sweep::overrides_of_swept_keys(args.overrides, job.spec).throw_if_any();
   job.parallel = args.parallel;

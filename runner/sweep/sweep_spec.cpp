@@ -428,7 +428,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
                       std::uint64_t default_seed) {
   SweepSpec spec;
   spec.random_seed = default_seed;
-  if (section.is_map()) spec.metric_mark = section.mark();
+  if (section.is_map()) spec.metric_mark = spec.section_mark = section.mark();
   Diagnostics diags;
   std::vector<SweptPlace> places;  // in the order written
   if (!section.is_null() && !section.is_map()) diags.add(section.mark(), "sweep", "expected a map");
@@ -574,7 +574,7 @@ std::uint64_t trial_count(const SweepSpec& spec) {
 std::vector<Trial> expand_trials(const SweepSpec& spec) {
   if (const std::uint64_t total = trial_count(spec); total > kMaxTrials) {
     Diagnostics diags;
-    diags.add(Mark{"<sweep>", 0, 0}, "sweep",
+    diags.add(spec.section_mark, "sweep",
               "the sweep expands to " + std::to_string(total) + " trials; at most " +
                   std::to_string(kMaxTrials) + " are allowed");
     diags.throw_if_any();
@@ -588,7 +588,7 @@ std::vector<Trial> expand_trials(const SweepSpec& spec) {
   if (!spec.seeds.empty()) points = crossed(points, seed_options(spec));
   if (points.size() == 1 && points[0].overrides.empty()) {
     Diagnostics diags;
-    diags.add(Mark{"<sweep>", 0, 0}, "sweep",
+    diags.add(spec.section_mark, "sweep",
               "nothing to sweep: add `sweep: {grid: {key: [v1, v2]}}` to the config or pass --grid "
               "key=v1,v2");
     diags.throw_if_any();

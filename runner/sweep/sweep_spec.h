@@ -62,6 +62,9 @@ struct SweepSpec {
   bool objective_given = false;
   bool maximize = true;  // default: the metric's better way (objective_metrics())
   std::int64_t max_retries = 0;
+  // Where errors about the sweep as a whole point: the sweep section, or
+  // (without one) the config file, set by the caller; else "<sweep>".
+  config::Mark section_mark{"<sweep>", 0, 0};
 };
 
 // Where a trial's override comes from: the sweep section's key (its mark in

@@ -573,7 +573,10 @@ std::vector<SectionDef> build_sections() {
   s.push_back({"output",
                "Where runs are written.",
                {
-                   f(field("dir", T::string, "Parent directory of run directories").def("runs"),
+                   f(field("dir", T::string,
+                           "Parent directory of run directories; a relative one is relative "
+                           "to the working directory (not to the YAML file, unlike data paths)")
+                         .def("runs"),
                      [](Config& c, const FieldValue& v) { c.output.dir = string_of(v); }),
                    f(field("tensorboard", T::boolean,
                            "Also write the metrics as TensorBoard scalars "

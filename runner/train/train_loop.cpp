@@ -444,9 +444,9 @@ class TrainLoop {
   const checkpoint::RetentionPolicy retention_;
   MetricsWriter metrics_, timing_;
   EventsWriter events_;  // output.tensorboard
-  // output.tensorboard: false, and the run's events file (written by an
-  // earlier part of the run) as this part left it: its length, recorded in
-  // the checkpoints as it stays.
+  // With output.tensorboard: false, the length of the events file an earlier
+  // part of the run wrote, as this part leaves it (cut back to the
+  // checkpoint): its checkpoints record it.
   std::optional<std::uint64_t> unwritten_events_bytes_;
   // Timing can never repeat bit for bit: with `deterministic: true` it lives only in timing.jsonl.
   const bool timing_in_metrics_;

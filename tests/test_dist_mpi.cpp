@@ -673,6 +673,23 @@ TEST_CASE("a resume the ranks refuse leaves the run's summary.json as it was") {
   CHECK(after == before);
 }
 
+TEST_CASE("a resume's data error is reported once, before any rank starts") {
+  const fs::path config = write_config("resume_checked");
+  const fs::path dir = kRoot / "resume_checked_run";
+  fs::remove_all(dir);
+  REQUIRE(run_trainer("run " + config.string() + " devices.world_size=2 train.max_steps=4 --out " +
+                      dir.string())
+              .code == 0);
+  // Evaluation samples of another shape than the training samples.
+  const auto r = run_trainer(
+      "run --resume " + dir.string() + " 'data.eval.shape=[1, 4, 4]' train.max_steps=8", true);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  REQUIRE(r.out.find("data.eval") != std::string::npos);
+  CHECK(r.out.find("error:", r.out.find("error:") + 1) == std::string::npos);  // one error, once
+  CHECK_THAT(r.out, !Catch::Contains("rank"));
+}
+
 TEST_CASE("a hung rank ends the job after the collective timeout, named by the others") {
   const fs::path config = write_config("hung");
   const fs::path dir = kRoot / "hung_run";

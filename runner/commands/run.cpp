@@ -88,9 +88,17 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     diags.throw_if_any();
     // The model and data checks each rank would make, made once here: an
     // error is reported once (exit 2), not by every rank and mpirun's abort.
-    // (A resume's config is the run's own, checked when it started; its
-    // model.init_from may be gone since.)
+    // A resume's data and model too (its data may have moved since), and its
+    // model.init_from only where the ranks would read it: without a
+    // checkpoint to resume from.
     if (dist::requested_ranks(loaded) > 1 && !resume) config::run_validation_hooks(loaded);
+    if (dist::requested_ranks(loaded) > 1 && resume) {
+      const train::Session checked = train::prepare_session(
+          loaded, {}, !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
+      config::Diagnostics diags;
+      train::check_init_from(checked, diags);
+      diags.throw_if_any();
+    }
   }
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process

@@ -16,26 +16,25 @@ void assign_offsets(std::vector<Buffer>& buffers, std::size_t& peak) {
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return buffers[a].bytes > buffers[b].bytes; });
+  // The buffers placed so far, by offset: the ranges of those alive at the
+  // same time as the next one are met in the order of their starts.
   std::vector<int> placed;
   peak = 0;
   for (int b : order) {
     Buffer& buf = buffers[b];
-    // Occupied ranges of placed buffers whose lifetimes overlap this one.
-    std::vector<std::pair<std::size_t, std::size_t>> busy;
+    const std::size_t size = align(buf.bytes);
+    std::size_t offset = 0;
     for (int p : placed) {
       const Buffer& o = buffers[p];
-      if (o.first_step <= buf.last_step && buf.first_step <= o.last_step)
-        busy.emplace_back(o.offset, o.offset + align(o.bytes));
-    }
-    std::sort(busy.begin(), busy.end());
-    std::size_t offset = 0;
-    for (const auto& [start, end] : busy) {
-      if (offset + align(buf.bytes) <= start) break;
-      offset = std::max(offset, end);
+      if (o.first_step > buf.last_step || buf.first_step > o.last_step) continue;
+      if (offset + size <= o.offset) break;  // the gap before it holds this one
+      offset = std::max(offset, o.offset + align(o.bytes));
     }
     buf.offset = offset;
-    peak = std::max(peak, offset + align(buf.bytes));
-    placed.push_back(b);
+    peak = std::max(peak, offset + size);
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), offset,
+                                   [&](std::size_t at, int p) { return at < buffers[p].offset; }),
+                  b);
   }
 }
 

@@ -57,7 +57,7 @@ TEST_CASE("validate also runs the registered model check") {
   CHECK(r.out.find("did you mean 'linear'?") != std::string::npos);
 }
 
-TEST_CASE("validate reports the layers' errors with the data's, each once") {
+TEST_CASE("validate and run report the layers' errors with the data's, each once") {
   // A data file that cannot be opened stops the session before the model is
   // built: the layers' own errors are still listed.
   const std::string layers =
@@ -73,6 +73,12 @@ TEST_CASE("validate reports the layers' errors with the data's, each once") {
         std::string::npos);
   CHECK(r.out.find("data.train.path:") != std::string::npos);
   CHECK(r.out.find("3 errors") != std::string::npos);
+  const auto ran =
+      run("run " + kGood + "minimal.yaml 'data.train={type: csv, path: /nonexistent.csv}' '" +
+              layers + "' --out /nonexistent-dir/run",
+          true);
+  CHECK(ran.code == 2);
+  CHECK(ran.out == r.out);
   // With data that opens, the model's build finds the same two: listed once.
   r = run("validate " + kGood + "minimal.yaml '" + layers + "'", true);
   CHECK(r.code == 2);

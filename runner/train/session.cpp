@@ -436,8 +436,10 @@ std::int64_t training_classes(const config::Config& config) {
   return open_source(config, training_source(config), "data.train")->num_classes();
 }
 
-Session prepare_session(const config::Config& config, const std::vector<std::string>& class_names,
-                        bool use_init_from) {
+namespace {
+
+Session open_session(const config::Config& config, const std::vector<std::string>& class_names,
+                     bool use_init_from) {
   Session s;
   s.config = config;
   s.use_init_from = use_init_from;
@@ -502,6 +504,27 @@ Session prepare_session(const config::Config& config, const std::vector<std::str
   diags.throw_if_any();  // all of them at once
   build_model_graph(s);
   return s;
+}
+
+}  // namespace
+
+Session prepare_session(const config::Config& config, const std::vector<std::string>& class_names,
+                        bool use_init_from) {
+  // The layers' types, keys and values, as far as they are known without the
+  // data, are reported with the data's errors (which stop the session before
+  // the model is built), each once: the builder finds them again.
+  config::Diagnostics layers;
+  graph::check_model_fields(config.model.node, layers);
+  try {
+    return open_session(config, class_names, use_init_from);
+  } catch (const config::ConfigError& e) {
+    config::Diagnostics all;
+    std::set<std::string> reported;
+    for (const auto* list : {&layers.list(), &e.diagnostics().list()})
+      for (const config::Diagnostic& d : *list)
+        if (reported.insert(config::format(d)).second) all.add(d);
+    throw config::ConfigError(all);
+  }
 }
 
 namespace {
@@ -588,16 +611,6 @@ namespace {
 // (micro_batch_size: auto included; a GPU's plan needs the GPU).
 const bool model_check_registered = [] {
   config::add_validation_hook([](const config::Config& config, config::Diagnostics& diags) {
-    // The layers' types, keys and values first, as far as they are known
-    // without the data: they are reported with the data's errors, which stop
-    // the session before the model is built.
-    config::Diagnostics layers;
-    graph::check_model_fields(config.model.node, layers);
-    std::set<std::string> reported;
-    const auto add = [&](const config::Diagnostic& d) {
-      if (reported.insert(config::format(d)).second) diags.add(d);
-    };
-    for (const auto& d : layers.list()) add(d);
     try {
       const Session session = prepare_session(config);
       check_init_from(session, diags);
@@ -606,7 +619,7 @@ const bool model_check_registered = [] {
         fit_batch_to_memory(session, backend, memory_capacity(session, backend));
       }
     } catch (const config::ConfigError& e) {
-      for (const auto& d : e.diagnostics().list()) add(d);  // the builder's repeat the layers'
+      for (const auto& d : e.diagnostics().list()) diags.add(d);
     }
   });
   return true;

@@ -450,6 +450,12 @@ TEST_CASE("tensor sizes and data offsets too large to count are errors, not wrap
         "[18446744073709551600, 18446744073709551615] lie past the data section's 16 bytes (the "
         "file has " +
             std::to_string(far_file.size()) + "): damaged, or not a safetensors file");
+  // A dimension nested far deeper than a message could print.
+  const std::string nested = std::string(100000, '[') + "1" + std::string(100000, ']');
+  CHECK(error_of(file_with(R"({"dtype":"F32","shape":[)" + nested + R"(,2],"data_offsets":[0,0]})",
+                           0)) ==
+        "ckpt/model.safetensors: offset 8: tensor 't': shape has a bad dimension a list of 1 (at "
+        "most 1099511627776)");
   // A plausible size still reads.
   CHECK(error_of(file_with(R"({"dtype":"F32","shape":[2,2],"data_offsets":[0,16]})", 16)).empty());
 }

@@ -215,6 +215,13 @@ TEST_CASE("a damaged trials.json is reported by trial and field, and no result i
                  "is " +
                  policy) != std::string::npos);
 
+  // Nested deeper than printing it recursively could go.
+  out = rerun("{\"trial-000\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+              "deep.log");
+  CHECK(out.find("warning: " + state_path +
+                 " is damaged at trial-000 (expected an object, found a list of 1)") !=
+        std::string::npos);
+
   out = rerun("{\"trial-000\": {\"status\": \"do", "4.log");
   CHECK(out.find("warning: " + state_path +
                  " is damaged (not JSON): the trials' saved status and failure counts are " +

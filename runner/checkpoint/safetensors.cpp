@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runner/json_shown.h"
+
 namespace trainer::checkpoint {
 namespace {
 
@@ -125,12 +127,17 @@ std::uint64_t element_count(const nlohmann::json& shape, const std::string& wher
   for (const auto& d : shape) {
     if (!d.is_number_unsigned() || d.get<std::uint64_t>() > kMaxElements)
       fail(path, kHeaderOffset,
-           where + "shape has a bad dimension " + d.dump() + " (at most " +
+           where + "shape has a bad dimension " + shown_json(d) + " (at most " +
                std::to_string(kMaxElements) + ")");
     const std::uint64_t dim = d.get<std::uint64_t>();
     if (dim != 0 && count > kMaxElements / dim)
       fail(path, kHeaderOffset,
-           where + "shape " + shape.dump() + " holds more than " + std::to_string(kMaxElements) +
+           where + "shape " +
+               (std::all_of(shape.begin(), shape.end(),
+                            [](const nlohmann::json& e) { return e.is_number(); })
+                    ? shape.dump()
+                    : shown_json(shape)) +
+               " holds more than " + std::to_string(kMaxElements) +
                " elements (implausibly large: damaged, or not a safetensors file)");
     count *= dim;
   }

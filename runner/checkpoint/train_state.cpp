@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runner/checkpoint/safetensors.h"
+#include "runner/json_shown.h"
 
 namespace trainer::checkpoint {
 namespace {
@@ -68,16 +69,6 @@ void nulls_as_nan(json& object) {
     if (value.is_null()) value = std::numeric_limits<double>::quiet_NaN();
 }
 
-// `j` as a message shows it: a value's text (cut short) and its type; a list
-// or an object by its size alone (it may nest too deep to print).
-std::string shown(const json& j) {
-  if (j.is_array()) return "a list of " + std::to_string(j.size());
-  if (j.is_object()) return "an object of " + std::to_string(j.size()) + " members";
-  std::string text = j.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return text + " (" + j.type_name() + ")";
-}
-
 // Reads the fields of one state, each error naming the file and the field.
 class FieldReader {
  public:
@@ -98,7 +89,7 @@ class FieldReader {
                      bool null_ok) const {
     const json& j = member(parent, key, field);
     if (!j.is_object() && !(null_ok && j.is_null()))
-      fail(field, "is " + shown(j) + ", expected an object" + (null_ok ? " or null" : ""));
+      fail(field, "is " + shown_json(j) + ", expected an object" + (null_ok ? " or null" : ""));
     return j;
   }
 
@@ -109,27 +100,27 @@ class FieldReader {
           j.get<std::uint64_t>() >
               static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())))
       return j.get<std::int64_t>();
-    fail(field, "is " + shown(j) + ", expected an integer");
+    fail(field, "is " + shown_json(j) + ", expected an integer");
   }
 
   // A byte count: an integer >= 0.
   std::uint64_t count(const json& j, const std::string& field) const {
     if (j.is_number_unsigned() || (j.is_number_integer() && j.get<std::int64_t>() >= 0))
       return j.get<std::uint64_t>();
-    fail(field, "is " + shown(j) + ", expected a byte count (an integer >= 0)");
+    fail(field, "is " + shown_json(j) + ", expected a byte count (an integer >= 0)");
   }
 
   // A number; NaN and infinities included (null: a NaN an earlier version wrote).
   double number(const json& j, const std::string& field) const {
     if (j.is_number()) return j.get<double>();
     if (j.is_null()) return std::numeric_limits<double>::quiet_NaN();
-    fail(field, "is " + shown(j) + ", expected a number");
+    fail(field, "is " + shown_json(j) + ", expected a number");
   }
 
   // A string.
   std::string text(const json& j, const std::string& field) const {
     if (j.is_string()) return j.get<std::string>();
-    fail(field, "is " + shown(j) + ", expected a string");
+    fail(field, "is " + shown_json(j) + ", expected a string");
   }
 
   // integer() and number() of the member `key` of `parent`.
@@ -159,7 +150,7 @@ class FieldReader {
   // taken no later than the state's).
   void record(const json& r, const std::string& field, std::int64_t step) const {
     if (r.is_null()) return;
-    if (!r.is_object()) fail(field, "is " + shown(r) + ", expected a metrics record or null");
+    if (!r.is_object()) fail(field, "is " + shown_json(r) + ", expected a metrics record or null");
     if (r.contains("step")) {
       const std::int64_t at = integer(r.at("step"), field + ".step");
       at_least(field + ".step", at, 0);
@@ -175,7 +166,7 @@ class FieldReader {
 
 // The loss scaler's state: {} (no scaling) or the fields LossScaler::restore reads.
 void check_loss_scale(const FieldReader& in, const json& scale) {
-  if (!scale.is_object()) in.fail("loss_scale", "is " + shown(scale) + ", expected an object");
+  if (!scale.is_object()) in.fail("loss_scale", "is " + shown_json(scale) + ", expected an object");
   if (scale.empty()) return;
   in.number_at(scale, "scale", "loss_scale.scale");
   for (const char* key : {"clean_steps", "hysteresis_left", "skipped_steps", "overflows_at_min"})
@@ -189,7 +180,8 @@ void check_loss_scale(const FieldReader& in, const json& scale) {
 // train.early_stopping's count: null, or {best (a number or null), best_step, bad}.
 void check_early_stopping(const FieldReader& in, const json& stop, std::int64_t step) {
   if (stop.is_null()) return;
-  if (!stop.is_object()) in.fail("early_stopping", "is " + shown(stop) + ", expected an object");
+  if (!stop.is_object())
+    in.fail("early_stopping", "is " + shown_json(stop) + ", expected an object");
   const json& best = in.member(stop, "best", "early_stopping.best");
   if (!best.is_null()) in.number(best, "early_stopping.best");
   const std::int64_t best_step = in.integer_at(stop, "best_step", "early_stopping.best_step");
@@ -238,7 +230,7 @@ void check_position(const FieldReader& in, const TrainState& s) {
 // The state `stored` holds, every field checked (from_json).
 TrainState read_state(const nlohmann::json& stored, const std::string& path) {
   if (!stored.is_object())
-    throw CheckpointError(path + ": state is " + shown(stored) + ", expected an object");
+    throw CheckpointError(path + ": state is " + shown_json(stored) + ", expected an object");
   check_depth(stored, path);
   json j = stored;
   non_finite_read(j);

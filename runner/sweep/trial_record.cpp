@@ -1,6 +1,7 @@
 // The sweep's trial state file, its two tables, and what it reads of a
 // trial's run directory.
 #include "runner/sweep/trial_record.h"
+#include "runner/json_shown.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/overrides.h"
+#include "runner/json_shown.h"
 #include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
@@ -120,7 +122,8 @@ constexpr const char* kDamagedStatePolicy =
 // the trial and field ("trial-000.failures").
 std::string damaged_state(const std::string& path, const std::string& where,
                           const std::string& expected, const nlohmann::json& value) {
-  std::string found = value.dump();
+  // A list or an object by its size: it may nest too deep to print.
+  std::string found = value.is_structured() ? shown_json(value) : value.dump();
   if (found.size() > 60) found = found.substr(0, 60) + "...";
   return path + " is damaged at " + where + " (expected " + expected + ", found " + found +
          "): " + (where.find('.') == std::string::npos ? "the trial's saved state" : "that value") +

@@ -105,6 +105,16 @@ TEST_CASE("a sweep with nothing to sweep is reported at the config file") {
   CHECK(r.out.find(kGood + "minimal.yaml: error: sweep: nothing to sweep") == 0);
 }
 
+TEST_CASE("a convolution stride past what the libraries take is refused at it") {
+  const auto r = run("validate " + kGood +
+                         "minimal.yaml 'model.layers=[{type: conv2d, out_channels: 2, kernel: 3, "
+                         "stride: 2147483648}, {type: flatten}, {type: linear, out_features: 10}]'",
+                     true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("model.layers[0].stride: expected an integer >= 1 and <= 65536") !=
+        std::string::npos);
+}
+
 TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("").code == 2);
   CHECK(run("frobnicate").code == 2);

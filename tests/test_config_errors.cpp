@@ -682,3 +682,12 @@ TEST_CASE("a config without data, or an empty one, is reported at its file, not 
             "    add one, e.g. train: {type: idx, images: train-images.gz, labels: "
             "train-labels.gz}");
 }
+
+TEST_CASE("an empty data path or a GPU index past its range is refused at its value") {
+  CHECK(only_error(kGood + "minimal.yaml", {"data.train={type: csv, path: \"\"}"}) ==
+        "<command line>:1:30: error: data.train.path: an empty path names no file (in override 1 "
+        "'data.train={type: csv, path: \"\"}')\n"
+        "    give the file's path (relative to this YAML file, or absolute)");
+  CHECK(only_error(kGood + "minimal.yaml", {"devices=[4294967296]"})
+            .find("devices.gpus[0]: expected an integer >= 0 and <= 1023") != std::string::npos);
+}

@@ -131,6 +131,12 @@ TEST_CASE("bad inputs raise ShapeError saying what the op needs") {
              Catch::Contains("cannot infer"));
   CHECK_THAT(shape_error("reshape", {{2, 10}}, {{"shape", std::vector<std::int64_t>{3, 4}}}),
              Catch::Contains("needs 12 values per sample"));
+  // A product past 2^63: no wrapped count (that once divided by zero).
+  CHECK_THAT(
+      shape_error("reshape", {{2, 10}},
+                  {{"shape", std::vector<std::int64_t>{std::int64_t{1} << 32, std::int64_t{1} << 32,
+                                                       std::int64_t{1} << 32, -1}}}),
+      Catch::Contains("more values per sample than can be counted"));
   CHECK_THAT(shape_error("cross_entropy", {{6, 10}, {5}}), Catch::Contains("labels [N] = [6]"));
   CHECK_THAT(shape_error("mse", {{6, 10}, {6, 9}}), Catch::Contains("same shape"));
   CHECK_THAT(shape_error("batchnorm", {{6, 10, 3}}), Catch::Contains("[N, C] or [N, C, H, W]"));

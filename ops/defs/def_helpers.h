@@ -13,6 +13,11 @@
 
 namespace trainer::defs {
 
+// The largest kernel, stride, padding or dilation of a convolution or a
+// pooling window: far beyond any image, and within what the libraries'
+// 32-bit descriptors take.
+constexpr double kMaxWindowExtent = 65536;
+
 // The initializer names every ParamDecl::init may take.
 const std::vector<std::string>& initializer_names();
 

@@ -45,8 +45,9 @@ OpDef reshape() {
         inferred = static_cast<int>(i);
       } else if (target[i] <= 0) {
         throw ShapeError("reshape shape entries must be positive or -1, got " + to_string(target));
-      } else {
-        known *= target[i];
+      } else if (__builtin_mul_overflow(known, target[i], &known)) {
+        throw ShapeError("reshape shape " + to_string(target) +
+                         " holds more values per sample than can be counted");
       }
     }
     if (inferred >= 0) {

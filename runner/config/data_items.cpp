@@ -122,6 +122,11 @@ std::optional<TypedItem> read_item(Node& node, const std::string& key_path, cons
     Node* value = node.find(field);
     if (!value || !item.attrs.has(field)) continue;
     if (auto* one = std::get_if<std::string>(&item.attrs.values().at(field))) {
+      if (one->empty()) {
+        diags.add(value->mark(), join_key(key_path, field), "an empty path names no file",
+                  "give the file's path (relative to this YAML file, or absolute)");
+        continue;
+      }
       const std::string resolved = resolve_path(*one, value->mark().file);
       item.attrs.set(field, resolved);
       *value = Node::scalar(resolved, value->mark(), true);
@@ -129,6 +134,12 @@ std::optional<TypedItem> read_item(Node& node, const std::string& key_path, cons
       std::vector<std::string> resolved;
       for (std::size_t i = 0; i < list->size(); ++i) {
         Node& entry = value->items()[i];
+        if ((*list)[i].empty()) {
+          diags.add(entry.mark(), join_key(key_path, field) + "[" + std::to_string(i) + "]",
+                    "an empty path names no file",
+                    "give the file's path (relative to this YAML file, or absolute)");
+          continue;
+        }
         resolved.push_back(resolve_path((*list)[i], entry.mark().file));
         entry = Node::scalar(resolved.back(), entry.mark(), true);
       }

@@ -525,7 +525,8 @@ std::vector<SectionDef> build_sections() {
        {
            f(field("gpus", T::int_list, "GPU indices, one data-parallel rank each (empty: CPU)")
                  .def("[]")
-                 .at_least(0),
+                 .at_least(0)
+                 .at_most(1023),
              [](Config& c, const FieldValue& v) {
                c.devices.gpus = ints_of(v);
                c.devices.cpu = c.devices.gpus.empty();

@@ -226,6 +226,26 @@ TEST_CASE("a state edited past what a run can reach is a damaged checkpoint") {
     CHECK_NOTHROW(nlohmann::json::parse(line));
 }
 
+TEST_CASE("records changed after the checkpoints stop the resume; no checkpoint is set aside") {
+  TempDir tmp("records-changed");
+  const std::string run = finished_run(tmp, "run");
+  // Line ends converted (a copy through another system): every recorded
+  // length now falls inside a record, and no checkpoint is to blame.
+  std::string crlf;
+  for (const auto& line : read_lines(run + "/metrics.jsonl")) crlf += line + "\r\n";
+  write_text(run + "/metrics.jsonl", crlf);
+  const auto checkpoints_before = snapshot(run + "/checkpoints");
+  CHECK(resume(run, {"train.epochs=4"}, tmp / "r.log") == 1);
+  const std::string log = read_text(tmp / "r.log");
+  INFO(log);
+  CHECK_THAT(log, Contains("no checkpoint fits the run's records"));
+  CHECK(snapshot(run + "/checkpoints") == checkpoints_before);
+  CHECK(read_text(run + "/metrics.jsonl") == crlf);
+  // Without the file, the resume goes on.
+  fs::remove(run + "/metrics.jsonl");
+  CHECK(resume(run, {"train.epochs=4"}, tmp / "r2.log") == 0);
+}
+
 TEST_CASE("a checkpoints folder gone from a run that wrote checkpoints stops the resume") {
   TempDir tmp("checkpoints-gone");
   const std::string finished = finished_run(tmp, "run");

@@ -149,9 +149,9 @@ void check_line_boundary(const fs::path& path, std::uint64_t bytes, const char* 
   in.seekg(static_cast<std::streamoff>(bytes - 1));
   char before = '\n';
   if (!in.get(before) || before == '\n') return;  // unreadable: the resume's own error
-  throw CheckpointError(state_path + ": state '" + key + "' is " + std::to_string(bytes) +
-                        ", inside a record of " + path.string() + " (" + std::to_string(size) +
-                        " bytes; the byte before it is no line end)");
+  throw RecordsChanged(state_path + ": state '" + key + "' is " + std::to_string(bytes) +
+                       ", inside a record of " + path.string() + " (" + std::to_string(size) +
+                       " bytes; the byte before it is no line end)");
 }
 
 // The lengths of metrics.jsonl and timing.jsonl the state recorded each end
@@ -436,6 +436,15 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     const std::function<void(const std::string&)>& warn) {
   check_checkpoint_folder(dir_);
   const auto all = list_checkpoints(dir_);
+  // Checkpoints whose recorded record lengths fall inside a record: either
+  // the state is wrong (then an older checkpoint fits, and they are set
+  // aside), or the records were changed since (then none fits, and none is).
+  std::vector<std::pair<fs::path, std::string>> off_the_records;
+  const auto unusable = [&](const fs::path& path, const std::string& why) {
+    const std::string moved = set_aside_bad ? set_aside(path) : "";
+    warn("checkpoint " + path.string() + " is unusable: " + why +
+         (moved.empty() ? "" : "; moved to " + moved) + "; trying the previous one");
+  };
   for (const auto& [step, path] : all) {
     try {
       const auto [model, state_file] = read_verified(path);
@@ -443,6 +452,7 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
       check_record_lengths(state, fs::path(dir_).parent_path(), (path / kStateFile).string());
       load_parameters(program, model, (path / kModelFile).string(), true);
       load_optimizer_state(program, state_file, (path / kStateFile).string());
+      for (const auto& [skipped, why] : off_the_records) unusable(skipped, why);
       return LoadedCheckpoint{path.string(), std::move(state)};
     } catch (const CheckpointMismatch&) {
       throw;  // the config changed, not the file: an older one would not fit either
@@ -458,12 +468,20 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
           dir_ + " (with a lower optimizer.lr), or start a new run");
     } catch (const CheckpointUnreadable&) {
       throw;  // not damage: the same file reads once the system lets it
+    } catch (const RecordsChanged& e) {
+      off_the_records.emplace_back(path, e.what());
     } catch (const CheckpointError& e) {
-      const std::string moved = set_aside_bad ? set_aside(path) : "";
-      warn("checkpoint " + path.string() + " is unusable: " + e.what() +
-           (moved.empty() ? "" : "; moved to " + moved) + "; trying the previous one");
+      unusable(path, e.what());
     }
   }
+  if (!off_the_records.empty())
+    throw RecordsChanged(
+        "cannot resume from checkpoint " + off_the_records.front().first.string() + ": " +
+        off_the_records.front().second +
+        "\n  no checkpoint fits the run's records: they were changed since the checkpoints were "
+        "taken (line ends converted, lines added or edited), and the checkpoints are kept as "
+        "they are. Put the run's own records back, or remove that file (the resume then goes "
+        "on, noting the records it lost)");
   // Checkpoints were written but none loads: starting over here would
   // overwrite the run's records with another run's.
   if (!all.empty() || holds_set_aside(dir_))

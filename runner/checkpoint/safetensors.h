@@ -34,6 +34,14 @@ class CheckpointUnreadable : public CheckpointError {
   using CheckpointError::CheckpointError;
 };
 
+// Intact, but the run's record files (metrics.jsonl, timing.jsonl) no longer
+// end a record where the checkpoint recorded their length: they were changed
+// since, which no other checkpoint mends. Not damage of the checkpoint.
+class RecordsChanged : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
 // Intact, but a tensor holds a value that is not finite (NaN, an infinity):
 // weights of a run that diverged, or a file edited. Loading it would only
 // make the next loss NaN.

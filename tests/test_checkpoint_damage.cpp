@@ -246,7 +246,8 @@ TEST_CASE("records changed after the checkpoints stop the resume; no checkpoint 
   CHECK(resume(run, {"train.epochs=4"}, tmp / "r2.log") == 0);
 }
 
-TEST_CASE("a checkpoints folder gone from a run that wrote checkpoints stops the resume") {
+TEST_CASE(
+    "a checkpoints folder gone or emptied from a run that wrote checkpoints stops the resume") {
   TempDir tmp("checkpoints-gone");
   const std::string finished = finished_run(tmp, "run");
 
@@ -285,6 +286,20 @@ TEST_CASE("a checkpoints folder gone from a run that wrote checkpoints stops the
     CHECK_THAT(log, Contains(run + "/train.log reports one (checkpoint " + finished +
                              "/checkpoints/step-0000"));
     CHECK(read_lines(run + "/metrics.jsonl").size() == 13);
+  }
+  // Emptied: the same, for the folder there with nothing in it.
+  {
+    const std::string run = copy_run(finished, tmp / "emptied");
+    fs::remove_all(run + "/checkpoints");
+    fs::create_directories(run + "/checkpoints");
+    const auto before = snapshot(run);
+    CHECK(resume(run, {}, tmp / "emptied.log") == 1);
+    const std::string log = read_text(tmp / "emptied.log");
+    INFO(log);
+    CHECK_THAT(log, Contains("error: " + run +
+                             "/checkpoints holds no checkpoint, but the run wrote checkpoints (" +
+                             run + "/summary.json names checkpoint"));
+    CHECK(snapshot(run) == before);
   }
 }
 

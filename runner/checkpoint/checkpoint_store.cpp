@@ -206,6 +206,13 @@ void check_checkpoint_folder(const fs::path& dir) {
     if (listed)
       throw CheckpointUnreadable(dir.string() +
                                  ": cannot list the checkpoints: " + listed.message());
+    if (!list_checkpoints(dir).empty() || holds_set_aside(dir)) return;
+    if (const std::string written = checkpoint_on_record(dir.parent_path()); !written.empty())
+      throw CheckpointError(dir.string() + " holds no checkpoint, but the run wrote checkpoints (" +
+                            written +
+                            "): resuming would train it again from the beginning and replace "
+                            "its records; " +
+                            fix);
     return;
   }
   if (fs::exists(status))

@@ -88,6 +88,32 @@ TEST_CASE("an extends cycle is reported with the chain") {
             kBad + "cycle_b.yaml -> " + kBad + "cycle_a.yaml");
 }
 
+TEST_CASE("extends chains are bounded in depth, and a shared base is read once") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("trainer_extends_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // 40 levels, each extending the next one twice: 2^40 merges when each
+  // base was read again for every file that names it.
+  for (int i = 0; i < 40; ++i) {
+    const std::string next = "d" + std::to_string(i + 1) + ".yaml";
+    std::ofstream(dir / ("d" + std::to_string(i) + ".yaml"))
+        << "extends: [" << next << ", " << next << "]\nseed: " << i << "\n";
+  }
+  std::ofstream(dir / "d40.yaml") << "model: {layers: [{type: flatten}, {type: linear, "
+                                     "out_features: 2}]}\ndata: {train: {type: synthetic, "
+                                     "shape: [1, 2, 2]}}\n";
+  CHECK(load_config((dir / "d0.yaml").string()).seed == 0);
+  // A chain of 100 files: refused at the 65th, not a stack overflow.
+  for (int i = 0; i < 100; ++i)
+    std::ofstream(dir / ("c" + std::to_string(i) + ".yaml")) << "extends: c" << i + 1 << ".yaml\n";
+  std::ofstream(dir / "c100.yaml") << "seed: 1\n";
+  CHECK(only_error((dir / "c0.yaml").string()) ==
+        (dir / "c63.yaml").string() + ":1:1: error: extends: extends chain of more than 64 files " +
+            "(from " + (dir / "c0.yaml").string() + ")\n    merge some of the bases into one file");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a YAML syntax error is a diagnostic with its position, not an exception trace") {
   CHECK(only_error(kBad + "syntax_error.yaml") ==
         kBad + "syntax_error.yaml:4:5: error: invalid YAML: end of map flow not found");

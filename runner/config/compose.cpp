@@ -2,6 +2,8 @@
 #include "runner/config/compose.h"
 
 #include <filesystem>
+#include <map>
+#include <optional>
 
 #include "runner/config/registry.h"
 #include "runner/config/scalar.h"
@@ -25,8 +27,22 @@ struct ChainEntry {
   std::string shown;
 };
 
+// The files resolved so far, by identity: their merged tree, or nothing when
+// they failed (their errors are reported once). A base that several files
+// extend is read and merged once.
+using Resolved = std::map<std::string, std::optional<Node>>;
+
+// The most files one `extends` chain may pass through: far more than any
+// composition needs, and far fewer than would exhaust the stack.
+constexpr std::size_t kMaxExtendsDepth = 64;
+
+// Reads the file at `path` and merges it over its bases (load_recursive).
+bool load_file(const std::string& path, const Mark& where, const std::string& where_key,
+               std::vector<ChainEntry>& chain, Resolved& resolved, Diagnostics& diags, Node& out);
+
 bool load_recursive(const std::string& path, const Mark& where, const std::string& where_key,
-                    std::vector<ChainEntry>& chain, Diagnostics& diags, Node& out) {
+                    std::vector<ChainEntry>& chain, Resolved& resolved, Diagnostics& diags,
+                    Node& out) {
   const std::string id = identity_of(path);
   for (std::size_t i = 0; i < chain.size(); ++i) {
     if (chain[i].id != id) continue;
@@ -35,6 +51,26 @@ bool load_recursive(const std::string& path, const Mark& where, const std::strin
     diags.add(where, where_key, "extends cycle: " + cycle + path);
     return false;
   }
+  if (chain.size() >= kMaxExtendsDepth) {
+    diags.add(where, where_key,
+              "extends chain of more than " + std::to_string(kMaxExtendsDepth) + " files (from " +
+                  chain.front().shown + ")",
+              "merge some of the bases into one file");
+    return false;
+  }
+  if (const auto done = resolved.find(id); done != resolved.end()) {
+    if (done->second) out = *done->second;
+    return done->second.has_value();
+  }
+  resolved[id] = std::nullopt;  // until it is resolved
+  if (!load_file(path, where, where_key, chain, resolved, diags, out)) return false;
+  resolved[id] = out;
+  return true;
+}
+
+bool load_file(const std::string& path, const Mark& where, const std::string& where_key,
+               std::vector<ChainEntry>& chain, Resolved& resolved, Diagnostics& diags, Node& out) {
+  const std::string id = identity_of(path);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     diags.add(where, where_key,
@@ -80,8 +116,8 @@ bool load_recursive(const std::string& path, const Mark& where, const std::strin
       fs::path base_path = base->text();
       if (base_path.is_relative()) base_path = fs::path(path).parent_path() / base_path;
       Node base_tree;
-      if (load_recursive(base_path.lexically_normal().string(), key_mark, "extends", chain, diags,
-                         base_tree))
+      if (load_recursive(base_path.lexically_normal().string(), key_mark, "extends", chain,
+                         resolved, diags, base_tree))
         merged = merge_nodes(std::move(merged), base_tree);
       else
         all_ok = false;
@@ -99,7 +135,8 @@ bool load_recursive(const std::string& path, const Mark& where, const std::strin
 
 bool load_composed(const std::string& path, Diagnostics& diags, Node& out) {
   std::vector<ChainEntry> chain;
-  return load_recursive(path, Mark{path, 0, 0}, "", chain, diags, out);
+  Resolved resolved;
+  return load_recursive(path, Mark{path, 0, 0}, "", chain, resolved, diags, out);
 }
 
 Node merge_nodes(Node base, const Node& over) {

@@ -321,3 +321,19 @@ recompute: [stage1]
   CHECK(typo.diags.list()[0].mark.line == 4);
   CHECK(typo.diags.list()[0].suggestion == "did you mean 'flat'?");
 }
+
+TEST_CASE("nested blocks whose repeats multiply past the layer limit are one error") {
+  auto b = build(R"(
+blocks:
+  outer: {layers: [{block: inner, repeat: 400}]}
+  inner: {layers: [{type: relu}]}
+layers:
+  - {type: flatten}
+  - {block: outer, repeat: 400}
+  - {type: linear, out_features: 10}
+)");
+  REQUIRE(b.diags.size() == 1);  // reported once, not for every layer past the limit
+  const auto& d = b.diags.list()[0];
+  CHECK(d.key_path == "model.blocks.inner.layers[0]");
+  CHECK(d.message.find("the model expands to more than 100000 layers") != std::string::npos);
+}

@@ -46,6 +46,10 @@ constexpr const char* kInputName = "input";
 const std::vector<std::string> kLayerKeys = {"type", "name", "inputs"};
 // The most repetitions of one block instance.
 constexpr double kMaxRepeat = 10000;
+// The most layers a model may expand to (nested blocks multiply their
+// repeats): far beyond any network trained here, and small enough that the
+// graph, its plan and their memory stay bounded.
+constexpr std::size_t kMaxLayers = 100000;
 // Keys a block instance has besides the block's parameters.
 const std::vector<std::string> kBlockInstanceKeys = {"block", "name", "inputs", "repeat", "first"};
 
@@ -342,6 +346,15 @@ class Builder {
 
   ValueId add_node(const OpDef& op, const std::string& name, Attrs attrs,
                    const std::vector<ValueId>& inputs, const Mark& mark, const std::string& path) {
+    if (graph_.nodes.size() >= kMaxLayers) {
+      if (!too_many_layers_)
+        diags_.add(mark, path,
+                   "the model expands to more than " + std::to_string(kMaxLayers) +
+                       " layers here (at '" + name + "'): nested blocks multiply their repeats",
+                   "lower the `repeat:` of the block instances");
+      too_many_layers_ = true;
+      return kNoValue;
+    }
     const int n = static_cast<int>(inputs.size());
     if (n < op.min_inputs || (op.max_inputs >= 0 && n > op.max_inputs)) {
       const std::string want =
@@ -689,6 +702,7 @@ class Builder {
   }
 
   std::vector<std::string> top_names_;
+  bool too_many_layers_ = false;  // reported once
   const Node& model_;
   const ModelInput& input_;
   Diagnostics& diags_;

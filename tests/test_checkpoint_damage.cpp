@@ -8,6 +8,8 @@
 // previous one; a checkpoints folder that is not a directory, or is gone from
 // a run that wrote checkpoints, stops the resume instead of starting over; a
 // damaged manifest.json stops it before config.yaml is rewritten.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -300,6 +302,33 @@ TEST_CASE(
                              "/checkpoints holds no checkpoint, but the run wrote checkpoints (" +
                              run + "/summary.json names checkpoint"));
     CHECK(snapshot(run) == before);
+  }
+}
+
+TEST_CASE("a FIFO in place of a run's file is refused, never opened (an open would block)") {
+  TempDir tmp("fifo");
+  const std::string finished = finished_run(tmp, "run");
+  // A record file: the resume stops before it changes anything.
+  {
+    const std::string run = copy_run(finished, tmp / "log");
+    fs::remove(run + "/train.log");
+    REQUIRE(mkfifo((run + "/train.log").c_str(), 0644) == 0);
+    CHECK(resume(run, {"train.epochs=4"}, tmp / "log.log") == 1);
+    CHECK_THAT(read_text(tmp / "log.log"),
+               Contains(run + "/train.log is a FIFO, not a file: the run's records cannot be read "
+                              "or written there"));
+  }
+  // A checkpoint's file: that checkpoint is unusable, the one before it resumes.
+  {
+    const std::string run = copy_run(finished, tmp / "ckpt");
+    const std::string model = run + "/checkpoints/step-00000048/model.safetensors";
+    fs::remove(model);
+    REQUIRE(mkfifo(model.c_str(), 0644) == 0);
+    CHECK(resume(run, {"train.epochs=4"}, tmp / "ckpt.log") == 0);
+    const std::string log = read_text(tmp / "ckpt.log");
+    INFO(log);
+    CHECK_THAT(log, Contains(model + ": is a FIFO, not a file"));
+    CHECK_THAT(log, Contains("resuming from " + run + "/checkpoints/step-00000042"));
   }
 }
 

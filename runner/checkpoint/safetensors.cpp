@@ -1,6 +1,8 @@
 // Safetensors encoding and strict decoding with positioned errors.
 #include "runner/checkpoint/safetensors.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -13,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runner/file_kind.h"
 #include "runner/json_shown.h"
 
 namespace trainer::checkpoint {
@@ -257,6 +260,7 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
 }
 
 Safetensors read_safetensors_header(const std::string& path) {
+  if (!not_a_regular_file(path).empty()) return read_safetensors(path);  // its error
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return read_safetensors(path);  // its error, with the system's reason
   const auto size = static_cast<std::uint64_t>(in.tellg());
@@ -270,28 +274,58 @@ Safetensors read_safetensors_header(const std::string& path) {
   return decode(head, size, false, path);
 }
 
+namespace {
+
+// Refuses what is not a plain file before it is opened: a FIFO would block
+// the open, a device might never end.
+void require_regular_file(const std::string& path) {
+  if (const std::string what = not_a_regular_file(path); !what.empty())
+    throw CheckpointError(path + ": is " + what + ", not a file");
+}
+
+}  // namespace
+
 std::string read_file_bytes(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw CheckpointError(path + ": is a directory, not a file");
+  require_regular_file(path);
   errno = 0;
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) {
     const int error = errno;
     if (error == ENOENT || error == 0) throw CheckpointError(path + ": missing");
     throw CheckpointUnreadable(path + ": cannot open for reading: " + std::strerror(error));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  // Read whole: a file larger than the machine's memory (a sparse or
+  // damaged one) is refused before the attempt fills it.
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0 &&
+      size > static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page))
+    throw CheckpointError(path + ": " + std::to_string(size) +
+                          " bytes, more than this machine's memory: damaged, or not a checkpoint "
+                          "file");
+  std::string bytes;
+  try {
+    bytes.resize(size);
+  } catch (const std::bad_alloc&) {  // also std::length_error's size: a sparse or damaged file
+    throw CheckpointError(path + ": " + std::to_string(size) +
+                          " bytes, more than this process can hold in memory");
+  } catch (const std::length_error&) {
+    throw CheckpointError(path + ": " + std::to_string(size) +
+                          " bytes, more than this process can hold in memory");
+  }
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  if (in.bad() || static_cast<std::uint64_t>(in.gcount()) != size) {
     const int error = errno;
-    throw CheckpointUnreadable(path + ": read error" +
+    throw CheckpointUnreadable(path + ": read error after " + std::to_string(in.gcount()) + " of " +
+                               std::to_string(size) + " bytes" +
                                (error != 0 ? ": " + std::string(std::strerror(error)) : ""));
   }
-  return ss.str();
+  return bytes;
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw CheckpointError(path + ": cannot open for reading");
   const auto size = static_cast<std::uint64_t>(in.tellg());

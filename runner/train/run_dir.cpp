@@ -23,9 +23,11 @@
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
+#include "runner/file_kind.h"
 #include "runner/train/devices.h"
 #include "runner/train/host_info.h"
 #include "runner/train/sha256.h"
+#include "runner/train/tfevents.h"
 #include "runner/usage_error.h"
 
 #ifdef TRAINER_WITH_CUDA
@@ -147,9 +149,8 @@ nlohmann::json parse_manifest(const fs::path& dir, std::string& problem) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (status.type() == fs::file_type::not_found) return nlohmann::json::object();
-  if (!fs::is_regular_file(status)) {
-    problem = fs::is_directory(status) ? "it is a directory, not a file"
-                                       : "it cannot be read (" + ec.message() + ")";
+  if (const std::string what = not_a_regular_file(path.string()); !what.empty()) {
+    problem = "it is " + what + ", not a file";
     return nlohmann::json::object();
   }
   errno = 0;
@@ -195,7 +196,24 @@ nlohmann::json read_manifest(const fs::path& dir) {
 
 // manifest.json of `dir` for a resume to add its entry to; throws, naming the
 // file and what is wrong, when it is damaged (a resume would replace it).
+// The run's own files are plain files, or absent: a FIFO would block the
+// resume where it opens one, a device would never end.
+void check_run_files(const fs::path& dir) {
+  // (manifest.json: its own message, from parse_manifest.)
+  for (const char* name : {"config.yaml", "config.sha256", "train.log", "metrics.jsonl",
+                           "timing.jsonl", "summary.json", kEventsFile}) {
+    const std::string path = (dir / name).string();
+    if (const std::string what = not_a_regular_file(path); !what.empty())
+      throw std::runtime_error(path + " is " + what +
+                               ", not a file: the run's records cannot be read or written "
+                               "there. Put the run's own file back, or start again in a new "
+                               "directory (trainer run " +
+                               (dir / "config.yaml").string() + " --out NEW_DIR)");
+  }
+}
+
 nlohmann::json manifest_to_resume(const fs::path& dir) {
+  check_run_files(dir);
   std::string problem;
   nlohmann::json manifest = parse_manifest(dir, problem);
   if (problem.empty() && manifest.contains("resumes") && !manifest["resumes"].is_array())

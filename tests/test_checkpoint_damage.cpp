@@ -305,7 +305,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("a FIFO in place of a run's file is refused, never opened (an open would block)") {
+TEST_CASE("a FIFO or a link loop in place of a run's file is refused, never opened") {
   TempDir tmp("fifo");
   const std::string finished = finished_run(tmp, "run");
   // A record file: the resume stops before it changes anything.
@@ -329,6 +329,18 @@ TEST_CASE("a FIFO in place of a run's file is refused, never opened (an open wou
     INFO(log);
     CHECK_THAT(log, Contains(model + ": is a FIFO, not a file"));
     CHECK_THAT(log, Contains("resuming from " + run + "/checkpoints/step-00000042"));
+  }
+  // A checkpoint folder that is a link to itself: passed over, and replaced
+  // when the run writes that step again (its check followed the link and
+  // failed with the system's "too many levels of symbolic links").
+  {
+    const std::string run = copy_run(finished, tmp / "loop");
+    const std::string step = run + "/checkpoints/step-00000048";
+    fs::remove_all(step);
+    fs::create_symlink("step-00000048", step);
+    CHECK(resume(run, {"train.epochs=4"}, tmp / "loop.log") == 0);
+    INFO(read_text(tmp / "loop.log"));
+    CHECK_FALSE(fs::is_symlink(fs::symlink_status(step)));  // replaced (then pruned)
   }
 }
 

@@ -354,7 +354,9 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   // The same step written twice (an epoch end that is also the last step): replace it.
   const fs::path old = fs::path(dir_) / (name + ".old");
   fs::remove_all(old);
-  if (fs::exists(final_path)) fs::rename(final_path, old);
+  // (Not followed: a link there, even one that loops, is replaced as it is.)
+  std::error_code looked;
+  if (fs::exists(fs::symlink_status(final_path, looked))) fs::rename(final_path, old);
   fs::rename(tmp, final_path);
   fsync_directory(dir_);
   // Saved: nothing below may undo that (a resume finds the newest itself).

@@ -234,17 +234,28 @@ const std::vector<SourceDef>& source_defs() {
   return defs;
 }
 
+// The samples are float32: a constant outside these magnitudes would turn
+// every value into 0 or an infinity (a divisor of 1e-320 is 0 in float32).
+constexpr double kMinMagnitude = 1e-30;
+constexpr double kMaxMagnitude = 1e30;
+
 const std::vector<TransformDef>& transform_defs() {
   static const std::vector<TransformDef> defs = {
       transform("scale", false, "Divides every value by `factor` (255 maps bytes to [0, 1]).",
-                {field("factor", FT::number, "The divisor.").def("255").above(0)}),
+                {field("factor", FT::number, "The divisor.")
+                     .def("255")
+                     .at_least(kMinMagnitude)
+                     .at_most(kMaxMagnitude)}),
       transform("normalize", false,
                 "Per channel (x - mean) / std. Without mean and std they are computed once "
                 "from the training set (after the transforms listed before this one) and "
                 "recorded in the run.",
-                {field("mean", FT::number_list, "Mean per channel (or one for all)."),
+                {field("mean", FT::number_list, "Mean per channel (or one for all).")
+                     .at_least(-kMaxMagnitude)
+                     .at_most(kMaxMagnitude),
                  field("std", FT::number_list, "Standard deviation per channel (or one for all).")
-                     .above(0)}),
+                     .at_least(kMinMagnitude)
+                     .at_most(kMaxMagnitude)}),
       transform("random_crop", true,
                 "Pads every side with `padding` zeros and crops `size` at a random offset. "
                 "Eval: a centre crop when `size` differs from the sample size, else nothing.",
@@ -273,7 +284,10 @@ const std::vector<TransformDef>& transform_defs() {
                .def("[0.3, 3.3]")
                .length(2)
                .above(0),
-           field("value", FT::number, "Value written into the rectangle.").def("0")}),
+           field("value", FT::number, "Value written into the rectangle.")
+               .def("0")
+               .at_least(-kMaxMagnitude)
+               .at_most(kMaxMagnitude)}),
   };
   return defs;
 }

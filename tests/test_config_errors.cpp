@@ -443,7 +443,17 @@ TEST_CASE("every number field refuses infinities, from overrides and files alike
         "1e+30, found number -.inf (in override 1 'optimizer.lr=-.inf')");
   // Transform and layer attributes go through the same check.
   CHECK(only_error(kGood + "minimal.yaml", {"data.transforms=[{type: scale, factor: .inf}]"})
-            .find("data.transforms[0].factor: expected a finite number > 0") != std::string::npos);
+            .find("data.transforms[0].factor: expected a finite number >= 1e-30 and <= 1e+30") !=
+        std::string::npos);
+  // ... and float32's range: 1e-320 is 0 there, 1e39 an infinity.
+  CHECK(only_error(kGood + "minimal.yaml",
+                   {"data.transforms=[{type: normalize, mean: [0], std: [1e-320]}]"})
+            .find("data.transforms[0].std[0]: expected a number >= 1e-30 and <= 1e+30") !=
+        std::string::npos);
+  CHECK(only_error(kGood + "minimal.yaml",
+                   {"data.transforms=[{type: normalize, mean: [1e39], std: [1]}]"})
+            .find("data.transforms[0].mean[0]: expected a number >= -1e+30 and <= 1e+30") !=
+        std::string::npos);
   const std::string file =
       temp_config("inf_lr.yaml", kMinimalText + "optimizer: {lr: .inf, eps: 1e400}\n");
   const auto list = errors_of(file);

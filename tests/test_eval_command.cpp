@@ -260,10 +260,16 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
   auto noted = run_trainer("eval " + (tmp / "run") + " data.train.seed=11", true);
   CHECK(noted.code == 0);
   CHECK_THAT(noted.out, Catch::Contains("note: " + manifest_path +
-                                        ": normalize_statistics[0] has std 0.0 (not a finite "
-                                        "number above 0): the recorded normalize statistics "
+                                        ": normalize_statistics[0] has std 0.0 (not a number "
+                                        "from 1e-30 to 1e30): the recorded normalize statistics "
                                         "cannot be used; they are computed from the training "
                                         "data again"));
+  // A std that float32 holds as 0.
+  damaged["normalize_statistics"][0]["std"] = {1e-320};
+  write_text(manifest_path, damaged.dump());
+  noted = run_trainer("eval " + (tmp / "run") + " data.train.seed=11", true);
+  CHECK(noted.code == 0);
+  CHECK_THAT(noted.out, Catch::Contains("(not a number from 1e-30 to 1e30)"));
   std::string text = manifest.dump();
   const std::string mean = manifest["normalize_statistics"][0]["mean"].dump();
   text.replace(text.find(mean), mean.size(), "[NaN]");

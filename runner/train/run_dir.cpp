@@ -507,12 +507,14 @@ std::vector<double> recorded_numbers(const nlohmann::json& stats, const char* ke
   }
   std::vector<double> values;
   for (const auto& v : *it) {
+    // The bounds the config's normalize takes: float32 must hold the value
+    // and its inverse.
+    const bool is_std = std::string(key) == "std";
     const bool usable = v.is_number() && std::isfinite(v.get<double>()) &&
-                        (std::string(key) != "std" || v.get<double>() > 0);
+                        std::fabs(v.get<double>()) <= 1e30 && (!is_std || v.get<double>() >= 1e-30);
     if (!usable) {
-      problem =
-          std::string("has ") + key + " " + (v.is_structured() ? v.type_name() : v.dump()) +
-          (std::string(key) == "std" ? " (not a finite number above 0)" : " (not a finite number)");
+      problem = std::string("has ") + key + " " + (v.is_structured() ? v.type_name() : v.dump()) +
+                (is_std ? " (not a number from 1e-30 to 1e30)" : " (not a number within +-1e30)");
       return {};
     }
     values.push_back(v.get<double>());

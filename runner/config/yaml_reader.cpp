@@ -1,6 +1,7 @@
 // YAML text -> config::Node, built from yaml-cpp's parser events so every node
 // and every map key keeps its 1-based line and column. Aliases are expanded (up
-// to kMaxAliasNodes copied nodes a file), and merge keys (`<<: *base`,
+// to kMaxAliasNodes copied nodes a file, the anchored values kept for them
+// counted too), and merge keys (`<<: *base`,
 // `<<: [*a, *b]`) copy the keys a map does not set itself.
 #include "runner/config/yaml_reader.h"
 
@@ -161,6 +162,26 @@ class TreeBuilder : public YAML::EventHandler {
     return false;
   }
 
+  // Whether an anchored value of `nodes` nodes may be kept for its aliases:
+  // the copies of this file stay within kMaxAliasNodes. The first one that
+  // would not is reported at `at`; its aliases (and every later one) then
+  // read as null.
+  bool keeps_anchor(std::size_t nodes, const std::string& name, const Mark& at) {
+    if (alias_limit_reported_) return false;
+    if (nodes <= kMaxAliasNodes - alias_nodes_) {
+      alias_nodes_ += nodes;
+      return true;
+    }
+    alias_limit_reported_ = true;
+    diags_.add(at, current_path(),
+               "anchor &" + name + " keeps more than " + std::to_string(kMaxAliasNodes) +
+                   " nodes with the anchors and aliases before it (it holds " +
+                   std::to_string(nodes) + "); a config does not need this: check the anchors",
+               "anchors nested in anchors copy the inner values once per level: anchor only the "
+               "values meant to be repeated");
+    return false;
+  }
+
   // The key path of the value being read ("a5[3]"), for messages.
   std::string current_path() const {
     std::string path;
@@ -174,7 +195,10 @@ class TreeBuilder : public YAML::EventHandler {
   }
 
   void add_value(Node n, YAML::anchor_t anchor, std::size_t nodes, std::string name = "") {
-    if (anchor != 0) anchors_[anchor] = {n, nodes, name.empty() ? anchor_name_ : std::move(name)};
+    // Keeping an anchored value for its aliases is a copy too (anchors
+    // nested in anchors copy the inner values once per level): it counts.
+    if (anchor != 0 && keeps_anchor(nodes, name.empty() ? anchor_name_ : name, n.mark()))
+      anchors_[anchor] = {n, nodes, name.empty() ? anchor_name_ : std::move(name)};
     if (stack_.empty()) {
       root_ = std::move(n);
       return;

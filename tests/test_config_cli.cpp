@@ -152,6 +152,18 @@ TEST_CASE("an override where the config file goes is refused with the order to u
   CHECK(run_without_resume.out.find("trainer run --resume RUN_DIR KEY=VALUE") != std::string::npos);
 }
 
+TEST_CASE("print-config refuses a layer that is not a map, as validate does") {
+  for (const char* command : {"print-config", "validate"}) {
+    INFO(command);
+    const auto r =
+        run(std::string(command) + " " + kGood + "minimal.yaml 'model.layers=[5]'", true);
+    CHECK(r.code == 2);
+    CHECK(r.out ==
+          "<command line>:1:15: error: model.layers[0]: expected a layer map like {type: linear, "
+          "...} (in override 1 'model.layers=[5]')\n1 error\n");
+  }
+}
+
 TEST_CASE("print-config output is a config that validates to the same values") {
   const auto printed = run("print-config " + kGood + "child.yaml optimizer.lr=0.025");
   REQUIRE(printed.code == 0);

@@ -124,7 +124,11 @@ const OpDef* find_layer_op(const Node& layer, const std::string& path, Diagnosti
 // known): an unknown type, key or bad value is reported. Block instances are
 // left to their expansion.
 void check_layer_fields(const Node& layer, const std::string& path, Diagnostics& diags) {
-  if (!layer.is_map() || layer.find("block")) return;
+  if (!layer.is_map()) {
+    diags.add(layer.mark(), path, "expected a layer map like {type: linear, ...}");
+    return;
+  }
+  if (layer.find("block")) return;
   if (const OpDef* op = find_layer_op(layer, path, diags))
     config::read_fields(layer, op->attrs, path, diags, kLayerKeys);
 }

@@ -15,6 +15,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "data/file_kind.h"
+
 namespace trainer::data {
 namespace {
 
@@ -202,26 +204,6 @@ class Gunzip {
   std::vector<std::uint8_t> out_;
   std::size_t in_pos_ = 0, out_pos_ = 0, member_start_ = 0;
 };
-
-// What kind of file `status` is, when it is not a regular one: "a FIFO (named
-// pipe)", "a character device" ...
-std::string file_kind(const std::filesystem::file_status& status) {
-  namespace fs = std::filesystem;
-  switch (status.type()) {
-    case fs::file_type::directory:
-      return "a directory";
-    case fs::file_type::fifo:
-      return "a FIFO (named pipe)";
-    case fs::file_type::character:
-      return "a character device";
-    case fs::file_type::block:
-      return "a block device";
-    case fs::file_type::socket:
-      return "a socket";
-    default:
-      return "not a file";
-  }
-}
 
 // A data file must be a regular file: a device (/dev/zero) has no end, a FIFO
 // blocks until something writes to it, and neither can be read twice.

@@ -314,9 +314,11 @@ TEST_CASE("a FIFO or a link loop in place of a run's file is refused, never open
     fs::remove(run + "/train.log");
     REQUIRE(mkfifo((run + "/train.log").c_str(), 0644) == 0);
     CHECK(resume(run, {"train.epochs=4"}, tmp / "log.log") == 1);
-    CHECK_THAT(read_text(tmp / "log.log"),
-               Contains(run + "/train.log is a FIFO, not a file: the run's records cannot be read "
-                              "or written there"));
+    CHECK_THAT(
+        read_text(tmp / "log.log"),
+        Contains(run +
+                 "/train.log is a FIFO (named pipe), not a file: the run's records cannot be read "
+                 "or written there"));
   }
   // A checkpoint's file: that checkpoint is unusable, the one before it resumes.
   {
@@ -327,7 +329,7 @@ TEST_CASE("a FIFO or a link loop in place of a run's file is refused, never open
     CHECK(resume(run, {"train.epochs=4"}, tmp / "ckpt.log") == 0);
     const std::string log = read_text(tmp / "ckpt.log");
     INFO(log);
-    CHECK_THAT(log, Contains(model + ": is a FIFO, not a file"));
+    CHECK_THAT(log, Contains(model + ": is a FIFO (named pipe), not a file"));
     CHECK_THAT(log, Contains("resuming from " + run + "/checkpoints/step-00000042"));
   }
   // A checkpoint folder that is a link to itself: passed over, and replaced

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/file_kind.h"
+#include "data/file_kind.h"
 #include "runner/json_shown.h"
 
 namespace trainer::checkpoint {
@@ -260,7 +260,7 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
 }
 
 Safetensors read_safetensors_header(const std::string& path) {
-  if (!not_a_regular_file(path).empty()) return read_safetensors(path);  // its error
+  if (!data::not_a_regular_file(path).empty()) return read_safetensors(path);  // its error
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return read_safetensors(path);  // its error, with the system's reason
   const auto size = static_cast<std::uint64_t>(in.tellg());
@@ -279,7 +279,7 @@ namespace {
 // Refuses what is not a plain file before it is opened: a FIFO would block
 // the open, a device might never end.
 void require_regular_file(const std::string& path) {
-  if (const std::string what = not_a_regular_file(path); !what.empty())
+  if (const std::string what = data::not_a_regular_file(path); !what.empty())
     throw CheckpointError(path + ": is " + what + ", not a file");
 }
 

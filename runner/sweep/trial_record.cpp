@@ -1,8 +1,6 @@
 // The sweep's trial state file, its two tables, and what it reads of a
 // trial's run directory.
 #include "runner/sweep/trial_record.h"
-#include "runner/file_kind.h"
-#include "runner/json_shown.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/file_kind.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/overrides.h"
-#include "runner/file_kind.h"
 #include "runner/json_shown.h"
 #include "runner/sweep/objective.h"
 
@@ -64,7 +62,7 @@ std::string steps_text(const TrialRecord& r) {
 // The run's summary.json when it says the run completed, else null.
 nlohmann::json completed_summary(const std::string& run_dir) {
   const std::string path = (std::filesystem::path(run_dir) / "summary.json").string();
-  if (!not_a_regular_file(path).empty()) return nullptr;  // a FIFO would block the open
+  if (!data::not_a_regular_file(path).empty()) return nullptr;  // a FIFO would block the open
   std::ifstream in(path);
   if (!in) return nullptr;
   nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
@@ -205,7 +203,7 @@ std::vector<std::string> summary_metrics(const std::string& run_dir) {
 std::vector<std::string> load_trial_state(const std::string& path,
                                           std::vector<TrialRecord>& records) {
   std::vector<std::string> warnings;
-  if (const std::string what = not_a_regular_file(path); !what.empty()) {
+  if (const std::string what = data::not_a_regular_file(path); !what.empty()) {
     warnings.push_back(path + " is " + what + ", not a file: " + kDamagedStatePolicy +
                        " (where it can be)");
     return warnings;

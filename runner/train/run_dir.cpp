@@ -19,11 +19,11 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "data/file_kind.h"
 #include "runner/build_info.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
-#include "runner/file_kind.h"
 #include "runner/train/devices.h"
 #include "runner/train/host_info.h"
 #include "runner/train/sha256.h"
@@ -149,7 +149,7 @@ nlohmann::json parse_manifest(const fs::path& dir, std::string& problem) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (status.type() == fs::file_type::not_found) return nlohmann::json::object();
-  if (const std::string what = not_a_regular_file(path.string()); !what.empty()) {
+  if (const std::string what = data::not_a_regular_file(path.string()); !what.empty()) {
     problem = "it is " + what + ", not a file";
     return nlohmann::json::object();
   }
@@ -203,7 +203,7 @@ void check_run_files(const fs::path& dir) {
   for (const char* name : {"config.yaml", "config.sha256", "train.log", "metrics.jsonl",
                            "timing.jsonl", "summary.json", kEventsFile}) {
     const std::string path = (dir / name).string();
-    if (const std::string what = not_a_regular_file(path); !what.empty())
+    if (const std::string what = data::not_a_regular_file(path); !what.empty())
       throw std::runtime_error(path + " is " + what +
                                ", not a file: the run's records cannot be read or written "
                                "there. Put the run's own file back, or start again in a new "

@@ -307,10 +307,7 @@ std::string read_file_bytes(const std::string& path) {
   std::string bytes;
   try {
     bytes.resize(size);
-  } catch (const std::bad_alloc&) {  // also std::length_error's size: a sparse or damaged file
-    throw CheckpointError(path + ": " + std::to_string(size) +
-                          " bytes, more than this process can hold in memory");
-  } catch (const std::length_error&) {
+  } catch (const std::exception&) {  // bad_alloc, or length_error past max_size()
     throw CheckpointError(path + ": " + std::to_string(size) +
                           " bytes, more than this process can hold in memory");
   }

@@ -91,8 +91,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     // A resume's data and model too (its data may have moved since), and its
     // model.init_from only where the ranks would read it: without a
     // checkpoint to resume from.
-    if (dist::requested_ranks(loaded) > 1 && !resume) config::run_validation_hooks(loaded);
-    if (dist::requested_ranks(loaded) > 1 && resume) {
+    if (dist::requested_ranks(loaded) > 1 && !resume) {
+      config::run_validation_hooks(loaded);
+    } else if (dist::requested_ranks(loaded) > 1) {
       const train::Session checked = train::prepare_session(
           loaded, {}, !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
       config::Diagnostics diags;

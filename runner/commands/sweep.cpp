@@ -31,12 +31,6 @@
 namespace trainer {
 namespace {
 
-std::string joined(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : separator) + i;
-  return out;
-}
-
 // A trial config's error in a value the config's sweep section sets is
 // reported there, naming the value, as `trainer validate` reports it; nullopt
 // for any other error (the command line's own overrides, a --grid value, a
@@ -71,7 +65,7 @@ class TrialErrorReport {
     }
     if (own.empty() || ++trials_shown_ > kShown) return;
     std::fprintf(stderr, "sweep: %s (%s):\n%s", trial.id.c_str(),
-                 joined(trial.overrides, " ").c_str(), own.c_str());
+                 config::join(trial.overrides, " ").c_str(), own.c_str());
   }
 
   // An error of the sweep as a whole (its objective), not of one trial.

@@ -36,9 +36,11 @@ using Resolved = std::map<std::string, std::optional<Node>>;
 // composition needs, and far fewer than would exhaust the stack.
 constexpr std::size_t kMaxExtendsDepth = 64;
 
-// Reads the file at `path` and merges it over its bases (load_recursive).
-bool load_file(const std::string& path, const Mark& where, const std::string& where_key,
-               std::vector<ChainEntry>& chain, Resolved& resolved, Diagnostics& diags, Node& out);
+// Reads the file at `path` (identity `id`) and merges it over its bases
+// (load_recursive).
+bool load_file(const std::string& path, const std::string& id, const Mark& where,
+               const std::string& where_key, std::vector<ChainEntry>& chain, Resolved& resolved,
+               Diagnostics& diags, Node& out);
 
 bool load_recursive(const std::string& path, const Mark& where, const std::string& where_key,
                     std::vector<ChainEntry>& chain, Resolved& resolved, Diagnostics& diags,
@@ -63,14 +65,14 @@ bool load_recursive(const std::string& path, const Mark& where, const std::strin
     return done->second.has_value();
   }
   resolved[id] = std::nullopt;  // until it is resolved
-  if (!load_file(path, where, where_key, chain, resolved, diags, out)) return false;
+  if (!load_file(path, id, where, where_key, chain, resolved, diags, out)) return false;
   resolved[id] = out;
   return true;
 }
 
-bool load_file(const std::string& path, const Mark& where, const std::string& where_key,
-               std::vector<ChainEntry>& chain, Resolved& resolved, Diagnostics& diags, Node& out) {
-  const std::string id = identity_of(path);
+bool load_file(const std::string& path, const std::string& id, const Mark& where,
+               const std::string& where_key, std::vector<ChainEntry>& chain, Resolved& resolved,
+               Diagnostics& diags, Node& out) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     diags.add(where, where_key,

@@ -80,6 +80,12 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t best_distance = std::string::npos;

@@ -49,6 +49,10 @@ class ConfigError : public std::runtime_error {
   Diagnostics diagnostics_;
 };
 
+// `items` one after another with `separator` between them, as messages list
+// names ("a, b, c").
+std::string join(const std::vector<std::string>& items, const std::string& separator = ", ");
+
 // The candidate nearest to `word` by edit distance, else the one candidate
 // `word` (3 or more characters) abbreviates, or "" when none is close enough.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);

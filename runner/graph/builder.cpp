@@ -37,6 +37,7 @@ std::string oversized_tensor(const OpSignature& sig) {
 }
 
 using config::Diagnostics;
+using config::join;
 using config::Mark;
 using config::Node;
 
@@ -201,12 +202,6 @@ class Builder {
     const std::string near = config::nearest(key, allowed);
     diags_.add(mark, path, "unknown key '" + key + "'",
                near.empty() ? "valid keys: " + join(allowed) : "did you mean '" + near + "'?");
-  }
-
-  static std::string join(const std::vector<std::string>& names) {
-    std::string out;
-    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-    return out;
   }
 
   // Expands a list of layers in `scope`; returns the value of the last layer, or

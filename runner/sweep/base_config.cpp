@@ -40,12 +40,6 @@ FirstTrial first_trial(const std::vector<std::string>& overrides,
   return first;
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : " ") + i;
-  return out;
-}
-
 }  // namespace
 
 BaseConfig load_base_config(const std::string& path, const std::vector<std::string>& overrides,
@@ -74,7 +68,7 @@ BaseConfig load_base_config(const std::string& path, const std::vector<std::stri
       std::fprintf(stderr,
                    "%s: the config fails its checks without the values the sweep sets; "
                    "checked with %s's (%s):\n",
-                   command, first.id.c_str(), joined(first.values).c_str());
+                   command, first.id.c_str(), config::join(first.values, " ").c_str());
       throw;
     }
   }

@@ -25,12 +25,6 @@ bool is_class_metric(const std::string& metric) {
   return metric.ends_with(".accuracy") || metric == "eval.top5";
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
-  return out;
-}
-
 }  // namespace
 
 const std::vector<ObjectiveMetric>& objective_metrics() {
@@ -111,8 +105,9 @@ std::optional<config::Diagnostic> ObjectiveCheck::error(const std::string& confi
                       : std::to_string(missing_) + " of " + std::to_string(missing_ + recording_) +
                             " trials never record " + metric + " (" + first_trial_ + ")";
   return config::Diagnostic{mark, "sweep.objective.metric", who + ": " + first_why_,
-                            recorded_.empty() ? "they record none of the objective metrics"
-                                              : "set it to one they record: " + joined(recorded_)};
+                            recorded_.empty()
+                                ? "they record none of the objective metrics"
+                                : "set it to one they record: " + config::join(recorded_)};
 }
 
 void check_objective_recorded(const SweepSpec& spec, const config::Config& config,

@@ -18,11 +18,7 @@ using config::Diagnostics;
 using config::Mark;
 using config::Node;
 
-std::string join(const std::vector<std::string>& items) {
-  std::string s;
-  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
-  return s;
-}
+using config::join;
 
 // A list of scalars as one flow-list override text, "[1, 8, 8]" (as a
 // --grid value may be written); false when an item is not a scalar.

@@ -105,6 +105,34 @@ void report_out_of_host_memory() {
       stderr);
 }
 
+// A filesystem error in plain words: "cannot create directories 'a/b': Not a
+// directory" (the library writes "filesystem error: cannot create
+// directories: Not a directory [a/b]"), and what to do about a file where a
+// folder belongs or a link loop.
+void report_filesystem_error(const std::filesystem::filesystem_error& e) {
+  const std::string what = e.what(), prefix = "filesystem error: ";
+  const std::string reason = e.code().message();
+  std::string action;
+  if (what.rfind(prefix, 0) == 0) {
+    const std::size_t end = what.find(": " + reason, prefix.size());
+    if (end != std::string::npos) action = what.substr(prefix.size(), end - prefix.size());
+  }
+  std::string paths = "'" + e.path1().string() + "'";
+  if (!e.path2().empty()) paths += " and '" + e.path2().string() + "'";
+  if (action.rfind("cannot ", 0) != 0) action = "cannot use";  // "status", "directory iterator"
+  std::fprintf(stderr, "error: %s %s: %s\n", action.c_str(), paths.c_str(), reason.c_str());
+  if (e.code() == std::errc::not_a_directory)
+    std::fprintf(stderr,
+                 "    a file stands where a folder belongs ('%s' or a folder above it): move "
+                 "it aside, or choose another directory\n",
+                 e.path1().string().c_str());
+  if (e.code() == std::errc::too_many_symbolic_link_levels)
+    std::fputs(
+        "    a symbolic link on that path leads back to itself: replace it with the file "
+        "or folder it should name\n",
+        stderr);
+}
+
 // Runs a subcommand, turning errors into messages and exit codes. An error
 // found after loading (the model's checks, the data) that points into one of
 // `overrides` quotes it, as the loader's own errors do.
@@ -121,6 +149,9 @@ int guarded(const std::function<int()>& command, const std::vector<std::string>&
     return kUsageError;
   } catch (const std::bad_alloc&) {
     report_out_of_host_memory();
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    report_filesystem_error(e);
     return 1;
   } catch (const std::system_error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -678,6 +678,16 @@ TEST_CASE("control bytes in a config are shown escaped, never raw") {
                                "file?");
 }
 
+TEST_CASE("lists nested past the parser's limit are named as such, at the file") {
+  const std::string deep =
+      temp_config("deep.yaml",
+                  kMinimalText + "name: " + std::string(3000, '[') + std::string(3000, ']') + "\n");
+  const std::string e = only_error(deep);
+  CHECK(e.rfind(deep + ":7:", 0) == 0);
+  CHECK(e.find("nested too deeply") != std::string::npos);
+  CHECK(e.find("bad file") == std::string::npos);
+}
+
 TEST_CASE("a file with CR-only line endings reads like one with LF") {
   std::string text = kMinimalText + "seed: 5\n";
   for (char& c : text)

@@ -158,6 +158,14 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   CHECK_THAT(r.out, Catch::Contains("is a sweep's directory: evaluate one of its trials, e.g. "
                                     "trainer eval " +
                                     (tmp / "sweep/trials/trial-000")));
+  // A config.yaml that is a link to itself: the path and what to do.
+  fs::create_directories(tmp / "loop");
+  fs::create_symlink("config.yaml", tmp / "loop/config.yaml");
+  r = run_trainer("eval " + (tmp / "loop"), true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("error: cannot use '" + (tmp / "loop/config.yaml") +
+                                    "': Too many levels of symbolic links\n    a symbolic link "
+                                    "on that path leads back to itself"));
   // A damaged checkpoint: the file and why, exit 1.
   {
     std::fstream f(tmp / "run/checkpoints/step-00000016/model.safetensors",

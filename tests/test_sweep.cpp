@@ -7,7 +7,8 @@
 // trials' run directories, with a warning naming what is damaged; trial
 // configs that fail their field checks stop the sweep
 // before any runs, errors in the sweep section's values reported there, once;
-// --parallel is bounded, and a sweep runs no more trials at once than it has.
+// --parallel is bounded, and a sweep runs no more trials at once than it has;
+// a file where the sweep needs a folder is an error that says so.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -274,6 +275,17 @@ TEST_CASE("a second sweep process in the same sweep directory is refused") {
                   std::to_string(first.pid()) + ")") != std::string::npos);
   first.signal(SIGTERM);
   CHECK(first.wait() == 143);
+}
+
+TEST_CASE("a file where the sweep needs a folder is named in plain words, with what to do") {
+  TempDir tmp("sweep-file");
+  write_text(tmp / "tiny.yaml", tiny_experiment(64) + "sweep: {grid: {optimizer.lr: [0.1]}}\n");
+  write_text(tmp / "taken", "");
+  CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--out", tmp / "taken/sw"}, tmp / "1.log") == 1);
+  CHECK(read_text(tmp / "1.log") ==
+        "error: cannot create directories '" + tmp / "taken/sw" +
+            "': Not a directory\n    a file stands where a folder belongs ('" + tmp / "taken/sw" +
+            "' or a folder above it): move it aside, or choose another directory\n");
 }
 
 TEST_CASE("--parallel out of its range is refused; no more trials run at once than there are") {

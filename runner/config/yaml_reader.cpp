@@ -5,6 +5,7 @@
 // `<<: [*a, *b]`) copy the keys a map does not set itself.
 #include "runner/config/yaml_reader.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/mark.h>
@@ -347,6 +348,14 @@ Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostic
       diags.add({file, 0, 0}, "", "expected one YAML document, found several ('---')");
       if (ok) *ok = false;
     }
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp gives this its generic "bad file" message.
+    const Mark mark{file, e.mark.line + 1 + line_offset, e.mark.column + 1 + column_offset};
+    diags.add(mark, "",
+              "invalid YAML: lists or maps nested too deeply to read (past the parser's limit "
+              "near here); a config needs a few levels, so is this file generated wrongly?");
+    if (ok) *ok = false;
+    return Node{};
   } catch (const YAML::Exception& e) {
     const Mark mark{file, e.mark.line + 1 + line_offset, e.mark.column + 1 + column_offset};
     diags.add(mark, "", "invalid YAML: " + e.msg);

@@ -286,6 +286,26 @@ TEST_CASE("a file where the sweep needs a folder is named in plain words, with w
         "error: cannot create directories '" + tmp / "taken/sw" +
             "': Not a directory\n    a file stands where a folder belongs ('" + tmp / "taken/sw" +
             "' or a folder above it): move it aside, or choose another directory\n");
+
+  // In a sweep's own directory: refused before a trial runs, and nothing is lost.
+  const std::vector<std::string> args = {"sweep", tmp / "tiny.yaml", "--out", tmp / "sw"};
+  REQUIRE(run_to_end(args, tmp / "2.log") == 0);
+  fs::remove(tmp / "sw/trials.json");
+  fs::create_directory(tmp / "sw/trials.json");
+  CHECK(run_to_end(args, tmp / "3.log") == 2);
+  CHECK(read_text(tmp / "3.log") ==
+        "error: '" + tmp / "sw/trials.json" +
+            "' is a folder where the sweep writes its trials.json file.\n    move it aside and "
+            "repeat the command (the trials' results are read again from their run "
+            "directories)\n");
+  fs::remove(tmp / "sw/trials.json");
+  fs::remove_all(tmp / "sw/logs");
+  write_text(tmp / "sw/logs", "");
+  CHECK(run_to_end(args, tmp / "4.log") == 2);
+  CHECK(read_text(tmp / "4.log") == "error: '" + tmp / "sw/logs" +
+                                        "' is not a folder, and the sweep keeps its logs folder "
+                                        "there.\n    move it aside and repeat the command\n");
+  CHECK(fs::exists(tmp / "sw/trials/trial-000/summary.json"));
 }
 
 TEST_CASE("--parallel out of its range is refused; no more trials run at once than there are") {

@@ -113,6 +113,30 @@ std::string holds_other_files(const std::string& dir) {
   return "";
 }
 
+// "" when each name the sweep writes in `dir` is free or of the kind it
+// writes there; else the error naming the first that is not (a folder where
+// it rewrites a file, which a rename cannot replace, or a file where it keeps
+// a folder). Asked before a trial runs, so none is lost to a table it could
+// not write.
+std::string misplaced_entry(const std::string& dir) {
+  constexpr const char* kFiles[] = {"sweep.yaml", "config.yaml", "trials.json", "trials.csv",
+                                    "results.md"};
+  constexpr const char* kFolders[] = {"trials", "logs", "configs"};
+  std::error_code error;
+  for (const char* name : kFiles)
+    if (fs::is_directory(fs::path(dir) / name, error))
+      return "'" + (fs::path(dir) / name).string() + "' is a folder where the sweep writes its " +
+             name + " file.\n    move it aside and repeat the command (the trials' results are " +
+             "read again from their run directories)";
+  for (const char* name : kFolders) {
+    const fs::path path = fs::path(dir) / name;
+    if (fs::exists(fs::symlink_status(path, error)) && !fs::is_directory(path, error))
+      return "'" + path.string() + "' is not a folder, and the sweep keeps its " + name +
+             " folder there.\n    move it aside and repeat the command";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string trial_base_config(const config::Node& resolved) {
@@ -151,6 +175,7 @@ std::string sweep_record(const SweepJob& job, const std::string& base_config) {
 std::string reuse_conflict(const std::string& dir, const std::string& record,
                            const std::string& base_config) {
   if (!fs::exists(fs::path(dir) / "sweep.yaml")) return holds_other_files(dir);
+  if (const std::string misplaced = misplaced_entry(dir); !misplaced.empty()) return misplaced;
   const std::string old_record = read_text(fs::path(dir) / "sweep.yaml");
   if (const std::string d = first_difference(identity_lines(old_record), identity_lines(record));
       !d.empty())

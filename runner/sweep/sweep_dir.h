@@ -22,7 +22,8 @@ std::string sweep_record(const SweepJob& job, const std::string& base_config);
 
 // "" when `dir` holds no sweep or this one (the record and base config it
 // wrote are the same in what decides the trials); else the error message,
-// naming the first difference and what to do.
+// naming the first difference and what to do, or naming a folder where the
+// sweep writes a file (or a file where it keeps a folder).
 std::string reuse_conflict(const std::string& dir, const std::string& record,
                            const std::string& base_config);
 

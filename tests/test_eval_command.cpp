@@ -278,6 +278,17 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
   noted = run_trainer("eval " + (tmp / "run") + " data.train.seed=11", true);
   CHECK(noted.code == 0);
   CHECK_THAT(noted.out, Catch::Contains("(not a number from 1e-30 to 1e30)"));
+  // Statistics of another channel count: not the config's error.
+  damaged["normalize_statistics"][0]["mean"] = {0.1, 0.2};
+  damaged["normalize_statistics"][0]["std"] = {0.1, 0.2};
+  write_text(manifest_path, damaged.dump());
+  noted = run_trainer("eval " + (tmp / "run") + " data.train.seed=11", true);
+  CHECK(noted.code == 0);
+  CHECK_THAT(noted.out, Catch::Contains("note: " + manifest_path +
+                                        ": the recorded normalize statistics do not fit the "
+                                        "samples (transform 'normalize': mean and std need 1 "
+                                        "value") &&
+                            !Catch::Contains("normalize: the statistics the run computed"));
   std::string text = manifest.dump();
   const std::string mean = manifest["normalize_statistics"][0]["mean"].dump();
   text.replace(text.find(mean), mean.size(), "[NaN]");

@@ -99,10 +99,9 @@ int command_eval(const CommandArgs& args) {
   config::Config config = config::load_config(config_path.string(), args.overrides);
   print_config_warnings(config);
   in_one_process(config);
+  const std::vector<config::TypedItem> written_transforms = config.data.transforms;
   const train::RestoredStatistics restored =
       train::restore_normalize_statistics(args.run_dir, config);
-  if (restored.filled > 0)
-    std::fprintf(stderr, "normalize: the statistics the run computed (manifest.json)\n");
   for (const std::string& problem : restored.problems)
     std::fprintf(stderr,
                  "note: %s: the recorded normalize statistics cannot be used; they are computed "
@@ -112,7 +111,29 @@ int command_eval(const CommandArgs& args) {
   // The checkpoint's weights replace all others: a model.init_from file the
   // run started from is not needed (and may be gone by now).
   if (config.model.node.is_map()) config.model.node.erase("init_from");
-  train::Session session = session_for_eval(config, args.run_dir);
+  train::Session session = [&] {
+    try {
+      train::Session restored_session = session_for_eval(config, args.run_dir);
+      if (restored.filled > 0)
+        std::fprintf(stderr, "normalize: the statistics the run computed (manifest.json)\n");
+      return restored_session;
+    } catch (const config::ConfigError& e) {
+      // Recorded statistics that do not fit the samples (a damaged
+      // manifest.json) are not the config's fault: computed again instead.
+      const auto& found = e.diagnostics().list();
+      const auto transforms = std::find_if(found.begin(), found.end(), [](const auto& d) {
+        return d.key_path == "data.transforms";
+      });
+      if (restored.filled == 0 || transforms == found.end()) throw;
+      std::fprintf(stderr,
+                   "note: %s: the recorded normalize statistics do not fit the samples (%s); "
+                   "they are computed from the training data again\n",
+                   (std::filesystem::path(args.run_dir) / "manifest.json").c_str(),
+                   transforms->message.c_str());
+      config.data.transforms = written_transforms;
+      return session_for_eval(config, args.run_dir);
+    }
+  }();
   if (!session.eval_data) {
     const std::string type = config.data.train ? config.data.train->type : "idx";
     const std::string example = type == "idx" ? "data.eval.images=... data.eval.labels=..."

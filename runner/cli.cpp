@@ -243,8 +243,7 @@ int run_cli(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
     const std::string word = argv[1];
     if (std::find(names.begin(), names.end(), word) == names.end()) {
-      std::string listed;
-      for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
+      const std::string listed = config::join(names);
       const std::string near = config::nearest(word, names);
       std::fprintf(stderr, "error: unknown command '%s'; the commands are: %s\n%s", word.c_str(),
                    listed.c_str(),

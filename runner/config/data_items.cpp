@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "data/registry.h"
+#include "runner/config/diagnostics.h"
 #include "runner/config/fields.h"
 #include "runner/config/scalar.h"
 
@@ -21,9 +22,7 @@ struct ItemDef {
 
 std::string join_names(const std::vector<std::string>& names) {
   if (names.empty()) return "(none registered)";
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
+  return join(names);
 }
 
 // A setting written with a value of its own while the sibling it depends on

@@ -10,17 +10,12 @@
 #include <set>
 #include <sstream>
 
+#include "runner/config/diagnostics.h"
 #include "runner/config/scalar.h"
 #include "runner/config/yaml_reader.h"
 
 namespace trainer::config {
 namespace {
-
-std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 bool is_integer_type(FieldType t) {
   return t == FieldType::integer || t == FieldType::int_list;
@@ -185,7 +180,7 @@ std::string join_key(const std::string& parent, const std::string& key) {
 }
 
 std::string describe_constraint(const FieldSpec& spec) {
-  if (spec.type == FieldType::enumeration) return "one of " + join_names(spec.choices);
+  if (spec.type == FieldType::enumeration) return "one of " + join(spec.choices);
   std::string out;
   if (spec.min) out += std::string(spec.min_exclusive ? "> " : ">= ") + format_number(*spec.min);
   if (spec.max) out += std::string(out.empty() ? "" : ", ") + "<= " + format_number(*spec.max);
@@ -240,7 +235,7 @@ bool parse_field(const Node& node, const FieldSpec& spec, const std::string& key
       if (!valid) {
         const std::string near = node.is_scalar() ? nearest(node.text(), spec.choices) : "";
         diags.add(node.mark(), key_path,
-                  "expected one of " + join_names(spec.choices) + ", found " + describe(node),
+                  "expected one of " + join(spec.choices) + ", found " + describe(node),
                   near.empty() ? "" : "did you mean '" + near + "'?");
         return false;
       }
@@ -335,9 +330,9 @@ Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const st
         continue;
       const std::string near = nearest(key, valid);
       diags.add(map.key_mark_at(i), join_key(key_path, key), "unknown key '" + key + "'",
-                near.empty() ? of_type(map, key_path, extra_allowed_keys) +
-                                   "valid keys: " + join_names(valid)
-                             : "did you mean '" + near + "'?");
+                near.empty()
+                    ? of_type(map, key_path, extra_allowed_keys) + "valid keys: " + join(valid)
+                    : "did you mean '" + near + "'?");
     }
   }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ops/op.h"
+#include "runner/config/diagnostics.h"
 #include "runner/config/fields.h"
 #include "runner/config/registry.h"
 #include "runner/config/scalar.h"
@@ -110,8 +111,7 @@ const OpDef* find_layer_op(const Node& layer, const std::string& path, Diagnosti
     for (const auto& d : op_registry().all())
       if (!d.is_loss) names.push_back(d.name);
     const std::string near = config::nearest(type->text(), names);
-    std::string known;
-    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    const std::string known = config::join(names);
     diags.add(type->mark(), path + ".type",
               op ? "'" + type->text() + "' is a loss: declare it as `model.loss`"
                  : "unknown layer type '" + type->text() + "'",

@@ -19,6 +19,7 @@
 
 #include "ops/cpu/onednn.h"
 #include "runner/checkpoint/stop_signal.h"
+#include "runner/config/diagnostics.h"
 #include "runner/sweep/trial_record.h"
 #include "runner/train/progress.h"
 
@@ -113,9 +114,7 @@ bool objective_recorded(const SweepSpec& spec, const std::vector<TrialRecord>& r
     if (!finished) finished = &r;
   }
   if (!finished) return true;  // nothing finished: the failures say why
-  std::string recorded;
-  for (const auto& name : summary_metrics(finished->run_dir))
-    recorded += (recorded.empty() ? "" : ", ") + name;
+  const std::string recorded = config::join(summary_metrics(finished->run_dir));
   std::fprintf(stderr,
                "error: no finished trial recorded the objective '%s', so none is ranked; %s "
                "records %s\n    set sweep.objective.metric to one of those\n",

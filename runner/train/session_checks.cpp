@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "data/loader.h"
+#include "runner/config/diagnostics.h"
 #include "runner/graph/builder.h"
 
 namespace trainer::train {
@@ -176,8 +177,7 @@ void check_metric_use(const config::Config& config, const Session& s, const Metr
                 "set " + use.mode_key + ": " + better);
     return;
   }
-  std::string listed;
-  for (const auto& name : recorded) listed += (listed.empty() ? "" : ", ") + name;
+  const std::string listed = config::join(recorded);
   // A default metric is reported where the setting that uses it is.
   config::Mark mark = mark_of(config, use.metric_key);
   const bool defaulted = mark.is_default();

@@ -2,7 +2,8 @@
 // Safetensors reading and writing, and the errors for bad checkpoint files:
 // each names the file and the byte offset, and no corruption crashes the
 // reader. model.init_from loads matching weights strictly by default and lists
-// every mismatch.
+// every mismatch; a link in its path is resolved once, so the check, the load
+// and the manifest's record read the same file.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -16,6 +17,8 @@
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/train_state.h"
 #include "runner/checkpoint/weights.h"
+#include "runner/config/load.h"
+#include "runner/train/session.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::checkpoint;
@@ -133,6 +136,28 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
   REQUIRE(std::fread(digest, 1, 64, pipe) == 64);
   pclose(pipe);
   CHECK(started_from["sha256"] == std::string(digest));
+
+  // `last` resolved once, when the session opens: the check (and the load,
+  // and the record) read that file though `last` moves on to another model's.
+  {
+    write_text(tmp / "wide.yaml",
+               "extends: tiny.yaml\nmodel: {layers: [{type: flatten}, {type: "
+               "linear, out_features: 40}, {type: relu}, {type: linear, "
+               "out_features: 4}]}\n");
+    REQUIRE(run_to_end({"run", tmp / "wide.yaml", "train.max_steps=1", "--out", tmp / "wide"},
+                       tmp / "w.log") == 0);
+    fs::create_directory_symlink(tmp / "base/checkpoints/step-00000003", tmp / "moving");
+    const auto config = trainer::config::load_config(
+        tmp / "tiny.yaml", {"model.init_from=" + tmp / "moving/model.safetensors"});
+    const trainer::train::Session session = trainer::train::prepare_session(config);
+    CHECK(session.init_from_file ==
+          fs::canonical(tmp / "base/checkpoints/step-00000003/model.safetensors").string());
+    fs::remove(tmp / "moving");
+    fs::create_directory_symlink(tmp / "wide/checkpoints/step-00000001", tmp / "moving");
+    trainer::config::Diagnostics diags;
+    trainer::train::check_init_from(session, diags);
+    CHECK(diags.list().empty());
+  }
 
   // A relative path, from the YAML file's folder: the run's config.yaml names
   // the file absolute, so it runs again as it is, and the run resumes.

@@ -165,7 +165,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       lock = train::RunDirLock(dir, "run directory");
       train::check_manifest(dir);  // a resume adds to it: damaged, nothing may change first
     } else {
-      dir = train::create_run_dir(config, args, backend.name(), lock);
+      dir = train::create_run_dir(config, args, backend.name(), session.init_from_file, lock);
     }
   }
   if (run_dir) *run_dir = dir;

@@ -261,18 +261,16 @@ std::optional<std::string> recorded_config(const nlohmann::json& manifest,
 }
 
 // model.init_from as the run found it: the path, the file a link there led
-// to (checkpoints/last moves on as its run goes on), and the SHA-256 of its
-// bytes, so that the weights a run started from can be told later; null
-// without init_from.
-nlohmann::json init_from_record(const config::Config& config) {
-  const std::string path = init_from_path(config);
-  if (path.empty()) return nullptr;
-  std::error_code ec;
-  const fs::path resolved = fs::canonical(path, ec);
-  std::ifstream in(path, std::ios::binary);
+// to when the session opened (`init_from_file`: checkpoints/last moves on as
+// its run goes on), and the SHA-256 of its bytes, so that the weights a run
+// started from can be told later; null without init_from.
+nlohmann::json init_from_record(const config::Config& config, const std::string& init_from_file) {
+  if (init_from_file.empty()) return nullptr;
+  std::ifstream in(init_from_file, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  return {
-      {"path", path}, {"resolved", ec ? path : resolved.string()}, {"sha256", sha256_hex(bytes)}};
+  return {{"path", init_from_path(config)},
+          {"resolved", init_from_file},
+          {"sha256", sha256_hex(bytes)}};
 }
 
 }  // namespace
@@ -320,7 +318,8 @@ std::string refuse_used_run_dir(const std::string& out) {
 }
 
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
-                           const std::string& backend_name, RunDirLock& lock) {
+                           const std::string& backend_name, const std::string& init_from_file,
+                           RunDirLock& lock) {
   fs::path dir = args.out_dir;
   std::error_code ec;
   if (dir.empty()) {
@@ -374,7 +373,7 @@ std::string create_run_dir(const config::Config& config, const CommandArgs& args
   };
   if (const std::string note = precision_note(config); !note.empty())
     manifest["precision_note"] = note;
-  if (const nlohmann::json weights = init_from_record(config); !weights.is_null())
+  if (const nlohmann::json weights = init_from_record(config, init_from_file); !weights.is_null())
     manifest["init_from"] = weights;
   write_manifest(dir, manifest);
   return dir.string();

@@ -337,15 +337,14 @@ void check_partial_init(const Session& s, const checkpoint::Safetensors& file,
 }  // namespace
 
 void check_init_from(const Session& s, config::Diagnostics& diags) {
-  if (!s.use_init_from) return;
+  if (s.init_from_file.empty()) return;
   const std::string path = init_from_path(s.config);
-  if (path.empty()) return;
   const config::Mark mark = s.config.model.node.find("init_from")->mark();
   std::vector<checkpoint::TensorShape> params;
   for (const auto& p : s.graph.params) params.push_back({p.name, p.shape});
   try {
     // The whole file: its values are checked too.
-    const checkpoint::Safetensors file = checkpoint::read_safetensors(path);
+    const checkpoint::Safetensors file = checkpoint::read_safetensors(s.init_from_file);
     const auto mismatches = checkpoint::mismatches_of(file, params, "");
     if (init_strict(s.config) && !mismatches.empty()) {
       std::string list;
@@ -446,7 +445,12 @@ Session open_session(const config::Config& config, const std::vector<std::string
   config::Diagnostics diags;
   s.batch = plan_batches(config, diags);
   diags.throw_if_any();
-  if (use_init_from) init_from_path(config);  // before the data: a missing file is found at once
+  if (use_init_from) {  // before the data: a missing file is found at once
+    const std::string path = init_from_path(config);
+    std::error_code ec;
+    const std::filesystem::path resolved = std::filesystem::canonical(path, ec);
+    s.init_from_file = ec ? path : resolved.string();
+  }
   s.train_data = open_checked_source(config, training_source(config), "data.train");
   if (const auto own = s.train_data->class_names();
       !class_names.empty() && !own.empty() && own != class_names) {

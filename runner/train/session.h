@@ -40,6 +40,11 @@ struct Session {
   // Whether the weights start from model.init_from: not on a resume from a
   // checkpoint, whose weights replace them (the file may be gone since).
   bool use_init_from = true;
+  // model.init_from with its links resolved once, when the session opened
+  // ("" without it): the check, the load and the manifest's record all read
+  // this one file, though a link such as another run's checkpoints/last
+  // moves on to a newer checkpoint meanwhile.
+  std::string init_from_file;
 };
 
 // The mark of a key path in the resolved config ("train.batch_size",

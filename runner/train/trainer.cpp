@@ -116,14 +116,13 @@ float read_scalar(graph::Program& program, const TensorRef& t) {
 // `model.init_from: weights.safetensors` (relative to the YAML file that names
 // it) with `model.init_strict: false` to load only the tensors that match.
 void load_init_from(const Session& s, graph::Program& program) {
-  if (!s.use_init_from) return;
+  if (s.init_from_file.empty()) return;
   const std::string path = init_from_path(s.config);
-  if (path.empty()) return;
   const config::Node& model = s.config.model.node;
   const bool strict = init_strict(s.config);
   checkpoint::LoadReport report;
   try {
-    const auto file = checkpoint::read_safetensors(path);
+    const auto file = checkpoint::read_safetensors(s.init_from_file);
     report = checkpoint::load_parameters(program, file, path, strict);
   } catch (const std::exception& e) {  // a corrupt file, or tensors that do not fit
     config::Diagnostics diags;

@@ -688,6 +688,26 @@ TEST_CASE("lists nested past the parser's limit are named as such, at the file")
   CHECK(e.find("bad file") == std::string::npos);
 }
 
+TEST_CASE("a quote that nothing closes is an error at the value, not the rest of the file") {
+  for (const char quote : {'"', '\''}) {
+    const std::string file =
+        temp_config("unclosed.yaml", kMinimalText + "name: " + quote + "abc\nseed: 7\n");
+    CHECK(only_error(file) == file + ":7:7: error: invalid YAML: this value opens a quote (" +
+                                  quote +
+                                  ") that nothing closes, so the rest of the file would be read "
+                                  "into it; close it where the value ends");
+  }
+  // Escaped and doubled quotes inside closed ones, and a value over two lines, are fine.
+  const auto escaped = load_config(
+      temp_config("escaped.yaml", kMinimalText + "output: {dir: \"it\\\"s\n  here\"}\nseed: 7\n"));
+  CHECK(escaped.output.dir.ends_with("it\"s here"));
+  CHECK(escaped.seed == 7);
+  const auto doubled =
+      load_config(temp_config("doubled.yaml", kMinimalText + "output: {dir: 'it''s'}\nseed: 7\n"));
+  CHECK(doubled.output.dir.ends_with("it's"));
+  CHECK(doubled.seed == 7);
+}
+
 TEST_CASE("a file with CR-only line endings reads like one with LF") {
   std::string text = kMinimalText + "seed: 5\n";
   for (char& c : text)

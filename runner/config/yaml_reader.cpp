@@ -27,10 +27,31 @@ constexpr std::size_t kMaxAliasNodes = 1'000'000;
 
 // Builds the tree from the event stream. Maps receive alternating key and value
 // events; a key is kept as `pending_key` until its value arrives.
+// Whether the quoted scalar whose opening quote is at `at` in `text` is
+// closed: yaml-cpp takes the end of a file that ends with a line break as the
+// end of an unclosed one, and reads the rest of the file into it.
+bool quote_closed(const std::string& text, std::size_t at) {
+  const char quote = text[at];
+  for (std::size_t i = at + 1; i < text.size(); ++i) {
+    if (quote == '"' && text[i] == '\\') {
+      ++i;  // an escape: the next character is not the end
+    } else if (text[i] == quote) {
+      if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;  // '' is a quote inside single quotes
+        continue;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 class TreeBuilder : public YAML::EventHandler {
  public:
-  TreeBuilder(std::string file, Diagnostics& diags, int line_offset, int column_offset)
-      : file_(std::move(file)),
+  TreeBuilder(const std::string& text, std::string file, Diagnostics& diags, int line_offset,
+              int column_offset)
+      : text_(text),
+        file_(std::move(file)),
         diags_(diags),
         line_offset_(line_offset),
         column_offset_(column_offset) {}
@@ -79,6 +100,13 @@ class TreeBuilder : public YAML::EventHandler {
                      "': a config reads only the core tags !!str, !!int, !!float, !!bool and "
                      "!!null",
                  "remove the tag: the field's type says how the value is read");
+    const auto at = static_cast<std::size_t>(mark.pos);
+    if (tag == "!" && at < text_.size() && (text_[at] == '"' || text_[at] == '\'') &&
+        !quote_closed(text_, at))  // a syntax error, as yaml-cpp reports its own
+      throw YAML::ParserException(mark, std::string("this value opens a quote (") + text_[at] +
+                                            ") that nothing closes, so the rest of the file "
+                                            "would be read into it; close it where the value "
+                                            "ends");
     // An unsupported tag is read as if it were not there: its error alone is
     // reported, not a second one for the text read as a string.
     add_value(Node::scalar(value, to_mark(mark), string_tag), anchor, 1);
@@ -283,6 +311,7 @@ class TreeBuilder : public YAML::EventHandler {
     return "a list holding something other than maps";
   }
 
+  const std::string& text_;  // what is parsed, for a scalar's opening quote
   std::string file_;
   Diagnostics& diags_;
   int line_offset_;
@@ -338,12 +367,12 @@ Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostic
   // Problems seen while building (duplicate keys) are kept only when the text
   // parses: after a syntax error the partial event stream means nothing.
   Diagnostics found;
-  TreeBuilder builder(file, found, line_offset, column_offset);
+  TreeBuilder builder(text, file, found, line_offset, column_offset);
   try {
     YAML::Parser parser(in);
     if (!parser.HandleNextDocument(builder)) return Node{};
     Diagnostics ignored;
-    TreeBuilder second(file, ignored, line_offset, column_offset);
+    TreeBuilder second(text, file, ignored, line_offset, column_offset);
     if (parser.HandleNextDocument(second)) {
       diags.add({file, 0, 0}, "", "expected one YAML document, found several ('---')");
       if (ok) *ok = false;

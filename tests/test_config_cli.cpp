@@ -446,8 +446,22 @@ TEST_CASE(
         "<command line>:1:18: error: train.batch_size: the training set's 64 samples do not fill "
         "one batch of 128 (data.drop_last: true drops a short one) (in override 1 "
         "'train.batch_size=128')\n"
-        "    use a batch_size of at most 64, or data.drop_last: false\n1 error\n");
+        "    set train.batch_size to at most 64, or data.drop_last: false\n1 error\n");
   CHECK(run("validate " + config + " train.batch_size=128 data.drop_last=false").out == "ok\n");
+  // The default batch: at the data it does not fill, or at the ranks it does not divide over.
+  const std::string defaulted = (dir / "default_batch.yaml").string();
+  std::ofstream(defaulted) << "data:\n  train: {type: synthetic, shape: [4], classes: 3, size: "
+                              "64}\nmodel:\n  layers: [{type: linear, out_features: 3}]\n";
+  CHECK(run("validate " + defaulted, true).out ==
+        defaulted +
+            ":2:10: error: train.batch_size: the training set's 64 samples do not fill one batch "
+            "of 128, the default train.batch_size (data.drop_last: true drops a short one)\n"
+            "    set train.batch_size to at most 64, or data.drop_last: false\n1 error\n");
+  std::ofstream(defaulted, std::ios::app) << "devices: {world_size: 3}\n";
+  CHECK(run("validate " + defaulted + " data.train.size=300", true).out ==
+        defaulted +
+            ":5:23: error: train.batch_size: the default train.batch_size 128 does not divide "
+            "over 3 ranks\n    set train.batch_size to a multiple of 3\n1 error\n");
   const std::string csv = (dir / "targets.csv").string();
   std::ofstream(csv) << "a,b,c,d,y\n0.1,0.2,0.3,0.4,1.5\n0.5,0.6,0.7,0.8,-2.5\n";
   CHECK(error_of("{type: csv, path: " + csv + ", regression: true}") ==

@@ -206,6 +206,16 @@ config::Mark mark_of(const config::Config& config, const std::string& path) {
   return mark;
 }
 
+config::Mark written_mark_of(const config::Config& config, const std::string& key_path) {
+  for (std::string path = key_path;;) {
+    const config::Mark mark = mark_of(config, path);
+    if (!mark.is_default()) return mark;
+    const std::size_t dot = path.rfind('.');
+    if (dot == std::string::npos) return {config.source_file, 1, 1};
+    path.resize(dot);
+  }
+}
+
 BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags) {
   const auto& t = config.train;
   BatchPlan b;
@@ -218,10 +228,15 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
   b.world = std::max<std::int64_t>({1, config.devices.world_size, gpus});
   const std::int64_t per_rank = b.global / b.world;
   if (b.global % b.world != 0) {
-    diags.add(mark_of(config, "train.batch_size"), "train.batch_size",
-              "the global batch " + std::to_string(b.global) + " does not divide over " +
-                  std::to_string(b.world) + " ranks",
-              "use a multiple of " + std::to_string(b.world));
+    // A default batch is reported where the ranks are written.
+    const bool written = !mark_of(config, "train.batch_size").is_default();
+    diags.add(written ? mark_of(config, "train.batch_size")
+                      : written_mark_of(config, gpus > 1 ? "devices.gpus" : "devices.world_size"),
+              "train.batch_size",
+              std::string(written ? "the global batch " : "the default train.batch_size ") +
+                  std::to_string(b.global) + " does not divide over " + std::to_string(b.world) +
+                  " ranks",
+              "set train.batch_size to a multiple of " + std::to_string(b.world));
     return b;
   }
   if (t.micro_batch_auto && t.accumulation > 0)

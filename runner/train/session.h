@@ -52,6 +52,10 @@ struct Session {
 // path goes further than the config.
 config::Mark mark_of(const config::Config& config, const std::string& path);
 
+// The mark of `path` when the user wrote it; else of the nearest enclosing
+// key they wrote (the file's start when none): never a default's.
+config::Mark written_mark_of(const config::Config& config, const std::string& path);
+
 // Splits the global batch; reports a batch that does not divide, with the key's position.
 BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags);
 

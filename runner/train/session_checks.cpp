@@ -17,12 +17,16 @@ void check_batch_fills(const config::Config& config, const Session& s, config::D
   // drop_last: false trains a short step of the micro-batches there are.
   if (micro_batches < (config.data.drop_last ? s.batch.accumulation : 1)) {
     const std::int64_t samples = s.train_data->size();
-    diags.add(mark_of(config, "train.batch_size"), "train.batch_size",
+    // A default batch is reported at the data that does not fill it.
+    const bool written = !mark_of(config, "train.batch_size").is_default();
+    diags.add(written ? mark_of(config, "train.batch_size") : written_mark_of(config, "data.train"),
+              "train.batch_size",
               "the training set's " + std::to_string(samples) + " samples" +
                   (s.batch.world > 1 ? " over " + std::to_string(s.batch.world) + " ranks" : "") +
                   " do not fill one batch of " + std::to_string(s.batch.global) +
+                  (written ? "" : ", the default train.batch_size") +
                   (config.data.drop_last ? " (data.drop_last: true drops a short one)" : ""),
-              "use a batch_size of at most " + std::to_string(samples) +
+              "set train.batch_size to at most " + std::to_string(samples) +
                   (config.data.drop_last ? ", or data.drop_last: false" : ""));
   }
 }

@@ -83,6 +83,13 @@ TEST_CASE("a resume whose config builds another model is refused and changes not
   CHECK(read_text(tmp / "b.log").find("resume with the run's own config.yaml") !=
         std::string::npos);
   CHECK(snapshot(run) == before);
+  // Also one with the same steps per epoch (512 samples in 16 batches of 31
+  // or of 32): the loader's position counts batches, so its samples would shift.
+  CHECK(run_to_end(resume_args(run, {"train.batch_size=31", "train.epochs=4"}), tmp / "b31.log") ==
+        2);
+  CHECK(read_text(tmp / "b31.log").find("was written with seed 3, batch 32, 16 steps per epoch") !=
+        std::string::npos);
+  CHECK(snapshot(run) == before);
   // And the run's own config still resumes it.
   CHECK(run_to_end(resume_args(run, {"train.epochs=4"}), tmp / "ok.log") == 0);
   CHECK(summary_of(run)["steps"] == 64);

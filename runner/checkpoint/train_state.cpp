@@ -267,6 +267,10 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
   if (j.contains("metric_name")) s.metric_name = in.text(j["metric_name"], "metric_name");
   if (j.contains("events_bytes")) s.events_bytes = in.count(j["events_bytes"], "events_bytes");
   if (j.contains("optimizer")) s.optimizer = in.text(j["optimizer"], "optimizer");
+  if (j.contains("batch_size")) {
+    s.batch_size = in.integer_at(j, "batch_size", "batch_size");
+    in.at_least("batch_size", s.batch_size, 1);
+  }
   if (j.contains("early_stopping")) s.early_stopping = j["early_stopping"];
 
   // What cannot be: a state edited by hand (its checksum recomputed).
@@ -311,6 +315,7 @@ nlohmann::json TrainState::to_json() const {
   if (metric && !metric_name.empty()) j["metric_name"] = metric_name;
   if (events_bytes) j["events_bytes"] = *events_bytes;
   if (!optimizer.empty()) j["optimizer"] = optimizer;
+  if (batch_size > 0) j["batch_size"] = batch_size;
   if (!early_stopping.is_null()) j["early_stopping"] = early_stopping;
   // A diverged window (or evaluation, or loss scale) reads back as it was.
   non_finite_as_text(j);

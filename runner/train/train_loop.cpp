@@ -627,13 +627,17 @@ void TrainLoop::resume_or_initialize() {
     return;
   }
   const auto& st = loaded->state;
+  // A checkpoint of an earlier version records no batch size.
+  const bool same_batch = st.batch_size == 0 || st.batch_size == s_.batch.global;
   if (st.seed != cfg_.seed || st.accumulation != accumulation_ ||
-      st.steps_per_epoch != steps_per_epoch_)
+      st.steps_per_epoch != steps_per_epoch_ || !same_batch)
     throw UsageError(
         "checkpoint " + loaded->path + " was written with seed " + std::to_string(st.seed) + ", " +
+        (st.batch_size > 0 ? "batch " + std::to_string(st.batch_size) + ", " : "") +
         std::to_string(st.steps_per_epoch) + " steps per epoch and accumulation " +
         std::to_string(st.accumulation) + "; this config gives seed " + std::to_string(cfg_.seed) +
-        ", " + std::to_string(steps_per_epoch_) + " and " + std::to_string(accumulation_) +
+        ", " + (st.batch_size > 0 ? "batch " + std::to_string(s_.batch.global) + ", " : "") +
+        std::to_string(steps_per_epoch_) + " and " + std::to_string(accumulation_) +
         ": resume with the run's own config.yaml (only train.max_steps / train.epochs may "
         "grow)" +
         (world_ > 1 && cfg_.data.drop_last && st.seed == cfg_.seed &&
@@ -1165,6 +1169,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.epoch_step = epoch_step;
   st.steps_per_epoch = steps_per_epoch_;
   st.accumulation = accumulation_;
+  st.batch_size = s_.batch.global;
   st.total_steps = total_steps_;
   st.seed = cfg_.seed;
   st.schedule = cfg_.schedule.type;

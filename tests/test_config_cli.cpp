@@ -457,6 +457,14 @@ TEST_CASE(
             ":2:10: error: train.batch_size: the training set's 64 samples do not fill one batch "
             "of 128, the default train.batch_size (data.drop_last: true drops a short one)\n"
             "    set train.batch_size to at most 64, or data.drop_last: false\n1 error\n");
+  // A transform of data.eval_transforms that does not fit: at that list, by its name.
+  CHECK(run("validate " + defaulted +
+                " train.batch_size=8 'data.eval_transforms=[{type: random_crop, size: 6}]'",
+            true)
+            .out ==
+        "<command line>:2:22: error: data.eval_transforms: transform 'random_crop' needs "
+        "image samples [C, H, W] or [H, W], got [4] (in override 2 "
+        "'data.eval_transforms=[{type: random_crop, size: 6}]')\n1 error\n");
   std::ofstream(defaulted, std::ios::app) << "devices: {world_size: 3}\n";
   CHECK(run("validate " + defaulted + " data.train.size=300", true).out ==
         defaulted +

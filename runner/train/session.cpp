@@ -485,16 +485,22 @@ Session open_session(const config::Config& config, const std::vector<std::string
     s.train_data = train;
     s.eval_data = eval;
   }
+  // A list's error is reported at the list that holds the transform: the
+  // evaluation's own, when written, else the training list it follows.
+  std::string list = "data.transforms";
   try {
     auto train_pipe =
         data::build_pipeline(specs_of(config.data.transforms), true, s.train_data.get());
+    s.sample_shape = train_pipe.output_shape(s.train_data->sample_shape());
+    const config::Node* data = config.resolved.find("data");
+    const config::Node* own = data ? data->find("eval_transforms") : nullptr;
+    if (own && !own->mark().is_default()) list = "data.eval_transforms";
     auto eval_pipe = data::build_pipeline(eval_specs(config.data.eval_transforms, train_pipe),
                                           false, s.train_data.get(), s.eval_data.get());
     s.train_pipeline = std::make_shared<const data::Pipeline>(std::move(train_pipe));
     s.eval_pipeline = std::make_shared<const data::Pipeline>(std::move(eval_pipe));
-    s.sample_shape = s.train_pipeline->output_shape(s.train_data->sample_shape());
   } catch (const std::runtime_error& e) {
-    diags.add(mark_of(config, "data.transforms"), "data.transforms", e.what());
+    diags.add(written_mark_of(config, list), list, e.what());
     diags.throw_if_any();
   }
   s.num_classes = s.train_data->num_classes();

@@ -514,6 +514,12 @@ TEST_CASE(
         "largest eval.loss (checkpoint.mode defaults to max) (in override 1 "
         "'checkpoint.metric=eval.loss')\n"
         "    set checkpoint.mode: min\n1 error\n");
+  // A mode written against the default metric, at the mode.
+  CHECK(validate("checkpoint.mode=min").out ==
+        "<command line>:1:17: error: checkpoint.mode: keep_best would keep the checkpoints of the "
+        "smallest eval.accuracy (checkpoint.metric defaults to eval.accuracy) (in override 1 "
+        "'checkpoint.mode=min')\n"
+        "    set checkpoint.metric to the metric meant, or checkpoint.mode: max\n1 error\n");
   // No evaluation set: the default metric is reported at keep_best.
   std::ofstream(config) << "name: keep_best\n"
                            "data:\n"

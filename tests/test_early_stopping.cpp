@@ -139,6 +139,11 @@ TEST_CASE("early stopping settings that cannot work are config errors") {
   r = run_trainer(validate + "train.early_stopping.metric=eval.accuracy", true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("set train.early_stopping.mode: max"));
+  // A mode written against the default metric (eval.loss) would wait for it to rise.
+  r = run_trainer(validate + "train.early_stopping.mode=max", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("early stopping would wait for the largest eval.loss "
+                                    "(train.early_stopping.metric defaults to eval.loss)"));
   // It follows the evaluations, not the training log.
   r = run_trainer(validate + "train.early_stopping.metric=train.loss", true);
   CHECK(r.code == 2);

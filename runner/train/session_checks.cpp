@@ -174,11 +174,21 @@ void check_metric_use(const config::Config& config, const Session& s, const Metr
     // pick the worst.
     const bool loss = metric.ends_with(".loss");
     const std::string better = loss ? "min" : "max";
-    if (use.mode != better && mark_of(config, use.mode_key).is_default())
+    // A mode written against the default metric is the same mistake: a
+    // mode only makes sense with the metric it was written for.
+    const bool mode_default = mark_of(config, use.mode_key).is_default();
+    const bool metric_default = mark_of(config, use.metric_key).is_default();
+    if (use.mode != better && mode_default)
       diags.add(mark_of(config, use.metric_key), use.mode_key,
                 use.worst_pick + " the " + (loss ? "largest " : "smallest ") + metric + " (" +
                     use.mode_key + " defaults to " + use.mode + ")",
                 "set " + use.mode_key + ": " + better);
+    else if (use.mode != better && metric_default)
+      diags.add(
+          mark_of(config, use.mode_key), use.mode_key,
+          use.worst_pick + " the " + (loss ? "largest " : "smallest ") + metric + " (" +
+              use.metric_key + " defaults to " + metric + ")",
+          "set " + use.metric_key + " to the metric meant, or " + use.mode_key + ": " + better);
     return;
   }
   const std::string listed = config::join(recorded);

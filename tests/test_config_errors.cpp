@@ -678,6 +678,23 @@ TEST_CASE("control bytes in a config are shown escaped, never raw") {
                                "file?");
 }
 
+TEST_CASE("a loss scale floor above its start is refused at the one written") {
+  const std::string file = temp_config("scale.yaml", kMinimalText + "precision: fp16\n");
+  CHECK(only_error(file, {"precision.loss_scale.min_scale=1e6"}) ==
+        "<command line>:1:32: error: precision.loss_scale.min_scale: min_scale 1000000 is above "
+        "init_scale 65536: the scale would start below its floor, and its first overflow would "
+        "raise it (in override 1 'precision.loss_scale.min_scale=1e6')\n    set min_scale to at "
+        "most init_scale");
+  CHECK(only_error(file, {"precision.loss_scale.init_scale=0.5"}) ==
+        "<command line>:1:33: error: precision.loss_scale.init_scale: min_scale 1 is above "
+        "init_scale 0.5: the scale would start below its floor, and its first overflow would "
+        "raise it (in override 1 'precision.loss_scale.init_scale=0.5')\n    set init_scale to at "
+        "least min_scale (1, its default)");
+  CHECK(load_config(file,
+                    {"precision.loss_scale.init_scale=0.5", "precision.loss_scale.min_scale=0.25"})
+            .precision.loss_scale.init_scale == 0.5);
+}
+
 TEST_CASE("lists nested past the parser's limit are named as such, at the file") {
   const std::string deep =
       temp_config("deep.yaml",

@@ -336,6 +336,20 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
               "it holds part of data.train out for evaluation only when there is no "
               "data.eval; data.eval is set, so the split would be ignored",
               "remove data.split, or data.eval");
+  // The dynamic scale starts at init_scale and never goes below min_scale.
+  const auto& scale = c.precision.loss_scale;
+  if (c.precision.mode == "fp16" && scale.static_scale == 0 && scale.min_scale > scale.init_scale) {
+    const Mark written = mark_of(root, "precision.loss_scale", "min_scale");
+    const bool min_written = !written.is_default();
+    diags.add(min_written ? written : mark_of(root, "precision.loss_scale", "init_scale"),
+              min_written ? "precision.loss_scale.min_scale" : "precision.loss_scale.init_scale",
+              "min_scale " + format_number(scale.min_scale) + " is above init_scale " +
+                  format_number(scale.init_scale) +
+                  ": the scale would start below its floor, and its first overflow would raise it",
+              min_written ? "set min_scale to at most init_scale"
+                          : "set init_scale to at least min_scale (" +
+                                format_number(scale.min_scale) + ", its default)");
+  }
   const std::set<std::int64_t> unique(c.devices.gpus.begin(), c.devices.gpus.end());
   if (unique.size() != c.devices.gpus.size())
     diags.add(mark_of(root, "devices", "gpus"), "devices.gpus", "a GPU index is listed twice");

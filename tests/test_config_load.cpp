@@ -103,6 +103,11 @@ TEST_CASE("the resolved model shows the default loss and the layers' defaulted a
   CHECK(block_layer.find("out_features")->text() == "$w");
   CHECK(block_layer.find("bias"));
   CHECK(given_model->find("layers")->items()[1].size() == 1);  // a block instance: as written
+  // A setting of the default loss, given without its type, sets that loss's.
+  const Config smoothed = load_config(kGood + "minimal.yaml", {"model.loss.label_smoothing=0.1"});
+  const auto* smoothed_loss = smoothed.resolved.find("model")->find("loss");
+  CHECK(smoothed_loss->find("type")->text() == "cross_entropy");
+  CHECK(smoothed_loss->find("label_smoothing")->text() == "0.1");
 }
 
 TEST_CASE("extends deep-merges maps, replaces lists and lets the child win") {

@@ -100,6 +100,9 @@ void fill_loss_default(Node& model) {
     Node filled = Node::map(model.mark());
     filled.set("type", Node::scalar(kDefaultLoss, model.mark()), model.mark());
     loss = &model.set("loss", std::move(filled), {kDefaultFile, 0, 0});
+  } else if (loss->is_map() && !loss->find("type")) {
+    // Settings of the default loss without its type (model.loss.label_smoothing=0.1).
+    loss->set("type", Node::scalar(kDefaultLoss, {kDefaultFile, 0, 0}), {kDefaultFile, 0, 0});
   }
   const Node* type = loss->is_map() ? loss->find("type") : nullptr;
   const OpDef* op = type && type->is_scalar() ? op_registry().find(type->text()) : nullptr;

@@ -194,6 +194,22 @@ TEST_CASE("trainer lr-find takes the longest run name a run takes") {
   CHECK(r.out.find("suggested") != std::string::npos);
 }
 
+TEST_CASE("trainer lr-find warns of no setting it gives itself") {
+  // Without an evaluation set it sets no train.eval_batches, which would be
+  // warned of as without effect.
+  TempDir tmp;
+  const std::string config = tmp.file("no_eval.yaml");
+  trainer::data::testing::write_text(
+      config,
+      "model:\n  layers: [{type: linear, out_features: 3}]\n"
+      "data:\n  train: {type: synthetic, shape: [4], classes: 3, size: 64}\n"
+      "train: {batch_size: 8}\n");
+  const auto r = run_trainer("lr-find " + config + " --steps 10 --out " + tmp.file("find"), true);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("warning") == std::string::npos);
+}
+
 TEST_CASE("trainer lr-find fails like a run on an error that is not divergence") {
   // A damaged image met in the middle of the range is the data's fault, not
   // the rate's: exit 1 naming it, no reading and no suggestion.

@@ -135,14 +135,17 @@ int command_lr_find(const CommandArgs& given) {
         "lr-find trains one process: set devices to one GPU (devices=[0]) or "
         "devices.world_size=1; the rate it finds holds for the same global batch on more");
   CommandArgs args = given;
-  const std::vector<std::string> forced_settings = {
+  std::vector<std::string> forced_settings = {
       "schedule={type: range_test, max_lr: " + exact(given.max_lr) + "}",
       "optimizer.lr=" + exact(given.min_lr), "train.max_steps=" + std::to_string(steps),
-      std::string("train.log_every=1"), std::string("train.eval_batches=1"),
-      std::string("train.eval_every=0"), std::string("train.early_stopping.patience=0"),
-      std::string("checkpoint.every_steps=0"), std::string("checkpoint.keep_best=0"),
+      std::string("train.log_every=1"), std::string("train.eval_every=0"),
+      std::string("train.early_stopping.patience=0"), std::string("checkpoint.every_steps=0"),
+      std::string("checkpoint.keep_best=0"),
       // Within the longest name, as the run's own name is.
       "name=" + user.name.substr(0, config::kMaxNameBytes - 8) + "-lr-find"};
+  // The closing evaluation short, where there is one (without, the setting
+  // would only be warned of as without effect).
+  if (user.data.eval || user.data.split > 0) forced_settings.push_back("train.eval_batches=1");
   warn_of_replaced_overrides(given.overrides, forced_settings);
   for (const std::string& forced : forced_settings) args.overrides.push_back(forced);
   std::string run_dir, stopped_by;

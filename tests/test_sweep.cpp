@@ -99,8 +99,8 @@ TEST_CASE("a sweep with a trial config that fails its field checks runs no trial
   CHECK(run_to_end(args, tmp / "1.log") == 2);
   const std::string log = read_text(tmp / "1.log");
   INFO(log);
-  CHECK(log.find("sweep: trial-001 (optimizer.lr=-1):\n<command line>:1:14: error: optimizer.lr: "
-                 "expected a number >= 1e-30 and <= 1e+30") != std::string::npos);
+  CHECK(log.find("--grid flag 1: error: sweep.grid.optimizer.lr: with optimizer.lr=-1: expected "
+                 "a number >= 1e-30 and <= 1e+30") != std::string::npos);
   CHECK(log.find("sweep: 1 of 2 trials have config errors; none was run") != std::string::npos);
   CHECK_FALSE(fs::exists(tmp / "sw"));
   // A misspelt objective is refused too: the results could not rank the trials.
@@ -336,8 +336,8 @@ TEST_CASE("a swept model key is checked against the model before any trial runs"
                    tmp / "1.log") == 2);
   const std::string log = read_text(tmp / "1.log");
   INFO(log);
-  CHECK(log.find("sweep: trial-000 (model.layers[1].out_features=0 optimizer.lr=0.1)") !=
-        std::string::npos);
+  CHECK(log.find("--grid flag 1: error: sweep.grid.model.layers[1].out_features: with "
+                 "model.layers[1].out_features=0: expected an integer >= 1") != std::string::npos);
   // Both trials with the bad model count, though the model is checked once.
   CHECK(log.find("sweep: 2 of 4 trials have config errors; none was run") != std::string::npos);
   CHECK_FALSE(fs::exists(tmp / "sw/trials"));
@@ -435,4 +435,12 @@ TEST_CASE("errors in the sweep section's values are reported where they are writ
   CHECK(read_text(tmp / "2.log").find(batch) != std::string::npos);
   CHECK(count(read_text(tmp / "2.log"), "unknown key 'lrr'") == 1);
   CHECK(read_text(tmp / "2.log").find("\n2 errors\n") != std::string::npos);
+  // A --grid flag's: named by the flag, once, not as one of the command line's overrides.
+  write_text(tmp / "good.yaml", tiny_experiment());
+  CHECK(run_to_end({"sweep", tmp / "good.yaml", "train.max_steps=3", "--grid", "optimizer.lrr=1,2",
+                    "--out", tmp / "sw"},
+                   tmp / "3.log") == 2);
+  CHECK(read_text(tmp / "3.log") ==
+        "--grid flag 1: error: sweep.grid.optimizer.lrr: with optimizer.lrr=1: unknown key "
+        "'lrr'\n    did you mean 'lr'?\nsweep: 2 of 2 trials have config errors; none was run\n");
 }

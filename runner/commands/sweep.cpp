@@ -31,17 +31,31 @@
 namespace trainer {
 namespace {
 
-// A trial config's error in a value the config's sweep section sets is
-// reported there, naming the value, as `trainer validate` reports it; nullopt
-// for any other error (the command line's own overrides, a --grid value, a
-// rule between fields). `same_for_every_value`: see sweep::swept_value_error.
+// A trial config's error in a value the sweep sets is reported where it is
+// written, naming the value, as `trainer validate` reports it: at the config's
+// sweep section, or as its --grid flag (which the trial applies as override
+// number `command_line_overrides` + 1 + its place among the trial's);
+// nullopt for any other error (the command line's own overrides, a rule
+// between fields). `same_for_every_value`: see sweep::swept_value_error.
 std::optional<config::Diagnostic> at_sweep_section(const config::Diagnostic& d,
                                                    const sweep::Trial& trial,
+                                                   std::size_t command_line_overrides,
                                                    std::string& same_for_every_value) {
-  for (std::size_t i = 0; i < trial.sources.size(); ++i)
-    if (sweep::from_sweep_section(trial.sources[i]) && sweep::points_at(d, trial.sources[i]))
-      return sweep::swept_value_error(d, trial.overrides[i], trial.sources[i],
-                                      same_for_every_value);
+  for (std::size_t i = 0; i < trial.sources.size(); ++i) {
+    const sweep::OverrideSource& source = trial.sources[i];
+    if (sweep::from_sweep_section(source) && sweep::points_at(d, source))
+      return sweep::swept_value_error(d, trial.overrides[i], source, same_for_every_value);
+    const int as_override = static_cast<int>(command_line_overrides + 1 + i);
+    if (sweep::from_sweep_section(source) || d.mark.file != config::kCommandLine ||
+        d.mark.line != as_override)
+      continue;
+    config::Diagnostic own = d;  // without the "(in override N ...)" of the trial's list
+    if (const auto at = own.message.find(" (in override "); at != std::string::npos)
+      own.message.resize(at);
+    own.mark = {"--grid flag " + std::to_string(source.mark.line), 0, 0};
+    return sweep::swept_value_error(own, trial.overrides[i], {own.mark, source.key_path},
+                                    same_for_every_value);
+  }
   return std::nullopt;
 }
 
@@ -57,7 +71,8 @@ class TrialErrorReport {
     std::string own;  // this trial's errors that are not the sweep section's
     for (const auto& d : diags.list()) {
       std::string same_for_every_value;
-      if (const auto at_section = at_sweep_section(d, trial, same_for_every_value)) {
+      if (const auto at_section =
+              at_sweep_section(d, trial, job_.overrides.size(), same_for_every_value)) {
         if (printed_.insert(same_for_every_value).second)
           std::fprintf(stderr, "%s\n", config::format(*at_section).c_str());
       } else if (printed_.insert(config::format(d) + "\n").second)

@@ -695,6 +695,13 @@ TEST_CASE("a loss scale floor above its start is refused at the one written") {
             .precision.loss_scale.init_scale == 0.5);
 }
 
+TEST_CASE("an empty value is reported at its key, not at the next line's") {
+  const std::string file =
+      temp_config("empty_value.yaml", kMinimalText + "optimizer:\n  lr:\n\n  momentum: 0.5\n");
+  CHECK(only_error(file) ==
+        file + ":8:3: error: optimizer.lr: expected a number >= 1e-30 and <= 1e+30, found nothing");
+}
+
 TEST_CASE("lists nested past the parser's limit are named as such, at the file") {
   const std::string deep =
       temp_config("deep.yaml",

@@ -67,7 +67,11 @@ class TreeBuilder : public YAML::EventHandler {
 
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     Node n;
-    n.set_mark(to_mark(mark));
+    // An empty value ("lr:" ending its line) is placed by yaml-cpp at the next
+    // token, lines below maybe; it is reported at its key instead.
+    const bool map_value = !stack_.empty() && stack_.back().node.is_map() && stack_.back().has_key;
+    const Mark at = to_mark(mark);
+    n.set_mark(map_value && at.line != stack_.back().key_mark.line ? stack_.back().key_mark : at);
     add_value(std::move(n), anchor, 1);
   }
 

@@ -405,6 +405,39 @@ TEST_CASE("a sweep directory refuses trials of a changed config and resumes an u
   CHECK(run_to_end(args, tmp / "5.log") == 0);
 }
 
+TEST_CASE("trainer validate refuses the sweep sections trainer sweep refuses") {
+  TempDir tmp("sweep-validate");
+  const auto validate = [&](const std::string& sweep, const std::vector<std::string>& overrides) {
+    write_text(tmp / "c.yaml", tiny_experiment() + sweep);
+    std::vector<std::string> args = {"validate", tmp / "c.yaml"};
+    args.insert(args.end(), overrides.begin(), overrides.end());
+    const int code = run_to_end(args, tmp / "v.log");
+    return std::make_pair(code, read_text(tmp / "v.log"));
+  };
+  const std::string line = std::to_string(count(tiny_experiment(), "\n") + 1);
+  // Seeds are values of `seed` like any other swept value.
+  auto [code, log] = validate("sweep: {seeds: [1, -1]}\n", {});
+  CHECK(code == 2);
+  CHECK(log == tmp / "c.yaml" + ":" + line +
+                   ":9: error: sweep.seeds: with seed=-1: expected an integer >= 0, found integer "
+                   "-1\n1 error\n");
+  // A grid of nothing sweeps nothing.
+  std::tie(code, log) = validate("sweep: {grid: {}}\n", {});
+  CHECK(code == 2);
+  CHECK(log.find("error: sweep: nothing to sweep") != std::string::npos);
+  // A sweep section given on the command line is checked like one in the file.
+  std::tie(code, log) = validate("", {"sweep.grid.x=[1, 2]"});
+  CHECK(code == 2);
+  CHECK(log.find("<command line>:1:12: error: sweep.grid.x: with x=1: unknown key 'x'") !=
+        std::string::npos);
+  // A random search's trials written wrong is one error.
+  std::tie(code, log) =
+      validate("sweep: {random: {trials: 0, params: {optimizer.lr: {uniform: [0.1, 0.2]}}}}\n", {});
+  CHECK(code == 2);
+  CHECK(count(log, "error:") == 1);
+  CHECK(log.find("sweep.random.trials: expected an integer >= 1") != std::string::npos);
+}
+
 TEST_CASE("errors in the sweep section's values are reported where they are written, once") {
   TempDir tmp("sweep-section-errors");
   const std::string config = tiny_experiment() +

@@ -59,6 +59,7 @@ std::vector<SweptValue> swept_values(const sweep::SweepSpec& spec) {
       out.push_back({p.key, text, p.mark, path});
     }
   }
+  for (const auto& seed : spec.seeds) out.push_back({"seed", seed, spec.seeds_mark, "sweep.seeds"});
   return out;
 }
 
@@ -81,7 +82,11 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
       if (sv.key.rfind("model.", 0) == 0) config::run_validation_hooks(config);
     } catch (const config::ConfigError& e) {
       for (const config::Diagnostic& d : e.diagnostics().list()) {
-        if (d.mark.file == config::kCommandLine) continue;  // the command line's own overrides
+        // The command line's own overrides are reported by the config's load;
+        // a sweep section given there is where its values' errors point.
+        const bool at_swept_override =
+            sv.mark.file == config::kCommandLine && d.mark.line == sv.mark.line;
+        if (d.mark.file == config::kCommandLine && !at_swept_override) continue;
         std::string same_for_every_value;
         config::Diagnostic out =
             sweep::swept_value_error(d, swept, {sv.mark, sv.key_path}, same_for_every_value);
@@ -103,6 +108,12 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
   sweep::SweepSpec spec;
   try {
     spec = sweep::parse_sweep(config.sweep, {}, static_cast<std::uint64_t>(config.seed));
+  } catch (const config::ConfigError& e) {
+    for (const auto& d : e.diagnostics().list()) diags.add(d);
+    return;
+  }
+  try {  // what the trials expand to: something, and not too many
+    sweep::expand_trials(spec);
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics().list()) diags.add(d);
     return;

@@ -497,7 +497,8 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
         }
         if (spec.random_trials > 0 && spec.random.empty())
           diags.add(value.mark(), path + ".params", "random search needs at least one parameter");
-        if (!spec.random.empty() && spec.random_trials == 0)
+        // A `trials` written but refused above is one error, not two.
+        if (!spec.random.empty() && spec.random_trials == 0 && !value.find("trials"))
           diags.add(value.mark(), path + ".trials", "random search needs `trials: N`");
       } else if (key == "seeds") {
         spec.seeds = scalars(value, path, diags);

@@ -8,6 +8,7 @@
 // configs that fail their field checks stop the sweep
 // before any runs, errors in the sweep section's values reported there, once;
 // --parallel is bounded, and a sweep runs no more trials at once than it has;
+// the config's warnings are shown once; validate refuses what sweep refuses;
 // a file where the sweep needs a folder is an error that says so.
 #include <catch2/catch.hpp>
 
@@ -403,6 +404,17 @@ TEST_CASE("a sweep directory refuses trials of a changed config and resumes an u
   // Restored: it resumes.
   write_text(tmp / "base.yaml", tiny_experiment());
   CHECK(run_to_end(args, tmp / "5.log") == 0);
+}
+
+TEST_CASE("a sweep shows the config's warnings once, as validate does") {
+  TempDir tmp("sweep-warnings");
+  write_text(tmp / "tiny.yaml",
+             tiny_experiment(64) + "sweep: {grid: {optimizer.lr: [0.1, 0.2]}}\n");
+  REQUIRE(run_to_end({"sweep", tmp / "tiny.yaml", "optimizer.momentum=0.5", "--out", tmp / "sw"},
+                     tmp / "1.log") == 0);
+  CHECK(count(read_text(tmp / "1.log"),
+              "<command line>:1:20: warning: optimizer.momentum: has no effect with "
+              "optimizer.type: adam") == 1);
 }
 
 TEST_CASE("trainer validate refuses the sweep sections trainer sweep refuses") {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runner/commands.h"
+#include "runner/commands/config_commands.h"
 #include "runner/config/emit.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
@@ -178,6 +179,9 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
 int command_sweep(const CommandArgs& args) {
   const config::Config config =
       sweep::load_base_config(args.config_path, args.overrides, args.grid, "sweep").config;
+  // Once here, at the user's file, as `trainer validate` shows them (each
+  // trial's log has them again, at its own config).
+  print_config_warnings(config);
   sweep::SweepJob job;
   job.config_path = std::filesystem::absolute(args.config_path).string();
   job.overrides = args.overrides;

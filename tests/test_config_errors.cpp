@@ -695,6 +695,16 @@ TEST_CASE("a loss scale floor above its start is refused at the one written") {
             .precision.loss_scale.init_scale == 0.5);
 }
 
+TEST_CASE("a number where a string belongs: quoted for YAML, and for the shell in an override") {
+  CHECK(only_error(temp_config("year.yaml", kMinimalText + "name: 2024\n"))
+            .ends_with("error: name: expected a string, found integer 2024\n    quote it to make "
+                       "it a string: "
+                       "\"2024\""));
+  CHECK(only_error(temp_config("plain.yaml", kMinimalText), {"name=2024"}) ==
+        "<command line>:1:6: error: name: expected a string, found integer 2024 (in override 1 "
+        "'name=2024')\n    quote it to make it a string, inside the shell's quotes: '\"2024\"'");
+}
+
 TEST_CASE("an empty value is reported at its key, not at the next line's") {
   const std::string file =
       temp_config("empty_value.yaml", kMinimalText + "optimizer:\n  lr:\n\n  momentum: 0.5\n");

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "runner/config/diagnostics.h"
+#include "runner/config/overrides.h"
 #include "runner/config/scalar.h"
 #include "runner/config/yaml_reader.h"
 
@@ -111,8 +112,14 @@ bool parse_string_element(const Node& node, const std::string& key_path, Diagnos
                           std::string& out) {
   if (!node.is_scalar() || classify(node) != ScalarKind::string) {
     const bool plain = node.is_scalar();
+    // A shell takes the quotes off an override's value: they go inside its own.
+    const std::string quoted = "\"" + node.text() + "\"";
+    const std::string advice =
+        node.mark().file == kCommandLine
+            ? "quote it to make it a string, inside the shell's quotes: '" + quoted + "'"
+            : "quote it to make it a string: " + quoted;
     diags.add(node.mark(), key_path, "expected a string, found " + describe(node),
-              plain ? "quote it to make it a string: \"" + node.text() + "\"" : "");
+              plain ? advice : "");
     return false;
   }
   out = node.text();

@@ -78,11 +78,19 @@ CLI::Validator count_check(std::optional<long long> most = std::nullopt) {
 const CLI::Validator kAtLeastOne = count_check();
 
 CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::string& help,
-                             CommandArgs& args) {
+                             CommandArgs& args, bool help_asked) {
   CLI::App* sub = app.add_subcommand(name, help);
-  // An override in the config's place passes here and is placed (or refused) after parsing.
+  // An override in the config's place passes here and is placed (or refused)
+  // after parsing; with --help the file is not looked at.
   const CLI::Validator file_or_override(
-      [](std::string& arg) { return is_override(arg) ? std::string() : CLI::ExistingFile(arg); },
+      [help_asked](std::string& arg) {
+        std::error_code ec;
+        if (help_asked || is_override(arg)) return std::string();
+        if (std::filesystem::is_directory(arg, ec))
+          return "'" + arg + "' is a directory; give the YAML file";
+        if (!std::filesystem::exists(arg, ec)) return "no such file '" + arg + "'";
+        return CLI::ExistingFile(arg);
+      },
       "FILE");
   sub->add_option("config", args.config_path, "Experiment YAML file")
       ->required()
@@ -90,6 +98,33 @@ CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::
   sub->add_option("overrides", args.overrides,
                   "KEY=VALUE overrides applied last (optimizer.lr=3e-4, devices=[0,1])");
   return sub;
+}
+
+// CLI11's parse errors worded as this tool's errors are: "error: " first,
+// the usual mistakes in words, then where the usage is.
+std::string parse_failure(const CLI::App* app, const CLI::Error& e) {
+  std::string command;
+  for (const CLI::App* sub : app->get_subcommands()) command = sub->get_name();
+  std::string message = e.what();
+  if (message == "A subcommand is required") {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app->get_subcommands({})) names.push_back(sub->get_name());
+    message = "a command is required: one of " + config::join(names);
+  } else if (message == "config is required") {
+    message = "trainer " + command + " needs a config file: trainer " + command +
+              " CONFIG.yaml [KEY=VALUE ...]";
+  } else if (const auto at = message.find(": At Most 1 required but received ");
+             at != std::string::npos) {
+    message = message.substr(0, at) + " is given more than once; give it once";
+  } else if (const auto equals = message.find(" = ");
+             message.rfind("Could not convert: ", 0) == 0 && equals != std::string::npos) {
+    // "Could not convert: --min-lr = abc"
+    message =
+        message.substr(19, equals - 19) + ": '" + message.substr(equals + 3) + "' is not a number";
+  }
+  const std::string usage = command.empty() ? "trainer --help lists the commands"
+                                            : "trainer " + command + " --help shows its usage";
+  return "error: " + message + "\n    " + usage + "\n";
 }
 
 // An allocation of host memory that failed outside the planned arena (which
@@ -173,30 +208,36 @@ int run_cli(int argc, char** argv) {
   CLI::App app{"trainer: declarative deep-learning training from one YAML file"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(TRAINER_VERSION));
+  app.failure_message(parse_failure);
+  // --help anywhere prints the usage, whatever else the line holds.
+  bool help_asked = false;
+  for (int i = 1; i < argc; ++i)
+    help_asked |= std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h";
 
   CommandArgs args;
   std::string schema_out = ".";
 
-  CLI::App* run = add_config_command(app, "run", "Train the experiment", args);
+  CLI::App* run = add_config_command(app, "run", "Train the experiment", args, help_asked);
   run->add_option("--out", args.out_dir, "Run directory (default: <output.dir>/<name>/<time>)")
       ->check(kNonEmptyDirectory);
   run->add_option("--resume", args.resume_dir, "Resume from this run directory's last checkpoint")
       ->check(CLI::ExistingDirectory);
   run->get_option("config")->required(false);  // --resume DIR alone uses DIR/config.yaml
   CLI::App* validate = add_config_command(
-      app, "validate", "Check the config (fields and model); print ok or every error", args);
+      app, "validate", "Check the config (fields and model); print ok or every error", args,
+      help_asked);
   validate->add_flag("--data", args.read_data,
                      "Also read every sample of the training and evaluation data (all cores), "
                      "so that a damaged image is found before a run meets it");
   add_config_command(app, "print-config", "Print the resolved config (defaults filled) as YAML",
-                     args);
+                     args, help_asked);
   add_config_command(app, "plan",
                      "Compile the experiment and print shapes, parameters, FLOPs and memory plan",
-                     args);
-  CLI::App* time =
-      add_config_command(app, "time", "Time forward/backward per layer and per step", args);
+                     args, help_asked);
+  CLI::App* time = add_config_command(app, "time", "Time forward/backward per layer and per step",
+                                      args, help_asked);
   time->add_option("--steps", args.steps, "Number of timed steps (default 20)")->check(kAtLeastOne);
-  CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args);
+  CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args, help_asked);
   // One KEY=VALUES each: what follows is an override again.
   sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`")
       ->allow_extra_args(false);
@@ -209,10 +250,20 @@ int run_cli(int argc, char** argv) {
   CLI::App* lr_find = add_config_command(
       app, "lr-find",
       "Learning-rate range test: a short run with the rate rising exponentially; suggests a rate",
-      args);
+      args, help_asked);
   lr_find->add_option("--steps", args.steps, "Steps of the test (default 100)")->check(kAtLeastOne);
-  lr_find->add_option("--min-lr", args.min_lr, "The first step's rate")->capture_default_str();
-  lr_find->add_option("--max-lr", args.max_lr, "The last step's rate")->capture_default_str();
+  const CLI::Validator non_empty_number(
+      [](std::string& arg) {
+        return arg.empty() ? std::string("an empty value; give a number, or leave the flag out")
+                           : std::string();
+      },
+      "NUMBER");
+  lr_find->add_option("--min-lr", args.min_lr, "The first step's rate")
+      ->capture_default_str()
+      ->check(non_empty_number);
+  lr_find->add_option("--max-lr", args.max_lr, "The last step's rate")
+      ->capture_default_str()
+      ->check(non_empty_number);
   lr_find
       ->add_option("--out", args.out_dir,
                    "Run directory (default: <output.dir>/<name>-lr-find/<time>)")

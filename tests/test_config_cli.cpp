@@ -123,9 +123,29 @@ TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("time " + kGood + "mlp.yaml --steps -3").code == 2);
   const auto zero_steps = run("time " + kGood + "mlp.yaml --steps 0", true);
   CHECK(zero_steps.code == 2);
-  CHECK(zero_steps.out.find("--steps: expected an integer >= 1, found '0'") == 0);
+  CHECK(zero_steps.out.find("error: --steps: expected an integer >= 1, found '0'") == 0);
   CHECK(run("sweep " + kGood + "mlp.yaml --parallel 1.5", true)
-            .out.find("--parallel: expected an integer >= 1 and <= 1024, found '1.5'") == 0);
+            .out.find("error: --parallel: expected an integer >= 1 and <= 1024, found '1.5'") == 0);
+  // The parser's own errors in this tool's words, each with where the usage is.
+  CHECK(run("", true).out ==
+        "error: a command is required: one of run, validate, print-config, plan, time, sweep, "
+        "lr-find, eval, doctor, schema, version\n    trainer --help lists the commands\n");
+  CHECK(run("validate", true).out ==
+        "error: trainer validate needs a config file: trainer validate CONFIG.yaml [KEY=VALUE "
+        "...]\n    trainer validate --help shows its usage\n");
+  CHECK(run("validate nope.yaml", true).out ==
+        "error: config: no such file 'nope.yaml'\n    trainer validate --help shows its usage\n");
+  CHECK(run("run " + kGood + "mlp.yaml --out a --out b", true).out ==
+        "error: --out is given more than once; give it once\n    trainer run --help shows its "
+        "usage\n");
+  CHECK(run("lr-find " + kGood + "mlp.yaml --min-lr abc", true).out ==
+        "error: --min-lr: 'abc' is not a number\n    trainer lr-find --help shows its usage\n");
+  CHECK(run("lr-find " + kGood + "mlp.yaml --min-lr ''", true).out.find("an empty value") !=
+        std::string::npos);
+  // --help wins over a file that is not there.
+  const auto help = run("validate --help nope.yaml", true);
+  CHECK(help.code == 0);
+  CHECK(help.out.find("Usage:") != std::string::npos);
   // An empty --out would silently mean the default directory.
   for (const char* sub : {"run", "sweep"}) {
     INFO(sub);

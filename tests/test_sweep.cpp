@@ -318,7 +318,7 @@ TEST_CASE("--parallel out of its range is refused; no more trials run at once th
     const std::string log = tmp / ("refused-" + std::string(parallel) + ".log");
     CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--parallel", parallel, "--out", tmp / "sw"},
                      log) == 2);
-    CHECK(read_text(log).find("--parallel: expected an integer >= 1 and <= 1024, found '" +
+    CHECK(read_text(log).find("error: --parallel: expected an integer >= 1 and <= 1024, found '" +
                               std::string(parallel) + "'") == 0);
     CHECK_FALSE(fs::exists(tmp / "sw"));
   }

@@ -116,7 +116,9 @@ TEST_CASE("extends chains are bounded in depth, and a shared base is read once")
 
 TEST_CASE("a YAML syntax error is a diagnostic with its position, not an exception trace") {
   CHECK(only_error(kBad + "syntax_error.yaml") ==
-        kBad + "syntax_error.yaml:4:5: error: invalid YAML: end of map flow not found");
+        kBad +
+            "syntax_error.yaml:4:5: error: invalid YAML: end of map flow not found\n"
+            "    a '{' before here is not closed: add its '}'");
 }
 
 TEST_CASE("a duplicate key is reported at the second occurrence") {
@@ -334,7 +336,7 @@ TEST_CASE("a setting without effect under the type it depends on is a warning at
             .warnings.empty());
 }
 
-TEST_CASE("a switch that acts on a value other than 0 warns when that value is 0") {
+TEST_CASE("a setting that acts on a value other than 0 warns when that value is 0") {
   const auto config =
       load_config(kGood + "minimal.yaml",
                   {"optimizer.nesterov=true", "optimizer.momentum=0", "train.ema_warmup=true"});
@@ -350,6 +352,17 @@ TEST_CASE("a switch that acts on a value other than 0 warns when that value is 0
                     {"optimizer.nesterov=true", "train.ema_warmup=true", "train.ema_decay=0.99"})
             .warnings.empty());
   CHECK(load_config(kGood + "minimal.yaml", {"optimizer.nesterov=false", "optimizer.momentum=0"})
+            .warnings.empty());
+  // Early stopping's settings without its patience: it is off.
+  const auto stopping = load_config(kGood + "minimal.yaml",
+                                    {"train.early_stopping={metric: eval.accuracy, mode: max}"});
+  REQUIRE(stopping.warnings.size() == 2);
+  CHECK(stopping.warnings[0].key_path == "train.early_stopping.metric");
+  CHECK(stopping.warnings[1].message ==
+        "has no effect with train.early_stopping.patience: 0 (it acts only when "
+        "train.early_stopping.patience is above 0)");
+  CHECK(load_config(kGood + "minimal.yaml",
+                    {"train.early_stopping={metric: eval.loss, mode: min, min_delta: 0}"})
             .warnings.empty());
 }
 
@@ -720,6 +733,16 @@ TEST_CASE("lists nested past the parser's limit are named as such, at the file")
   CHECK(e.rfind(deep + ":7:", 0) == 0);
   CHECK(e.find("nested too deeply") != std::string::npos);
   CHECK(e.find("bad file") == std::string::npos);
+}
+
+TEST_CASE("the YAML library's terser syntax errors come with what to look at") {
+  CHECK(only_error(temp_config("tab.yaml", "name: t\n\tseed: 1\n"))
+            .ends_with("invalid YAML: illegal tab when looking for indentation\n    indent with "
+                       "spaces: YAML takes no tabs there"));
+  CHECK(only_error(temp_config("indent.yaml", "name: t\n  seed: 1\n"))
+            .ends_with(":2:7: error: invalid YAML: illegal map value\n    a ':' here cannot start "
+                       "a value: is this key indented deeper than the keys beside it? (a key "
+                       "longer than 1024 characters reads this way too)"));
 }
 
 TEST_CASE("a quote that nothing closes is an error at the value, not the rest of the file") {

@@ -361,6 +361,21 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
               "world_size counts CPU ranks; with GPUs there is one rank per listed GPU");
 }
 
+// Whether `given`, the value written for the config field `key`, is other
+// than the field's default.
+bool differs_from_default(const std::string& key, const Node& given) {
+  for (const SectionDef& section : config_sections())
+    for (const ConfigField& field : section.fields) {
+      if (join_key(section.path, field.spec.name) != key) continue;
+      Diagnostics ignored;
+      FieldValue value, fallback;
+      return parse_field(given, field.spec, key, ignored, value) &&
+             parse_field(default_node(field.spec), field.spec, key, ignored, fallback) &&
+             !(value == fallback);
+    }
+  return false;
+}
+
 // Fields given a value of their own while the field they depend on
 // (FieldSpec::applies_when) rules them out: accepted, and reported as warnings.
 void collect_inert_settings(const Node& root, Config& config) {
@@ -391,17 +406,22 @@ void collect_inert_settings(const Node& root, Config& config) {
                                  "remove it, or set " + control + ": " + values.front()});
     }
   }
-  // Switches that act on another setting's value, and have none to act on at 0.
+  // Settings that act on another setting's value, or only while it is on,
+  // and have nothing to act on at 0.
   struct ActsOnNonzero {
     const char* key;
     const char* control;
   };
-  for (const auto& [key, control] : {ActsOnNonzero{"optimizer.nesterov", "optimizer.momentum"},
-                                     ActsOnNonzero{"train.ema_warmup", "train.ema_decay"}}) {
+  for (const auto& [key, control] :
+       {ActsOnNonzero{"optimizer.nesterov", "optimizer.momentum"},
+        ActsOnNonzero{"train.ema_warmup", "train.ema_decay"},
+        ActsOnNonzero{"train.early_stopping.metric", "train.early_stopping.patience"},
+        ActsOnNonzero{"train.early_stopping.mode", "train.early_stopping.patience"},
+        ActsOnNonzero{"train.early_stopping.min_delta", "train.early_stopping.patience"}}) {
     const Node* given = find_dotted(root, key);
     const Node* setting = find_dotted(root, control);
-    if (!given || !setting || given->mark().is_default() || as_bool(*given) != true ||
-        as_number(*setting) != 0.0)
+    if (!given || !setting || given->mark().is_default() || !differs_from_default(key, *given) ||
+        !setting->is_scalar() || as_number(*setting) != 0.0)
       continue;
     config.warnings.push_back({given->mark(), key,
                                std::string("has no effect with ") + control + ": " +

@@ -356,6 +356,25 @@ std::optional<Mark> find_nul(const std::string& text, const std::string& file, i
   return Mark{file, line + line_offset, column + column_offset};
 }
 
+// What to look at for the YAML library's terser syntax errors; "" for others.
+std::string syntax_advice(const std::string& message) {
+  static const std::map<std::string, std::string> advice = {
+      {YAML::ErrorMsg::MAP_VALUE,
+       "a ':' here cannot start a value: is this key indented deeper than the keys beside it? "
+       "(a key longer than 1024 characters reads this way too)"},
+      {YAML::ErrorMsg::TAB_IN_INDENTATION, "indent with spaces: YAML takes no tabs there"},
+      {YAML::ErrorMsg::END_OF_MAP_FLOW, "a '{' before here is not closed: add its '}'"},
+      {YAML::ErrorMsg::END_OF_SEQ_FLOW, "a '[' before here is not closed: add its ']'"},
+      {YAML::ErrorMsg::END_OF_MAP, "check the indentation of the lines above"},
+      {YAML::ErrorMsg::END_OF_SEQ, "check the indentation of the lines above"},
+      {YAML::ErrorMsg::BLOCK_ENTRY,
+       "a '- ' list item where a key belongs: check the indentation of the lines above"},
+      {YAML::ErrorMsg::UNKNOWN_ANCHOR, "define the anchor (&name) before an alias (*name) uses it"},
+  };
+  const auto found = advice.find(message);
+  return found == advice.end() ? "" : found->second;
+}
+
 }  // namespace
 
 Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostics& diags, bool* ok,
@@ -391,7 +410,7 @@ Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostic
     return Node{};
   } catch (const YAML::Exception& e) {
     const Mark mark{file, e.mark.line + 1 + line_offset, e.mark.column + 1 + column_offset};
-    diags.add(mark, "", "invalid YAML: " + e.msg);
+    diags.add(mark, "", "invalid YAML: " + e.msg, syntax_advice(e.msg));
     if (ok) *ok = false;
     return Node{};
   }

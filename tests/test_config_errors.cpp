@@ -366,6 +366,22 @@ TEST_CASE("a setting that acts on a value other than 0 warns when that value is 
             .warnings.empty());
 }
 
+TEST_CASE("keep_best by a train metric warns when checkpoints miss the logging beat") {
+  const auto config = load_config(kGood + "minimal.yaml",
+                                  {"checkpoint={keep_best: 1, metric: train.loss, mode: min, "
+                                   "every_steps: 7}"});
+  REQUIRE(config.warnings.size() == 1);
+  CHECK(format(config.warnings[0], "warning") ==
+        "<command line>:1:71: warning: checkpoint.every_steps: 7 is not a multiple of "
+        "train.log_every (50, its default): its checkpoints at other steps record no train.loss, "
+        "so keep_best cannot rank them\n    make checkpoint.every_steps a multiple of "
+        "train.log_every");
+  CHECK(load_config(kGood + "minimal.yaml",
+                    {"checkpoint={keep_best: 1, metric: train.loss, mode: min, every_steps: 7}",
+                     "train.log_every=7"})
+            .warnings.empty());
+}
+
 TEST_CASE("settings of the evaluation warn when there is no evaluation set") {
   const std::vector<std::string> settings = {"train.eval_every=5", "train.eval_batches=2",
                                              "data.eval_transforms=[{type: scale}]"};

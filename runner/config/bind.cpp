@@ -429,6 +429,22 @@ void collect_inert_settings(const Node& root, Config& config) {
                                    " is above 0)",
                                std::string("remove it, or set ") + control + " above 0"});
   }
+  // keep_best by a train.* metric ranks the checkpoints whose step ends a
+  // logging window: every_steps off that beat gives it none to rank.
+  const auto& checkpoint = config.checkpoint;
+  if (checkpoint.keep_best > 0 && checkpoint.metric.rfind("train.", 0) == 0 &&
+      checkpoint.every_steps > 0 && config.train.log_every > 0 &&
+      checkpoint.every_steps % config.train.log_every != 0) {
+    const Node* log_every = find_dotted(root, "train.log_every");
+    const bool defaulted = !log_every || log_every->mark().is_default();
+    config.warnings.push_back(
+        {mark_of(root, "checkpoint", "every_steps"), "checkpoint.every_steps",
+         std::to_string(checkpoint.every_steps) + " is not a multiple of train.log_every (" +
+             std::to_string(config.train.log_every) + (defaulted ? ", its default" : "") +
+             "): its checkpoints at other steps record no " + checkpoint.metric +
+             ", so keep_best cannot rank them",
+         "make checkpoint.every_steps a multiple of train.log_every"});
+  }
   // Settings of the evaluation, with no evaluation set.
   if (config.data.eval || config.data.split > 0) return;
   for (const char* key : {"train.eval_every", "train.eval_batches", "data.eval_transforms"}) {

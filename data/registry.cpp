@@ -142,7 +142,8 @@ SourceDef image_folder_source() {
       field("root", FT::string, "The folder holding the class sub-folders.").req(),
       field("size", FT::int_list, "Output [height, width] (or one value for both).")
           .req()
-          .at_least(1),
+          .at_least(1)
+          .items(1, 2),
       field("channels", FT::integer, "1 (grey) or 3 (RGB).").def("3").at_least(1).at_most(3)};
   d.path_fields = {"root"};
   d.open = [](const Attrs& a) {
@@ -163,7 +164,10 @@ SourceDef synthetic_source() {
       "Random samples uniform in [0, 1) with uniform random labels, a pure function of "
       "(seed, index); for benchmarks and tests.";
   d.fields = {
-      field("shape", FT::int_list, "Shape of one sample, e.g. [1, 28, 28].").req().at_least(1),
+      field("shape", FT::int_list, "Shape of one sample, e.g. [1, 28, 28].")
+          .req()
+          .at_least(1)
+          .items(1),
       field("classes", FT::integer, "Number of classes.").def("10").at_least(1),
       field("size", FT::integer,
             "Number of samples (the loader keeps each epoch's order of them: 8 bytes a sample).")
@@ -261,7 +265,8 @@ const std::vector<TransformDef>& transform_defs() {
                 "Eval: a centre crop when `size` differs from the sample size, else nothing.",
                 {field("size", FT::int_list, "Crop size: [height, width] or one value for both.")
                      .req()
-                     .at_least(1),
+                     .at_least(1)
+                     .items(1, 2),
                  field("padding", FT::integer, "Zero padding on every side.").def("0").at_least(0)},
                 "centre crop"),
       transform(

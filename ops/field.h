@@ -45,8 +45,10 @@ struct FieldSpec {
   std::optional<double> min;  // for integer/number and every element of lists
   std::optional<double> max;
   bool min_exclusive = false;
-  std::vector<std::string> choices;        // enumeration values, or suggested strings
-  std::optional<std::size_t> list_length;  // exact list length, when fixed
+  std::vector<std::string> choices;  // enumeration values, or suggested strings
+  // A list's length: from min_items to max_items (none: no most).
+  std::size_t min_items = 0;
+  std::optional<std::size_t> max_items;
   // The field acts only when the field `applies_when` (a sibling's name, or a
   // dotted path from the top of the config) holds one of `applies_values`;
   // set to another value there, it is reported as having no effect.
@@ -86,8 +88,10 @@ struct FieldSpec {
     choices = std::move(c);
     return *this;
   }
-  FieldSpec& length(std::size_t n) {
-    list_length = n;
+  FieldSpec& length(std::size_t n) { return items(n, n); }
+  FieldSpec& items(std::size_t least, std::optional<std::size_t> most = std::nullopt) {
+    min_items = least;
+    max_items = most;
     return *this;
   }
   // Marks a number as computed in float32 (`float32`) and narrows its range

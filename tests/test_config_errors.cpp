@@ -734,6 +734,16 @@ TEST_CASE("a number where a string belongs: quoted for YAML, and for the shell i
         "'name=2024')\n    quote it to make it a string, inside the shell's quotes: '\"2024\"'");
 }
 
+TEST_CASE("a list of the wrong length is reported at the list, where it is written") {
+  const std::string file = temp_config("lengths.yaml", kMinimalText);
+  CHECK(only_error(file, {"data.train.shape=[]"}) ==
+        "<command line>:1:18: error: data.train.shape: expected a list of at least 1 integers, "
+        "found 0 item(s) (in override 1 'data.train.shape=[]')");
+  CHECK(only_error(file, {"data.transforms=[{type: random_crop, size: [1, 2, 3]}]"}) ==
+        "<command line>:1:44: error: data.transforms[0].size: expected a list of 1 or 2 integers, "
+        "found 3 item(s) (in override 1 'data.transforms=[{type: random_crop, size: [1, 2, 3]}]')");
+}
+
 TEST_CASE("an empty value is reported at its key, not at the next line's") {
   const std::string file =
       temp_config("empty_value.yaml", kMinimalText + "optimizer:\n  lr:\n\n  momentum: 0.5\n");

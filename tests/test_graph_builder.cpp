@@ -130,6 +130,16 @@ TEST_CASE("a shape error names the layer, its position and the shapes") {
   CHECK_THAT(d.suggestion, Catch::Contains("[4, 4, 6, 6]"));
 }
 
+TEST_CASE("a window of the wrong length is an error at the list, before any shape") {
+  auto b = build("layers:\n  - {type: conv2d, out_channels: 4, kernel: []}\n");
+  REQUIRE(b.diags.size() == 1);
+  const auto& d = b.diags.list()[0];
+  CHECK(d.key_path == "model.layers[0].kernel");
+  CHECK(d.mark.line == 2);
+  CHECK(d.mark.column == 45);
+  CHECK(d.message == "expected a list of 1 or 2 integers, found 0 item(s)");
+}
+
 TEST_CASE("after a layer's error the later layers' types and fields are still checked") {
   auto b = build(
       "layers:\n"

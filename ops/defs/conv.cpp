@@ -15,19 +15,23 @@ void register_conv(OpRegistry& registry) {
       field("kernel", FieldType::int_list, "Kernel size: k or [kh, kw].")
           .req()
           .at_least(1)
-          .at_most(kMaxWindowExtent),
+          .at_most(kMaxWindowExtent)
+          .items(1, 2),
       field("stride", FieldType::int_list, "Stride: s or [sh, sw].")
           .def("1")
           .at_least(1)
-          .at_most(kMaxWindowExtent),
+          .at_most(kMaxWindowExtent)
+          .items(1, 2),
       field("padding", FieldType::int_list, "Zero padding on each side: p or [ph, pw].")
           .def("0")
           .at_least(0)
-          .at_most(kMaxWindowExtent),
+          .at_most(kMaxWindowExtent)
+          .items(1, 2),
       field("dilation", FieldType::int_list, "Dilation: d or [dh, dw].")
           .def("1")
           .at_least(1)
-          .at_most(kMaxWindowExtent),
+          .at_most(kMaxWindowExtent)
+          .items(1, 2),
       field("groups", FieldType::integer, "Channel groups; C and out_channels must divide by it.")
           .def("1")
           .at_least(1),

@@ -14,16 +14,19 @@ OpDef window_pool(const std::string& name, const std::string& doc) {
       field("kernel", FieldType::int_list, "Window size: k or [kh, kw].")
           .req()
           .at_least(1)
-          .at_most(kMaxWindowExtent),
+          .at_most(kMaxWindowExtent)
+          .items(1, 2),
       field("stride", FieldType::int_list, "Stride: s or [sh, sw]; 0 means equal to the kernel.")
           .def("0")
           .at_least(0)
-          .at_most(kMaxWindowExtent),
+          .at_most(kMaxWindowExtent)
+          .items(1, 2),
       field("padding", FieldType::int_list,
             "Implicit padding on each side: p or [ph, pw], at most half the kernel.")
           .def("0")
           .at_least(0)
-          .at_most(kMaxWindowExtent),
+          .at_most(kMaxWindowExtent)
+          .items(1, 2),
   };
   d.signature = [name](const std::vector<Shape>& in, const Attrs& a) {
     const Shape& x = in.at(0);

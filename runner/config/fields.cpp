@@ -126,6 +126,15 @@ bool parse_string_element(const Node& node, const std::string& key_path, Diagnos
   return true;
 }
 
+// "2", "1 or 2", "at least 1": how many items a list field takes.
+std::string item_count(const FieldSpec& spec) {
+  const std::string least = std::to_string(spec.min_items);
+  if (!spec.max_items) return "at least " + least;
+  if (*spec.max_items == spec.min_items) return least;
+  const std::string most = std::to_string(*spec.max_items);
+  return least + (*spec.max_items == spec.min_items + 1 ? " or " : " to ") + most;
+}
+
 template <class T, class ParseOne>
 bool parse_list(const Node& node, const FieldSpec& spec, const std::string& key_path,
                 Diagnostics& diags, std::vector<T>& out, const std::string& what,
@@ -142,9 +151,9 @@ bool parse_list(const Node& node, const FieldSpec& spec, const std::string& key_
     else
       ok = false;
   }
-  if (ok && spec.list_length && out.size() != *spec.list_length) {
+  if (ok && (out.size() < spec.min_items || (spec.max_items && out.size() > *spec.max_items))) {
     diags.add(node.mark(), key_path,
-              "expected a list of " + std::to_string(*spec.list_length) + " " + what + ", found " +
+              "expected a list of " + item_count(spec) + " " + what + ", found " +
                   std::to_string(out.size()) + " item(s)");
     return false;
   }
@@ -194,8 +203,8 @@ std::string describe_constraint(const FieldSpec& spec) {
   if (spec.float32 && (!spec.min || *spec.min < kFloat32Smallest))
     out += std::string(out.empty() ? "" : ", ") + "none between 0 and " +
            format_number(kFloat32Smallest) + " (float32)";
-  if (spec.list_length)
-    out += std::string(out.empty() ? "" : ", ") + std::to_string(*spec.list_length) + " items";
+  if (spec.min_items > 0 || spec.max_items)
+    out += std::string(out.empty() ? "" : ", ") + item_count(spec) + " items";
   if (!spec.applies_when.empty()) {
     std::string values;
     for (const auto& v : spec.applies_values) values += (values.empty() ? "" : " or ") + v;

@@ -24,10 +24,8 @@ json number_schema(const FieldSpec& spec, const char* type) {
 
 json list_schema(json items, const FieldSpec& spec) {
   json s = {{"type", "array"}, {"items", std::move(items)}};
-  if (spec.list_length) {
-    s["minItems"] = *spec.list_length;
-    s["maxItems"] = *spec.list_length;
-  }
+  if (spec.min_items > 0) s["minItems"] = spec.min_items;
+  if (spec.max_items) s["maxItems"] = *spec.max_items;
   return s;
 }
 

@@ -765,6 +765,8 @@ TEST_CASE("the YAML library's terser syntax errors come with what to look at") {
   CHECK(only_error(temp_config("tab.yaml", "name: t\n\tseed: 1\n"))
             .ends_with("invalid YAML: illegal tab when looking for indentation\n    indent with "
                        "spaces: YAML takes no tabs there"));
+  CHECK(only_error(temp_config("nested_tab.yaml", "name: t\nseed:\n\tx: 1\n"))
+            .ends_with("\n    indent with spaces: YAML takes no tabs there"));
   CHECK(only_error(temp_config("indent.yaml", "name: t\n  seed: 1\n"))
             .ends_with(":2:7: error: invalid YAML: illegal map value\n    a ':' here cannot start "
                        "a value: is this key indented deeper than the keys beside it? (a key "
@@ -780,6 +782,12 @@ TEST_CASE("a quote that nothing closes is an error at the value, not the rest of
                                   ") that nothing closes, so the rest of the file would be read "
                                   "into it; close it where the value ends");
   }
+  // Behind an anchor or a tag too; and a byte order mark moves nothing.
+  for (const std::string value : {"&n \"abc", "!!str 'abc"})
+    CHECK(only_error(temp_config("behind.yaml", kMinimalText + "name: " + value + "\nseed: 7\n"))
+              .find(":7:7: error: invalid YAML: this value opens a quote") != std::string::npos);
+  CHECK(load_config(temp_config("bom.yaml", "\xEF\xBB\xBF" + kMinimalText + "name: 'a'\n")).name ==
+        "a");
   // Escaped and doubled quotes inside closed ones, and a value over two lines, are fine.
   const auto escaped = load_config(
       temp_config("escaped.yaml", kMinimalText + "output: {dir: \"it\\\"s\n  here\"}\nseed: 7\n"));

@@ -25,8 +25,16 @@ namespace {
 // copying the last ten times over) reach after a few levels.
 constexpr std::size_t kMaxAliasNodes = 1'000'000;
 
-// Builds the tree from the event stream. Maps receive alternating key and value
-// events; a key is kept as `pending_key` until its value arrives.
+// Where the quote of a scalar that starts at `at` is, past an anchor (&a) or
+// a tag (!!str) written before it; text.size() when it does not start with one.
+std::size_t opening_quote(const std::string& text, std::size_t at) {
+  while (at < text.size() && (text[at] == '&' || text[at] == '!')) {
+    while (at < text.size() && text[at] != ' ' && text[at] != '\n') ++at;
+    while (at < text.size() && text[at] == ' ') ++at;
+  }
+  return at < text.size() && (text[at] == '"' || text[at] == '\'') ? at : text.size();
+}
+
 // Whether the quoted scalar whose opening quote is at `at` in `text` is
 // closed: yaml-cpp takes the end of a file that ends with a line break as the
 // end of an unclosed one, and reads the rest of the file into it.
@@ -46,6 +54,8 @@ bool quote_closed(const std::string& text, std::size_t at) {
   return false;
 }
 
+// Builds the tree from the event stream. Maps receive alternating key and value
+// events; a key is kept as `pending_key` until its value arrives.
 class TreeBuilder : public YAML::EventHandler {
  public:
   TreeBuilder(const std::string& text, std::string file, Diagnostics& diags, int line_offset,
@@ -104,9 +114,8 @@ class TreeBuilder : public YAML::EventHandler {
                      "': a config reads only the core tags !!str, !!int, !!float, !!bool and "
                      "!!null",
                  "remove the tag: the field's type says how the value is read");
-    const auto at = static_cast<std::size_t>(mark.pos);
-    if (tag == "!" && at < text_.size() && (text_[at] == '"' || text_[at] == '\'') &&
-        !quote_closed(text_, at))  // a syntax error, as yaml-cpp reports its own
+    const std::size_t at = opening_quote(text_, static_cast<std::size_t>(mark.pos));
+    if (string_tag && at < text_.size() && !quote_closed(text_, at))  // a syntax error
       throw YAML::ParserException(mark, std::string("this value opens a quote (") + text_[at] +
                                             ") that nothing closes, so the rest of the file "
                                             "would be read into it; close it where the value "
@@ -338,6 +347,17 @@ std::string normalize_line_breaks(const std::string& text) {
   return out;
 }
 
+// Line `index` (from 0) of `text`, without its line break; "" past the end.
+std::string line_at(const std::string& text, int index) {
+  std::size_t start = 0;
+  for (int i = 0; i < index; ++i) {
+    start = text.find('\n', start);
+    if (start == std::string::npos) return "";
+    ++start;
+  }
+  return text.substr(start, text.find('\n', start) - start);
+}
+
 // The position of the first NUL byte, which no YAML text holds (the parser
 // would stop reading there).
 std::optional<Mark> find_nul(const std::string& text, const std::string& file, int line_offset,
@@ -356,8 +376,12 @@ std::optional<Mark> find_nul(const std::string& text, const std::string& file, i
   return Mark{file, line + line_offset, column + column_offset};
 }
 
-// What to look at for the YAML library's terser syntax errors; "" for others.
-std::string syntax_advice(const std::string& message) {
+// What to look at for the YAML library's terser syntax errors on `line` (the
+// text of the line it names); "" for others.
+std::string syntax_advice(const std::string& message, const std::string& line) {
+  const std::string indentation = line.substr(0, line.find_first_not_of(" \t"));
+  if (indentation.find('\t') != std::string::npos)
+    return "indent with spaces: YAML takes no tabs there";
   static const std::map<std::string, std::string> advice = {
       {YAML::ErrorMsg::MAP_VALUE,
        "a ':' here cannot start a value: is this key indented deeper than the keys beside it? "
@@ -380,7 +404,10 @@ std::string syntax_advice(const std::string& message) {
 Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostics& diags, bool* ok,
                 int line_offset, int column_offset) {
   if (ok) *ok = true;
-  const std::string text = normalize_line_breaks(raw_text);
+  // Without a leading byte order mark, which yaml-cpp skips and does not count
+  // in its positions (the unclosed-quote check reads the text by them).
+  const bool bom = raw_text.rfind("\xEF\xBB\xBF", 0) == 0;
+  const std::string text = normalize_line_breaks(bom ? raw_text.substr(3) : raw_text);
   if (const auto nul = find_nul(text, file, line_offset, column_offset)) {
     diags.add(*nul, "", "invalid YAML: a NUL byte (\\0); is this a binary file?");
     if (ok) *ok = false;
@@ -410,7 +437,7 @@ Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostic
     return Node{};
   } catch (const YAML::Exception& e) {
     const Mark mark{file, e.mark.line + 1 + line_offset, e.mark.column + 1 + column_offset};
-    diags.add(mark, "", "invalid YAML: " + e.msg, syntax_advice(e.msg));
+    diags.add(mark, "", "invalid YAML: " + e.msg, syntax_advice(e.msg, line_at(text, e.mark.line)));
     if (ok) *ok = false;
     return Node{};
   }

@@ -112,12 +112,6 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
     for (const auto& d : e.diagnostics().list()) diags.add(d);
     return;
   }
-  try {  // what the trials expand to: something, and not too many
-    sweep::expand_trials(spec);
-  } catch (const config::ConfigError& e) {
-    for (const auto& d : e.diagnostics().list()) diags.add(d);
-    return;
-  }
   warnings = sweep::overrides_of_swept_keys(args.overrides, spec);
   check_swept_values(args, mended_by, spec, diags);
   sweep::check_objective_recorded(spec, config, args.config_path, diags);

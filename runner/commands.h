@@ -22,6 +22,9 @@ struct CommandArgs {
   bool read_data = false;              // validate: --data reads every sample
   double min_lr = 1e-7;                // lr-find: the first step's rate
   double max_lr = 10;                  // lr-find: the last step's rate
+  // run: the config's warnings were shown already (lr-find shows those of the
+  // config as the user wrote it, not of the settings it adds)
+  bool warnings_shown = false;
 };
 
 // `run_dir`: where the run directory is written, as soon as it exists.

@@ -208,6 +208,18 @@ TEST_CASE("trainer lr-find warns of no setting it gives itself") {
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("warning") == std::string::npos);
+  // Early stopping, which it turns off, is not warned of as without effect.
+  const std::string stopping = tmp.file("stopping.yaml");
+  trainer::data::testing::write_text(
+      stopping,
+      "model:\n  layers: [{type: linear, out_features: 3}]\n"
+      "data:\n  train: {type: synthetic, shape: [4], classes: 3, size: 64}\n  split: 0.25\n"
+      "train: {batch_size: 8, early_stopping: {patience: 3, metric: eval.accuracy, mode: max}}\n");
+  const auto s =
+      run_trainer("lr-find " + stopping + " --steps 10 --out " + tmp.file("find2"), true);
+  INFO(s.out);
+  CHECK(s.code == 0);
+  CHECK(s.out.find("warning") == std::string::npos);
 }
 
 TEST_CASE("trainer lr-find fails like a run on an error that is not divergence") {

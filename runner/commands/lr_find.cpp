@@ -21,6 +21,7 @@
 #include "ops/field.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/commands.h"
+#include "runner/commands/config_commands.h"
 #include "runner/config/fields.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
@@ -146,6 +147,8 @@ int command_lr_find(const CommandArgs& given) {
   // The closing evaluation short, where there is one (without, the setting
   // would only be warned of as without effect).
   if (user.data.eval || user.data.split > 0) forced_settings.push_back("train.eval_batches=1");
+  print_config_warnings(user);
+  args.warnings_shown = true;
   warn_of_replaced_overrides(given.overrides, forced_settings);
   for (const std::string& forced : forced_settings) args.overrides.push_back(forced);
   std::string run_dir, stopped_by;

@@ -108,7 +108,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   checkpoint::StopSignals stop_signals;
   const config::Config& config = job.config();
   if (job.is_root()) {
-    print_config_warnings(config);
+    if (!args.warnings_shown) print_config_warnings(config);
     if (const std::string note = train::precision_note(config); !note.empty())
       std::fprintf(stderr, "note: precision %s: %s\n", config.precision.mode.c_str(), note.c_str());
   }

@@ -6,6 +6,7 @@
 // refused. Before any trial runs, every trial's config is checked, and the
 // objective must be one the trials record; the config itself may fail a rule
 // between fields that the swept values mend.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,7 +17,6 @@
 #include <vector>
 
 #include "runner/commands.h"
-#include "runner/commands/config_commands.h"
 #include "runner/config/emit.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
@@ -174,14 +174,30 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
   return report.finish();
 }
 
+// The warnings every trial's config has, once, at the user's file (each
+// trial's log has them again, at its own config); one that some trial's
+// values make moot is not the sweep's.
+void print_shared_warnings(const std::vector<config::Config>& trials) {
+  if (trials.empty()) return;
+  const auto formatted = [](const config::Config& trial) {
+    std::set<std::string> out;
+    for (const auto& w : trial.warnings) out.insert(config::format(w, "warning"));
+    return out;
+  };
+  std::vector<std::set<std::string>> all;
+  for (const auto& trial : trials) all.push_back(formatted(trial));
+  for (const auto& w : trials.front().warnings) {
+    const std::string text = config::format(w, "warning");
+    if (std::all_of(all.begin(), all.end(), [&](const auto& set) { return set.contains(text); }))
+      std::fprintf(stderr, "%s\n", text.c_str());
+  }
+}
+
 }  // namespace
 
 int command_sweep(const CommandArgs& args) {
   const config::Config config =
       sweep::load_base_config(args.config_path, args.overrides, args.grid, "sweep").config;
-  // Once here, at the user's file, as `trainer validate` shows them (each
-  // trial's log has them again, at its own config).
-  print_config_warnings(config);
   sweep::SweepJob job;
   job.config_path = std::filesystem::absolute(args.config_path).string();
   job.overrides = args.overrides;
@@ -193,6 +209,7 @@ int command_sweep(const CommandArgs& args) {
   job.gpus = config.devices.gpus;
   std::vector<config::Config> trial_configs;
   if (resolve_trial_configs(job, args.config_path, trial_configs)) return 2;
+  print_shared_warnings(trial_configs);
   const std::string base_config = sweep::trial_base_config(config.resolved);
   const std::string record = sweep::sweep_record(job, base_config);
   // The default directory is named by what decides the trials (not the

@@ -289,6 +289,13 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
                                         "samples (transform 'normalize': mean and std need 1 "
                                         "value") &&
                             !Catch::Contains("normalize: the statistics the run computed"));
+  // A transform that does not fit for another reason: the config's error, no note.
+  noted = run_trainer("eval " + (tmp / "run") +
+                          " 'data.transforms=[{type: random_crop, size: 64}, {type: normalize}]'",
+                      true);
+  CHECK(noted.code == 2);
+  CHECK_THAT(noted.out, Catch::Contains("transform 'random_crop': size [64, 64] is larger") &&
+                            !Catch::Contains("note:"));
   std::string text = manifest.dump();
   const std::string mean = manifest["normalize_statistics"][0]["mean"].dump();
   text.replace(text.find(mean), mean.size(), "[NaN]");

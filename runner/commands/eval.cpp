@@ -125,13 +125,21 @@ int command_eval(const CommandArgs& args) {
         return d.key_path == "data.transforms";
       });
       if (restored.filled == 0 || transforms == found.end()) throw;
+      // Without them: when that passes, they were what did not fit.
+      const config::ConfigError original = e;
+      config.data.transforms = written_transforms;
+      train::Session computed;
+      try {
+        computed = session_for_eval(config, args.run_dir);
+      } catch (const config::ConfigError&) {
+        throw original;  // the config's own transforms do not fit either
+      }
       std::fprintf(stderr,
                    "note: %s: the recorded normalize statistics do not fit the samples (%s); "
                    "they are computed from the training data again\n",
                    (std::filesystem::path(args.run_dir) / "manifest.json").c_str(),
                    transforms->message.c_str());
-      config.data.transforms = written_transforms;
-      return session_for_eval(config, args.run_dir);
+      return computed;
     }
   }();
   if (!session.eval_data) {

@@ -731,7 +731,11 @@ TEST_CASE("a number where a string belongs: quoted for YAML, and for the shell i
                        "\"2024\""));
   CHECK(only_error(temp_config("plain.yaml", kMinimalText), {"name=2024"}) ==
         "<command line>:1:6: error: name: expected a string, found integer 2024 (in override 1 "
-        "'name=2024')\n    quote it to make it a string, inside the shell's quotes: '\"2024\"'");
+        "'name=2024')\n    quote it to make it a string: \"2024\" (a shell keeps the quotes "
+        "inside its own: name='\"2024\"')");
+  // Inside a map, the key of the value itself.
+  CHECK(only_error(temp_config("plain.yaml", kMinimalText), {"output={dir: 5}"})
+            .ends_with("(a shell keeps the quotes inside its own: output.dir='\"5\"')"));
 }
 
 TEST_CASE("a list of the wrong length is reported at the list, where it is written") {

@@ -115,9 +115,10 @@ bool parse_string_element(const Node& node, const std::string& key_path, Diagnos
     // A shell takes the quotes off an override's value: they go inside its own.
     const std::string quoted = "\"" + node.text() + "\"";
     const std::string advice =
-        node.mark().file == kCommandLine
-            ? "quote it to make it a string, inside the shell's quotes: '" + quoted + "'"
-            : "quote it to make it a string: " + quoted;
+        "quote it to make it a string: " + quoted +
+        (node.mark().file == kCommandLine
+             ? " (a shell keeps the quotes inside its own: " + key_path + "='" + quoted + "')"
+             : "");
     diags.add(node.mark(), key_path, "expected a string, found " + describe(node),
               plain ? advice : "");
     return false;

@@ -88,7 +88,8 @@ CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::
         if (help_asked || is_override(arg)) return std::string();
         if (std::filesystem::is_directory(arg, ec))
           return "'" + arg + "' is a directory; give the YAML file";
-        if (!std::filesystem::exists(arg, ec)) return "no such file '" + arg + "'";
+        if (!std::filesystem::exists(arg, ec))
+          return ec ? "cannot use '" + arg + "': " + ec.message() : "no such file '" + arg + "'";
         return CLI::ExistingFile(arg);
       },
       "FILE");
@@ -211,7 +212,7 @@ int run_cli(int argc, char** argv) {
   app.failure_message(parse_failure);
   // --help anywhere prints the usage, whatever else the line holds.
   bool help_asked = false;
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i)
     help_asked |= std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h";
 
   CommandArgs args;

@@ -456,7 +456,6 @@ Session open_session(const config::Config& config, const std::vector<std::string
                      bool use_init_from) {
   Session s;
   s.config = config;
-  s.use_init_from = use_init_from;
   config::Diagnostics diags;
   s.batch = plan_batches(config, diags);
   diags.throw_if_any();

@@ -37,13 +37,11 @@ struct Session {
   // The ranks of a data-parallel run, for kernels that reduce inside a step
   // (batchnorm with sync); null: this process alone. Set by `trainer run`.
   Collective* collective = nullptr;
-  // Whether the weights start from model.init_from: not on a resume from a
+  // model.init_from with its links resolved once, when the session opened:
+  // the check, the load and the manifest's record all read this one file,
+  // though a link such as another run's checkpoints/last moves on to a newer
+  // checkpoint meanwhile. "" without init_from, and on a resume from a
   // checkpoint, whose weights replace them (the file may be gone since).
-  bool use_init_from = true;
-  // model.init_from with its links resolved once, when the session opened
-  // ("" without it): the check, the load and the manifest's record all read
-  // this one file, though a link such as another run's checkpoints/last
-  // moves on to a newer checkpoint meanwhile.
   std::string init_from_file;
 };
 
@@ -64,8 +62,9 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
 // std::runtime_error for bad data files (the message names the file).
 // `class_names`: the classes a run recorded for its training data
 // (recorded_class_names), for a source standing in for training data that is
-// gone: the source's labels then follow those names. `use_init_from`: see
-// Session::use_init_from (false: the file is not looked at).
+// gone: the source's labels then follow those names. `use_init_from`: false
+// on a resume from a checkpoint (Session::init_from_file stays "": the file is
+// not looked at).
 Session prepare_session(const config::Config& config,
                         const std::vector<std::string>& class_names = {},
                         bool use_init_from = true);

@@ -319,6 +319,14 @@ TEST_CASE("a state with counts that cannot be is refused, naming the field") {
         std::string::npos);
   CHECK(error_of_state("epoch_step", 500) ==
         "ckpt/state.safetensors: state 'epoch_step' 500 is past its epoch of 128 steps");
+  // The global batch: kept, absent in checkpoints of earlier versions (0:
+  // not compared on resume), never below 1 when given.
+  TrainState batched = state_at_step_101();
+  batched.batch_size = 32;
+  CHECK(TrainState::from_json(batched.to_json(), "s").batch_size == 32);
+  CHECK_FALSE(good.contains("batch_size"));
+  CHECK(TrainState::from_json(good, "s").batch_size == 0);
+  CHECK(error_of_state("batch_size", 0).find("'batch_size' is 0, below 1") != std::string::npos);
 }
 
 TEST_CASE("a state whose numbers contradict each other, or the run's arithmetic, is refused") {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -52,6 +53,17 @@ const CLI::Validator kNonEmptyDirectory(
                                "an empty directory name; give a directory, or leave the "
                                "flag out for the default")
                          : std::string();
+    },
+    "DIR");
+
+// A directory argument's check (--resume, eval's RUN_DIR): one that is there.
+const CLI::Validator kExistingDirectory(
+    [](std::string& arg) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(arg, ec)) return std::string();
+      if (std::filesystem::exists(arg, ec))
+        return "'" + arg + "' is a file; give the run directory (the folder holding config.yaml)";
+      return ec ? "cannot use '" + arg + "': " + ec.message() : "no such directory '" + arg + "'";
     },
     "DIR");
 
@@ -101,6 +113,32 @@ CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::
   return sub;
 }
 
+constexpr const char* kNotExpected = "The following argument was not expected: ";
+constexpr const char* kNotExpectedMany = "The following arguments were not expected: ";
+
+// "--min-lr: 1 required FLOAT:NUMBER missing" (a flag given last, or as
+// `--min-lr=`) as "--min-lr needs a value: --min-lr NUMBER"; "run_dir is
+// required" as "trainer eval needs a run directory: ...". nullopt for
+// other messages.
+std::optional<std::string> value_missing(const std::string& message) {
+  const std::string required = " required ", missing = " missing";
+  const std::size_t colon = message.find(": ");
+  const std::size_t at = message.find(required);
+  if (colon != std::string::npos && at != std::string::npos && at > colon &&
+      message.size() > missing.size() &&
+      message.compare(message.size() - missing.size(), missing.size(), missing) == 0) {
+    const std::string flag = message.substr(0, colon);
+    std::string type = message.substr(at + required.size(),
+                                      message.size() - missing.size() - at - required.size());
+    if (const std::size_t last = type.rfind(':'); last != std::string::npos)
+      type = type.substr(last + 1);  // "FLOAT:NUMBER" -> "NUMBER"
+    return flag + " needs a value: " + flag + " " + type;
+  }
+  if (message == "run_dir is required")
+    return "trainer eval needs a run directory: trainer eval RUN_DIR [KEY=VALUE ...]";
+  return std::nullopt;
+}
+
 // CLI11's parse errors worded as this tool's errors are: "error: " first,
 // the usual mistakes in words, then where the usage is.
 std::string parse_failure(const CLI::App* app, const CLI::Error& e) {
@@ -122,6 +160,20 @@ std::string parse_failure(const CLI::App* app, const CLI::Error& e) {
     // "Could not convert: --min-lr = abc"
     message =
         message.substr(19, equals - 19) + ": '" + message.substr(equals + 3) + "' is not a number";
+  } else if (const auto missing = value_missing(message)) {
+    message = *missing;
+  } else if (message.rfind(kNotExpected, 0) == 0 || message.rfind(kNotExpectedMany, 0) == 0) {
+    const bool one = message.rfind(kNotExpected, 0) == 0;
+    // CLI11 lists the extra words last first.
+    std::vector<std::string> words;
+    std::istringstream listed(
+        message.substr(std::string(one ? kNotExpected : kNotExpectedMany).size()));
+    for (std::string word; listed >> word;) words.insert(words.begin(), word);
+    const std::string extra = one ? words.front() : config::join(words, " ");
+    const std::string who = command.empty() ? std::string("trainer") : "trainer " + command;
+    message = one && extra.rfind('-', 0) == 0
+                  ? who + " has no option '" + extra + "'"
+                  : who + " takes no " + (one ? "argument '" + extra + "'" : "arguments " + extra);
   }
   const std::string usage = command.empty() ? "trainer --help lists the commands"
                                             : "trainer " + command + " --help shows its usage";
@@ -222,7 +274,7 @@ int run_cli(int argc, char** argv) {
   run->add_option("--out", args.out_dir, "Run directory (default: <output.dir>/<name>/<time>)")
       ->check(kNonEmptyDirectory);
   run->add_option("--resume", args.resume_dir, "Resume from this run directory's last checkpoint")
-      ->check(CLI::ExistingDirectory);
+      ->check(kExistingDirectory);
   run->get_option("config")->required(false);  // --resume DIR alone uses DIR/config.yaml
   CLI::App* validate = add_config_command(
       app, "validate", "Check the config (fields and model); print ok or every error", args,
@@ -241,6 +293,7 @@ int run_cli(int argc, char** argv) {
   CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args, help_asked);
   // One KEY=VALUES each: what follows is an override again.
   sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`")
+      ->type_name("KEY=V1,V2,...")
       ->allow_extra_args(false);
   sweep->add_option("--parallel", args.parallel, "Runs at once")
       ->check(count_check(sweep::kMaxParallelTrials));
@@ -271,14 +324,13 @@ int run_cli(int argc, char** argv) {
       ->check(kNonEmptyDirectory);
   CLI::App* eval = app.add_subcommand(
       "eval", "Evaluate a run's checkpoint on its eval data (or other data, by override)");
-  eval->add_option("run_dir", args.run_dir, "Run directory")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  eval->add_option("run_dir", args.run_dir, "Run directory")->required()->check(kExistingDirectory);
   eval->add_option("overrides", args.overrides,
                    "KEY=VALUE overrides of the run's config (train.eval_batches=10, devices=cpu)");
   eval->add_option("--checkpoint", args.checkpoint,
                    "last (default), best (by checkpoint.metric), a name under checkpoints/ or a "
-                   "checkpoint folder");
+                   "checkpoint folder")
+      ->type_name("NAME");
   eval->add_flag("--json", args.json, "Print one JSON object instead of text");
   CLI::App* doctor =
       app.add_subcommand("doctor", "Report the toolchain, libraries and devices found");
@@ -290,6 +342,13 @@ int run_cli(int argc, char** argv) {
       app.add_subcommand("version", "Print version, commit, build type and backends");
 
   // A first word that is no command: CLI11 would only say one is required.
+  if (argc > 1 && argv[1][0] == '-' && !help_asked && std::string(argv[1]) != "--version") {
+    std::fprintf(stderr,
+                 "error: unknown option '%s'; a command comes first: trainer COMMAND "
+                 "[OPTIONS]\n    trainer --help lists the commands\n",
+                 argv[1]);
+    return kUsageError;
+  }
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());

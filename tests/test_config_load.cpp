@@ -213,11 +213,13 @@ TEST_CASE("config text can be loaded without a file") {
 
 TEST_CASE("validation hooks run after field validation and report with the rest") {
   int calls = 0;
-  trainer::config::add_validation_hook(
-      [&calls](const Config& c, trainer::config::Diagnostics& diags) {
-        ++calls;
-        if (c.seed == 13) diags.add(c.model.node.mark(), "model", "unlucky model");
-      });
+  trainer::config::add_validation_hook([&calls](const Config& c,
+                                                trainer::config::Diagnostics& diags,
+                                                trainer::config::Diagnostics& warnings) {
+    ++calls;
+    if (c.seed == 13) diags.add(c.model.node.mark(), "model", "unlucky model");
+    if (c.seed == 7) warnings.add(c.model.node.mark(), "model", "lucky model");
+  });
   CHECK_NOTHROW(trainer::config::load_and_check(kGood + "minimal.yaml", {}));
   CHECK(calls == 1);
   try {
@@ -232,4 +234,9 @@ TEST_CASE("validation hooks run after field validation and report with the rest"
   CHECK_THROWS_AS(trainer::config::load_and_check(kGood + "minimal.yaml", {"seed=-1"}),
                   trainer::config::ConfigError);
   CHECK(calls == 2);
+  // A hook's warnings come back to the caller.
+  const auto warnings = trainer::config::run_validation_hooks(
+      trainer::config::load_config(kGood + "minimal.yaml", {"seed=7"}));
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].message == "lucky model");
 }

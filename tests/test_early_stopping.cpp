@@ -126,6 +126,37 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
   CHECK(metrics_records(tmp / "stop", "eval") == metrics_records(tmp / "long", "eval"));
 }
 
+TEST_CASE("early stopping that can never stop the run is warned of at its patience") {
+  TempDir tmp("early-stopping-cannot-stop");
+  write_text(tmp / "tiny.yaml", tiny_experiment());  // 3 epochs of 16 steps
+  const std::string validate = "validate " + (tmp / "tiny.yaml") + " ";
+  // Evaluated at steps 16 and 32 before the last (48): a best, then one more.
+  auto r = run_trainer(validate + "train.early_stopping.patience=2", true);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("warning: train.early_stopping.patience: 2: early stopping takes an "
+                             "evaluation that sets the best and 2 more without improvement, but "
+                             "this run of 48 steps evaluates 2 times before its last step (at the "
+                             "end of each epoch of 16 steps), so it can never stop the run") &&
+                 Catch::Contains("or lower patience to 1 or less"));
+  CHECK(run_trainer(validate + "train.early_stopping.patience=1", true).out == "ok\n");
+  // Every 4 steps and at each epoch's end: 11 evaluations before step 48.
+  CHECK(run_trainer(validate + "train.early_stopping.patience=10 train.eval_every=4", true).out ==
+        "ok\n");
+  r = run_trainer(validate + "train.early_stopping.patience=11 train.eval_every=4", true);
+  CHECK_THAT(r.out, Catch::Contains("evaluates 11 times before its last step (every 4 steps and "
+                                    "at the end of each epoch of 16 steps)"));
+  // A run shorter than an epoch never evaluates before its end.
+  r = run_trainer(validate + "train.early_stopping.patience=1 train.max_steps=10", true);
+  CHECK_THAT(r.out, Catch::Contains("this run of 10 steps never evaluates before its last step"));
+  // `run` says so before it trains.
+  r = run_trainer("run " + (tmp / "tiny.yaml") + " --out " + (tmp / "run") +
+                      " train.early_stopping.patience=1 train.max_steps=3",
+                  true);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("warning: train.early_stopping.patience: 1:"));
+}
+
 TEST_CASE("early stopping settings that cannot work are config errors") {
   TempDir tmp("early-stopping-errors");
   write_text(tmp / "tiny.yaml", tiny_experiment());

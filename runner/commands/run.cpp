@@ -120,6 +120,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     train::check_init_from(session, diags);
     diags.throw_if_any();
   }
+  if (job.is_root() && !args.warnings_shown)
+    for (const auto& warning : session.warnings)
+      std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
   // Before any collective that depends on the config: the ranks train the
   // same experiment, or every rank stops here alike (and the job ends
   // normally: no rank waits for another).

@@ -174,8 +174,9 @@ int command_validate(const CommandArgs& args) {
       sweep::load_base_config(args.config_path, args.overrides, {}, "validate");
   const config::Config& config = base.config;
   config::Diagnostics diags;
+  std::vector<config::Diagnostic> session_warnings;
   try {
-    config::run_validation_hooks(config);
+    session_warnings = config::run_validation_hooks(config);
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics().list()) diags.add(d);
   }
@@ -186,6 +187,8 @@ int command_validate(const CommandArgs& args) {
   if (args.read_data) check_every_sample(config, diags);  // the config is sound: read the data
   diags.throw_if_any();
   print_config_warnings(config);
+  for (const auto& warning : session_warnings)
+    std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
   for (const auto& warning : sweep_warnings.list())
     std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
   std::printf("ok\n");

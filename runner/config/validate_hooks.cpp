@@ -25,21 +25,22 @@ void add_validation_hook(ValidationHook hook) {
   hooks().push_back(std::move(hook));
 }
 
-void run_validation_hooks(const Config& config) {
+std::vector<Diagnostic> run_validation_hooks(const Config& config) {
   std::vector<ValidationHook> copy;
   {
     std::lock_guard<std::mutex> lock(hooks_mutex());
     copy = hooks();
   }
-  Diagnostics diags;
+  Diagnostics diags, warnings;
   for (const auto& hook : copy) {
     try {
-      hook(config, diags);
+      hook(config, diags, warnings);
     } catch (const ConfigError& e) {
       for (const auto& d : e.diagnostics().list()) diags.add(d);
     }
   }
   diags.throw_if_any();
+  return warnings.list();
 }
 
 Config load_and_check(const std::string& path, const std::vector<std::string>& overrides) {

@@ -16,13 +16,16 @@
 
 namespace trainer::config {
 
-using ValidationHook = std::function<void(const Config&, Diagnostics&)>;
+// Adds the config's errors to the first list, and to the second what it
+// accepts but cannot act on.
+using ValidationHook = std::function<void(const Config&, Diagnostics&, Diagnostics&)>;
 
 void add_validation_hook(ValidationHook hook);
 
-// Runs every hook; throws ConfigError with everything they reported. A hook that
-// throws ConfigError has its diagnostics collected too.
-void run_validation_hooks(const Config& config);
+// Runs every hook; throws ConfigError with every error they reported (a hook
+// that throws ConfigError has its diagnostics collected too). Returns their
+// warnings otherwise.
+std::vector<Diagnostic> run_validation_hooks(const Config& config);
 
 // load_config() followed by run_validation_hooks().
 Config load_and_check(const std::string& path, const std::vector<std::string>& overrides);

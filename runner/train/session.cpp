@@ -526,6 +526,9 @@ Session open_session(const config::Config& config, const std::vector<std::string
   check_checkpoint_metric(config, s, diags);
   check_loss_takes_targets(config, s, diags);
   diags.throw_if_any();  // all of them at once
+  config::Diagnostics warnings;
+  warn_early_stopping_cannot_stop(config, s, warnings);
+  s.warnings = warnings.list();
   build_model_graph(s);
   return s;
 }
@@ -634,18 +637,20 @@ namespace {
 // CPU it also plans the batch against train.memory_limit_mib as `run` does
 // (micro_batch_size: auto included; a GPU's plan needs the GPU).
 const bool model_check_registered = [] {
-  config::add_validation_hook([](const config::Config& config, config::Diagnostics& diags) {
-    try {
-      const Session session = prepare_session(config);
-      check_init_from(session, diags);
-      if (config.train.memory_limit_mib > 0 && config.devices.gpus.empty()) {
-        Backend& backend = select_backend(config);
-        fit_batch_to_memory(session, backend, memory_capacity(session, backend));
-      }
-    } catch (const config::ConfigError& e) {
-      for (const auto& d : e.diagnostics().list()) diags.add(d);
-    }
-  });
+  config::add_validation_hook(
+      [](const config::Config& config, config::Diagnostics& diags, config::Diagnostics& warnings) {
+        try {
+          const Session session = prepare_session(config);
+          for (const config::Diagnostic& warning : session.warnings) warnings.add(warning);
+          check_init_from(session, diags);
+          if (config.train.memory_limit_mib > 0 && config.devices.gpus.empty()) {
+            Backend& backend = select_backend(config);
+            fit_batch_to_memory(session, backend, memory_capacity(session, backend));
+          }
+        } catch (const config::ConfigError& e) {
+          for (const auto& d : e.diagnostics().list()) diags.add(d);
+        }
+      });
   return true;
 }();
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "data/dataset.h"
 #include "data/transforms.h"
@@ -43,6 +44,9 @@ struct Session {
   // checkpoint meanwhile. "" without init_from, and on a resume from a
   // checkpoint, whose weights replace them (the file may be gone since).
   std::string init_from_file;
+  // Settings this session accepts that can have no effect in it (early
+  // stopping in a run too short to stop): `run` and `validate` print them.
+  std::vector<config::Diagnostic> warnings;
 };
 
 // The mark of a key path in the resolved config ("train.batch_size",

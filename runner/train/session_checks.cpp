@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
+#include <optional>
+#include <string>
 
 #include "data/loader.h"
 #include "runner/config/diagnostics.h"
@@ -55,6 +58,59 @@ void check_total_steps(const config::Config& config, const Session& s, config::D
       s.train_data->size(), s.batch.micro, s.batch.world, config.data.drop_last);
   total_steps(config, steps_in_epoch(micro_batches, s.batch.accumulation, config.data.drop_last),
               diags);
+}
+
+namespace {
+
+// The evaluations a run of `total` steps makes before its last step, which
+// alone can stop it early: at the end of each epoch of `per_epoch` steps and
+// every `every` steps (0: none between).
+std::int64_t evaluations_before_last_step(std::int64_t total, std::int64_t per_epoch,
+                                          std::int64_t every) {
+  const std::int64_t before = total - 1;
+  std::int64_t count = before / per_epoch;
+  if (every > 0) {
+    count += before / every;
+    const std::int64_t common = std::gcd(per_epoch, every);
+    if (per_epoch / common <= before / every)  // both at once: counted twice
+      count -= before / (per_epoch / common * every);
+  }
+  return count;
+}
+
+}  // namespace
+
+void warn_early_stopping_cannot_stop(const config::Config& config, const Session& s,
+                                     config::Diagnostics& warnings) {
+  const std::int64_t patience = config.train.early_stopping.patience;
+  if (patience <= 0 || !s.eval_data) return;
+  const std::int64_t per_epoch =
+      steps_in_epoch(data::Loader::batches_per_epoch(s.train_data->size(), s.batch.micro,
+                                                     s.batch.world, config.data.drop_last),
+                     s.batch.accumulation, config.data.drop_last);
+  config::Diagnostics ignored;  // an uncountable run is an error of its own
+  const std::optional<std::int64_t> total = total_steps(config, per_epoch, ignored);
+  if (per_epoch <= 0 || !total || *total <= 0) return;
+  const std::int64_t every = config.train.eval_every;
+  const std::int64_t evaluations = evaluations_before_last_step(*total, per_epoch, every);
+  if (evaluations > patience) return;  // a best, then `patience` without improvement
+  const std::string when =
+      (every > 0 ? "every " + std::to_string(every) + " steps and " : std::string()) +
+      "at the end of each epoch of " + std::to_string(per_epoch) + " steps";
+  const std::string evaluates = evaluations == 0 ? "never evaluates"
+                                : evaluations == 1
+                                    ? "evaluates once"
+                                    : "evaluates " + std::to_string(evaluations) + " times";
+  warnings.add(mark_of(config, "train.early_stopping.patience"), "train.early_stopping.patience",
+               std::to_string(patience) +
+                   ": early stopping takes an evaluation that sets the best and " +
+                   std::to_string(patience) + " more without improvement, but this run of " +
+                   std::to_string(*total) + " steps " + evaluates + " before its last step (" +
+                   when + "), so it can never stop the run",
+               "evaluate more often (train.eval_every: N steps), train longer" +
+                   (evaluations >= 2
+                        ? ", or lower patience to " + std::to_string(evaluations - 1) + " or less"
+                        : std::string()));
 }
 
 std::int64_t short_batch_rows(const config::Config& config, const Session& s) {

@@ -46,6 +46,12 @@ void check_inferred_classes(const config::Config& config, const Session& s,
 void check_eval_matches_train(const config::Config& config, const Session& s,
                               config::Diagnostics& diags);
 
+// A warning at train.early_stopping.patience when the run evaluates too few
+// times before its last step for early stopping ever to stop it (an
+// evaluation that sets the best, then `patience` without improvement).
+void warn_early_stopping_cannot_stop(const config::Config& config, const Session& s,
+                                     config::Diagnostics& warnings);
+
 // The real rows of the short micro-batch each epoch of training ends with:
 // with data.drop_last: false the last micro-batch of a rank's shard holds
 // what is left of the shard, padded (every micro-batch is trained on, the

@@ -262,7 +262,10 @@ const std::vector<TransformDef>& transform_defs() {
                      .at_most(kMaxMagnitude)}),
       transform("random_crop", true,
                 "Pads every side with `padding` zeros and crops `size` at a random offset. "
-                "Eval: a centre crop when `size` differs from the sample size, else nothing.",
+                "Eval: a centre crop when `size` differs from the sample size, starting where "
+                "torchvision's "
+                "CenterCrop does (round((side - size) / 2), a half to the even as Python rounds), "
+                "else nothing.",
                 {field("size", FT::int_list, "Crop size: [height, width] or one value for both.")
                      .req()
                      .at_least(1)

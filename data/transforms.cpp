@@ -113,7 +113,7 @@ class Normalize final : public Transform {
 };
 
 // Pads by `padding` zeros on every side, then crops height x width at a random
-// offset (training) or the centre (eval).
+// offset (training) or the centre (eval, centre_crop_offset).
 class Crop final : public Transform {
  public:
   Crop(std::int64_t height, std::int64_t width, std::int64_t padding, bool random)
@@ -132,8 +132,10 @@ class Crop final : public Transform {
     const Planes p = planes_of(shape);
     const std::int64_t span_y = p.height + 2 * padding_ - height_;
     const std::int64_t span_x = p.width + 2 * padding_ - width_;
-    const std::int64_t oy = (random_ ? rng.between(0, span_y) : span_y / 2) - padding_;
-    const std::int64_t ox = (random_ ? rng.between(0, span_x) : span_x / 2) - padding_;
+    const std::int64_t oy =
+        random_ ? rng.between(0, span_y) - padding_ : centre_crop_offset(p.height, height_);
+    const std::int64_t ox =
+        random_ ? rng.between(0, span_x) - padding_ : centre_crop_offset(p.width, width_);
     for (std::int64_t c = 0; c < p.channels; ++c) {
       const float* src = in + c * p.height * p.width;
       float* dst = out + c * height_ * width_;
@@ -439,6 +441,13 @@ Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
     pipeline.transforms_.push_back(std::move(t));
   }
   return pipeline;
+}
+
+std::int64_t centre_crop_offset(std::int64_t extent, std::int64_t size) {
+  const std::int64_t difference = extent - size;
+  if (difference < 0) return -(-difference / 2);
+  const std::int64_t half = difference / 2;
+  return half + (difference % 2 == 1 && half % 2 == 1 ? 1 : 0);  // x.5 to the even
 }
 
 }  // namespace trainer::data

@@ -70,15 +70,21 @@ class Pipeline {
 };
 
 // Builds a pipeline from transform items. `training` false (eval) drops the
-// random transforms, except that random_crop becomes a centre crop (of the
-// padded sample) unless the sample already has the crop size. A normalize
-// without mean/std computes them once from `stats_source` (the training set)
-// passed through the deterministic transforms before it; pass the training
-// pipeline's resolved() items to the eval pipeline to reuse them. `samples`
-// is the data the pipeline transforms (its sample shape decides the eval
-// crop; `stats_source` when null). Throws std::runtime_error for an unknown
-// type (listing the known ones) or a value that cannot work with the samples.
+// random transforms, except that random_crop becomes a centre crop
+// (centre_crop_offset, into the padding when larger than the sample) unless the sample already has
+// the crop size. A normalize without mean/std computes them once from `stats_source` (the training
+// set) passed through the deterministic transforms before it; pass the training pipeline's
+// resolved() items to the eval pipeline to reuse them. `samples` is the data the pipeline
+// transforms (its sample shape decides the eval crop; `stats_source` when null). Throws
+// std::runtime_error for an unknown type (listing the known ones) or a value that cannot work with
+// the samples.
 Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
                         const Dataset* stats_source, const Dataset* samples = nullptr);
+
+// Where an evaluation's centre crop of `size` starts along a side of
+// `extent` (negative: in the padding), as torchvision's CenterCrop places it:
+// half the difference rounded half to even (Python's round), and a crop
+// larger than the side centred with the smaller half of the zeros first.
+std::int64_t centre_crop_offset(std::int64_t extent, std::int64_t size);
 
 }  // namespace trainer::data

@@ -217,6 +217,27 @@ TEST_CASE("random_crop with padding takes a shifted window of the padded sample"
   CHECK_THROWS_WITH(one("random_crop", a).output_shape({13}), Contains("needs image samples"));
 }
 
+TEST_CASE("the evaluation's centre crop starts where torchvision's CenterCrop does") {
+  // int(round((extent - size) / 2.0)) in Python, halves to the even; a crop
+  // larger than the side pads (size - extent) // 2 zeros before it.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> extent_size = {
+      {28, 28}, {28, 27}, {28, 26}, {28, 25}, {28, 24}, {28, 21},
+      {28, 19}, {10, 3},  {28, 29}, {28, 30}, {28, 31}, {28, 33}};
+  const std::vector<std::int64_t> torchvision = {0, 0, 1, 2, 2, 4, 4, 4, 0, -1, -1, -2};
+  for (std::size_t i = 0; i < extent_size.size(); ++i) {
+    INFO(extent_size[i].first << " -> " << extent_size[i].second);
+    CHECK(centre_crop_offset(extent_size[i].first, extent_size[i].second) == torchvision[i]);
+  }
+  // In a pipeline: 3 of 6 rows and columns start at row and column 2 (1.5 to the even).
+  Attrs a;
+  a.set("size", std::int64_t{3});
+  const Shape shape{1, 6, 6};
+  std::vector<float> in(36);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+  const auto out = run(one("random_crop", a, false), in, shape);
+  CHECK(out.front() == in[2 * 6 + 2]);
+}
+
 TEST_CASE("random_flip mirrors rows with probability p; eval leaves samples alone") {
   Attrs always;
   always.set("p", 1.0);

@@ -105,8 +105,10 @@ std::string config_reference_markdown() {
       "PyTorch's `requires_grad_(False)` (a frozen batchnorm still updates its running "
       "statistics in training); with `init_from`, the usual fine-tuning. `model.lr_scale` maps "
       "layer or block names to a factor of their parameters' learning rate (`{stem: 0.1}`: as a "
-      "PyTorch parameter group with lr 0.1 x optimizer.lr, following the same schedule); where "
-      "names nest, the longer one decides.\n\n";
+      "PyTorch parameter group with lr 0.1 x optimizer.lr, following the same schedule); the "
+      "factor scales the group's whole schedule, its `min_lr` and onecycle's `max_lr` too (as "
+      "`LambdaLR` would, where PyTorch's `eta_min` and a single `max_lr` are the same for "
+      "every group); where names nest, the longer one decides.\n\n";
   const auto& ops = op_registry().all();
   if (ops.empty()) out += "(no ops registered)\n\n";
   for (const auto& op : ops) {

@@ -173,6 +173,29 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "a deterministic resume on another thread count is warned of, with the count that "
+    "continues bit-identically; manifest.json keeps each session's") {
+  TempDir tmp("resume-threads");
+  write_text(tmp / "tiny.yaml", tiny_experiment());  // deterministic, backend.threads: 1
+  const std::string dir = tmp / "run";
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", dir, {"train.max_steps=6"}), tmp / "a.log") == 0);
+  REQUIRE(run_to_end({"run", "--resume", dir, "train.max_steps=12", "backend.threads=2"},
+                     tmp / "b.log") == 0);
+  CHECK_THAT(read_text(tmp / "b.log"),
+             Catch::Contains("warning: backend.threads: this resume computes on 2 threads where "
+                             "the run's last session computed on 1 thread") &&
+                 Catch::Contains("resume with backend.threads=1"));
+  // The same count as the last session: nothing to say.
+  REQUIRE(run_to_end({"run", "--resume", dir, "train.max_steps=18"}, tmp / "c.log") == 0);
+  CHECK_THAT(read_text(tmp / "c.log"), !Catch::Contains("backend.threads: this resume"));
+  const auto manifest = nlohmann::json::parse(read_text(dir + "/manifest.json"));
+  CHECK(manifest["devices"]["threads"] == 1);
+  REQUIRE(manifest["resumes"].size() == 2);
+  CHECK(manifest["resumes"][0]["threads"] == 2);
+  CHECK(manifest["resumes"][1]["threads"] == 2);
+}
+
+TEST_CASE(
     "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint), "
     "with only the override on the command line") {
   if (cpu_computes_bf16())

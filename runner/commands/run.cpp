@@ -206,6 +206,8 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       if (!job.is_root()) return;
       if (resume) {
         name_run_dir_to_launcher();
+        if (const std::string threads = train::resume_thread_change(dir, config); !threads.empty())
+          std::fprintf(stderr, "warning: %s\n", threads.c_str());
         const std::string change = train::reopen_run_dir(dir, config, args);
         if (!change.empty()) std::fprintf(stderr, "note: %s\n", change.c_str());
       }

@@ -53,7 +53,8 @@ std::vector<SectionDef> build_sections() {
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.seed = int_of(v); }),
            f(field("deterministic", T::boolean,
-                   "Bit-identical results for the same config, machine and backend (slower "
+                   "Bit-identical results for the same config, machine, backend and compute "
+                   "thread count (backend.threads: 0 takes the cores there are; slower "
                    "algorithms)")
                  .def("false"),
              [](Config& c, const FieldValue& v) { c.deterministic = bool_of(v); }),

@@ -446,12 +446,44 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
   manifest["resumes"].push_back({{"command", command_line()},
                                  {"overrides", args.overrides},
                                  {"time", now_text("%Y-%m-%dT%H:%M:%S%z")},
-                                 {"config_sha256", new_hash}});
+                                 {"config_sha256", new_hash},
+                                 {"threads", cpu_compute_threads(config)}});
   write_manifest(dir, manifest);
   // After the manifest keeps the new config: stopped between config.yaml and
   // config.sha256, the next resume tells that from an edit.
   if (!change.empty()) write_config(dir, config, args);
   return change;
+}
+
+std::string resume_thread_change(const std::string& dir, const config::Config& config) {
+  if (!config.deterministic || !config.devices.gpus.empty()) return "";
+  const nlohmann::json manifest = read_manifest(dir);
+  // The last session's count: its resume entry's, or the run's first.
+  const nlohmann::json* recorded = nullptr;
+  if (const auto resumes = manifest.find("resumes");
+      resumes != manifest.end() && resumes->is_array() && !resumes->empty()) {
+    const nlohmann::json& last = resumes->back();
+    if (last.is_object() && last.contains("threads"))
+      recorded = &last["threads"];
+    else
+      return "";  // an older trainer's resume: its count is not on record
+  } else if (const auto devices = manifest.find("devices");
+             devices != manifest.end() && devices->is_object() && devices->contains("threads")) {
+    recorded = &(*devices)["threads"];
+  }
+  if (!recorded || !recorded->is_number_integer()) return "";
+  const std::int64_t before = recorded->get<std::int64_t>();
+  const int now = cpu_compute_threads(config);
+  if (before == now || before < 1) return "";
+  const auto threads = [](std::int64_t n) {
+    return std::to_string(n) + (n == 1 ? " thread" : " threads");
+  };
+  return "backend.threads: this resume computes on " + threads(now) +
+         " where the run's last session computed on " + threads(before) +
+         ": deterministic: true repeats results bit for bit on the same thread count only, so "
+         "from here the run differs in the last bits from one that was not stopped; to continue "
+         "it bit-identically, resume with backend.threads=" +
+         std::to_string(before);
 }
 
 void record_program(const std::string& dir, const graph::Program& program, const Session& session) {

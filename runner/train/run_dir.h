@@ -55,6 +55,12 @@ void check_manifest(const std::string& dir);
 std::string reopen_run_dir(const std::string& dir, const config::Config& config,
                            const CommandArgs& args);
 
+// On a resume of a deterministic CPU run, a line saying that the compute
+// threads differ from those of the run's last session (manifest.json keeps
+// each session's count) and what to set for a bit-identical continuation; ""
+// when they are the same or not on record.
+std::string resume_thread_change(const std::string& dir, const config::Config& config);
+
 // Records in manifest.json the implementation chosen for every node
 // ("conv1": "onednn:conv2d brgconv avx512"), the compute type of the nodes
 // that do not compute in float32, the batch split (and whether

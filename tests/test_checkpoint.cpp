@@ -160,17 +160,26 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
   }
 
   // A relative path, from the YAML file's folder: the run's config.yaml names
-  // the file absolute, so it runs again as it is, and the run resumes.
+  // the file `last` led to, absolute, so it runs again from the same weights
+  // when `last` has moved on, and the run resumes.
   fs::create_directories(tmp / "rel");
   write_text(
       tmp / "rel/ft.yaml",
       "extends: ../tiny.yaml\nmodel: {init_from: ../base/checkpoints/last/model.safetensors}\n");
   REQUIRE(run_to_end({"run", tmp / "rel/ft.yaml", "train.max_steps=3", "--out", tmp / "rel_run"},
                      tmp / "r.log") == 0);
-  CHECK(read_text(tmp / "rel_run/config.yaml").find("init_from: " + weights + "\n") !=
+  const std::string step3 =
+      fs::canonical(tmp / "base/checkpoints/step-00000003/model.safetensors").string();
+  CHECK(read_text(tmp / "rel_run/config.yaml").find("init_from: " + step3 + "\n") !=
         std::string::npos);
+  CHECK(nlohmann::json::parse(read_text(tmp / "rel_run/manifest.json"))["init_from"]["path"]
+            .get<std::string>()
+            .ends_with("base/checkpoints/last/model.safetensors"));  // as written
+  REQUIRE(run_to_end({"run", "--resume", tmp / "base", "train.max_steps=5"}, tmp / "b5.log") == 0);
   CHECK(run_to_end({"run", tmp / "rel_run/config.yaml", "--out", tmp / "rerun"}, tmp / "rr.log") ==
         0);
+  CHECK(nlohmann::json::parse(read_text(tmp / "rerun/manifest.json"))["init_from"]["resolved"] ==
+        step3);
   CHECK(run_to_end({"run", "--resume", tmp / "rel_run", "train.max_steps=5"}, tmp / "res.log") ==
         0);
   // Resumed from a checkpoint, it needs the init_from file no more.

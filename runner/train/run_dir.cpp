@@ -317,9 +317,26 @@ std::string refuse_used_run_dir(const std::string& out) {
          "; give a new directory, or remove this one";
 }
 
-std::string create_run_dir(const config::Config& config, const CommandArgs& args,
+namespace {
+
+// The config as the run records it: model.init_from naming the file it led
+// to when the session opened (`init_from_file`; a checkpoints/last link moves
+// on), so that `trainer run RUN_DIR/config.yaml` starts from the same weights.
+config::Config as_recorded(const config::Config& config, const std::string& init_from_file) {
+  config::Config recorded = config;
+  config::Node* model = recorded.resolved.find("model");
+  config::Node* from = model && model->is_map() ? model->find("init_from") : nullptr;
+  if (from && from->is_scalar() && !init_from_file.empty() && from->text() != init_from_file)
+    *from = config::Node::scalar(init_from_file, from->mark(), from->quoted());
+  return recorded;
+}
+
+}  // namespace
+
+std::string create_run_dir(const config::Config& run_config, const CommandArgs& args,
                            const std::string& backend_name, const std::string& init_from_file,
                            RunDirLock& lock) {
+  const config::Config config = as_recorded(run_config, init_from_file);
   fs::path dir = args.out_dir;
   std::error_code ec;
   if (dir.empty()) {

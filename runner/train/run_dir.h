@@ -33,7 +33,8 @@ std::string refuse_used_run_dir(const std::string& out);
 // Creates `out` (refused, as a UsageError, when refuse_used_run_dir says so)
 // or runs/<name>/<YYYYmmdd-HHMMSS>[-N], takes its lock into `lock`, and writes
 // config.yaml, config.sha256 and manifest.json (with the model.init_from
-// file the session resolved: Session::init_from_file). Returns the directory.
+// file the session resolved, Session::init_from_file, in both: the path
+// written stays in the manifest). Returns the directory.
 std::string create_run_dir(const config::Config& config, const CommandArgs& args,
                            const std::string& backend_name, const std::string& init_from_file,
                            RunDirLock& lock);

@@ -174,7 +174,8 @@ TEST_CASE(
 
 TEST_CASE(
     "a deterministic resume on another thread count is warned of, with the count that "
-    "continues bit-identically; manifest.json keeps each session's") {
+    "continues bit-identically; manifest.json keeps each session's, and summary.json tells the "
+    "session's steps from the run's") {
   TempDir tmp("resume-threads");
   write_text(tmp / "tiny.yaml", tiny_experiment());  // deterministic, backend.threads: 1
   const std::string dir = tmp / "run";
@@ -193,6 +194,10 @@ TEST_CASE(
   REQUIRE(manifest["resumes"].size() == 2);
   CHECK(manifest["resumes"][0]["threads"] == 2);
   CHECK(manifest["resumes"][1]["threads"] == 2);
+  const auto summary = summary_of(dir);
+  CHECK(summary["steps"] == 18);
+  CHECK(summary["session_steps"] == 6);  // the time and rate are of these
+  CHECK(summary["resumed_at_step"] == 12);
 }
 
 TEST_CASE(

@@ -585,7 +585,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
     stop_bad_evals_ = stop.at("bad").get<std::int64_t>();
   }
   last_train_ = resumed_.last_train;
-  step_ = resumed_.step;
+  step_ = first_step_ = resumed_.step;
   epoch_ = resumed_.epoch;
   window_.start = Clock::now();
 }
@@ -1314,6 +1314,7 @@ void TrainLoop::write_failure_summary(const std::string& error) {
                                   {"error", error},
                                   {"steps", step_},
                                   {"epochs", epoch_},
+                                  {"session_steps", step_ - first_step_},
                                   {"wall_seconds", seconds_since(run_start_)},
                                   {"final_eval", last_eval_},
                                   {"best_eval", best_eval_},
@@ -1421,9 +1422,12 @@ nlohmann::json TrainLoop::summary() {
   progress_.clear();
   const double wall = seconds_since(run_start_);
   const double samples_per_s = static_cast<double>(total_samples_ * world_) / wall;
+  // steps and epochs are the run's; the time, rate, data wait and memory
+  // peak this session's (session_steps of them, after resumed_at_step).
   nlohmann::json summary = {{"status", stopped_by_ != 0 ? "interrupted" : "complete"},
                             {"steps", step_},
                             {"epochs", epoch_},
+                            {"session_steps", step_ - first_step_},
                             {"wall_seconds", wall},
                             {"mean_samples_per_s", samples_per_s},
                             {"data_wait_pct", 100.0 * total_wait_ / wall},
@@ -1435,6 +1439,7 @@ nlohmann::json TrainLoop::summary() {
                             {"step_execution", program_.step_execution()},
                             {"optimizer_update", update_placement_}};
   if (!resumed_from_.empty()) summary["resumed_from"] = resumed_from_;
+  if (first_step_ > 0) summary["resumed_at_step"] = first_step_;
   if (scaler_.enabled()) {
     summary["loss_scale"] = scaler_.scale();
     summary["skipped_steps"] = scaler_.skipped_steps();

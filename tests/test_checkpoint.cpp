@@ -249,6 +249,18 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
             "/missing.safetensors': no such file\n"
             "    a relative path is taken from the folder of the YAML file that names it\n"
             "1 error\n");
+  // A run's folder, or a checkpoint's, for its weights file.
+  for (const std::string folder : {"base", "base/checkpoints/last"}) {
+    INFO(folder);
+    CHECK(run_to_end({"validate", tmp / "tiny.yaml", "model.init_from=" + tmp / folder},
+                     tmp / "d.log") == 2);
+    CHECK_THAT(read_text(tmp / "d.log"),
+               Catch::Contains("error: model.init_from: '" + tmp / folder +
+                               "' is a folder; init_from takes a .safetensors file") &&
+                   Catch::Contains("did you mean '" + tmp / folder +
+                                   (folder == "base" ? "/checkpoints/last" : "") +
+                                   "/model.safetensors'?"));
+  }
 }
 
 TEST_CASE("safetensors data must be covered exactly once, each name given once") {

@@ -158,6 +158,27 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   CHECK_THAT(r.out, Catch::Contains("is a sweep's directory: evaluate one of its trials, e.g. "
                                     "trainer eval " +
                                     (tmp / "sweep/trials/trial-000")));
+  r = run_trainer("run --resume " + (tmp / "sweep"), true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("it is a sweep's directory: its runs are its trials (trainer "
+                                    "run --resume " +
+                                    (tmp / "sweep/trials/trial-000") + ")"));
+  // A run's checkpoint, or its checkpoints folder, given for the run.
+  for (const std::string inside :
+       {"/checkpoints/last", "/checkpoints/step-00000016/", "/checkpoints"}) {
+    INFO(inside);
+    const std::string name = inside == "/checkpoints" ? "last" : inside.substr(13, 16);
+    r = run_trainer("eval " + (tmp / "run") + inside, true);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out,
+               Catch::Contains("not a run directory: it is in the run " + (tmp / "run") +
+                               ": trainer eval " + (tmp / "run") + " --checkpoint " +
+                               (name.back() == '/' ? name.substr(0, name.size() - 1) : name)));
+    r = run_trainer("run --resume " + (tmp / "run") + inside, true);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("it is in the run " + (tmp / "run") +
+                                      ": trainer run --resume " + (tmp / "run")));
+  }
   // A config.yaml that is a link to itself: the path and what to do.
   fs::create_directories(tmp / "loop");
   fs::create_symlink("config.yaml", tmp / "loop/config.yaml");

@@ -83,17 +83,15 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
 int command_eval(const CommandArgs& args) {
   namespace fs = std::filesystem;
   const fs::path config_path = fs::path(args.run_dir) / "config.yaml";
-  if (!fs::exists(config_path)) {
-    std::fprintf(stderr, "error: %s: not a run directory (no config.yaml)\n", args.run_dir.c_str());
+  // A sweep's directory holds its trials' runs, not one of its own; a
+  // checkpoint is in a run.
+  if (const std::string advice = train::run_dir_advice(args.run_dir, true); !advice.empty()) {
+    std::fprintf(stderr, "error: %s: not a run directory: %s\n", args.run_dir.c_str(),
+                 advice.c_str());
     return 2;
   }
-  // A sweep's directory holds its trials' runs, not one of its own.
-  if (fs::exists(fs::path(args.run_dir) / "sweep.yaml") &&
-      fs::is_directory(fs::path(args.run_dir) / "trials")) {
-    std::fprintf(stderr,
-                 "error: %s is a sweep's directory: evaluate one of its trials, e.g. trainer eval "
-                 "%s (results.md ranks them)\n",
-                 args.run_dir.c_str(), (fs::path(args.run_dir) / "trials/trial-000").c_str());
+  if (!fs::exists(config_path)) {
+    std::fprintf(stderr, "error: %s: not a run directory (no config.yaml)\n", args.run_dir.c_str());
     return 2;
   }
   config::Config config = config::load_config(config_path.string(), args.overrides);

@@ -68,6 +68,10 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
                    "(nothing was trained): start the run again there, trainer run CONFIG --out "
                    "%s\n",
                    args.resume_dir.c_str(), args.resume_dir.c_str());
+    else if (const std::string advice = train::run_dir_advice(args.resume_dir, false);
+             !advice.empty())
+      std::fprintf(stderr, "error: --resume %s: not a run directory: %s\n", args.resume_dir.c_str(),
+                   advice.c_str());
     else
       std::fprintf(stderr, "error: --resume %s: not a run directory (no config.sha256)\n",
                    args.resume_dir.c_str());

@@ -299,6 +299,36 @@ bool unfinished_run_dir(const std::string& dir) {
   return has_lock && first_line.rfind("# resolved from ", 0) == 0;
 }
 
+std::string run_dir_advice(const std::string& dir, bool eval) {
+  std::error_code ec;
+  fs::path path = fs::path(dir).lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();  // "a/b/" as "a/b"
+  const auto holds_run = [&](const fs::path& p) {
+    return !p.empty() && fs::exists(p / "config.sha256", ec);
+  };
+  if (fs::exists(path / "sweep.yaml", ec) && fs::is_directory(path / "trials", ec)) {
+    const std::string trial = (path / "trials/trial-000").string();
+    return eval ? "it is a sweep's directory: evaluate one of its trials, e.g. trainer eval " +
+                      trial + " (results.md ranks them)"
+                : "it is a sweep's directory: its runs are its trials (trainer run --resume " +
+                      trial + "); the `trainer sweep` command run again resumes the whole sweep";
+  }
+  fs::path run;
+  std::string checkpoint = "last";
+  if (path.filename() == "checkpoints" && holds_run(path.parent_path())) {
+    run = path.parent_path();
+  } else if (path.parent_path().filename() == "checkpoints" &&
+             holds_run(path.parent_path().parent_path())) {
+    run = path.parent_path().parent_path();
+    checkpoint = path.filename().string();
+  }
+  if (run.empty()) return "";
+  return eval ? "it is in the run " + run.string() + ": trainer eval " + run.string() +
+                    " --checkpoint " + checkpoint
+              : "it is in the run " + run.string() + ": trainer run --resume " + run.string() +
+                    " (the run goes on from its newest good checkpoint)";
+}
+
 std::string refuse_used_run_dir(const std::string& out) {
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))

@@ -24,6 +24,13 @@ namespace trainer::train {
 // a new run takes it.
 bool unfinished_run_dir(const std::string& dir);
 
+// What a folder given as a run directory that is none holds instead, and
+// the command meant (`eval` true: `trainer eval`, else `trainer run
+// --resume`): a sweep's directory (its runs are its trials), or a run's
+// checkpoints/ folder or one checkpoint in it (the run is above). "" for
+// anything else.
+std::string run_dir_advice(const std::string& dir, bool eval);
+
 // Why `--out DIR` cannot take a new run: a directory that is not empty (a run
 // in it would be overwritten, or files mixed with the run's); "" when it can,
 // also when it holds only what a run stopped while creating it left

@@ -291,13 +291,25 @@ std::string init_from_path(const config::Config& config) {
   const std::string yaml_folder =
       from_yaml ? std::filesystem::absolute(from->mark().file).parent_path().string() + "/" : "";
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path).good())
+  if (std::filesystem::is_directory(path, ec)) {
+    // A run or a checkpoint folder, as other tools take them: the weights file in it.
+    std::string weights;
+    for (const char* inside : {"model.safetensors", "checkpoints/last/model.safetensors"})
+      if (weights.empty() && std::filesystem::is_regular_file(path / inside, ec))
+        weights = (path / inside).string();
+    diags.add(from->mark(), "model.init_from",
+              "'" + path.string() + "' is a folder; init_from takes a .safetensors file",
+              weights.empty() ? "name the weights file, such as a run's "
+                                "checkpoints/last/model.safetensors"
+                              : "did you mean '" + weights + "'?");
+  } else if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path).good()) {
     diags.add(from->mark(), "model.init_from",
               "cannot read '" + path.string() + "'" +
                   (std::filesystem::exists(path, ec) ? "" : ": no such file"),
               from_yaml && path.string().starts_with(yaml_folder)
                   ? "a relative path is taken from the folder of the YAML file that names it"
                   : "");
+  }
   diags.throw_if_any();
   return path.string();
 }

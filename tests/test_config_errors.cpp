@@ -167,6 +167,14 @@ TEST_CASE("a bad override value points at the value's column") {
   CHECK(only_error(kGood + "minimal.yaml", {"train.epochs"}) ==
         "<command line>:1:1: error: expected KEY=VALUE (e.g. optimizer.lr=0.01), found "
         "'train.epochs' (in override 1 'train.epochs')");
+  // Other tools' prefixes for adding and removing keys.
+  CHECK(only_error(kGood + "minimal.yaml", {"+train.eval_every=5"}) ==
+        "<command line>:1:1: error: '+train.eval_every=5': a key is set without '+' here, whether "
+        "the config file writes it or not (in override 1 '+train.eval_every=5')\n"
+        "    write train.eval_every=5");
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"~train.eval_every"}),
+             Catch::StartsWith("<command line>:1:1: error: '~train.eval_every': keys are not "
+                               "removed by an override"));
   CHECK(only_error(kGood + "minimal.yaml", {"model.layers[7].out_features=3"}) ==
         "<command line>:1:13: error: model.layers[7]: 'model.layers' has 2 item(s), so it has "
         "no item 7 (in override 1 'model.layers[7].out_features=3')\n"

@@ -112,6 +112,23 @@ void mark_all(Node& node, const Mark& mark) {
 
 void apply_one(Node& root, const std::string& text, int line, const std::optional<Mark>& origin,
                Diagnostics& diags) {
+  // Other tools' prefixes: "+key=value" adds a key, "~key" deletes one.
+  const std::size_t after_prefix = text.empty() ? 0 : text.find_first_not_of(text[0]);
+  if ((text[0] == '+' || text[0] == '~') && after_prefix != std::string::npos) {
+    const std::string plain = text.substr(after_prefix);
+    diags.add({kCommandLine, line, 1}, "",
+              text[0] == '+' ? "'" + text +
+                                   "': a key is set without '+' here, whether the config file "
+                                   "writes it or not"
+                             : "'" + text +
+                                   "': keys are not removed by an override; one the config does "
+                                   "not set takes its default",
+              text[0] == '+' ? "write " + plain
+                             : "to put it back to its default, give the default's value "
+                               "(`trainer print-config` without the file's setting shows it), "
+                               "or SECTION={} for a whole section");
+    return;
+  }
   const auto eq = text.find('=');
   if (eq == std::string::npos) {
     diags.add({kCommandLine, line, 1}, "",

@@ -92,6 +92,8 @@ TEST_CASE("a key swept in two of the grid, the random search and the seeds is re
 
 TEST_CASE("--grid splits only at top-level commas") {
   CHECK(sweep::split_grid_values("0.1,0.2") == std::vector<std::string>{"0.1", "0.2"});
+  CHECK(sweep::split_grid_values(" 0.1, 0.2 ") == std::vector<std::string>{"0.1", "0.2"});
+  CHECK(sweep::split_grid_values("' a ', b") == std::vector<std::string>{"' a '", "b"});
   CHECK(sweep::split_grid_values("[0.1,0.2]") == std::vector<std::string>{"[0.1,0.2]"});
   CHECK(sweep::split_grid_values("[1,8,8],[3,8,8]") ==
         std::vector<std::string>{"[1,8,8]", "[3,8,8]"});

@@ -534,6 +534,17 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
   return spec;
 }
 
+namespace {
+
+// `text` without the spaces and tabs around it.
+std::string trimmed(const std::string& text) {
+  const std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+}  // namespace
+
 std::vector<std::string> split_grid_values(const std::string& text) {
   std::vector<std::string> values;
   std::string current;
@@ -549,13 +560,13 @@ std::vector<std::string> split_grid_values(const std::string& text) {
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     } else if (c == ',' && depth == 0) {
-      values.push_back(current);
+      values.push_back(trimmed(current));
       current.clear();
       continue;
     }
     current += c;
   }
-  values.push_back(current);
+  values.push_back(trimmed(current));
   return values;
 }
 

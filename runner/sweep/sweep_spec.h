@@ -115,7 +115,9 @@ SweepSpec parse_sweep(const config::Node& section, const std::vector<std::string
 std::uint64_t trial_count(const SweepSpec& spec);
 
 // The values one --grid flag's text V1,V2,... lists: split at the commas
-// outside brackets, braces and quotes, so `[0.1,0.2]` is one value.
+// outside brackets, braces and quotes, so `[0.1,0.2]` is one value; the
+// spaces around each are dropped ("0.1, 0.05" as "0.1,0.05": the same trials
+// and the same default directory).
 std::vector<std::string> split_grid_values(const std::string& text);
 
 // Throws config::ConfigError when the spec yields no parameter to vary.

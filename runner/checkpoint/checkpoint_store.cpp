@@ -12,6 +12,7 @@
 #include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/weights.h"
+#include "runner/config/diagnostics.h"
 #include "runner/train/sha256.h"
 
 namespace trainer::checkpoint {
@@ -387,9 +388,9 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
 std::string CheckpointStore::find(const std::string& which, const std::string& metric,
                                   bool maximize) const {
   const auto all = list_checkpoints(dir_);  // newest first
-  std::string names;
-  for (const auto& [step, path] : all)
-    names += (names.empty() ? "" : ", ") + path.filename().string();
+  std::vector<std::string> listed;
+  for (const auto& [step, path] : all) listed.push_back(path.filename().string());
+  const std::string names = config::join(listed);
   const std::string here =
       all.empty() ? dir_ + " holds no checkpoint" : dir_ + " holds " + names + " (newest first)";
   if (which == "last") {

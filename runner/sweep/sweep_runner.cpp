@@ -265,13 +265,14 @@ int run_sweep(const SweepJob& job) {
   report();
   if (const int stop = checkpoint::stop_requested(); stop != 0) return 128 + stop;
   const bool ranked = objective_recorded(job.spec, records);
-  std::string out_of_retries;
+  std::vector<std::string> failed_for_good;
   std::int64_t most_failures = 0;
   for (const auto& r : records) {
     if (r.status != "failed" || may_run(r)) continue;
-    out_of_retries += (out_of_retries.empty() ? "" : ", ") + r.trial.id;
+    failed_for_good.push_back(r.trial.id);
     most_failures = std::max(most_failures, r.failures);
   }
+  const std::string out_of_retries = config::join(failed_for_good);
   if (!out_of_retries.empty())  // what a repeated command will not run again, and how to
     std::fprintf(stderr,
                  "sweep: %s failed with no retries left (sweep.max_retries: %lld; the errors are "

@@ -31,6 +31,7 @@
 #include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/stop_signal.h"
+#include "runner/config/diagnostics.h"
 #include "runner/train/devices.h"
 #include "runner/train/input_advice.h"
 #include "runner/train/loss_log.h"
@@ -150,9 +151,9 @@ double injected_eval_delay_s() {
 std::string collapse_diagnosis(const LossScaler& scaler, double loss,
                                const std::vector<std::string>& overflowing) {
   const std::int64_t step = scaler.collapsed_at_step();
-  std::string names;
-  for (std::size_t i = 0; i < overflowing.size() && i < 3; ++i)
-    names += (names.empty() ? "" : ", ") + overflowing[i];
+  const std::string names = config::join(std::vector<std::string>(
+      overflowing.begin(),
+      overflowing.begin() + std::min<std::ptrdiff_t>(3, std::ssize(overflowing))));
   std::string text = "fp16 loss scaling collapsed at step " + std::to_string(step) + ": " +
                      std::to_string(scaler.rule().collapse_patience) +
                      " consecutive steps overflowed at the minimum loss scale " +

@@ -58,6 +58,28 @@ TEST_CASE("while a run trains, only the signal watcher thread takes SIGINT and S
   CHECK(summary_of(tmp / "run")["steps"] == steps + 2);
 }
 
+TEST_CASE("a stop delivered twice at once (a process group's kill, forwarded) still checkpoints") {
+  TempDir tmp("stop-signal-twice");
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  // Weights large enough (34 MB, three times that with Adam's state) that
+  // the stop's checkpoint takes longer than the 50 ms between the signals.
+  TrainerChild run({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=500",
+                    "data.train.shape=[1,64,64]", "data.eval.shape=[1,64,64]",
+                    "model.layers[1].out_features=2048"},
+                   tmp / "run.log");
+  REQUIRE(wait_for_lines(tmp / "run/metrics.jsonl", 1, std::chrono::seconds(60)));
+  // As `kill -TERM -PGID` of `timeout trainer run ...`: the trainer's own
+  // signal and the one `timeout` sends on, moments apart.
+  run.signal_it(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  run.signal_it(SIGTERM);
+  REQUIRE(run.exit_code() == 143);
+  INFO(read_text(tmp / "run.log"));
+  const nlohmann::json stopped = summary_of(tmp / "run");
+  CHECK(stopped["status"] == "interrupted");
+  CHECK(fs::exists(tmp / "run/checkpoints/last/model.safetensors"));
+}
+
 TEST_CASE("outside training SIGINT and SIGTERM do what the process's disposition says") {
   TempDir tmp("stop-signal-outside");
   write_text(tmp / "tiny.yaml", tiny_experiment());

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <mutex>
 #include <thread>
@@ -31,9 +32,21 @@ sigset_t stop_signal_set() {
   return set;
 }
 
-// StopSignals: the first asks the training loop to stop; a second ends the process now.
+// When the current scope's first signal came (the watcher thread's alone).
+std::chrono::steady_clock::time_point g_first_signal_at;
+
+// StopSignals: the first asks the training loop to stop; one within
+// kSameStopWindow of it is the same request delivered again (a kill of the
+// process group reaches this process and the launcher, mpirun or `timeout`
+// that forwards it too), and a signal after that ends the process now.
 void record_stop(int sig) {
-  if (g_signal.exchange(sig) != 0) _exit(128 + sig);
+  const auto now = std::chrono::steady_clock::now();
+  if (g_signal.load() == 0) {
+    g_first_signal_at = now;
+    g_signal = sig;
+    return;
+  }
+  if (now - g_first_signal_at >= kSameStopWindow) _exit(128 + sig);
 }
 
 // ForwardStopSignals: whoever it sends to stops the job.

@@ -11,8 +11,10 @@
 // on the scope active when it arrives:
 //   - StopSignals: the first is recorded (stop_requested()); the training loop
 //     finishes its step, writes a checkpoint and exits with 128 + signal
-//     (130 / 143). A second signal of either kind ends the process at once
-//     (_exit(128 + signal)).
+//     (130 / 143). A second signal of either kind, kSameStopWindow or more
+//     after the first, ends the process at once (_exit(128 + signal)); one
+//     sooner is the same stop delivered again (a kill of the process group
+//     reaches a rank directly and through mpirun, or `timeout`, forwarding it).
 //   - ForwardStopSignals(send): each is handed to `send` (the launcher sends
 //     it on to the ranks, which stop the job); the first is recorded.
 //   - neither: what it would do unblocked (the disposition this process has:
@@ -25,9 +27,14 @@
 // the program it runs gets the mask (and SIGPIPE) this process began with.
 #pragma once
 
+#include <chrono>
 #include <functional>
 
 namespace trainer::checkpoint {
+
+// Signals this close to the first one of a StopSignals scope are that stop
+// delivered again; later ones end the process.
+inline constexpr std::chrono::milliseconds kSameStopWindow{1000};
 
 // What the watcher does with SIGINT / SIGTERM (the scopes below set it).
 enum class StopSignalMode { default_action, stop, forward };

@@ -348,6 +348,12 @@ TEST_CASE("a state with counts that cannot be is refused, naming the field") {
   CHECK_FALSE(good.contains("batch_size"));
   CHECK(TrainState::from_json(good, "s").batch_size == 0);
   CHECK(error_of_state("batch_size", 0).find("'batch_size' is 0, below 1") != std::string::npos);
+  // The base rate as applied, likewise (0: not compared on resume).
+  batched.base_lr = 0.4;
+  CHECK(TrainState::from_json(batched.to_json(), "s").base_lr == 0.4);
+  CHECK(TrainState::from_json(good, "s").base_lr == 0);
+  CHECK(error_of_state("base_lr", -1).find("'base_lr' is -1, expected a rate > 0") !=
+        std::string::npos);
 }
 
 TEST_CASE("a state whose numbers contradict each other, or the run's arithmetic, is refused") {

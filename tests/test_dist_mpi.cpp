@@ -574,6 +574,22 @@ TEST_CASE("ranks started by mpirun: world from the launcher, lr scaling applied 
   std::string line;
   REQUIRE(std::getline(metrics, line));
   CHECK(nlohmann::json::parse(line)["lr"].get<double>() == Approx(0.4));
+  // Resumed on 1 rank the scaled rate would halve: said, with the overrides
+  // that keep it; with them (in a copy of the run) it goes on at 0.4.
+  const fs::path copy = kRoot / "mpirun_linear_copy";
+  fs::remove_all(copy);
+  fs::copy(dir, copy, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  auto r = run_trainer("run --resume " + dir.string() + " train.max_steps=3", true);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("optimizer.lr: the run trained at a base rate of 0.4 and goes "
+                                    "on at 0.2 (optimizer.lr_scaling: linear scales it by the "
+                                    "number of ranks, now 1); to go on at the run's rate, resume "
+                                    "with optimizer.lr=0.4 optimizer.lr_scaling=none"));
+  r = run_trainer("run --resume " + copy.string() +
+                      " train.max_steps=3 optimizer.lr=0.4 optimizer.lr_scaling=none",
+                  true);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("optimizer.lr: the run trained at"));
 }
 
 TEST_CASE("a global batch that does not divide over the ranks is one clear error") {

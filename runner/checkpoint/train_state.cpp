@@ -271,6 +271,11 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
     s.batch_size = in.integer_at(j, "batch_size", "batch_size");
     in.at_least("batch_size", s.batch_size, 1);
   }
+  if (j.contains("base_lr")) {
+    s.base_lr = in.number(j["base_lr"], "base_lr");
+    if (!(s.base_lr > 0) || !std::isfinite(s.base_lr))
+      in.fail("base_lr", "is " + j["base_lr"].dump() + ", expected a rate > 0");
+  }
   if (j.contains("early_stopping")) s.early_stopping = j["early_stopping"];
 
   // What cannot be: a state edited by hand (its checksum recomputed).
@@ -316,6 +321,7 @@ nlohmann::json TrainState::to_json() const {
   if (events_bytes) j["events_bytes"] = *events_bytes;
   if (!optimizer.empty()) j["optimizer"] = optimizer;
   if (batch_size > 0) j["batch_size"] = batch_size;
+  if (base_lr > 0) j["base_lr"] = base_lr;
   if (!early_stopping.is_null()) j["early_stopping"] = early_stopping;
   // A diverged window (or evaluation, or loss scale) reads back as it was.
   non_finite_as_text(j);

@@ -31,6 +31,9 @@ struct TrainState {
   // earlier versions): adam and adamw keep moments of the same shapes.
   std::string optimizer;
   double lr = 0;  // the last learning rate applied
+  // optimizer.lr as the run applied it, after optimizer.lr_scaling by its
+  // ranks (0 in checkpoints of earlier versions).
+  double base_lr = 0;
   nlohmann::json loss_scale =
       nlohmann::json::object();  // {scale, good_steps} with dynamic loss scaling
 

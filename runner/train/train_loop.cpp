@@ -651,6 +651,19 @@ void TrainLoop::resume_or_initialize() {
     throw UsageError("checkpoint " + loaded->path + " holds the moments of optimizer " +
                      st.optimizer + "; this config uses " + cfg_.optimizer.type +
                      ": resume with the run's own config.yaml, or start a new run");
+  // The base rate as applied: with optimizer.lr_scaling it follows the
+  // number of ranks, which a resume may change while the global batch stays.
+  if (st.base_lr > 0 && std::abs(st.base_lr - cfg_.optimizer.lr) > 1e-12 * st.base_lr) {
+    const bool scaled = cfg_.optimizer.lr_scaling != "none";
+    log_->warn(
+        "optimizer.lr: the run trained at a base rate of {} and goes on at {}{}; to go on at the "
+        "run's rate, resume with optimizer.lr={}{}",
+        st.base_lr, cfg_.optimizer.lr,
+        scaled ? fmt::format(" (optimizer.lr_scaling: {} scales it by the number of ranks, now {})",
+                             cfg_.optimizer.lr_scaling, world_)
+               : std::string(),
+        st.base_lr, scaled ? " optimizer.lr_scaling=none" : "");
+  }
   resumed_ = st;
   resumed_from_ = loaded->path;
   log_->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path, st.step,
@@ -1171,6 +1184,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.steps_per_epoch = steps_per_epoch_;
   st.accumulation = accumulation_;
   st.batch_size = s_.batch.global;
+  st.base_lr = cfg_.optimizer.lr;
   st.total_steps = total_steps_;
   st.seed = cfg_.seed;
   st.schedule = cfg_.schedule.type;

@@ -615,15 +615,25 @@ TEST_CASE("a global batch that does not divide over the ranks is one clear error
   CHECK_FALSE(fs::exists(kRoot / "model_error"));
 }
 
-TEST_CASE("a killed rank ends the job with an error naming it") {
+TEST_CASE(
+    "a killed rank ends the job with an error naming it; summary.json keeps what the run "
+    "trained") {
   const fs::path config = write_config("killed");
   const fs::path dir = kRoot / "killed_run";
   fs::remove_all(dir);
-  BackgroundRun run("TRAINER_COLLECTIVE_TIMEOUT=20",
-                    "run " + config.string() +
-                        " devices.world_size=2 train.max_steps=100000 --out " + dir.string(),
-                    "killed");
-  REQUIRE(wait_for_training(dir, 60));
+  // A finished run, extended: the rank is killed in its second session.
+  REQUIRE(run_trainer("run " + config.string() + " devices.world_size=2 train.max_steps=2 --out " +
+                      dir.string())
+              .code == 0);
+  const auto recorded = fs::file_size(dir / "metrics.jsonl");
+  BackgroundRun run(
+      "TRAINER_COLLECTIVE_TIMEOUT=20",
+      "run --resume " + dir.string() + " train.max_steps=100000 checkpoint.every_steps=3",
+      "killed");
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (fs::file_size(dir / "metrics.jsonl") <= recorded + 400 &&
+         std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const pid_t victim = find_rank(1, dir.string());
   REQUIRE(victim > 0);
   const auto killed_at = std::chrono::steady_clock::now();
@@ -635,6 +645,15 @@ TEST_CASE("a killed rank ends the job with an error naming it") {
   CHECK(code > 0);
   CHECK(took < 25);
   CHECK_THAT(run.output(), Catch::Contains("rank 1"));
+  const nlohmann::json summary = read_json(dir / "summary.json");
+  CHECK(summary["status"] == "failed");
+  CHECK_THAT(summary["error"].get<std::string>(),
+             Catch::Contains("a rank of the job was killed by signal 9"));
+  // What a resume goes on from, and the finished session's record.
+  CHECK(summary["steps"].get<std::int64_t>() >= 3);
+  CHECK(fs::exists(summary["last_checkpoint"].get<std::string>()));
+  CHECK(summary["earlier_summary"]["status"] == "complete");
+  CHECK(summary["earlier_summary"]["steps"] == 2);
 }
 
 TEST_CASE("a rank that fails alone: the launcher records the job's failure in summary.json") {

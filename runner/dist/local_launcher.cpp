@@ -14,6 +14,8 @@
 #include <iterator>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/config/diagnostics.h"
 #include "runner/dist/launch_env.h"
@@ -100,6 +102,20 @@ void send_to_ranks(pid_t mpirun, int sig) {
   for (pid_t rank : ranks) kill(rank, sig);
 }
 
+// Why the job ended, from mpirun's exit code: 128 + N when a rank was
+// killed by signal N (mpirun's own lines above name the rank).
+std::string job_failure(int code) {
+  const std::string unrecorded = " and the job ended before the root rank could record it";
+  if (code > 128 && code < 128 + NSIG) {
+    const int sig = code - 128;
+    return "a rank of the job was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) +
+           ")" + (sig == SIGKILL ? ": the system's out-of-memory killer, or kill -9," : "") +
+           unrecorded + "; mpirun's message above names the rank";
+  }
+  return "a rank of the job failed (mpirun exit code " + std::to_string(code) + ")" + unrecorded +
+         "; the rank's error is in the console output, after its [rank N] prefix";
+}
+
 // The file the root rank names its run directory in (kRunDirNoteVariable),
 // removed with this. A job that failed while summary.json holds nothing
 // written since it started (a rank that failed alone: mpirun ends the root
@@ -130,12 +146,16 @@ class RunDirNote {
     std::error_code ec;
     if (std::filesystem::exists(summary, ec) &&
         std::filesystem::last_write_time(summary, ec) >= started_ && !ec)
-      return;                              // the root recorded it
-    std::filesystem::remove(summary, ec);  // an earlier session's
-    const std::string error = "a rank of the job failed (mpirun exit code " + std::to_string(code) +
-                              ") and the job ended before the root rank could record it; the "
-                              "rank's error is in the console output, after its [rank N] prefix";
-    train::record_failure(dir, error);
+      return;  // the root recorded it
+    // An earlier session's record is kept inside the new one.
+    nlohmann::json earlier;
+    try {
+      earlier = nlohmann::json::parse(std::ifstream(summary), nullptr, false);
+    } catch (const std::exception&) {
+    }
+    std::filesystem::remove(summary, ec);
+    const std::string error = job_failure(code);
+    train::record_failure(dir, error, earlier.is_object() ? earlier : nlohmann::json());
     std::ofstream(std::filesystem::path(dir) / "train.log", std::ios::app)
         << "error: " << error << '\n';
     std::fprintf(stderr, "error: %s (recorded in %s)\n", error.c_str(), summary.c_str());

@@ -21,6 +21,7 @@
 
 #include "data/file_kind.h"
 #include "runner/build_info.h"
+#include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
@@ -670,10 +671,19 @@ std::vector<std::string> recorded_class_names(const std::string& dir) {
   }
 }
 
-void record_failure(const std::string& dir, const std::string& error) {
+void record_failure(const std::string& dir, const std::string& error,
+                    const nlohmann::json& earlier) {
   std::error_code ec;
   if (dir.empty() || fs::exists(fs::path(dir) / "summary.json", ec)) return;
-  const nlohmann::json summary = {{"status", "failed"}, {"error", error}, {"steps", 0}};
+  nlohmann::json summary = {{"status", "failed"}, {"error", error}, {"steps", 0}};
+  try {  // what a resume goes on from
+    const fs::path last = checkpoint::CheckpointStore(dir).find("last", "", false);
+    const std::string name = last.filename().string();
+    if (name.rfind("step-", 0) == 0) summary["steps"] = std::stoll(name.substr(5));
+    summary["last_checkpoint"] = last.string();
+  } catch (const std::exception&) {  // none: nothing was kept
+  }
+  if (!earlier.is_null()) summary["earlier_summary"] = earlier;
   try {
     checkpoint::write_file_atomically((fs::path(dir) / "summary.json").string(),
                                       summary.dump(2) + "\n");

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runner/commands.h"
 #include "runner/config/config.h"
 #include "runner/graph/program.h"
@@ -99,10 +101,13 @@ RestoredStatistics restore_normalize_statistics(const std::string& dir, config::
 // empty when it recorded none.
 std::vector<std::string> recorded_class_names(const std::string& dir);
 
-// summary.json for a run that failed before its training loop started (which
-// records its own failures): status "failed" and the error. Leaves a
-// summary.json that is there alone.
-void record_failure(const std::string& dir, const std::string& error);
+// summary.json for a run that failed outside its training loop (which
+// records its own failures): status "failed", the error, and the training
+// its checkpoints keep (`steps` and `last_checkpoint` of the newest; steps 0
+// without one); `earlier`, an earlier session's summary, kept under
+// "earlier_summary" when given. Leaves a summary.json that is there alone.
+void record_failure(const std::string& dir, const std::string& error,
+                    const nlohmann::json& earlier = nullptr);
 
 // Records in manifest.json how the training steps ran: "recorded" (replayed
 // from a CUDA graph) or "eager: <why>".

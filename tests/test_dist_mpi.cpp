@@ -574,6 +574,15 @@ TEST_CASE("ranks started by mpirun: world from the launcher, lr scaling applied 
   std::string line;
   REQUIRE(std::getline(metrics, line));
   CHECK(nlohmann::json::parse(line)["lr"].get<double>() == Approx(0.4));
+  // lr-find trains one process: refused under mpirun, said once.
+  const auto lr_find = trainer::testing::run_command(mpirun_prefix(2) + TRAINER_BINARY +
+                                                     " lr-find " + config.string() + " --out " +
+                                                     (kRoot / "mpirun_lr_find").string() + " 2>&1");
+  CHECK(lr_find.code != 0);
+  const std::string refused = "error: lr-find trains one process, and 2 were started";
+  const auto first = lr_find.out.find(refused);
+  REQUIRE(first != std::string::npos);
+  CHECK(lr_find.out.find(refused, first + 1) == std::string::npos);
   // Resumed on 1 rank the scaled rate would halve: said, with the overrides
   // that keep it; with them (in a copy of the run) it goes on at 0.4.
   const fs::path copy = kRoot / "mpirun_linear_copy";

@@ -25,6 +25,7 @@
 #include "runner/config/fields.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
+#include "runner/dist/launch_env.h"
 #include "runner/train/lr_range.h"
 #include "runner/train/trainer.h"
 #include "runner/usage_error.h"
@@ -131,6 +132,18 @@ int command_lr_find(const CommandArgs& given) {
                      config::format_number(CommandArgs{}.min_lr) + " to " +
                      config::format_number(CommandArgs{}.max_lr) + ")");
   const config::Config user = config::load_config(given.config_path, given.overrides);
+  std::optional<dist::LaunchEnv> launched;
+  try {
+    launched = dist::detect_launch_env();
+  } catch (const std::runtime_error&) {  // a launcher's variables, malformed: several ranks
+    launched = dist::LaunchEnv{"", 0, 2, 0, 1};
+  }
+  if (launched && launched->world > 1) {
+    if (launched->rank != 0) return 2;  // the first rank says why
+    throw UsageError("lr-find trains one process, and " + std::to_string(launched->world) +
+                     " were started (mpirun -np, srun): run it without the launcher; the rate "
+                     "it finds holds for the same global batch on more ranks");
+  }
   if (user.devices.world_size > 1 || user.devices.gpus.size() > 1)
     throw UsageError(
         "lr-find trains one process: set devices to one GPU (devices=[0]) or "

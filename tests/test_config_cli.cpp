@@ -490,6 +490,17 @@ TEST_CASE(
         "'train.batch_size=128')\n"
         "    set train.batch_size to at most 64, or data.drop_last: false\n1 error\n");
   CHECK(run("validate " + config + " train.batch_size=128 data.drop_last=false").out == "ok\n");
+  // Over ranks the batch that fills a step is a multiple of them.
+  CHECK_THAT(run("validate " + config + " train.batch_size=126 devices.world_size=3", true).out,
+             Catch::Contains("set train.batch_size to at most 63 (a multiple of the 3 ranks), or "
+                             "data.drop_last: false"));
+  CHECK_THAT(
+      run("validate " + config + " train.batch_size=128 data.train.size=1 devices.world_size=2",
+          true)
+          .out,
+      Catch::Contains("the training set's 1 sample over 2 ranks does not fill") &&
+          Catch::Contains("there are fewer samples than ranks: set data.drop_last: false, "
+                          "or use at most 1 rank"));
   // The default batch: at the data it does not fill, or at the ranks it does not divide over.
   const std::string defaulted = (dir / "default_batch.yaml").string();
   std::ofstream(defaulted) << "data:\n  train: {type: synthetic, shape: [4], classes: 3, size: "

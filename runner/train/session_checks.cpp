@@ -12,6 +12,14 @@
 #include "runner/graph/builder.h"
 
 namespace trainer::train {
+namespace {
+
+// "1 sample", "3 samples".
+std::string counted(std::int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+}  // namespace
 
 // The training set fills at least one optimizer step per epoch.
 void check_batch_fills(const config::Config& config, const Session& s, config::Diagnostics& diags) {
@@ -22,15 +30,27 @@ void check_batch_fills(const config::Config& config, const Session& s, config::D
     const std::int64_t samples = s.train_data->size();
     // A default batch is reported at the data that does not fill it.
     const bool written = !mark_of(config, "train.batch_size").is_default();
+    // The largest batch that fills a step: a multiple of the ranks.
+    const std::int64_t world = s.batch.world;
+    const std::int64_t largest = samples / world * world;
+    const std::string drop_last = config.data.drop_last ? "data.drop_last: false" : "";
+    std::string advice =
+        largest > 0
+            ? "set train.batch_size to at most " + std::to_string(largest) +
+                  (world > 1 ? " (a multiple of the " + std::to_string(world) + " ranks)" : "") +
+                  (drop_last.empty() ? "" : ", or " + drop_last)
+            : "there are fewer samples than ranks: " +
+                  (drop_last.empty() ? std::string() : "set " + drop_last + ", or ") +
+                  "use at most " + counted(samples, "rank");
     diags.add(written ? mark_of(config, "train.batch_size") : written_mark_of(config, "data.train"),
               "train.batch_size",
-              "the training set's " + std::to_string(samples) + " samples" +
+              "the training set's " + counted(samples, "sample") +
                   (s.batch.world > 1 ? " over " + std::to_string(s.batch.world) + " ranks" : "") +
-                  " do not fill one batch of " + std::to_string(s.batch.global) +
+                  (samples == 1 ? " does" : " do") + std::string(" not fill one batch of ") +
+                  std::to_string(s.batch.global) +
                   (written ? "" : ", the default train.batch_size") +
                   (config.data.drop_last ? " (data.drop_last: true drops a short one)" : ""),
-              "set train.batch_size to at most " + std::to_string(samples) +
-                  (config.data.drop_last ? ", or data.drop_last: false" : ""));
+              advice);
   }
 }
 

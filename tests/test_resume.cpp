@@ -201,6 +201,22 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "a resume whose micro-batch changes the accumulation is refused with the one that keeps it") {
+  TempDir tmp("resume-accumulation");
+  write_text(tmp / "tiny.yaml", tiny_experiment());  // batch 32
+  const std::string dir = tmp / "run";
+  REQUIRE(run_to_end(
+              run_args(tmp / "tiny.yaml", dir, {"train.max_steps=4", "train.micro_batch_size=8"}),
+              tmp / "a.log") == 0);
+  CHECK(run_to_end({"run", "--resume", dir, "train.max_steps=8", "train.micro_batch_size=16"},
+                   tmp / "b.log") == 2);
+  CHECK_THAT(read_text(tmp / "b.log"),
+             Catch::Contains("the accumulation follows train.micro_batch_size over the 1 rank "
+                             "(batch / (micro-batch x ranks)): train.micro_batch_size=8 keeps "
+                             "the run's 4"));
+}
+
+TEST_CASE(
     "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint), "
     "with only the override on the command line") {
   if (cpu_computes_bf16())

@@ -630,6 +630,17 @@ void TrainLoop::resume_or_initialize() {
   const auto& st = loaded->state;
   // A checkpoint of an earlier version records no batch size.
   const bool same_batch = st.batch_size == 0 || st.batch_size == s_.batch.global;
+  // Only the accumulation differs: the micro-batch over this number of ranks
+  // (train.micro_batch_size fixed, devices.world_size changed) that keeps it.
+  std::string keep_accumulation;
+  const std::int64_t per_step = s_.batch.global / world_;
+  if (st.seed == cfg_.seed && same_batch && st.accumulation != accumulation_ &&
+      st.accumulation > 0 && per_step % st.accumulation == 0)
+    keep_accumulation = "; the accumulation follows train.micro_batch_size over the " +
+                        std::to_string(world_) + (world_ == 1 ? " rank" : " ranks") +
+                        " (batch / (micro-batch x ranks)): train.micro_batch_size=" +
+                        std::to_string(per_step / st.accumulation) + " keeps the run's " +
+                        std::to_string(st.accumulation);
   if (st.seed != cfg_.seed || st.accumulation != accumulation_ ||
       st.steps_per_epoch != steps_per_epoch_ || !same_batch)
     throw UsageError(
@@ -641,6 +652,7 @@ void TrainLoop::resume_or_initialize() {
         std::to_string(steps_per_epoch_) + " and " + std::to_string(accumulation_) +
         ": resume with the run's own config.yaml (only train.max_steps / train.epochs may "
         "grow)" +
+        keep_accumulation +
         (world_ > 1 && cfg_.data.drop_last && st.seed == cfg_.seed &&
                  st.accumulation == accumulation_
              ? std::string("; with several ranks and data.drop_last: true, a trainer before "

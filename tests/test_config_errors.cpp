@@ -167,6 +167,12 @@ TEST_CASE("a bad override value points at the value's column") {
   CHECK(only_error(kGood + "minimal.yaml", {"train.epochs"}) ==
         "<command line>:1:1: error: expected KEY=VALUE (e.g. optimizer.lr=0.01), found "
         "'train.epochs' (in override 1 'train.epochs')");
+  // A whole section after a key of it would drop that key unseen.
+  CHECK(only_error(kGood + "minimal.yaml", {"optimizer.lr=0.5", "optimizer={type: sgd}"}) ==
+        "<command line>:2:1: error: optimizer: replaces all of optimizer, so override 1 "
+        "'optimizer.lr=0.5' before it has no effect (in override 2 'optimizer={type: sgd}')\n"
+        "    give 'optimizer={type: sgd}' first, then the keys under it");
+  CHECK_NOTHROW(load_config(kGood + "minimal.yaml", {"optimizer={type: sgd}", "optimizer.lr=0.5"}));
   // Other tools' prefixes for adding and removing keys.
   CHECK(only_error(kGood + "minimal.yaml", {"+train.eval_every=5"}) ==
         "<command line>:1:1: error: '+train.eval_every=5': a key is set without '+' here, whether "
@@ -249,9 +255,8 @@ TEST_CASE("an override that gives a whole section no value is refused") {
   CHECK(only_error(kGood + "minimal.yaml", {"train.early_stopping="})
             .find("error: train.early_stopping: no value for the whole section") !=
         std::string::npos);
-  // Said on purpose, it is taken.
-  CHECK(load_config(kGood + "minimal.yaml", {"optimizer.lr=0.05", "optimizer={}"}).optimizer.lr ==
-        0.1);
+  // Said on purpose, it is taken (the file's keys of the section reset).
+  CHECK(load_config(kGood + "mlp.yaml", {"optimizer={}"}).optimizer.type == "sgd");
 }
 
 TEST_CASE("a block definition's keys are checked, and a block no layer uses is a warning") {

@@ -91,12 +91,14 @@ nlohmann::json reading_json(const train::RangeTestReading& r, const std::string&
       {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)}};
 }
 
-// Warns of each of the user's overrides that a forced setting replaces (the
-// same key, or a key under it: schedule.type under schedule), saying which
-// flag sets it instead, where one does.
-void warn_of_replaced_overrides(const std::vector<std::string>& overrides,
-                                const std::vector<std::string>& forced_settings) {
+// The user's overrides that no forced setting replaces; warns of each one
+// that one does (the same key, or a key under it: schedule.type under
+// schedule), saying which flag sets it instead, where one does.
+std::vector<std::string> kept_overrides(const std::vector<std::string>& overrides,
+                                        const std::vector<std::string>& forced_settings) {
+  std::vector<std::string> kept;
   for (const std::string& given : overrides) {
+    bool replaced = false;
     const std::string key = config::override_key(given);
     for (const std::string& forced : forced_settings) {
       const std::string forced_key = config::override_key(forced);
@@ -109,9 +111,12 @@ void warn_of_replaced_overrides(const std::vector<std::string>& overrides,
       if (forced_key == "schedule") instead = " (--max-lr sets the last rate)";
       std::fprintf(stderr, "warning: lr-find sets %s: the override '%s' is replaced%s\n",
                    forced_key.c_str(), given.c_str(), instead.c_str());
+      replaced = true;
       break;
     }
+    if (!replaced) kept.push_back(given);
   }
+  return kept;
 }
 
 }  // namespace
@@ -162,7 +167,7 @@ int command_lr_find(const CommandArgs& given) {
   if (user.data.eval || user.data.split > 0) forced_settings.push_back("train.eval_batches=1");
   print_config_warnings(user);
   args.warnings_shown = true;
-  warn_of_replaced_overrides(given.overrides, forced_settings);
+  args.overrides = kept_overrides(given.overrides, forced_settings);
   for (const std::string& forced : forced_settings) args.overrides.push_back(forced);
   std::string run_dir, stopped_by;
   int code = 0;

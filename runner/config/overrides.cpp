@@ -227,6 +227,24 @@ void apply_overrides(Node& root, const std::vector<std::string>& overrides, Diag
   // A loss named in the file takes keys by override too.
   if (Node* model = root.find("model")) expand_loss_shorthand(*model);
   for (std::size_t i = 0; i < overrides.size(); ++i) {
+    // `devices.world_size=2 devices=cpu`: the second replaces all of devices,
+    // and the first would be dropped unseen.
+    // (A value left out is an error of its own.)
+    const std::string key = override_key(overrides[i]);
+    const std::size_t equals = overrides[i].find('=');
+    const bool has_value = equals != std::string::npos &&
+                           overrides[i].find_first_not_of(" \t", equals + 1) != std::string::npos;
+    for (std::size_t before = 0; before < i && has_value; ++before) {
+      const std::string earlier = override_key(overrides[before]);
+      if (earlier.size() > key.size() && earlier.starts_with(key) &&
+          (earlier[key.size()] == '.' || earlier[key.size()] == '[')) {
+        diags.add({kCommandLine, static_cast<int>(i) + 1, 1}, key,
+                  "replaces all of " + key + ", so override " + std::to_string(before + 1) + " '" +
+                      overrides[before] + "' before it has no effect",
+                  "give '" + overrides[i] + "' first, then the keys under it");
+        break;
+      }
+    }
     apply_one(root, overrides[i], static_cast<int>(i) + 1,
               i < origins.size() ? origins[i] : std::nullopt, diags);
     // `precision=fp16` then `precision.loss_scale.init_scale=1024`: a later

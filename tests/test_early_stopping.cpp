@@ -115,7 +115,7 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
   const std::string stopped_summary = read_text(tmp / "stop/summary.json");
   REQUIRE(run_to_end({"run", "--resume", tmp / "stop"}, tmp / "again.log") == 0);
   CHECK_THAT(read_text(tmp / "again.log"),
-             Catch::Contains("nothing to train: early stopping ended this run at step " +
+             Catch::Contains("nothing to train: early stopping stops this run at step " +
                              std::to_string(expected)));
   CHECK(read_text(tmp / "stop/metrics.jsonl") == metrics);
   CHECK(read_text(tmp / "stop/summary.json") == stopped_summary);
@@ -124,6 +124,35 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
                      tmp / "patient.log") == 0);
   CHECK(summary_of(tmp / "stop")["steps"] == 48);
   CHECK(metrics_records(tmp / "stop", "eval") == metrics_records(tmp / "long", "eval"));
+}
+
+TEST_CASE(
+    "a run whose last evaluation used up the patience, extended, stops where a longer run does") {
+  TempDir tmp("early-stopping-extended");
+  // 6 steps per epoch, evaluated every 4 steps and at each epoch's end.
+  write_text(tmp / "small.yaml",
+             "name: small\nseed: 3\ndeterministic: true\n"
+             "data:\n"
+             "  train: {type: synthetic, shape: [16], classes: 4, size: 200, seed: 1}\n"
+             "  eval: {type: synthetic, shape: [16], classes: 4, size: 101, seed: 2}\n"
+             "  workers: 0\n"
+             "model:\n  layers: [{type: linear, out_features: 32}, {type: relu}, "
+             "{type: linear, out_features: 4}]\n"
+             "optimizer: {type: sgd, lr: 0.1}\n"
+             "train: {batch_size: 32, log_every: 1, eval_every: 4, early_stopping: {patience: 2}}\n"
+             "backend: {threads: 1}\n");
+  REQUIRE(run_to_end(run_args(tmp / "small.yaml", tmp / "long", {"train.epochs=12"}),
+                     tmp / "long.log") == 0);
+  const auto stopped = summary_of(tmp / "long")["early_stopped"];
+  // This data stops at the end of epoch 3: the last evaluation of a 3-epoch run.
+  REQUIRE(stopped["step"] == 18);
+  REQUIRE(run_to_end(run_args(tmp / "small.yaml", tmp / "short", {"train.epochs=3"}),
+                     tmp / "short.log") == 0);
+  CHECK_FALSE(summary_of(tmp / "short").contains("early_stopped"));  // its steps ran out
+  REQUIRE(run_to_end({"run", "--resume", tmp / "short", "train.epochs=12"}, tmp / "more.log") == 0);
+  INFO(read_text(tmp / "more.log"));
+  CHECK(summary_of(tmp / "short")["steps"] == 18);
+  CHECK(read_text(tmp / "short/metrics.jsonl") == read_text(tmp / "long/metrics.jsonl"));
 }
 
 TEST_CASE("early stopping that can never stop the run is warned of at its patience") {

@@ -381,9 +381,10 @@ class TrainLoop {
   // The training since the last checkpoint, before the evaluation at
   // `epoch_step` steps of this epoch (which a resume makes).
   void save_before_evaluation(std::int64_t epoch_step);
-  // train.early_stopping after an evaluation: sets early_stopped_ when the
-  // metric has not improved for `patience` evaluations.
-  void follow_early_stopping(std::int64_t at_step);
+  // train.early_stopping after an evaluation: counts it, and sets
+  // early_stopped_ when the metric has not improved for `patience`
+  // evaluations and `may_stop` (not at the last step).
+  void follow_early_stopping(std::int64_t at_step, bool may_stop);
   // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its
   // evaluation is pending).
   checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
@@ -1115,9 +1116,9 @@ bool TrainLoop::run_eval(std::int64_t at_step, bool may_stop) {
                e.accuracy);
   else
     log_->info("eval  epoch {} step {}: loss {:.6f}", epoch_, at_step, e.loss);
-  // The evaluation at the end of training has nothing left to stop.
-  if (cfg_.train.early_stopping.patience > 0 && step_ < total_steps_)
-    follow_early_stopping(at_step);
+  // The evaluation at the end of training has nothing left to stop, but it
+  // counts: a resume that trains further stops where a longer run would.
+  if (cfg_.train.early_stopping.patience > 0) follow_early_stopping(at_step, step_ < total_steps_);
   return true;
 }
 
@@ -1166,7 +1167,7 @@ void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
 
 // Every rank sees the same evaluation (its sums are reduced over the ranks),
 // so every rank decides alike.
-void TrainLoop::follow_early_stopping(std::int64_t at_step) {
+void TrainLoop::follow_early_stopping(std::int64_t at_step, bool may_stop) {
   const config::EarlyStoppingConfig& rule = cfg_.train.early_stopping;
   const std::optional<double> value = metric_value(rule.metric, last_eval_, last_train_);
   const bool improved =
@@ -1179,7 +1180,7 @@ void TrainLoop::follow_early_stopping(std::int64_t at_step) {
     stop_bad_evals_ = 0;
     return;
   }
-  if (++stop_bad_evals_ < rule.patience) return;
+  if (++stop_bad_evals_ < rule.patience || !may_stop) return;
   early_stopped_ = true;
   log_->info("early stopping at step {}: {} has not improved on {:.6g} (step {}) in {} evaluations",
              at_step, rule.metric, stop_best_.value_or(std::nan("")), stop_best_step_,
@@ -1285,7 +1286,7 @@ nlohmann::json TrainLoop::run() {
     return finished_ ? *finished_ : summary();
   } else if (options_.resume && early_stopped_at_checkpoint()) {
     log_->info(
-        "nothing to train: early stopping ended this run at step {} ({} evaluations without "
+        "nothing to train: early stopping stops this run at step {} ({} evaluations without "
         "improvement of {}); raise train.early_stopping.patience to go on",
         step_, stop_bad_evals_, cfg_.train.early_stopping.metric);
     if (finished_) return *finished_;

@@ -147,12 +147,10 @@ class RunDirNote {
     if (std::filesystem::exists(summary, ec) &&
         std::filesystem::last_write_time(summary, ec) >= started_ && !ec)
       return;  // the root recorded it
-    // An earlier session's record is kept inside the new one.
-    nlohmann::json earlier;
-    try {
-      earlier = nlohmann::json::parse(std::ifstream(summary), nullptr, false);
-    } catch (const std::exception&) {
-    }
+    // An earlier session's record is kept inside the new one (a damaged one
+    // parses as discarded, and is not).
+    const nlohmann::json earlier =
+        nlohmann::json::parse(std::ifstream(summary), nullptr, /*allow_exceptions=*/false);
     std::filesystem::remove(summary, ec);
     const std::string error = job_failure(code);
     train::record_failure(dir, error, earlier.is_object() ? earlier : nlohmann::json());

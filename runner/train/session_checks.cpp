@@ -73,11 +73,19 @@ std::optional<std::int64_t> total_steps(const config::Config& config, std::int64
   return std::nullopt;
 }
 
-void check_total_steps(const config::Config& config, const Session& s, config::Diagnostics& diags) {
+namespace {
+
+// The optimizer steps of one epoch of the session's training data.
+std::int64_t session_steps_per_epoch(const config::Config& config, const Session& s) {
   const std::int64_t micro_batches = data::Loader::batches_per_epoch(
       s.train_data->size(), s.batch.micro, s.batch.world, config.data.drop_last);
-  total_steps(config, steps_in_epoch(micro_batches, s.batch.accumulation, config.data.drop_last),
-              diags);
+  return steps_in_epoch(micro_batches, s.batch.accumulation, config.data.drop_last);
+}
+
+}  // namespace
+
+void check_total_steps(const config::Config& config, const Session& s, config::Diagnostics& diags) {
+  total_steps(config, session_steps_per_epoch(config, s), diags);
 }
 
 namespace {
@@ -104,10 +112,7 @@ void warn_early_stopping_cannot_stop(const config::Config& config, const Session
                                      config::Diagnostics& warnings) {
   const std::int64_t patience = config.train.early_stopping.patience;
   if (patience <= 0 || !s.eval_data) return;
-  const std::int64_t per_epoch =
-      steps_in_epoch(data::Loader::batches_per_epoch(s.train_data->size(), s.batch.micro,
-                                                     s.batch.world, config.data.drop_last),
-                     s.batch.accumulation, config.data.drop_last);
+  const std::int64_t per_epoch = session_steps_per_epoch(config, s);
   config::Diagnostics ignored;  // an uncountable run is an error of its own
   const std::optional<std::int64_t> total = total_steps(config, per_epoch, ignored);
   if (per_epoch <= 0 || !total || *total <= 0) return;

@@ -20,12 +20,15 @@ class AllocationCounter {
     stats_.allocated += bytes;
     stats_.peak = std::max(stats_.peak, stats_.allocated);
   }
-  void removed(void* ptr) {
+  // The bytes `ptr` held; 0 for a pointer it does not know.
+  std::size_t removed(void* ptr) {
     std::lock_guard lock(mutex_);
     const auto it = sizes_.find(ptr);
-    if (it == sizes_.end()) return;
-    stats_.allocated -= it->second;
+    if (it == sizes_.end()) return 0;
+    const std::size_t bytes = it->second;
+    stats_.allocated -= bytes;
     sizes_.erase(it);
+    return bytes;
   }
   MemoryStats stats() const {
     std::lock_guard lock(mutex_);

@@ -290,7 +290,9 @@ int run_cli(int argc, char** argv) {
   CLI::App* time = add_config_command(app, "time", "Time forward/backward per layer and per step",
                                       args, help_asked);
   time->add_option("--steps", args.steps, "Number of timed steps (default 20)")->check(kAtLeastOne);
-  CLI::App* sweep = add_config_command(app, "sweep", "Run a grid of experiments", args, help_asked);
+  CLI::App* sweep = add_config_command(
+      app, "sweep", "Run the trials of the config's sweep: section (grid, random search, seeds)",
+      args, help_asked);
   // One KEY=VALUES each: what follows is an override again.
   sweep->add_option("--grid", args.grid, "KEY=V1,V2,... (repeatable); adds to the file's `sweep:`")
       ->type_name("KEY=V1,V2,...")

@@ -147,7 +147,10 @@ driver_libs=""
 for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
   [[ -d $d ]] && driver_libs="$driver_libs:$d"
 done
-export LD_LIBRARY_PATH="$bundle/lib:${wheel_libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}$driver_libs"
+# No empty entry: one would search the current directory.
+library_path="$bundle/lib:${wheel_libs#:}:${LD_LIBRARY_PATH:-}$driver_libs"
+while [[ $library_path == *::* ]]; do library_path="${library_path//::/:}"; done
+export LD_LIBRARY_PATH="${library_path%:}"
 echo "$LD_LIBRARY_PATH" | tr ':' '\n' >"$out/library_path.txt"
 missing=$(ldd "$bundle"/bin/* 2>/dev/null | grep "not found" | sort -u)
 [[ -n "$missing" ]] && log "libraries not found (see library_path.txt): $missing"
@@ -355,7 +358,9 @@ fi
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [[ -n "$sanitizer" ]] && wanted memcheck; then
   for t in test_gpu_vector_ops test_gpu_step_graph; do
-    capped 60 "$sanitizer" --tool memcheck --error-exitcode 9 "$bundle/bin/$t" \
+    # The sanitizer runs with the machine's libraries; only the test gets the bundle's.
+    capped 60 env LD_LIBRARY_PATH="$py_ld" "$sanitizer" --tool memcheck --error-exitcode 9 \
+      --target-processes all env LD_LIBRARY_PATH="$LD_LIBRARY_PATH" "$bundle/bin/$t" \
       >"$out/memcheck_$t.log" 2>&1
     rc[memcheck_$t]=$?
     log "memcheck $t: exit ${rc[memcheck_$t]} ($(grep -m1 "ERROR SUMMARY" "$out/memcheck_$t.log"))"

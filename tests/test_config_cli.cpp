@@ -732,6 +732,15 @@ TEST_CASE("block repeat is an integer field with a stated limit; parameters are 
             "    its parameters: ch (declared under model.blocks.b.params)\n1 error\n");
   config = config_with("{block: b}", "{type: linear, out_features: $cj}");
   CHECK(run("validate " + config, true).out.find("    did you mean '$ch'?\n") != std::string::npos);
+  // Quoted, a reference is a string: the error says how to write it.
+  for (const char* quoted : {"\"$ch\"", "\"${ch}\""}) {
+    config = config_with("{block: b}", "{type: linear, out_features: " + std::string(quoted) + "}");
+    const auto r = run("validate " + config, true);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find("    a block parameter is written without quotes: $ch (quoted, it is the "
+                     "string '") != std::string::npos);
+  }
   // A bad parameter value is reported where the instance writes it.
   config = config_with("{block: b, ch: abc}", linear);
   CHECK(run("validate " + config, true).out ==
@@ -935,4 +944,35 @@ TEST_CASE("backend.threads: 0 takes OMP_NUM_THREADS when it is set, and the mani
   CHECK(threads_of("OMP_NUM_THREADS=3,2", "nested") == 3);  // the outermost level
   // Unset or not a number: every CPU this process may use.
   CHECK(threads_of("env -u OMP_NUM_THREADS", "unset") == threads_of("OMP_NUM_THREADS=x", "bad"));
+}
+
+TEST_CASE("an error at a section names the overrides that changed inside it") {
+  const auto r = run("validate " + kGood + "mlp.yaml 'model.layers[3].out_features=5'", true);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: model.layers: the last layer gives 5 outputs") != std::string::npos);
+  CHECK(r.out.find(" (override 1 'model.layers[3].out_features=5' changed it)") !=
+        std::string::npos);
+  // An override of another section is not named.
+  const auto other =
+      run("validate " + kGood + "mlp.yaml optimizer.lr=0.2 'model.layers[3].out_features=5'", true);
+  CHECK(other.out.find("(override 2 'model.layers[3].out_features=5' changed it)") !=
+        std::string::npos);
+  CHECK(other.out.find("optimizer.lr=0.2") == std::string::npos);
+}
+
+TEST_CASE("eval transforms: a shape they change is theirs; a random one is a warning") {
+  const auto r = run(
+      "validate " + kGood + "mlp.yaml 'data.eval_transforms=[{type: random_crop, size: 6}]'", true);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("<command line>:1:23: error: data.eval_transforms: they make the evaluation "
+                   "samples [1, 6, 6], but data.transforms makes the training samples") == 0);
+  CHECK(r.out.find("(in override 1 ") != std::string::npos);
+  const auto flip =
+      run("validate " + kGood + "mlp.yaml 'data.eval_transforms=[{type: random_flip}]'", true);
+  INFO(flip.out);
+  CHECK(flip.code == 0);
+  CHECK(flip.out.find("warning: data.eval_transforms[0]: random_flip is random and acts only on "
+                      "training batches") != std::string::npos);
 }

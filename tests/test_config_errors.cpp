@@ -77,9 +77,13 @@ TEST_CASE("a missing required field of a data source is reported at its map") {
 }
 
 TEST_CASE("a missing extends file is named at the extends key") {
+  const std::string folder = std::filesystem::path(kBad).lexically_normal().string();
   CHECK(only_error(kBad + "bad_extends.yaml") ==
-        kBad + "bad_extends.yaml:2:1: error: extends: file not found: '" + kBad +
-            "no_such_base.yaml'");
+        kBad + "bad_extends.yaml:2:1: error: extends: file not found: '" + folder +
+            "no_such_base.yaml'\n    a relative path is read from the folder of the file that "
+            "names it (" +
+            std::filesystem::path(folder).parent_path().string() +
+            "), not from the working directory");
 }
 
 TEST_CASE("an extends cycle is reported with the chain") {

@@ -148,6 +148,9 @@ TEST_CASE("trainer lr-find: a short run with a rising rate, read and suggested")
   std::ifstream config(dir + "/config.yaml");
   const std::string text((std::istreambuf_iterator<char>(config)), {});
   CHECK(text.find("type: range_test") != std::string::npos);
+  // The rates as given, in their shortest form (not 1.0000000000000001e-05).
+  CHECK(text.find("lr: 1e-05\n") != std::string::npos);
+  CHECK(text.find("max_lr: 100\n") != std::string::npos);
 }
 
 TEST_CASE("trainer lr-find refuses a range, a step count or ranks it cannot test") {
@@ -209,13 +212,15 @@ TEST_CASE("trainer lr-find warns of no setting it gives itself") {
       "data:\n  train: {type: synthetic, shape: [4], classes: 3, size: 64}\n";
   // Without an evaluation set it sets no train.eval_batches, which would be
   // warned of as without effect.
+  // (A config warning follows its position, "FILE:LINE:COL: warning:"; the
+  // run's own, such as the loader's advice, start their line.)
   CHECK_THAT(output_of("no_eval", synthetic + "train: {batch_size: 8}\n"),
-             !Catch::Contains("warning:"));
+             !Catch::Contains(": warning:"));
   // Early stopping, which it turns off, is not warned of as without effect.
   CHECK_THAT(output_of("stopping", synthetic + "  split: 0.25\ntrain: {batch_size: 8, "
                                                "early_stopping: {patience: 3, metric: "
                                                "eval.accuracy, mode: max}}\n"),
-             !Catch::Contains("warning:"));
+             !Catch::Contains(": warning:"));
 }
 
 TEST_CASE("trainer lr-find fails like a run on an error that is not divergence") {

@@ -168,6 +168,12 @@ backend: {threads: 1}
   CHECK(advice_at < error_at);
   CHECK(planned.out.find("model.recompute cannot help", error_at) == std::string::npos);
   CHECK(planned.out.find("needs", error_at) < planned.out.find("(itemised above)", error_at));
+  // The error's figure is the plan's total, as printed.
+  const auto total_end = planned.out.find(" MiB", total_at);
+  REQUIRE(total_end != std::string::npos);
+  std::string total = planned.out.substr(total_at + 8, total_end - total_at - 8);
+  total.erase(0, total.find_first_not_of(' '));
+  CHECK(planned.out.find(error_at_key + total + " MiB (itemised above)") == error_at);
   // run: refused before the run directory exists, with the advice.
   const fs::path dir = kRoot / "wide_run";
   fs::remove_all(dir);

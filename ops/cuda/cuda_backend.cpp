@@ -118,7 +118,13 @@ class CudaBackend final : public Backend {
   // cudaFree fails with that fault, which the first error already reported.
   void release(void* ptr) override {
     if (!ptr) return;
-    counter_.removed(ptr);
+    const std::size_t bytes = counter_.removed(ptr);
+    // The staging buffers of inputs inside the block go with it.
+    const auto inside = [&](const auto& entry) {
+      const auto* at = static_cast<const char*>(entry.first);
+      return at >= static_cast<const char*>(ptr) && at < static_cast<const char*>(ptr) + bytes;
+    };
+    std::erase_if(staging_, inside);
     ignore_status(cudaFree(ptr));
   }
   MemoryStats memory_stats() const override {

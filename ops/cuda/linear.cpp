@@ -113,8 +113,12 @@ struct GemmPlan {
     desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
     // The pre-activation lies like D (row-major [N, out]: column-major with ld out).
     if (has_aux_output(epilogue)) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, s.ldd);
-    if (uses_bias_pointer(epilogue))
+    if (uses_bias_pointer(epilogue)) {
       desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, aligned_stand_in());
+      // float32, D's type: the documented default, set outright so that no
+      // library version reads a 16-bit bias under 16-bit operands.
+      desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(CUDA_R_32F));
+    }
     if (has_aux_output(epilogue))
       desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aligned_stand_in());
     MatmulPreference pref(workspace_bytes);

@@ -512,6 +512,7 @@ class CudaVectorOps final : public VectorOps {
       partials = &recorded_partials_[chunks.size()];
       if (!partials->data()) *partials = DeviceBuffer(bytes);
     } else if (partials_.bytes() < bytes) {
+      ctx_.compute.synchronize();  // earlier sums may still write the old buffer
       partials_ = DeviceBuffer(bytes);
     }
     cudaStream_t stream = ctx_.compute.get();

@@ -133,7 +133,8 @@ void check_finite(const Safetensors& file, const std::vector<TensorShape>& wante
              : bad.value > 0       ? "+inf"
                                    : "-inf") +
             "; " + std::to_string(bad.count) + " of its " +
-            std::to_string(t->bytes.size() / sizeof(float)) + " values are not finite";
+            std::to_string(t->bytes.size() / sizeof(float)) +
+            (bad.count == 1 ? " values is not finite" : " values are not finite");
   }
   if (tensors == 0) return;
   throw CheckpointNotFinite(

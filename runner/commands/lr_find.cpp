@@ -9,6 +9,8 @@
 // non-finite loss or gradients, collapsed fp16 loss scaling) stops the run,
 // and the range, there; any other error fails the command as it fails a run.
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -33,10 +35,11 @@
 namespace trainer {
 namespace {
 
+// The shortest text that reads back as `v` (1e-07, not 9.9999999999999995e-08).
 std::string exact(double v) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%.17g", v);
-  return text;
+  std::array<char, 40> text{};
+  const auto written = std::to_chars(text.data(), text.data() + text.size(), v);
+  return std::string(text.data(), written.ptr);
 }
 
 // The training records of a run's metrics.jsonl: each step's rate and loss

@@ -73,8 +73,11 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       std::fprintf(stderr, "error: --resume %s: not a run directory: %s\n", args.resume_dir.c_str(),
                    advice.c_str());
     else
-      std::fprintf(stderr, "error: --resume %s: not a run directory (no config.sha256)\n",
-                   args.resume_dir.c_str());
+      std::fprintf(stderr,
+                   "error: --resume %s: not a run directory (no config.sha256)\n    --resume "
+                   "takes the directory a run wrote (runs/<name>/<timestamp>, or its --out); to "
+                   "start a run there: trainer run CONFIG --out %s\n",
+                   args.resume_dir.c_str(), args.resume_dir.c_str());
     return 2;
   }
   // Before any work: this run would overwrite another. (Not in the ranks of a

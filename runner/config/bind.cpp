@@ -199,6 +199,14 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
   // mark_derived_values found to be the derived one) is derived again.
   if (Node* given = data->find("eval_transforms"); given && !given->mark().is_derived()) {
     config.data.eval_transforms = read_transform_list(*given, "data.eval_transforms", diags);
+    for (std::size_t i = 0; i < config.data.eval_transforms.size(); ++i) {
+      const TypedItem& item = config.data.eval_transforms[i];
+      if (acts_on_eval_samples(item.type)) continue;
+      config.warnings.push_back(
+          {item.mark, "data.eval_transforms[" + std::to_string(i) + "]",
+           item.type + " is random and acts only on training batches: here it does nothing",
+           "remove it (in data.transforms it augments the training batches)"});
+    }
     return;
   }
   config.data.eval_transforms = std::move(derived);

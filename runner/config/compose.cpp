@@ -75,9 +75,16 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
                Diagnostics& diags, Node& out) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
-    diags.add(where, where_key,
-              fs::exists(path, ec) ? "'" + path + "' is not a regular file"
-                                   : "file not found: '" + path + "'");
+    if (fs::exists(path, ec)) {
+      diags.add(where, where_key, "'" + path + "' is not a regular file");
+    } else if (where_key == "extends") {
+      const fs::path full = fs::absolute(path, ec).lexically_normal();
+      diags.add(where, where_key, "file not found: '" + full.string() + "'",
+                "a relative path is read from the folder of the file that names it (" +
+                    full.parent_path().string() + "), not from the working directory");
+    } else {
+      diags.add(where, where_key, "file not found: '" + path + "'");
+    }
     return false;
   }
   bool ok = true;

@@ -58,6 +58,18 @@ bool in_range(const FieldSpec& spec, double v) {
   return true;
 }
 
+// Advice for a quoted "$name" or "${name}" where a value belongs: quoted, it
+// is a string, not a block parameter; "" for any other node.
+std::string quoted_reference_advice(const Node& node) {
+  if (!node.is_scalar() || !node.quoted() || node.text().size() < 2 || node.text()[0] != '$')
+    return {};
+  std::string name = node.text().substr(1);
+  if (name.size() >= 2 && name.front() == '{' && name.back() == '}')
+    name = name.substr(1, name.size() - 2);
+  return "a block parameter is written without quotes: $" + name + " (quoted, it is the string '" +
+         node.text() + "')";
+}
+
 // One number/integer element (a scalar or a list item). Every number field
 // rejects infinities here (NaN fails the range check), so no field needs its own.
 template <class T>
@@ -92,9 +104,10 @@ bool parse_number_element(const Node& node, const FieldSpec& spec, const std::st
   }
   if (!value || !in_range(spec, *value)) {
     const bool float32_limit = value && spec.float32 && beyond_float32(*value);
+    const std::string reference = quoted_reference_advice(node);
     diags.add(node.mark(), key_path,
               "expected " + expected_number(spec) + ", found " + describe(node),
-              range_advice(spec, float32_limit));
+              reference.empty() ? range_advice(spec, float32_limit) : reference);
     return false;
   }
   // In range, but between 0 and the smallest magnitude float32 holds.

@@ -258,18 +258,45 @@ std::string override_key(const std::string& override_text) {
   return override_text.substr(0, override_text.find('='));
 }
 
+namespace {
+
+// Quoted whole unless it is long (a path of thousands of bytes).
+std::string quoted_override(const std::string& text) {
+  constexpr std::size_t kQuoted = 160;
+  return "'" + (text.size() > kQuoted ? text.substr(0, kQuoted) + "..." : text) + "'";
+}
+
+// Whether an override's key ("model.layers[5].out_features", "+data.x")
+// lies under `section` ("model.layers"): a key or an index within it.
+bool sets_part_of(const std::string& override_text, const std::string& section) {
+  std::string key = override_key(override_text);
+  if (!key.empty() && (key.front() == '+' || key.front() == '~')) key.erase(0, 1);
+  return !section.empty() && key.size() > section.size() &&
+         key.compare(0, section.size(), section) == 0 &&
+         (key[section.size()] == '.' || key[section.size()] == '[');
+}
+
+}  // namespace
+
 Diagnostics annotate_overrides(const Diagnostics& diags,
                                const std::vector<std::string>& overrides) {
   Diagnostics out;
   for (Diagnostic d : diags.list()) {
-    if (d.mark.file == kCommandLine && d.mark.line >= 1 &&
-        d.mark.line <= static_cast<int>(overrides.size()) &&
-        d.message.find(" (in override ") == std::string::npos) {
-      // Quoted whole unless it is long (a path of thousands of bytes).
-      constexpr std::size_t kQuoted = 160;
-      const std::string& text = overrides[static_cast<std::size_t>(d.mark.line) - 1];
-      d.message += " (in override " + std::to_string(d.mark.line) + " '" +
-                   (text.size() > kQuoted ? text.substr(0, kQuoted) + "..." : text) + "')";
+    if (d.message.find(" (in override ") != std::string::npos ||
+        d.message.find(" (override ") != std::string::npos) {
+      // annotated before
+    } else if (d.mark.file == kCommandLine && d.mark.line >= 1 &&
+               d.mark.line <= static_cast<int>(overrides.size())) {
+      d.message += " (in override " + std::to_string(d.mark.line) + " " +
+                   quoted_override(overrides[static_cast<std::size_t>(d.mark.line) - 1]) + ")";
+    } else {
+      // Reported where the file writes a section, which overrides changed inside.
+      std::string changed;
+      for (std::size_t i = 0; i < overrides.size(); ++i)
+        if (sets_part_of(overrides[i], d.key_path))
+          changed += (changed.empty() ? "" : ", ") + std::to_string(i + 1) + " " +
+                     quoted_override(overrides[i]);
+      if (!changed.empty()) d.message += " (override " + changed + " changed it)";
     }
     out.add(std::move(d));
   }

@@ -69,8 +69,11 @@ double memory_capacity(const Session& s, const Backend& backend) {
 
 namespace {
 
-std::string whole_mib(double bytes) {
-  return std::to_string(static_cast<long long>(std::ceil(mib(bytes))));
+// "8.22": as `trainer plan` prints its figures, so a message and the plan agree.
+std::string mib_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", mib(bytes));
+  return text;
 }
 
 // What stays whatever the micro-batch: parameters, gradients, optimizer state.
@@ -83,8 +86,8 @@ double persistent_bytes(const MemoryEstimate& e) {
 std::string advice_when_one_does_not_fit(const MemoryEstimate& at_one, double usable) {
   if (persistent_bytes(at_one) > usable)
     return "parameters, gradients and optimizer state alone need " +
-           whole_mib(persistent_bytes(at_one)) +
-           " MiB, whatever the micro-batch: model.recompute "
+           mib_text(persistent_bytes(at_one)) +
+           " MiB at micro-batch 1 (the gradients with accumulation's buffer): model.recompute "
            "cannot help; use a smaller model, an optimizer with less state (adam keeps 2 tensors "
            "per parameter, sgd 1 with momentum and none without), or more memory";
   return "model.recompute: [blocks or layers] drops their activations after forward (`trainer "
@@ -98,7 +101,7 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
   if (capacity <= 0) return "capacity unknown";
   const double headroom = capacity * s.config.train.memory_headroom;
   if (e.total() + headroom <= capacity) return "fits";
-  std::string text = "does not fit by " + whole_mib(e.total() + headroom - capacity) +
+  std::string text = "does not fit by " + mib_text(e.total() + headroom - capacity) +
                      " MiB (with " +
                      std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
                      "% headroom). To make it fit:";
@@ -111,7 +114,7 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
   text += "\n    - train.micro_batch_size: auto -> micro-batch " +
           std::to_string(choice.session.batch.micro) + " x accumulation " +
           std::to_string(choice.session.batch.accumulation) + ", " +
-          whole_mib(choice.estimate.total()) + " MiB (the global batch stays " +
+          mib_text(choice.estimate.total()) + " MiB (the global batch stays " +
           std::to_string(s.batch.global) + ")";
   text +=
       "\n    - model.recompute: [blocks or layers] drops their activations after forward "
@@ -122,7 +125,7 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
     low.config.precision.mode = "bf16";
     build_model_graph(low);
     const double total = estimate_memory(low, backend).total();
-    if (total < e.total()) text += "\n    - precision: bf16 -> " + whole_mib(total) + " MiB";
+    if (total < e.total()) text += "\n    - precision: bf16 -> " + mib_text(total) + " MiB";
   }
   return text;
 }
@@ -134,7 +137,7 @@ void enforce_memory_limit(const Session& s, Backend& backend) {
   if (verdict == "fits") return;
   config::Diagnostics diags;
   diags.add(mark_of(s.config, "train.memory_limit_mib"), "train.memory_limit_mib",
-            "the memory plan needs " + whole_mib(e.total()) +
+            "the memory plan needs " + mib_text(e.total()) +
                 " MiB (`trainer plan` itemises it); with the limit of " +
                 std::to_string(s.config.train.memory_limit_mib) + " MiB it " + verdict);
   diags.throw_if_any();
@@ -168,19 +171,18 @@ void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
                                    ? "the limit of " +
                                          std::to_string(s.config.train.memory_limit_mib) +
                                          " MiB (train.memory_limit_mib)"
-                                   : "the " + whole_mib(choice.capacity) + " MiB available";
+                                   : "the " + mib_text(choice.capacity) + " MiB available";
   config::Diagnostics diags;
-  diags.add(mark_of(s.config, "train.micro_batch_size"), "train.micro_batch_size",
-            "auto: even a micro-batch of 1 needs " + whole_mib(choice.estimate.total()) +
-                (detail == UnfitDetail::plan_printed
-                     ? " MiB (itemised above), more than the "
-                     : " MiB (`trainer plan` itemises it), more than the ") +
-                std::to_string(static_cast<long long>(mib(usable))) + " MiB usable of " + capacity +
-                " less " + std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
-                "% headroom",
-            detail == UnfitDetail::plan_printed
-                ? std::string()
-                : advice_when_one_does_not_fit(choice.estimate, usable));
+  diags.add(
+      mark_of(s.config, "train.micro_batch_size"), "train.micro_batch_size",
+      "auto: even a micro-batch of 1 needs " + mib_text(choice.estimate.total()) +
+          (detail == UnfitDetail::plan_printed
+               ? " MiB (itemised above), more than the "
+               : " MiB (`trainer plan` itemises it), more than the ") +
+          mib_text(usable) + " MiB usable of " + capacity + " less " +
+          std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) + "% headroom",
+      detail == UnfitDetail::plan_printed ? std::string()
+                                          : advice_when_one_does_not_fit(choice.estimate, usable));
   diags.throw_if_any();
 }
 

@@ -187,11 +187,21 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
     diags.add(mark, "data.eval", std::string("its samples do not fit the transforms: ") + e.what());
     return;
   }
-  if (eval_shape != s.sample_shape)
+  if (eval_shape != s.sample_shape && eval.sample_shape() == train.sample_shape()) {
+    // The same samples made different: by the evaluation transforms.
+    const auto& given = config.data.eval_transforms;
+    diags.add(given.empty() ? mark : given.front().mark, "data.eval_transforms",
+              "they make the evaluation samples " + to_string(eval_shape) +
+                  ", but data.transforms makes the training samples " + to_string(s.sample_shape) +
+                  " (the model's input) from samples of the same shape",
+              "give data.eval_transforms the same shape-changing steps (a random_crop of the "
+              "training's size, which evaluation takes as a centre crop)");
+  } else if (eval_shape != s.sample_shape) {
     diags.add(mark, "data.eval",
               "its samples are " + to_string(eval_shape) + " after the transforms, but " +
                   "data.train's are " + to_string(s.sample_shape) + " (the model's input)",
               "use an evaluation set of the same shape as the training set");
+  }
   const std::int64_t train_classes = train.num_classes(), eval_classes = eval.num_classes();
   if ((train_classes > 0) != (eval_classes > 0)) {
     const auto kind = [](std::int64_t classes) {

@@ -18,9 +18,11 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <utility>
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -73,20 +75,42 @@ class LogFailure {
   std::string first_;
 };
 
+// "%*" in a pattern: "warning: " or "error: " before a line of that level,
+// as the command line marks its own; nothing before an info line.
+class LevelMark final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string_view mark = msg.level >= spdlog::level::err    ? "error: "
+                                  : msg.level == spdlog::level::warn ? "warning: "
+                                                                     : "";
+    dest.append(mark.data(), mark.data() + mark.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<LevelMark>();
+  }
+};
+
+std::unique_ptr<spdlog::formatter> line_format(const std::string& pattern) {
+  auto format = std::make_unique<spdlog::pattern_formatter>();
+  format->add_flag<LevelMark>('*').set_pattern(pattern + "%*%v");
+  return format;
+}
+
 // The root rank logs to the terminal and train.log; other ranks only report warnings.
 std::shared_ptr<spdlog::logger> make_logger(const std::string& run_dir,
                                             const Collective& collective,
                                             const std::shared_ptr<LogFailure>& failure) {
   auto console = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
-  console->set_pattern(
-      collective.world() > 1 ? "[rank " + std::to_string(collective.rank()) + "] %v" : "%v");
+  console->set_formatter(line_format(
+      collective.world() > 1 ? "[rank " + std::to_string(collective.rank()) + "] " : ""));
   if (!collective.is_root()) {
     auto logger = std::make_shared<spdlog::logger>("trainer", console);
     logger->set_level(spdlog::level::warn);
     return logger;
   }
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(run_dir + "/train.log", false);
-  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
+  file->set_formatter(line_format("[%Y-%m-%d %H:%M:%S.%e] "));
   auto logger = std::make_shared<spdlog::logger>("trainer", spdlog::sinks_init_list{console, file});
   // A line per log point: written through at once, so a run that dies (a
   // full disk, a kill) leaves train.log up to its last line.
@@ -567,8 +591,8 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       s.graph.parameter_count(), frozen > 0 ? fmt::format(" ({} frozen)", frozen) : "",
       s.graph.nodes.size(), static_cast<double>(program.memory_plan().arena_bytes) / (1 << 20),
       s.batch.global, s.batch.micro, accumulation_);
-  log_->info("training {} steps ({} per epoch) on {}", total_steps_, steps_per_epoch_,
-             backend_.name());
+  log_->info("training {} step{} ({} per epoch) on {}", total_steps_, total_steps_ == 1 ? "" : "s",
+             steps_per_epoch_, backend_.name());
   prepare_optimizer();
 
   // The logging window and the records go on from where the checkpoint left them.

@@ -477,12 +477,13 @@ TEST_CASE("2 ranks resume past a corrupt checkpoint: the root alone sets it asid
   CHECK_THAT(r.out,
              Catch::Contains("resuming from " + (part / "checkpoints/step-00000002").string()));
   // Rank 0 moved it; rank 1 at most reported it (moving it too could delete rank 0's copy).
-  CHECK_THAT(r.out, Catch::Contains("[rank 0] checkpoint " + newest.string() + " is unusable"));
+  CHECK_THAT(r.out,
+             Catch::Contains("[rank 0] warning: checkpoint " + newest.string() + " is unusable"));
   CHECK_THAT(r.out, Catch::Contains("moved to " + newest.string() + ".bad"));
   std::istringstream lines(r.out);
   int rank1_reports = 0;
   for (std::string line; std::getline(lines, line);)
-    if (line.rfind("[rank 1] checkpoint " + newest.string() + " is unusable", 0) == 0) {
+    if (line.rfind("[rank 1] warning: checkpoint " + newest.string() + " is unusable", 0) == 0) {
       ++rank1_reports;
       CHECK(line.find("moved to") == std::string::npos);
     }

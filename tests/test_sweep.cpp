@@ -55,10 +55,10 @@ std::string replaced(std::string text, const std::string& from, const std::strin
 TEST_CASE("a trial that fails does not stop the sweep, is retried, and is reported") {
   TempDir tmp("sweep-fail");
   write_text(tmp / "tiny.yaml", tiny_experiment() + "sweep: {max_retries: 1}\n");
-  // A batch of 1000 passes the field checks but not the 512 training samples:
-  // that trial fails when it starts.
+  // A rate of 1e30 passes every check, and the weights overflow: that trial
+  // fails at its first log point.
   const std::vector<std::string> args = {
-      "sweep", tmp / "tiny.yaml", "train.max_steps=10", "--grid", "train.batch_size=32,1000,16",
+      "sweep", tmp / "tiny.yaml", "train.max_steps=10", "--grid", "optimizer.lr=0.01,1e30,0.003",
       "--out", tmp / "sw"};
   CHECK(run_to_end(args, tmp / "1.log") == 1);
   auto state = trial_state(tmp / "sw");
@@ -67,13 +67,15 @@ TEST_CASE("a trial that fails does not stop the sweep, is retried, and is report
   CHECK(state["trial-001"]["status"] == "failed");
   CHECK(state["trial-001"]["failures"] == 2);  // the first try and one retry
   CHECK(state["trial-000"]["failures"] == 0);
-  CHECK(state["trial-001"]["error"].get<std::string>().find("train.batch_size") !=
+  CHECK(state["trial-001"]["error"].get<std::string>().find("lower optimizer.lr") !=
         std::string::npos);
   const std::string table = read_text(tmp / "sw/results.md");
   INFO(table);
   CHECK(table.find("| 1 | trial-0") != std::string::npos);
   CHECK(table.find("trial-001 | failed") != std::string::npos);
-  CHECK(table.find("train.batch_size") != std::string::npos);
+  CHECK(table.find("optimizer.lr") != std::string::npos);
+  // The failed one is listed last.
+  CHECK(table.find("trial-001 | failed") > table.find("trial-002 | done"));
   CHECK(table.find("| failures | error |") != std::string::npos);
   CHECK(table.find("trial-000 | done | ") != std::string::npos);
   const auto csv = read_lines(tmp / "sw/trials.csv");
@@ -492,4 +494,43 @@ TEST_CASE("errors in the sweep section's values are reported where they are writ
   CHECK(read_text(tmp / "3.log") ==
         "--grid flag 1: error: sweep.grid.optimizer.lrr: with optimizer.lrr=1: unknown key "
         "'lrr'\n    did you mean 'lr'?\nsweep: 2 of 2 trials have config errors; none was run\n");
+}
+
+TEST_CASE("every trial's data is checked before any runs, once per setting the checks read") {
+  TempDir tmp("sweep-data-checks");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // 1000 passes the field checks but does not fill a batch from 512 samples;
+  // the checks of 16 come first.
+  CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--grid", "train.batch_size=16,1000", "--grid",
+                    "optimizer.lr=0.1,0.01", "--out", tmp / "sw"},
+                   tmp / "1.log") == 2);
+  const std::string log = read_text(tmp / "1.log");
+  INFO(log);
+  CHECK(log.find("do not fill one batch of 1000") != std::string::npos);
+  CHECK(log.find("sweep: 2 of 4 trials have config errors; none was run") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "sw/trials"));
+}
+
+TEST_CASE("a trial whose config no longer matches its run directory stops the sweep") {
+  TempDir tmp("sweep-trial-config");
+  write_text(tmp / "tiny.yaml", tiny_experiment(64));
+  const std::vector<std::string> args = {"sweep",   tmp / "tiny.yaml",        "train.max_steps=4",
+                                         "--grid",  "optimizer.lr=0.01,0.02", "--out",
+                                         tmp / "sw"};
+  REQUIRE(run_to_end(args, tmp / "1.log") == 0);
+  // The same sweep named by another spelling of the config's path is the same sweep.
+  std::vector<std::string> spelled = args;
+  spelled[1] = tmp / "./tiny.yaml";
+  REQUIRE(run_to_end(spelled, tmp / "2.log") == 0);
+  CHECK(read_text(tmp / "2.log").find("0 to run") != std::string::npos);
+  // A trial resumed by hand with other settings is not ranked with the others.
+  REQUIRE(run_to_end({"run", "--resume", tmp / "sw/trials/trial-001", "train.max_steps=6"},
+                     tmp / "3.log") == 0);
+  CHECK(run_to_end(args, tmp / "4.log") == 2);
+  const std::string refused = read_text(tmp / "4.log");
+  INFO(refused);
+  CHECK(refused.find("error: the run directory of trial-001 in the sweep directory '" +
+                     (tmp / "sw") +
+                     "' holds another config than this sweep gives it: "
+                     "train.max_steps: 6 -> 4") != std::string::npos);
 }

@@ -8,7 +8,13 @@
 // quoted value reaches the trials (and sweep.yaml) as the string written; the
 // file's grid takes lists of scalars as values, as --grid does; a misspelt
 // key anywhere in the section is an error with a suggestion.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,6 +25,7 @@
 #include "runner/config/yaml_reader.h"
 #include "runner/sweep/sweep_dir.h"
 #include "runner/sweep/sweep_spec.h"
+#include "runner/sweep/trial_record.h"
 
 using namespace trainer;
 
@@ -303,4 +310,21 @@ TEST_CASE("sweep.yaml records a quoted value as the string written") {
   config::apply_overrides(other, {trials->value_at(1).items().at(0).text()}, d);
   REQUIRE(d.empty());
   CHECK(config::classify(*other.find("name")) == config::ScalarKind::string);
+}
+
+TEST_CASE("the tables show a swept string's value, not its YAML quoting") {
+  sweep::TrialRecord quoted;
+  quoted.trial.id = "trial-000";
+  quoted.trial.overrides = {"data.train.path=\"data/with,comma.csv\"", "optimizer.lr=0.10",
+                            "model.layers[1].kernel=[3, 3]"};
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("trainer-trials-" + std::to_string(::getpid()) + ".csv"))
+                               .string();
+  sweep::write_trials_csv(path, {quoted});
+  std::ifstream in(path);
+  const std::string csv((std::istreambuf_iterator<char>(in)), {});
+  std::remove(path.c_str());
+  INFO(csv);
+  // CSV-quoted once for its comma; a number as written; a list as written.
+  CHECK(csv.find(",\"data/with,comma.csv\",0.10,\"[3, 3]\",") != std::string::npos);
 }

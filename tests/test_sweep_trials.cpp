@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
+#include "test_image_fixtures.h"
 #include "test_resume_fixtures.h"
 
 using namespace trainer::testing;
@@ -207,24 +208,33 @@ TEST_CASE("--out naming a directory that holds something else is refused, leavin
 
 TEST_CASE("a retried trial reports its latest attempt's error; max_retries may change on resume") {
   TempDir tmp("sweep-retry-error");
-  write_csv(tmp / "good.csv");
-  write_text(tmp / "csv.yaml", csv_experiment("good.csv", tmp / "runs") +
-                                   "sweep: {grid: {data.train.path: [good.csv, other.csv]}, "
-                                   "objective: {metric: train.loss}}\n");
-  const std::vector<std::string> args = {"sweep", tmp / "csv.yaml"};
-  REQUIRE(run_to_end(args, tmp / "1.log") == 1);  // other.csv is missing
+  // Images are decoded as the run reads them: a damaged one fails the trial
+  // that trains on it, not the checks before any trial runs.
+  trainer::data::testing::write_image_folder(tmp / "good", 8);
+  trainer::data::testing::write_image_folder(tmp / "other", 8, {"a/1.png"});
+  write_text(tmp / "img.yaml",
+             "name: img\noutput: {dir: " + (tmp / "runs") +
+                 "}\n"
+                 "data:\n  train: {type: image_folder, root: good, size: 3}\n  workers: 1\n"
+                 "model:\n  layers: [{type: flatten}, {type: linear, out_features: 2}]\n"
+                 "train: {max_steps: 4, batch_size: 4, log_every: 2}\n"
+                 "backend: {threads: 1}\n"
+                 "sweep: {grid: {data.train.root: [good, other]}, objective: {metric: "
+                 "train.loss}}\n");
+  const std::vector<std::string> args = {"sweep", tmp / "img.yaml"};
+  REQUIRE(run_to_end(args, tmp / "1.log") == 1);
   const std::string first = read_text(tmp / "1.log");
   INFO(first);
   const auto at = first.find("results in ");
   REQUIRE(at != std::string::npos);
   const std::string dir =
       fs::path(first.substr(at + 11, first.find('\n', at) - at - 11)).parent_path().string();
-  CHECK(trial_state(dir)["trial-001"]["error"].get<std::string>().find("does not exist") !=
+  CHECK(trial_state(dir)["trial-001"]["error"].get<std::string>().find("a/1.png") !=
         std::string::npos);
 
-  // Now the file is there but damaged; retries allowed on the command line:
-  // the same sweep directory, and the error of the attempt that just failed.
-  write_csv(tmp / "other.csv", true);
+  // Now another image is damaged; retries allowed on the command line: the
+  // same sweep directory, and the error of the attempt that just failed.
+  trainer::data::testing::write_image_folder(tmp / "other", 8, {"b/2.png"});
   std::vector<std::string> retry = args;
   retry.push_back("sweep.max_retries=1");
   REQUIRE(run_to_end(retry, tmp / "2.log") == 1);
@@ -234,8 +244,8 @@ TEST_CASE("a retried trial reports its latest attempt's error; max_retries may c
   CHECK(state["trial-001"]["failures"] == 2);
   const std::string error = state["trial-001"]["error"].get<std::string>();
   INFO(error);
-  CHECK(error.rfind("exit 2: ", 0) == 0);
-  CHECK(error.find("'oops'") != std::string::npos);
-  CHECK(error.find("does not exist") == std::string::npos);
-  CHECK(read_text(dir + "/results.md").find("'oops'") != std::string::npos);
+  CHECK(error.rfind("exit 1: ", 0) == 0);
+  CHECK(error.find("b/2.png") != std::string::npos);
+  CHECK(error.find("a/1.png") == std::string::npos);
+  CHECK(read_text(dir + "/results.md").find("b/2.png") != std::string::npos);
 }

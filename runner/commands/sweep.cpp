@@ -116,33 +116,49 @@ class TrialErrorReport {
   bool sweep_error_ = false;
 };
 
-// The errors of the model's checks (layer types, attributes, shapes) and
-// the data's, or none when they pass.
-std::optional<config::Diagnostics> model_check_errors(const config::Config& config) {
+// What the model's checks (layer types, attributes, shapes) and the data's
+// found: their errors (none when they pass), else their warnings.
+struct CheckResult {
+  std::optional<config::Diagnostics> errors;
+  std::vector<config::Diagnostic> warnings;
+};
+
+CheckResult model_and_data_checks(const config::Config& config) {
   try {
-    config::run_validation_hooks(config);
+    return {std::nullopt, config::run_validation_hooks(config)};
   } catch (const config::ConfigError& e) {
-    return e.diagnostics();
+    return {e.diagnostics(), {}};
   }
-  return std::nullopt;
+}
+
+// Swept keys those checks never read (the training dynamics' scalars and
+// the schedule), so trials that differ only in them share one check: a
+// learning-rate sweep opens the data once.
+bool checks_ignore(const std::string& override_text) {
+  const std::string key = config::override_key(override_text);
+  for (const char* ignored : {"optimizer.lr", "optimizer.weight_decay", "optimizer.beta1",
+                              "optimizer.beta2", "optimizer.eps", "optimizer.nesterov"})
+    if (key == ignored) return true;
+  return key.rfind("schedule.", 0) == 0 || key == "schedule";
 }
 
 // Every trial's config, resolved and checked field by field before any
 // trial runs (a typo in a swept key or a value out of range would otherwise
 // fail each trial in turn), and the objective against what the trials
 // record. A value of the sweep section is read as written there (a relative
-// path is relative to its file). The model's checks run once per distinct
-// setting of the `model.` keys the trials make (once when they make none),
-// and their errors count against every trial with that setting; the rest of
-// the data checks are each trial's. Prints the errors and returns whether
-// there were any; else fills `configs` with each trial's resolved config.
+// path is relative to its file). The model's and the data's checks run once
+// per distinct setting of the swept keys they read (once when the trials
+// differ only in, say, the learning rate), and their errors count against
+// every trial with that setting. Prints the errors and returns whether there
+// were any; else fills `configs` with each trial's resolved config, its
+// warnings with those of the checks.
 bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config_path,
                            std::vector<config::Config>& configs) {
   TrialErrorReport report(job);
   sweep::ObjectiveCheck objective(job.spec);
-  // The model checks' errors for each distinct setting of the swept model
-  // keys (none when it passed), so a trial repeating a setting counts too.
-  std::map<std::string, std::optional<config::Diagnostics>> model_errors;
+  // The checks' result for each distinct setting of the swept keys they
+  // read, so a trial repeating a setting counts too.
+  std::map<std::string, CheckResult> checked_settings;
   for (const auto& trial : job.trials) {
     std::vector<std::string> overrides = job.overrides;
     overrides.insert(overrides.end(), trial.overrides.begin(), trial.overrides.end());
@@ -152,18 +168,18 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
                                                           : std::nullopt);
     try {
       config::Config trial_config = config::load_config(job.config_path, overrides, origins);
-      // The model's own checks (layer types, attributes, shapes), once for
-      // each setting the sweep gives its keys (none: the config's own model).
-      std::string model;
+      std::string setting;
       for (const auto& o : trial.overrides)
-        if (o.rfind("model.", 0) == 0) model += o + "\n";
-      auto checked = model_errors.find(model);
-      if (checked == model_errors.end())
-        checked = model_errors.emplace(model, model_check_errors(trial_config)).first;
-      if (checked->second) {
-        report.add(trial, *checked->second);
+        if (!checks_ignore(o)) setting += o + "\n";
+      auto checked = checked_settings.find(setting);
+      if (checked == checked_settings.end())
+        checked = checked_settings.emplace(setting, model_and_data_checks(trial_config)).first;
+      if (checked->second.errors) {
+        report.add(trial, *checked->second.errors);
         continue;
       }
+      trial_config.warnings.insert(trial_config.warnings.end(), checked->second.warnings.begin(),
+                                   checked->second.warnings.end());
       objective.add(trial.id, trial_config);
       configs.push_back(std::move(trial_config));
     } catch (const config::ConfigError& e) {
@@ -199,7 +215,9 @@ int command_sweep(const CommandArgs& args) {
   const config::Config config =
       sweep::load_base_config(args.config_path, args.overrides, args.grid, "sweep").config;
   sweep::SweepJob job;
-  job.config_path = std::filesystem::absolute(args.config_path).string();
+  // One spelling for one file (./a.yaml, x/../a.yaml): the sweep's record names it.
+  job.config_path =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(args.config_path)).string();
   job.overrides = args.overrides;
   job.spec = sweep::parse_sweep(config.sweep, args.grid, static_cast<std::uint64_t>(config.seed));
   if (!config.sweep.is_map()) job.spec.section_mark = {args.config_path, 0, 0};
@@ -227,6 +245,13 @@ int command_sweep(const CommandArgs& args) {
   std::filesystem::create_directories(job.dir);
   // One sweep process at a time: two would run the same trials into the same folders.
   const train::RunDirLock lock(job.dir, "sweep directory");
+  for (std::size_t i = 0; i < job.trials.size(); ++i)
+    if (const std::string conflict =
+            sweep::trial_conflict(job.dir, job.trials[i].id, trial_configs[i].resolved);
+        !conflict.empty()) {
+      std::fprintf(stderr, "error: %s\n", conflict.c_str());
+      return 2;
+    }
   sweep::write_sweep_record(job.dir, record, base_config);
   for (std::size_t i = 0; i < job.trials.size(); ++i) {
     const config::Config& trial = trial_configs[i];

@@ -13,6 +13,7 @@
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
+#include "runner/config/yaml_reader.h"
 #include "runner/train/run_lock.h"
 #include "runner/train/sha256.h"
 
@@ -137,7 +138,49 @@ std::string misplaced_entry(const std::string& dir) {
   return "";
 }
 
+// `yaml` (a resolved config) without what the sweep sets per launch: the
+// threads and the GPU of the slot a trial ran in.
+std::string without_launch_settings(const std::string& yaml) {
+  config::Diagnostics ignored;
+  bool ok = true;
+  config::Node tree = config::parse_yaml(yaml, "<config>", ignored, &ok);
+  if (!ok || !tree.is_map()) return yaml;
+  tree.erase("devices");
+  if (config::Node* backend = tree.find("backend"); backend && backend->is_map())
+    backend->erase("threads");
+  return config::to_yaml(tree);
+}
+
 }  // namespace
+
+std::string trial_conflict(const std::string& dir, const std::string& trial_id,
+                           const config::Node& resolved) {
+  // What the trial trained (its run's config.yaml), else what an earlier
+  // invocation gave it (configs/).
+  const fs::path run_config = fs::path(dir) / "trials" / trial_id / "config.yaml";
+  const fs::path given = fs::path(dir) / "configs" / (trial_id + ".yaml");
+  std::error_code error;
+  const bool started = fs::is_regular_file(run_config, error);
+  const fs::path recorded = started ? run_config : given;
+  if (!fs::is_regular_file(recorded, error)) return "";
+  const std::string was =
+      without_launch_settings(config::resolved_today(read_text(recorded), "sweep"));
+  const std::string now = without_launch_settings(trial_base_config(resolved));
+  const std::string changes = config::value_changes(was, now);
+  if (changes.empty()) return "";
+  return std::string(started ? "the run directory of " : "") + trial_id +
+         " in the sweep directory '" + dir +
+         "' holds another config than this sweep gives it: " + changes +
+         " (relative paths in overrides and --grid values are read from the working directory; "
+         "a trial resumed by hand with overrides keeps them); ranking it with the others would "
+         "compare different configs.\n    repeat the command from the directory the sweep "
+         "started in, or move " +
+         (started ? (fs::path(dir) / "trials" / trial_id).string() +
+                        " aside to run it again as "
+                        "this sweep gives it, "
+                  : std::string()) +
+         "or use a new --out directory";
+}
 
 std::string trial_base_config(const config::Node& resolved) {
   config::Node tree = resolved;

@@ -27,6 +27,15 @@ std::string sweep_record(const SweepJob& job, const std::string& base_config);
 std::string reuse_conflict(const std::string& dir, const std::string& record,
                            const std::string& base_config);
 
+// "" when trial `trial_id` of the sweep in `dir` has not started, or its
+// config there (what its run trained, else what an earlier invocation gave
+// it) holds the values of `resolved`, this invocation's (the threads and GPU
+// the sweep sets per launch aside); else the error naming the values that
+// differ and what to do. A relative path read from another working
+// directory, or a trial resumed by hand with overrides, makes one.
+std::string trial_conflict(const std::string& dir, const std::string& trial_id,
+                           const config::Node& resolved);
+
 // Writes sweep.yaml and config.yaml into `dir` (each atomically).
 void write_sweep_record(const std::string& dir, const std::string& record,
                         const std::string& base_config);

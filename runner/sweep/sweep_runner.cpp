@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "ops/cpu/onednn.h"
@@ -22,6 +23,7 @@
 #include "runner/config/diagnostics.h"
 #include "runner/sweep/trial_record.h"
 #include "runner/train/progress.h"
+#include "runner/train/run_lock.h"
 
 namespace trainer::sweep {
 namespace fs = std::filesystem;
@@ -34,9 +36,12 @@ struct Running {
 
 // Each attempt's output begins with this line in the trial's log.
 constexpr const char* kAttemptLine = "sweep: attempt ";
+// What a run refused because another process holds its directory says.
+constexpr const char* kInUse = "is in use by another trainer process";
 
 // Why a trial's process ended (`status` from waitpid) and the error it
-// printed last: the first "error: ..." line of its latest attempt, else that
+// printed: the first "error: ..." line of its latest attempt, else (for an
+// exit, not a signal, which strikes whatever the run was doing) that
 // attempt's last line.
 std::string failure_of(const std::string& log_path, int status) {
   std::ifstream in(log_path);
@@ -52,7 +57,7 @@ std::string failure_of(const std::string& log_path, int status) {
     if (error.empty() && line.find("error:") != std::string::npos)
       error = line;  // the first one names the cause
   }
-  std::string text = !error.empty() ? error : last;
+  std::string text = !error.empty() ? error : WIFSIGNALED(status) ? std::string() : last;
   if (text.size() > 300) text = text.substr(0, 300) + "...";
   std::string how;
   if (WIFSIGNALED(status)) {
@@ -143,8 +148,11 @@ int run_sweep(const SweepJob& job) {
       r.status = "interrupted";  // its run directory says it did not finish
     }
   }
-  // A trial runs again after a failure while it has retries left.
-  const auto may_run = [&](const TrialRecord& r) { return r.failures <= job.spec.max_retries; };
+  // A trial runs again after a failure while it has retries left; an
+  // interrupted one (a retry among them) always goes on.
+  const auto may_run = [&](const TrialRecord& r) {
+    return r.status == "interrupted" || r.failures <= job.spec.max_retries;
+  };
   auto report = [&] {
     save_trial_state(state_path, records);
     write_trials_csv((dir / "trials.csv").string(), records);
@@ -164,6 +172,7 @@ int run_sweep(const SweepJob& job) {
       std::max<std::int64_t>(1, static_cast<std::int64_t>(cores) / slots);
   std::vector<bool> slot_busy(static_cast<std::size_t>(slots), false);
   std::map<pid_t, Running> running;
+  std::set<std::size_t> waiting;  // trials told to wait for another process
   checkpoint::StopSignals stop_signals;
   bool forwarded = false;
   std::printf("sweep: %zu trials, %zu to run, %lld at once; results in %s\n", records.size(),
@@ -176,8 +185,16 @@ int run_sweep(const SweepJob& job) {
   while (!queue.empty() || !running.empty()) {
     const int stop = checkpoint::stop_requested();
     while (stop == 0 && !queue.empty() && static_cast<std::int64_t>(running.size()) < slots) {
-      const std::size_t index = queue.front();
-      queue.pop_front();
+      // The first queued trial whose run directory no other process holds.
+      const auto free_one = std::find_if(queue.begin(), queue.end(), [&](std::size_t i) {
+        const std::string holder = train::held_by_another(records[i].run_dir, "run directory");
+        if (!holder.empty() && waiting.insert(i).second)
+          std::printf("sweep: %s waits: %s\n", records[i].trial.id.c_str(), holder.c_str());
+        return holder.empty();
+      });
+      if (free_one == queue.end()) break;  // each waits for its holder to end
+      const std::size_t index = *free_one;
+      queue.erase(free_one);
       std::size_t slot = 0;
       while (slot_busy[slot]) ++slot;
       TrialRecord& r = records[index];
@@ -242,6 +259,14 @@ int run_sweep(const SweepJob& job) {
       r.error.clear();
     } else if (forwarded && (code == 130 || code == 143)) {
       r.status = "interrupted";
+      r.error.clear();  // an earlier attempt's, not why this one stopped
+    } else if (code == 2 && failure_of(log_path, status).find(kInUse) != std::string::npos) {
+      // Not the trial's failure: another process (of an earlier sweep that
+      // was stopped, finishing its step) held the run directory. It waits.
+      r.status = "interrupted";
+      if (!forwarded) queue.push_back(run.index);
+      report();
+      continue;
     } else {
       ++r.failures;
       r.error = failure_of(log_path, status);

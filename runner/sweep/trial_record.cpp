@@ -13,15 +13,23 @@
 #include "data/file_kind.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/overrides.h"
+#include "runner/config/yaml_reader.h"
 #include "runner/json_shown.h"
 #include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
 namespace {
 
+// The value an override gives, as the tables show it: a scalar's value (a
+// quoted string without its quotes and escapes), a list or map as written.
 std::string value_of(const std::string& override_text) {
   const auto eq = override_text.find('=');
-  return eq == std::string::npos ? "" : override_text.substr(eq + 1);
+  if (eq == std::string::npos) return "";
+  const std::string text = override_text.substr(eq + 1);
+  config::Diagnostics ignored;
+  bool ok = true;
+  const config::Node value = config::parse_yaml(text, "<value>", ignored, &ok);
+  return ok && value.is_scalar() ? value.text() : text;
 }
 
 std::vector<std::string> swept_keys(const std::vector<TrialRecord>& records) {
@@ -285,10 +293,15 @@ void write_results_table(const std::string& path, const std::vector<TrialRecord>
                          const SweepSpec& spec) {
   std::vector<const TrialRecord*> order;
   for (const auto& r : records) order.push_back(&r);
+  // Ranked ones by the objective, then finished ones without it, then those
+  // still to run, then the failed ones.
+  const auto group = [](const TrialRecord& r) {
+    if (r.status == "done") return r.objective ? 0 : 1;
+    return r.status == "failed" ? 3 : 2;
+  };
   std::stable_sort(order.begin(), order.end(), [&](const TrialRecord* a, const TrialRecord* b) {
-    const bool ra = a->status == "done" && a->objective, rb = b->status == "done" && b->objective;
-    if (ra != rb) return ra;
-    if (!ra) return false;
+    if (group(*a) != group(*b)) return group(*a) < group(*b);
+    if (group(*a) != 0) return false;
     return spec.maximize ? *a->objective > *b->objective : *a->objective < *b->objective;
   });
   const auto keys = swept_keys(records);

@@ -534,3 +534,16 @@ TEST_CASE("a trial whose config no longer matches its run directory stops the sw
                      "' holds another config than this sweep gives it: "
                      "train.max_steps: 6 -> 4") != std::string::npos);
 }
+
+TEST_CASE("trainer run of a config with a sweep section says it trains the config's own values") {
+  TempDir tmp("sweep-run-note");
+  write_text(tmp / "tiny.yaml",
+             tiny_experiment(64) + "sweep: {grid: {optimizer.lr: [0.1, 0.2]}}\n");
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "train.max_steps=2", "--out", tmp / "run"},
+                     tmp / "1.log") == 0);
+  CHECK(count(read_text(tmp / "1.log"), "note: the sweep: section is read by `trainer sweep " +
+                                            (tmp / "tiny.yaml") + "`") == 1);
+  // Not again when the run goes on.
+  REQUIRE(run_to_end({"run", "--resume", tmp / "run", "train.max_steps=3"}, tmp / "2.log") == 0);
+  CHECK(read_text(tmp / "2.log").find("sweep: section") == std::string::npos);
+}

@@ -118,6 +118,11 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     if (!args.warnings_shown) print_config_warnings(config);
     if (const std::string note = train::precision_note(config); !note.empty())
       std::fprintf(stderr, "note: precision %s: %s\n", config.precision.mode.c_str(), note.c_str());
+    if (!resume && !config.sweep.is_null())
+      std::fprintf(stderr,
+                   "note: the sweep: section is read by `trainer sweep %s`; this run trains the "
+                   "config's own values\n",
+                   args.config_path.c_str());
   }
   // A resume from a checkpoint takes its weights from there, not model.init_from.
   train::Session session = train::prepare_session(

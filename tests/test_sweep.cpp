@@ -547,3 +547,38 @@ TEST_CASE("trainer run of a config with a sweep section says it trains the confi
   REQUIRE(run_to_end({"run", "--resume", tmp / "run", "train.max_steps=3"}, tmp / "2.log") == 0);
   CHECK(read_text(tmp / "2.log").find("sweep: section") == std::string::npos);
 }
+
+TEST_CASE("a sweep resumes with init_from through a link and a config named through a link") {
+  TempDir tmp("sweep-links");
+  write_text(tmp / "tiny.yaml", tiny_experiment(64));
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "train.max_steps=2", "--out", tmp / "src"},
+                     tmp / "0.log") == 0);
+  // checkpoints/last is a link; the trials' config.yaml names where it led.
+  const std::vector<std::string> args = {
+      "sweep",
+      tmp / "tiny.yaml",
+      "train.max_steps=2",
+      "model.init_from=" + (tmp / "src/checkpoints/last/model.safetensors"),
+      "--grid",
+      "optimizer.lr=0.01,0.02",
+      "--out",
+      tmp / "sw"};
+  REQUIRE(run_to_end(args, tmp / "1.log") == 0);
+  REQUIRE(run_to_end(args, tmp / "2.log") == 0);
+  CHECK(read_text(tmp / "2.log").find("0 to run") != std::string::npos);
+  // A config named through a link extends from the link's folder, as `run` reads it.
+  fs::create_directories(tmp / "exp");
+  fs::create_directories(tmp / "shared");
+  write_text(tmp / "shared/real.yaml", "extends: base.yaml\n");
+  write_text(tmp / "exp/base.yaml",
+             replaced(tiny_experiment(64), "out_features: 32", "out_features: 16"));
+  write_text(tmp / "shared/base.yaml",
+             replaced(tiny_experiment(64), "out_features: 32", "out_features: 8"));
+  fs::create_symlink("../shared/real.yaml", tmp / "exp/link.yaml");
+  REQUIRE(run_to_end({"sweep", tmp / "exp/link.yaml", "train.max_steps=1", "--grid",
+                      "optimizer.lr=0.01", "--out", tmp / "sw2"},
+                     tmp / "3.log") == 0);
+  const std::string trial = read_text(tmp / "sw2/configs/trial-000.yaml");
+  CHECK(trial.find("out_features: 16") != std::string::npos);
+  CHECK(trial.find("out_features: 8\n") == std::string::npos);
+}

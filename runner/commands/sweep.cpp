@@ -131,15 +131,20 @@ CheckResult model_and_data_checks(const config::Config& config) {
   }
 }
 
-// Swept keys those checks never read (the training dynamics' scalars and
-// the schedule), so trials that differ only in them share one check: a
-// learning-rate sweep opens the data once.
-bool checks_ignore(const std::string& override_text) {
+// Swept keys those checks never read, so trials that differ only in them
+// share one check (a learning-rate sweep opens the data once): the
+// optimizer's scalars, and the rest of the optimizer and the schedule unless
+// the checks plan memory against train.memory_limit_mib (`plans_memory`).
+bool checks_ignore(const std::string& override_text, bool plans_memory) {
   const std::string key = config::override_key(override_text);
   for (const char* ignored : {"optimizer.lr", "optimizer.weight_decay", "optimizer.beta1",
                               "optimizer.beta2", "optimizer.eps", "optimizer.nesterov"})
     if (key == ignored) return true;
-  return key.rfind("schedule.", 0) == 0 || key == "schedule";
+  // The rest of the optimizer and the schedule (whose cycled momentum needs
+  // a buffer) count only in the memory plan, checked against a limit.
+  const bool optimizer_or_schedule =
+      key.rfind("optimizer", 0) == 0 || key.rfind("schedule", 0) == 0;
+  return optimizer_or_schedule && !plans_memory;
 }
 
 // Every trial's config, resolved and checked field by field before any
@@ -168,9 +173,11 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
                                                           : std::nullopt);
     try {
       config::Config trial_config = config::load_config(job.config_path, overrides, origins);
+      const bool plans_memory =
+          trial_config.train.memory_limit_mib > 0 && trial_config.devices.gpus.empty();
       std::string setting;
       for (const auto& o : trial.overrides)
-        if (!checks_ignore(o)) setting += o + "\n";
+        if (!checks_ignore(o, plans_memory)) setting += o + "\n";
       auto checked = checked_settings.find(setting);
       if (checked == checked_settings.end())
         checked = checked_settings.emplace(setting, model_and_data_checks(trial_config)).first;
@@ -215,9 +222,9 @@ int command_sweep(const CommandArgs& args) {
   const config::Config config =
       sweep::load_base_config(args.config_path, args.overrides, args.grid, "sweep").config;
   sweep::SweepJob job;
-  // One spelling for one file (./a.yaml, x/../a.yaml): the sweep's record names it.
-  job.config_path =
-      std::filesystem::weakly_canonical(std::filesystem::absolute(args.config_path)).string();
+  // One spelling for one file (./a.yaml, x/../a.yaml: the sweep's record
+  // names it); a link stays a link, read from its own folder as the base is.
+  job.config_path = std::filesystem::absolute(args.config_path).lexically_normal().string();
   job.overrides = args.overrides;
   job.spec = sweep::parse_sweep(config.sweep, args.grid, static_cast<std::uint64_t>(config.seed));
   if (!config.sweep.is_map()) job.spec.section_mark = {args.config_path, 0, 0};

@@ -79,9 +79,11 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
       diags.add(where, where_key, "'" + path + "' is not a regular file");
     } else if (where_key == "extends") {
       const fs::path full = fs::absolute(path, ec).lexically_normal();
+      const fs::path folder =
+          fs::absolute(fs::path(where.file).parent_path(), ec).lexically_normal();
       diags.add(where, where_key, "file not found: '" + full.string() + "'",
                 "a relative path is read from the folder of the file that names it (" +
-                    full.parent_path().string() + "), not from the working directory");
+                    folder.string() + "), not from the working directory");
     } else {
       diags.add(where, where_key, "file not found: '" + path + "'");
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -34,6 +35,14 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
+// A recorded config path (a JSON string) spelt plainly: a record of an
+// earlier trainer may hold "/a/./sw.yaml".
+std::string normal_path(const std::string& json_string) {
+  const nlohmann::json path = nlohmann::json::parse(json_string, nullptr, false);
+  if (!path.is_string()) return json_string;
+  return fs::path(path.get<std::string>()).lexically_normal().string();
+}
+
 // The lines of a sweep.yaml that decide what its trials are: the config
 // path, its overrides and every trial's overrides (not the objective or
 // --parallel, which a resumed sweep may change; the content hash is compared
@@ -47,8 +56,9 @@ std::vector<std::string> identity_lines(const std::string& yaml) {
       in_trials = true;
       continue;
     }
-    if (in_trials ? line.rfind("  ", 0) == 0
-                  : line.rfind("config:", 0) == 0 || line.rfind("overrides:", 0) == 0)
+    if (line.rfind("config: ", 0) == 0 && !in_trials)
+      out.push_back("config: " + quoted(normal_path(line.substr(8))));
+    else if (in_trials ? line.rfind("  ", 0) == 0 : line.rfind("overrides:", 0) == 0)
       out.push_back(line);
     else if (line.rfind("  ", 0) != 0)
       in_trials = false;
@@ -138,16 +148,34 @@ std::string misplaced_entry(const std::string& dir) {
   return "";
 }
 
-// `yaml` (a resolved config) without what the sweep sets per launch: the
-// threads and the GPU of the slot a trial ran in.
-std::string without_launch_settings(const std::string& yaml) {
+// The model.init_from path a run's manifest keeps as it was given (its
+// config.yaml names the file a checkpoints/last link led to), or "".
+std::string init_from_as_given(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "manifest.json");
+  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+  if (manifest.is_discarded() || !manifest.is_object()) return "";
+  const auto from = manifest.find("init_from");
+  if (from == manifest.end() || !from->is_object()) return "";
+  const auto path = from->find("path");
+  return path != from->end() && path->is_string() ? path->get<std::string>() : "";
+}
+
+// `yaml`, a resolved config, as the sweep gives it to a trial: without what
+// the sweep sets per launch (the threads and the GPU of the slot it ran in),
+// model.init_from as given (`init_from` when not empty). nullopt when it
+// does not parse as a config.
+std::optional<std::string> as_given(const std::string& yaml, const std::string& init_from = "") {
   config::Diagnostics ignored;
   bool ok = true;
   config::Node tree = config::parse_yaml(yaml, "<config>", ignored, &ok);
-  if (!ok || !tree.is_map()) return yaml;
+  if (!ok || !tree.is_map()) return std::nullopt;
   tree.erase("devices");
   if (config::Node* backend = tree.find("backend"); backend && backend->is_map())
     backend->erase("threads");
+  config::Node* model = tree.find("model");
+  if (config::Node* from = model && model->is_map() ? model->find("init_from") : nullptr;
+      from && !init_from.empty())
+    *from = config::Node::scalar(init_from, from->mark(), from->quoted());
   return config::to_yaml(tree);
 }
 
@@ -155,18 +183,19 @@ std::string without_launch_settings(const std::string& yaml) {
 
 std::string trial_conflict(const std::string& dir, const std::string& trial_id,
                            const config::Node& resolved) {
-  // What the trial trained (its run's config.yaml), else what an earlier
-  // invocation gave it (configs/).
-  const fs::path run_config = fs::path(dir) / "trials" / trial_id / "config.yaml";
+  // What the trial trained (its run's config.yaml, once the run has
+  // written config.sha256), else what an earlier invocation gave it (configs/).
+  const fs::path run_dir = fs::path(dir) / "trials" / trial_id;
   const fs::path given = fs::path(dir) / "configs" / (trial_id + ".yaml");
   std::error_code error;
-  const bool started = fs::is_regular_file(run_config, error);
-  const fs::path recorded = started ? run_config : given;
+  const bool started = fs::is_regular_file(run_dir / "config.sha256", error);
+  const fs::path recorded = started ? run_dir / "config.yaml" : given;
   if (!fs::is_regular_file(recorded, error)) return "";
-  const std::string was =
-      without_launch_settings(config::resolved_today(read_text(recorded), "sweep"));
-  const std::string now = without_launch_settings(trial_base_config(resolved));
-  const std::string changes = config::value_changes(was, now);
+  const auto was = as_given(config::resolved_today(read_text(recorded), "sweep"),
+                            started ? init_from_as_given(run_dir) : "");
+  // One that no longer reads is the run's own to report when it resumes.
+  if (!was) return "";
+  const std::string changes = config::value_changes(*was, *as_given(trial_base_config(resolved)));
   if (changes.empty()) return "";
   return std::string(started ? "the run directory of " : "") + trial_id +
          " in the sweep directory '" + dir +
@@ -175,9 +204,7 @@ std::string trial_conflict(const std::string& dir, const std::string& trial_id,
          "a trial resumed by hand with overrides keeps them); ranking it with the others would "
          "compare different configs.\n    repeat the command from the directory the sweep "
          "started in, or move " +
-         (started ? (fs::path(dir) / "trials" / trial_id).string() +
-                        " aside to run it again as "
-                        "this sweep gives it, "
+         (started ? run_dir.string() + " aside to run it again as this sweep gives it, "
                   : std::string()) +
          "or use a new --out directory";
 }

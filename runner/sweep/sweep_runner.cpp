@@ -265,6 +265,9 @@ int run_sweep(const SweepJob& job) {
       // was stopped, finishing its step) held the run directory. It waits.
       r.status = "interrupted";
       if (!forwarded) queue.push_back(run.index);
+      std::printf("sweep: %s waits: its run directory is in use by another trainer process\n",
+                  r.trial.id.c_str());
+      std::fflush(stdout);
       report();
       continue;
     } else {

@@ -22,14 +22,17 @@ namespace {
 
 // The value an override gives, as the tables show it: a scalar's value (a
 // quoted string without its quotes and escapes), a list or map as written.
+// Each text parsed once: the tables are rewritten as each trial ends.
 std::string value_of(const std::string& override_text) {
+  static std::map<std::string, std::string> shown;
+  if (const auto it = shown.find(override_text); it != shown.end()) return it->second;
   const auto eq = override_text.find('=');
-  if (eq == std::string::npos) return "";
-  const std::string text = override_text.substr(eq + 1);
+  std::string text = eq == std::string::npos ? "" : override_text.substr(eq + 1);
   config::Diagnostics ignored;
   bool ok = true;
   const config::Node value = config::parse_yaml(text, "<value>", ignored, &ok);
-  return ok && value.is_scalar() ? value.text() : text;
+  if (ok && value.is_scalar()) text = value.text();
+  return shown.emplace(override_text, text).first->second;
 }
 
 std::vector<std::string> swept_keys(const std::vector<TrialRecord>& records) {

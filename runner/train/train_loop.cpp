@@ -1375,7 +1375,7 @@ void TrainLoop::write_failure_summary(const std::string& error) {
   try {
     checkpoint::write_file_atomically(run_dir_ + "/summary.json", summary.dump(2) + "\n");
   } catch (const std::exception& e) {
-    log_->error("could not write summary.json: {}", e.what());  // the run's own error follows
+    log_->warn("could not write summary.json: {}", e.what());  // the run's own error follows
   }
   // The error ends train.log too (the console gets it from the command line).
   std::ofstream(run_dir_ + "/train.log", std::ios::app) << "error: " << error << '\n';

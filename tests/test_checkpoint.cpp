@@ -226,6 +226,10 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
                     tmp / "ns"},
                    tmp / "n.log") == 0);
   CHECK(read_text(tmp / "n.log").find("loaded 1 tensor(s)") != std::string::npos);
+  // YAML's other spellings of false mean false too.
+  write_text(tmp / "ft_false.yaml",
+             "extends: narrow.yaml\nmodel: {init_from: " + weights + ", init_strict: False}\n");
+  CHECK(run_to_end({"validate", tmp / "ft_false.yaml"}, tmp / "F.log") == 0);
   // Non-strict, but nothing fits (other names): an error, not a run from scratch.
   CHECK(run_to_end({"validate", tmp / "ft.yaml", "model.init_strict=false",
                     "model.layers[1].name=a", "model.layers[4].name=b"},
@@ -233,6 +237,19 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
   CHECK(read_text(tmp / "none.log")
             .find("none of the model's 4 tensors is in the file with its name and shape, so it "
                   "would load nothing") != std::string::npos);
+  // The model's names and shapes in another type: said so, with the conversion.
+  auto half = read_safetensors(weights);
+  for (auto& t : half.tensors) {
+    t.dtype = "F16";
+    t.bytes.resize(t.bytes.size() / 2);
+  }
+  write_text(tmp / "half.safetensors", encode_safetensors(half));
+  CHECK(run_to_end({"validate", tmp / "tiny.yaml", "model.init_strict=false",
+                    "model.init_from=" + (tmp / "half.safetensors")},
+                   tmp / "half.log") == 2);
+  CHECK(read_text(tmp / "half.log")
+            .find("(some are there with their shapes, stored as F16: this reader loads F32 "
+                  "tensors;") != std::string::npos);
   // A frozen layer the file does not hold would keep its random initial weights.
   CHECK(run_to_end({"validate", tmp / "ft.yaml", "model.init_strict=false", "model.freeze=[fc1]"},
                    tmp / "frozen.log") == 2);

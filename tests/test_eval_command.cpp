@@ -29,6 +29,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+std::string replaced_layer(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
 nlohmann::json eval_json(const std::string& args) {
   const auto r = run_trainer("eval " + args + " --json");
   INFO(r.out);
@@ -97,6 +103,38 @@ TEST_CASE("trainer eval gives a checkpoint's recorded metrics again") {
   fs::remove(init);
   const auto tuned = eval_json(tmp / "tuned");
   CHECK(tuned["loss"].get<double>() == eval_records(tmp / "tuned").at(16)["loss"].get<double>());
+  // model.init_from given to eval would be silently unused: refused.
+  const auto from = run_trainer("eval " + (tmp / "tuned") + " model.init_from=" + init, true);
+  CHECK(from.code == 2);
+  CHECK_THAT(from.out, Catch::Contains("trainer eval reads the weights of one of the run's "
+                                       "checkpoints, not model.init_from"));
+}
+
+TEST_CASE("trainer eval batches as the run did: the micro-batch auto chose; no training checks") {
+  TempDir tmp("eval-batches");
+  write_text(tmp / "bn.yaml", replaced_layer(tiny_experiment(), "{type: relu}",
+                                             "{type: batchnorm}\n    - {type: relu}"));
+  // A limit that makes micro_batch_size: auto split the batch of 256, and an
+  // evaluation of 2 micro-batches: the run's record holds 2 x its micro-batch.
+  REQUIRE(run_to_end({"run", tmp / "bn.yaml", "--out", tmp / "run", "train.max_steps=2",
+                      "train.batch_size=256", "train.micro_batch_size=auto",
+                      "train.memory_limit_mib=4", "train.eval_batches=2",
+                      "data.train.shape=[1, 64, 64]", "data.eval.shape=[1, 64, 64]"},
+                     tmp / "run.log") == 0);
+  const std::string log = read_text(tmp / "run.log");
+  INFO(log);
+  REQUIRE(log.find("micro_batch_size: auto: micro-batch ") != std::string::npos);
+  REQUIRE(log.find("micro_batch_size: auto: micro-batch 256 ") == std::string::npos);
+  const auto record = eval_records(tmp / "run").at(2);
+  const auto again = eval_json(tmp / "run");
+  CHECK(again["samples"] == record["samples"]);
+  CHECK(again["loss"].get<double>() == record["loss"].get<double>());
+  // One sample at a time through a batchnorm: evaluation uses its running
+  // statistics, so the training-only refusal does not apply.
+  const auto one = eval_json(tmp /
+                             "run train.batch_size=1 train.micro_batch_size=1 "
+                             "train.eval_batches=0");
+  CHECK(one["samples"] == 128);
 }
 
 TEST_CASE("trainer eval: bad input is a clear error") {

@@ -48,11 +48,17 @@ std::uint64_t header_length(std::string_view head, std::uint64_t file_size,
          "file is " + std::to_string(file_size) +
              " bytes, shorter than the 8-byte header length (truncated or not a safetensors file)");
   const std::uint64_t n = read_u64_le(head);
-  if (n > kMaxHeaderBytes || n > file_size - kHeaderOffset)
+  if (n > file_size - kHeaderOffset)
     fail(path, 0,
          "header length " + std::to_string(n) + " exceeds the file's remaining " +
              std::to_string(file_size - kHeaderOffset) +
              " bytes (truncated or not a safetensors file)");
+  if (n > kMaxHeaderBytes)
+    fail(path, 0,
+         "header length " + std::to_string(n) + " is over the " +
+             std::to_string(kMaxHeaderBytes) +
+             " bytes this reader takes (the tensors' names and offsets need far less: not a "
+             "safetensors file, or a damaged one)");
   return n;
 }
 

@@ -16,6 +16,7 @@
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
+#include "runner/config/overrides.h"
 #include "runner/graph/program.h"
 #include "runner/train/devices.h"
 #include "runner/train/run_dir.h"
@@ -26,16 +27,22 @@
 namespace trainer {
 namespace {
 
-// One process: the micro-batch of one of the run's ranks, on the first device
-// the run used; train.eval_batches (per rank) covers the samples all the
-// run's ranks evaluated.
-void in_one_process(config::Config& config) {
+// One process: the micro-batch of one of the run's ranks (with
+// micro_batch_size: auto, the one the run chose, which its manifest records),
+// on the first device the run used; train.eval_batches (per rank) covers the
+// samples all the run's ranks evaluated.
+void in_one_process(config::Config& config, const std::string& run_dir) {
   config::Diagnostics ignored;  // the run's own config: its batch plan was checked
   const train::BatchPlan run = train::plan_batches(config, ignored);
+  std::int64_t micro = run.micro;
+  const std::int64_t per_rank = run.world > 0 ? run.global / run.world : 0;
+  const auto chosen =
+      config.train.micro_batch_auto ? train::recorded_auto_accumulation(run_dir) : std::nullopt;
+  if (chosen && per_rank > 0 && per_rank % *chosen == 0) micro = per_rank / *chosen;
   config.devices.world_size = 1;
   if (config.devices.gpus.size() > 1) config.devices.gpus = {config.devices.gpus.front()};
-  if (run.world > 1 && run.micro > 0) {
-    config.train.micro_batch_size = run.micro;
+  if ((run.world > 1 || micro != run.micro) && micro > 0) {
+    config.train.micro_batch_size = micro;
     config.train.micro_batch_auto = false;
     config.train.accumulation = 0;  // derived from the global batch
     config.train.eval_batches *= run.world;
@@ -51,7 +58,7 @@ void in_one_process(config::Config& config) {
 // still fit.
 train::Session session_for_eval(config::Config& config, const std::string& run_dir) {
   try {
-    return train::prepare_session(config);
+    return train::prepare_eval_session(config);
   } catch (const config::ConfigError& e) {
     if (!config.data.eval) throw;
     for (const auto& d : e.diagnostics().list())
@@ -64,7 +71,7 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
     config.data.train = *config.data.eval;
     config.data.split = 0;
     try {
-      return train::prepare_session(config, train::recorded_class_names(run_dir));
+      return train::prepare_eval_session(config, train::recorded_class_names(run_dir));
     } catch (const config::ConfigError& stand_in) {  // the eval data fails too: both, by name
       config::Diagnostics both;
       for (const auto& d : e.diagnostics().list()) both.add(d);
@@ -94,9 +101,18 @@ int command_eval(const CommandArgs& args) {
     std::fprintf(stderr, "error: %s: not a run directory (no config.yaml)\n", args.run_dir.c_str());
     return 2;
   }
+  for (const std::string& o : args.overrides)
+    if (config::override_key(o) == "model.init_from") {
+      std::fprintf(stderr,
+                   "error: %s: trainer eval reads the weights of one of the run's checkpoints, "
+                   "not model.init_from\n    choose the checkpoint with --checkpoint "
+                   "last|best|NAME|PATH\n",
+                   o.c_str());
+      return 2;
+    }
   config::Config config = config::load_config(config_path.string(), args.overrides);
   print_config_warnings(config);
-  in_one_process(config);
+  in_one_process(config, args.run_dir);
   const std::vector<config::TypedItem> written_transforms = config.data.transforms;
   const train::RestoredStatistics restored =
       train::restore_normalize_statistics(args.run_dir, config);

@@ -17,6 +17,7 @@
 #include "runner/checkpoint/weights.h"
 #include "runner/config/fields.h"
 #include "runner/config/overrides.h"
+#include "runner/config/scalar.h"
 #include "runner/config/validate_hooks.h"
 #include "runner/graph/builder.h"
 #include "runner/graph/formats.h"
@@ -317,7 +318,8 @@ std::string init_from_path(const config::Config& config) {
 bool init_strict(const config::Config& config) {
   const config::Node& model = config.model.node;
   const config::Node* strict = model.is_map() ? model.find("init_strict") : nullptr;
-  return !strict || strict->text() != "false";  // typed as a bool by the field checks
+  // Typed as a bool by the field checks: false, False or FALSE.
+  return !strict || config::as_bool(*strict).value_or(true);
 }
 
 namespace {
@@ -330,13 +332,22 @@ void check_partial_init(const Session& s, const checkpoint::Safetensors& file,
                         config::Diagnostics& diags) {
   std::size_t loads = 0;
   std::vector<std::string> frozen_left;
+  std::string other_type;  // a type the file stores a tensor of the right name and shape in
   for (const auto& p : s.graph.params) {
     // No extra tensor of the file counts here ("\x01" prefixes no name).
-    if (checkpoint::mismatches_of(file, {{p.name, p.shape}}, "\x01").empty())
+    if (checkpoint::mismatches_of(file, {{p.name, p.shape}}, "\x01").empty()) {
       ++loads;
-    else if (p.frozen)
-      frozen_left.push_back(p.name);
+      continue;
+    }
+    if (p.frozen) frozen_left.push_back(p.name);
+    if (const auto* t = file.find(p.name); t && t->shape == p.shape && t->dtype != "F32")
+      other_type = t->dtype;
   }
+  const std::string stored_as =
+      other_type.empty() ? ""
+                         : " (some are there with their shapes, stored as " + other_type +
+                               ": this reader loads F32 tensors; convert the file, e.g. with "
+                               "PyTorch: {name: t.float() for name, t in weights.items()})";
   const auto listed = [](const std::vector<std::string>& names) {
     std::string text;
     for (std::size_t i = 0; i < names.size() && i < 4; ++i) text += (i ? ", " : "") + names[i];
@@ -350,13 +361,14 @@ void check_partial_init(const Session& s, const checkpoint::Safetensors& file,
               path + ": none of the model's " + std::to_string(s.graph.params.size()) +
                   " tensors is in the file with its name and shape, so it would load nothing "
                   "(the file holds " +
-                  listed(file_names) + "; the model has " + listed(model_names) + ")",
+                  (file_names.empty() ? std::string("no tensors") : listed(file_names)) +
+                  "; the model has " + listed(model_names) + ")" + stored_as,
               "give a file of this model's weights, or remove model.init_from");
   } else if (!frozen_left.empty()) {
     diags.add(mark, "model.init_from",
               path + ": " + listed(frozen_left) +
                   ", which model.freeze keeps from training, are not in it with the model's "
-                  "shapes: they would stay at their random initial values",
+                  "shapes: they would stay at their random initial values" + stored_as,
               "load them from the file, or leave their layers out of model.freeze");
   }
 }
@@ -465,9 +477,10 @@ std::int64_t training_classes(const config::Config& config) {
 namespace {
 
 Session open_session(const config::Config& config, const std::vector<std::string>& class_names,
-                     bool use_init_from) {
+                     bool use_init_from, bool trains) {
   Session s;
   s.config = config;
+  s.trains = trains;
   config::Diagnostics diags;
   s.batch = plan_batches(config, diags);
   diags.throw_if_any();
@@ -515,8 +528,10 @@ Session open_session(const config::Config& config, const std::vector<std::string
     diags.throw_if_any();
   }
   s.num_classes = s.train_data->num_classes();
-  check_batch_fills(config, s, diags);
-  check_total_steps(config, s, diags);
+  if (s.trains) {
+    check_batch_fills(config, s, diags);
+    check_total_steps(config, s, diags);
+  }
   check_inferred_classes(config, s, diags);
   if (config.data.eval) {
     check_eval_matches_train(config, s, diags);
@@ -539,23 +554,21 @@ Session open_session(const config::Config& config, const std::vector<std::string
   check_loss_takes_targets(config, s, diags);
   diags.throw_if_any();  // all of them at once
   config::Diagnostics warnings;
-  warn_early_stopping_cannot_stop(config, s, warnings);
+  if (s.trains) warn_early_stopping_cannot_stop(config, s, warnings);
   s.warnings = warnings.list();
   build_model_graph(s);
   return s;
 }
 
-}  // namespace
-
-Session prepare_session(const config::Config& config, const std::vector<std::string>& class_names,
-                        bool use_init_from) {
-  // The layers' types, keys and values, as far as they are known without the
-  // data, are reported with the data's errors (which stop the session before
-  // the model is built), each once: the builder finds them again.
+// The layers' types, keys and values, as far as they are known without the
+// data, are reported with the data's errors (which stop the session before
+// the model is built), each once: the builder finds them again.
+Session checked_session(const config::Config& config, const std::vector<std::string>& class_names,
+                        bool use_init_from, bool trains) {
   config::Diagnostics layers;
   graph::check_model_fields(config.model.node, layers);
   try {
-    return open_session(config, class_names, use_init_from);
+    return open_session(config, class_names, use_init_from, trains);
   } catch (const config::ConfigError& e) {
     config::Diagnostics all;
     std::set<std::string> reported;
@@ -566,6 +579,18 @@ Session prepare_session(const config::Config& config, const std::vector<std::str
   }
 }
 
+}  // namespace
+
+Session prepare_session(const config::Config& config, const std::vector<std::string>& class_names,
+                        bool use_init_from) {
+  return checked_session(config, class_names, use_init_from, true);
+}
+
+Session prepare_eval_session(const config::Config& config,
+                             const std::vector<std::string>& class_names) {
+  return checked_session(config, class_names, false, false);
+}
+
 namespace {
 
 // Batchnorm in training normalises each channel over the N x H x W values
@@ -574,6 +599,7 @@ namespace {
 // the layer's bias (PyTorch refuses it too). With data.drop_last: false the
 // short micro-batch ending each epoch counts as well.
 void check_batchnorm_has_values(const Session& s, config::Diagnostics& diags) {
+  if (!s.trains) return;  // evaluation uses the running statistics
   const std::int64_t short_rows = s.train_data ? short_batch_rows(s.config, s) : 0;
   for (const graph::Node& node : s.graph.nodes) {
     if (node.op->name != "batchnorm" || (node.attrs.get_bool("sync") && s.batch.world > 1))

@@ -47,6 +47,10 @@ struct Session {
   // Settings this session accepts that can have no effect in it (early
   // stopping in a run too short to stop): `run` and `validate` print them.
   std::vector<config::Diagnostic> warnings;
+  // false: a session that only evaluates (prepare_eval_session): what only
+  // training's batches need (one that the training set fills, a batchnorm
+  // with more than one value per channel, steps to train) is not asked.
+  bool trains = true;
 };
 
 // The mark of a key path in the resolved config ("train.batch_size",
@@ -72,6 +76,12 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
 Session prepare_session(const config::Config& config,
                         const std::vector<std::string>& class_names = {},
                         bool use_init_from = true);
+
+// prepare_session for evaluating a checkpoint (`trainer eval`): the model
+// and the data as for a run, without the checks that only training needs
+// (Session::trains) and without model.init_from.
+Session prepare_eval_session(const config::Config& config,
+                             const std::vector<std::string>& class_names = {});
 
 // The classes of the training data (0: regression targets), opening only its
 // source: no transforms, statistics or model. Throws as prepare_session does.

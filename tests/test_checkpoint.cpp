@@ -234,9 +234,10 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
   CHECK(run_to_end({"validate", tmp / "ft.yaml", "model.init_strict=false",
                     "model.layers[1].name=a", "model.layers[4].name=b"},
                    tmp / "none.log") == 2);
-  CHECK(read_text(tmp / "none.log")
-            .find("none of the model's 4 tensors is in the file with its name and shape, so it "
-                  "would load nothing") != std::string::npos);
+  CHECK(
+      read_text(tmp / "none.log")
+          .find("none of the model's 4 tensors is in the file with its name, shape and type, so it "
+                "would load nothing") != std::string::npos);
   // The model's names and shapes in another type: said so, with the conversion.
   auto half = read_safetensors(weights);
   for (auto& t : half.tensors) {
@@ -248,8 +249,13 @@ TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
                     "model.init_from=" + (tmp / "half.safetensors")},
                    tmp / "half.log") == 2);
   CHECK(read_text(tmp / "half.log")
-            .find("(some are there with their shapes, stored as F16: this reader loads F32 "
-                  "tensors;") != std::string::npos);
+            .find("(4 of the model's 4 tensors are there with their names and shapes but "
+                  "stored as F16: this reader loads F32 tensors;") != std::string::npos);
+  // Strict, the advice is the conversion, not init_strict: false (which would load nothing).
+  CHECK(run_to_end({"validate", tmp / "tiny.yaml", "model.init_from=" + (tmp / "half.safetensors")},
+                   tmp / "half_strict.log") == 2);
+  CHECK(read_text(tmp / "half_strict.log")
+            .find("    convert the file to F32 (4 of the model's 4 tensors") != std::string::npos);
   // A frozen layer the file does not hold would keep its random initial weights.
   CHECK(run_to_end({"validate", tmp / "ft.yaml", "model.init_strict=false", "model.freeze=[fc1]"},
                    tmp / "frozen.log") == 2);

@@ -129,6 +129,11 @@ TEST_CASE("trainer eval batches as the run did: the micro-batch auto chose; no t
   const auto again = eval_json(tmp / "run");
   CHECK(again["samples"] == record["samples"]);
   CHECK(again["loss"].get<double>() == record["loss"].get<double>());
+  // Another batch than the run's: its choice does not apply, and a note says so.
+  const auto other = run_trainer("eval " + (tmp / "run") + " train.batch_size=128 --json", true);
+  CHECK(other.code == 0);
+  CHECK_THAT(other.out, Catch::Contains("note: micro_batch_size: auto: train.batch_size is not the "
+                                        "run's, so its choice does not apply"));
   // One sample at a time through a batchnorm: evaluation uses its running
   // statistics, so the training-only refusal does not apply.
   const auto one = eval_json(tmp /

@@ -35,10 +35,19 @@ void in_one_process(config::Config& config, const std::string& run_dir) {
   config::Diagnostics ignored;  // the run's own config: its batch plan was checked
   const train::BatchPlan run = train::plan_batches(config, ignored);
   std::int64_t micro = run.micro;
-  const std::int64_t per_rank = run.world > 0 ? run.global / run.world : 0;
-  const auto chosen =
-      config.train.micro_batch_auto ? train::recorded_auto_accumulation(run_dir) : std::nullopt;
-  if (chosen && per_rank > 0 && per_rank % *chosen == 0) micro = per_rank / *chosen;
+  if (config.train.micro_batch_auto) {
+    const auto recorded = train::recorded_batch(run_dir);
+    if (recorded && recorded->micro_batch_auto && recorded->global == run.global &&
+        recorded->world == run.world)
+      micro = recorded->micro;
+    else
+      std::fprintf(stderr,
+                   "note: micro_batch_size: auto: %s; evaluating in micro-batches of %lld\n",
+                   recorded && recorded->micro_batch_auto
+                       ? "train.batch_size is not the run's, so its choice does not apply"
+                       : "manifest.json does not record the run's choice",
+                   static_cast<long long>(micro));
+  }
   config.devices.world_size = 1;
   if (config.devices.gpus.size() > 1) config.devices.gpus = {config.devices.gpus.front()};
   if ((run.world > 1 || micro != run.micro) && micro > 0) {

@@ -172,7 +172,8 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
       origins.push_back(sweep::from_sweep_section(source) ? std::optional(source.mark)
                                                           : std::nullopt);
     try {
-      config::Config trial_config = config::load_config(job.config_path, overrides, origins);
+      // Read as the base is: through the path as given (a link's folder).
+      config::Config trial_config = config::load_config(config_path, overrides, origins);
       const bool plans_memory =
           trial_config.train.memory_limit_mib > 0 && trial_config.devices.gpus.empty();
       std::string setting;
@@ -222,9 +223,7 @@ int command_sweep(const CommandArgs& args) {
   const config::Config config =
       sweep::load_base_config(args.config_path, args.overrides, args.grid, "sweep").config;
   sweep::SweepJob job;
-  // One spelling for one file (./a.yaml, x/../a.yaml: the sweep's record
-  // names it); a link stays a link, read from its own folder as the base is.
-  job.config_path = std::filesystem::absolute(args.config_path).lexically_normal().string();
+  job.config_path = sweep::recorded_config_path(args.config_path);
   job.overrides = args.overrides;
   job.spec = sweep::parse_sweep(config.sweep, args.grid, static_cast<std::uint64_t>(config.seed));
   if (!config.sweep.is_map()) job.spec.section_mark = {args.config_path, 0, 0};

@@ -35,12 +35,12 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
-// A recorded config path (a JSON string) spelt plainly: a record of an
-// earlier trainer may hold "/a/./sw.yaml".
+// A recorded config path (a JSON string) spelt as recorded_config_path
+// spells it: a record of an earlier trainer may hold "/a/./sw.yaml".
 std::string normal_path(const std::string& json_string) {
   const nlohmann::json path = nlohmann::json::parse(json_string, nullptr, false);
   if (!path.is_string()) return json_string;
-  return fs::path(path.get<std::string>()).lexically_normal().string();
+  return recorded_config_path(path.get<std::string>());
 }
 
 // The lines of a sweep.yaml that decide what its trials are: the config
@@ -180,6 +180,14 @@ std::optional<std::string> as_given(const std::string& yaml, const std::string& 
 }
 
 }  // namespace
+
+std::string recorded_config_path(const std::string& config_path) {
+  const fs::path path = fs::absolute(config_path);
+  // A link before a ".." leads elsewhere than the text does: such a path is kept as spelt.
+  for (const auto& part : path)
+    if (part == "..") return path.string();
+  return path.lexically_normal().string();
+}
 
 std::string trial_conflict(const std::string& dir, const std::string& trial_id,
                            const config::Node& resolved) {

@@ -27,6 +27,10 @@ std::string sweep_record(const SweepJob& job, const std::string& base_config);
 std::string reuse_conflict(const std::string& dir, const std::string& record,
                            const std::string& base_config);
 
+// The sweep's record of its config path: absolute, "./" spelt away (./sw.yaml
+// and sw.yaml are one sweep), links kept as links.
+std::string recorded_config_path(const std::string& config_path);
+
 // "" when trial `trial_id` of the sweep in `dir` has not started, or its
 // config there (what its run trained, else what an earlier invocation gave
 // it) holds the values of `resolved`, this invocation's (the threads and GPU

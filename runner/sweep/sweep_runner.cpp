@@ -264,9 +264,10 @@ int run_sweep(const SweepJob& job) {
       // Not the trial's failure: another process (of an earlier sweep that
       // was stopped, finishing its step) held the run directory. It waits.
       r.status = "interrupted";
+      if (!forwarded && waiting.insert(run.index).second)
+        std::printf("sweep: %s waits: its run directory is in use by another trainer process\n",
+                    r.trial.id.c_str());
       if (!forwarded) queue.push_back(run.index);
-      std::printf("sweep: %s waits: its run directory is in use by another trainer process\n",
-                  r.trial.id.c_str());
       std::fflush(stdout);
       report();
       continue;

@@ -698,16 +698,29 @@ void record_step_execution(const std::string& dir, const graph::Program& program
   write_manifest(dir, manifest);
 }
 
-std::optional<std::int64_t> recorded_auto_accumulation(const std::string& dir) {
+std::optional<RecordedBatch> recorded_batch(const std::string& dir) {
   const nlohmann::json manifest = read_manifest(dir);
   const auto batch = manifest.find("batch");
-  if (batch == manifest.end() || !batch->is_object() || !batch->value("micro_batch_auto", false))
-    return std::nullopt;
-  const auto accumulation = batch->find("accumulation");
-  if (accumulation == batch->end() || !accumulation->is_number_integer() ||
-      accumulation->get<std::int64_t>() < 1)
-    return std::nullopt;
-  return accumulation->get<std::int64_t>();
+  if (batch == manifest.end() || !batch->is_object()) return std::nullopt;
+  RecordedBatch recorded;
+  for (auto [key, field] : {std::pair{"global", &recorded.global},
+                            {"micro", &recorded.micro},
+                            {"accumulation", &recorded.accumulation},
+                            {"world", &recorded.world}}) {
+    const auto value = batch->find(key);
+    if (value == batch->end() || !value->is_number_integer() || value->get<std::int64_t>() < 1)
+      return std::nullopt;
+    *field = value->get<std::int64_t>();
+  }
+  const auto chosen = batch->find("micro_batch_auto");
+  recorded.micro_batch_auto = chosen != batch->end() && chosen->is_boolean() && chosen->get<bool>();
+  return recorded;
+}
+
+std::optional<std::int64_t> recorded_auto_accumulation(const std::string& dir) {
+  const auto batch = recorded_batch(dir);
+  if (!batch || !batch->micro_batch_auto) return std::nullopt;
+  return batch->accumulation;
 }
 
 }  // namespace trainer::train

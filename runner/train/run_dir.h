@@ -113,6 +113,14 @@ void record_failure(const std::string& dir, const std::string& error,
 // from a CUDA graph) or "eager: <why>".
 void record_step_execution(const std::string& dir, const graph::Program& program);
 
+// The batch of the run in `dir` as its manifest records it (nullopt without
+// a whole record: an older or damaged manifest.json).
+struct RecordedBatch {
+  std::int64_t global = 0, micro = 0, accumulation = 1, world = 1;
+  bool micro_batch_auto = false;  // micro and accumulation are what auto chose
+};
+std::optional<RecordedBatch> recorded_batch(const std::string& dir);
+
 // The accumulation micro_batch_size: auto chose for the run in `dir`
 // (manifest.json "batch"), which a resume keeps whatever memory there is now
 // (the checkpoint's steps are of that many micro-batches); nullopt when the

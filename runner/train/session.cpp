@@ -324,6 +324,24 @@ bool init_strict(const config::Config& config) {
 
 namespace {
 
+// What to do when the file holds some of the model's tensors with their
+// names and shapes in another type than float32 (F16, BF16: a half-precision
+// export); "" when it holds none so.
+std::string other_type_advice(const Session& s, const checkpoint::Safetensors& file) {
+  std::size_t count = 0;
+  std::string type;
+  for (const auto& p : s.graph.params)
+    if (const auto* t = file.find(p.name); t && t->shape == p.shape && t->dtype != "F32") {
+      ++count;
+      type = t->dtype;
+    }
+  if (count == 0) return "";
+  return " (" + std::to_string(count) + " of the model's " + std::to_string(s.graph.params.size()) +
+         " tensors are there with their names and shapes but stored as " + type +
+         ": this reader loads F32 tensors; convert the file, e.g. with PyTorch: {name: "
+         "t.float() for name, t in weights.items()})";
+}
+
 // model.init_strict: false loads the tensors that fit; one that loads none
 // (the file of another model), or that leaves a frozen layer at its random
 // initial weights, is a mistake.
@@ -332,22 +350,14 @@ void check_partial_init(const Session& s, const checkpoint::Safetensors& file,
                         config::Diagnostics& diags) {
   std::size_t loads = 0;
   std::vector<std::string> frozen_left;
-  std::string other_type;  // a type the file stores a tensor of the right name and shape in
   for (const auto& p : s.graph.params) {
     // No extra tensor of the file counts here ("\x01" prefixes no name).
-    if (checkpoint::mismatches_of(file, {{p.name, p.shape}}, "\x01").empty()) {
+    if (checkpoint::mismatches_of(file, {{p.name, p.shape}}, "\x01").empty())
       ++loads;
-      continue;
-    }
-    if (p.frozen) frozen_left.push_back(p.name);
-    if (const auto* t = file.find(p.name); t && t->shape == p.shape && t->dtype != "F32")
-      other_type = t->dtype;
+    else if (p.frozen)
+      frozen_left.push_back(p.name);
   }
-  const std::string stored_as =
-      other_type.empty() ? ""
-                         : " (some are there with their shapes, stored as " + other_type +
-                               ": this reader loads F32 tensors; convert the file, e.g. with "
-                               "PyTorch: {name: t.float() for name, t in weights.items()})";
+  const std::string stored_as = other_type_advice(s, file);
   const auto listed = [](const std::vector<std::string>& names) {
     std::string text;
     for (std::size_t i = 0; i < names.size() && i < 4; ++i) text += (i ? ", " : "") + names[i];
@@ -359,7 +369,7 @@ void check_partial_init(const Session& s, const checkpoint::Safetensors& file,
     for (const auto& t : file.tensors) file_names.push_back(t.name);
     diags.add(mark, "model.init_from",
               path + ": none of the model's " + std::to_string(s.graph.params.size()) +
-                  " tensors is in the file with its name and shape, so it would load nothing "
+                  " tensors is in the file with its name, shape and type, so it would load nothing "
                   "(the file holds " +
                   (file_names.empty() ? std::string("no tensors") : listed(file_names)) +
                   "; the model has " + listed(model_names) + ")" + stored_as,
@@ -368,7 +378,8 @@ void check_partial_init(const Session& s, const checkpoint::Safetensors& file,
     diags.add(mark, "model.init_from",
               path + ": " + listed(frozen_left) +
                   ", which model.freeze keeps from training, are not in it with the model's "
-                  "shapes: they would stay at their random initial values" + stored_as,
+                  "shapes: they would stay at their random initial values" +
+                  stored_as,
               "load them from the file, or leave their layers out of model.freeze");
   }
 }
@@ -388,10 +399,12 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
     if (init_strict(s.config) && !mismatches.empty()) {
       std::string list;
       for (const auto& m : mismatches) list += "\n  " + m;
+      const std::string stored_as = other_type_advice(s, file);
       diags.add(mark, "model.init_from",
                 path + ": " + std::to_string(mismatches.size()) +
                     " tensor(s) do not match the model:" + list,
-                "set model.init_strict: false to load only the tensors that fit");
+                stored_as.empty() ? "set model.init_strict: false to load only the tensors that fit"
+                                  : "convert the file to F32" + stored_as);
       return;
     }
     if (!init_strict(s.config)) check_partial_init(s, file, path, mark, diags);

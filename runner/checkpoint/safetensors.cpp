@@ -55,8 +55,7 @@ std::uint64_t header_length(std::string_view head, std::uint64_t file_size,
              " bytes (truncated or not a safetensors file)");
   if (n > kMaxHeaderBytes)
     fail(path, 0,
-         "header length " + std::to_string(n) + " is over the " +
-             std::to_string(kMaxHeaderBytes) +
+         "header length " + std::to_string(n) + " is over the " + std::to_string(kMaxHeaderBytes) +
              " bytes this reader takes (the tensors' names and offsets need far less: not a "
              "safetensors file, or a damaged one)");
   return n;

@@ -44,6 +44,10 @@ int count(const std::string& text, const std::string& word) {
   return n;
 }
 
+// The tiny experiment on 64 samples, with a grid of two learning rates.
+const std::string kTinyLearningRateSweep =
+    tiny_experiment(64) + "sweep: {grid: {optimizer.lr: [0.1, 0.2]}}\n";
+
 std::string replaced(std::string text, const std::string& from, const std::string& to) {
   const auto at = text.find(from);
   REQUIRE(at != std::string::npos);
@@ -410,8 +414,7 @@ TEST_CASE("a sweep directory refuses trials of a changed config and resumes an u
 
 TEST_CASE("a sweep shows the config's warnings once, as validate does") {
   TempDir tmp("sweep-warnings");
-  write_text(tmp / "tiny.yaml",
-             tiny_experiment(64) + "sweep: {grid: {optimizer.lr: [0.1, 0.2]}}\n");
+  write_text(tmp / "tiny.yaml", kTinyLearningRateSweep);
   REQUIRE(run_to_end({"sweep", tmp / "tiny.yaml", "optimizer.momentum=0.5", "--out", tmp / "sw"},
                      tmp / "1.log") == 0);
   CHECK(count(read_text(tmp / "1.log"),
@@ -537,8 +540,7 @@ TEST_CASE("a trial whose config no longer matches its run directory stops the sw
 
 TEST_CASE("trainer run of a config with a sweep section says it trains the config's own values") {
   TempDir tmp("sweep-run-note");
-  write_text(tmp / "tiny.yaml",
-             tiny_experiment(64) + "sweep: {grid: {optimizer.lr: [0.1, 0.2]}}\n");
+  write_text(tmp / "tiny.yaml", kTinyLearningRateSweep);
   REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "train.max_steps=2", "--out", tmp / "run"},
                      tmp / "1.log") == 0);
   CHECK(count(read_text(tmp / "1.log"), "note: the sweep: section is read by `trainer sweep " +

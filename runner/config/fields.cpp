@@ -61,11 +61,9 @@ bool in_range(const FieldSpec& spec, double v) {
 // Advice for a quoted "$name" or "${name}" where a value belongs: quoted, it
 // is a string, not a block parameter; "" for any other node.
 std::string quoted_reference_advice(const Node& node) {
-  if (!node.is_scalar() || !node.quoted() || node.text().size() < 2 || node.text()[0] != '$')
-    return {};
-  std::string name = node.text().substr(1);
-  if (name.size() >= 2 && name.front() == '{' && name.back() == '}')
-    name = name.substr(1, name.size() - 2);
+  if (!node.is_scalar() || !node.quoted()) return {};
+  const std::string name = block_parameter_name(node.text());
+  if (name.empty()) return {};
   return "a block parameter is written without quotes: $" + name + " (quoted, it is the string '" +
          node.text() + "')";
 }

@@ -107,6 +107,14 @@ std::optional<double> as_number(const Node& node) {
   return std::strtod(t.c_str(), nullptr);
 }
 
+std::string block_parameter_name(const std::string& text) {
+  if (text.empty() || text[0] != '$') return {};
+  std::string name = text.substr(1);
+  if (name.size() >= 2 && name.front() == '{' && name.back() == '}')
+    name = name.substr(1, name.size() - 2);
+  return name;
+}
+
 std::string describe(const Node& node) {
   switch (node.kind()) {
     case Node::Kind::null:

@@ -21,6 +21,9 @@ std::optional<bool> as_bool(const Node& node);
 std::optional<std::int64_t> as_int(const Node& node);  // integers only (no overflow)
 std::optional<double> as_number(const Node& node);     // integers and numbers
 
+// The block parameter a text "$p" or "${p}" names ("p"), or "" when it names none.
+std::string block_parameter_name(const std::string& text);
+
 // A short description of what a node holds, for "found ..." in messages:
 // "'abc'", "-1", "a list", "a map", "nothing".
 std::string describe(const Node& node);

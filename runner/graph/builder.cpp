@@ -63,11 +63,8 @@ std::vector<std::string> keys_of(const Node& map) {
 
 // The parameter a scalar "$p" / "${p}" names, or "" when it names none.
 std::string parameter_reference(const Node& node) {
-  if (!node.is_scalar() || node.quoted() || node.text().empty() || node.text()[0] != '$') return {};
-  std::string name = node.text().substr(1);
-  if (name.size() >= 2 && name.front() == '{' && name.back() == '}')
-    name = name.substr(1, name.size() - 2);
-  return name;
+  if (!node.is_scalar() || node.quoted()) return {};
+  return config::block_parameter_name(node.text());
 }
 
 // Replaces every scalar "$p" / "${p}" by the value of block parameter p. The

@@ -157,6 +157,12 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("no checkpoint 'step-00000099'") &&
                         Catch::Contains("holds step-00000016, step-00000014"));
+  // A file inside a checkpoint: the folder it belongs to.
+  r = run_trainer("eval " + (tmp / "run") + " --checkpoint step-00000016/model.safetensors", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("is a file inside the checkpoint folder ") &&
+                        Catch::Contains("give the folder: " + (tmp / "run") +
+                                        "/checkpoints/step-00000016"));
   // A typo in an override: the key and a suggestion.
   r = run_trainer("eval " + (tmp / "run") + " data.evl.size=3", true);
   CHECK(r.code == 2);
@@ -240,6 +246,29 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   r = run_trainer("eval " + (tmp / "run"), true);
   CHECK(r.code == 1);
   CHECK_THAT(r.out, Catch::Contains("step-00000016/model.safetensors: checksum mismatch"));
+}
+
+TEST_CASE("trainer eval: a loss that is not finite is an error, as in training") {
+  TempDir tmp("eval-overflow");
+  std::string text = tiny_experiment();
+  for (const std::string layer : {"    - {type: relu}\n", "    - {type: dropout, p: 0.2}\n"}) {
+    const auto at = text.find(layer);
+    REQUIRE(at != std::string::npos);
+    text.erase(at, layer.size());
+  }
+  write_text(tmp / "tiny.yaml", text);
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=1"},
+                     tmp / "run.log") == 0);
+  // Inputs scaled past float's range: the logits overflow.
+  const auto r = run_trainer("eval " + (tmp / "run") +
+                                 " 'data.eval_transforms=[{type: scale, factor: 1.0e-30}, "
+                                 "{type: scale, factor: 1.0e-30}]' --json",
+                             true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("error: the evaluation loss of checkpoint ") &&
+                        Catch::Contains("step-00000016 is NaN (over 128 samples)") &&
+                        Catch::Contains("check the evaluation data"));
+  CHECK(r.out.find("\"loss\"") == std::string::npos);
 }
 
 TEST_CASE("a checkpoint pruned while it is read: last and best follow the run, a name does not") {

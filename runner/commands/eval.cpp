@@ -5,6 +5,7 @@
 // training data only for the model's input shape and classes, which the
 // config's eval source gives when the training data is gone.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -217,6 +218,16 @@ int command_eval(const CommandArgs& args) {
   }
   SingleProcess alone;
   const train::EvalResult result = train::evaluate(session, program, alone);
+  if (!std::isfinite(result.loss)) {
+    std::fprintf(stderr,
+                 "error: the evaluation loss of checkpoint %s is %s (over %lld samples): its "
+                 "weights overflow on this data, or the data holds non-finite or very large "
+                 "values; check the evaluation data (trainer validate --data), or evaluate an "
+                 "earlier checkpoint (--checkpoint NAME)\n",
+                 path.c_str(), std::isnan(result.loss) ? "NaN" : "infinite",
+                 static_cast<long long>(result.samples));
+    return 1;
+  }
 
   nlohmann::json record = {{"checkpoint", path},
                            {"step", state.step},

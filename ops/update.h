@@ -159,9 +159,9 @@ class VectorOps {
   // Updates every slot (all in one launch on a GPU, after the norm's launches
   // when clipping) with the hyperparameters set last.
   virtual void optimizer_update(const std::vector<ParamSlot>& slots) = 0;
-  // Whether a clipping update met inf or NaN gradients since the last call
-  // (then it updated with them); resets the flag. A read-back on a GPU: for
-  // log points, not every step.
+  // Whether an update without loss scaling met inf or NaN gradients since the
+  // last call (then it updated with them: the weights are lost); resets the
+  // flag. A read-back on a GPU: for log points, not every step.
   virtual bool nonfinite_gradients_seen() = 0;
   // fp16 loss scaling done by the updates themselves (decide_update), from
   // `state` on: each update checks the gradients for inf and NaN, skips itself

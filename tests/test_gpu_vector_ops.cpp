@@ -157,6 +157,14 @@ TEST_CASE("CUDA clipping inside the update equals the CPU's") {
   run_step(gpu, params, step, true);
   CHECK(gpu.vector_ops().nonfinite_gradients_seen());
   CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
+  // Without clipping the update itself notices them, as the CPU's does.
+  step.clip_norm = 0;
+  run_step(gpu, params, step, true);
+  CHECK(gpu.vector_ops().nonfinite_gradients_seen());
+  CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
+  params[1].grad[17] = 0.25f;
+  run_step(gpu, params, step, true);
+  CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
 }
 
 TEST_CASE("CUDA loss scaling inside the update equals the CPU's (skip; unscale; schedule)") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "ops/cpu/onednn.h"
@@ -161,11 +162,32 @@ TEST_CASE("clipping inside the update scales the gradients by the clipped norm")
   ops.optimizer_step({{p.data(), g.data(), nullptr, nullptr, 1}}, step);
   CHECK(ops.nonfinite_gradients_seen());
   CHECK_FALSE(ops.nonfinite_gradients_seen());
-  // Without clipping nothing is measured.
-  g[0] = NAN;
+  // Without clipping each optimizer's update notices them as it applies
+  // them, in a slot long enough to be split across threads too.
   step.clip_norm = 0;
-  ops.optimizer_step({{p.data(), g.data(), nullptr, nullptr, 1}}, step);
-  CHECK_FALSE(ops.nonfinite_gradients_seen());
+  step.step = 1;
+  for (const auto& [kind, momentum, nesterov] :
+       {std::tuple{OptimizerKind::sgd, 0.0f, false}, std::tuple{OptimizerKind::sgd, 0.9f, false},
+        std::tuple{OptimizerKind::sgd, 0.9f, true}, std::tuple{OptimizerKind::adam, 0.0f, false},
+        std::tuple{OptimizerKind::adamw, 0.0f, false}}) {
+    step.kind = kind;
+    step.momentum = momentum;
+    step.nesterov = nesterov;
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{1} << 17}) {
+      INFO("optimizer " << static_cast<int>(kind) << " momentum " << momentum << " nesterov "
+                        << nesterov << ", slot of " << n);
+      std::vector<float> q(n, 1.0f), h(n, 0.5f), s0(n, 0.0f), s1(n, 0.0f);
+      const bool stateful = kind != OptimizerKind::sgd || momentum > 0;
+      const ParamSlot slot{q.data(), h.data(), stateful ? s0.data() : nullptr,
+                           kind != OptimizerKind::sgd ? s1.data() : nullptr, n};
+      ops.optimizer_step({slot}, step);
+      CHECK_FALSE(ops.nonfinite_gradients_seen());
+      h[n - 1] = INFINITY;
+      ops.optimizer_step({slot}, step);
+      CHECK(ops.nonfinite_gradients_seen());
+      CHECK_FALSE(ops.nonfinite_gradients_seen());
+    }
+  }
 }
 
 TEST_CASE("loss scaling inside the update skips overflowing steps and holds the schedule") {
@@ -202,7 +224,8 @@ TEST_CASE("loss scaling inside the update skips overflowing steps and holds the 
   CHECK(ops.loss_scale_state().steps == 1);
   const std::vector<float> after_first = p;
   scaled_step({INFINITY, 1.0f});
-  CHECK(p == after_first);  // skipped: weights and moments untouched
+  CHECK(p == after_first);                      // skipped: weights and moments untouched
+  CHECK_FALSE(ops.nonfinite_gradients_seen());  // the scaler's to handle, not a divergence
   const LossScaleState skipped = ops.loss_scale_state();
   CHECK(skipped.scale == 4);
   CHECK(skipped.skipped == 1);

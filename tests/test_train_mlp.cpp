@@ -4,6 +4,7 @@
 // user reads (metrics.jsonl records, summary.json, the resolved config).
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_command.h"
+#include "runner/checkpoint/safetensors.h"
 
 using trainer::testing::run_command;
 using trainer::testing::run_trainer;
@@ -96,18 +98,75 @@ TEST_CASE("the update inside the step trains exactly like the update after it") 
   for (const auto& dir : {inside, after}) fs::remove_all(dir);
 }
 
-TEST_CASE("non-finite gradients under clipping stop the run at the next log point") {
-  // lr 1e30 overflows the weights within a few steps, so the gradients become
-  // inf or NaN: the clipping update notices, and the log point says so.
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_clip_nonfinite";
+// A float32 tensor of a safetensors file.
+trainer::checkpoint::StoredTensor f32_tensor(const std::string& name,
+                                             std::vector<std::int64_t> shape,
+                                             const std::vector<float>& values) {
+  std::string bytes(values.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return {name, "F32", std::move(shape), std::move(bytes)};
+}
+
+TEST_CASE("gradients gone non-finite behind a finite loss stop the run at the next log point") {
+  // One sample of 3e38s: layer a overflows to [inf, inf], b makes inf - inf
+  // = NaN of both, and the relu after b turns those NaNs into 0 (as oneDNN's
+  // does), so c sees zeros and the loss stays finite where PyTorch's is NaN.
+  // b's weight gradient is inf x 0 = NaN: the update notices, with or
+  // without clipping.
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_hidden_nonfinite";
   fs::remove_all(dir);
-  const auto r = run_trainer(
-      "run configs/fashion_mnist_mlp.yaml train.max_steps=40 train.log_every=10 "
-      "train.clip_grad_norm=1 optimizer.lr=1e30 data.workers=1 --out " +
-          dir.string(),
-      true);
-  CHECK(r.code == 1);
-  INFO(r.out);
-  CHECK(r.out.find("non-finite gradients in the steps up to 10") != std::string::npos);
+  fs::create_directories(dir);
+  {
+    std::ofstream csv(dir / "data.csv");
+    csv << "f0,f1,y\n";
+    for (int row = 0; row < 16; ++row)
+      csv << (row == 5 ? std::string("3e38,3e38") : "0." + std::to_string(row + 10) + ",0.5") << ","
+          << row % 2 << "\n";
+  }
+  trainer::checkpoint::Safetensors weights;
+  weights.tensors = {
+      f32_tensor("a.bias", {2}, {0, 0}),        f32_tensor("a.weight", {2, 2}, {1, 1, 1, 1}),
+      f32_tensor("b.bias", {2}, {0, 0}),        f32_tensor("b.weight", {2, 2}, {1, -1, 1, -1}),
+      f32_tensor("c.bias", {2}, {0.5f, -0.5f}), f32_tensor("c.weight", {2, 2}, {1, 0, 0, 1})};
+  std::ofstream(dir / "init.safetensors", std::ios::binary)
+      << trainer::checkpoint::encode_safetensors(weights);
+  std::ofstream(dir / "config.yaml") << "name: hidden\n"
+                                        "data:\n"
+                                        "  train: {type: csv, path: data.csv}\n"
+                                        "  shuffle: false\n"
+                                        "model:\n"
+                                        "  init_from: init.safetensors\n"
+                                        "  layers:\n"
+                                        "    - {type: linear, name: a, out_features: 2}\n"
+                                        "    - {type: relu}\n"
+                                        "    - {type: linear, name: b, out_features: 2}\n"
+                                        "    - {type: relu}\n"
+                                        "    - {type: linear, name: c, out_features: 2}\n"
+                                        "  loss: {type: cross_entropy}\n"
+                                        "optimizer: {type: sgd, lr: 0.1}\n"
+                                        "train: {epochs: 2, batch_size: 16, log_every: 2}\n"
+                                        "backend: {threads: 1}\n";
+  // The log point at step 1 comes first and knows the loss was finite; with
+  // log_every 2 the epoch's checkpoint at step 1 comes first and is not written.
+  for (const std::string clip : {"0", "1"})
+    for (const auto& [log_every, said] :
+         {std::pair<std::string, std::string>{"1",
+                                              ", while the loss stayed finite: values "
+                                              "inside the network overflow float32"},
+          std::pair<std::string, std::string>{"2",
+                                              ": the weights diverged, or values inside "
+                                              "the network overflow float32"}}) {
+      INFO("train.clip_grad_norm=" << clip << " train.log_every=" << log_every);
+      const fs::path out = dir / ("run" + clip + log_every);
+      const auto r =
+          run_trainer("run " + (dir / "config.yaml").string() + " --out " + out.string() +
+                          " train.clip_grad_norm=" + clip + " train.log_every=" + log_every,
+                      true);
+      INFO(r.out);
+      CHECK(r.code == 1);
+      CHECK(r.out.find("error: non-finite gradients (inf or NaN) in the steps up to 1" + said) !=
+            std::string::npos);
+      CHECK_FALSE(fs::exists(out / "checkpoints/step-00000001"));
+    }
   fs::remove_all(dir);
 }

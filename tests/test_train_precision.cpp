@@ -146,6 +146,7 @@ TEST_CASE("overflows that persist at the minimum scale stop the run with a diagn
   CHECK(r.out.find("fp16 loss scaling collapsed at step 5") != std::string::npos);
   CHECK(r.out.find("Likely cause") != std::string::npos);
   CHECK(r.out.find("gradients of fc1.weight") != std::string::npos);
+  CHECK(r.out.find("where a relu hides it from the loss") != std::string::npos);
   // No update was applied: each record shows the rate the first update
   // would use (the warmup's first), not 0.
   const auto records = train_records(dir);
@@ -155,6 +156,22 @@ TEST_CASE("overflows that persist at the minimum scale stop the run with a diagn
     CHECK(record["lr"].get<double>() > 0);
     CHECK(record["lr"] == records.begin()->second["lr"]);
   }
+}
+
+TEST_CASE("a static loss scale that keeps overflowing: the scale to lower is named") {
+  const fs::path config = write_config("collapse_static");
+  const fs::path dir = kRoot / "collapse_static";
+  fs::remove_all(dir);
+  const auto r = run_command(run_with_env(
+      "TRAINER_INJECT_OVERFLOW=1,2,3,4,5,6,7,8,9,10",
+      "run " + config.string() + " --out " + dir.string() +
+          " precision.loss_scale.static_scale=1024 precision.loss_scale.collapse_patience=3"));
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("3 consecutive steps overflowed at the static loss scale 1024") !=
+        std::string::npos);
+  CHECK(r.out.find("Lower precision.static_scale") != std::string::npos);
+  CHECK(r.out.find("minimum loss scale") == std::string::npos);
 }
 
 TEST_CASE("under loss scaling the learning rates stay exact past the backend's window") {

@@ -2,6 +2,7 @@
 #include "ops/cpu/vector_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -33,10 +34,19 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   for (std::int64_t i = begin; i < end; ++i) dst[i] = bf16_bits(src[i]);
 }
 
+// 1 when x is inf or NaN (its exponent all ones), else 0: branch-free, so
+// an update loop ORs it over its gradients without losing vectorisation.
+inline std::uint32_t non_finite_bit(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+}
+
 // The parameters are read from locals, not through the OptimizerStep
 // reference: a store to p[i] could alias it, which keeps the compiler from
-// vectorising. Each variant is its own loop for the same reason.
-void sgd(const ParamSlot& s, const OptimizerStep& o) {
+// vectorising. Each variant is its own loop for the same reason. Each sets
+// `nonfinite` when a gradient it applied was inf or NaN.
+void sgd(const ParamSlot& s, const OptimizerStep& o, std::atomic<bool>& nonfinite) {
   float* __restrict p = s.param;
   const float* __restrict g = s.grad;
   float* __restrict buf = s.state0;
@@ -45,34 +55,46 @@ void sgd(const ParamSlot& s, const OptimizerStep& o) {
   const float lr = o.lr * s.lr_scale, scale = o.grad_scale, momentum = o.momentum;
   const float wd = s.weight_decay ? o.weight_decay : 0.0f;
   if (!buf) {
-    parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {
-#pragma omp simd
-      for (std::int64_t i = begin; i < end; ++i) p[i] -= lr * (g[i] * scale + wd * p[i]);
+    parallel_chunks(n, [=, &nonfinite](std::int64_t begin, std::int64_t end) {
+      std::uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+      for (std::int64_t i = begin; i < end; ++i) {
+        bad |= non_finite_bit(g[i]);
+        p[i] -= lr * (g[i] * scale + wd * p[i]);
+      }
+      if (bad) nonfinite = true;
       if (copy) round_range(p, copy, begin, end);
     });
   } else if (o.nesterov) {
-    parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {
-#pragma omp simd
+    parallel_chunks(n, [=, &nonfinite](std::int64_t begin, std::int64_t end) {
+      std::uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
       for (std::int64_t i = begin; i < end; ++i) {
+        bad |= non_finite_bit(g[i]);
         const float d = g[i] * scale + wd * p[i];
         buf[i] = momentum * buf[i] + d;
         p[i] -= lr * (d + momentum * buf[i]);
       }
+      if (bad) nonfinite = true;
       if (copy) round_range(p, copy, begin, end);
     });
   } else {
-    parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {
-#pragma omp simd
+    parallel_chunks(n, [=, &nonfinite](std::int64_t begin, std::int64_t end) {
+      std::uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
       for (std::int64_t i = begin; i < end; ++i) {
+        bad |= non_finite_bit(g[i]);
         buf[i] = momentum * buf[i] + (g[i] * scale + wd * p[i]);
         p[i] -= lr * buf[i];
       }
+      if (bad) nonfinite = true;
       if (copy) round_range(p, copy, begin, end);
     });
   }
 }
 
-void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
+void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled,
+          std::atomic<bool>& nonfinite) {
   float* __restrict p = s.param;
   const float* __restrict g = s.grad;
   float* __restrict m = s.state0;
@@ -89,14 +111,17 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled) {
   const float decay = decoupled ? 1.0f - lr * wd : 1.0f;
   const float l2 = decoupled ? 0.0f : wd;
   const float scale = o.grad_scale, beta1 = o.beta1, beta2 = o.beta2, eps = o.eps;
-  parallel_chunks(n, [=](std::int64_t begin, std::int64_t end) {
-#pragma omp simd
+  parallel_chunks(n, [=, &nonfinite](std::int64_t begin, std::int64_t end) {
+    std::uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
     for (std::int64_t i = begin; i < end; ++i) {
+      bad |= non_finite_bit(g[i]);
       const float gi = g[i] * scale + l2 * p[i];
       m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
       v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
       p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
     }
+    if (bad) nonfinite = true;
     if (copy) round_range(p, copy, begin, end);
   });
 }
@@ -139,19 +164,22 @@ class CpuVectorOps final : public VectorOps {
       if (!d.apply) return;
       step = applied(step, d);
     }
+    std::atomic<bool> nonfinite = false;
     for (const auto& s : slots) {
       switch (step.kind) {
         case OptimizerKind::sgd:
-          sgd(s, step);
+          sgd(s, step, nonfinite);
           break;
         case OptimizerKind::adam:
-          adam(s, step, false);
+          adam(s, step, false, nonfinite);
           break;
         case OptimizerKind::adamw:
-          adam(s, step, true);
+          adam(s, step, true, nonfinite);
           break;
       }
     }
+    // Applied with inf or NaN (scaled updates skip those instead).
+    if (nonfinite && !scaling_) nonfinite_seen_ = true;
   }
 
   bool nonfinite_gradients_seen() override { return std::exchange(nonfinite_seen_, false); }

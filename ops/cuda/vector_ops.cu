@@ -82,7 +82,7 @@ struct StepParams {
 struct GradientCheck {
   double sum_squares;
   int nonfinite;         // this update's gradients hold inf or NaN
-  int nonfinite_sticky;  // some clipping update's did (unscaled runs), until read
+  int nonfinite_sticky;  // some applied update's did (unscaled runs), until read
 };
 
 // One thread: the update's decision from the check, applied to the loss
@@ -138,20 +138,24 @@ __device__ __forceinline__ void update_element(const Hyper& h, const DeviceSlot&
 
 // The hyperparameters are read from device memory (set_optimizer_step, or
 // decide_kernel), so a launch recorded in a CUDA graph uses the values of the
-// step it replays.
-__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper) {
+// step it replays. A gradient applied that is inf or NaN sets *nonfinite
+// (a scaled update that applies has none: decide_kernel skipped those).
+__global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper,
+                                 int* nonfinite) {
   Hyper h = *hyper;
   if (!h.apply) return;
   const Chunk c = chunks[blockIdx.x];
   const DeviceSlot s = slots[c.slot];
   h.lr *= s.lr_scale;
   const long long end = min(c.begin + kChunk, s.size);
+  bool bad = false;
   if (s.vectorized) {
     const long long vec_end = c.begin + (end - c.begin) / 4 * 4;
     const bool has0 = s.state0 != nullptr;
     for (long long i = c.begin + 4 * threadIdx.x; i < vec_end; i += 4 * blockDim.x) {
       float4 p = *reinterpret_cast<float4*>(s.param + i);
       const float4 g = *reinterpret_cast<const float4*>(s.grad + i);
+      bad |= !isfinite(g.x) || !isfinite(g.y) || !isfinite(g.z) || !isfinite(g.w);
       float4 a = has0 ? *reinterpret_cast<float4*>(s.state0 + i) : float4{};
       float4 b = s.state1 ? *reinterpret_cast<float4*>(s.state1 + i) : float4{};
       update_one(h, s.decay_mask, p.x, g.x, has0, a.x, b.x);
@@ -166,10 +170,17 @@ __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, c
             make_uint2(bf16_bits(p.x) | static_cast<unsigned>(bf16_bits(p.y)) << 16,
                        bf16_bits(p.z) | static_cast<unsigned>(bf16_bits(p.w)) << 16);
     }
-    for (long long i = vec_end + threadIdx.x; i < end; i += blockDim.x) update_element(h, s, i);
+    for (long long i = vec_end + threadIdx.x; i < end; i += blockDim.x) {
+      bad |= !isfinite(s.grad[i]);
+      update_element(h, s, i);
+    }
   } else {
-    for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x) update_element(h, s, i);
+    for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x) {
+      bad |= !isfinite(s.grad[i]);
+      update_element(h, s, i);
+    }
   }
+  if (bad) atomicOr(nonfinite, 1);
 }
 
 __global__ void swap_kernel(float* a, float* b, long long n) {
@@ -425,8 +436,8 @@ class CudaVectorOps final : public VectorOps {
     if (chunks.empty()) return;
     const DeviceSlot* d_slots = slot_table_.upload(table, ctx_.compute);
     const Chunk* d_chunks = optimizer_chunks_.upload(chunks, ctx_.compute);
-    optimizer_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, stream>>>(d_slots, d_chunks,
-                                                                                  &params->hyper);
+    optimizer_kernel<<<static_cast<unsigned>(chunks.size()), kBlock, 0, stream>>>(
+        d_slots, d_chunks, &params->hyper, &check_.as<GradientCheck>()->nonfinite_sticky);
     check_launch("optimizer_kernel");
   }
 

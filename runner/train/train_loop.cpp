@@ -178,10 +178,11 @@ std::string collapse_diagnosis(const LossScaler& scaler, double loss,
   const std::string names = config::join(std::vector<std::string>(
       overflowing.begin(),
       overflowing.begin() + std::min<std::ptrdiff_t>(3, std::ssize(overflowing))));
+  const bool dynamic = scaler.rule().dynamic;
   std::string text = "fp16 loss scaling collapsed at step " + std::to_string(step) + ": " +
                      std::to_string(scaler.rule().collapse_patience) +
-                     " consecutive steps overflowed at the minimum loss scale " +
-                     fmt::format("{:g}", scaler.scale()) + " (" +
+                     " consecutive steps overflowed at the " + (dynamic ? "minimum" : "static") +
+                     " loss scale " + fmt::format("{:g}", scaler.scale()) + " (" +
                      std::to_string(scaler.skipped_steps()) + " steps skipped up to step " +
                      std::to_string(scaler.state().steps) + "). ";
   if (!std::isfinite(loss))
@@ -192,10 +193,15 @@ std::string collapse_diagnosis(const LossScaler& scaler, double loss,
            "weights grown by too high a learning rate. Use precision: bf16 (float32's range), "
            "normalise the inputs, or lower optimizer.lr.";
   return text + "The loss is finite (" + fmt::format("{:.4g}", loss) + ") but the gradients" +
-         (names.empty() ? std::string() : " of " + names) +
-         " overflow fp16 even at that scale. Likely cause: a learning rate that makes the "
-         "weights diverge, or exploding gradients. Lower optimizer.lr, set "
-         "train.clip_grad_norm, or use precision: bf16.";
+         (names.empty() ? std::string() : " of " + names) + " overflow fp16 even at that scale. " +
+         (dynamic ? ""
+                  : "Lower precision.static_scale (or set it to 0 for the dynamic scale); "
+                    "otherwise the ") +
+         (dynamic ? "Likely" : "likely") +
+         " cause: a learning rate that makes the weights diverge, exploding gradients, or a "
+         "forward pass that overflows fp16 where a relu hides it from the loss (it turns the "
+         "NaN into 0): inputs or activations beyond 65504. Lower optimizer.lr, set "
+         "train.clip_grad_norm, normalise the inputs, or use precision: bf16.";
 }
 
 // The names of the parameters whose gradients hold inf or NaN.
@@ -425,6 +431,10 @@ class TrainLoop {
   // A record into metrics.jsonl, and into the TensorBoard events file.
   void write_metrics(const nlohmann::json& record);
   void save_state(const checkpoint::TrainState& st);
+  // Without loss scaling (which skips such steps), an update that applied
+  // inf or NaN gradients lost the weights: the run stops at the next log
+  // point or checkpoint. A read-back on a GPU.
+  void stop_if_gradients_were_not_finite(bool loss_was_finite);
   void save_checkpoint(std::int64_t at_epoch, std::int64_t epoch_step) {
     save_state(state_now(at_epoch, epoch_step));
   }
@@ -492,7 +502,7 @@ class TrainLoop {
   const std::set<std::int64_t> inject_overflow_;
   const double inject_checkpoint_delay_s_;
   const double inject_eval_delay_s_;
-  bool update_in_step_ = false, clip_in_update_ = false;
+  bool update_in_step_ = false;
   // Loss scaling: how many updates' schedule the backend holds, and the step
   // of the last read of its state (read again at least that often).
   std::int64_t schedule_window_ = 0, synced_at_step_ = 0;
@@ -666,6 +676,18 @@ void TrainLoop::resume_or_initialize() {
                         " (batch / (micro-batch x ranks)): train.micro_batch_size=" +
                         std::to_string(per_step / st.accumulation) + " keeps the run's " +
                         std::to_string(st.accumulation);
+  // The config as the run's, but not the data: its size changed under the run.
+  if (st.seed == cfg_.seed && same_batch && st.accumulation == accumulation_ &&
+      st.steps_per_epoch != steps_per_epoch_ && world_ == 1)
+    throw UsageError(
+        "checkpoint " + loaded->path + " was written when an epoch was " +
+        std::to_string(st.steps_per_epoch) + " steps; the training data now gives " +
+        std::to_string(steps_per_epoch_) + " (" + std::to_string(s_.train_data->size()) +
+        " samples, batch " + std::to_string(s_.batch.global) +
+        "): it changed since the run started (a file replaced, images added or removed). "
+        "Restore the run's data to resume it exactly, or start a new run from these weights "
+        "(model.init_from=" +
+        loaded->path + "/model.safetensors)");
   if (st.seed != cfg_.seed || st.accumulation != accumulation_ ||
       st.steps_per_epoch != steps_per_epoch_ || !same_batch)
     throw UsageError(
@@ -785,9 +807,6 @@ void TrainLoop::prepare_optimizer() {
       : accumulation_ > 1 ? "after the step: gradients accumulate over micro-batches first"
       : world_ > 1        ? "after the step: gradients are reduced across ranks first"
                           : "after the step: an overflow is injected (TRAINER_INJECT_OVERFLOW)";
-  // Without loss scaling the host learns of non-finite gradients at the next
-  // log point (with it they skip the step).
-  clip_in_update_ = opt_.clip_norm > 0;
   if (update_in_step_)
     program_.set_update([this] {
       backend_.vector_ops().optimizer_update(slots_);
@@ -1001,9 +1020,6 @@ void TrainLoop::log_window() {
   check_log_written();
   settle_losses();
   sync_loss_scale();
-  if (clip_in_update_ && backend_.vector_ops().nonfinite_gradients_seen())
-    throw DivergedError("non-finite gradients in the steps up to " + std::to_string(step_) +
-                        ": lower optimizer.lr, lower train.clip_grad_norm or check the data");
   const double elapsed = seconds_since(window_.start);
   window_.hits.top1 += window_.last_step_hits.top1;
   window_.hits.rows += window_.last_step_hits.rows;
@@ -1030,6 +1046,7 @@ void TrainLoop::log_window() {
                         std::to_string(step_) +
                         " (mean of the last logging window): lower optimizer.lr (or set "
                         "train.clip_grad_norm), or check the inputs and labels");
+  stop_if_gradients_were_not_finite(true);
   const double samples_per_s = static_cast<double>(window_.samples) / elapsed;
   const double step_ms = 1000.0 * elapsed / static_cast<double>(window_.steps);
   const double wait_pct = 100.0 * window_.wait / elapsed;
@@ -1271,7 +1288,21 @@ void TrainLoop::stamp_metric(checkpoint::TrainState& st) const {
   st.metric_name = cfg_.checkpoint.metric;
 }
 
+void TrainLoop::stop_if_gradients_were_not_finite(bool loss_was_finite) {
+  if (scaler_.enabled() || !backend_.vector_ops().nonfinite_gradients_seen()) return;
+  // A finite loss over inf or NaN inside the network: a relu turns NaN into
+  // 0 (oneDNN's, cuDNN's), so the overflow shows only in the gradients.
+  throw DivergedError(
+      "non-finite gradients (inf or NaN) in the steps up to " + std::to_string(step_) +
+      (loss_was_finite ? ", while the loss stayed finite: values inside the network overflow "
+                         "float32 (a relu turns the NaN into 0 before the loss sees it)"
+                       : ": the weights diverged, or values inside the network overflow float32") +
+      "; check the data for very large values (trainer validate --data), lower optimizer.lr, or "
+      "set train.clip_grad_norm");
+}
+
 void TrainLoop::save_state(const checkpoint::TrainState& st) {
+  stop_if_gradients_were_not_finite(false);              // weights not worth keeping
   if (!rank_buffers_each_step_) average_rank_buffers();  // the root saves every rank's
   if (collective_.is_root()) {
     if (inject_checkpoint_delay_s_ > 0) {

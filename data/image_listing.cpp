@@ -90,6 +90,13 @@ std::vector<std::string> list_class_images(const fs::path& class_dir) {
           folder.names.push_back(entry.path().filename().string());
         else if (undecoded_format(ext))
           undecoded.push_back(entry.path().string());
+      } else if (entry.is_symlink(ec) && !entry.exists(ec) &&
+                 is_decoded_image(lower_extension(entry.path()))) {
+        // A missing file on a share or mirror: not a smaller dataset.
+        throw std::runtime_error("image '" + entry.path().string() +
+                                 "' is a broken symbolic link to '" +
+                                 fs::read_symlink(entry.path(), ec).string() +
+                                 "': restore the file it points to, or remove the link");
       }
     }
     folders.push_back(std::move(folder));

@@ -276,6 +276,11 @@ std::optional<HeaderPlace> header_place(const std::string& path, std::span<const
   const std::size_t magic = std::min<std::size_t>(b.size(), 6);
   if ((magic > 0 && std::memcmp(b.data(), "\x93NUMPY", magic) != 0) ||
       (complete && b.size() < 10)) {
+    // numpy.savez writes a zip of .npy files: "PK" first.
+    if (b.size() >= 2 && b[0] == 'P' && b[1] == 'K')
+      bad_header(path,
+                 "a zip archive (numpy.savez's .npz?), not a .npy file: save each array with "
+                 "numpy.save (np.save('x.npy', data['x'])) and name those files");
     bad_header(path, "not a .npy file (the magic \\x93NUMPY is missing at byte 0)");
   }
   if (b.size() < 10) return std::nullopt;

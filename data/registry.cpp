@@ -288,7 +288,8 @@ const std::vector<TransformDef>& transform_defs() {
            field("scale", FT::number_list, "Range of the erased area fraction.")
                .def("[0.02, 0.33]")
                .length(2)
-               .above(0),
+               .above(0)
+               .at_most(1),
            field("ratio", FT::number_list, "Range of the aspect ratio.")
                .def("[0.3, 3.3]")
                .length(2)

@@ -500,6 +500,12 @@ TEST_CASE("every number field refuses infinities, from overrides and files alike
                    {"data.transforms=[{type: normalize, mean: [1e39], std: [1]}]"})
             .find("data.transforms[0].mean[0]: expected a number >= -1e+30 and <= 1e+30") !=
         std::string::npos);
+  // An erased area fraction is at most the whole sample (beyond it nothing
+  // would ever be erased).
+  CHECK(only_error(kGood + "minimal.yaml",
+                   {"data.transforms=[{type: random_erasing, scale: [0.5, 2]}]"})
+            .find("data.transforms[0].scale[1]: expected a number > 0 and <= 1, found integer 2") !=
+        std::string::npos);
   const std::string file =
       temp_config("inf_lr.yaml", kMinimalText + "optimizer: {lr: .inf, eps: 1e400}\n");
   const auto list = errors_of(file);

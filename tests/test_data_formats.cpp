@@ -160,6 +160,13 @@ TEST_CASE("NPY pairs: uint8, float32 and int64 samples, labels and targets") {
     CHECK_THROWS_WITH(open_npy(dir.file("text.npy"), dir.file("y.npy")),
                       Contains(dir.file("text.npy")) &&
                           Contains("not a .npy file"));
+    // An .npz (a zip of .npy files) is named for what it is.
+    write_text(dir.file("pair.npz"),
+               std::string("PK\x03\x04") + std::string(40, '\0'));
+    CHECK_THROWS_WITH(
+        open_npy(dir.file("pair.npz"), dir.file("y.npy")),
+        Contains("a zip archive (numpy.savez's .npz?), not a .npy file") &&
+            Contains("numpy.save"));
     CHECK_THROWS_WITH(open_npy(dir.file("x8.npy"), dir.file("y.npy"), 2),
                       Contains("label 2 of sample 0 is outside [0, 2)"));
   }
@@ -424,6 +431,23 @@ TEST_CASE("image folders: images at any depth in torchvision's order, other "
                dir.file("img/dog/only/photo.BMP") + "' (BMP)") &&
           Contains("only PNG (.png) and JPEG (.jpg, .jpeg) images are read") &&
           Contains("convert them to PNG or JPEG, or move them out"));
+}
+
+TEST_CASE("image folders: a broken link to an image is an error, not a smaller "
+          "dataset") {
+  TempDir dir;
+  write_bytes(dir.file("img/cat/a.png"), png_bytes(1, 1, 1, {10}));
+  std::filesystem::create_symlink("/nonexistent/b.png",
+                                  dir.file("img/cat/b.png"));
+  CHECK_THROWS_WITH(
+      open_image_folder(dir.file("img"), 1, 1, 1),
+      Contains("image '" + dir.file("img/cat/b.png") +
+               "' is a broken symbolic link to '/nonexistent/b.png'"));
+  // A broken link by another name is ignored, as other files are.
+  std::filesystem::remove(dir.file("img/cat/b.png"));
+  std::filesystem::create_symlink("/nonexistent/notes",
+                                  dir.file("img/cat/notes.txt"));
+  CHECK(open_image_folder(dir.file("img"), 1, 1, 1)->size() == 1);
 }
 
 TEST_CASE("the resize is PIL's bilinear: every pixel counts when shrinking, "

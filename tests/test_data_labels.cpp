@@ -135,14 +135,16 @@ TEST_CASE("samples of more than 5 dimensions are refused at the source, naming t
                       "' have shape [1, 1, 1, 2, 2, 2, 2], 7 dimensions"));
 }
 
-TEST_CASE("a class count near the model's keeps the model's message") {
+TEST_CASE("a class count near the model's asks for the model's size first, and names the label") {
   TempDir dir;
   write_bytes(dir.file("i.idx"), idx_bytes({4, 1, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
   write_bytes(dir.file("l.idx"), idx_bytes({4}, {0, 1, 3, 2}));  // 4 classes, the model 3
   const std::string out = validate_error(
       dir, "{type: idx, images: " + dir.file("i.idx") + ", labels: " + dir.file("l.idx") + "}");
-  CHECK_THAT(out, Contains("the last layer gives 3 outputs but the data has 4 classes") &&
-                      Contains("set the last layer's size to 4"));
+  CHECK_THAT(out, Contains("the last layer gives 3 outputs but the data has 4 classes (its "
+                           "largest label, 3, is at sample 2 of IDX labels '" +
+                           dir.file("l.idx") + "' (byte offset 10))") &&
+                      Contains("set the last layer's size to 4, or check that label"));
 }
 
 TEST_CASE("a label -100 is a sample in no class; another negative label is refused") {

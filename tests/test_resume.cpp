@@ -216,6 +216,37 @@ TEST_CASE(
                              "the run's 4"));
 }
 
+TEST_CASE("a resume whose training data changed size says the data changed, not the config") {
+  TempDir tmp("resume-data-changed");
+  const auto write_csv = [&](int rows) {
+    std::string text = "a,b,y\n";
+    for (int i = 0; i < rows; ++i)
+      text +=
+          std::to_string(i % 7) + "," + std::to_string(i % 5) + "," + std::to_string(i % 2) + "\n";
+    write_text(tmp / "data.csv", text);
+  };
+  write_csv(64);
+  write_text(tmp / "csv.yaml",
+             "name: csv\n"
+             "data: {train: {type: csv, path: data.csv}}\n"
+             "model:\n"
+             "  layers: [{type: linear, out_features: 2}]\n"
+             "  loss: {type: cross_entropy}\n"
+             "optimizer: {type: sgd, lr: 0.01}\n"
+             "train: {epochs: 2, batch_size: 16, max_steps: 2}\n"
+             "checkpoint: {every_steps: 1}\n"
+             "backend: {threads: 1}\n");
+  const std::string dir = tmp / "run";
+  REQUIRE(run_to_end(run_args(tmp / "csv.yaml", dir), tmp / "a.log") == 0);
+  write_csv(128);  // the file replaced under the run
+  CHECK(run_to_end({"run", "--resume", dir, "train.max_steps=6"}, tmp / "b.log") == 2);
+  CHECK_THAT(read_text(tmp / "b.log"),
+             Catch::Contains("step-00000002 was written when an epoch was 4 steps; the training "
+                             "data now gives 8 (128 samples, batch 16): it changed since the run "
+                             "started") &&
+                 Catch::Contains("model.init_from=" + dir + "/checkpoints/step-00000002"));
+}
+
 TEST_CASE(
     "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint), "
     "with only the override on the command line") {

@@ -143,8 +143,8 @@ std::int64_t short_batch_rows(const config::Config& config, const Session& s) {
   return data::Loader::equal_shard_size(s.train_data->size(), s.batch.world, false) % s.batch.micro;
 }
 
-// Classes inferred from the labels far above what the model predicts: most
-// likely one wrong label, so the error says where the largest one is.
+// Classes inferred from the labels above what the model predicts: the error
+// says where the largest label is (far above: most likely one wrong label).
 void check_inferred_classes(const config::Config& config, const Session& s,
                             config::Diagnostics& diags) {
   const data::Dataset& train = *s.train_data;
@@ -157,11 +157,19 @@ void check_inferred_classes(const config::Config& config, const Session& s,
   const graph::Graph g = graph::build_graph(config.model.node, input, scratch);
   if (g.logits == graph::kNoValue) return;
   const Shape& logits = g.values[static_cast<std::size_t>(g.logits)].shape;
-  if (logits.size() != 2 || logits[1] <= 0 || s.num_classes <= 2 * logits[1]) return;
+  if (logits.size() != 2 || logits[1] <= 0 || s.num_classes <= logits[1]) return;
   const std::string outputs = std::to_string(logits[1]);
   const std::int64_t largest = train.max_label();
   // largest + 1 as unsigned: a label of INT64_MAX makes 2^63 classes.
   const std::string classes = std::to_string(static_cast<std::uint64_t>(largest) + 1);
+  if (s.num_classes <= 2 * logits[1]) {  // near: the model's size is as likely wrong
+    diags.add(g.nodes.back().mark, "model.layers",
+              "the last layer gives " + outputs + " outputs but the data has " + classes +
+                  " classes (its largest label, " + std::to_string(largest) + ", is at " +
+                  train.max_label_origin() + ")",
+              "set the last layer's size to " + classes + ", or check that label");
+    return;
+  }
   diags.add(config.data.train->mark, "data.train",
             "the last layer gives " + outputs + " outputs, but data.train has no `classes:` and " +
                 "its largest label, " + std::to_string(largest) + " at " +

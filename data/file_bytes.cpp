@@ -154,9 +154,19 @@ class Gunzip {
   void check_declared() {
     if (declared_ && !size_) {
       size_ = declared_(std::span<const std::uint8_t>(out_.data(), out_pos_));
-      // Reserved at once, unless more than deflate's largest ratio (1032:1)
-      // can make of the stream: that file is cut short, found at its end.
-      if (size_ && *size_ < in_.size() * 1032 && *size_ + 1 > out_.capacity()) reserve(*size_ + 1);
+      // More than deflate's largest ratio (1032:1) can make of the whole
+      // file: it is cut short (or the header damaged), known before
+      // gigabytes are inflated to find its end. Otherwise reserved at once.
+      if (size_ && *size_ / 1032 >= in_.size())
+        throw std::runtime_error(
+            "data file '" + path_ + "' is cut short: its header declares " +
+            (*size_ == SIZE_MAX ? std::string("more bytes than can be counted")
+                                : std::to_string(*size_) + " bytes") +
+            ", but " + std::to_string(in_.size()) +
+            " gzip-compressed bytes decompress to at most 1032 times as many (deflate's largest "
+            "ratio): the file was truncated, or its header is damaged; " +
+            kCopyAgain);
+      if (size_ && *size_ + 1 > out_.capacity()) reserve(*size_ + 1);
     }
     if (!size_ || out_pos_ <= *size_) return;
     throw std::runtime_error(

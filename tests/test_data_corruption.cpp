@@ -854,6 +854,19 @@ TEST_CASE("a gzip bomb is refused once its header is out, not inflated in full")
       open_npy(dir.file("x.npy.gz"), dir.file("y.npy")),
       Contains("data file '" + dir.file("x.npy.gz") + "' decompresses to more than the " +
                std::to_string(npy.size()) + " bytes its header declares"));
+
+  // The other way round: a header declaring far more than the whole file can
+  // inflate to (deflate's largest ratio is 1032:1) is refused as soon as it
+  // is out, before the zeros after it are inflated into memory.
+  watchdog.trial("IDX: a header declaring 10 GB, then 256 MiB of zeros");
+  Bytes huge = gzip_of(dir, idx_bytes({100000, 1000, 100}, Bytes(16, 0)));
+  huge.insert(huge.end(), bomb.begin(), bomb.end());
+  write_bytes(path, huge);
+  CHECK_THROWS_WITH(open_idx(path, dir.file("l.idx")),
+                    Contains("data file '" + path +
+                             "' is cut short: its header declares 10000000016 bytes, but " +
+                             std::to_string(huge.size()) +
+                             " gzip-compressed bytes decompress to at most 1032 times as many"));
 }
 
 // A file larger than the memory left is an error naming it and its size, not

@@ -7,7 +7,13 @@
 // training they act as the process's disposition says: `trainer time` dies of
 // SIGINT, SIGTERM (and SIGHUP, untouched) as if unblocked, and an inherited
 // ignored SIGINT stays ignored. A console that goes away (`| head -1`) does
-// not end a run: it trains to the end and records it.
+// not end a run: it trains to the end and records it. At a terminal the stop
+// is answered at once.
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -78,6 +84,69 @@ TEST_CASE("a stop delivered twice at once (a process group's kill, forwarded) st
   const nlohmann::json stopped = summary_of(tmp / "run");
   CHECK(stopped["status"] == "interrupted");
   CHECK(fs::exists(tmp / "run/checkpoints/last/model.safetensors"));
+}
+
+namespace {
+
+// What the terminal `master` shows within `timeout` (until the child closes it).
+std::string read_terminal(int master, std::chrono::milliseconds timeout) {
+  std::string text;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd fd{master, POLLIN, 0};
+    if (poll(&fd, 1, 50) <= 0) continue;
+    char buffer[4096];
+    const ssize_t got = read(master, buffer, sizeof buffer);
+    if (got <= 0) break;  // the child closed its side
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("at a terminal a stop is answered at once, while a long evaluation goes on") {
+  TempDir tmp("stop-signal-terminal");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const int master = posix_openpt(O_RDWR | O_NOCTTY);
+  REQUIRE(master >= 0);
+  REQUIRE(grantpt(master) == 0);
+  REQUIRE(unlockpt(master) == 0);
+  const std::string terminal = ptsname(master);
+  const std::string binary = TRAINER_BINARY, config = tmp / "tiny.yaml", out = tmp / "run";
+  const pid_t pid = fork();
+  if (pid == 0) {  // the run, its output on the terminal, each evaluation batch 2 s long
+    setsid();
+    const int fd = open(terminal.c_str(), O_RDWR);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    setenv("TRAINER_INJECT_EVAL_DELAY", "2", 1);
+    signal(SIGINT, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execl(binary.c_str(), binary.c_str(), "run", config.c_str(), "--out", out.c_str(), nullptr);
+    _exit(127);
+  }
+  std::string shown;
+  const auto evaluating = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (shown.find("TRAINER_INJECT_EVAL_DELAY") == std::string::npos &&
+         std::chrono::steady_clock::now() < evaluating)
+    shown += read_terminal(master, std::chrono::milliseconds(100));
+  REQUIRE(shown.find("TRAINER_INJECT_EVAL_DELAY") != std::string::npos);
+  kill(pid, SIGINT);
+  // Answered within a second, though the evaluation batch takes two.
+  const std::string answer = read_terminal(master, std::chrono::seconds(1));
+  INFO(shown + answer);
+  CHECK(answer.find("stopping at the next safe point (Ctrl-C again to quit at once)") !=
+        std::string::npos);
+  int status = 0;
+  const std::string rest = read_terminal(master, std::chrono::seconds(30));
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  close(master);
+  INFO(rest);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
 }
 
 TEST_CASE("outside training SIGINT and SIGTERM do what the process's disposition says") {

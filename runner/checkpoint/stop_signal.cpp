@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -44,6 +45,14 @@ void record_stop(int sig) {
   if (g_signal.load() == 0) {
     g_first_signal_at = now;
     g_signal = sig;
+    // At a terminal, said at once: a long step, evaluation or data read
+    // would otherwise leave the key press unanswered until it ends.
+    if (isatty(STDERR_FILENO)) {
+      const char* text = sig == SIGINT ? "\nstopping at the next safe point (Ctrl-C again to quit "
+                                         "at once)\n"
+                                       : "\nstopping at the next safe point\n";
+      [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, text, std::strlen(text));
+    }
     return;
   }
   if (now - g_first_signal_at >= kSameStopWindow) _exit(128 + sig);

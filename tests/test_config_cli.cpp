@@ -115,6 +115,23 @@ TEST_CASE("a convolution stride past what the libraries take is refused at it") 
         std::string::npos);
 }
 
+TEST_CASE("transforms that make samples past the 2^31-element limit are refused at them") {
+  const auto r = run("validate " + kGood +
+                         "minimal.yaml 'data.transforms=[{type: random_crop, size: 100000, "
+                         "padding: 100000}]'",
+                     true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: data.transforms: they make the training samples [1, 100000, 100000], "
+                   "more than 2147483648 (2^31) elements, the most supported") !=
+        std::string::npos);
+  // At the limit itself: accepted.
+  CHECK(run("validate " + kGood +
+                "minimal.yaml 'data.transforms=[{type: random_crop, size: [32768, 65536], padding: "
+                "32768}]'",
+            true)
+            .code == 0);
+}
+
 TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("").code == 2);
   CHECK(run("frobnicate").code == 2);

@@ -15,6 +15,7 @@
 #include "data/sources.h"
 #include "data/split.h"
 #include "runner/checkpoint/weights.h"
+#include "runner/config/data_items.h"
 #include "runner/config/fields.h"
 #include "runner/config/overrides.h"
 #include "runner/config/scalar.h"
@@ -30,6 +31,17 @@
 
 namespace trainer::train {
 namespace {
+
+// Whether a sample of `shape` has more than kMaxSampleElements elements
+// (without overflowing on the way).
+bool exceeds_sample_limit(const Shape& shape) {
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) {
+    if (d > 0 && n > config::kMaxSampleElements / d) return true;
+    n *= d;
+  }
+  return n > config::kMaxSampleElements;
+}
 
 std::vector<data::TransformSpec> specs_of(const std::vector<config::TypedItem>& items) {
   std::vector<data::TransformSpec> out;
@@ -538,6 +550,16 @@ Session open_session(const config::Config& config, const std::vector<std::string
     s.eval_pipeline = std::make_shared<const data::Pipeline>(std::move(eval_pipe));
   } catch (const std::runtime_error& e) {
     diags.add(written_mark_of(config, list), list, e.what());
+    diags.throw_if_any();
+  }
+  // The transforms may make a sample larger than any source may declare (a
+  // crop with much padding): the same limit, at the list that does it.
+  if (exceeds_sample_limit(s.sample_shape)) {
+    diags.add(written_mark_of(config, "data.transforms"), "data.transforms",
+              "they make the training samples " + to_string(s.sample_shape) + ", more than " +
+                  std::to_string(config::kMaxSampleElements) +
+                  " (2^31) elements, the most supported",
+              "use a smaller crop size or padding");
     diags.throw_if_any();
   }
   s.num_classes = s.train_data->num_classes();

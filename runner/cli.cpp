@@ -68,11 +68,13 @@ const CLI::Validator kExistingDirectory(
     "DIR");
 
 // A count flag's check, worded like the config's own range errors: an
-// integer >= 1, and <= `most` when it is given.
-CLI::Validator count_check(std::optional<long long> most = std::nullopt) {
+// integer >= `least`, and <= `most` when it is given; `why` follows the
+// error when the floor has a reason.
+CLI::Validator count_check(long long least = 1, std::optional<long long> most = std::nullopt,
+                           const std::string& why = "") {
   const std::string range = most ? " and <= " + std::to_string(*most) : "";
   return CLI::Validator(
-      [most, range](std::string& arg) {
+      [least, most, range, why](std::string& arg) {
         std::size_t used = 0;
         long long value = 0;
         try {
@@ -80,11 +82,13 @@ CLI::Validator count_check(std::optional<long long> most = std::nullopt) {
         } catch (const std::exception&) {
           used = 0;
         }
-        if (used == arg.size() && used > 0 && value >= 1 && (!most || value <= *most))
+        if (used == arg.size() && used > 0 && value >= least && (!most || value <= *most))
           return std::string();
-        return "expected an integer >= 1" + range + ", found '" + arg + "'";
+        return "expected an integer >= " + std::to_string(least) + range + ", found '" + arg + "'" +
+               (why.empty() ? "" : ": " + why);
       },
-      most ? "INT in [1, " + std::to_string(*most) + "]" : "INT>=1");
+      most ? "INT in [" + std::to_string(least) + ", " + std::to_string(*most) + "]"
+           : "INT>=" + std::to_string(least));
 }
 
 const CLI::Validator kAtLeastOne = count_check();
@@ -298,7 +302,7 @@ int run_cli(int argc, char** argv) {
       ->type_name("KEY=V1,V2,...")
       ->allow_extra_args(false);
   sweep->add_option("--parallel", args.parallel, "Runs at once")
-      ->check(count_check(sweep::kMaxParallelTrials));
+      ->check(count_check(1, sweep::kMaxParallelTrials));
   sweep
       ->add_option("--out", args.out_dir,
                    "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)")
@@ -307,7 +311,9 @@ int run_cli(int argc, char** argv) {
       app, "lr-find",
       "Learning-rate range test: a short run with the rate rising exponentially; suggests a rate",
       args, help_asked);
-  lr_find->add_option("--steps", args.steps, "Steps of the test (default 100)")->check(kAtLeastOne);
+  lr_find->add_option("--steps", args.steps, "Steps of the test (default 100)")
+      ->check(
+          count_check(10, std::nullopt, "the range test reads the loss over at least 10 steps"));
   const CLI::Validator non_empty_number(
       [](std::string& arg) {
         return arg.empty() ? std::string("an empty value; give a number, or leave the flag out")

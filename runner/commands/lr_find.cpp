@@ -125,10 +125,7 @@ std::vector<std::string> kept_overrides(const std::vector<std::string>& override
 }  // namespace
 
 int command_lr_find(const CommandArgs& given) {
-  const std::int64_t steps = given.steps > 0 ? given.steps : 100;
-  if (steps < 10)
-    throw UsageError("lr-find: --steps " + std::to_string(steps) +
-                     ": the range test reads the loss over at least 10 steps");
+  const std::int64_t steps = given.steps > 0 ? given.steps : 100;  // --steps is at least 10
   // The optimizer computes in float32: both ends must be ordinary float rates,
   // as optimizer.lr must be.
   constexpr double kLowest = kFloat32Smallest, kHighest = kFloat32Largest;

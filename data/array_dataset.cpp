@@ -51,8 +51,10 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
       throw std::runtime_error(
           data_.description + ": label " + std::to_string(label) + " of sample " +
           std::to_string(i) + " is outside [0, " +
-          (data_.num_classes > 0 ? std::to_string(data_.num_classes) : std::string("inf")) +
-          ") (and is not " + std::to_string(kIgnoreLabel) + ", the label of an ignored sample)");
+          (data_.num_classes > 0 ? std::to_string(data_.num_classes) : std::string("inf")) + ")" +
+          (label < 0 ? " (and is not " + std::to_string(kIgnoreLabel) +
+                           ", the label of an ignored sample)"
+                     : std::string()));
     }
     if (label > max_label_) {
       max_label_ = label;

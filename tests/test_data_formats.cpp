@@ -25,22 +25,21 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::vector<float> sample_of(const Dataset &d, std::int64_t i,
-                             std::int64_t *label) {
+std::vector<float> sample_of(const Dataset& d, std::int64_t i, std::int64_t* label) {
   std::vector<float> s(static_cast<std::size_t>(numel(d.sample_shape())));
   d.read(i, s.data(), label);
   return s;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("CIFAR-10 and CIFAR-100 binary batches") {
   TempDir dir;
   std::vector<std::uint8_t> b10, b100;
   for (int r = 0; r < 3; ++r) {
     b10.push_back(static_cast<std::uint8_t>(r + 4));
-    b100.push_back(static_cast<std::uint8_t>(r));      // coarse
-    b100.push_back(static_cast<std::uint8_t>(50 + r)); // fine
+    b100.push_back(static_cast<std::uint8_t>(r));       // coarse
+    b100.push_back(static_cast<std::uint8_t>(50 + r));  // fine
     for (int k = 0; k < 3072; ++k) {
       b10.push_back(static_cast<std::uint8_t>((k + r) % 251));
       b100.push_back(static_cast<std::uint8_t>((k * 3 + r) % 256));
@@ -50,20 +49,18 @@ TEST_CASE("CIFAR-10 and CIFAR-100 binary batches") {
   write_bytes(dir.file("b.bin"), b10);
   write_bytes(dir.file("c100.bin"), b100);
 
-  auto d =
-      open_cifar({dir.file("a.bin"), dir.file("b.bin")}, CifarVariant::cifar10);
+  auto d = open_cifar({dir.file("a.bin"), dir.file("b.bin")}, CifarVariant::cifar10);
   REQUIRE(d->size() == 6);
   CHECK(d->sample_shape() == Shape{3, 32, 32});
   CHECK(d->num_classes() == 10);
   std::int64_t label = -1;
-  auto s = sample_of(*d, 4, &label); // second file, record 1
+  auto s = sample_of(*d, 4, &label);  // second file, record 1
   CHECK(label == 5);
   CHECK(s[0] == 1.0f);
-  CHECK(s[1024] == float((1024 + 1) % 251)); // first green pixel
+  CHECK(s[1024] == float((1024 + 1) % 251));  // first green pixel
 
   auto fine = open_cifar({dir.file("c100.bin")}, CifarVariant::cifar100, true);
-  auto coarse =
-      open_cifar({dir.file("c100.bin")}, CifarVariant::cifar100, false);
+  auto coarse = open_cifar({dir.file("c100.bin")}, CifarVariant::cifar100, false);
   CHECK(fine->num_classes() == 100);
   CHECK(coarse->num_classes() == 20);
   s = sample_of(*fine, 2, &label);
@@ -79,31 +76,27 @@ TEST_CASE("CIFAR-10 and CIFAR-100 binary batches") {
   CHECK(open_source("cifar", a)->num_classes() == 20);
   // CIFAR-10 records have one label: no coarse one to pick (an error at
   // `label`).
-  const auto field_of_error = [](const auto &open) {
+  const auto field_of_error = [](const auto& open) {
     try {
       open();
-    } catch (const SourceFieldError &e) {
+    } catch (const SourceFieldError& e) {
       return e.field() + ": " + e.what();
     }
     return std::string("(no SourceFieldError)");
   };
-  CHECK_THAT(field_of_error([&] {
-               open_cifar({dir.file("a.bin")}, CifarVariant::cifar10, false);
-             }),
+  CHECK_THAT(field_of_error([&] { open_cifar({dir.file("a.bin")}, CifarVariant::cifar10, false); }),
              Contains("label: CIFAR-10 has no coarse labels"));
 
   auto truncated = b10;
   truncated.resize(3073 * 2 + 100);
   write_bytes(dir.file("short.bin"), truncated);
   CHECK_THROWS_WITH(open_cifar({dir.file("short.bin")}, CifarVariant::cifar10),
-                    Contains(dir.file("short.bin")) &&
-                        Contains("byte offset 6146"));
+                    Contains(dir.file("short.bin")) && Contains("byte offset 6146"));
   // A CIFAR-100 file read as CIFAR-10 has the wrong record size.
   CHECK_THROWS_WITH(open_cifar({dir.file("c100.bin")}, CifarVariant::cifar10),
                     Contains("not a multiple of the 3073-byte record"));
-  CHECK_THROWS_WITH(
-      open_cifar({dir.file("missing.bin")}, CifarVariant::cifar10),
-      Contains(dir.file("missing.bin")));
+  CHECK_THROWS_WITH(open_cifar({dir.file("missing.bin")}, CifarVariant::cifar10),
+                    Contains(dir.file("missing.bin")));
 }
 
 TEST_CASE("NPY pairs: uint8, float32 and int64 samples, labels and targets") {
@@ -142,11 +135,9 @@ TEST_CASE("NPY pairs: uint8, float32 and int64 samples, labels and targets") {
   SECTION("errors") {
     CHECK_THROWS_WITH(open_npy(dir.file("x8.npy"), dir.file("y2.npy")),
                       Contains("hold 3 and 2 samples"));
-    write_bytes(dir.file("fortran.npy"),
-                npy_bytes("<f4", "(3, 2)", xf, sizeof xf, "True"));
+    write_bytes(dir.file("fortran.npy"), npy_bytes("<f4", "(3, 2)", xf, sizeof xf, "True"));
     CHECK_THROWS_WITH(open_npy(dir.file("fortran.npy"), dir.file("y.npy")),
-                      Contains(dir.file("fortran.npy")) &&
-                          Contains("fortran_order"));
+                      Contains(dir.file("fortran.npy")) && Contains("fortran_order"));
     write_bytes(dir.file("c16.npy"), npy_bytes("<c16", "(3,)", xf, 24));
     CHECK_THROWS_WITH(open_npy(dir.file("c16.npy"), dir.file("y.npy")),
                       Contains("dtype '<c16' is not supported"));
@@ -154,29 +145,23 @@ TEST_CASE("NPY pairs: uint8, float32 and int64 samples, labels and targets") {
     truncated.resize(truncated.size() - 4);
     write_bytes(dir.file("short.npy"), truncated);
     CHECK_THROWS_WITH(open_npy(dir.file("short.npy"), dir.file("y.npy")),
-                      Contains("truncated at byte offset " +
-                               std::to_string(truncated.size())));
+                      Contains("truncated at byte offset " + std::to_string(truncated.size())));
     write_text(dir.file("text.npy"), "x,y\n1,2\n");
     CHECK_THROWS_WITH(open_npy(dir.file("text.npy"), dir.file("y.npy")),
-                      Contains(dir.file("text.npy")) &&
-                          Contains("not a .npy file"));
+                      Contains(dir.file("text.npy")) && Contains("not a .npy file"));
     // An .npz (a zip of .npy files) is named for what it is.
-    write_text(dir.file("pair.npz"),
-               std::string("PK\x03\x04") + std::string(40, '\0'));
+    write_text(dir.file("pair.npz"), std::string("PK\x03\x04") + std::string(40, '\0'));
     CHECK_THROWS_WITH(
         open_npy(dir.file("pair.npz"), dir.file("y.npy")),
-        Contains("a zip archive (numpy.savez's .npz?), not a .npy file") &&
-            Contains("numpy.save"));
+        Contains("a zip archive (numpy.savez's .npz?), not a .npy file") && Contains("numpy.save"));
     CHECK_THROWS_WITH(open_npy(dir.file("x8.npy"), dir.file("y.npy"), 2),
                       Contains("label 2 of sample 0 is outside [0, 2)"));
   }
 }
 
-TEST_CASE(
-    "CSV: header, column selection by name, no header, regression, errors") {
+TEST_CASE("CSV: header, column selection by name, no header, regression, errors") {
   TempDir dir;
-  write_text(dir.file("a.csv"),
-             "w,h,kind,z\n1.5,2,1,9\n3,4.25,0,8\n\n5,6,2,7\n");
+  write_text(dir.file("a.csv"), "w,h,kind,z\n1.5,2,1,9\n3,4.25,0,8\n\n5,6,2,7\n");
   CsvOptions o;
   o.path = dir.file("a.csv");
   o.label = "kind";
@@ -219,13 +204,11 @@ TEST_CASE(
     write_text(dir.file("ragged.csv"), "a,b,c\n1,2,0\n1,2\n");
     CsvOptions bad;
     bad.path = dir.file("ragged.csv");
-    CHECK_THROWS_WITH(open_csv(bad), Contains(dir.file("ragged.csv")) &&
-                                         Contains("line 3") &&
+    CHECK_THROWS_WITH(open_csv(bad), Contains(dir.file("ragged.csv")) && Contains("line 3") &&
                                          Contains("has 2 fields, expected 3"));
     write_text(dir.file("word.csv"), "a,b,c\n1,2,0\n1,x,0\n");
     bad.path = dir.file("word.csv");
-    CHECK_THROWS_WITH(open_csv(bad),
-                      Contains("line 3, column 'b': 'x' is not a number"));
+    CHECK_THROWS_WITH(open_csv(bad), Contains("line 3, column 'b': 'x' is not a number"));
     // A long cell is quoted by its start and its length, not whole.
     const std::string cell(1'000'000, 'x');
     write_text(dir.file("long.csv"), "a,b,c\n1,2,0\n1," + cell + ",0\n");
@@ -233,32 +216,30 @@ TEST_CASE(
     try {
       open_csv(bad);
       FAIL("a cell of 1000000 bytes that is not a number was read");
-    } catch (const std::runtime_error &e) {
+    } catch (const std::runtime_error& e) {
       const std::string message = e.what();
       CHECK(message.size() < 300);
-      CHECK_THAT(message,
-                 Contains("line 3, column 'b': '" + std::string(60, 'x') +
-                          "...' (1000000 bytes) is not a number"));
+      CHECK_THAT(message, Contains("line 3, column 'b': '" + std::string(60, 'x') +
+                                   "...' (1000000 bytes) is not a number"));
     }
     write_text(dir.file("long.csv"), "a," + cell + "," + cell + "\n1,2,0\n");
-    CHECK_THROWS_WITH(open_csv(bad),
-                      Contains("names column '" + std::string(60, 'x') +
-                               "...' (1000000 bytes) twice (columns 2 and 3)"));
+    CHECK_THROWS_WITH(open_csv(bad), Contains("names column '" + std::string(60, 'x') +
+                                              "...' (1000000 bytes) twice (columns 2 and 3)"));
     write_text(dir.file("label.csv"), "a,c\n1,0.5\n");
     bad.path = dir.file("label.csv");
-    CHECK_THROWS_WITH(open_csv(bad),
-                      Contains("line 2: label '0.5' is not a class"));
+    CHECK_THROWS_WITH(open_csv(bad), Contains("line 2: label '0.5' is not a class"));
     o.label = "colour";
-    CHECK_THROWS_WITH(open_csv(o), Contains("no column 'colour'") &&
-                                       Contains("w, h, kind, z"));
+    CHECK_THROWS_WITH(open_csv(o), Contains("no column 'colour'") && Contains("w, h, kind, z"));
     bad.path = dir.file("none.csv");
     CHECK_THROWS_WITH(open_csv(bad), Contains(dir.file("none.csv")));
   }
 
-  SECTION("a byte order mark, old Mac line ends and gzip are read; a folder is "
-          "named") {
-    write_text(dir.file("bom.csv"), "\xEF\xBB\xBF"
-                                    "a,b,label\n1,2,0\n3,4,1\n");
+  SECTION(
+      "a byte order mark, old Mac line ends and gzip are read; a folder is "
+      "named") {
+    write_text(dir.file("bom.csv"),
+               "\xEF\xBB\xBF"
+               "a,b,label\n1,2,0\n3,4,1\n");
     CsvOptions bom;
     bom.path = dir.file("bom.csv");
     bom.features = {"a", "b"};
@@ -270,8 +251,7 @@ TEST_CASE(
     CHECK(sample_of(*cr, 1, &label) == std::vector<float>{3, 4});
     CHECK(label == 1);
     const std::string text = "a,b,label\n1,2,0\n5,6,1\n";
-    write_gzip(dir.file("z.csv.gz"),
-               std::vector<std::uint8_t>(text.begin(), text.end()));
+    write_gzip(dir.file("z.csv.gz"), std::vector<std::uint8_t>(text.begin(), text.end()));
     bom.path = dir.file("z.csv.gz");
     CHECK(sample_of(*open_csv(bom), 1, &label) == std::vector<float>{5, 6});
     std::filesystem::create_directories(dir.file("folder.csv"));
@@ -279,12 +259,11 @@ TEST_CASE(
     CHECK_THROWS_WITH(open_csv(bom), Contains("is a directory"));
   }
 
-  SECTION(
-      "a column the file lacks is an error about the setting that names it") {
-    auto field_of = [](const CsvOptions &options) {
+  SECTION("a column the file lacks is an error about the setting that names it") {
+    auto field_of = [](const CsvOptions& options) {
       try {
         open_csv(options);
-      } catch (const SourceFieldError &e) {
+      } catch (const SourceFieldError& e) {
         return e.field();
       }
       return std::string("(no SourceFieldError)");
@@ -305,18 +284,18 @@ TEST_CASE(
     CHECK(field_of(named) == "classes");
   }
 
-  SECTION("a file read at the wrong delimiter is said to be one column, with "
-          "the one to set") {
+  SECTION(
+      "a file read at the wrong delimiter is said to be one column, with "
+      "the one to set") {
     write_text(dir.file("semi.csv"), "a;b;label\n1;2;0\n");
     CsvOptions semi;
     semi.path = dir.file("semi.csv");
     semi.label = "label";
-    CHECK_THROWS_WITH(open_csv(semi),
-                      Contains("has no column 'label'; columns: a;b;label") &&
-                          Contains("set delimiter: ';'"));
-    semi.label.clear();
-    CHECK_THROWS_WITH(open_csv(semi), Contains("has no feature columns") &&
+    CHECK_THROWS_WITH(open_csv(semi), Contains("has no column 'label'; columns: a;b;label") &&
                                           Contains("set delimiter: ';'"));
+    semi.label.clear();
+    CHECK_THROWS_WITH(open_csv(semi),
+                      Contains("has no feature columns") && Contains("set delimiter: ';'"));
     write_text(dir.file("tab.csv"), "a\tb\tlabel\n1\t2\t0\n");
     semi.path = dir.file("tab.csv");
     semi.label = "label";
@@ -327,16 +306,15 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("image folders: PNG and JPEG, classes by folder, resize, unreadable "
-          "image") {
+TEST_CASE(
+    "image folders: PNG and JPEG, classes by folder, resize, unreadable "
+    "image") {
   TempDir dir;
   // A 4x2 grey PNG gradient in class "cat", a uniform RGB JPEG in class "dog".
   std::filesystem::create_directories(dir.file("img/cat"));
   std::filesystem::create_directories(dir.file("img/dog"));
-  write_bytes(dir.file("img/cat/a.png"),
-              png_bytes(4, 2, 1, {0, 40, 80, 120, 160, 200, 240, 255}));
-  write_bytes(dir.file("img/cat/b.png"),
-              png_bytes(2, 2, 3, std::vector<std::uint8_t>(12, 90)));
+  write_bytes(dir.file("img/cat/a.png"), png_bytes(4, 2, 1, {0, 40, 80, 120, 160, 200, 240, 255}));
+  write_bytes(dir.file("img/cat/b.png"), png_bytes(2, 2, 3, std::vector<std::uint8_t>(12, 90)));
   write_bytes(dir.file("img/dog/c.jpg"),
               jpeg_bytes(8, 8, std::vector<std::uint8_t>(8 * 8 * 3, 200), 100));
   write_text(dir.file("img/dog/notes.txt"), "not an image");
@@ -345,56 +323,44 @@ TEST_CASE("image folders: PNG and JPEG, classes by folder, resize, unreadable "
   REQUIRE(grey->size() == 3);
   CHECK(grey->num_classes() == 2);
   std::int64_t label = -1;
-  CHECK(sample_of(*grey, 0, &label) ==
-        std::vector<float>{0, 40, 80, 120, 160, 200, 240, 255});
+  CHECK(sample_of(*grey, 0, &label) == std::vector<float>{0, 40, 80, 120, 160, 200, 240, 255});
   CHECK(label == 0);
 
   auto rgb = open_image_folder(dir.file("img"), 4, 4, 3);
   CHECK(rgb->sample_shape() == Shape{3, 4, 4});
-  auto s = sample_of(*rgb, 1, &label); // 2x2 uniform 90 upsampled
-  for (float v : s)
-    REQUIRE(v == 90.0f);
-  s = sample_of(*rgb, 2, &label); // uniform JPEG, 8x8 down to 4x4
+  auto s = sample_of(*rgb, 1, &label);  // 2x2 uniform 90 upsampled
+  for (float v : s) REQUIRE(v == 90.0f);
+  s = sample_of(*rgb, 2, &label);  // uniform JPEG, 8x8 down to 4x4
   CHECK(label == 1);
-  for (float v : s)
-    REQUIRE(std::abs(v - 200.0f) <= 2.0f);
+  for (float v : s) REQUIRE(std::abs(v - 200.0f) <= 2.0f);
 
   // Halving takes in every pixel (antialiased): output x 0 weighs input
   // columns 0, 1, 2 by 0.75, 0.75, 0.25 (centre 1, support 2), normalised;
   // the two rows count equally. PIL gives 108.5714 and 166.0714.
   auto half = open_image_folder(dir.file("img"), 1, 2, 1);
   s = sample_of(*half, 0, &label);
-  CHECK(
-      s[0] ==
-      Approx(((0 + 160) * 0.75 + (40 + 200) * 0.75 + (80 + 240) * 0.25) / 3.5));
-  CHECK(s[1] ==
-        Approx(((40 + 200) * 0.25 + (80 + 240) * 0.75 + (120 + 255) * 0.75) /
-               3.5));
+  CHECK(s[0] == Approx(((0 + 160) * 0.75 + (40 + 200) * 0.75 + (80 + 240) * 0.25) / 3.5));
+  CHECK(s[1] == Approx(((40 + 200) * 0.25 + (80 + 240) * 0.75 + (120 + 255) * 0.75) / 3.5));
 
   write_text(dir.file("img/dog/d.png"), "garbage that is not a png");
   auto broken = open_image_folder(dir.file("img"), 4, 4, 3);
   CHECK_THROWS_WITH(sample_of(*broken, 3, &label),
-                    Contains(dir.file("img/dog/d.png")) &&
-                        Contains("neither a PNG nor a JPEG"));
-  auto bytes =
-      std::vector<std::uint8_t>{0xFF, 0xD8, 0xFF, 0xE0, 0, 16, 'J', 'F'};
+                    Contains(dir.file("img/dog/d.png")) && Contains("neither a PNG nor a JPEG"));
+  auto bytes = std::vector<std::uint8_t>{0xFF, 0xD8, 0xFF, 0xE0, 0, 16, 'J', 'F'};
   write_bytes(dir.file("img/dog/d.png"), bytes);
-  CHECK_THROWS_WITH(
-      sample_of(*open_image_folder(dir.file("img"), 4, 4, 3), 3, &label),
-      Contains("cannot decode JPEG image '" + dir.file("img/dog/d.png")));
-  CHECK_THROWS_WITH(open_image_folder(dir.file("nothing"), 4, 4, 3),
-                    Contains("does not exist"));
+  CHECK_THROWS_WITH(sample_of(*open_image_folder(dir.file("img"), 4, 4, 3), 3, &label),
+                    Contains("cannot decode JPEG image '" + dir.file("img/dog/d.png")));
+  CHECK_THROWS_WITH(open_image_folder(dir.file("nothing"), 4, 4, 3), Contains("does not exist"));
   std::filesystem::create_directories(dir.file("img/empty"));
   CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3),
                     Contains("holds no .png, .jpg or .jpeg images"));
 }
 
-TEST_CASE("image folders: images at any depth in torchvision's order, other "
-          "formats refused") {
+TEST_CASE(
+    "image folders: images at any depth in torchvision's order, other "
+    "formats refused") {
   TempDir dir;
-  const auto grey_png = [](std::uint8_t value) {
-    return png_bytes(1, 1, 1, {value});
-  };
+  const auto grey_png = [](std::uint8_t value) { return png_bytes(1, 1, 1, {value}); };
   // Folders in path order ("cat/a-b" before "cat/a/deeper", as Python sorts
   // os.walk's roots), files by name within each.
   write_bytes(dir.file("img/cat/b.png"), grey_png(10));
@@ -404,9 +370,8 @@ TEST_CASE("image folders: images at any depth in torchvision's order, other "
               jpeg_bytes(8, 8, std::vector<std::uint8_t>(192, 40), 100));
   write_text(dir.file("img/cat/a/notes.txt"), "ignored");
   write_bytes(dir.file("img/dog/only/here/n.png"),
-              grey_png(50)); // nothing at the top
-  std::filesystem::create_directory_symlink(
-      "..", dir.file("img/cat/a/deeper/up")); // a cycle
+              grey_png(50));  // nothing at the top
+  std::filesystem::create_directory_symlink("..", dir.file("img/cat/a/deeper/up"));  // a cycle
   auto d = open_image_folder(dir.file("img"), 1, 1, 1);
   REQUIRE(d->size() == 5);
   std::vector<float> values;
@@ -423,50 +388,46 @@ TEST_CASE("image folders: images at any depth in torchvision's order, other "
   // An image the decoder cannot read is an error naming it, not skipped.
   write_bytes(dir.file("img/dog/only/photo.BMP"), {'B', 'M', 0, 0});
   write_bytes(dir.file("img/dog/z.webp"), {'R', 'I', 'F', 'F'});
-  CHECK_THROWS_WITH(
-      open_image_folder(dir.file("img"), 1, 1, 1),
-      Contains("image folder class '" + dir.file("img/dog") +
-               "' holds 2 image file(s) in a format this reader cannot decode, "
-               "the first '" +
-               dir.file("img/dog/only/photo.BMP") + "' (BMP)") &&
-          Contains("only PNG (.png) and JPEG (.jpg, .jpeg) images are read") &&
-          Contains("convert them to PNG or JPEG, or move them out"));
+  CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 1, 1, 1),
+                    Contains("image folder class '" + dir.file("img/dog") +
+                             "' holds 2 image file(s) in a format this reader cannot decode, "
+                             "the first '" +
+                             dir.file("img/dog/only/photo.BMP") + "' (BMP)") &&
+                        Contains("only PNG (.png) and JPEG (.jpg, .jpeg) images are read") &&
+                        Contains("convert them to PNG or JPEG, or move them out"));
 }
 
-TEST_CASE("image folders: a broken link to an image is an error, not a smaller "
-          "dataset") {
+TEST_CASE(
+    "image folders: a broken link to an image is an error, not a smaller "
+    "dataset") {
   TempDir dir;
   write_bytes(dir.file("img/cat/a.png"), png_bytes(1, 1, 1, {10}));
-  std::filesystem::create_symlink("/nonexistent/b.png",
-                                  dir.file("img/cat/b.png"));
-  CHECK_THROWS_WITH(
-      open_image_folder(dir.file("img"), 1, 1, 1),
-      Contains("image '" + dir.file("img/cat/b.png") +
-               "' is a broken symbolic link to '/nonexistent/b.png'"));
+  std::filesystem::create_symlink("/nonexistent/b.png", dir.file("img/cat/b.png"));
+  CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 1, 1, 1),
+                    Contains("image '" + dir.file("img/cat/b.png") +
+                             "' is a broken symbolic link to '/nonexistent/b.png'"));
   // A broken link by another name is ignored, as other files are.
   std::filesystem::remove(dir.file("img/cat/b.png"));
-  std::filesystem::create_symlink("/nonexistent/notes",
-                                  dir.file("img/cat/notes.txt"));
+  std::filesystem::create_symlink("/nonexistent/notes", dir.file("img/cat/notes.txt"));
   CHECK(open_image_folder(dir.file("img"), 1, 1, 1)->size() == 1);
 }
 
-TEST_CASE("the resize is PIL's bilinear: every pixel counts when shrinking, "
-          "plain when enlarging") {
+TEST_CASE(
+    "the resize is PIL's bilinear: every pixel counts when shrinking, "
+    "plain when enlarging") {
   // A 16x16 grey image, pixel (y, x) = (37 x + 11 y + 5 x y) % 256.
   Image image;
   image.height = image.width = 16;
   image.channels = 1;
   for (int y = 0; y < 16; ++y)
     for (int x = 0; x < 16; ++x)
-      image.pixels.push_back(
-          static_cast<std::uint8_t>((x * 37 + y * 11 + x * y * 5) % 256));
+      image.pixels.push_back(static_cast<std::uint8_t>((x * 37 + y * 11 + x * y * 5) % 256));
   const auto resized = [&](std::int64_t height, std::int64_t width) {
     std::vector<float> out(static_cast<std::size_t>(height * width));
     resize_to_chw(image, height, width, out.data());
     return out;
   };
-  const auto check_close = [](const std::vector<float> &got,
-                              const std::vector<float> &want) {
+  const auto check_close = [](const std::vector<float>& got, const std::vector<float>& want) {
     REQUIRE(got.size() == want.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
       INFO("output pixel " << i);
@@ -477,25 +438,23 @@ TEST_CASE("the resize is PIL's bilinear: every pixel counts when shrinking, "
   // (float32, so nothing is rounded to bytes): Image.new("F", (16, 16)),
   // putdata(the values above, row by row), resize((width, height),
   // Image.BILINEAR), getdata(), printed to 4 decimals.
-  check_close(resized(4, 4), {99.6288f, 118.6607f, 129.0893f, 120.7742f,  //
-                              124.5893f, 131.7500f, 131.5000f, 137.0536f, //
-                              128.1607f, 137.2500f, 131.0000f, 135.1964f, //
+  check_close(resized(4, 4), {99.6288f, 118.6607f, 129.0893f, 120.7742f,   //
+                              124.5893f, 131.7500f, 131.5000f, 137.0536f,  //
+                              128.1607f, 137.2500f, 131.0000f, 135.1964f,  //
                               131.8967f, 133.8393f, 128.2679f, 122.2513f});
   // Shrinking one axis (by 3.2) while enlarging the other (by 1.5): rows 0
   // and 4.
   const auto mixed = resized(5, 24);
-  check_close(std::vector<float>(mixed.begin(), mixed.begin() + 24),
-              {15.4725f,  37.4890f,  66.8443f,  96.1996f,  125.5549f,
-               153.5037f, 177.2326f, 154.5440f, 118.7271f, 89.9432f,
-               75.2253f,  75.0421f,  104.3974f, 129.5330f, 148.5733f,
-               153.5476f, 144.4560f, 126.9249f, 98.1410f,  108.7418f,
-               124.0311f, 114.0018f, 115.2253f, 118.9560f});
-  check_close(std::vector<float>(mixed.end() - 24, mixed.end()),
-              {149.5275f, 128.8681f, 107.4176f, 104.2527f, 155.9451f,
-               184.6630f, 89.6007f,  114.0989f, 155.4762f, 127.9304f,
-               122.8901f, 130.9780f, 155.9451f, 138.7143f, 115.3883f,
-               115.9744f, 125.0000f, 134.4945f, 136.9560f, 112.6923f,
-               94.5238f,  121.3663f, 132.7363f, 137.3956f});
+  check_close(
+      std::vector<float>(mixed.begin(), mixed.begin() + 24),
+      {15.4725f,  37.4890f,  66.8443f, 96.1996f,  125.5549f, 153.5037f, 177.2326f, 154.5440f,
+       118.7271f, 89.9432f,  75.2253f, 75.0421f,  104.3974f, 129.5330f, 148.5733f, 153.5476f,
+       144.4560f, 126.9249f, 98.1410f, 108.7418f, 124.0311f, 114.0018f, 115.2253f, 118.9560f});
+  check_close(
+      std::vector<float>(mixed.end() - 24, mixed.end()),
+      {149.5275f, 128.8681f, 107.4176f, 104.2527f, 155.9451f, 184.6630f, 89.6007f,  114.0989f,
+       155.4762f, 127.9304f, 122.8901f, 130.9780f, 155.9451f, 138.7143f, 115.3883f, 115.9744f,
+       125.0000f, 134.4945f, 136.9560f, 112.6923f, 94.5238f,  121.3663f, 132.7363f, 137.3956f});
 
   // The same 4x4 from the definition: output (i, j) weighs input row and
   // column k by max(0, 1 - |k + 0.5 - (4 i + 2)| / 4), normalised; rows and
@@ -506,10 +465,8 @@ TEST_CASE("the resize is PIL's bilinear: every pixel counts when shrinking, "
       double sum = 0, total = 0;
       for (int y = 0; y < 16; ++y) {
         for (int x = 0; x < 16; ++x) {
-          const double wy =
-              std::max(0.0, 1 - std::abs(y + 0.5 - (4 * i + 2)) / 4);
-          const double wx =
-              std::max(0.0, 1 - std::abs(x + 0.5 - (4 * j + 2)) / 4);
+          const double wy = std::max(0.0, 1 - std::abs(y + 0.5 - (4 * i + 2)) / 4);
+          const double wx = std::max(0.0, 1 - std::abs(x + 0.5 - (4 * j + 2)) / 4);
           sum += wy * wx * image.pixels[static_cast<std::size_t>(y * 16 + x)];
           total += wy * wx;
         }
@@ -527,97 +484,86 @@ TEST_CASE("the resize is PIL's bilinear: every pixel counts when shrinking, "
   CHECK(wide[2] == Approx(0.25 * image.pixels[0] + 0.75 * image.pixels[1]));
 }
 
-TEST_CASE("PNG samples are read as stored: 16 bits, gamma, alpha and grey as "
-          "PIL reads them") {
+TEST_CASE(
+    "PNG samples are read as stored: 16 bits, gamma, alpha and grey as "
+    "PIL reads them") {
   TempDir dir;
-  auto first_pixel = [&](const std::vector<std::uint8_t> &png,
-                         std::int64_t channels) {
+  auto first_pixel = [&](const std::vector<std::uint8_t>& png, std::int64_t channels) {
     std::filesystem::remove_all(dir.file("img"));
     std::filesystem::create_directories(dir.file("img/c"));
     write_bytes(dir.file("img/c/a.png"), png);
     std::int64_t label = -1;
-    auto s = sample_of(*open_image_folder(dir.file("img"), 2, 2, channels), 0,
-                       &label);
-    return channels == 1 ? std::vector<float>{s[0]}
-                         : std::vector<float>{s[0], s[4], s[8]};
+    auto s = sample_of(*open_image_folder(dir.file("img"), 2, 2, channels), 0, &label);
+    return channels == 1 ? std::vector<float>{s[0]} : std::vector<float>{s[0], s[4], s[8]};
   };
   auto repeat = [](std::vector<std::uint8_t> pixel, int count) {
     std::vector<std::uint8_t> rows;
-    for (int i = 0; i < count; ++i)
-      rows.insert(rows.end(), pixel.begin(), pixel.end());
+    for (int i = 0; i < count; ++i) rows.insert(rows.end(), pixel.begin(), pixel.end());
     return rows;
   };
   // 16-bit RGB 200, 100, 50 (x 257): the high bytes, not a linear-light
   // conversion.
-  const auto rgb16 = png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB, 16,
-                                      repeat({200, 200, 100, 100, 50, 50}, 4));
+  const auto rgb16 =
+      png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB, 16, repeat({200, 200, 100, 100, 50, 50}, 4));
   CHECK(first_pixel(rgb16, 3) == std::vector<float>{200, 100, 50});
   // A gAMA chunk (here: linear) changes nothing.
-  const auto grey_gamma =
-      png_stored_bytes(2, 2, PNG_COLOR_TYPE_GRAY, 8, repeat({100}, 4), 1.0);
+  const auto grey_gamma = png_stored_bytes(2, 2, PNG_COLOR_TYPE_GRAY, 8, repeat({100}, 4), 1.0);
   CHECK(first_pixel(grey_gamma, 1) == std::vector<float>{100});
   CHECK(first_pixel(grey_gamma, 3) == std::vector<float>{100, 100, 100});
   // Alpha is dropped, not composited onto black.
-  const auto rgba = png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB_ALPHA, 8,
-                                     repeat({200, 100, 50, 0}, 4));
+  const auto rgba =
+      png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB_ALPHA, 8, repeat({200, 100, 50, 0}, 4));
   CHECK(first_pixel(rgba, 3) == std::vector<float>{200, 100, 50});
-  const auto grey_alpha = png_stored_bytes(2, 2, PNG_COLOR_TYPE_GRAY_ALPHA, 8,
-                                           repeat({100, 128}, 4));
+  const auto grey_alpha =
+      png_stored_bytes(2, 2, PNG_COLOR_TYPE_GRAY_ALPHA, 8, repeat({100, 128}, 4));
   CHECK(first_pixel(grey_alpha, 1) == std::vector<float>{100});
   // Colour to grey: ITU-R 601 weights on the stored values (PIL's convert("L"):
   // 0.299 R + 0.587 G + 0.114 B = 124.2, rounded to 124), the same as a JPEG of
   // that colour read as grey.
-  const auto rgb8 =
-      png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB, 8, repeat({200, 100, 50}, 4));
+  const auto rgb8 = png_stored_bytes(2, 2, PNG_COLOR_TYPE_RGB, 8, repeat({200, 100, 50}, 4));
   CHECK(first_pixel(rgb8, 1) == std::vector<float>{124});
-  const auto jpeg =
-      first_pixel(jpeg_bytes(8, 8, repeat({200, 100, 50}, 64), 100), 1);
+  const auto jpeg = first_pixel(jpeg_bytes(8, 8, repeat({200, 100, 50}, 64), 100), 1);
   CHECK(std::abs(jpeg[0] - 124.0f) <= 1.0f);
 
   // Interlaced (Adam7) and plain give the same samples.
   std::vector<std::uint8_t> gradient(7 * 5 * 3);
-  for (std::size_t i = 0; i < gradient.size(); ++i)
-    gradient[i] = static_cast<std::uint8_t>(i * 2);
-  auto whole = [&](const std::vector<std::uint8_t> &png) {
+  for (std::size_t i = 0; i < gradient.size(); ++i) gradient[i] = static_cast<std::uint8_t>(i * 2);
+  auto whole = [&](const std::vector<std::uint8_t>& png) {
     write_bytes(dir.file("img/c/a.png"), png);
     std::int64_t label = -1;
     return sample_of(*open_image_folder(dir.file("img"), 5, 7, 3), 0, &label);
   };
-  const auto plain =
-      whole(png_stored_bytes(7, 5, PNG_COLOR_TYPE_RGB, 8, gradient));
-  CHECK(plain[1] == 6.0f); // the second pixel's red sample
-  CHECK(whole(png_stored_bytes(7, 5, PNG_COLOR_TYPE_RGB, 8, gradient, 0,
-                               true)) == plain);
+  const auto plain = whole(png_stored_bytes(7, 5, PNG_COLOR_TYPE_RGB, 8, gradient));
+  CHECK(plain[1] == 6.0f);  // the second pixel's red sample
+  CHECK(whole(png_stored_bytes(7, 5, PNG_COLOR_TYPE_RGB, 8, gradient, 0, true)) == plain);
 }
 
-TEST_CASE("an evaluation image folder's labels follow the training folder's "
-          "class names") {
+TEST_CASE(
+    "an evaluation image folder's labels follow the training folder's "
+    "class names") {
   TempDir dir;
-  for (const char *path :
-       {"train/ant", "train/bee", "train/cat", "eval/ant", "eval/cat"}) {
+  for (const char* path : {"train/ant", "train/bee", "train/cat", "eval/ant", "eval/cat"}) {
     std::filesystem::create_directories(dir.file(path));
-    write_bytes(dir.file(std::string(path) + "/x.png"),
-                png_bytes(1, 1, 1, {7}));
+    write_bytes(dir.file(std::string(path) + "/x.png"), png_bytes(1, 1, 1, {7}));
   }
   const auto train = open_image_folder(dir.file("train"), 1, 1, 1);
   const auto eval = open_image_folder(dir.file("eval"), 1, 1, 1);
   CHECK(train->class_names() == std::vector<std::string>{"ant", "bee", "cat"});
   std::int64_t label = -1;
   sample_of(*eval, 1, &label);
-  CHECK(label == 1); // 'cat' is the eval folder's second class
+  CHECK(label == 1);  // 'cat' is the eval folder's second class
   const auto matched = relabel_by_class_names(eval, train->class_names());
   CHECK(matched->num_classes() == 3);
   CHECK(matched->max_label() == 2);
   CHECK(sample_of(*matched, 1, &label) == std::vector<float>{7});
-  CHECK(label == 2); // and the training folder's third
+  CHECK(label == 2);  // and the training folder's third
   sample_of(*matched, 0, &label);
   CHECK(label == 0);
 
   std::filesystem::create_directories(dir.file("eval/dog"));
   write_bytes(dir.file("eval/dog/x.png"), png_bytes(1, 1, 1, {7}));
   CHECK_THROWS_WITH(
-      relabel_by_class_names(open_image_folder(dir.file("eval"), 1, 1, 1),
-                             train->class_names()),
+      relabel_by_class_names(open_image_folder(dir.file("eval"), 1, 1, 1), train->class_names()),
       Contains("class folder(s) 'dog' that the training set does not have") &&
           Contains("'ant', 'bee', 'cat'"));
 }
@@ -633,8 +579,7 @@ TEST_CASE("synthetic data is a pure function of (seed, index)") {
     CHECK(sa == sample_of(*b, i, &lb));
     CHECK(la == lb);
     labels.insert(la);
-    for (float v : sa)
-      REQUIRE((v >= 0.0f && v < 1.0f));
+    for (float v : sa) REQUIRE((v >= 0.0f && v < 1.0f));
   }
   CHECK(labels.size() == 4);
   CHECK(sample_of(*a, 3, &la) != sample_of(*c, 3, &lc));
@@ -653,26 +598,25 @@ TEST_CASE("split_dataset is seeded, deterministic, disjoint and complete") {
   auto [train, eval] = split_dataset(d, 0.1, 5);
   CHECK(train->size() == 90);
   CHECK(eval->size() == 10);
-  const auto &ti = static_cast<const SubsetDataset &>(*train).indices();
-  const auto &ei = static_cast<const SubsetDataset &>(*eval).indices();
+  const auto& ti = static_cast<const SubsetDataset&>(*train).indices();
+  const auto& ei = static_cast<const SubsetDataset&>(*eval).indices();
   std::set<std::int64_t> all(ti.begin(), ti.end());
   all.insert(ei.begin(), ei.end());
   CHECK(all.size() == 100);
   auto [train2, eval2] = split_dataset(d, 0.1, 5);
-  CHECK(static_cast<const SubsetDataset &>(*eval2).indices() == ei);
+  CHECK(static_cast<const SubsetDataset&>(*eval2).indices() == ei);
   auto [train3, eval3] = split_dataset(d, 0.1, 6);
-  CHECK(static_cast<const SubsetDataset &>(*eval3).indices() != ei);
+  CHECK(static_cast<const SubsetDataset&>(*eval3).indices() != ei);
   std::int64_t l1, l2;
   CHECK(sample_of(*eval, 3, &l1) == sample_of(*d, ei[3], &l2));
   CHECK(l1 == l2);
-  CHECK_THROWS_WITH(split_dataset(d, 1.5, 0),
-                    Contains("fraction must be in (0, 1)"));
-  CHECK_THROWS_WITH(split_dataset(d, 0.001, 0),
-                    Contains("empty train or eval"));
+  CHECK_THROWS_WITH(split_dataset(d, 1.5, 0), Contains("fraction must be in (0, 1)"));
+  CHECK_THROWS_WITH(split_dataset(d, 0.001, 0), Contains("empty train or eval"));
 }
 
-TEST_CASE("sources say whether classes were inferred and where the largest "
-          "label is") {
+TEST_CASE(
+    "sources say whether classes were inferred and where the largest "
+    "label is") {
   TempDir dir;
   SECTION("CSV: the line") {
     write_text(dir.file("a.csv"), "a,y\n1,0\n\n2,99999999999\n3,1\n");
@@ -680,8 +624,7 @@ TEST_CASE("sources say whether classes were inferred and where the largest "
     const auto d = open_csv(o);
     CHECK(d->classes_inferred());
     CHECK(d->num_classes() == 100000000000);
-    CHECK(d->max_label_origin() ==
-          "line 4 of CSV file '" + dir.file("a.csv") + "'");
+    CHECK(d->max_label_origin() == "line 4 of CSV file '" + dir.file("a.csv") + "'");
     o.classes = 100000000000;
     CHECK_FALSE(open_csv(o)->classes_inferred());
   }
@@ -693,9 +636,9 @@ TEST_CASE("sources say whether classes were inferred and where the largest "
     write_bytes(dir.file("y.npy"), y_bytes);
     const auto d = open_npy(dir.file("x.npy"), dir.file("y.npy"));
     CHECK(d->classes_inferred());
-    CHECK(d->max_label_origin() ==
-          "element 2 of NPY file '" + dir.file("y.npy") + "' (byte offset " +
-              std::to_string(y_bytes.size() - 16) + ")");
+    CHECK(d->max_label_origin() == "element 2 of NPY file '" + dir.file("y.npy") +
+                                       "' (byte offset " + std::to_string(y_bytes.size() - 16) +
+                                       ")");
     // A split's parts name the file's largest label, which sets their classes.
     const auto [train, eval] = split_dataset(d, 0.5, 1);
     CHECK(train->classes_inferred());
@@ -720,7 +663,6 @@ TEST_CASE("sources say whether classes were inferred and where the largest "
     const auto d = open_idx(dir.file("i.idx"), dir.file("l.idx"));
     CHECK(d->max_label_origin() ==
           "sample 1 of IDX labels '" + dir.file("l.idx") + "' (byte offset 9)");
-    CHECK_FALSE(open_idx(dir.file("i.idx"), dir.file("l.idx"), 201)
-                    ->classes_inferred());
+    CHECK_FALSE(open_idx(dir.file("i.idx"), dir.file("l.idx"), 201)->classes_inferred());
   }
 }

@@ -220,6 +220,11 @@ class Gunzip {
 void check_regular_file(const std::string& path) {
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec == std::errc::too_many_symbolic_link_levels) {
+    throw std::runtime_error("data file '" + path + "': " + ec.message() +
+                             ": a symbolic link on that path leads back to itself; point it at "
+                             "the file");
+  }
   if (!std::filesystem::exists(status)) {
     throw std::runtime_error("data file '" + path + "' does not exist");
   }

@@ -64,6 +64,10 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
   }
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
+    if (ec == std::errc::too_many_symbolic_link_levels)
+      throw std::runtime_error("image folder '" + root + "': " + ec.message() +
+                               ": a symbolic link on that path leads back to itself; point it at "
+                               "the folder");
     throw std::runtime_error("image folder '" + root + "' does not exist or is not a directory");
   }
   std::vector<fs::path> class_dirs;

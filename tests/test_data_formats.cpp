@@ -351,6 +351,12 @@ TEST_CASE(
   CHECK_THROWS_WITH(sample_of(*open_image_folder(dir.file("img"), 4, 4, 3), 3, &label),
                     Contains("cannot decode JPEG image '" + dir.file("img/dog/d.png")));
   CHECK_THROWS_WITH(open_image_folder(dir.file("nothing"), 4, 4, 3), Contains("does not exist"));
+  std::filesystem::create_directory_symlink(dir.file("loop-b"), dir.file("loop-a"));
+  std::filesystem::create_directory_symlink(dir.file("loop-a"), dir.file("loop-b"));
+  CHECK_THROWS_WITH(open_image_folder(dir.file("loop-a"), 4, 4, 3),
+                    Contains("image folder '" + dir.file("loop-a") +
+                             "': Too many levels of symbolic links: a symbolic link on that path "
+                             "leads back to itself"));
   std::filesystem::create_directories(dir.file("img/empty"));
   CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3),
                     Contains("holds no .png, .jpg or .jpeg images"));

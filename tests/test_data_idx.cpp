@@ -84,6 +84,14 @@ TEST_CASE("IDX errors name the file and what is wrong") {
     CHECK_THROWS_WITH(open_idx(dir.file("nope.idx"), dir.file("lbl.idx")),
                       Contains(dir.file("nope.idx")) && Contains("does not exist"));
   }
+  SECTION("a symbolic link loop") {
+    std::filesystem::create_symlink(dir.file("loop-b.idx"), dir.file("loop-a.idx"));
+    std::filesystem::create_symlink(dir.file("loop-a.idx"), dir.file("loop-b.idx"));
+    CHECK_THROWS_WITH(open_idx(dir.file("loop-a.idx"), dir.file("lbl.idx")),
+                      Contains("data file '" + dir.file("loop-a.idx") +
+                               "': Too many levels of symbolic links: a symbolic link on that "
+                               "path leads back to itself"));
+  }
   SECTION("wrong magic number") {
     auto bytes = f.images_file();
     bytes[0] = 0x12;

@@ -174,7 +174,15 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       throw std::runtime_error(where() + " is outside the float32 range");
     }
     if (cell.empty() || ec != std::errc() || ptr != end) {
-      throw std::runtime_error(where() + " is not a number");
+      // The first line read as data: a header, most likely.
+      const bool first = line_number == 1 && !o.header && !cell.empty();
+      throw std::runtime_error(
+          where() + " is not a number" +
+          (first ? "; if the first line names the columns, set header: true"
+           : cell.empty() && column + 1 == names.size()
+               ? "; the line ends with a delimiter: remove the trailing one, or give the column "
+                 "a value"
+               : ""));
     }
     if (finite && !std::isfinite(value)) {
       throw std::runtime_error(where() + " is not a finite number (" + non_finite_name(value) +

@@ -208,7 +208,17 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
                                          Contains("has 2 fields, expected 3"));
     write_text(dir.file("word.csv"), "a,b,c\n1,2,0\n1,x,0\n");
     bad.path = dir.file("word.csv");
-    CHECK_THROWS_WITH(open_csv(bad), Contains("line 3, column 'b': 'x' is not a number"));
+    CHECK_THROWS_WITH(open_csv(bad),
+                      Contains("line 3, column 'b': 'x' is not a number") && !Contains("header"));
+    // A header read as data, and a line ending in a delimiter: what to change.
+    bad.header = false;
+    CHECK_THROWS_WITH(open_csv(bad), Contains("line 1, column '0': 'a' is not a number; if the "
+                                              "first line names the columns, set header: true"));
+    bad.header = true;
+    write_text(dir.file("trailing.csv"), "a,b,c,d\n1,2,0,\n");
+    bad.path = dir.file("trailing.csv");
+    CHECK_THROWS_WITH(open_csv(bad), Contains("line 2, column 'd': '' is not a number; the line "
+                                              "ends with a delimiter"));
     // A long cell is quoted by its start and its length, not whole.
     const std::string cell(1'000'000, 'x');
     write_text(dir.file("long.csv"), "a,b,c\n1,2,0\n1," + cell + ",0\n");

@@ -238,12 +238,18 @@ TEST_CASE("a resume whose training data changed size says the data changed, not 
              "backend: {threads: 1}\n");
   const std::string dir = tmp / "run";
   REQUIRE(run_to_end(run_args(tmp / "csv.yaml", dir), tmp / "a.log") == 0);
+  // An override that changes the steps per epoch but not the samples keeps
+  // the config's message.
+  CHECK(run_to_end({"run", "--resume", dir, "train.max_steps=6", "train.batch_size=8"},
+                   tmp / "c.log") == 2);
+  CHECK_THAT(read_text(tmp / "c.log"), Catch::Contains("resume with the run's own config.yaml") &&
+                                           !Catch::Contains("changed since the run started"));
   write_csv(128);  // the file replaced under the run
   CHECK(run_to_end({"run", "--resume", dir, "train.max_steps=6"}, tmp / "b.log") == 2);
   CHECK_THAT(read_text(tmp / "b.log"),
-             Catch::Contains("step-00000002 was written when an epoch was 4 steps; the training "
-                             "data now gives 8 (128 samples, batch 16): it changed since the run "
-                             "started") &&
+             Catch::Contains("step-00000002 was written when the training set held 64 "
+                             "samples (4 steps per epoch); it now holds 128 (8): the training "
+                             "data changed since the run started") &&
                  Catch::Contains("model.init_from=" + dir + "/checkpoints/step-00000002"));
 }
 

@@ -152,7 +152,7 @@ TEST_CASE("gradients gone non-finite behind a finite loss stop the run at the ne
     for (const auto& [log_every, said] :
          {std::pair<std::string, std::string>{"1",
                                               ", while the loss stayed finite: values "
-                                              "inside the network overflow float32"},
+                                              "inside the network may overflow float32"},
           std::pair<std::string, std::string>{"2",
                                               ": the weights diverged, or values inside "
                                               "the network overflow float32"}}) {

@@ -170,7 +170,7 @@ TEST_CASE("a static loss scale that keeps overflowing: the scale to lower is nam
   CHECK(r.code == 1);
   CHECK(r.out.find("3 consecutive steps overflowed at the static loss scale 1024") !=
         std::string::npos);
-  CHECK(r.out.find("Lower precision.static_scale") != std::string::npos);
+  CHECK(r.out.find("Lower precision.loss_scale.static_scale") != std::string::npos);
   CHECK(r.out.find("minimum loss scale") == std::string::npos);
 }
 

@@ -412,10 +412,12 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
     if (fs::is_directory(candidate, ec) && fs::exists(candidate / kSumsFile, ec))
       return candidate.string();
   for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
-    if (fs::is_regular_file(candidate, ec) && fs::exists(candidate.parent_path() / kSumsFile, ec))
-      throw CheckpointError("'" + which + "' is a file inside the checkpoint folder " +
-                            candidate.parent_path().string() +
-                            "; give the folder: " + candidate.parent_path().string());
+    if (fs::is_regular_file(candidate, ec) &&
+        fs::exists(fs::absolute(candidate, ec).parent_path() / kSumsFile, ec)) {
+      const std::string folder = fs::absolute(candidate, ec).parent_path().string();
+      throw CheckpointError("'" + which + "' is a file inside the checkpoint folder " + folder +
+                            "; give the folder: " + folder);
+    }
   throw CheckpointError("no checkpoint '" + which + "': " + here +
                         "; use last, best, one of those names or a checkpoint folder's path");
 }

@@ -48,8 +48,8 @@ void record_stop(int sig) {
     // At a terminal, said at once: a long step, evaluation or data read
     // would otherwise leave the key press unanswered until it ends.
     if (isatty(STDERR_FILENO)) {
-      const char* text = sig == SIGINT ? "\nstopping at the next safe point (Ctrl-C again to quit "
-                                         "at once)\n"
+      const char* text = sig == SIGINT ? "\nstopping at the next safe point (Ctrl-C again, a "
+                                         "second or more later, quits at once)\n"
                                        : "\nstopping at the next safe point\n";
       [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, text, std::strlen(text));
     }

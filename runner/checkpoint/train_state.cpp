@@ -271,6 +271,10 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
     s.batch_size = in.integer_at(j, "batch_size", "batch_size");
     in.at_least("batch_size", s.batch_size, 1);
   }
+  if (j.contains("train_samples")) {
+    s.train_samples = in.integer_at(j, "train_samples", "train_samples");
+    in.at_least("train_samples", s.train_samples, 1);
+  }
   if (j.contains("base_lr")) {
     s.base_lr = in.number(j["base_lr"], "base_lr");
     if (!(s.base_lr > 0) || !std::isfinite(s.base_lr))
@@ -321,6 +325,7 @@ nlohmann::json TrainState::to_json() const {
   if (events_bytes) j["events_bytes"] = *events_bytes;
   if (!optimizer.empty()) j["optimizer"] = optimizer;
   if (batch_size > 0) j["batch_size"] = batch_size;
+  if (train_samples > 0) j["train_samples"] = train_samples;
   if (base_lr > 0) j["base_lr"] = base_lr;
   if (!early_stopping.is_null()) j["early_stopping"] = early_stopping;
   // A diverged window (or evaluation, or loss scale) reads back as it was.

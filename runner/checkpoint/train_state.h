@@ -24,6 +24,9 @@ struct TrainState {
   // The global batch in samples per step (0 in checkpoints of earlier
   // versions): with steps_per_epoch and accumulation, where the loader stands.
   std::int64_t batch_size = 0;
+  // The training set's samples (0 in checkpoints of earlier versions): a
+  // resume that finds another count says the data changed.
+  std::int64_t train_samples = 0;
   std::int64_t total_steps = 0;
   std::int64_t seed = 0;  // every random stream is a pure function of (seed, step / epoch / sample)
   std::string schedule;   // learning-rate schedule type; its position is `step` of `total_steps`

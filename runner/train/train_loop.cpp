@@ -195,7 +195,8 @@ std::string collapse_diagnosis(const LossScaler& scaler, double loss,
   return text + "The loss is finite (" + fmt::format("{:.4g}", loss) + ") but the gradients" +
          (names.empty() ? std::string() : " of " + names) + " overflow fp16 even at that scale. " +
          (dynamic ? ""
-                  : "Lower precision.static_scale (or set it to 0 for the dynamic scale); "
+                  : "Lower precision.loss_scale.static_scale (or set it to 0 for the dynamic "
+                    "scale); "
                     "otherwise the ") +
          (dynamic ? "Likely" : "likely") +
          " cause: a learning rate that makes the weights diverge, exploding gradients, or a "
@@ -676,17 +677,18 @@ void TrainLoop::resume_or_initialize() {
                         " (batch / (micro-batch x ranks)): train.micro_batch_size=" +
                         std::to_string(per_step / st.accumulation) + " keeps the run's " +
                         std::to_string(st.accumulation);
-  // The config as the run's, but not the data: its size changed under the run.
-  if (st.seed == cfg_.seed && same_batch && st.accumulation == accumulation_ &&
-      st.steps_per_epoch != steps_per_epoch_ && world_ == 1)
+  // Another count of training samples: the data changed under the run (or
+  // an override of data.split moved samples between the sets).
+  if (st.steps_per_epoch != steps_per_epoch_ && st.train_samples > 0 &&
+      st.train_samples != s_.train_data->size())
     throw UsageError(
-        "checkpoint " + loaded->path + " was written when an epoch was " +
-        std::to_string(st.steps_per_epoch) + " steps; the training data now gives " +
-        std::to_string(steps_per_epoch_) + " (" + std::to_string(s_.train_data->size()) +
-        " samples, batch " + std::to_string(s_.batch.global) +
-        "): it changed since the run started (a file replaced, images added or removed). "
-        "Restore the run's data to resume it exactly, or start a new run from these weights "
-        "(model.init_from=" +
+        "checkpoint " + loaded->path + " was written when the training set held " +
+        std::to_string(st.train_samples) + " samples (" + std::to_string(st.steps_per_epoch) +
+        " steps per epoch); it now holds " + std::to_string(s_.train_data->size()) + " (" +
+        std::to_string(steps_per_epoch_) +
+        "): the training data changed since the run started (a file replaced, images added or "
+        "removed), or an override changed data.split. Restore the run's data to resume it "
+        "exactly, or start a new run from these weights (model.init_from=" +
         loaded->path + "/model.safetensors)");
   if (st.seed != cfg_.seed || st.accumulation != accumulation_ ||
       st.steps_per_epoch != steps_per_epoch_ || !same_batch)
@@ -777,6 +779,9 @@ void TrainLoop::write_metrics(const nlohmann::json& record) {
 }
 
 void TrainLoop::prepare_optimizer() {
+  // The backend outlives runs (one per process): a flag an earlier run left
+  // set is not this run's.
+  backend_.vector_ops().nonfinite_gradients_seen();
   // Optimizer slots over every trainable parameter.
   slots_ = program_.optimizer_slots();
   for (const auto& p : std::as_const(program_).params())
@@ -1238,6 +1243,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.steps_per_epoch = steps_per_epoch_;
   st.accumulation = accumulation_;
   st.batch_size = s_.batch.global;
+  st.train_samples = s_.train_data->size();
   st.base_lr = cfg_.optimizer.lr;
   st.total_steps = total_steps_;
   st.seed = cfg_.seed;
@@ -1294,9 +1300,10 @@ void TrainLoop::stop_if_gradients_were_not_finite(bool loss_was_finite) {
   // 0 (oneDNN's, cuDNN's), so the overflow shows only in the gradients.
   throw DivergedError(
       "non-finite gradients (inf or NaN) in the steps up to " + std::to_string(step_) +
-      (loss_was_finite ? ", while the loss stayed finite: values inside the network overflow "
-                         "float32 (a relu turns the NaN into 0 before the loss sees it)"
-                       : ": the weights diverged, or values inside the network overflow float32") +
+      (loss_was_finite
+           ? ", while the loss stayed finite: values inside the network may overflow float32 (a "
+             "relu turns such a NaN into 0 before the loss sees it), or the gradients alone did"
+           : ": the weights diverged, or values inside the network overflow float32") +
       "; check the data for very large values (trainer validate --data), lower optimizer.lr, or "
       "set train.clip_grad_norm");
 }

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -124,32 +125,49 @@ std::unique_ptr<TrainerProcess> start_slow_checkpoints(const TempDir& tmp, const
 
 }  // namespace
 
-TEST_CASE("a run that diverged before a log point: its checkpoints read back, NaN weights named") {
+TEST_CASE("a run that diverged before a log point writes no checkpoint; NaN weights are named") {
   TempDir tmp("diverged-checkpoints");
   write_text(tmp / "tiny.yaml", tiny_experiment());
-  // The loss turns NaN within a few steps; no window is logged before the
-  // end of the first epoch (step 16), where the evaluation's NaN loss stops
-  // the run: its checkpoints at steps 7 and 14 hold a NaN window loss.
-  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "run",
+  // The weights turn non-finite within a few steps, before any log point
+  // (every 100 steps): the checkpoint at step 7 finds them so and stops the
+  // run without writing it.
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "diverged",
                               {"optimizer.type=sgd", "optimizer.lr=1e20", "train.log_every=100",
                                "train.epochs=2"}),
-                     tmp / "run.log") == 1);
-  const std::string run = tmp / "run";
-  const std::string newest = run + "/checkpoints/step-00000014";
+                     tmp / "diverged.log") == 1);
+  CHECK_THAT(read_text(tmp / "diverged.log"),
+             Contains("error: non-finite weights (inf or NaN) after the updates up to step 7: the "
+                      "run diverged"));
+  CHECK_FALSE(fs::exists(tmp / "diverged/checkpoints/step-00000007"));
+  CHECK(summary_of(tmp / "diverged")["status"] == "failed");
+
+  // NaN weights a checkpoint holds all the same (written by an earlier
+  // version, or edited with its checksums made again), with a NaN window loss.
+  const std::string run = finished_run(tmp, "run");
+  const std::string newest = run + "/checkpoints/step-00000048";
   REQUIRE(fs::is_directory(newest));
+  {
+    using namespace trainer::checkpoint;
+    const std::string path = newest + "/model.safetensors";
+    Safetensors file = read_safetensors(path);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(file.tensors.front().bytes.data(), &nan, sizeof nan);
+    write_text(path, encode_safetensors(file));
+    edit_state(newest, [](nlohmann::json& state) { state["window"]["loss"] = "NaN"; });
+  }
   // The state as written, its NaN window loss included, reads back.
   const trainer::checkpoint::TrainState state = trainer::checkpoint::verify_checkpoint(newest);
-  CHECK(state.step == 14);
+  CHECK(state.step == 48);
   CHECK_FALSE(std::isfinite(state.window_loss));
 
   // A resume names the weights, sets nothing aside and changes nothing.
   const auto before = snapshot(run);
-  CHECK(resume(run, {"train.epochs=3"}, tmp / "r.log") == 1);
+  CHECK(resume(run, {"train.epochs=4"}, tmp / "r.log") == 1);
   std::string log = read_text(tmp / "r.log");
   INFO(log);
   CHECK_THAT(log, Contains("checkpoint " + newest + " cannot be resumed: " + newest +
                            "/model.safetensors: tensor '") &&
-                      Contains("values are not finite") && Contains("the run wrote these values"));
+                      Contains("is not finite") && Contains("the run wrote these values"));
   CHECK_THAT(log, !Contains("malformed state") && !Contains("json.exception") &&
                       !Contains("lower optimizer.lr (or set"));
   CHECK_FALSE(holds_set_aside(run));
@@ -158,8 +176,7 @@ TEST_CASE("a run that diverged before a log point: its checkpoints read back, Na
   // trainer eval: the same, exit 1.
   auto r = run_trainer("eval " + run, true);
   CHECK(r.code == 1);
-  CHECK_THAT(r.out, Contains(newest + "/model.safetensors: tensor '") &&
-                        Contains("values are not finite"));
+  CHECK_THAT(r.out, Contains(newest + "/model.safetensors: tensor '") && Contains("is not finite"));
 
   // A warm start from those weights: validate and run refuse them at model.init_from.
   const std::string weights = newest + "/model.safetensors";

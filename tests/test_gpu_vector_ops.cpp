@@ -152,19 +152,19 @@ TEST_CASE("CUDA clipping inside the update equals the CPU's") {
     const auto got = run_step(gpu, params, step, true);
     for (std::size_t i = 0; i < params.size(); ++i) check_close(got[i].param, want[i].param);
   }
-  CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
+  CHECK_FALSE(gpu.vector_ops().nonfinite_weights_seen());
   params[1].grad[17] = NAN;
   run_step(gpu, params, step, true);
-  CHECK(gpu.vector_ops().nonfinite_gradients_seen());
-  CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
+  CHECK(gpu.vector_ops().nonfinite_weights_seen());
+  CHECK_FALSE(gpu.vector_ops().nonfinite_weights_seen());
   // Without clipping the update itself notices them, as the CPU's does.
   step.clip_norm = 0;
   run_step(gpu, params, step, true);
-  CHECK(gpu.vector_ops().nonfinite_gradients_seen());
-  CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
+  CHECK(gpu.vector_ops().nonfinite_weights_seen());
+  CHECK_FALSE(gpu.vector_ops().nonfinite_weights_seen());
   params[1].grad[17] = 0.25f;
   run_step(gpu, params, step, true);
-  CHECK_FALSE(gpu.vector_ops().nonfinite_gradients_seen());
+  CHECK_FALSE(gpu.vector_ops().nonfinite_weights_seen());
 }
 
 TEST_CASE("CUDA loss scaling inside the update equals the CPU's (skip; unscale; schedule)") {

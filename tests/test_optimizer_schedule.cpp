@@ -151,7 +151,7 @@ TEST_CASE("clipping inside the update scales the gradients by the clipped norm")
     CHECK(p1[0] == static_cast<float>(1.0f - 0.1f * (3.0f * static_cast<float>(scale))));
     CHECK(p1[1] == 1.0f);
     CHECK(p2[0] == static_cast<float>(1.0f - 0.1f * (4.0f * static_cast<float>(scale))));
-    CHECK_FALSE(ops.nonfinite_gradients_seen());
+    CHECK_FALSE(ops.nonfinite_weights_seen());
   }
   // Non-finite gradients are remembered until asked for, once.
   std::vector<float> p = {1.0f}, g = {NAN};
@@ -160,8 +160,8 @@ TEST_CASE("clipping inside the update scales the gradients by the clipped norm")
   ops.optimizer_step({{p.data(), g.data(), nullptr, nullptr, 1}}, step);
   g[0] = 1.0f;
   ops.optimizer_step({{p.data(), g.data(), nullptr, nullptr, 1}}, step);
-  CHECK(ops.nonfinite_gradients_seen());
-  CHECK_FALSE(ops.nonfinite_gradients_seen());
+  CHECK(ops.nonfinite_weights_seen());
+  CHECK_FALSE(ops.nonfinite_weights_seen());
   // Without clipping each optimizer's update notices them as it applies
   // them, in a slot long enough to be split across threads too.
   step.clip_norm = 0;
@@ -181,11 +181,11 @@ TEST_CASE("clipping inside the update scales the gradients by the clipped norm")
       const ParamSlot slot{q.data(), h.data(), stateful ? s0.data() : nullptr,
                            kind != OptimizerKind::sgd ? s1.data() : nullptr, n};
       ops.optimizer_step({slot}, step);
-      CHECK_FALSE(ops.nonfinite_gradients_seen());
+      CHECK_FALSE(ops.nonfinite_weights_seen());
       h[n - 1] = INFINITY;
       ops.optimizer_step({slot}, step);
-      CHECK(ops.nonfinite_gradients_seen());
-      CHECK_FALSE(ops.nonfinite_gradients_seen());
+      CHECK(ops.nonfinite_weights_seen());
+      CHECK_FALSE(ops.nonfinite_weights_seen());
     }
   }
 }
@@ -224,8 +224,8 @@ TEST_CASE("loss scaling inside the update skips overflowing steps and holds the 
   CHECK(ops.loss_scale_state().steps == 1);
   const std::vector<float> after_first = p;
   scaled_step({INFINITY, 1.0f});
-  CHECK(p == after_first);                      // skipped: weights and moments untouched
-  CHECK_FALSE(ops.nonfinite_gradients_seen());  // the scaler's to handle, not a divergence
+  CHECK(p == after_first);                    // skipped: weights and moments untouched
+  CHECK_FALSE(ops.nonfinite_weights_seen());  // the scaler's to handle, not a divergence
   const LossScaleState skipped = ops.loss_scale_state();
   CHECK(skipped.scale == 4);
   CHECK(skipped.skipped == 1);

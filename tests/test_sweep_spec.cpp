@@ -67,6 +67,15 @@ TEST_CASE("a --grid key given twice gets the values of both") {
       sweep::parse_sweep(yaml("{grid: {optimizer.lr: [0.1, 0.3]}}"), {"optimizer.lr=0.3,0.4"}, 0);
   REQUIRE(merged.grid.size() == 1);
   CHECK(merged.grid[0].second == std::vector<std::string>{"0.1", "0.3", "0.4"});
+  // A value written twice in one list is one trial too, in a flag and in the file.
+  for (const auto& twice :
+       {sweep::parse_sweep(config::Node{}, {"optimizer.lr=0.1,0.2,0.1"}, 0),
+        sweep::parse_sweep(yaml("{grid: {optimizer.lr: [0.1, 0.2, 0.1]}}"), {}, 0)}) {
+    REQUIRE(twice.grid.size() == 1);
+    CHECK(twice.grid[0].second == std::vector<std::string>{"0.1", "0.2"});
+    CHECK(twice.grid_value_marks[0].size() == 2);
+    CHECK(sweep::expand_trials(twice).size() == 2);
+  }
 }
 
 TEST_CASE("a key swept in two of the grid, the random search and the seeds is refused") {

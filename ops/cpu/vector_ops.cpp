@@ -35,7 +35,8 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 }
 
 // 1 when x is inf or NaN (its exponent all ones), else 0: branch-free, so
-// an update loop ORs it over its gradients without losing vectorisation.
+// an update loop ORs it over the weights it writes without losing
+// vectorisation.
 inline std::uint32_t non_finite_bit(float x) {
   std::uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
@@ -45,9 +46,10 @@ inline std::uint32_t non_finite_bit(float x) {
 // The parameters are read from locals, not through the OptimizerStep
 // reference: a store to p[i] could alias it, which keeps the compiler from
 // vectorising. Each variant is its own loop for the same reason. Each sets
-// `nonfinite` when a gradient it applied was inf or NaN; the loops that OR
-// that bit are left to the auto-vectoriser: an `omp simd reduction` clause
-// inside the parallel region kept GCC from vectorising them at all.
+// `nonfinite` when a weight it wrote is inf or NaN (inf or NaN gradients, or
+// a step that overflowed); the loops that OR that bit are left to the
+// auto-vectoriser: an `omp simd reduction` clause inside the parallel region
+// kept GCC from vectorising them at all.
 void sgd(const ParamSlot& s, const OptimizerStep& o, std::atomic<bool>& nonfinite) {
   float* __restrict p = s.param;
   const float* __restrict g = s.grad;
@@ -60,8 +62,8 @@ void sgd(const ParamSlot& s, const OptimizerStep& o, std::atomic<bool>& nonfinit
     parallel_chunks(n, [=, &nonfinite](std::int64_t begin, std::int64_t end) {
       std::uint32_t bad = 0;
       for (std::int64_t i = begin; i < end; ++i) {
-        bad |= non_finite_bit(g[i]);
         p[i] -= lr * (g[i] * scale + wd * p[i]);
+        bad |= non_finite_bit(p[i]);
       }
       if (bad) nonfinite = true;
       if (copy) round_range(p, copy, begin, end);
@@ -70,10 +72,10 @@ void sgd(const ParamSlot& s, const OptimizerStep& o, std::atomic<bool>& nonfinit
     parallel_chunks(n, [=, &nonfinite](std::int64_t begin, std::int64_t end) {
       std::uint32_t bad = 0;
       for (std::int64_t i = begin; i < end; ++i) {
-        bad |= non_finite_bit(g[i]);
         const float d = g[i] * scale + wd * p[i];
         buf[i] = momentum * buf[i] + d;
         p[i] -= lr * (d + momentum * buf[i]);
+        bad |= non_finite_bit(p[i]);
       }
       if (bad) nonfinite = true;
       if (copy) round_range(p, copy, begin, end);
@@ -82,9 +84,9 @@ void sgd(const ParamSlot& s, const OptimizerStep& o, std::atomic<bool>& nonfinit
     parallel_chunks(n, [=, &nonfinite](std::int64_t begin, std::int64_t end) {
       std::uint32_t bad = 0;
       for (std::int64_t i = begin; i < end; ++i) {
-        bad |= non_finite_bit(g[i]);
         buf[i] = momentum * buf[i] + (g[i] * scale + wd * p[i]);
         p[i] -= lr * buf[i];
+        bad |= non_finite_bit(p[i]);
       }
       if (bad) nonfinite = true;
       if (copy) round_range(p, copy, begin, end);
@@ -113,11 +115,11 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled,
   parallel_chunks(n, [=, &nonfinite](std::int64_t begin, std::int64_t end) {
     std::uint32_t bad = 0;
     for (std::int64_t i = begin; i < end; ++i) {
-      bad |= non_finite_bit(g[i]);
       const float gi = g[i] * scale + l2 * p[i];
       m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
       v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
       p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+      bad |= non_finite_bit(p[i]);
     }
     if (bad) nonfinite = true;
     if (copy) round_range(p, copy, begin, end);
@@ -180,7 +182,7 @@ class CpuVectorOps final : public VectorOps {
     if (nonfinite && !scaling_) nonfinite_seen_ = true;
   }
 
-  bool nonfinite_gradients_seen() override { return std::exchange(nonfinite_seen_, false); }
+  bool nonfinite_weights_seen() override { return std::exchange(nonfinite_seen_, false); }
 
   void start_loss_scaling(const LossScaleRule& rule, const LossScaleState& state) override {
     scaling_ = true;

@@ -82,7 +82,8 @@ struct StepParams {
 struct GradientCheck {
   double sum_squares;
   int nonfinite;         // this update's gradients hold inf or NaN
-  int nonfinite_sticky;  // some applied update's did (unscaled runs), until read
+  int nonfinite_sticky;  // some applied update's gradients or weights were (unscaled runs), until
+                         // read
 };
 
 // One thread: the update's decision from the check, applied to the loss
@@ -124,8 +125,9 @@ __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, flo
   p = p * decay - step_size * m / (sqrtf(v) / h.bias_correction2_sqrt + h.eps);
 }
 
-// Element i of a slot, one at a time (the slot's unaligned ends).
-__device__ __forceinline__ void update_element(const Hyper& h, const DeviceSlot& s, long long i) {
+// Element i of a slot, one at a time (the slot's unaligned ends); whether
+// the weight written is finite.
+__device__ __forceinline__ bool update_element(const Hyper& h, const DeviceSlot& s, long long i) {
   float p = s.param[i];
   float s0 = s.state0 ? s.state0[i] : 0.0f;
   float s1 = s.state1 ? s.state1[i] : 0.0f;
@@ -134,12 +136,14 @@ __device__ __forceinline__ void update_element(const Hyper& h, const DeviceSlot&
   if (s.state0) s.state0[i] = s0;
   if (s.state1) s.state1[i] = s1;
   if (s.bf16_copy) s.bf16_copy[i] = bf16_bits(p);
+  return isfinite(p);
 }
 
 // The hyperparameters are read from device memory (set_optimizer_step, or
 // decide_kernel), so a launch recorded in a CUDA graph uses the values of the
-// step it replays. A gradient applied that is inf or NaN sets *nonfinite
-// (a scaled update that applies has none: decide_kernel skipped those).
+// step it replays. A weight written that is inf or NaN (inf or NaN
+// gradients, or a step that overflowed) sets *nonfinite; a scaled update that
+// applies has finite gradients (decide_kernel skipped the others).
 __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper,
                                  int* nonfinite) {
   Hyper h = *hyper;
@@ -155,13 +159,13 @@ __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, c
     for (long long i = c.begin + 4 * threadIdx.x; i < vec_end; i += 4 * blockDim.x) {
       float4 p = *reinterpret_cast<float4*>(s.param + i);
       const float4 g = *reinterpret_cast<const float4*>(s.grad + i);
-      bad |= !isfinite(g.x) || !isfinite(g.y) || !isfinite(g.z) || !isfinite(g.w);
       float4 a = has0 ? *reinterpret_cast<float4*>(s.state0 + i) : float4{};
       float4 b = s.state1 ? *reinterpret_cast<float4*>(s.state1 + i) : float4{};
       update_one(h, s.decay_mask, p.x, g.x, has0, a.x, b.x);
       update_one(h, s.decay_mask, p.y, g.y, has0, a.y, b.y);
       update_one(h, s.decay_mask, p.z, g.z, has0, a.z, b.z);
       update_one(h, s.decay_mask, p.w, g.w, has0, a.w, b.w);
+      bad |= !isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z) || !isfinite(p.w);
       *reinterpret_cast<float4*>(s.param + i) = p;
       if (has0) *reinterpret_cast<float4*>(s.state0 + i) = a;
       if (s.state1) *reinterpret_cast<float4*>(s.state1 + i) = b;
@@ -171,13 +175,11 @@ __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, c
                        bf16_bits(p.z) | static_cast<unsigned>(bf16_bits(p.w)) << 16);
     }
     for (long long i = vec_end + threadIdx.x; i < end; i += blockDim.x) {
-      bad |= !isfinite(s.grad[i]);
-      update_element(h, s, i);
+      bad |= !update_element(h, s, i);
     }
   } else {
     for (long long i = c.begin + threadIdx.x; i < end; i += blockDim.x) {
-      bad |= !isfinite(s.grad[i]);
-      update_element(h, s, i);
+      bad |= !update_element(h, s, i);
     }
   }
   if (bad) atomicOr(nonfinite, 1);
@@ -441,7 +443,7 @@ class CudaVectorOps final : public VectorOps {
     check_launch("optimizer_kernel");
   }
 
-  bool nonfinite_gradients_seen() override {
+  bool nonfinite_weights_seen() override {
     int* flag = &check_.as<GradientCheck>()->nonfinite_sticky;
     int seen = 0;
     check(cudaMemcpyAsync(host_result_.get(), flag, sizeof(int), cudaMemcpyDeviceToHost,

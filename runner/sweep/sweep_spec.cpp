@@ -80,22 +80,23 @@ bool number(const Node& node, double& out) {
 }
 
 // Adds a grid key's values, each remembered as written at `mark`; a key
-// already in the grid gets the new values appended (each value once).
+// already in the grid gets the new values appended. Each value once: a
+// value written twice would run the same trial twice.
 void add_grid(SweepSpec& spec, const std::string& key, const std::vector<std::string>& values,
               const Mark& mark) {
-  for (std::size_t i = 0; i < spec.grid.size(); ++i) {
-    if (spec.grid[i].first != key) continue;
-    auto& existing = spec.grid[i].second;
-    for (const auto& v : values) {
-      if (std::find(existing.begin(), existing.end(), v) != existing.end()) continue;
-      existing.push_back(v);
-      spec.grid_value_marks[i].push_back(mark);
-    }
-    return;
+  std::size_t i = 0;
+  while (i < spec.grid.size() && spec.grid[i].first != key) ++i;
+  if (i == spec.grid.size()) {
+    spec.grid.emplace_back(key, std::vector<std::string>{});
+    spec.grid_marks.push_back(mark);
+    spec.grid_value_marks.emplace_back();
   }
-  spec.grid.emplace_back(key, values);
-  spec.grid_marks.push_back(mark);
-  spec.grid_value_marks.emplace_back(values.size(), mark);
+  auto& existing = spec.grid[i].second;
+  for (const auto& v : values) {
+    if (std::find(existing.begin(), existing.end(), v) != existing.end()) continue;
+    existing.push_back(v);
+    spec.grid_value_marks[i].push_back(mark);
+  }
 }
 
 // The first dotted key under a nested map ({optimizer: {lr: ...}} -> optimizer.lr).

@@ -432,10 +432,10 @@ class TrainLoop {
   // A record into metrics.jsonl, and into the TensorBoard events file.
   void write_metrics(const nlohmann::json& record);
   void save_state(const checkpoint::TrainState& st);
-  // Without loss scaling (which skips such steps), an update that applied
-  // inf or NaN gradients lost the weights: the run stops at the next log
-  // point or checkpoint. A read-back on a GPU.
-  void stop_if_gradients_were_not_finite(bool loss_was_finite);
+  // Without loss scaling (which skips such steps), an update that left a
+  // weight inf or NaN lost the weights: the run stops at the next log point
+  // or checkpoint. A read-back on a GPU.
+  void stop_if_weights_went_non_finite(bool loss_was_finite);
   void save_checkpoint(std::int64_t at_epoch, std::int64_t epoch_step) {
     save_state(state_now(at_epoch, epoch_step));
   }
@@ -781,7 +781,7 @@ void TrainLoop::write_metrics(const nlohmann::json& record) {
 void TrainLoop::prepare_optimizer() {
   // The backend outlives runs (one per process): a flag an earlier run left
   // set is not this run's.
-  backend_.vector_ops().nonfinite_gradients_seen();
+  backend_.vector_ops().nonfinite_weights_seen();
   // Optimizer slots over every trainable parameter.
   slots_ = program_.optimizer_slots();
   for (const auto& p : std::as_const(program_).params())
@@ -1051,7 +1051,7 @@ void TrainLoop::log_window() {
                         std::to_string(step_) +
                         " (mean of the last logging window): lower optimizer.lr (or set "
                         "train.clip_grad_norm), or check the inputs and labels");
-  stop_if_gradients_were_not_finite(true);
+  stop_if_weights_went_non_finite(true);
   const double samples_per_s = static_cast<double>(window_.samples) / elapsed;
   const double step_ms = 1000.0 * elapsed / static_cast<double>(window_.steps);
   const double wait_pct = 100.0 * window_.wait / elapsed;
@@ -1294,22 +1294,25 @@ void TrainLoop::stamp_metric(checkpoint::TrainState& st) const {
   st.metric_name = cfg_.checkpoint.metric;
 }
 
-void TrainLoop::stop_if_gradients_were_not_finite(bool loss_was_finite) {
-  if (scaler_.enabled() || !backend_.vector_ops().nonfinite_gradients_seen()) return;
+void TrainLoop::stop_if_weights_went_non_finite(bool loss_was_finite) {
+  if (scaler_.enabled() || !backend_.vector_ops().nonfinite_weights_seen()) return;
   // A finite loss over inf or NaN inside the network: a relu turns NaN into
   // 0 (oneDNN's, cuDNN's), so the overflow shows only in the gradients.
   throw DivergedError(
-      "non-finite gradients (inf or NaN) in the steps up to " + std::to_string(step_) +
+      "non-finite weights (inf or NaN) after the updates up to step " + std::to_string(step_) +
       (loss_was_finite
-           ? ", while the loss stayed finite: values inside the network may overflow float32 (a "
-             "relu turns such a NaN into 0 before the loss sees it), or the gradients alone did"
-           : ": the weights diverged, or values inside the network overflow float32") +
-      "; check the data for very large values (trainer validate --data), lower optimizer.lr, or "
-      "set train.clip_grad_norm");
+           ? ", while the loss stayed finite: the gradients were inf or NaN (values inside the "
+             "network may overflow float32, and a relu turns such a NaN into 0 before the loss "
+             "sees it), or an update overflowed; check the data for very large values (trainer "
+             "validate --data), lower optimizer.lr, or set train.clip_grad_norm"
+           : ": the run diverged (inf or NaN gradients, or an update that overflowed), and no "
+             "checkpoint is written of those weights; lower optimizer.lr, set "
+             "train.clip_grad_norm, or check the data for very large values (trainer validate "
+             "--data)"));
 }
 
 void TrainLoop::save_state(const checkpoint::TrainState& st) {
-  stop_if_gradients_were_not_finite(false);              // weights not worth keeping
+  stop_if_weights_went_non_finite(false);                // weights not worth keeping
   if (!rank_buffers_each_step_) average_rank_buffers();  // the root saves every rank's
   if (collective_.is_root()) {
     if (inject_checkpoint_delay_s_ > 0) {

@@ -68,7 +68,7 @@ std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend
 // Seeded initial values for every parameter, zeroed optimizer state.
 void initialize_parameters(const Session& session, graph::Program& program);
 
-// Training diverged: a non-finite loss or non-finite gradients, or fp16 loss
+// Training diverged: a non-finite loss or non-finite weights, or fp16 loss
 // scaling that collapsed. A run fails with it; a learning-rate range test
 // (`trainer lr-find`) ends its range there.
 class DivergedError : public std::runtime_error {

@@ -99,6 +99,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   std::vector<std::string> names;
   std::size_t columns = 0;
   std::string first_line;
+  std::int64_t first_line_number = 0;  // of the first line that is not blank
 
   // The header (or the first row, to count the columns).
   std::streampos data_start = in.tellg();
@@ -108,6 +109,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     names = split_line(line, o.delimiter);
     columns = names.size();
     first_line = line;
+    first_line_number = line_number;
     break;
   }
   if (columns == 0) throw std::runtime_error("CSV file '" + o.path + "' is empty");
@@ -175,7 +177,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     }
     if (cell.empty() || ec != std::errc() || ptr != end) {
       // The first line read as data: a header, most likely.
-      const bool first = line_number == 1 && !o.header && !cell.empty();
+      const bool first = line_number == first_line_number && !o.header && !cell.empty();
       throw std::runtime_error(
           where() + " is not a number" +
           (first ? "; if the first line names the columns, set header: true"
@@ -217,8 +219,10 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
         throw std::runtime_error(
             "CSV file '" + o.path + "' line " + std::to_string(line_number) + ": label " +
             quote(cells[label_column]) + " is not a class in [0, " +
-            (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ") (nor " +
-            std::to_string(kIgnoreLabel) + ", the label of an ignored sample)");
+            (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ")" +
+            (label < 0
+                 ? " (nor " + std::to_string(kIgnoreLabel) + ", the label of an ignored sample)"
+                 : std::string()));
       }
       data.labels.push_back(static_cast<std::int64_t>(label));
       lines.push_back(line_number);

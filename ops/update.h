@@ -159,9 +159,9 @@ class VectorOps {
   // Updates every slot (all in one launch on a GPU, after the norm's launches
   // when clipping) with the hyperparameters set last.
   virtual void optimizer_update(const std::vector<ParamSlot>& slots) = 0;
-  // Whether an update without loss scaling left a weight inf or NaN since the
-  // last call (inf or NaN gradients, or a step that overflowed: the weights
-  // are lost); resets the flag. A read-back on a GPU: for log points and
+  // Whether an update without loss scaling left a weight (or Adam's second
+  // moment) inf or NaN since the last call (inf or NaN gradients, or a step
+  // that overflowed: the run is lost); resets the flag. A read-back on a GPU: for log points and
   // checkpoints, not every step.
   virtual bool nonfinite_weights_seen() = 0;
   // fp16 loss scaling done by the updates themselves (decide_update), from

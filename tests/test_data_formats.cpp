@@ -214,6 +214,10 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     bad.header = false;
     CHECK_THROWS_WITH(open_csv(bad), Contains("line 1, column '0': 'a' is not a number; if the "
                                               "first line names the columns, set header: true"));
+    write_text(dir.file("blank-first.csv"), "\n\na,b,c\n1,2,0\n");  // blank lines first
+    bad.path = dir.file("blank-first.csv");
+    CHECK_THROWS_WITH(open_csv(bad), Contains("line 3, column '0': 'a' is not a number; if the "
+                                              "first line names the columns, set header: true"));
     bad.header = true;
     write_text(dir.file("trailing.csv"), "a,b,c,d\n1,2,0,\n");
     bad.path = dir.file("trailing.csv");

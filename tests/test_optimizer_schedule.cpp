@@ -188,6 +188,14 @@ TEST_CASE("clipping inside the update scales the gradients by the clipped norm")
       CHECK_FALSE(ops.nonfinite_weights_seen());
     }
   }
+  // A finite gradient whose square overflows Adam's second moment: the
+  // weight stays finite (m / inf = 0), the run is lost all the same.
+  std::vector<float> q = {1.0f, 1.0f}, h = {0.5f, 1e30f}, s0(2, 0.0f), s1(2, 0.0f);
+  step.kind = OptimizerKind::adam;
+  ops.optimizer_step({{q.data(), h.data(), s0.data(), s1.data(), 2}}, step);
+  CHECK(std::isfinite(q[1]));
+  CHECK(std::isinf(s1[1]));
+  CHECK(ops.nonfinite_weights_seen());
 }
 
 TEST_CASE("loss scaling inside the update skips overflowing steps and holds the schedule") {

@@ -46,8 +46,8 @@ inline std::uint32_t non_finite_bit(float x) {
 // The parameters are read from locals, not through the OptimizerStep
 // reference: a store to p[i] could alias it, which keeps the compiler from
 // vectorising. Each variant is its own loop for the same reason. Each sets
-// `nonfinite` when a weight it wrote is inf or NaN (inf or NaN gradients, or
-// a step that overflowed); the loops that OR that bit are left to the
+// `nonfinite` when a weight (or Adam's second moment) it wrote is inf or NaN
+// (inf or NaN gradients, or a step that overflowed); the loops that OR that bit are left to the
 // auto-vectoriser: an `omp simd reduction` clause inside the parallel region
 // kept GCC from vectorising them at all.
 void sgd(const ParamSlot& s, const OptimizerStep& o, std::atomic<bool>& nonfinite) {
@@ -119,7 +119,8 @@ void adam(const ParamSlot& s, const OptimizerStep& o, bool decoupled,
       m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
       v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
       p[i] = p[i] * decay - step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
-      bad |= non_finite_bit(p[i]);
+      // An overflowing second moment leaves the weight finite (m / inf = 0).
+      bad |= non_finite_bit(p[i]) | non_finite_bit(v[i]);
     }
     if (bad) nonfinite = true;
     if (copy) round_range(p, copy, begin, end);

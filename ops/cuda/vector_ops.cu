@@ -126,7 +126,7 @@ __device__ __forceinline__ void update_one(const Hyper& h, float decay_mask, flo
 }
 
 // Element i of a slot, one at a time (the slot's unaligned ends); whether
-// the weight written is finite.
+// the weight (and Adam's second moment) written is finite.
 __device__ __forceinline__ bool update_element(const Hyper& h, const DeviceSlot& s, long long i) {
   float p = s.param[i];
   float s0 = s.state0 ? s.state0[i] : 0.0f;
@@ -136,13 +136,13 @@ __device__ __forceinline__ bool update_element(const Hyper& h, const DeviceSlot&
   if (s.state0) s.state0[i] = s0;
   if (s.state1) s.state1[i] = s1;
   if (s.bf16_copy) s.bf16_copy[i] = bf16_bits(p);
-  return isfinite(p);
+  return isfinite(p) && isfinite(s1);
 }
 
 // The hyperparameters are read from device memory (set_optimizer_step, or
 // decide_kernel), so a launch recorded in a CUDA graph uses the values of the
-// step it replays. A weight written that is inf or NaN (inf or NaN
-// gradients, or a step that overflowed) sets *nonfinite; a scaled update that
+// step it replays. A weight or second moment written that is inf or NaN
+// (inf or NaN gradients, or a step that overflowed) sets *nonfinite; a scaled update that
 // applies has finite gradients (decide_kernel skipped the others).
 __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper,
                                  int* nonfinite) {
@@ -165,7 +165,9 @@ __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, c
       update_one(h, s.decay_mask, p.y, g.y, has0, a.y, b.y);
       update_one(h, s.decay_mask, p.z, g.z, has0, a.z, b.z);
       update_one(h, s.decay_mask, p.w, g.w, has0, a.w, b.w);
-      bad |= !isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z) || !isfinite(p.w);
+      // An overflowing second moment leaves the weight finite (m / inf = 0).
+      bad |= !isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z) || !isfinite(p.w) ||
+             !isfinite(b.x) || !isfinite(b.y) || !isfinite(b.z) || !isfinite(b.w);
       *reinterpret_cast<float4*>(s.param + i) = p;
       if (has0) *reinterpret_cast<float4*>(s.state0 + i) = a;
       if (s.state1) *reinterpret_cast<float4*>(s.state1 + i) = b;

@@ -36,6 +36,17 @@ sigset_t stop_signal_set() {
 // When the current scope's first signal came (the watcher thread's alone).
 std::chrono::steady_clock::time_point g_first_signal_at;
 
+// At a terminal the first stop signal is answered at once: a long step,
+// evaluation or data read would otherwise leave the key press unanswered
+// until it ends. (Run on the watcher thread, never in a handler.)
+void acknowledge_stop(int sig) {
+  if (!isatty(STDERR_FILENO)) return;
+  const char* text = sig == SIGINT ? "\nstopping at the next safe point (Ctrl-C again, a second "
+                                     "or more later, quits at once)\n"
+                                   : "\nstopping at the next safe point\n";
+  [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, text, std::strlen(text));
+}
+
 // StopSignals: the first asks the training loop to stop; one within
 // kSameStopWindow of it is the same request delivered again (a kill of the
 // process group reaches this process and the launcher, mpirun or `timeout`
@@ -45,14 +56,7 @@ void record_stop(int sig) {
   if (g_signal.load() == 0) {
     g_first_signal_at = now;
     g_signal = sig;
-    // At a terminal, said at once: a long step, evaluation or data read
-    // would otherwise leave the key press unanswered until it ends.
-    if (isatty(STDERR_FILENO)) {
-      const char* text = sig == SIGINT ? "\nstopping at the next safe point (Ctrl-C again, a "
-                                         "second or more later, quits at once)\n"
-                                       : "\nstopping at the next safe point\n";
-      [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, text, std::strlen(text));
-    }
+    acknowledge_stop(sig);
     return;
   }
   if (now - g_first_signal_at >= kSameStopWindow) _exit(128 + sig);
@@ -61,7 +65,7 @@ void record_stop(int sig) {
 // ForwardStopSignals: whoever it sends to stops the job.
 void forward(int sig) {
   int none = 0;
-  g_signal.compare_exchange_strong(none, sig);
+  if (g_signal.compare_exchange_strong(none, sig)) acknowledge_stop(sig);
   const std::lock_guard<std::mutex> lock(g_forward_mutex);
   if (g_forward) g_forward(sig);
 }

@@ -678,18 +678,33 @@ void TrainLoop::resume_or_initialize() {
                         std::to_string(per_step / st.accumulation) + " keeps the run's " +
                         std::to_string(st.accumulation);
   // Another count of training samples: the data changed under the run (or
-  // an override of data.split moved samples between the sets).
-  if (st.steps_per_epoch != steps_per_epoch_ && st.train_samples > 0 &&
-      st.train_samples != s_.train_data->size())
+  // an override of data.split moved samples between the sets). A checkpoint
+  // of an earlier version records no count: the config as the run's but
+  // another number of steps per epoch says the same.
+  const std::int64_t samples = s_.train_data->size();
+  const bool count_changed = st.train_samples > 0 && st.train_samples != samples;
+  const bool steps_changed_alone = st.train_samples == 0 && st.seed == cfg_.seed && same_batch &&
+                                   st.accumulation == accumulation_ && world_ == 1;
+  if (st.steps_per_epoch != steps_per_epoch_ && (count_changed || steps_changed_alone))
     throw UsageError(
-        "checkpoint " + loaded->path + " was written when the training set held " +
-        std::to_string(st.train_samples) + " samples (" + std::to_string(st.steps_per_epoch) +
-        " steps per epoch); it now holds " + std::to_string(s_.train_data->size()) + " (" +
-        std::to_string(steps_per_epoch_) +
-        "): the training data changed since the run started (a file replaced, images added or "
+        "checkpoint " + loaded->path + " was written when " +
+        (count_changed
+             ? "the training set held " + std::to_string(st.train_samples) + " samples (" +
+                   std::to_string(st.steps_per_epoch) + " steps per epoch); it now holds " +
+                   std::to_string(samples) + " (" + std::to_string(steps_per_epoch_) + ")"
+             : "an epoch was " + std::to_string(st.steps_per_epoch) +
+                   " steps; the training data now gives " + std::to_string(steps_per_epoch_) +
+                   " (" + std::to_string(samples) + " samples)") +
+        ": the training data changed since the run started (a file replaced, images added or "
         "removed), or an override changed data.split. Restore the run's data to resume it "
         "exactly, or start a new run from these weights (model.init_from=" +
         loaded->path + "/model.safetensors)");
+  if (count_changed)  // the same steps per epoch: it resumes, on other samples
+    log_->warn(
+        "checkpoint {} was written when the training set held {} samples; it now holds {}: the "
+        "training data changed since the run started, so the resume trains on other samples "
+        "than the run would have",
+        loaded->path, st.train_samples, samples);
   if (st.seed != cfg_.seed || st.accumulation != accumulation_ ||
       st.steps_per_epoch != steps_per_epoch_ || !same_batch)
     throw UsageError(
@@ -1295,7 +1310,12 @@ void TrainLoop::stamp_metric(checkpoint::TrainState& st) const {
 }
 
 void TrainLoop::stop_if_weights_went_non_finite(bool loss_was_finite) {
-  if (scaler_.enabled() || !backend_.vector_ops().nonfinite_weights_seen()) return;
+  if (scaler_.enabled()) return;
+  // Every rank's own flag, agreed on: ranks whose reductions summed in
+  // another order may overflow a step apart, and all must stop alike.
+  std::vector<double> seen = {backend_.vector_ops().nonfinite_weights_seen() ? 1.0 : 0.0};
+  if (world_ > 1) collective_.all_reduce_sum(seen);
+  if (seen[0] == 0) return;
   // A finite loss over inf or NaN inside the network: a relu turns NaN into
   // 0 (oneDNN's, cuDNN's), so the overflow shows only in the gradients.
   throw DivergedError(

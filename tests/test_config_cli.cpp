@@ -105,30 +105,34 @@ TEST_CASE("a sweep with nothing to sweep is reported at the config file") {
   CHECK(r.out.find(kGood + "minimal.yaml: error: sweep: nothing to sweep") == 0);
 }
 
+namespace {
+
+// `trainer validate` of the minimal config with one override.
+trainer::testing::CommandResult validate_minimal(const std::string& override_text) {
+  return run("validate " + kGood + "minimal.yaml '" + override_text + "'", true);
+}
+
+}  // namespace
+
 TEST_CASE("a convolution stride past what the libraries take is refused at it") {
-  const auto r = run("validate " + kGood +
-                         "minimal.yaml 'model.layers=[{type: conv2d, out_channels: 2, kernel: 3, "
-                         "stride: 2147483648}, {type: flatten}, {type: linear, out_features: 10}]'",
-                     true);
+  const auto r = validate_minimal(
+      "model.layers=[{type: conv2d, out_channels: 2, kernel: 3, stride: 2147483648}, {type: "
+      "flatten}, {type: linear, out_features: 10}]");
   CHECK(r.code == 2);
   CHECK(r.out.find("model.layers[0].stride: expected an integer >= 1 and <= 65536") !=
         std::string::npos);
 }
 
 TEST_CASE("transforms that make samples past the 2^31-element limit are refused at them") {
-  const auto r = run("validate " + kGood +
-                         "minimal.yaml 'data.transforms=[{type: random_crop, size: 100000, "
-                         "padding: 100000}]'",
-                     true);
+  const auto r =
+      validate_minimal("data.transforms=[{type: random_crop, size: 100000, padding: 100000}]");
   CHECK(r.code == 2);
   CHECK(r.out.find("error: data.transforms: they make the training samples [1, 100000, 100000], "
                    "more than 2147483648 (2^31) elements, the most supported") !=
         std::string::npos);
   // At the limit itself: accepted.
-  CHECK(run("validate " + kGood +
-                "minimal.yaml 'data.transforms=[{type: random_crop, size: [32768, 65536], padding: "
-                "32768}]'",
-            true)
+  CHECK(validate_minimal(
+            "data.transforms=[{type: random_crop, size: [32768, 65536], padding: 32768}]")
             .code == 0);
 }
 

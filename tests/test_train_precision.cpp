@@ -133,14 +133,23 @@ TEST_CASE("a loss scale float32 holds as infinity is refused before the run star
   }
 }
 
+namespace {
+
+// A run named `name` whose first 10 steps overflow (injected), with the
+// loss scale setting `scale` and a collapse after 3 overflows at the floor.
+trainer::testing::CommandResult collapsing_run(const std::string& name, const std::string& scale) {
+  const fs::path config = write_config(name);
+  fs::remove_all(kRoot / name);
+  return run_command(run_with_env("TRAINER_INJECT_OVERFLOW=1,2,3,4,5,6,7,8,9,10",
+                                  "run " + config.string() + " --out " + (kRoot / name).string() +
+                                      " " + scale + " precision.loss_scale.collapse_patience=3"));
+}
+
+}  // namespace
+
 TEST_CASE("overflows that persist at the minimum scale stop the run with a diagnosis") {
-  const fs::path config = write_config("collapse");
+  const auto r = collapsing_run("collapse", "precision.loss_scale.init_scale=4");
   const fs::path dir = kRoot / "collapse";
-  fs::remove_all(dir);
-  const auto r = run_command(run_with_env(
-      "TRAINER_INJECT_OVERFLOW=1,2,3,4,5,6,7,8,9,10",
-      "run " + config.string() + " --out " + dir.string() +
-          " precision.loss_scale.init_scale=4 precision.loss_scale.collapse_patience=3"));
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(r.out.find("fp16 loss scaling collapsed at step 5") != std::string::npos);
@@ -159,13 +168,7 @@ TEST_CASE("overflows that persist at the minimum scale stop the run with a diagn
 }
 
 TEST_CASE("a static loss scale that keeps overflowing: the scale to lower is named") {
-  const fs::path config = write_config("collapse_static");
-  const fs::path dir = kRoot / "collapse_static";
-  fs::remove_all(dir);
-  const auto r = run_command(run_with_env(
-      "TRAINER_INJECT_OVERFLOW=1,2,3,4,5,6,7,8,9,10",
-      "run " + config.string() + " --out " + dir.string() +
-          " precision.loss_scale.static_scale=1024 precision.loss_scale.collapse_patience=3"));
+  const auto r = collapsing_run("collapse_static", "precision.loss_scale.static_scale=1024");
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(r.out.find("3 consecutive steps overflowed at the static loss scale 1024") !=

@@ -245,11 +245,14 @@ TEST_CASE("2 ranks x global batch 128 train like 1 rank x 128") {
   CHECK(read_json(two_small / "distributed.json")["bucket_bytes"] == 0);
 
   // The ranks' load-balance windows span a logging window (4 steps), not one
-  // step: one ranks.jsonl record per log point.
+  // step: one ranks.jsonl record per log point, also with checkpoints between
+  // the log points (whose check of the weights is a reduction of its own).
   const fs::path windows = kRoot / "equal_2_log_every_4";
   fs::remove_all(windows);
   auto r4 = run_trainer("run " + config.string() +
-                            " devices.world_size=2 train.log_every=4 --out " + windows.string(),
+                            " devices.world_size=2 train.log_every=4 checkpoint.every_steps=3 "
+                            "--out " +
+                            windows.string(),
                         true);
   INFO(r4.out);
   REQUIRE(r4.code == 0);

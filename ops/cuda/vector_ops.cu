@@ -142,8 +142,8 @@ __device__ __forceinline__ bool update_element(const Hyper& h, const DeviceSlot&
 // The hyperparameters are read from device memory (set_optimizer_step, or
 // decide_kernel), so a launch recorded in a CUDA graph uses the values of the
 // step it replays. A weight or second moment written that is inf or NaN
-// (inf or NaN gradients, or a step that overflowed) sets *nonfinite; a scaled update that
-// applies has finite gradients (decide_kernel skipped the others).
+// (inf or NaN gradients, or a step that overflowed) sets *nonfinite, under
+// loss scaling too; the host reads it only in unscaled runs, as on the CPU.
 __global__ void optimizer_kernel(const DeviceSlot* slots, const Chunk* chunks, const Hyper* hyper,
                                  int* nonfinite) {
   Hyper h = *hyper;

@@ -65,9 +65,13 @@ void record_stop(int sig) {
 // ForwardStopSignals: whoever it sends to stops the job.
 void forward(int sig) {
   int none = 0;
-  if (g_signal.compare_exchange_strong(none, sig)) acknowledge_stop(sig);
-  const std::lock_guard<std::mutex> lock(g_forward_mutex);
-  if (g_forward) g_forward(sig);
+  const bool first = g_signal.compare_exchange_strong(none, sig);
+  {
+    const std::lock_guard<std::mutex> lock(g_forward_mutex);
+    if (g_forward) g_forward(sig);
+  }
+  // After the forwarding: a paused terminal blocks the write, not the stop.
+  if (first) acknowledge_stop(sig);
 }
 
 // No scope: the signal does what this process's disposition says (SIG_DFL:

@@ -683,7 +683,8 @@ void TrainLoop::resume_or_initialize() {
   // another number of steps per epoch says the same.
   const std::int64_t samples = s_.train_data->size();
   const bool count_changed = st.train_samples > 0 && st.train_samples != samples;
-  const bool steps_changed_alone = st.train_samples == 0 && st.seed == cfg_.seed && same_batch &&
+  const bool steps_changed_alone = st.train_samples == 0 && st.batch_size > 0 &&
+                                   st.seed == cfg_.seed && same_batch &&
                                    st.accumulation == accumulation_ && world_ == 1;
   if (st.steps_per_epoch != steps_per_epoch_ && (count_changed || steps_changed_alone))
     throw UsageError(
@@ -699,12 +700,6 @@ void TrainLoop::resume_or_initialize() {
         "removed), or an override changed data.split. Restore the run's data to resume it "
         "exactly, or start a new run from these weights (model.init_from=" +
         loaded->path + "/model.safetensors)");
-  if (count_changed)  // the same steps per epoch: it resumes, on other samples
-    log_->warn(
-        "checkpoint {} was written when the training set held {} samples; it now holds {}: the "
-        "training data changed since the run started, so the resume trains on other samples "
-        "than the run would have",
-        loaded->path, st.train_samples, samples);
   if (st.seed != cfg_.seed || st.accumulation != accumulation_ ||
       st.steps_per_epoch != steps_per_epoch_ || !same_batch)
     throw UsageError(
@@ -740,6 +735,13 @@ void TrainLoop::resume_or_initialize() {
                : std::string(),
         st.base_lr, scaled ? " optimizer.lr_scaling=none" : "");
   }
+  // The same steps per epoch, another count: it resumes, on other samples.
+  if (count_changed && collective_.is_root())
+    log_->warn(
+        "checkpoint {} was written when the training set held {} samples; it now holds {}: the "
+        "training data changed since the run started, so the resume trains on other samples "
+        "than the run would have",
+        loaded->path, st.train_samples, samples);
   resumed_ = st;
   resumed_from_ = loaded->path;
   log_->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path, st.step,
@@ -1314,7 +1316,7 @@ void TrainLoop::stop_if_weights_went_non_finite(bool loss_was_finite) {
   // Every rank's own flag, agreed on: ranks whose reductions summed in
   // another order may overflow a step apart, and all must stop alike.
   std::vector<double> seen = {backend_.vector_ops().nonfinite_weights_seen() ? 1.0 : 0.0};
-  if (world_ > 1) collective_.all_reduce_sum(seen);
+  if (world_ > 1) collective_.all_reduce_statistics(seen);  // not a load-balance window
   if (seen[0] == 0) return;
   // A finite loss over inf or NaN inside the network: a relu turns NaN into
   // 0 (oneDNN's, cuDNN's), so the overflow shows only in the gradients.

@@ -170,16 +170,19 @@ std::int64_t bounded_product(std::int64_t a, std::int64_t b) {
 
 }  // namespace
 
-std::optional<std::int64_t> declared_sample_elements(const TypedItem& item) {
+std::int64_t bounded_elements(const std::vector<std::int64_t>& extents) {
   std::int64_t n = 1;
-  if (item.attrs.has("shape")) {  // synthetic
-    for (std::int64_t d : item.attrs.get_ints("shape", 1)) n = bounded_product(n, d);
-    return n;
-  }
+  for (std::int64_t d : extents) n = bounded_product(n, d);
+  return n;
+}
+
+std::optional<std::int64_t> declared_sample_elements(const TypedItem& item) {
+  if (item.attrs.has("shape"))  // synthetic
+    return bounded_elements(item.attrs.get_ints("shape", 1));
   if (item.attrs.has("size") && item.attrs.has("channels")) {  // image_folder
-    n = item.attrs.get_int("channels");
-    for (std::int64_t d : item.attrs.get_ints("size", 2)) n = bounded_product(n, d);
-    return n;
+    std::vector<std::int64_t> extents = item.attrs.get_ints("size", 2);
+    extents.insert(extents.begin(), item.attrs.get_int("channels"));
+    return bounded_elements(extents);
   }
   return std::nullopt;
 }

@@ -26,6 +26,10 @@ std::optional<TypedItem> read_source_item(Node& node, const std::string& key_pat
 // The largest sample a source may declare, in elements (2^31).
 inline constexpr std::int64_t kMaxSampleElements = std::int64_t{1} << 31;
 
+// The product of `extents` (a sample's shape), or kMaxSampleElements + 1
+// when it is larger or an extent is not positive: never an overflow.
+std::int64_t bounded_elements(const std::vector<std::int64_t>& extents);
+
 // The number of elements of one sample, when the source's fields say it
 // (synthetic `shape`, image_folder `size` x `channels`); nullopt otherwise.
 // Saturates at kMaxSampleElements + 1.

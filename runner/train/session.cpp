@@ -32,17 +32,6 @@
 namespace trainer::train {
 namespace {
 
-// Whether a sample of `shape` has more than kMaxSampleElements elements
-// (without overflowing on the way).
-bool exceeds_sample_limit(const Shape& shape) {
-  std::int64_t n = 1;
-  for (const std::int64_t d : shape) {
-    if (d > 0 && n > config::kMaxSampleElements / d) return true;
-    n *= d;
-  }
-  return n > config::kMaxSampleElements;
-}
-
 std::vector<data::TransformSpec> specs_of(const std::vector<config::TypedItem>& items) {
   std::vector<data::TransformSpec> out;
   for (const auto& item : items) out.emplace_back(item.type, item.attrs);
@@ -554,7 +543,7 @@ Session open_session(const config::Config& config, const std::vector<std::string
   }
   // The transforms may make a sample larger than any source may declare (a
   // crop with much padding): the same limit, at the list that does it.
-  if (exceeds_sample_limit(s.sample_shape)) {
+  if (config::bounded_elements(s.sample_shape) > config::kMaxSampleElements) {
     diags.add(written_mark_of(config, "data.transforms"), "data.transforms",
               "they make the training samples " + to_string(s.sample_shape) + ", more than " +
                   std::to_string(config::kMaxSampleElements) +

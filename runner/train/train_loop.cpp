@@ -192,17 +192,17 @@ std::string collapse_diagnosis(const LossScaler& scaler, double loss,
            "Likely cause: inputs that are not normalised, a missing normalisation layer, or "
            "weights grown by too high a learning rate. Use precision: bf16 (float32's range), "
            "normalise the inputs, or lower optimizer.lr.";
+  const std::string cause =
+      "cause: a learning rate that makes the weights diverge, exploding gradients, or a forward "
+      "pass that overflows fp16 where a relu hides it from the loss (it turns the NaN into 0): "
+      "inputs or activations beyond 65504. Lower optimizer.lr, set train.clip_grad_norm, "
+      "normalise the inputs, or use precision: bf16.";
   return text + "The loss is finite (" + fmt::format("{:.4g}", loss) + ") but the gradients" +
          (names.empty() ? std::string() : " of " + names) + " overflow fp16 even at that scale. " +
-         (dynamic ? ""
+         (dynamic ? "Likely " + cause
                   : "Lower precision.loss_scale.static_scale (or set it to 0 for the dynamic "
-                    "scale); "
-                    "otherwise the ") +
-         (dynamic ? "Likely" : "likely") +
-         " cause: a learning rate that makes the weights diverge, exploding gradients, or a "
-         "forward pass that overflows fp16 where a relu hides it from the loss (it turns the "
-         "NaN into 0): inputs or activations beyond 65504. Lower optimizer.lr, set "
-         "train.clip_grad_norm, normalise the inputs, or use precision: bf16.";
+                    "scale); otherwise the likely " +
+                        cause);
 }
 
 // The names of the parameters whose gradients hold inf or NaN.

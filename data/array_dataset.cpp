@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "data/content_digest.h"
 #include "data/loader.h"  // kIgnoreLabel
 
 namespace trainer::data {
@@ -80,6 +81,24 @@ std::string ArrayDataset::max_label_origin() const {
   if (max_label_sample_ < 0) return "";
   if (data_.label_origin) return data_.label_origin(max_label_sample_);
   return "sample " + std::to_string(max_label_sample_) + " of " + data_.description;
+}
+
+std::uint64_t ArrayDataset::content_digest() const {
+  return digest_.get([this] {
+    ContentDigest digest;
+    const auto add_shape = [&](const Shape& shape) {
+      digest.add(shape.data(), shape.size() * sizeof(shape[0]));
+    };
+    add_shape(data_.sample_shape);
+    std::visit([&](const auto& v) { digest.add(v.data(), v.size() * sizeof(v[0])); },
+               data_.samples);
+    add_shape(data_.target_shape);
+    if (data_.target_shape.empty())
+      digest.add(data_.labels.data(), data_.labels.size() * sizeof(data_.labels[0]));
+    else
+      digest.add(data_.targets.data(), data_.targets.size() * sizeof(data_.targets[0]));
+    return digest.value();
+  });
 }
 
 void ArrayDataset::read(std::int64_t index, float* sample, std::int64_t* label,

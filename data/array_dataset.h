@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "data/content_digest.h"
 #include "data/dataset.h"
 
 namespace trainer::data {
@@ -44,9 +45,12 @@ class ArrayDataset final : public Dataset {
   std::int64_t max_label() const override { return max_label_; }
   bool classes_inferred() const override { return classes_inferred_; }
   std::string max_label_origin() const override;
+  // Of the arrays (computed once, when first asked).
+  std::uint64_t content_digest() const override;
 
  private:
   ArrayData data_;
+  CachedDigest digest_;
   std::int64_t size_ = 0;
   std::int64_t sample_numel_ = 0;
   std::int64_t max_label_ = -1;

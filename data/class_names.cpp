@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "data/content_digest.h"
 #include "data/sources.h"
 
 namespace trainer::data {
@@ -26,6 +27,12 @@ class RelabelledDataset final : public Dataset {
     return label_of_.empty() ? -1 : *std::max_element(label_of_.begin(), label_of_.end());
   }
   std::vector<std::string> class_names() const override { return names_; }
+  std::uint64_t content_digest() const override {
+    ContentDigest digest;
+    digest.add(base_->content_digest());
+    digest.add(label_of_.data(), label_of_.size() * sizeof(label_of_[0]));
+    return digest.value();
+  }
 
  private:
   std::shared_ptr<const Dataset> base_;

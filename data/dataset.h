@@ -43,6 +43,13 @@ class Dataset {
   // The name of each class by label, where the source names them (image
   // folders: the class sub-folders); empty otherwise.
   virtual std::vector<std::string> class_names() const { return {}; }
+  // A digest of what the dataset serves, to tell that the data changed under
+  // a run (the manifest and every checkpoint record the training set's). The
+  // default reads every sample and digests its values and label; in-memory
+  // sources digest their arrays, image folders their listing (each image's
+  // path in the folder, size in bytes and class: not the pixels). Where the
+  // files are does not enter it.
+  virtual std::uint64_t content_digest() const;
 };
 
 }  // namespace trainer::data

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/content_digest.h"
 #include "data/image_decode.h"
 #include "data/image_listing.h"
 #include "data/sources.h"
@@ -40,8 +41,29 @@ class ImageFolderDataset final : public Dataset {
   std::string describe() const override { return "image folder '" + root_ + "'"; }
   std::int64_t max_label() const override { return classes_ - 1; }
   std::vector<std::string> class_names() const override { return class_names_; }
+  // Of the listing: each image's path below the root, size in bytes and
+  // class (the pixels are not read); computed once, when first asked.
+  std::uint64_t content_digest() const override {
+    return digest_.get([this] {
+      ContentDigest digest;
+      for (const std::string& name : class_names_) digest.add(name);
+      for (std::size_t i = 0; i < files_.size(); ++i) {
+        const std::string& file = files_[i];
+        digest.add(file.compare(0, root_.size(), root_) == 0
+                       ? std::string_view(file).substr(root_.size())
+                       : std::string_view(file));
+        std::error_code ec;
+        const std::uintmax_t bytes = std::filesystem::file_size(file, ec);
+        // One that cannot be read now is reported when it is read.
+        digest.add(ec ? ~std::uint64_t{0} : static_cast<std::uint64_t>(bytes));
+        digest.add(static_cast<std::uint64_t>(labels_[i]));
+      }
+      return digest.value();
+    });
+  }
 
  private:
+  CachedDigest digest_;
   std::string root_;
   std::vector<std::string> files_;
   std::vector<std::int64_t> labels_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "data/content_digest.h"
 #include "data/rng.h"
 
 namespace trainer::data {
@@ -24,6 +25,13 @@ void SubsetDataset::read(std::int64_t index, float* sample, std::int64_t* label,
 
 std::string SubsetDataset::describe() const {
   return label_ + " of " + base_->describe();
+}
+
+std::uint64_t SubsetDataset::content_digest() const {
+  ContentDigest digest;
+  digest.add(base_->content_digest());
+  digest.add(indices_.data(), indices_.size() * sizeof(indices_[0]));
+  return digest.value();
 }
 
 std::pair<std::shared_ptr<Dataset>, std::shared_ptr<Dataset>> split_dataset(

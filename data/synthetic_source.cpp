@@ -1,6 +1,7 @@
 // The synthetic source: samples and labels computed from (seed, index).
 #include <stdexcept>
 
+#include "data/content_digest.h"
 #include "data/rng.h"
 #include "data/sources.h"
 
@@ -30,6 +31,15 @@ class SyntheticDataset final : public Dataset {
            std::to_string(classes_) + " classes, seed " + std::to_string(seed_) + ")";
   }
   std::int64_t max_label() const override { return classes_ - 1; }
+  // What every sample is computed from.
+  std::uint64_t content_digest() const override {
+    ContentDigest digest;
+    digest.add(shape_.data(), shape_.size() * sizeof(shape_[0]));
+    for (const std::uint64_t value :
+         {static_cast<std::uint64_t>(classes_), static_cast<std::uint64_t>(size_), seed_})
+      digest.add(value);
+    return digest.value();
+  }
 
  private:
   Shape shape_;

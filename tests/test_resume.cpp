@@ -254,6 +254,51 @@ TEST_CASE("a resume whose training data changed size says the data changed, not 
 }
 
 TEST_CASE(
+    "a resume whose training data changed content but not size warns with the content digests") {
+  TempDir tmp("resume-data-edited");
+  const auto write_csv = [&](int flipped_row) {
+    std::string text = "a,b,y\n";
+    for (int i = 0; i < 64; ++i)
+      text += std::to_string(i % 7) + "," + std::to_string(i % 5) + "," +
+              std::to_string((i % 2) ^ (i == flipped_row)) + "\n";
+    write_text(tmp / "data.csv", text);
+  };
+  const auto recorded_digest = [&](const std::string& dir) {
+    const auto manifest = nlohmann::json::parse(read_text(fs::path(dir) / "manifest.json"));
+    CHECK(manifest["data"]["train"]["samples"] == 64);
+    return manifest["data"]["train"]["content_digest"].get<std::string>();
+  };
+  write_csv(-1);
+  write_text(tmp / "csv.yaml",
+             "name: csv\n"
+             "data: {train: {type: csv, path: data.csv}}\n"
+             "model:\n"
+             "  layers: [{type: linear, out_features: 2}]\n"
+             "  loss: {type: cross_entropy}\n"
+             "optimizer: {type: sgd, lr: 0.01}\n"
+             "train: {epochs: 2, batch_size: 16, max_steps: 2}\n"
+             "checkpoint: {every_steps: 1}\n"
+             "backend: {threads: 1}\n");
+  const std::string dir = tmp / "run";
+  REQUIRE(run_to_end(run_args(tmp / "csv.yaml", dir), tmp / "a.log") == 0);
+  const std::string first = recorded_digest(dir);
+  CHECK(first.size() == 16);
+  // The same data: no word of a change.
+  REQUIRE(run_to_end({"run", "--resume", dir, "train.max_steps=3"}, tmp / "b.log") == 0);
+  CHECK_THAT(read_text(tmp / "b.log"), !Catch::Contains("content digest"));
+  CHECK(recorded_digest(dir) == first);
+  write_csv(5);  // one label edited under the run
+  REQUIRE(run_to_end({"run", "--resume", dir, "train.max_steps=4"}, tmp / "c.log") == 0);
+  const std::string edited = recorded_digest(dir);
+  CHECK(edited != first);
+  CHECK_THAT(read_text(tmp / "c.log"),
+             Catch::Contains("step-00000003 was written when the training data's content digest "
+                             "was " +
+                             first + "; it is now " + edited +
+                             " (the same 64 samples): the data changed since the run started"));
+}
+
+TEST_CASE(
     "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint), "
     "with only the override on the command line") {
   if (cpu_computes_bf16())

@@ -275,6 +275,12 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
     s.train_samples = in.integer_at(j, "train_samples", "train_samples");
     in.at_least("train_samples", s.train_samples, 1);
   }
+  if (j.contains("train_digest")) {
+    s.train_digest = in.text(j["train_digest"], "train_digest");
+    if (s.train_digest.size() != 16 ||
+        s.train_digest.find_first_not_of("0123456789abcdef") != std::string::npos)
+      in.fail("train_digest", "is " + j["train_digest"].dump() + ", expected 16 hex digits");
+  }
   if (j.contains("base_lr")) {
     s.base_lr = in.number(j["base_lr"], "base_lr");
     if (!(s.base_lr > 0) || !std::isfinite(s.base_lr))
@@ -326,6 +332,7 @@ nlohmann::json TrainState::to_json() const {
   if (!optimizer.empty()) j["optimizer"] = optimizer;
   if (batch_size > 0) j["batch_size"] = batch_size;
   if (train_samples > 0) j["train_samples"] = train_samples;
+  if (!train_digest.empty()) j["train_digest"] = train_digest;
   if (base_lr > 0) j["base_lr"] = base_lr;
   if (!early_stopping.is_null()) j["early_stopping"] = early_stopping;
   // A diverged window (or evaluation, or loss scale) reads back as it was.

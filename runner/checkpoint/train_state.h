@@ -27,6 +27,10 @@ struct TrainState {
   // The training set's samples (0 in checkpoints of earlier versions): a
   // resume that finds another count says the data changed.
   std::int64_t train_samples = 0;
+  // The training set's content digest (Dataset::content_digest, 16 hex
+  // digits; "" in checkpoints of earlier versions): a resume that finds
+  // another says the data changed though its count did not.
+  std::string train_digest;
   std::int64_t total_steps = 0;
   std::int64_t seed = 0;  // every random stream is a pure function of (seed, step / epoch / sample)
   std::string schedule;   // learning-rate schedule type; its position is `step` of `total_steps`

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "data/content_digest.h"
 #include "data/file_kind.h"
 #include "runner/build_info.h"
 #include "runner/checkpoint/checkpoint_store.h"
@@ -567,6 +568,15 @@ void record_program(const std::string& dir, const graph::Program& program, const
   manifest["normalize_statistics"] = statistics;
   if (const auto names = session.train_data->class_names(); !names.empty())
     manifest["class_names"] = names;
+  // What the run trains and evaluates on, to tell later whether the data is
+  // still the same: where it is, how many samples, and their content digest.
+  const auto data_record = [](const data::Dataset& dataset) {
+    return nlohmann::json{{"source", dataset.describe()},
+                          {"samples", dataset.size()},
+                          {"content_digest", data::digest_text(dataset.content_digest())}};
+  };
+  manifest["data"] = {{"train", data_record(*session.train_data)}};
+  if (session.eval_data) manifest["data"]["eval"] = data_record(*session.eval_data);
   manifest["memory"] = {{"arena_bytes", program.memory_plan().arena_bytes},
                         {"persistent_bytes", program.persistent_bytes()}};
   write_manifest(dir, manifest);

@@ -27,6 +27,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "data/content_digest.h"
 #include "data/loader.h"
 #include "ops/step_values.h"
 #include "runner/checkpoint/checkpoint_store.h"
@@ -742,6 +743,16 @@ void TrainLoop::resume_or_initialize() {
         "training data changed since the run started, so the resume trains on other samples "
         "than the run would have",
         loaded->path, st.train_samples, samples);
+  // The same count, other content: a file replaced, labels edited.
+  if (const std::string digest = data::digest_text(s_.train_data->content_digest());
+      !count_changed && !st.train_digest.empty() && st.train_digest != digest &&
+      collective_.is_root())
+    log_->warn(
+        "checkpoint {} was written when the training data's content digest was {}; it is now {} "
+        "(the same {} samples): the data changed since the run started (a file replaced or "
+        "edited, labels changed), so the resume trains on other data than the run did; restore "
+        "the run's data to resume it exactly",
+        loaded->path, st.train_digest, digest, samples);
   resumed_ = st;
   resumed_from_ = loaded->path;
   log_->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path, st.step,
@@ -1261,6 +1272,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.accumulation = accumulation_;
   st.batch_size = s_.batch.global;
   st.train_samples = s_.train_data->size();
+  st.train_digest = data::digest_text(s_.train_data->content_digest());
   st.base_lr = cfg_.optimizer.lr;
   st.total_steps = total_steps_;
   st.seed = cfg_.seed;

@@ -48,7 +48,8 @@ class Dataset {
   // default reads every sample and digests its values and label; in-memory
   // sources digest their arrays, image folders their listing (each image's
   // path in the folder, size in bytes and class: not the pixels). Where the
-  // files are does not enter it.
+  // files are does not enter it. A run asks at every checkpoint: a source
+  // whose digest is costly computes it once (CachedDigest).
   virtual std::uint64_t content_digest() const;
 };
 

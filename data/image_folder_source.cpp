@@ -48,10 +48,13 @@ class ImageFolderDataset final : public Dataset {
       ContentDigest digest;
       for (const std::string& name : class_names_) digest.add(name);
       for (std::size_t i = 0; i < files_.size(); ++i) {
+        // The path below the root however the root was written ("imgs",
+        // "imgs/"): the listing spells every file as root + the rest.
+        std::string_view below(files_[i]);
+        if (below.starts_with(root_)) below.remove_prefix(root_.size());
+        while (below.starts_with('/')) below.remove_prefix(1);
+        digest.add(below);
         const std::string& file = files_[i];
-        digest.add(file.compare(0, root_.size(), root_) == 0
-                       ? std::string_view(file).substr(root_.size())
-                       : std::string_view(file));
         std::error_code ec;
         const std::uintmax_t bytes = std::filesystem::file_size(file, ec);
         // One that cannot be read now is reported when it is read.

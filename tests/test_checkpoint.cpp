@@ -382,7 +382,7 @@ TEST_CASE("a state with counts that cannot be is refused, naming the field") {
   CHECK(TrainState::from_json(batched.to_json(), "s").train_digest == "0123456789abcdef");
   CHECK(TrainState::from_json(good, "s").train_digest.empty());
   CHECK(state_error(with_field(good, "/train_digest", "0123456789ABCDEF"))
-            .find("'train_digest' is \"0123456789ABCDEF\", expected 16 hex digits") !=
+            .find("'train_digest' is \"0123456789ABCDEF\", expected 16 lowercase hex digits") !=
         std::string::npos);
   CHECK(state_error(with_field(good, "/train_digest", 7)).find("'train_digest'") !=
         std::string::npos);

@@ -116,6 +116,8 @@ TEST_CASE("an image folder digests its listing: names, sizes and classes, wherev
   const std::uint64_t base = open_image_folder(dir.file("one"), 3, 3, 3)->content_digest();
   std::filesystem::rename(dir.file("one"), dir.file("moved"));
   CHECK(open_image_folder(dir.file("moved"), 3, 3, 3)->content_digest() == base);
+  CHECK(open_image_folder(dir.file("moved/"), 3, 3, 3)->content_digest() == base);
+  CHECK(open_image_folder(dir.file("moved/."), 3, 3, 3)->content_digest() == base);
   // Another image in place of one: other bytes, another size.
   write_bytes(dir.file("moved/a/1.png"), png_bytes(4, 3, 3, std::vector<std::uint8_t>(36, 9)));
   CHECK(open_image_folder(dir.file("moved"), 3, 3, 3)->content_digest() != base);

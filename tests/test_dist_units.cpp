@@ -2,22 +2,26 @@
 // The parts of data-parallel training that need no second process: rank
 // detection from launcher variables, lr scaling, the per-rank config, the
 // mpirun command line, gradient bucket packing, the straggler check, the
-// smallest value over ranks (every rank fits the same micro-batch).
+// smallest value over ranks (every rank fits the same micro-batch), the ranks'
+// comparison of their training data.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "ops/collective.h"
 #include "runner/config/diagnostics.h"
 #include "runner/dist/gradient_buckets.h"
 #include "runner/dist/launch_env.h"
 #include "runner/dist/local_launcher.h"
+#include "runner/dist/rank_agreement.h"
 #include "runner/dist/rank_config.h"
 #include "runner/dist/rank_stats.h"
 #include "runner/train/progress.h"
 #include "runner/train/session.h"
+#include "thread_ranks.h"
 
 using namespace trainer;
 
@@ -289,4 +293,44 @@ TEST_CASE("a rank draws a progress bar only when its launcher says its output is
   setenv(trainer::train::kStdoutTerminalVariable, "1", 1);
   CHECK(trainer::train::stdout_is_terminal(true));
   unsetenv(trainer::train::kStdoutTerminalVariable);
+}
+
+TEST_CASE("ranks with the same config and other training data stop, naming the digests") {
+  dist::RankFingerprint same;
+  same.config_hash = "0123456789ab";
+  same.section_hashes.assign(dist::kComparedSections.size(), "00000000000a");
+  same.parameter_tensors = 4;
+  same.parameter_values = 2212;
+  // What each rank sees, exchanged as the job exchanges it (two threads).
+  const auto verdicts = [&](const std::string& digest0, const std::string& digest1) {
+    testing::Exchange exchange;
+    std::string said[2];
+    const auto rank = [&](int r, const std::string& digest) {
+      testing::ThreadRank collective(exchange, r);
+      dist::RankFingerprint mine = same;
+      mine.train_data_digest = digest;
+      said[r] = dist::rank_disagreement(collective, mine);
+    };
+    std::thread other(rank, 1, digest1);
+    rank(0, digest0);
+    other.join();
+    return std::vector<std::string>{said[0], said[1]};
+  };
+  const auto agree = verdicts("a8eb2ca3d803", "a8eb2ca3d803");
+  CHECK(agree[0].empty());
+  CHECK(agree[1].empty());
+  const auto differ = verdicts("a8eb2ca3d803", "0f9262527b5a");
+  CHECK(differ[0] ==
+        "the ranks read different training data from the same config (content digest rank 0: "
+        "a8eb2ca3d803, rank 1: 0f9262527b5a); nothing was trained. Every rank's copy of the "
+        "data.train files must hold the same samples and labels: copy the same files to every "
+        "node");
+  CHECK_THAT(differ[1], Catch::StartsWith("rank 1: the ranks of this job do not train the same"));
+  // Another config explains other data: the config's message alone.
+  std::vector<dist::RankFingerprint> ranks(2, same);
+  ranks[1].config_hash = "ba9876543210";
+  ranks[1].train_data_digest = "0f9262527b5a";
+  CHECK_THAT(
+      dist::describe_disagreement(ranks),
+      Catch::StartsWith("the ranks run different configs") && !Catch::Contains("training data"));
 }

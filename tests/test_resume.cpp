@@ -263,10 +263,12 @@ TEST_CASE(
               std::to_string((i % 2) ^ (i == flipped_row)) + "\n";
     write_text(tmp / "data.csv", text);
   };
-  const auto recorded_digest = [&](const std::string& dir) {
+  // The manifest's record of the run's start, or of its latest resume.
+  const auto recorded_digest = [&](const std::string& dir, bool latest_resume) {
     const auto manifest = nlohmann::json::parse(read_text(fs::path(dir) / "manifest.json"));
-    CHECK(manifest["data"]["train"]["samples"] == 64);
-    return manifest["data"]["train"]["content_digest"].get<std::string>();
+    const auto& record = latest_resume ? manifest["resumes"].back() : manifest;
+    CHECK(record["data"]["train"]["samples"] == 64);
+    return record["data"]["train"]["content_digest"].get<std::string>();
   };
   write_csv(-1);
   write_text(tmp / "csv.yaml",
@@ -281,21 +283,23 @@ TEST_CASE(
              "backend: {threads: 1}\n");
   const std::string dir = tmp / "run";
   REQUIRE(run_to_end(run_args(tmp / "csv.yaml", dir), tmp / "a.log") == 0);
-  const std::string first = recorded_digest(dir);
+  const std::string first = recorded_digest(dir, false);
   CHECK(first.size() == 16);
   // The same data: no word of a change.
   REQUIRE(run_to_end({"run", "--resume", dir, "train.max_steps=3"}, tmp / "b.log") == 0);
   CHECK_THAT(read_text(tmp / "b.log"), !Catch::Contains("content digest"));
-  CHECK(recorded_digest(dir) == first);
+  CHECK(recorded_digest(dir, true) == first);
   write_csv(5);  // one label edited under the run
   REQUIRE(run_to_end({"run", "--resume", dir, "train.max_steps=4"}, tmp / "c.log") == 0);
-  const std::string edited = recorded_digest(dir);
+  const std::string edited = recorded_digest(dir, true);
   CHECK(edited != first);
+  CHECK(recorded_digest(dir, false) == first);  // the start's record stays
   CHECK_THAT(read_text(tmp / "c.log"),
              Catch::Contains("step-00000003 was written when the training data's content digest "
                              "was " +
                              first + "; it is now " + edited +
-                             " (the same 64 samples): the data changed since the run started"));
+                             " (the same 64 samples): the data changed since that checkpoint was "
+                             "written"));
 }
 
 TEST_CASE(

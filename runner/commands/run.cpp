@@ -138,8 +138,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   // Before any collective that depends on the config: the ranks train the
   // same experiment, or every rank stops here alike (and the job ends
   // normally: no rank waits for another).
-  if (const std::string differs =
-          dist::rank_disagreement(job.collective(), dist::fingerprint_of(loaded, session.graph));
+  if (const std::string differs = dist::rank_disagreement(
+          job.collective(),
+          dist::fingerprint_of(loaded, session.graph, session.train_data->content_digest()));
       !differs.empty()) {
     std::fprintf(stderr, "error: %s\n", differs.c_str());
     return 2;

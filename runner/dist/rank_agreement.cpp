@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "data/content_digest.h"
 #include "runner/config/emit.h"
 #include "runner/train/sha256.h"
 
@@ -46,6 +47,7 @@ std::vector<double> encode(const RankFingerprint& f) {
   for (const std::string& h : f.section_hashes) values.push_back(hash_to_double(h));
   values.push_back(static_cast<double>(f.parameter_tensors));
   values.push_back(static_cast<double>(f.parameter_values));
+  values.push_back(hash_to_double(f.train_data_digest));
   return values;
 }
 
@@ -57,6 +59,7 @@ RankFingerprint decode(const double* values) {
     f.section_hashes.push_back(double_to_hash(values[at++]));
   f.parameter_tensors = static_cast<std::int64_t>(values[at++]);
   f.parameter_values = static_cast<std::int64_t>(values[at++]);
+  f.train_data_digest = double_to_hash(values[at++]);
   return f;
 }
 
@@ -84,7 +87,8 @@ const std::vector<std::string> kComparedSections = {
     "name",  "seed",      "deterministic", "model",   "data",    "optimizer", "schedule",
     "train", "precision", "checkpoint",    "devices", "backend", "output",    "sweep"};
 
-RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph& graph) {
+RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph& graph,
+                               std::uint64_t train_data_digest) {
   RankFingerprint f;
   const config::Node tree = compared_tree(config);
   f.config_hash = short_hash(config::to_yaml(tree));
@@ -94,18 +98,20 @@ RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph&
   }
   f.parameter_tensors = static_cast<std::int64_t>(graph.params.size());
   f.parameter_values = graph.parameter_count(false);
+  f.train_data_digest = data::digest_text(train_data_digest).substr(0, kHashDigits);
   return f;
 }
 
 std::string describe_disagreement(const std::vector<RankFingerprint>& ranks) {
   if (ranks.size() < 2) return "";
   const RankFingerprint& root = ranks[0];
-  bool configs_differ = false, models_differ = false;
+  bool configs_differ = false, models_differ = false, data_differs = false;
   std::vector<std::string> sections;
   for (const RankFingerprint& rank : ranks) {
     configs_differ |= rank.config_hash != root.config_hash;
     models_differ |= rank.parameter_tensors != root.parameter_tensors ||
                      rank.parameter_values != root.parameter_values;
+    data_differs |= rank.train_data_digest != root.train_data_digest;
   }
   for (std::size_t s = 0; s < kComparedSections.size(); ++s)
     for (const RankFingerprint& rank : ranks)
@@ -113,6 +119,12 @@ std::string describe_disagreement(const std::vector<RankFingerprint>& ranks) {
         sections.push_back(kComparedSections[s]);
         break;
       }
+  // The same config and other data: each rank read its own copy of the files.
+  if (!configs_differ && !models_differ && data_differs)
+    return "the ranks read different training data from the same config (content digest " +
+           ranks_that_differ(ranks, [](const RankFingerprint& f) { return f.train_data_digest; }) +
+           "); nothing was trained. Every rank's copy of the data.train files must hold the same "
+           "samples and labels: copy the same files to every node";
   if (!configs_differ && !models_differ) return "";
   std::string text;
   if (configs_differ) {

@@ -4,7 +4,8 @@
 // rank starts from its own command line (a hand-written mpirun or srun job
 // may give each its own), so before any gradient is reduced the ranks compare
 // a fingerprint: the hash of the resolved config without the settings a rank
-// may choose for itself, per section, and the model's parameters. A job whose
+// may choose for itself, per section, the model's parameters, and the content
+// digest of the training data (each node may hold its own copy). A job whose
 // ranks differ stops on every rank (`trainer run` exits 2) with an error
 // naming what differs.
 #pragma once
@@ -33,11 +34,13 @@ struct RankFingerprint {
   std::vector<std::string> section_hashes;  // per kComparedSections ("" when absent)
   std::int64_t parameter_tensors = 0;       // trainable, frozen and state (running statistics)
   std::int64_t parameter_values = 0;        // their elements
+  std::string train_data_digest;            // its first 12 hex digits
 };
 
 // `config`'s fingerprint (its resolved tree, before the rank's own changes)
-// with `graph`'s parameters.
-RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph& graph);
+// with `graph`'s parameters and the training data's content digest.
+RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph& graph,
+                               std::uint64_t train_data_digest);
 
 // What differs between the ranks' fingerprints (in rank order), as the
 // error says it; "" when they agree.

@@ -568,15 +568,21 @@ void record_program(const std::string& dir, const graph::Program& program, const
   manifest["normalize_statistics"] = statistics;
   if (const auto names = session.train_data->class_names(); !names.empty())
     manifest["class_names"] = names;
-  // What the run trains and evaluates on, to tell later whether the data is
-  // still the same: where it is, how many samples, and their content digest.
+  // What the session trains and evaluates on, to tell later whether the data
+  // is still the same: where it is, how many samples, their content digest.
   const auto data_record = [](const data::Dataset& dataset) {
     return nlohmann::json{{"source", dataset.describe()},
                           {"samples", dataset.size()},
                           {"content_digest", data::digest_text(dataset.content_digest())}};
   };
-  manifest["data"] = {{"train", data_record(*session.train_data)}};
-  if (session.eval_data) manifest["data"]["eval"] = data_record(*session.eval_data);
+  nlohmann::json data = {{"train", data_record(*session.train_data)}};
+  if (session.eval_data) data["eval"] = data_record(*session.eval_data);
+  // The run's start keeps its record; each resume's goes with that resume.
+  if (const auto resumes = manifest.find("resumes");
+      resumes != manifest.end() && resumes->is_array() && !resumes->empty())
+    resumes->back()["data"] = std::move(data);
+  else
+    manifest["data"] = std::move(data);
   manifest["memory"] = {{"arena_bytes", program.memory_plan().arena_bytes},
                         {"persistent_bytes", program.persistent_bytes()}};
   write_manifest(dir, manifest);

@@ -77,7 +77,9 @@ std::string resume_thread_change(const std::string& dir, const config::Config& c
 // micro_batch_size: auto chose it), the training and eval transforms as the
 // loader applies them (computed normalize statistics included, and exactly
 // in "normalize_statistics"), the training data's class names when its
-// source names them, and the program's memory.
+// source names them, the program's memory, and the data sets (source,
+// samples, content digest: "data" for the run's start, in its entry of
+// "resumes" for a resume).
 void record_program(const std::string& dir, const graph::Program& program, const Session& session);
 
 // What restore_normalize_statistics did: how many normalize transforms it

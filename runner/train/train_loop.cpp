@@ -749,10 +749,11 @@ void TrainLoop::resume_or_initialize() {
       collective_.is_root())
     log_->warn(
         "checkpoint {} was written when the training data's content digest was {}; it is now {} "
-        "(the same {} samples): the data changed since the run started (a file replaced or "
-        "edited, labels changed), so the resume trains on other data than the run did; restore "
-        "the run's data to resume it exactly",
-        loaded->path, st.train_digest, digest, samples);
+        "(the same {} samples): the data changed since that checkpoint was written (a file "
+        "replaced or edited, labels changed), so the resume trains on other data than the run "
+        "did; restore that data to resume exactly, or start a new run from these weights "
+        "(model.init_from={}/model.safetensors)",
+        loaded->path, st.train_digest, digest, samples, loaded->path);
   resumed_ = st;
   resumed_from_ = loaded->path;
   log_->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path, st.step,

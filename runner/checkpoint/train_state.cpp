@@ -279,7 +279,8 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
     s.train_digest = in.text(j["train_digest"], "train_digest");
     if (s.train_digest.size() != 16 ||
         s.train_digest.find_first_not_of("0123456789abcdef") != std::string::npos)
-      in.fail("train_digest", "is " + j["train_digest"].dump() + ", expected 16 lowercase hex digits");
+      in.fail("train_digest",
+              "is " + j["train_digest"].dump() + ", expected 16 lowercase hex digits");
   }
   if (j.contains("base_lr")) {
     s.base_lr = in.number(j["base_lr"], "base_lr");

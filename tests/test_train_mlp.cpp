@@ -171,5 +171,20 @@ TEST_CASE(
                        said) != std::string::npos);
       CHECK_FALSE(fs::exists(out / "checkpoints/step-00000001"));
     }
+  // The evaluation at the end of the epoch, before its checkpoint: the
+  // weights are checked first, and no record of them is written.
+  std::ofstream(dir / "eval.yaml") << "extends: config.yaml\n"
+                                      "data: {eval: {type: csv, path: data.csv}}\n";
+  const fs::path out = dir / "run-eval";
+  const auto r = run_trainer(
+      "run " + (dir / "eval.yaml").string() + " --out " + out.string() + " train.log_every=2",
+      true);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("error: non-finite weights (inf or NaN) after the updates up to step 1: the "
+                   "run diverged") != std::string::npos);
+  std::stringstream metrics;
+  metrics << std::ifstream(out / "metrics.jsonl").rdbuf();
+  CHECK(metrics.str().find("\"eval\"") == std::string::npos);
   fs::remove_all(dir);
 }

@@ -1148,6 +1148,9 @@ void TrainLoop::log_window() {
 
 bool TrainLoop::run_eval(std::int64_t at_step, bool may_stop) {
   if (!s_.eval_data) return true;
+  // Weights gone inf or NaN can evaluate to a finite loss (a relu turns NaN
+  // into 0): no record of them.
+  stop_if_weights_went_non_finite(false);
   if (!rank_buffers_each_step_) average_rank_buffers();
   const auto stop_early = [&] {
     if (inject_eval_delay_s_ > 0) {

@@ -425,10 +425,10 @@ class TrainLoop {
   // evaluation is pending).
   checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
   void stamp_metric(checkpoint::TrainState& st) const;
-  // A resume with no step to train: the run ended at its checkpoint (an
-  // evaluation pending there was made and recorded before the run ended).
-  // A resume with nothing to train (its records after the checkpoint, the
-  // last window's of a max_steps or early stop, are kept).
+  // A resume with no step to train: the run ended at its checkpoint, by its
+  // steps or by early stopping (an evaluation pending there was made and
+  // recorded before the run ended; the records after the checkpoint, the last
+  // window's, are kept).
   bool writes_nothing() const {
     return options_.resume && (resumed_.step >= total_steps_ || early_stopped_at_checkpoint());
   }

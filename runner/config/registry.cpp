@@ -332,7 +332,8 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) { c.train.eval_every = int_of(v); }),
            f(field("log_every", T::integer,
                    "Log one line every N steps, and one at the last step (a log_every beyond "
-                   "the run's steps logs the last step only)")
+                   "the run's steps logs the last step only; a run that early stopping ends "
+                   "between log points ends with its last log point's line)")
                  .def("50")
                  .at_least(1),
              [](Config& c, const FieldValue& v) { c.train.log_every = int_of(v); }),

@@ -400,10 +400,6 @@ class TrainLoop {
   // Throws when train.log could not be written (LogFailure).
   void check_log_written() const;
   void log_window();
-  // The steps since the last log point, when early stopping ends the run off
-  // one: the last step logs, as at train.max_steps. After the checkpoint, as
-  // there: its state is of the window before this record.
-  void log_last_window();
   // Evaluates and records; false when `may_stop` and a stop was asked for
   // before the evaluation finished (a single process: nothing is recorded).
   bool run_eval(std::int64_t at_step, bool may_stop = false);
@@ -425,13 +421,9 @@ class TrainLoop {
   // evaluation is pending).
   checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
   void stamp_metric(checkpoint::TrainState& st) const;
-  // A resume with no step to train: the run ended at its checkpoint, by its
-  // steps or by early stopping (an evaluation pending there was made and
-  // recorded before the run ended; the records after the checkpoint, the last
-  // window's, are kept).
-  bool writes_nothing() const {
-    return options_.resume && (resumed_.step >= total_steps_ || early_stopped_at_checkpoint());
-  }
+  // A resume with no step to train: the run ended at its checkpoint (an
+  // evaluation pending there was made and recorded before the run ended).
+  bool writes_nothing() const { return options_.resume && resumed_.step >= total_steps_; }
   // checkpoint.keep_best by an eval.* metric ranks checkpoints by an
   // evaluation of their own weights: then every evaluation is followed by one.
   bool keeps_best() const {
@@ -1510,7 +1502,6 @@ void TrainLoop::train_to_end() {
         evaluated = true;
         if (early_stopped_) {
           save_checkpoint(epoch_, in_epoch);
-          log_last_window();
           break;
         }
       }
@@ -1553,15 +1544,8 @@ void TrainLoop::train_to_end() {
     if (step_ >= total_steps_ || epochs_due || step_checkpoint_due || early_stopped_ ||
         keeps_best())
       save_checkpoint(epoch_, 0);
-    if (early_stopped_) {
-      log_last_window();
-      break;
-    }
+    if (early_stopped_) break;
   }
-}
-
-void TrainLoop::log_last_window() {
-  if (window_.steps > 0) log_window();
 }
 
 nlohmann::json TrainLoop::summary() {

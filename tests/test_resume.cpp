@@ -216,26 +216,36 @@ TEST_CASE(
                              "the run's 4"));
 }
 
+namespace {
+
+// A CSV of `rows` samples of two features and a class, the label of row
+// `flipped_row` flipped; and a run of two steps on it, a checkpoint each step.
+std::string csv_rows(int rows, int flipped_row = -1) {
+  std::string text = "a,b,y\n";
+  for (int i = 0; i < rows; ++i)
+    text += std::to_string(i % 7) + "," + std::to_string(i % 5) + "," +
+            std::to_string((i % 2) ^ (i == flipped_row)) + "\n";
+  return text;
+}
+
+const char* const kCsvExperiment =
+    "name: csv\n"
+    "data: {train: {type: csv, path: data.csv}}\n"
+    "model:\n"
+    "  layers: [{type: linear, out_features: 2}]\n"
+    "  loss: {type: cross_entropy}\n"
+    "optimizer: {type: sgd, lr: 0.01}\n"
+    "train: {epochs: 2, batch_size: 16, max_steps: 2}\n"
+    "checkpoint: {every_steps: 1}\n"
+    "backend: {threads: 1}\n";
+
+}  // namespace
+
 TEST_CASE("a resume whose training data changed size says the data changed, not the config") {
   TempDir tmp("resume-data-changed");
-  const auto write_csv = [&](int rows) {
-    std::string text = "a,b,y\n";
-    for (int i = 0; i < rows; ++i)
-      text +=
-          std::to_string(i % 7) + "," + std::to_string(i % 5) + "," + std::to_string(i % 2) + "\n";
-    write_text(tmp / "data.csv", text);
-  };
+  const auto write_csv = [&](int rows) { write_text(tmp / "data.csv", csv_rows(rows)); };
   write_csv(64);
-  write_text(tmp / "csv.yaml",
-             "name: csv\n"
-             "data: {train: {type: csv, path: data.csv}}\n"
-             "model:\n"
-             "  layers: [{type: linear, out_features: 2}]\n"
-             "  loss: {type: cross_entropy}\n"
-             "optimizer: {type: sgd, lr: 0.01}\n"
-             "train: {epochs: 2, batch_size: 16, max_steps: 2}\n"
-             "checkpoint: {every_steps: 1}\n"
-             "backend: {threads: 1}\n");
+  write_text(tmp / "csv.yaml", kCsvExperiment);
   const std::string dir = tmp / "run";
   REQUIRE(run_to_end(run_args(tmp / "csv.yaml", dir), tmp / "a.log") == 0);
   // An override that changes the steps per epoch but not the samples keeps
@@ -257,11 +267,7 @@ TEST_CASE(
     "a resume whose training data changed content but not size warns with the content digests") {
   TempDir tmp("resume-data-edited");
   const auto write_csv = [&](int flipped_row) {
-    std::string text = "a,b,y\n";
-    for (int i = 0; i < 64; ++i)
-      text += std::to_string(i % 7) + "," + std::to_string(i % 5) + "," +
-              std::to_string((i % 2) ^ (i == flipped_row)) + "\n";
-    write_text(tmp / "data.csv", text);
+    write_text(tmp / "data.csv", csv_rows(64, flipped_row));
   };
   // The manifest's record of the run's start, or of its latest resume.
   const auto recorded_digest = [&](const std::string& dir, bool latest_resume) {
@@ -271,16 +277,7 @@ TEST_CASE(
     return record["data"]["train"]["content_digest"].get<std::string>();
   };
   write_csv(-1);
-  write_text(tmp / "csv.yaml",
-             "name: csv\n"
-             "data: {train: {type: csv, path: data.csv}}\n"
-             "model:\n"
-             "  layers: [{type: linear, out_features: 2}]\n"
-             "  loss: {type: cross_entropy}\n"
-             "optimizer: {type: sgd, lr: 0.01}\n"
-             "train: {epochs: 2, batch_size: 16, max_steps: 2}\n"
-             "checkpoint: {every_steps: 1}\n"
-             "backend: {threads: 1}\n");
+  write_text(tmp / "csv.yaml", kCsvExperiment);
   const std::string dir = tmp / "run";
   REQUIRE(run_to_end(run_args(tmp / "csv.yaml", dir), tmp / "a.log") == 0);
   const std::string first = recorded_digest(dir, false);

@@ -170,6 +170,10 @@ TEST_CASE(
       CHECK(r.out.find("error: non-finite weights (inf or NaN) after the updates up to step 1" +
                        said) != std::string::npos);
       CHECK_FALSE(fs::exists(out / "checkpoints/step-00000001"));
+      // The log point's record is kept: its finite loss came before the update.
+      std::stringstream metrics;
+      metrics << std::ifstream(out / "metrics.jsonl").rdbuf();
+      CHECK((metrics.str().find("\"step\":1") != std::string::npos) == (log_every == "1"));
     }
   // The evaluation at the end of the epoch, before its checkpoint: the
   // weights are checked first, and no record of them is written.

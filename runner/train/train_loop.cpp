@@ -1080,7 +1080,6 @@ void TrainLoop::log_window() {
                         std::to_string(step_) +
                         " (mean of the last logging window): lower optimizer.lr (or set "
                         "train.clip_grad_norm), or check the inputs and labels");
-  stop_if_weights_went_non_finite(true);
   const double samples_per_s = static_cast<double>(window_.samples) / elapsed;
   const double step_ms = 1000.0 * elapsed / static_cast<double>(window_.steps);
   const double wait_pct = 100.0 * window_.wait / elapsed;
@@ -1118,6 +1117,9 @@ void TrainLoop::log_window() {
     timing_record["split"] = "train";
     events_.write_scalars(step_, scalars_of(timing_record));
   }
+  // After the record: its loss, finite, was measured before the updates that
+  // broke the weights (lr-find reads it as the range's last point).
+  stop_if_weights_went_non_finite(true);
   progress_.clear();
   log_->info(
       "epoch {} step {}/{}: loss {} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "

@@ -1,12 +1,17 @@
 // `trainer validate --data`: every sample of the training and evaluation data
 // read once (data/read_every_sample, tested in test_data_scan), and the
 // samples that cannot be read (a damaged image in an image folder) reported
-// at their key before a run meets them.
+// at their key before a run meets them; the content digests it prints are
+// the ones a run records.
 // labels: cpu
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "run_command.h"
 #include "test_data_fixtures.h"
@@ -21,6 +26,12 @@ namespace {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+std::string read_file(const std::string& path) {
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
 }
 
 }  // namespace
@@ -61,6 +72,16 @@ TEST_CASE("validate --data names the damaged images at their key; plain validate
   INFO(repaired.out);
   CHECK(repaired.code == 0);
   CHECK(contains(repaired.out, "data: every sample read (12 training, 4 evaluation) in "));
+  // With the digests a run records (and the ranks of a job compare).
+  const auto run =
+      run_trainer("run " + config + " train.max_steps=1 --out " + dir.file("run"), true);
+  REQUIRE(run.code == 0);
+  const auto manifest = nlohmann::json::parse(read_file(dir.file("run/manifest.json")));
+  CHECK(contains(repaired.out, "; content digest: training " +
+                                   manifest["data"]["train"]["content_digest"].get<std::string>() +
+                                   ", evaluation " +
+                                   manifest["data"]["eval"]["content_digest"].get<std::string>() +
+                                   "\n"));
 
   // The held-out part of a split is read too, under data.split.
   write_image_folder(dir.file("train"), 6,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "data/content_digest.h"
 #include "data/read_every_sample.h"
 #include "ops/cpu/onednn.h"
 #include "runner/commands/config_commands.h"
@@ -120,7 +121,8 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
 // Every sample of the training data and of the evaluation data (its own
 // source, or the part data.split holds out), read on all cores: the sources
 // with samples that cannot be read are errors at their key, listing the first
-// few. Prints what it read on success.
+// few. Prints what it read on success, with each set's content digest (the
+// one a run records, and the ranks of a job compare).
 void check_every_sample(const config::Config& config, config::Diagnostics& diags) {
   constexpr std::size_t kListed = 10;
   const train::Session session = train::prepare_session(config);
@@ -135,7 +137,7 @@ void check_every_sample(const config::Config& config, config::Diagnostics& diags
                      session.eval_data.get()});
   const int threads = cpu::usable_cpus();
   const auto start = std::chrono::steady_clock::now();
-  std::string summary;
+  std::string summary, digests;
   for (const Part& part : parts) {
     const data::SampleScan scan =
         data::read_every_sample(*part.dataset, threads, kListed, [&](std::int64_t read) {
@@ -144,7 +146,12 @@ void check_every_sample(const config::Config& config, config::Diagnostics& diags
         });
     if (!summary.empty()) summary += ", ";
     summary += std::to_string(scan.samples) + " " + part.what;
-    if (scan.failed == 0) continue;
+    if (scan.failed == 0) {
+      // What a run records of this set: nodes of a job compare theirs.
+      digests += (digests.empty() ? "" : ", ") + part.what + " " +
+                 data::digest_text(part.dataset->content_digest());
+      continue;
+    }
     std::string message = std::to_string(scan.failed) + " of " + std::to_string(scan.samples) +
                           " " + part.what + " samples cannot be read";
     if (scan.failed > static_cast<std::int64_t>(scan.first_errors.size()))
@@ -157,7 +164,8 @@ void check_every_sample(const config::Config& config, config::Diagnostics& diags
   if (diags.size() > 0) return;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("data: every sample read (%s) in %.1f s\n", summary.c_str(), seconds);
+  std::printf("data: every sample read (%s) in %.1f s; content digest: %s\n", summary.c_str(),
+              seconds, digests.c_str());
 }
 
 }  // namespace

@@ -127,9 +127,15 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     for (std::size_t c = 0; c < names.size(); ++c) {
       if (names[c] == name) return c;
     }
-    throw SourceFieldError(field, "CSV file '" + o.path + "' has no column " + quote(name) +
-                                      "; columns: " + known_columns(names) +
-                                      delimiter_hint(first_line, columns, o.delimiter));
+    const bool index = !name.empty() && name.find_first_not_of("0123456789") == std::string::npos;
+    throw SourceFieldError(
+        field,
+        "CSV file '" + o.path + "' has no column " + quote(name) +
+            "; columns: " + known_columns(names) +
+            (o.header && index ? " (with a header, columns go by name; header: false numbers "
+                                 "them from 0)"
+                               : "") +
+            delimiter_hint(first_line, columns, o.delimiter));
   };
   const std::size_t label_column = o.label.empty() ? columns - 1 : column_of(o.label, "label");
   std::vector<std::size_t> feature_columns;

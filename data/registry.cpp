@@ -97,9 +97,13 @@ SourceDef csv_source() {
       field("path", FT::string, "Path of the CSV file.").req(),
       field("label", FT::string,
             "Label column: a name (with a header) or a 0-based index (without); empty: the last.")
-          .def("\"\""),
-      field("features", FT::string_list, "Feature columns by name; empty: all but the label.")
-          .def("[]"),
+          .def("\"\"")
+          .or_integers(),
+      field("features", FT::string_list,
+            "Feature columns: names (with a header) or 0-based indices (without); empty: all but "
+            "the label.")
+          .def("[]")
+          .or_integers(),
       field("header", FT::boolean, "The first row names the columns.").def("true"),
       field("delimiter", FT::string, "The field separator (one character).").def("\",\""),
       field("regression", FT::boolean, "The label is a float target, not a class.").def("false"),

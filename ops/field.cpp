@@ -25,6 +25,12 @@ const char* field_type_name(FieldType type) {
   return "?";
 }
 
+std::string field_type_name(const FieldSpec& spec) {
+  const std::string name = field_type_name(spec.type);
+  if (!spec.integers_as_text) return name;
+  return spec.type == FieldType::string_list ? "list of strings or integers" : name + " or integer";
+}
+
 const FieldValue& Attrs::at(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) throw std::logic_error("attribute '" + name + "' was never set");

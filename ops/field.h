@@ -61,6 +61,9 @@ struct FieldSpec {
   // Printed under an out-of-range value's error (what to write instead);
   // empty: a float32 setting explains float32's limits, others print none.
   std::string out_of_range_advice;
+  // A string (or list of strings) that also takes plain integers, as their
+  // decimal text: the column indices of a CSV without a header (`label: 2`).
+  bool integers_as_text = false;
 
   // Builder-style helpers so declarations read as one line each.
   FieldSpec& def(std::string yaml) {
@@ -106,6 +109,10 @@ struct FieldSpec {
     }
     return *this;
   }
+  FieldSpec& or_integers() {
+    integers_as_text = true;
+    return *this;
+  }
   FieldSpec& advice_when_out_of_range(std::string text) {
     out_of_range_advice = std::move(text);
     return *this;
@@ -116,6 +123,10 @@ struct FieldSpec {
     return *this;
   }
 };
+
+// The type of `spec` as a reader names it: field_type_name(spec.type), with
+// " or integer" ("list of strings or integers") where it takes integers too.
+std::string field_type_name(const FieldSpec& spec);
 
 inline FieldSpec field(std::string name, FieldType type, std::string doc) {
   FieldSpec s;

@@ -997,3 +997,31 @@ TEST_CASE("eval transforms: a shape they change is theirs; a random one is a war
   CHECK(flip.out.find("warning: data.eval_transforms[0]: random_flip is random and acts only on "
                       "training batches") != std::string::npos);
 }
+
+TEST_CASE("a CSV without a header takes its columns by index, written as integers") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_csv_index";
+  fs::create_directories(dir);
+  std::ofstream(dir / "plain.csv") << "1,2,0\n3,4,1\n5,6,0\n";
+  std::ofstream(dir / "named.csv") << "a,b,y\n1,2,0\n3,4,1\n5,6,0\n";
+  std::ofstream(dir / "exp.yaml")
+      << "model:\n"
+         "  layers: [{type: linear, out_features: 2}]\n"
+         "data:\n"
+         "  train: {type: csv, path: plain.csv, header: false, label: 2, "
+         "features: [0, 1]}\n"
+         "train: {batch_size: 3}\n";
+  const std::string config = (dir / "exp.yaml").string();
+  auto r = run("validate " + config, true);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  // With a header, columns go by name: an index is no name there.
+  r = run("validate " + config + " data.train.path=" + (dir / "named.csv").string() +
+              " data.train.header=true",
+          true);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("has no column '2'; columns: a, b, y (with a header, columns go by name; "
+                   "header: false numbers them from 0)") != std::string::npos);
+  fs::remove_all(dir);
+}

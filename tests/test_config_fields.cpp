@@ -121,3 +121,27 @@ TEST_CASE("fill_defaults adds missing fields to a tree") {
   CHECK(n.find("out_features") == nullptr);  // required: no default
   CHECK(n.find("label") == nullptr);         // optional without default
 }
+
+TEST_CASE("a string field that takes integers reads them as their text, and nothing else") {
+  const FieldSpec column = field("label", FieldType::string, "column").or_integers();
+  const FieldSpec columns = field("features", FieldType::string_list, "columns").or_integers();
+  Diagnostics d;
+  FieldValue v;
+  REQUIRE(parse_field(yaml("2"), column, "k", d, v));
+  CHECK(std::get<std::string>(v) == "2");
+  REQUIRE(parse_field(yaml("name"), column, "k", d, v));
+  CHECK(std::get<std::string>(v) == "name");
+  REQUIRE(parse_field(yaml("[0, b, 12]"), columns, "k", d, v));
+  CHECK(std::get<std::vector<std::string>>(v) == std::vector<std::string>{"0", "b", "12"});
+  CHECK(d.empty());
+  CHECK_FALSE(parse_field(yaml("1.5"), column, "k", d, v));
+  CHECK_FALSE(parse_field(yaml("true"), column, "k", d, v));
+  CHECK_FALSE(parse_field(yaml("[0, 1.5]"), columns, "k", d, v));
+  REQUIRE(d.size() == 3);
+  CHECK(d.list()[0].message == "expected a string or an integer, found number 1.5");
+  // Without the flag an integer is no string.
+  CHECK_FALSE(parse_field(yaml("2"), kSpecs[5], "k", d, v));
+  CHECK(field_type_name(column) == "string or integer");
+  CHECK(field_type_name(columns) == "list of strings or integers");
+  CHECK(field_type_name(kSpecs[5]) == "string");
+}

@@ -119,8 +119,12 @@ bool parse_number_element(const Node& node, const FieldSpec& spec, const std::st
   return true;
 }
 
-bool parse_string_element(const Node& node, const std::string& key_path, Diagnostics& diags,
-                          std::string& out) {
+bool parse_string_element(const Node& node, const FieldSpec& spec, const std::string& key_path,
+                          Diagnostics& diags, std::string& out) {
+  if (spec.integers_as_text && node.is_scalar() && classify(node) == ScalarKind::integer) {
+    out = node.text();
+    return true;
+  }
   if (!node.is_scalar() || classify(node) != ScalarKind::string) {
     const bool plain = node.is_scalar();
     // A shell takes the quotes off an override's value: they go inside its own.
@@ -130,7 +134,10 @@ bool parse_string_element(const Node& node, const std::string& key_path, Diagnos
         (node.mark().file == kCommandLine
              ? " (a shell keeps the quotes inside its own: " + key_path + "='" + quoted + "')"
              : "");
-    diags.add(node.mark(), key_path, "expected a string, found " + describe(node),
+    diags.add(node.mark(), key_path,
+              std::string(spec.integers_as_text ? "expected a string or an integer"
+                                                : "expected a string") +
+                  ", found " + describe(node),
               plain ? advice : "");
     return false;
   }
@@ -253,7 +260,7 @@ bool parse_field(const Node& node, const FieldSpec& spec, const std::string& key
     }
     case FieldType::string: {
       std::string s;
-      if (!parse_string_element(node, key_path, diags, s)) return false;
+      if (!parse_string_element(node, spec, key_path, diags, s)) return false;
       out = s;
       return true;
     }
@@ -297,7 +304,7 @@ bool parse_field(const Node& node, const FieldSpec& spec, const std::string& key
     case FieldType::string_list: {
       std::vector<std::string> list;
       auto one = [&](const Node& n, const std::string& p, std::string& v) {
-        return parse_string_element(n, p, diags, v);
+        return parse_string_element(n, spec, p, diags, v);
       };
       if (!parse_list(node, spec, key_path, diags, list, "strings", one)) return false;
       out = list;
@@ -368,7 +375,7 @@ Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const st
     if (seen.count(spec.name)) continue;
     if (spec.required) {
       diags.add(map.mark(), join_key(key_path, spec.name),
-                "missing required key '" + spec.name + "' (" + field_type_name(spec.type) +
+                "missing required key '" + spec.name + "' (" + field_type_name(spec) +
                     (spec.doc.empty() ? "" : ": " + spec.doc) + ")");
       continue;
     }

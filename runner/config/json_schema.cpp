@@ -22,6 +22,11 @@ json number_schema(const FieldSpec& spec, const char* type) {
   return s;
 }
 
+// "string", or ["string", "integer"] for a field that takes integers as text.
+json text_type(const FieldSpec& spec) {
+  return spec.integers_as_text ? json::array({"string", "integer"}) : json("string");
+}
+
 json list_schema(json items, const FieldSpec& spec) {
   json s = {{"type", "array"}, {"items", std::move(items)}};
   if (spec.min_items > 0) s["minItems"] = spec.min_items;
@@ -204,7 +209,7 @@ json field_json_schema(const FieldSpec& spec) {
       s = number_schema(spec, "number");
       break;
     case FieldType::string:
-      s = {{"type", "string"}};
+      s = {{"type", text_type(spec)}};
       if (!spec.choices.empty()) s["examples"] = spec.choices;
       break;
     case FieldType::enumeration:
@@ -219,7 +224,7 @@ json field_json_schema(const FieldSpec& spec) {
       s = list_schema(number_schema(spec, "number"), spec);
       break;
     case FieldType::string_list:
-      s = list_schema({{"type", "string"}}, spec);
+      s = list_schema({{"type", text_type(spec)}}, spec);
       break;
   }
   json out = {{"description", spec.doc}};

@@ -23,7 +23,7 @@ std::string code_or_dash(const std::string& s) {
 std::string field_rows(const std::vector<FieldSpec>& specs) {
   std::string out = "| key | type | default | constraint | description |\n|---|---|---|---|---|\n";
   for (const auto& f : specs) {
-    out += "| `" + f.name + "` | " + field_type_name(f.type) + " | " +
+    out += "| `" + f.name + "` | " + field_type_name(f) + " | " +
            (f.required ? std::string("**required**") : code_or_dash(f.default_yaml)) + " | " +
            cell(describe_constraint(f)) + " | " + cell(f.doc) + " |\n";
   }

@@ -131,8 +131,9 @@ TEST_CASE("a string field that takes integers reads them as their text, and noth
   CHECK(std::get<std::string>(v) == "2");
   REQUIRE(parse_field(yaml("name"), column, "k", d, v));
   CHECK(std::get<std::string>(v) == "name");
-  REQUIRE(parse_field(yaml("[0, b, 12]"), columns, "k", d, v));
-  CHECK(std::get<std::vector<std::string>>(v) == std::vector<std::string>{"0", "b", "12"});
+  REQUIRE(parse_field(yaml("[0, b, 12, 007, +3]"), columns, "k", d, v));
+  CHECK(std::get<std::vector<std::string>>(v) ==
+        std::vector<std::string>{"0", "b", "12", "7", "3"});  // as YAML reads the integers
   CHECK(d.empty());
   CHECK_FALSE(parse_field(yaml("1.5"), column, "k", d, v));
   CHECK_FALSE(parse_field(yaml("true"), column, "k", d, v));

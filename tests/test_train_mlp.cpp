@@ -174,6 +174,7 @@ TEST_CASE(
       std::stringstream metrics;
       metrics << std::ifstream(out / "metrics.jsonl").rdbuf();
       CHECK((metrics.str().find("\"step\":1") != std::string::npos) == (log_every == "1"));
+      CHECK((r.out.find("step 1/2: loss") != std::string::npos) == (log_every == "1"));
     }
   // The evaluation at the end of the epoch, before its checkpoint: the
   // weights are checked first, and no record of them is written.

@@ -122,7 +122,9 @@ bool parse_number_element(const Node& node, const FieldSpec& spec, const std::st
 bool parse_string_element(const Node& node, const FieldSpec& spec, const std::string& key_path,
                           Diagnostics& diags, std::string& out) {
   if (spec.integers_as_text && node.is_scalar() && classify(node) == ScalarKind::integer) {
-    out = node.text();
+    // As YAML reads it: 007 and +7 are 7.
+    const std::optional<std::int64_t> value = as_int(node);
+    out = value ? std::to_string(*value) : node.text();
     return true;
   }
   if (!node.is_scalar() || classify(node) != ScalarKind::string) {

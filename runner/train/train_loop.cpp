@@ -1117,9 +1117,6 @@ void TrainLoop::log_window() {
     timing_record["split"] = "train";
     events_.write_scalars(step_, scalars_of(timing_record));
   }
-  // After the record: its loss, finite, was measured before the updates that
-  // broke the weights (lr-find reads it as the range's last point).
-  stop_if_weights_went_non_finite(true);
   progress_.clear();
   log_->info(
       "epoch {} step {}/{}: loss {} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
@@ -1130,6 +1127,9 @@ void TrainLoop::log_window() {
       scaler_.enabled() ? fmt::format(" scale {:g}", scaler_.scale()) : std::string(),
       step_ < total_steps_ && seconds_left() >= 0 ? " eta " + short_duration(seconds_left())
                                                   : std::string());
+  // After the record and its line: its loss, finite, was measured before the
+  // updates that broke the weights (lr-find reads it as the range's last point).
+  stop_if_weights_went_non_finite(true);
   if (wait_pct > 10.0 && !warned_input_bound_) {
     warned_input_bound_ = true;
     InputWait w;

@@ -377,15 +377,24 @@ TEST_CASE("a state with counts that cannot be is refused, naming the field") {
   CHECK(TrainState::from_json(good, "s").base_lr == 0);
   CHECK(error_of_state("base_lr", -1).find("'base_lr' is -1, expected a rate > 0") !=
         std::string::npos);
-  // The training data's content digest, likewise ("": not compared on resume).
+  // The training and evaluation data's content digests, likewise ("": not
+  // compared on resume).
   batched.train_digest = "0123456789abcdef";
-  CHECK(TrainState::from_json(batched.to_json(), "s").train_digest == "0123456789abcdef");
+  batched.eval_digest = "fedcba9876543210";
+  const TrainState read = TrainState::from_json(batched.to_json(), "s");
+  CHECK(read.train_digest == "0123456789abcdef");
+  CHECK(read.eval_digest == "fedcba9876543210");
   CHECK(TrainState::from_json(good, "s").train_digest.empty());
-  CHECK(state_error(with_field(good, "/train_digest", "0123456789ABCDEF"))
-            .find("'train_digest' is \"0123456789ABCDEF\", expected 16 lowercase hex digits") !=
-        std::string::npos);
-  CHECK(state_error(with_field(good, "/train_digest", 7)).find("'train_digest'") !=
-        std::string::npos);
+  CHECK(TrainState::from_json(good, "s").eval_digest.empty());
+  for (const std::string field : {"train_digest", "eval_digest"}) {
+    CHECK(state_error(with_field(good, "/" + field, "0123456789ABCDEF"))
+              .find("'" + field + "' is \"0123456789ABCDEF\", expected 16 lowercase hex digits") !=
+          std::string::npos);
+    CHECK(state_error(with_field(good, "/" + field, "0123")).find("'" + field + "' is \"0123\"") !=
+          std::string::npos);
+    CHECK(state_error(with_field(good, "/" + field, 7)).find("'" + field + "'") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("a state whose numbers contradict each other, or the run's arithmetic, is refused") {

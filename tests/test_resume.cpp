@@ -299,6 +299,32 @@ TEST_CASE(
                              "written"));
 }
 
+TEST_CASE("a resume whose evaluation data changed warns that the evaluations measure other data") {
+  TempDir tmp("resume-eval-edited");
+  write_text(tmp / "data.csv", csv_rows(64));
+  write_text(tmp / "eval.csv", csv_rows(32));
+  // kCsvExperiment with evaluation data, evaluated and ranked every step.
+  std::string experiment = kCsvExperiment;
+  experiment.replace(experiment.find("}}\n"), 3, "}, eval: {type: csv, path: eval.csv}}\n");
+  experiment.replace(experiment.find("max_steps: 2}"), 13, "max_steps: 2, eval_every: 1}");
+  experiment.replace(experiment.find("every_steps: 1}"), 15, "every_steps: 1, keep_best: 1}");
+  write_text(tmp / "csv.yaml", experiment);
+  const std::string dir = tmp / "run";
+  REQUIRE(run_to_end(run_args(tmp / "csv.yaml", dir), tmp / "a.log") == 0);
+  REQUIRE(run_to_end({"run", "--resume", dir, "train.max_steps=3"}, tmp / "b.log") == 0);
+  CHECK_THAT(read_text(tmp / "b.log"), !Catch::Contains("evaluation data"));
+  write_text(tmp / "eval.csv", csv_rows(32, 3));  // one evaluation label edited
+  REQUIRE(run_to_end({"run", "--resume", dir, "train.max_steps=4"}, tmp / "c.log") == 0);
+  CHECK_THAT(read_text(tmp / "c.log"),
+             Catch::Contains("step-00000003 was written when the evaluation data's content "
+                             "digest was ") &&
+                 Catch::Contains("(32 samples): the evaluation data changed since then") &&
+                 Catch::Contains("(checkpoint.keep_best compares them with the best so far, "
+                                 "measured on the old data)"));
+  // The training data is as it was: no word of it.
+  CHECK_THAT(read_text(tmp / "c.log"), !Catch::Contains("training data's content digest"));
+}
+
 TEST_CASE(
     "a bf16 run resumes exactly too (its bf16 weight copies are rebuilt from the checkpoint), "
     "with only the override on the command line") {

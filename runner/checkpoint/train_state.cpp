@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "runner/checkpoint/safetensors.h"
 #include "runner/json_shown.h"
@@ -275,12 +276,12 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
     s.train_samples = in.integer_at(j, "train_samples", "train_samples");
     in.at_least("train_samples", s.train_samples, 1);
   }
-  if (j.contains("train_digest")) {
-    s.train_digest = in.text(j["train_digest"], "train_digest");
-    if (s.train_digest.size() != 16 ||
-        s.train_digest.find_first_not_of("0123456789abcdef") != std::string::npos)
-      in.fail("train_digest",
-              "is " + j["train_digest"].dump() + ", expected 16 lowercase hex digits");
+  for (auto [field, digest] :
+       {std::pair{"train_digest", &s.train_digest}, std::pair{"eval_digest", &s.eval_digest}}) {
+    if (!j.contains(field)) continue;
+    *digest = in.text(j[field], field);
+    if (digest->size() != 16 || digest->find_first_not_of("0123456789abcdef") != std::string::npos)
+      in.fail(field, "is " + j[field].dump() + ", expected 16 lowercase hex digits");
   }
   if (j.contains("base_lr")) {
     s.base_lr = in.number(j["base_lr"], "base_lr");
@@ -334,6 +335,7 @@ nlohmann::json TrainState::to_json() const {
   if (batch_size > 0) j["batch_size"] = batch_size;
   if (train_samples > 0) j["train_samples"] = train_samples;
   if (!train_digest.empty()) j["train_digest"] = train_digest;
+  if (!eval_digest.empty()) j["eval_digest"] = eval_digest;
   if (base_lr > 0) j["base_lr"] = base_lr;
   if (!early_stopping.is_null()) j["early_stopping"] = early_stopping;
   // A diverged window (or evaluation, or loss scale) reads back as it was.

@@ -31,6 +31,10 @@ struct TrainState {
   // digits; "" in checkpoints of earlier versions): a resume that finds
   // another says the data changed though its count did not.
   std::string train_digest;
+  // The evaluation set's content digest ("" without evaluation data, and in
+  // checkpoints of earlier versions): a resume that finds another warns that
+  // the evaluations before and after it measured different data.
+  std::string eval_digest;
   std::int64_t total_steps = 0;
   std::int64_t seed = 0;  // every random stream is a pure function of (seed, step / epoch / sample)
   std::string schedule;   // learning-rate schedule type; its position is `step` of `total_steps`

@@ -355,6 +355,10 @@ class TrainLoop {
 
  private:
   void resume_or_initialize();
+  // A resume whose evaluation data is not what the checkpoint's run evaluated
+  // on: a warning, since the metrics before and after it (and the best so far
+  // that keep_best and early stopping compare with) measured other data.
+  void warn_if_eval_data_changed(const checkpoint::TrainState& st, const std::string& path) const;
   void open_metrics();
   void prepare_optimizer();
   // The learning rate, momentum and Adam step of the update that ends the
@@ -754,10 +758,32 @@ void TrainLoop::resume_or_initialize() {
         "did; restore that data to resume exactly, or start a new run from these weights "
         "(model.init_from={}/model.safetensors)",
         loaded->path, st.train_digest, digest, samples, loaded->path);
+  warn_if_eval_data_changed(st, loaded->path);
   resumed_ = st;
   resumed_from_ = loaded->path;
   log_->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path, st.step,
              st.epoch, st.epoch_step, steps_per_epoch_);
+}
+
+void TrainLoop::warn_if_eval_data_changed(const checkpoint::TrainState& st,
+                                          const std::string& path) const {
+  if (!s_.eval_data || st.eval_digest.empty() || !collective_.is_root()) return;
+  const std::string digest = data::digest_text(s_.eval_data->content_digest());
+  if (digest == st.eval_digest) return;
+  const bool early_stopping = cfg_.train.early_stopping.patience > 0;
+  const std::string comparing = keeps_best() && early_stopping ? "checkpoint.keep_best and "
+                                                                 "train.early_stopping compare"
+                                : keeps_best()                 ? "checkpoint.keep_best compares"
+                                : early_stopping               ? "train.early_stopping compares"
+                                                               : "";
+  log_->warn(
+      "checkpoint {} was written when the evaluation data's content digest was {}; it is now {} "
+      "({} samples): the evaluation data changed since then, so the evaluations from here on "
+      "measure other data than the run's earlier ones{}; restore that data to compare them",
+      path, st.eval_digest, digest, s_.eval_data->size(),
+      comparing.empty()
+          ? comparing
+          : " (" + comparing + " them with the best so far, measured on the old data)");
 }
 
 void TrainLoop::open_metrics() {
@@ -1279,6 +1305,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.batch_size = s_.batch.global;
   st.train_samples = s_.train_data->size();
   st.train_digest = data::digest_text(s_.train_data->content_digest());
+  if (s_.eval_data) st.eval_digest = data::digest_text(s_.eval_data->content_digest());
   st.base_lr = cfg_.optimizer.lr;
   st.total_steps = total_steps_;
   st.seed = cfg_.seed;

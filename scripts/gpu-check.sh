@@ -152,8 +152,36 @@ library_path="$bundle/lib:${wheel_libs#:}:${LD_LIBRARY_PATH:-}$driver_libs"
 while [[ $library_path == *::* ]]; do library_path="${library_path//::/:}"; done
 export LD_LIBRARY_PATH="${library_path%:}"
 echo "$LD_LIBRARY_PATH" | tr ':' '\n' >"$out/library_path.txt"
+# Carried libraries built against a newer C library than this machine's
+# (libstdc++ from glibc 2.36 on a 2.35 machine would stop every binary
+# loading): the machine's own copy instead where it has one (every Python has
+# libstdc++ and libgcc_s); any other is named, with what to do.
+host_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+newer() { [[ $1 != "$2" && $(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -n 1) == "$1" ]]; }
+if [[ -n $host_glibc && -f $bundle/GLIBC_NEEDS ]]; then
+  while read -r need file; do
+    newer "$need" "$host_glibc" || continue
+    name=${file##*/}
+    own=$(ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n && $NF ~ /^\// {print $NF; exit}')
+    for d in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64; do
+      [[ -z $own && -e $d/$name ]] && own=$d/$name
+    done
+    if [[ $file == lib/* && -n $own ]]; then
+      mkdir -p "$bundle/lib.newer-glibc" && mv "$bundle/$file" "$bundle/lib.newer-glibc/"
+      log "carried $file needs glibc $need, this machine has $host_glibc: using its own $own"
+    else
+      log "carried $file needs glibc $need, this machine has $host_glibc and no $name of its own: the bundle cannot load here; build it (scripts/gpu-prepare.sh) on a system with glibc $host_glibc or older"
+    fi
+  done <"$bundle/GLIBC_NEEDS"
+fi
 missing=$(ldd "$bundle"/bin/* 2>/dev/null | grep "not found" | sort -u)
-[[ -n "$missing" ]] && log "libraries not found (see library_path.txt): $missing"
+if [[ -n "$missing" ]]; then
+  log "libraries not found (see library_path.txt): $missing"
+  # cuBLAS 13, cuDNN 9 and NCCL 2 come from PyTorch's wheels: a PyTorch built for
+  # another CUDA brings other majors.
+  [[ $missing == *libcublas* || $missing == *libcudnn* || $missing == *libnccl* ]] &&
+    log "PyTorch here is built for CUDA $(py -c 'import torch; print(torch.version.cuda)' 2>/dev/null || echo '(none found)'); the bundle needs the CUDA 13 wheels (nvidia-cublas, nvidia-cudnn-cu13, nvidia-nccl-cu13)"
+fi
 gpus_seen=0  # GPUs nvidia-smi lists
 if command -v nvidia-smi >/dev/null; then
   LD_LIBRARY_PATH="$py_ld" timeout 30 nvidia-smi >"$out/nvidia-smi.txt" 2>&1

@@ -48,6 +48,13 @@ void check(ncclResult_t status, const char* call) {
   fail(call, ncclGetErrorString(status));
 }
 
+void refuse_inside_recording(cudaStream_t stream, const std::string& what) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
+  if (capturing != cudaStreamCaptureStatusNone)
+    throw std::logic_error(what + " inside a recorded step");
+}
+
 void* device_malloc(std::size_t bytes) {
   void* ptr = nullptr;
   const cudaError_t status = cudaMalloc(&ptr, bytes == 0 ? 256 : bytes);

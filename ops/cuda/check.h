@@ -28,6 +28,12 @@ inline void ignore_status(cudnnStatus_t) {}
 inline void ignore_status(cublasStatus_t) {}
 inline void ignore_status(ncclResult_t) {}
 
+// Throws std::logic_error("<what> inside a recorded step") when `stream` is
+// being captured into a CUDA graph: for work that must not be recorded (a
+// host upload, an allocation), checked before anything is queued, so that a
+// refused step leaves no half-joined stream behind.
+void refuse_inside_recording(cudaStream_t stream, const std::string& what);
+
 // cudaMalloc that reports, on failure, how much was asked and how much is free.
 void* device_malloc(std::size_t bytes);
 

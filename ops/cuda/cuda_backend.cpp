@@ -150,6 +150,7 @@ class CudaBackend final : public Backend {
   // not wait for the GPU.
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     ctx_.device.activate();
+    refuse_inside_recording(ctx_.compute.get(), "a copy to the device");
     ctx_.compute_done.record(ctx_.compute.get());
     ctx_.compute_done.make_wait(ctx_.copy.get());
     ctx_.uploads.upload(dst, src, bytes, ctx_.copy.get(), "cudaMemcpyAsync(host to device)");
@@ -162,6 +163,7 @@ class CudaBackend final : public Backend {
   // `src` (the loader's batch slot) alive until it has been read.
   void copy_input_to_device(void* dst, const void* src, std::size_t bytes) override {
     ctx_.device.activate();
+    refuse_inside_recording(ctx_.compute.get(), "an input copy to the device");
     Staging& s = staging_[dst];
     if (s.buffer.bytes() < bytes) {
       synchronize();  // the old buffer may still be read

@@ -2,7 +2,6 @@
 #include "ops/cuda/pinned_uploads.h"
 
 #include <cstring>
-#include <stdexcept>
 #include <string>
 
 #include "ops/cuda/check.h"
@@ -26,10 +25,7 @@ PinnedUploads::PinnedUploads() : memory_(pinned(kSlots * kSlotBytes)) {
 void PinnedUploads::upload(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
                            const char* what) {
   if (bytes == 0) return;
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  check(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
-  if (capturing != cudaStreamCaptureStatusNone)
-    throw std::logic_error(std::string("an upload (") + what + ") inside a recorded step");
+  refuse_inside_recording(stream, std::string("an upload (") + what + ")");
   // Rare and large: straight from `src`, and waited for (from pinned memory
   // the copy returns before it has read `src`).
   if (bytes > kSlotBytes) {

@@ -273,12 +273,9 @@ class CachedTable {
     if (last_ != tables_.end()) return last_->second.template as<T>();
     // The first, direct run of a step made its tables; a new one now, while
     // the step is being recorded, would end the recording for good.
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    check(cudaStreamIsCapturing(stream.get(), &capture), "cudaStreamIsCapturing");
-    if (capture != cudaStreamCaptureStatusNone)
-      throw std::logic_error(
-          "a parameter table first met while the step is being recorded: the step's work "
-          "differs from the direct run before it");
+    refuse_inside_recording(stream.get(),
+                            "a parameter table first met (the step's work differs from the "
+                            "direct run before it)");
     DeviceBuffer buffer(bytes);
     // In stream order (the compute stream does not wait for the legacy one);
     // a pageable source is staged before the call returns.
@@ -525,7 +522,10 @@ class CudaVectorOps final : public VectorOps {
     DeviceBuffer* partials = &partials_;
     if (recorded) {
       partials = &recorded_partials_[chunks.size()];
-      if (!partials->data()) *partials = DeviceBuffer(bytes);
+      if (!partials->data()) {  // made by the direct run before a recording
+        refuse_inside_recording(ctx_.compute.get(), "a partial-sum buffer first allocated");
+        *partials = DeviceBuffer(bytes);
+      }
     } else if (partials_.bytes() < bytes) {
       ctx_.compute.synchronize();  // earlier sums may still write the old buffer
       partials_ = DeviceBuffer(bytes);

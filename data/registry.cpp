@@ -58,7 +58,7 @@ SourceDef cifar_source() {
                     "labels.")
                   .def("fine")
                   .one_of({"fine", "coarse"})
-                  .only_when("variant", {"cifar100"})};
+                  .refused_unless("variant", {"cifar100"})};
   d.path_fields = {"files"};
   d.open = [](const Attrs& a) {
     const auto files = strings_or(a, "files", {});
@@ -107,7 +107,7 @@ SourceDef csv_source() {
       field("header", FT::boolean, "The first row names the columns.").def("true"),
       field("delimiter", FT::string, "The field separator (one character).").def("\",\""),
       field("regression", FT::boolean, "The label is a float target, not a class.").def("false"),
-      classes_field().only_when("regression", {"false"})};
+      classes_field().refused_unless("regression", {"false"})};
   d.path_fields = {"path"};
   d.open = [](const Attrs& a) {
     CsvOptions o;

@@ -51,9 +51,16 @@ struct FieldSpec {
   std::optional<std::size_t> max_items;
   // The field acts only when the field `applies_when` (a sibling's name, or a
   // dotted path from the top of the config) holds one of `applies_values`;
-  // set to another value there, it is reported as having no effect.
+  // set to another value there, it is reported as having no effect: a
+  // warning, or with `refused_otherwise` an error (a data source's settings:
+  // the data would not be what the config says).
   std::string applies_when;
   std::vector<std::string> applies_values;
+  bool refused_otherwise = false;
+  // The field acts only while the number `applies_while_positive` (a
+  // sibling's name) is above 0, as nesterov needs momentum; at 0, setting it
+  // is reported as having no effect (a warning).
+  std::string applies_while_positive;
   // The value reaches float32 arithmetic (a kernel, the loss scale): besides
   // 0 its magnitude must lie from kFloat32Smallest to kFloat32Largest, or
   // float32 would turn it into 0 or infinity.
@@ -120,6 +127,15 @@ struct FieldSpec {
   FieldSpec& only_when(std::string field, std::vector<std::string> values) {
     applies_when = std::move(field);
     applies_values = std::move(values);
+    return *this;
+  }
+  FieldSpec& refused_unless(std::string field, std::vector<std::string> values) {
+    only_when(std::move(field), std::move(values));
+    refused_otherwise = true;
+    return *this;
+  }
+  FieldSpec& only_while_positive(std::string field) {
+    applies_while_positive = std::move(field);
     return *this;
   }
 };

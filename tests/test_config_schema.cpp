@@ -58,3 +58,37 @@ TEST_CASE("the schema and the reference cover every registered field") {
     }
   }
 }
+
+TEST_CASE("the reference names the setting every conditional field depends on") {
+  const std::string reference = trainer::config::config_reference_markdown();
+  // The reference row of a field: from "| `name` |" to the end of the line,
+  // the first one after the heading line `heading`.
+  const auto row = [&](const std::string& heading, const std::string& name) {
+    const std::size_t at = reference.find("| `" + name + "` |", reference.find(heading));
+    REQUIRE(at != std::string::npos);
+    return reference.substr(at, reference.find('\n', at) - at);
+  };
+  for (const auto& section : trainer::config::config_sections())
+    for (const auto& f : section.fields) {
+      const trainer::FieldSpec& spec = f.spec;
+      INFO(section.path << "." << spec.name);
+      const std::string text =
+          row(section.path.empty() ? "## Top level\n" : "## `" + section.path + "`\n", spec.name);
+      if (!spec.applies_when.empty())
+        CHECK(text.find("acts only with " + spec.applies_when + ": ") != std::string::npos);
+      if (!spec.applies_while_positive.empty())
+        CHECK(text.find("acts only with " + spec.applies_while_positive + " above 0") !=
+              std::string::npos);
+    }
+  // Settings that warn when the setting they act on is 0, and data-source
+  // settings that another setting of the source refuses.
+  CHECK(row("## `optimizer`\n", "nesterov").find("acts only with momentum above 0") !=
+        std::string::npos);
+  CHECK(row("## `train.early_stopping`\n", "mode")
+            .find("one of min, max; acts only with patience "
+                  "above 0") != std::string::npos);
+  CHECK(row("### `csv`\n", "classes").find("only with regression: false (an error otherwise)") !=
+        std::string::npos);
+  CHECK(row("### `cifar`\n", "label").find("only with variant: cifar100 (an error otherwise)") !=
+        std::string::npos);
+}

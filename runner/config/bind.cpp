@@ -369,28 +369,14 @@ void check_cross_fields(const Node& root, const Config& c, Diagnostics& diags) {
               "world_size counts CPU ranks; with GPUs there is one rank per listed GPU");
 }
 
-// Whether `given`, the value written for the config field `key`, is other
-// than the field's default.
-bool differs_from_default(const std::string& key, const Node& given) {
-  for (const SectionDef& section : config_sections())
-    for (const ConfigField& field : section.fields) {
-      if (join_key(section.path, field.spec.name) != key) continue;
-      Diagnostics ignored;
-      FieldValue value, fallback;
-      return parse_field(given, field.spec, key, ignored, value) &&
-             parse_field(default_node(field.spec), field.spec, key, ignored, fallback) &&
-             !(value == fallback);
-    }
-  return false;
-}
-
 // Fields given a value of their own while the field they depend on
-// (FieldSpec::applies_when) rules them out: accepted, and reported as warnings.
+// (FieldSpec::applies_when, applies_while_positive) rules them out: accepted,
+// and reported as warnings.
 void collect_inert_settings(const Node& root, Config& config) {
   for (const SectionDef& section : config_sections()) {
     for (const ConfigField& field : section.fields) {
       const FieldSpec& spec = field.spec;
-      if (spec.applies_when.empty()) continue;
+      if (spec.applies_when.empty() && spec.applies_while_positive.empty()) continue;
       const std::string key = join_key(section.path, spec.name);
       const Node* given = find_dotted(root, key);
       if (!given || given->mark().is_default()) continue;
@@ -399,43 +385,33 @@ void collect_inert_settings(const Node& root, Config& config) {
       if (!parse_field(*given, spec, key, ignored, value) ||
           !parse_field(default_node(spec), spec, key, ignored, fallback) || value == fallback)
         continue;
-      const std::string control = spec.applies_when.find('.') == std::string::npos
-                                      ? join_key(section.path, spec.applies_when)
-                                      : spec.applies_when;
-      const Node* setting = find_dotted(root, control);
-      if (!setting || !setting->is_scalar()) continue;
-      const auto& values = spec.applies_values;
-      if (std::find(values.begin(), values.end(), setting->text()) != values.end()) continue;
-      std::string listed;
-      for (const auto& v : values) listed += (listed.empty() ? "" : " or ") + v;
-      config.warnings.push_back({given->mark(), key,
-                                 "has no effect with " + control + ": " + setting->text() +
-                                     " (it applies to " + listed + ")",
-                                 "remove it, or set " + control + ": " + values.front()});
+      if (!spec.applies_when.empty()) {
+        const std::string control = spec.applies_when.find('.') == std::string::npos
+                                        ? join_key(section.path, spec.applies_when)
+                                        : spec.applies_when;
+        const Node* setting = find_dotted(root, control);
+        const auto& values = spec.applies_values;
+        if (setting && setting->is_scalar() &&
+            std::find(values.begin(), values.end(), setting->text()) == values.end()) {
+          std::string listed;
+          for (const auto& v : values) listed += (listed.empty() ? "" : " or ") + v;
+          config.warnings.push_back({given->mark(), key,
+                                     "has no effect with " + control + ": " + setting->text() +
+                                         " (it applies to " + listed + ")",
+                                     "remove it, or set " + control + ": " + values.front()});
+          continue;  // one reason is enough
+        }
+      }
+      if (!spec.applies_while_positive.empty()) {
+        const std::string control = join_key(section.path, spec.applies_while_positive);
+        const Node* setting = find_dotted(root, control);
+        if (setting && setting->is_scalar() && as_number(*setting) == 0.0)
+          config.warnings.push_back({given->mark(), key,
+                                     "has no effect with " + control + ": " + setting->text() +
+                                         " (it acts only when " + control + " is above 0)",
+                                     "remove it, or set " + control + " above 0"});
+      }
     }
-  }
-  // Settings that act on another setting's value, or only while it is on,
-  // and have nothing to act on at 0.
-  struct ActsOnNonzero {
-    const char* key;
-    const char* control;
-  };
-  for (const auto& [key, control] :
-       {ActsOnNonzero{"optimizer.nesterov", "optimizer.momentum"},
-        ActsOnNonzero{"train.ema_warmup", "train.ema_decay"},
-        ActsOnNonzero{"train.early_stopping.metric", "train.early_stopping.patience"},
-        ActsOnNonzero{"train.early_stopping.mode", "train.early_stopping.patience"},
-        ActsOnNonzero{"train.early_stopping.min_delta", "train.early_stopping.patience"}}) {
-    const Node* given = find_dotted(root, key);
-    const Node* setting = find_dotted(root, control);
-    if (!given || !setting || given->mark().is_default() || !differs_from_default(key, *given) ||
-        !setting->is_scalar() || as_number(*setting) != 0.0)
-      continue;
-    config.warnings.push_back({given->mark(), key,
-                               std::string("has no effect with ") + control + ": " +
-                                   setting->text() + " (it acts only when " + control +
-                                   " is above 0)",
-                               std::string("remove it, or set ") + control + " above 0"});
   }
   // keep_best by a train.* metric ranks the checkpoints whose step ends a
   // logging window: every_steps off that beat gives it none to rank.

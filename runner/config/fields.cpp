@@ -217,8 +217,8 @@ std::string join_key(const std::string& parent, const std::string& key) {
 }
 
 std::string describe_constraint(const FieldSpec& spec) {
-  if (spec.type == FieldType::enumeration) return "one of " + join(spec.choices);
   std::string out;
+  if (spec.type == FieldType::enumeration) out = "one of " + join(spec.choices);
   if (spec.min) out += std::string(spec.min_exclusive ? "> " : ">= ") + format_number(*spec.min);
   if (spec.max) out += std::string(out.empty() ? "" : ", ") + "<= " + format_number(*spec.max);
   if (spec.float32 && (!spec.min || *spec.min < kFloat32Smallest))
@@ -229,9 +229,13 @@ std::string describe_constraint(const FieldSpec& spec) {
   if (!spec.applies_when.empty()) {
     std::string values;
     for (const auto& v : spec.applies_values) values += (values.empty() ? "" : " or ") + v;
-    out += std::string(out.empty() ? "" : "; ") + "acts only with " + spec.applies_when + ": " +
-           values;
+    out += std::string(out.empty() ? "" : "; ") +
+           (spec.refused_otherwise ? "only with " : "acts only with ") + spec.applies_when + ": " +
+           values + (spec.refused_otherwise ? " (an error otherwise)" : "");
   }
+  if (!spec.applies_while_positive.empty())
+    out += std::string(out.empty() ? "" : "; ") + "acts only with " + spec.applies_while_positive +
+           " above 0";
   return out;
 }
 

@@ -137,7 +137,6 @@ json model_schema() {
          {{"type", "boolean"},
           {"description",
            "false: load only the init_from tensors that match, list the others (default true)"}}}}},
-      {"required", {"layers"}},
       {"additionalProperties", false}};
 }
 
@@ -247,10 +246,13 @@ json config_json_schema() {
                {"title", "trainer experiment"}};
   const json top = section_schema(*find_section(""));
   for (auto it = top.begin(); it != top.end(); ++it) root[it.key()] = it.value();
-  // A file that extends another may leave the required sections to its base.
+  // A file that extends another may leave the required sections (and the
+  // model's layers) to its base.
   root["if"] = {{"not", {{"type", "object"}, {"required", {"extends"}}}}};
   root["then"] = {{"required", {"model", "data"}},
-                  {"properties", {{"data", {{"type", "object"}, {"required", {"train"}}}}}}};
+                  {"properties",
+                   {{"data", {{"type", "object"}, {"required", {"train"}}}},
+                    {"model", {{"type", "object"}, {"required", {"layers"}}}}}}};
   root["$defs"] = {{"model", model_schema()},
                    {"layer", layer_schema()},
                    {"loss", loss_schema()},

@@ -140,7 +140,8 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) { c.optimizer.momentum = number_of(v); }),
            f(field("nesterov", T::boolean, "SGD with Nesterov momentum")
                  .def("false")
-                 .only_when("type", {"sgd"}),
+                 .only_when("type", {"sgd"})
+                 .only_while_positive("momentum"),
              [](Config& c, const FieldValue& v) { c.optimizer.nesterov = bool_of(v); }),
            f(field("weight_decay", T::number,
                    "L2 penalty (sgd, adam) or decoupled decay (adamw), on the parameters "
@@ -324,7 +325,8 @@ std::vector<SectionDef> build_sections() {
                    "Warm the average up: the decay of step t (from 0) is min(ema_decay, (1 + t) "
                    "/ (10 + t)), as TensorFlow's ExponentialMovingAverage with num_updates, so "
                    "that the average leaves the initial weights behind quickly")
-                 .def("false"),
+                 .def("false")
+                 .only_while_positive("ema_decay"),
              [](Config& c, const FieldValue& v) { c.train.ema_warmup = bool_of(v); }),
            f(field("eval_every", T::integer, "Evaluate every N steps (0: at the end of each epoch)")
                  .def("0")
@@ -379,16 +381,19 @@ std::vector<SectionDef> build_sections() {
            f(field("metric", T::string,
                    "The evaluation metric followed: eval.loss, eval.accuracy or eval.top5 "
                    "(more than 5 classes)")
-                 .def("eval.loss"),
+                 .def("eval.loss")
+                 .only_while_positive("patience"),
              [](Config& c, const FieldValue& v) { c.train.early_stopping.metric = string_of(v); }),
            f(field("mode", T::enumeration, "Whether a smaller or larger metric is better")
                  .def("min")
-                 .one_of({"min", "max"}),
+                 .one_of({"min", "max"})
+                 .only_while_positive("patience"),
              [](Config& c, const FieldValue& v) { c.train.early_stopping.mode = string_of(v); }),
            f(field("min_delta", T::number,
                    "An evaluation improves only when it beats the best by more than this")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .only_while_positive("patience"),
              [](Config& c, const FieldValue& v) {
                c.train.early_stopping.min_delta = number_of(v);
              }),

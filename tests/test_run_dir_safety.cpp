@@ -403,7 +403,19 @@ TEST_CASE("a directory whose creation stopped before config.sha256 takes a new r
           2);
     CHECK(read_text(tmp / "used.log").find("the directory is not empty") != std::string::npos);
     CHECK(snapshot(dir) == before);
+    // --resume there says it is no run, and sends a new run elsewhere.
+    CHECK(run_to_end({"run", "--resume", dir}, tmp / "resume.log") == 2);
+    CHECK_THAT(read_text(tmp / "resume.log"),
+               Catch::Contains("not a run directory (no config.sha256)") &&
+                   Catch::Contains("a new run needs a directory of its own: trainer run CONFIG "
+                                   "--out NEW_DIR") &&
+                   !Catch::Contains("--out " + dir));
   }
+  // An empty directory is no run either, and takes a new one.
+  fs::create_directories(tmp / "empty");
+  CHECK(run_to_end({"run", "--resume", tmp / "empty"}, tmp / "resume.log") == 2);
+  CHECK_THAT(read_text(tmp / "resume.log"),
+             Catch::Contains("to start a run there: trainer run CONFIG --out " + (tmp / "empty")));
 }
 
 TEST_CASE("a config path holding line breaks stays on the first line of config.yaml") {

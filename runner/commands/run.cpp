@@ -72,12 +72,16 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
              !advice.empty())
       std::fprintf(stderr, "error: --resume %s: not a run directory: %s\n", args.resume_dir.c_str(),
                    advice.c_str());
-    else
+    else  // a new run starts there only if --out would take it: empty, or left unfinished
       std::fprintf(stderr,
                    "error: --resume %s: not a run directory (no config.sha256)\n    --resume "
-                   "takes the directory a run wrote (runs/<name>/<timestamp>, or its --out); to "
-                   "start a run there: trainer run CONFIG --out %s\n",
-                   args.resume_dir.c_str(), args.resume_dir.c_str());
+                   "takes the directory a run wrote (runs/<name>/<timestamp>, or its --out); %s\n",
+                   args.resume_dir.c_str(),
+                   (train::refuse_used_run_dir(args.resume_dir).empty()
+                        ? "to start a run there: trainer run CONFIG --out " + args.resume_dir
+                        : std::string("it holds other files, so a new run needs a directory of "
+                                      "its own: trainer run CONFIG --out NEW_DIR"))
+                       .c_str());
     return 2;
   }
   // Before any work: this run would overwrite another. (Not in the ranks of a

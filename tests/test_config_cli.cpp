@@ -608,6 +608,16 @@ TEST_CASE(
             "(checkpoint.metric's default), which this run never records: it has no evaluation "
             "set (add data.eval, or data.split)\n"
             "    it records train.loss, train.accuracy\n1 error\n");
+  // Without keep_best, a metric written still ranks `eval --checkpoint best`:
+  // a loss at the default max would pick the worst checkpoint.
+  CHECK(validate("checkpoint.keep_best=0 checkpoint.metric=train.loss").out ==
+        "<command line>:2:19: error: checkpoint.mode: trainer eval --checkpoint best would pick "
+        "the checkpoint of the largest train.loss (checkpoint.mode defaults to max) (in override "
+        "2 'checkpoint.metric=train.loss')\n"
+        "    set checkpoint.mode: min\n1 error\n");
+  CHECK(validate("checkpoint.keep_best=0 checkpoint.metric=train.loss checkpoint.mode=min").out ==
+        "ok\n");
+  CHECK(validate("checkpoint.keep_best=0").out == "ok\n");  // nothing ranks: nothing to say
   std::filesystem::remove_all(dir);
 }
 

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "runner/sweep/trial_record.h"
 
 using namespace trainer;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -258,6 +260,80 @@ TEST_CASE("each trial override knows whether the sweep section or a --grid flag 
   CHECK(trials[1].overrides[0] == "optimizer.lr=0.2");
   CHECK(config::to_string(trials[1].sources[0].mark) == "<--grid>:1:1");
   CHECK_FALSE(sweep::from_sweep_section(trials[1].sources[0]));
+}
+
+TEST_CASE("values that mean the same are one trial: numbers by value, strings quoted or not") {
+  const auto spec = sweep::parse_sweep(
+      yaml("{grid: {optimizer.lr: [0.1, 0.10, 1e-1, 0.2], schedule.type: [cosine, \"cosine\"], "
+           "data.train.shape: [[1, 4, 4], [1, 4, 4.0]]}, seeds: [3, 3, 4]}"),
+      {"optimizer.lr=0.2,2e-1,0.3"}, 0);
+  REQUIRE(spec.grid.size() == 3);
+  CHECK(spec.grid[0].second == std::vector<std::string>{"0.1", "0.2", "0.3"});
+  CHECK(spec.grid[1].second == std::vector<std::string>{"cosine"});
+  CHECK(spec.grid[2].second.size() == 1);
+  CHECK(spec.seeds == std::vector<std::string>{"3", "4"});
+  CHECK(sweep::expand_trials(spec).size() == 3 * 1 * 1 * 2);
+  // A quoted number is a string (a number field refuses it): not the number.
+  CHECK(sweep::parse_sweep(yaml("{grid: {name: [2, \"2\"]}}"), {}, 0).grid[0].second.size() == 2);
+}
+
+TEST_CASE("the sweep's own settings cannot be swept, and its counts are bounded") {
+  for (const std::string section :
+       {"{grid: {sweep.max_retries: [0, 1]}}",
+        "{random: {trials: 2, params: {sweep.objective.mode: {choice: [min, max]}}}}"}) {
+    INFO(section);
+    CHECK_THAT(errors_of(yaml(section)),
+               Catch::Contains("is a setting of the sweep, not of its trials"));
+  }
+  CHECK_THAT(errors_of(config::Node{}, {"sweep.seeds=1,2"}),
+             Catch::Contains("sweep.seeds is a setting of the sweep"));
+  CHECK_THAT(errors_of(yaml("{max_retries: 9223372036854775807}")),
+             Catch::Contains("s.yaml:1:15: error: sweep.max_retries: expected an integer from 0 "
+                             "to 1000, found 9223372036854775807"));
+  CHECK(errors_of(yaml("{max_retries: 1000}")).empty());
+  CHECK_THAT(errors_of(yaml("{random: {trials: 1, seed: 1e19, params: {seed: {int: [0, 9]}}}}")),
+             Catch::Contains("sweep.random.seed: expected an integer from 0 to 2^53"));
+}
+
+TEST_CASE("random samples keep the digits their range needs, and stay inside it") {
+  const auto spec = sweep::parse_sweep(
+      yaml("{random: {trials: 40, seed: 1, params: {optimizer.beta2: {uniform: [0.99999, "
+           "0.999999]}, optimizer.lr: {log_uniform: [1e-5, 1e-1]}}}}"),
+      {}, 0);
+  std::set<std::string> betas;
+  for (const auto& trial : sweep::expand_trials(spec))
+    for (const auto& o : trial.overrides) {
+      const std::string value = o.substr(o.find('=') + 1);
+      const double v = std::stod(value);
+      if (o.rfind("optimizer.beta2=", 0) == 0) {
+        betas.insert(value);
+        CHECK(v >= 0.99999);
+        CHECK(v <= 0.999999);
+      } else {
+        CHECK(v >= 1e-5);
+        CHECK(v <= 1e-1);
+        CHECK(value.size() <= 12);  // six digits suffice on a wide range
+      }
+    }
+  CHECK(betas.size() == 40);  // six significant digits would leave about ten
+}
+
+TEST_CASE(
+    "a config path is recorded absolute, with ./ and sub/../ spelt away but not after a link") {
+  const fs::path dir =
+      fs::temp_directory_path() / ("trainer_test_recorded_path_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  fs::create_directories(dir / "elsewhere/deep");
+  fs::create_directory_symlink(dir / "elsewhere/deep", dir / "link");
+  const std::string plain = (dir / "sw.yaml").string();
+  CHECK(sweep::recorded_config_path(dir / "sw.yaml") == plain);
+  CHECK(sweep::recorded_config_path((dir / "sub/../sw.yaml").string()) == plain);
+  CHECK(sweep::recorded_config_path((dir / "./sub/./../sw.yaml").string()) == plain);
+  // link/.. is dir/elsewhere, not dir: kept as spelt.
+  CHECK(sweep::recorded_config_path((dir / "link/../sw.yaml").string()) ==
+        (dir / "link/../sw.yaml").string());
+  fs::remove_all(dir);
 }
 
 TEST_CASE("a quoted grid or choice value reaches its trials as the string written") {

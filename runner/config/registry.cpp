@@ -513,8 +513,9 @@ std::vector<SectionDef> build_sections() {
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.checkpoint.keep_best = int_of(v); }),
            f(field("metric", T::string,
-                   "Metric that ranks checkpoints for keep_best: eval.loss, eval.accuracy, "
-                   "eval.top5 (more than 5 classes), train.loss or train.accuracy")
+                   "Metric that ranks checkpoints for keep_best and `trainer eval --checkpoint "
+                   "best`: eval.loss, eval.accuracy, eval.top5 (more than 5 classes), train.loss "
+                   "or train.accuracy; a loss wants mode: min")
                  .def("eval.accuracy"),
              [](Config& c, const FieldValue& v) { c.checkpoint.metric = string_of(v); }),
            f(field("mode", T::enumeration, "Whether a larger or smaller metric is better")

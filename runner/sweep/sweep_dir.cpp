@@ -183,10 +183,20 @@ std::optional<std::string> as_given(const std::string& yaml, const std::string& 
 
 std::string recorded_config_path(const std::string& config_path) {
   const fs::path path = fs::absolute(config_path);
-  // A link before a ".." leads elsewhere than the text does: such a path is kept as spelt.
-  for (const auto& part : path)
-    if (part == "..") return path.string();
-  return path.lexically_normal().string();
+  // "sub/.." is spelt away where sub is a folder; after a link it leads
+  // elsewhere than the text does, and such a path is kept as spelt.
+  fs::path out;
+  for (const auto& part : path) {
+    if (part.empty() || part == ".") continue;
+    if (part != "..") {
+      out /= part;
+      continue;
+    }
+    std::error_code error;
+    if (fs::is_symlink(out, error) || error) return path.string();
+    if (out.has_relative_path()) out = out.parent_path();  // "/.." is "/"
+  }
+  return out.string();
 }
 
 std::string trial_conflict(const std::string& dir, const std::string& trial_id,

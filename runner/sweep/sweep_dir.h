@@ -27,8 +27,9 @@ std::string sweep_record(const SweepJob& job, const std::string& base_config);
 std::string reuse_conflict(const std::string& dir, const std::string& record,
                            const std::string& base_config);
 
-// The sweep's record of its config path: absolute, "./" spelt away (./sw.yaml
-// and sw.yaml are one sweep), links kept as links.
+// The sweep's record of its config path: absolute, "./" and "sub/../" spelt
+// away (./sw.yaml, sw.yaml and sub/../sw.yaml are one sweep), links kept as
+// links (a ".." after one is kept as spelt).
 std::string recorded_config_path(const std::string& config_path);
 
 // "" when trial `trial_id` of the sweep in `dir` has not started, or its

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -82,8 +83,14 @@ void begin_attempt(const std::string& log_path, const TrialRecord& record,
   log << '\n';
 }
 
+// Each trial runs this very binary: exec'd through /proc/self/exe, which
+// stays it when a rebuild replaces the file (its link text then ends in
+// " (deleted)", which names nothing to exec).
 pid_t launch(const std::vector<std::string>& args, const std::string& log_path) {
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  if (const std::string deleted = " (deleted)";
+      self.size() > deleted.size() && self.ends_with(deleted))
+    self.resize(self.size() - deleted.size());
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid != 0) return pid;
@@ -104,8 +111,8 @@ pid_t launch(const std::vector<std::string>& args, const std::string& log_path) 
   std::vector<char*> argv = {const_cast<char*>(self.c_str())};
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
-  execv(self.c_str(), argv.data());
-  std::fprintf(stderr, "error: cannot start %s\n", self.c_str());
+  execv("/proc/self/exe", argv.data());
+  std::fprintf(stderr, "error: cannot start %s: %s\n", self.c_str(), std::strerror(errno));
   _exit(127);
 }
 

@@ -5,14 +5,21 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 
 #include "runner/config/diagnostics.h"
 #include "runner/config/emit.h"
 #include "runner/config/overrides.h"
+#include "runner/config/yaml_reader.h"
 #include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
 namespace {
+
+// The largest integer a double holds exactly (2^53): the most a seed may be.
+constexpr double kLargestExactInteger = 9007199254740992.0;
+// The most times a failed trial is tried again.
+constexpr std::int64_t kMaxRetries = 1000;
 
 using config::Diagnostics;
 using config::Mark;
@@ -79,9 +86,51 @@ bool number(const Node& node, double& out) {
   }
 }
 
+// What a value (an override text) means, for telling values apart: a plain
+// number by its value (0.1, 0.10 and 1e-1 are one), a string by its text
+// whether quoted or not (cosine and "cosine" are one), but a quoted number
+// stays a string ("2" is not 2: a number field refuses it); a list item by
+// item.
+std::string value_identity(const Node& node) {
+  if (node.is_sequence()) {
+    std::string out = "[";
+    for (const auto& item : node.items()) out += value_identity(item) + ",";
+    return out + "]";
+  }
+  double n = 0;
+  if (!node.quoted() && number(node, n)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", n);
+    return std::string("number ") + text;
+  }
+  return "text " + node.text();
+}
+
+std::string value_identity(const std::string& override_text) {
+  Diagnostics ignored;
+  bool ok = true;
+  const Node node = config::parse_yaml(override_text, "<value>", ignored, &ok);
+  return ok && (node.is_scalar() || node.is_sequence()) ? value_identity(node)
+                                                        : "as written " + override_text;
+}
+
+// `values` without those that mean what an earlier one does (value_identity):
+// each would run the same trials again.
+std::vector<std::string> distinct_values(const std::vector<std::string>& values) {
+  std::vector<std::string> out, seen;
+  for (const auto& v : values) {
+    std::string identity = value_identity(v);
+    if (std::find(seen.begin(), seen.end(), identity) != seen.end()) continue;
+    seen.push_back(std::move(identity));
+    out.push_back(v);
+  }
+  return out;
+}
+
 // Adds a grid key's values, each remembered as written at `mark`; a key
 // already in the grid gets the new values appended. Each value once: a
-// value written twice would run the same trial twice.
+// value written twice (or another way, value_identity) would run the same
+// trial twice.
 void add_grid(SweepSpec& spec, const std::string& key, const std::vector<std::string>& values,
               const Mark& mark) {
   std::size_t i = 0;
@@ -92,7 +141,9 @@ void add_grid(SweepSpec& spec, const std::string& key, const std::vector<std::st
     spec.grid_value_marks.emplace_back();
   }
   auto& existing = spec.grid[i].second;
-  for (const auto& v : values) {
+  std::vector<std::string> together = existing;
+  together.insert(together.end(), values.begin(), values.end());
+  for (const auto& v : distinct_values(together)) {
     if (std::find(existing.begin(), existing.end(), v) != existing.end()) continue;
     existing.push_back(v);
     spec.grid_value_marks[i].push_back(mark);
@@ -233,10 +284,20 @@ std::string sample(const RandomParam& p, std::uint64_t& state) {
     return std::to_string(low + static_cast<std::int64_t>(next_random(state) % span));
   }
   const double u = unit(state);
-  const double v = p.distribution == "uniform"
-                       ? p.low + u * (p.high - p.low)
-                       : std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
-  std::snprintf(text, sizeof text, "%.6g", v);
+  const bool uniform = p.distribution == "uniform";
+  const double v = uniform ? p.low + u * (p.high - p.low)
+                           : std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
+  // The fewest digits (at least 6) that keep the sample within a millionth
+  // of the range of its value and inside the range: a narrow range far from
+  // 0 ([0.99999, 0.999999]) needs more than 6.
+  const auto scale = [&](double x) { return uniform ? x : std::log(x); };
+  const double tolerance = 1e-6 * (scale(p.high) - scale(p.low));
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    const double written = std::strtod(text, nullptr);
+    if (written >= p.low && written <= p.high && std::abs(scale(written) - scale(v)) <= tolerance)
+      break;
+  }
   return text;
 }
 
@@ -373,6 +434,18 @@ void check_swept_once(const std::vector<SweptPlace>& places, Diagnostics& diags)
     }
 }
 
+// The sweep's own settings are no trial's: the trials' configs have no sweep
+// section, so sweeping one would run the same trial again and again.
+void check_swept_keys(const std::vector<SweptPlace>& places, Diagnostics& diags) {
+  for (const SweptPlace& place : places)
+    if (place.key == "sweep" || place.key.rfind("sweep.", 0) == 0)
+      diags.add(place.mark, place.where + "." + place.key,
+                place.key +
+                    " is a setting of the sweep, not of its trials (their configs have "
+                    "no sweep section): every trial would be the same",
+                "set it once under sweep:, and sweep trial settings only");
+}
+
 }  // namespace
 
 bool from_sweep_section(const OverrideSource& source) {
@@ -477,8 +550,10 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
                           "a sweep may have at most " + std::to_string(kMaxTrials) + " trials");
             }
           } else if (rk == "seed") {
-            if (!number(rv, n) || n < 0 || n != std::floor(n))
-              diags.add(rv.mark(), path + ".seed", "expected an integer >= 0");
+            if (!number(rv, n) || n < 0 || n != std::floor(n) || n > kLargestExactInteger)
+              diags.add(
+                  rv.mark(), path + ".seed",
+                  "expected an integer from 0 to 2^53 (9007199254740992), found " + rv.text());
             else
               spec.random_seed = static_cast<std::uint64_t>(n);
           } else if (rk == "params") {
@@ -502,15 +577,18 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
         if (!spec.random.empty() && spec.random_trials == 0 && !value.find("trials"))
           diags.add(value.mark(), path + ".trials", "random search needs `trials: N`");
       } else if (key == "seeds") {
-        spec.seeds = scalars(value, path, diags);
+        spec.seeds = distinct_values(scalars(value, path, diags));
         spec.seeds_mark = section.key_mark_at(i);
         places.push_back({"seed", path, spec.seeds_mark});
       } else if (key == "objective") {
         parse_objective(value, path, spec, diags);
       } else if (key == "max_retries") {
         double n = 0;
-        if (!number(value, n) || n < 0 || n != std::floor(n))
-          diags.add(value.mark(), path, "expected an integer >= 0");
+        if (!number(value, n) || n < 0 || n != std::floor(n) || n > kMaxRetries)
+          diags.add(value.mark(), path,
+                    "expected an integer from 0 to " + std::to_string(kMaxRetries) + ", found " +
+                        value.text(),
+                    "max_retries tries a failed trial again that many times");
         else
           spec.max_retries = static_cast<std::int64_t>(n);
       } else {
@@ -529,6 +607,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
     add_grid(spec, flag.substr(0, eq), split_grid_values(flag.substr(eq + 1)), mark);
     places.push_back({flag.substr(0, eq), "sweep.grid", mark});
   }
+  check_swept_keys(places, diags);
   check_swept_once(places, diags);
   if (diags.empty()) check_trial_count(spec, section, diags);
   diags.throw_if_any();

@@ -10,6 +10,7 @@
 // run prunes while it is read is followed to the newer one; bad input is a
 // clear error with the usual exit codes (2: usage or config, 1: a damaged
 // checkpoint).
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -185,7 +186,11 @@ TEST_CASE("trainer eval: bad input is a clear error") {
                      tmp / "no_eval.log") == 0);
   r = run_trainer("eval " + (tmp / "no_eval_run"), true);
   CHECK(r.code == 2);
-  CHECK_THAT(r.out, Catch::Contains("has no eval data"));
+  // The way to evaluate it is other data: a split of its training set would
+  // hold out samples it trained on.
+  CHECK_THAT(r.out, Catch::Contains("has no eval data") &&
+                        Catch::Contains("data.split would hold out samples this run trained on") &&
+                        !Catch::Contains("data.split=0.1"));
   // Another model's checkpoint, without overrides: this run's checkpoints, or that run.
   REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "wide", "train.epochs=1",
                       "model.layers[1].out_features=24"},
@@ -447,6 +452,15 @@ TEST_CASE("trainer eval where the training data is gone: the eval source stands 
   CHECK_THAT(r.out, Catch::Contains("error: data.train.path: cannot open the csv source") &&
                         Catch::Contains("error: data.eval.path: cannot open the csv source") &&
                         Catch::Contains("2 errors"));
+  // Each at its own line of the run's config.yaml.
+  const std::string recorded = read_text(tmp / "run/config.yaml");
+  const auto at_line_of = [&](const std::string& file, const std::string& key) {
+    const auto line =
+        1 + std::count(recorded.begin(), recorded.begin() + recorded.find(file), '\n');
+    return (tmp / "run/config.yaml") + ":" + std::to_string(line) + ":11: error: " + key + ":";
+  };
+  CHECK_THAT(r.out, Catch::Contains(at_line_of("train.csv", "data.train.path")) &&
+                        Catch::Contains(at_line_of("test.csv", "data.eval.path")));
 }
 
 TEST_CASE("trainer eval where an image folder is gone: the run's class names label the stand-in") {

@@ -71,6 +71,7 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
     return train::prepare_eval_session(config);
   } catch (const config::ConfigError& e) {
     if (!config.data.eval) throw;
+    const config::Config as_written = config;  // its marks: data.eval's where the file has them
     for (const auto& d : e.diagnostics().list())
       if (d.key_path.rfind("data.train", 0) != 0) throw;
     const config::Diagnostic& first = e.diagnostics().list().front();
@@ -86,7 +87,10 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
       config::Diagnostics both;
       for (const auto& d : e.diagnostics().list()) both.add(d);
       for (config::Diagnostic d : stand_in.diagnostics().list()) {
-        if (d.key_path.rfind("data.train", 0) == 0) d.key_path.replace(0, 10, "data.eval");
+        if (d.key_path.rfind("data.train", 0) == 0) {
+          d.key_path.replace(0, 10, "data.eval");
+          d.mark = train::mark_of(as_written, d.key_path);
+        }
         both.add(std::move(d));
       }
       both.throw_if_any();
@@ -172,7 +176,8 @@ int command_eval(const CommandArgs& args) {
                                               : "data.eval='{type: " + type + ", ...}'";
     std::fprintf(stderr,
                  "error: %s has no eval data: give it with an override, e.g. %s (the fields of "
-                 "a %s source are in docs/config-reference.md), or data.split=0.1\n",
+                 "a %s source are in docs/config-reference.md); data.split would hold out "
+                 "samples this run trained on\n",
                  config_path.c_str(), example.c_str(), type.c_str());
     return 2;
   }

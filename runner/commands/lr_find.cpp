@@ -177,10 +177,16 @@ int command_lr_find(const CommandArgs& given) {
     stopped_by = e.what();  // the range ends there
   }
   if (code > 128) {  // stopped by a signal: the range was not read
+    // Again in a directory of its own: this one holds the stopped run.
+    const std::string again =
+        given.out_dir.empty()
+            ? "run lr-find again"
+            : "run lr-find again with another --out (or after removing " + given.out_dir + ")";
     std::fprintf(stderr,
-                 "lr-find was stopped before the end of its range, so there is no reading: run "
-                 "lr-find again (the `trainer run --resume` above would finish the run without "
-                 "reading the range)\n");
+                 "lr-find was stopped before the end of its range, so there is no reading: %s "
+                 "(the `trainer run --resume` above would finish the run without reading the "
+                 "range)\n",
+                 again.c_str());
     return code;
   }
   if (code != 0) return code;  // the run said why

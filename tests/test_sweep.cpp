@@ -425,6 +425,21 @@ TEST_CASE("a sweep shows the config's warnings once, as validate does") {
                       "train.early_stopping.patience=3,5", "--out", tmp / "sw2"},
                      tmp / "2.log") == 0);
   CHECK(read_text(tmp / "2.log").find(": warning:") == std::string::npos);
+  // A swept key without effect is the sweep's warning, once, at the sweep,
+  // though the trial at its default (0.9) has none of its own; validate says
+  // it too.
+  const std::string swept_momentum =
+      "warning: sweep.grid.optimizer.momentum: the sweep varies optimizer.momentum, which has no "
+      "effect with optimizer.type: adam (it applies to sgd)";
+  REQUIRE(run_to_end({"sweep", tmp / "tiny.yaml", "train.max_steps=1", "--grid",
+                      "optimizer.momentum=0.8,0.9", "--out", tmp / "sw3"},
+                     tmp / "3.log") == 0);
+  CHECK(count(read_text(tmp / "3.log"), "<--grid>:1:1: " + swept_momentum) == 1);
+  CHECK(count(read_text(tmp / "3.log"), "warning: optimizer.momentum") == 0);
+  write_text(tmp / "momentum.yaml",
+             tiny_experiment(64) + "sweep: {grid: {optimizer.momentum: [0.9, 0.8]}}\n");
+  REQUIRE(run_to_end({"validate", tmp / "momentum.yaml"}, tmp / "4.log") == 0);
+  CHECK(count(read_text(tmp / "4.log"), swept_momentum) == 1);
 }
 
 TEST_CASE("trainer validate refuses the sweep sections trainer sweep refuses") {

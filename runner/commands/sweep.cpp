@@ -200,21 +200,33 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
 
 // The warnings every trial's config has, once, at the user's file (each
 // trial's log has them again, at its own config); one that some trial's
-// values make moot is not the sweep's.
-void print_shared_warnings(const std::vector<config::Config>& trials) {
+// values make moot is not the sweep's. That a key the sweep varies has no
+// effect is the sweep's warning, once, at the sweep section, though a trial
+// at the default value has none.
+void print_shared_warnings(const sweep::SweepSpec& spec,
+                           const std::vector<config::Config>& trials) {
   if (trials.empty()) return;
+  std::set<std::string> swept;
+  for (const auto& key : sweep::swept_keys(spec)) swept.insert(key.key);
   const auto formatted = [](const config::Config& trial) {
     std::set<std::string> out;
     for (const auto& w : trial.warnings) out.insert(config::format(w, "warning"));
     return out;
   };
   std::vector<std::set<std::string>> all;
-  for (const auto& trial : trials) all.push_back(formatted(trial));
+  std::vector<config::Diagnostic> every_warning;
+  for (const auto& trial : trials) {
+    all.push_back(formatted(trial));
+    every_warning.insert(every_warning.end(), trial.warnings.begin(), trial.warnings.end());
+  }
   for (const auto& w : trials.front().warnings) {
     const std::string text = config::format(w, "warning");
-    if (std::all_of(all.begin(), all.end(), [&](const auto& set) { return set.contains(text); }))
+    if ((!swept.contains(w.key_path) || !sweep::says_without_effect(w)) &&
+        std::all_of(all.begin(), all.end(), [&](const auto& set) { return set.contains(text); }))
       std::fprintf(stderr, "%s\n", text.c_str());
   }
+  for (const auto& w : sweep::swept_without_effect(spec, every_warning))
+    std::fprintf(stderr, "%s\n", config::format(w, "warning").c_str());
 }
 
 }  // namespace
@@ -233,7 +245,7 @@ int command_sweep(const CommandArgs& args) {
   job.gpus = config.devices.gpus;
   std::vector<config::Config> trial_configs;
   if (resolve_trial_configs(job, args.config_path, trial_configs)) return 2;
-  print_shared_warnings(trial_configs);
+  print_shared_warnings(job.spec, trial_configs);
   const std::string base_config = sweep::trial_base_config(config.resolved);
   const std::string record = sweep::sweep_record(job, base_config);
   // The default directory is named by what decides the trials (not the

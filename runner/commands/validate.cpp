@@ -55,8 +55,8 @@ std::vector<SweptValue> swept_values(const sweep::SweepSpec& spec) {
       if (p.distribution == "int")
         std::snprintf(text, sizeof text, "%.0f",
                       bound == p.low ? std::ceil(bound) : std::floor(bound));
-      else
-        std::snprintf(text, sizeof text, "%.6g", bound);
+      else  // exactly: a bound rounded could fall outside the key's range
+        std::snprintf(text, sizeof text, "%.17g", bound);
       out.push_back({p.key, text, p.mark, path});
     }
   }
@@ -68,7 +68,8 @@ std::vector<SweptValue> swept_values(const sweep::SweepSpec& spec) {
 // sweep section (as `trainer sweep` applies it): a misspelt key or a value
 // out of range is reported at the section, as `trainer sweep` would refuse it.
 void check_swept_values(const CommandArgs& args, const std::vector<std::string>& mended_by,
-                        const sweep::SweepSpec& spec, config::Diagnostics& diags) {
+                        const sweep::SweepSpec& spec, config::Diagnostics& diags,
+                        std::vector<config::Diagnostic>& warnings) {
   std::set<std::string> seen;
   for (const SweptValue& sv : swept_values(spec)) {
     const std::string swept = sv.key + "=" + sv.value;
@@ -79,6 +80,7 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
     origins.push_back(sv.mark);
     try {
       const config::Config config = config::load_config(args.config_path, overrides, origins);
+      warnings.insert(warnings.end(), config.warnings.begin(), config.warnings.end());
       // The model's own checks (layer types, attributes, shapes) for a swept model key.
       if (sv.key.rfind("model.", 0) == 0) config::run_validation_hooks(config);
     } catch (const config::ConfigError& e) {
@@ -114,7 +116,9 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
     return;
   }
   warnings = sweep::overrides_of_swept_keys(args.overrides, spec);
-  check_swept_values(args, mended_by, spec, diags);
+  std::vector<config::Diagnostic> value_warnings;
+  check_swept_values(args, mended_by, spec, diags, value_warnings);
+  for (auto& w : sweep::swept_without_effect(spec, value_warnings)) warnings.add(std::move(w));
   sweep::check_objective_recorded(spec, config, args.config_path, diags);
 }
 

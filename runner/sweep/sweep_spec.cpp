@@ -457,17 +457,42 @@ bool points_at(const config::Diagnostic& d, const OverrideSource& source) {
          d.mark.column == source.mark.column;
 }
 
+bool says_without_effect(const config::Diagnostic& warning) {
+  return warning.message.rfind("has no effect", 0) == 0;
+}
+
+std::vector<SweptKey> swept_keys(const SweepSpec& spec) {
+  std::vector<SweptKey> out;
+  for (std::size_t i = 0; i < spec.grid.size(); ++i)
+    out.push_back({spec.grid[i].first, spec.grid_marks[i], "sweep.grid." + spec.grid[i].first});
+  for (const auto& param : spec.random)
+    out.push_back({param.key, param.mark, "sweep.random.params." + param.key});
+  if (!spec.seeds.empty()) out.push_back({"seed", spec.seeds_mark, "sweep.seeds"});
+  return out;
+}
+
+std::vector<config::Diagnostic> swept_without_effect(
+    const SweepSpec& spec, const std::vector<config::Diagnostic>& warnings) {
+  std::vector<config::Diagnostic> out;
+  for (const SweptKey& swept : swept_keys(spec)) {
+    const auto about_it = std::find_if(warnings.begin(), warnings.end(), [&](const auto& w) {
+      return w.key_path == swept.key && says_without_effect(w);
+    });
+    if (about_it != warnings.end())
+      out.push_back({swept.mark, swept.key_path,
+                     "the sweep varies " + swept.key + ", which " + about_it->message +
+                         ": the trials that differ only there train alike",
+                     about_it->suggestion});
+  }
+  return out;
+}
+
 config::Diagnostics overrides_of_swept_keys(const std::vector<std::string>& overrides,
                                             const SweepSpec& spec) {
-  std::vector<std::pair<std::string, config::Mark>> swept;
-  for (std::size_t i = 0; i < spec.grid.size(); ++i)
-    swept.emplace_back(spec.grid[i].first, spec.grid_marks[i]);
-  for (const auto& param : spec.random) swept.emplace_back(param.key, param.mark);
-  if (!spec.seeds.empty()) swept.emplace_back("seed", spec.seeds_mark);
   config::Diagnostics diags;
   for (std::size_t i = 0; i < overrides.size(); ++i) {
     const std::string key = config::override_key(overrides[i]);
-    for (const auto& [swept_key, mark] : swept) {
+    for (const auto& [swept_key, mark, key_path] : swept_keys(spec)) {
       if (key != swept_key) continue;
       const bool flag = mark.file == "<--grid>";
       diags.add({config::kCommandLine, static_cast<int>(i) + 1, 1}, key,

@@ -87,6 +87,27 @@ bool from_sweep_section(const OverrideSource& source);
 // the override's origin: config::OverrideOrigins).
 bool points_at(const config::Diagnostic& d, const OverrideSource& source);
 
+// A config key the sweep varies, where it is written and under which path
+// of the sweep section ("sweep.grid.optimizer.lr", "sweep.seeds" for seed).
+struct SweptKey {
+  std::string key;
+  config::Mark mark;
+  std::string key_path;
+};
+std::vector<SweptKey> swept_keys(const SweepSpec& spec);
+
+// Whether a config warning says its setting has no effect ("has no effect
+// with optimizer.type: adam ..."), rather than warning of one that acts.
+bool says_without_effect(const config::Diagnostic& warning);
+
+// The warnings of trial configs (or of the config with each swept value)
+// that a key the sweep varies has no effect under the other values (as
+// momentum under adam): one per key, at the sweep's place for it.
+// A trial whose value is the default has no warning of its own, and trains
+// like the others all the same.
+std::vector<config::Diagnostic> swept_without_effect(
+    const SweepSpec& spec, const std::vector<config::Diagnostic>& warnings);
+
 // The command line's overrides (KEY=VALUE) that set a key the sweep varies:
 // every trial would replace their value, so `trainer sweep` refuses them
 // (errors at the override, naming where the sweep varies the key) and

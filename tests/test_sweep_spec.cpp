@@ -182,6 +182,30 @@ TEST_CASE("a nested map in the grid says grid keys are dotted") {
         "s.yaml:1:20: error: sweep.grid.optimizer: expected a list of values, found a map: grid "
         "keys are dotted config keys\n"
         "    write `optimizer.lr: [...]` directly under sweep.grid\n");
+  // From an override, whose path cannot hold the dotted key: --grid can.
+  config::Diagnostics d;
+  config::Node tree = yaml("name: x\n");
+  config::apply_overrides(tree, {"sweep.grid.optimizer.lr=[0.3, 0.2]"}, d);
+  REQUIRE(d.empty());
+  CHECK_THAT(errors_of(*tree.find("sweep")),
+             Catch::Contains("<command line>:1:") &&
+                 Catch::Contains("give the values with --grid optimizer.lr=V1,V2,..."));
+}
+
+TEST_CASE("an override of a key the sweep varies, or of a part of it, is named with the key") {
+  const auto spec = sweep::parse_sweep(
+      yaml("{grid: {data.train.shape: [[1, 4, 4], [1, 2, 8]], optimizer.lr: [0.1, 0.2]}}"), {}, 0);
+  const auto diags =
+      sweep::overrides_of_swept_keys({"data.train.shape[0]=2", "optimizer.lr=0.3",
+                                      "optimizer.lr_scaling=none", "data.train.shapes=1"},
+                                     spec);
+  REQUIRE(diags.list().size() == 2);
+  CHECK(diags.list()[0].message.starts_with(
+      "the sweep varies data.train.shape (at s.yaml:1:9), so every trial would replace this "
+      "value with its own data.train.shape"));
+  CHECK(
+      diags.list()[1].message.starts_with("the sweep varies optimizer.lr (at s.yaml:1:51), so "
+                                          "every trial would replace this value"));
 }
 
 TEST_CASE("an int range must have whole-number bounds") {

@@ -493,12 +493,16 @@ config::Diagnostics overrides_of_swept_keys(const std::vector<std::string>& over
   for (std::size_t i = 0; i < overrides.size(); ++i) {
     const std::string key = config::override_key(overrides[i]);
     for (const auto& [swept_key, mark, key_path] : swept_keys(spec)) {
-      if (key != swept_key) continue;
+      // The key itself, or a part of it (data.train.shape[0] of a swept shape).
+      const bool under = key.size() > swept_key.size() && key.starts_with(swept_key) &&
+                         (key[swept_key.size()] == '.' || key[swept_key.size()] == '[');
+      if (key != swept_key && !under) continue;
       const bool flag = mark.file == "<--grid>";
       diags.add({config::kCommandLine, static_cast<int>(i) + 1, 1}, key,
-                "the sweep varies " + key + " (" +
+                "the sweep varies " + swept_key + " (" +
                     (flag ? std::string("a --grid flag") : "at " + config::to_string(mark)) +
-                    "), so every trial would replace this value",
+                    "), so every trial would replace this value" +
+                    (under ? " with its own " + swept_key : std::string()),
                 "drop the override, or " +
                     (flag ? std::string("the --grid flag") : "the key from the sweep section"));
     }
@@ -542,10 +546,13 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
         for (std::size_t g = 0; g < value.size(); ++g) {
           const Node& values = value.value_at(g);
           if (values.is_map()) {  // {optimizer: {lr: [...]}}: keys are dotted paths
+            const std::string leaf = first_leaf_key(values, value.key_at(g));
+            // An override's path cannot hold a dotted grid key: --grid can.
+            const bool overridden = values.mark().file == config::kCommandLine;
             diags.add(values.mark(), path + "." + value.key_at(g),
                       "expected a list of values, found a map: grid keys are dotted config keys",
-                      "write `" + first_leaf_key(values, value.key_at(g)) +
-                          ": [...]` directly under sweep.grid");
+                      overridden ? "give the values with --grid " + leaf + "=V1,V2,..."
+                                 : "write `" + leaf + ": [...]` directly under sweep.grid");
             continue;
           }
           add_grid(spec, value.key_at(g), scalars(values, path + "." + value.key_at(g), diags),

@@ -116,10 +116,9 @@ SourceDef csv_source() {
     o.features = strings_or(a, "features", {});
     o.header = bool_or(a, "header", true);
     const std::string delimiter = string_or(a, "delimiter", ",");
-    if (delimiter.size() != 1) {
-      throw std::runtime_error("csv source: delimiter must be one character, got " +
-                               quote(delimiter));
-    }
+    if (delimiter.size() != 1)
+      throw SourceFieldError("delimiter",
+                             "delimiter must be one character, got " + quote(delimiter));
     o.delimiter = delimiter[0];
     o.regression = bool_or(a, "regression", false);
     o.classes = int_or(a, "classes", 0);

@@ -1033,5 +1033,10 @@ TEST_CASE("a CSV without a header takes its columns by index, written as integer
   CHECK(r.code == 2);
   CHECK(r.out.find("has no column '2'; columns: a, b, y (with a header, columns go by name; "
                    "header: false numbers them from 0)") != std::string::npos);
+  // A delimiter of two characters is an error at the delimiter.
+  r = run("validate " + config + " 'data.train.delimiter=;;'", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("<command line>:1:22: error: data.train.delimiter: ") &&
+                        Catch::Contains("delimiter must be one character, got ';;'"));
   fs::remove_all(dir);
 }

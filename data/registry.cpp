@@ -77,7 +77,9 @@ SourceDef npy_source() {
       "integer classes or y [N, ...] float targets (regression). Each x[i] is one sample as "
       "stored: images must be channels first, [N, C, H, W] (or [N, H, W] for one channel), "
       "as the image transforms read samples as [C, H, W]; tabular data is [N, features]. "
-      "Transpose a channels-last [N, H, W, C] array before saving it: x.transpose(0, 3, 1, 2).";
+      "Transpose a channels-last [N, H, W, C] array before saving it: x.transpose(0, 3, 1, 2). "
+      "Arrays are read in C order: one np.save wrote in Fortran order (a transposed 2-D array, "
+      "x.T) is refused; save np.ascontiguousarray(x) instead.";
   d.fields = {field("x", FT::string, "Path of the samples array.").req(),
               field("y", FT::string, "Path of the labels or targets array.").req(),
               classes_field()};

@@ -98,12 +98,12 @@ TEST_CASE("a key swept in two of the grid, the random search and the seeds is re
   // A --grid flag against the file's random search or seeds.
   CHECK(errors_of(yaml("{random: {trials: 2, params: {optimizer.lr: {uniform: [0.1, 0.2]}}}}"),
                   {"train.epochs=1,2", "optimizer.lr=0.1,0.01"}) ==
-        "<--grid>:2:1: error: sweep.grid.optimizer.lr: optimizer.lr is swept by "
+        "--grid flag 2: error: sweep.grid.optimizer.lr: optimizer.lr is swept by "
         "sweep.random.params at s.yaml:1:31 too: every trial would set it twice, the last value "
         "replacing the other\n    sweep optimizer.lr in one place: drop it from --grid flag 2 "
         "or from sweep.random.params\n");
   CHECK(errors_of(yaml("{seeds: [1, 2]}"), {"seed=3"})
-            .find("<--grid>:1:1: error: sweep.grid.seed: "
+            .find("--grid flag 1: error: sweep.grid.seed: "
                   "seed is swept by sweep.seeds at "
                   "s.yaml:1:2 too") == 0);
 }
@@ -163,7 +163,7 @@ TEST_CASE("a sweep of more trials than the cap is refused with the count, at the
   std::string values;
   for (int i = 0; i < 1000; ++i) values += (i ? "," : "") + std::to_string(i);
   CHECK(errors_of(config::Node{}, {"seed=" + values, "train.log_every=" + values}) ==
-        "<--grid>:1:1: error: sweep.grid.seed: the sweep expands to 1000000 trials (1000 (seed) "
+        "--grid flag 1: error: sweep.grid.seed: the sweep expands to 1000000 trials (1000 (seed) "
         "x 1000 (train.log_every)); a sweep may have at most 10000\n"
         "    sweep fewer values, or split the search into several sweeps\n");
   CHECK(errors_of(yaml("{grid: {seed: [1, 2]}, random: {trials: 10000, params: {optimizer.lr: "
@@ -282,7 +282,7 @@ TEST_CASE("each trial override knows whether the sweep section or a --grid flag 
   CHECK(trials[0].sources[2].key_path == "sweep.seeds");
   CHECK(sweep::from_sweep_section(trials[0].sources[0]));
   CHECK(trials[1].overrides[0] == "optimizer.lr=0.2");
-  CHECK(config::to_string(trials[1].sources[0].mark) == "<--grid>:1:1");
+  CHECK(config::to_string(trials[1].sources[0].mark) == "--grid flag 1");
   CHECK_FALSE(sweep::from_sweep_section(trials[1].sources[0]));
 }
 

@@ -53,7 +53,7 @@ std::optional<config::Diagnostic> at_sweep_section(const config::Diagnostic& d,
     config::Diagnostic own = d;  // without the "(in override N ...)" of the trial's list
     if (const auto at = own.message.find(" (in override "); at != std::string::npos)
       own.message.resize(at);
-    own.mark = {"--grid flag " + std::to_string(source.mark.line), 0, 0};
+    own.mark = source.mark;  // "--grid flag N"
     return sweep::swept_value_error(own, trial.overrides[i], {own.mark, source.key_path},
                                     same_for_every_value);
   }

@@ -4,6 +4,7 @@
 namespace trainer::config {
 
 std::string to_string(const Mark& mark) {
+  if (mark.file == kGridFlags && mark.line > 0) return "--grid flag " + std::to_string(mark.line);
   std::string out = mark.file.empty() ? "<unknown>" : mark.file;
   if (mark.line > 0) out += ":" + std::to_string(mark.line) + ":" + std::to_string(mark.column);
   return out;

@@ -23,7 +23,12 @@ struct Mark {
   bool is_derived() const { return file == kDerivedFile; }
 };
 
-std::string to_string(const Mark& mark);  // "configs/a.yaml:12:5"
+// The file of a mark in a `trainer sweep --grid` flag; its line is the
+// flag's number (from 1).
+inline constexpr const char* kGridFlags = "<--grid>";
+
+// "configs/a.yaml:12:5"; "--grid flag 2" for a mark in a --grid flag.
+std::string to_string(const Mark& mark);
 
 class Node {
  public:

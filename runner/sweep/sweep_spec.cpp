@@ -166,7 +166,7 @@ void check_trial_count(const SweepSpec& spec, const Node& section, Diagnostics& 
   const std::uint64_t total = trial_count(spec);
   if (total <= kMaxTrials) return;
   std::string factors;
-  Mark mark = section.is_map() ? section.mark() : Mark{"<--grid>", 0, 0};
+  Mark mark = section.is_map() ? section.mark() : Mark{config::kGridFlags, 0, 0};
   std::string key = "sweep";
   std::uint64_t largest = 0;
   for (std::size_t i = 0; i < spec.grid.size(); ++i) {
@@ -406,12 +406,12 @@ struct SweptPlace {
 
 // "--grid flag 2", or the part of the sweep section.
 std::string owner(const SweptPlace& place) {
-  if (place.mark.file == "<--grid>") return "--grid flag " + std::to_string(place.mark.line);
+  if (place.mark.file == config::kGridFlags) return config::to_string(place.mark);
   return place.where;
 }
 
 std::string describe(const SweptPlace& place) {
-  if (place.mark.file == "<--grid>") return owner(place);
+  if (place.mark.file == config::kGridFlags) return owner(place);
   return place.where + " at " + config::to_string(place.mark);
 }
 
@@ -449,7 +449,7 @@ void check_swept_keys(const std::vector<SweptPlace>& places, Diagnostics& diags)
 }  // namespace
 
 bool from_sweep_section(const OverrideSource& source) {
-  return !source.mark.file.empty() && source.mark.file != "<--grid>";
+  return !source.mark.file.empty() && source.mark.file != config::kGridFlags;
 }
 
 bool points_at(const config::Diagnostic& d, const OverrideSource& source) {
@@ -497,7 +497,7 @@ config::Diagnostics overrides_of_swept_keys(const std::vector<std::string>& over
       const bool under = key.size() > swept_key.size() && key.starts_with(swept_key) &&
                          (key[swept_key.size()] == '.' || key[swept_key.size()] == '[');
       if (key != swept_key && !under) continue;
-      const bool flag = mark.file == "<--grid>";
+      const bool flag = mark.file == config::kGridFlags;
       diags.add({config::kCommandLine, static_cast<int>(i) + 1, 1}, key,
                 "the sweep varies " + swept_key + " (" +
                     (flag ? std::string("a --grid flag") : "at " + config::to_string(mark)) +
@@ -630,7 +630,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
   }
   for (std::size_t f = 0; f < grid_flags.size(); ++f) {
     const std::string& flag = grid_flags[f];
-    const Mark mark{"<--grid>", static_cast<int>(f) + 1, 1};
+    const Mark mark{config::kGridFlags, static_cast<int>(f) + 1, 1};
     const auto eq = flag.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size()) {
       diags.add(mark, "--grid", "expected KEY=V1,V2,... , found '" + flag + "'");

@@ -68,7 +68,7 @@ struct SweepSpec {
 };
 
 // Where a trial's override comes from: the sweep section's key (its mark in
-// the config file) or a --grid flag (file "<--grid>").
+// the config file) or a --grid flag (file config::kGridFlags).
 struct OverrideSource {
   config::Mark mark;
   std::string key_path;  // "sweep.grid.optimizer.lr", "sweep.random.params.x", "sweep.seeds"

@@ -203,6 +203,19 @@ TEST_CASE("trainer eval: bad input is a clear error") {
                                         "/checkpoints), or evaluate another run's checkpoint "
                                         "with that run's directory") &&
                         !Catch::Contains("drop the model.* overrides"));
+  // The run's config.yaml edited by hand to another model: the edit is named.
+  {
+    std::string edited = read_text(tmp / "wide/config.yaml");
+    const auto at = edited.find("out_features: 24");
+    REQUIRE(at != std::string::npos);
+    write_text(tmp / "wide/config.yaml", edited.replace(at, 16, "out_features: 20"));
+  }
+  r = run_trainer("eval " + (tmp / "wide"), true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("does not fit the model") &&
+                        Catch::Contains((tmp / "wide/config.yaml") +
+                                        " was edited by hand since the run wrote it") &&
+                        !Catch::Contains("give one of this run's checkpoints"));
   // A sweep's directory: one of its trials.
   fs::create_directories(tmp / "sweep/trials/trial-000");
   write_text(tmp / "sweep/sweep.yaml", "grid: {}\n");

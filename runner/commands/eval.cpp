@@ -214,6 +214,11 @@ int command_eval(const CommandArgs& args) {
     if (averaged)
       advice += std::string(advice.empty() ? "" : "; ") +
                 "drop train.ema_decay: the run kept no averaged weights";
+    if (advice.empty() && train::config_edited_by_hand(args.run_dir))
+      advice = config_path.string() +
+               " was edited by hand since the run wrote it (its sha256 is no longer "
+               "config.sha256's): restore the run's own config (manifest.json keeps each config "
+               "the run trained with, under configs)";
     if (advice.empty())
       advice = "give one of this run's checkpoints (" +
                (fs::path(args.run_dir) / "checkpoints").string() +

@@ -504,6 +504,16 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
   return change;
 }
 
+bool config_edited_by_hand(const std::string& dir) {
+  std::string recorded_hash;
+  std::ifstream(fs::path(dir) / "config.sha256") >> recorded_hash;
+  std::ifstream file(fs::path(dir) / "config.yaml", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string hash = sha256_hex(config_body(text));
+  if (recorded_hash.empty() || hash == recorded_hash) return false;
+  return !recorded_config(read_manifest(dir), hash);  // a resume's config is no edit
+}
+
 std::string resume_thread_change(const std::string& dir, const config::Config& config) {
   if (!config.deterministic || !config.devices.gpus.empty()) return "";
   const nlohmann::json manifest = read_manifest(dir);

@@ -65,6 +65,10 @@ void check_manifest(const std::string& dir);
 std::string reopen_run_dir(const std::string& dir, const config::Config& config,
                            const CommandArgs& args);
 
+// Whether DIR/config.yaml was edited by hand since a run wrote it: its
+// sha256 is neither config.sha256's nor that of a config the manifest keeps.
+bool config_edited_by_hand(const std::string& dir);
+
 // On a resume of a deterministic CPU run, a line saying that the compute
 // threads differ from those of the run's last session (manifest.json keeps
 // each session's count) and what to set for a bit-identical continuation; ""

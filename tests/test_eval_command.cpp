@@ -363,6 +363,29 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
                                                "micro_batch_size: 0", "micro_batch_size: 16"));
   CHECK(eval_json(tmp / "run")["loss"].get<double>() == Approx(recorded).epsilon(1e-6));
 
+  // Transforms overridden before the normalize: the run's statistics are of
+  // other samples, so they are computed again; after it, the run's still
+  // apply (the micro-batch of 16 above rounds the sums apart).
+  const auto scaled = run_trainer("eval " + (tmp / "run") +
+                                      " data.train.seed=11 'data.transforms=[{type: scale, factor: "
+                                      "2}, {type: normalize}]' --json",
+                                  true);
+  CHECK(scaled.code == 0);
+  CHECK_THAT(scaled.out,
+             Catch::Contains("note: data.transforms: normalize 0 follows other transforms than "
+                             "in the run") &&
+                 !Catch::Contains("normalize: the statistics the run computed"));
+  const auto after = run_trainer("eval " + (tmp / "run") +
+                                     " 'data.transforms=[{type: normalize}, {type: scale, factor: "
+                                     "1}]' --json",
+                                 true);
+  CHECK(after.code == 0);
+  CHECK_THAT(after.out, Catch::Contains("normalize: the statistics the run computed") &&
+                            !Catch::Contains("follows other transforms"));
+  CHECK(eval_json(tmp / "run data.train.seed=11 'data.transforms=[{type: normalize}, {type: "
+                        "scale, factor: 1}]'")["loss"]
+            .get<double>() == Approx(recorded).epsilon(1e-6));
+
   // A model override the checkpoint does not fit: a usage error.
   const auto r = run_trainer("eval " + (tmp / "run") + " model.layers[1].out_features=16", true);
   CHECK(r.code == 2);
@@ -400,13 +423,15 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
                                         "samples (transform 'normalize': mean and std need 1 "
                                         "value") &&
                             !Catch::Contains("normalize: the statistics the run computed"));
-  // A transform that does not fit for another reason: the config's error, no note.
+  // A transform that does not fit for another reason: the config's error, no
+  // note that the statistics do not fit (only that the normalize follows
+  // other transforms than the run's).
   noted = run_trainer("eval " + (tmp / "run") +
                           " 'data.transforms=[{type: random_crop, size: 64}, {type: normalize}]'",
                       true);
   CHECK(noted.code == 2);
   CHECK_THAT(noted.out, Catch::Contains("transform 'random_crop': size [64, 64] is larger") &&
-                            !Catch::Contains("note:"));
+                            !Catch::Contains("do not fit the samples"));
   std::string text = manifest.dump();
   const std::string mean = manifest["normalize_statistics"][0]["mean"].dump();
   text.replace(text.find(mean), mean.size(), "[NaN]");

@@ -128,8 +128,12 @@ int command_eval(const CommandArgs& args) {
   print_config_warnings(config);
   in_one_process(config, args.run_dir);
   const std::vector<config::TypedItem> written_transforms = config.data.transforms;
+  // The run's own transforms, which its recorded statistics follow.
+  const std::vector<config::TypedItem> trained_with =
+      args.overrides.empty() ? written_transforms
+                             : config::load_config(config_path.string(), {}).data.transforms;
   const train::RestoredStatistics restored =
-      train::restore_normalize_statistics(args.run_dir, config);
+      train::restore_normalize_statistics(args.run_dir, config, trained_with);
   for (const std::string& problem : restored.problems)
     std::fprintf(stderr,
                  "note: %s: the recorded normalize statistics cannot be used; they are computed "
@@ -142,8 +146,13 @@ int command_eval(const CommandArgs& args) {
   train::Session session = [&] {
     try {
       train::Session restored_session = session_for_eval(config, args.run_dir);
-      if (restored.filled > 0)
+      if (restored.filled > 0 && restored.problems.empty())
         std::fprintf(stderr, "normalize: the statistics the run computed (manifest.json)\n");
+      else if (restored.filled > 0)
+        std::fprintf(stderr,
+                     "normalize: the statistics the run computed (manifest.json) for %zu "
+                     "normalize(s), the others' computed again\n",
+                     restored.filled);
       return restored_session;
     } catch (const config::ConfigError& e) {
       // Recorded statistics that do not fit the samples (a damaged

@@ -649,12 +649,46 @@ nlohmann::json recorded_statistics(const std::string& dir, std::string& problem)
 
 }  // namespace
 
-RestoredStatistics restore_normalize_statistics(const std::string& dir, config::Config& config) {
+namespace {
+
+// The transforms before the `rank`-th normalize of `transforms` (all of
+// them when it has fewer).
+std::vector<config::TypedItem> before_normalize(const std::vector<config::TypedItem>& transforms,
+                                                std::size_t rank) {
+  std::vector<config::TypedItem> out;
+  for (const config::TypedItem& item : transforms) {
+    if (item.type == "normalize" && rank-- == 0) break;
+    out.push_back(item);
+  }
+  return out;
+}
+
+bool same_transforms(const std::vector<config::TypedItem>& a,
+                     const std::vector<config::TypedItem>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.type == y.type && x.attrs.values() == y.attrs.values();
+  });
+}
+
+}  // namespace
+
+RestoredStatistics restore_normalize_statistics(
+    const std::string& dir, config::Config& config,
+    const std::vector<config::TypedItem>& trained_with) {
   RestoredStatistics out;
   std::vector<config::TypedItem*> wanted;  // each normalize, nullptr when it has its own
   for (config::TypedItem& item : config.data.transforms)
     if (item.type == "normalize")
       wanted.push_back(item.attrs.has("mean") || item.attrs.has("std") ? nullptr : &item);
+  // A normalize after other transforms than the run's: its statistics are not the run's.
+  for (std::size_t rank = 0; rank < wanted.size(); ++rank)
+    if (wanted[rank] && !same_transforms(before_normalize(config.data.transforms, rank),
+                                         before_normalize(trained_with, rank))) {
+      out.problems.push_back("data.transforms: normalize " + std::to_string(rank) +
+                             " follows other transforms than in the run, whose statistics are of "
+                             "its own transforms' samples");
+      wanted[rank] = nullptr;
+    }
   if (std::all_of(wanted.begin(), wanted.end(), [](auto* item) { return !item; })) return out;
   const std::string where = (fs::path(dir) / "manifest.json").string();
   std::string problem;

@@ -99,8 +99,12 @@ struct RestoredStatistics {
 // "normalize_statistics", in the order of the list), so that evaluating a
 // run normalises as it trained even when its training data changed since.
 // A record that is missing, damaged, or holds a value that is not finite (or
-// a std not above 0) fills nothing and is reported.
-RestoredStatistics restore_normalize_statistics(const std::string& dir, config::Config& config);
+// a std not above 0) fills nothing and is reported; so does one whose
+// normalize follows other transforms than it did in the run (`trained_with`,
+// the run's own data.transforms: an override changed them), as the run's
+// statistics are of the samples its own transforms made.
+RestoredStatistics restore_normalize_statistics(const std::string& dir, config::Config& config,
+                                                const std::vector<config::TypedItem>& trained_with);
 
 // The training data's class names the run in `dir` recorded (manifest.json
 // "class_names": a source that names its classes, as an image folder does);

@@ -44,7 +44,8 @@ strip --strip-unneeded "$bundle"/lib/*.so* 2>/dev/null || true
 # gpu-check.sh compares it with the GPU machine's, and where the machine's is
 # older uses the machine's own copy of such a library instead.
 for f in "$bundle"/bin/* "$bundle"/lib/*; do
-  need=$(objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n 1)
+  need=$(objdump -T "$f" 2>/dev/null | { grep -o 'GLIBC_[0-9][0-9.]*' || true; } | sed 's/GLIBC_//' |
+    sort -V | tail -n 1)
   echo "${need:-0} ${f#"$bundle"/}"
 done >"$bundle/GLIBC_NEEDS"
 # The commit, marked -dirty when the tree had uncommitted changes.

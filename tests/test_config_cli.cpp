@@ -609,12 +609,20 @@ TEST_CASE(
             "set (add data.eval, or data.split)\n"
             "    it records train.loss, train.accuracy\n1 error\n");
   // Without keep_best, a metric written still ranks `eval --checkpoint best`:
-  // a loss at the default max would pick the worst checkpoint.
-  CHECK(validate("checkpoint.keep_best=0 checkpoint.metric=train.loss").out ==
-        "<command line>:2:19: error: checkpoint.mode: trainer eval --checkpoint best would pick "
-        "the checkpoint of the largest train.loss (checkpoint.mode defaults to max) (in override "
-        "2 'checkpoint.metric=train.loss')\n"
-        "    set checkpoint.mode: min\n1 error\n");
+  // a loss at the default max would pick the worst checkpoint (a warning:
+  // nothing else ranks by it).
+  const auto unranked = validate("checkpoint.keep_best=0 checkpoint.metric=train.loss");
+  CHECK(unranked.code == 0);
+  CHECK(unranked.out ==
+        "<command line>:2:19: warning: checkpoint.mode: trainer eval --checkpoint best would "
+        "pick the checkpoint of the largest train.loss (checkpoint.mode defaults to max)\n"
+        "    set checkpoint.mode: min\nok\n");
+  // A mode written with the default metric, which this run never records:
+  // said at the mode.
+  CHECK_THAT(validate("checkpoint.keep_best=0 checkpoint.mode=min").out,
+             Catch::StartsWith("<command line>:2:17: warning: checkpoint.metric: trainer eval "
+                               "--checkpoint best ranks checkpoints by 'eval.accuracy' "
+                               "(checkpoint.metric's default), which this run never records"));
   CHECK(validate("checkpoint.keep_best=0 checkpoint.metric=train.loss checkpoint.mode=min").out ==
         "ok\n");
   CHECK(validate("checkpoint.keep_best=0").out == "ok\n");  // nothing ranks: nothing to say

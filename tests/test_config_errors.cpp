@@ -370,6 +370,15 @@ TEST_CASE("a setting that acts on a value other than 0 warns when that value is 
             .warnings.empty());
   CHECK(load_config(kGood + "minimal.yaml", {"optimizer.nesterov=false", "optimizer.momentum=0"})
             .warnings.empty());
+  // Both of nesterov's conditions failed: one warning, whose suggestion mends both.
+  const auto both =
+      load_config(kGood + "minimal.yaml",
+                  {"optimizer.type=adam", "optimizer.momentum=0", "optimizer.nesterov=true"});
+  REQUIRE(both.warnings.size() == 2);  // momentum's own (adam) and nesterov's
+  CHECK(both.warnings[1].key_path == "optimizer.nesterov");
+  CHECK(both.warnings[1].message == "has no effect with optimizer.type: adam (it applies to sgd)");
+  CHECK(both.warnings[1].suggestion ==
+        "remove it, or set optimizer.type: sgd and optimizer.momentum above 0");
   // Early stopping's settings without its patience: it is off.
   const auto stopping = load_config(kGood + "minimal.yaml",
                                     {"train.early_stopping={metric: eval.accuracy, mode: max}"});

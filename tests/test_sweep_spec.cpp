@@ -189,7 +189,8 @@ TEST_CASE("a nested map in the grid says grid keys are dotted") {
   REQUIRE(d.empty());
   CHECK_THAT(errors_of(*tree.find("sweep")),
              Catch::Contains("<command line>:1:") &&
-                 Catch::Contains("give the values with --grid optimizer.lr=V1,V2,..."));
+                 Catch::Contains("give the grid as a map: 'sweep.grid={optimizer.lr: [...]}' "
+                                 "(trainer sweep also takes --grid optimizer.lr=V1,V2,...)"));
 }
 
 TEST_CASE("an override of a key the sweep varies, or of a part of it, is named with the key") {
@@ -289,7 +290,7 @@ TEST_CASE("each trial override knows whether the sweep section or a --grid flag 
 TEST_CASE("values that mean the same are one trial: numbers by value, strings quoted or not") {
   const auto spec = sweep::parse_sweep(
       yaml("{grid: {optimizer.lr: [0.1, 0.10, 1e-1, 0.2], schedule.type: [cosine, \"cosine\"], "
-           "data.train.shape: [[1, 4, 4], [1, 4, 4.0]]}, seeds: [3, 3, 4]}"),
+           "data.train.shape: [[1, 4, 4], [1, 4, +4]]}, seeds: [3, 3, 4]}"),
       {"optimizer.lr=0.2,2e-1,0.3"}, 0);
   REQUIRE(spec.grid.size() == 3);
   CHECK(spec.grid[0].second == std::vector<std::string>{"0.1", "0.2", "0.3"});
@@ -299,6 +300,13 @@ TEST_CASE("values that mean the same are one trial: numbers by value, strings qu
   CHECK(sweep::expand_trials(spec).size() == 3 * 1 * 1 * 2);
   // A quoted number is a string (a number field refuses it): not the number.
   CHECK(sweep::parse_sweep(yaml("{grid: {name: [2, \"2\"]}}"), {}, 0).grid[0].second.size() == 2);
+  // Integers by their exact value, beyond a double's 2^53; 0x10 is no number
+  // to the config (a string), so not 16.
+  CHECK(sweep::parse_sweep(yaml("{seeds: [9007199254740993, 9007199254740992]}"), {}, 0)
+            .seeds.size() == 2);
+  CHECK(sweep::parse_sweep(yaml("{grid: {train.batch_size: [16, 0x10]}}"), {}, 0)
+            .grid[0]
+            .second.size() == 2);
 }
 
 TEST_CASE("the sweep's own settings cannot be swept, and its counts are bounded") {
@@ -313,8 +321,10 @@ TEST_CASE("the sweep's own settings cannot be swept, and its counts are bounded"
              Catch::Contains("sweep.seeds is a setting of the sweep"));
   CHECK_THAT(errors_of(yaml("{max_retries: 9223372036854775807}")),
              Catch::Contains("s.yaml:1:15: error: sweep.max_retries: expected an integer from 0 "
-                             "to 1000, found 9223372036854775807"));
+                             "to 1000, found integer 9223372036854775807"));
   CHECK(errors_of(yaml("{max_retries: 1000}")).empty());
+  CHECK_THAT(errors_of(yaml("{max_retries: [1]}")),
+             Catch::Contains("expected an integer from 0 to 1000, found a list"));
   CHECK_THAT(errors_of(yaml("{random: {trials: 1, seed: 1e19, params: {seed: {int: [0, 9]}}}}")),
              Catch::Contains("sweep.random.seed: expected an integer from 0 to 2^53"));
 }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,8 +56,11 @@ std::vector<SweptValue> swept_values(const sweep::SweepSpec& spec) {
       if (p.distribution == "int")
         std::snprintf(text, sizeof text, "%.0f",
                       bound == p.low ? std::ceil(bound) : std::floor(bound));
-      else  // exactly: a bound rounded could fall outside the key's range
-        std::snprintf(text, sizeof text, "%.17g", bound);
+      else  // the shortest text that reads back exactly: a bound rounded could leave the range
+        for (int digits = 6; digits <= 17; ++digits) {
+          std::snprintf(text, sizeof text, "%.*g", digits, bound);
+          if (std::strtod(text, nullptr) == bound) break;
+        }
       out.push_back({p.key, text, p.mark, path});
     }
   }

@@ -385,6 +385,9 @@ void collect_inert_settings(const Node& root, Config& config) {
       if (!parse_field(*given, spec, key, ignored, value) ||
           !parse_field(default_node(spec), spec, key, ignored, fallback) || value == fallback)
         continue;
+      // Each condition the setting fails: the first is the message, and the
+      // suggestion mends all of them (nesterov under adam with momentum 0).
+      std::vector<std::pair<std::string, std::string>> failed;  // {why, what to set}
       if (!spec.applies_when.empty()) {
         const std::string control = spec.applies_when.find('.') == std::string::npos
                                         ? join_key(section.path, spec.applies_when)
@@ -395,22 +398,23 @@ void collect_inert_settings(const Node& root, Config& config) {
             std::find(values.begin(), values.end(), setting->text()) == values.end()) {
           std::string listed;
           for (const auto& v : values) listed += (listed.empty() ? "" : " or ") + v;
-          config.warnings.push_back({given->mark(), key,
-                                     "has no effect with " + control + ": " + setting->text() +
-                                         " (it applies to " + listed + ")",
-                                     "remove it, or set " + control + ": " + values.front()});
-          continue;  // one reason is enough
+          failed.emplace_back(control + ": " + setting->text() + " (it applies to " + listed + ")",
+                              control + ": " + values.front());
         }
       }
       if (!spec.applies_while_positive.empty()) {
         const std::string control = join_key(section.path, spec.applies_while_positive);
         const Node* setting = find_dotted(root, control);
         if (setting && setting->is_scalar() && as_number(*setting) == 0.0)
-          config.warnings.push_back({given->mark(), key,
-                                     "has no effect with " + control + ": " + setting->text() +
-                                         " (it acts only when " + control + " is above 0)",
-                                     "remove it, or set " + control + " above 0"});
+          failed.emplace_back(
+              control + ": " + setting->text() + " (it acts only when " + control + " is above 0)",
+              control + " above 0");
       }
+      if (failed.empty()) continue;
+      std::string mend;
+      for (const auto& [why, set] : failed) mend += (mend.empty() ? "" : " and ") + set;
+      config.warnings.push_back({given->mark(), key, "has no effect with " + failed.front().first,
+                                 "remove it, or set " + mend});
     }
   }
   // keep_best by a train.* metric ranks the checkpoints whose step ends a

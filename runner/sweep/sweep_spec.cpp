@@ -10,6 +10,7 @@
 #include "runner/config/diagnostics.h"
 #include "runner/config/emit.h"
 #include "runner/config/overrides.h"
+#include "runner/config/scalar.h"
 #include "runner/config/yaml_reader.h"
 #include "runner/sweep/objective.h"
 
@@ -86,7 +87,8 @@ bool number(const Node& node, double& out) {
   }
 }
 
-// What a value (an override text) means, for telling values apart: a plain
+// What a value (an override text) means, for telling values apart, as the
+// config reads scalars (config::classify): an integer by its exact value, a
 // number by its value (0.1, 0.10 and 1e-1 are one), a string by its text
 // whether quoted or not (cosine and "cosine" are one), but a quoted number
 // stays a string ("2" is not 2: a number field refuses it); a list item by
@@ -97,11 +99,19 @@ std::string value_identity(const Node& node) {
     for (const auto& item : node.items()) out += value_identity(item) + ",";
     return out + "]";
   }
-  double n = 0;
-  if (!node.quoted() && number(node, n)) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.17g", n);
-    return std::string("number ") + text;
+  switch (config::classify(node)) {
+    case config::ScalarKind::integer:
+      if (const auto n = config::as_int(node)) return "integer " + std::to_string(*n);
+      break;
+    case config::ScalarKind::number:
+      if (const auto n = config::as_number(node)) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.17g", *n);
+        return std::string("number ") + text;
+      }
+      break;
+    default:
+      break;
   }
   return "text " + node.text();
 }
@@ -287,11 +297,11 @@ std::string sample(const RandomParam& p, std::uint64_t& state) {
   const bool uniform = p.distribution == "uniform";
   const double v = uniform ? p.low + u * (p.high - p.low)
                            : std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
-  // The fewest digits (at least 6) that keep the sample within a millionth
-  // of the range of its value and inside the range: a narrow range far from
-  // 0 ([0.99999, 0.999999]) needs more than 6.
+  // The fewest digits (at least 6) that keep the sample within 1e-4 of the
+  // range of its value and inside the range: a narrow range far from 0
+  // ([0.99999, 0.999999]) needs more than 6, a usual one does not.
   const auto scale = [&](double x) { return uniform ? x : std::log(x); };
-  const double tolerance = 1e-6 * (scale(p.high) - scale(p.low));
+  const double tolerance = 1e-4 * (scale(p.high) - scale(p.low));
   for (int digits = 6; digits <= 17; ++digits) {
     std::snprintf(text, sizeof text, "%.*g", digits, v);
     const double written = std::strtod(text, nullptr);
@@ -547,12 +557,14 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
           const Node& values = value.value_at(g);
           if (values.is_map()) {  // {optimizer: {lr: [...]}}: keys are dotted paths
             const std::string leaf = first_leaf_key(values, value.key_at(g));
-            // An override's path cannot hold a dotted grid key: --grid can.
+            // An override's path cannot hold a dotted grid key: a map can.
             const bool overridden = values.mark().file == config::kCommandLine;
             diags.add(values.mark(), path + "." + value.key_at(g),
                       "expected a list of values, found a map: grid keys are dotted config keys",
-                      overridden ? "give the values with --grid " + leaf + "=V1,V2,..."
-                                 : "write `" + leaf + ": [...]` directly under sweep.grid");
+                      overridden
+                          ? "give the grid as a map: 'sweep.grid={" + leaf +
+                                ": [...]}' (trainer sweep also takes --grid " + leaf + "=V1,V2,...)"
+                          : "write `" + leaf + ": [...]` directly under sweep.grid");
             continue;
           }
           add_grid(spec, value.key_at(g), scalars(values, path + "." + value.key_at(g), diags),
@@ -583,9 +595,9 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
             }
           } else if (rk == "seed") {
             if (!number(rv, n) || n < 0 || n != std::floor(n) || n > kLargestExactInteger)
-              diags.add(
-                  rv.mark(), path + ".seed",
-                  "expected an integer from 0 to 2^53 (9007199254740992), found " + rv.text());
+              diags.add(rv.mark(), path + ".seed",
+                        "expected an integer from 0 to 2^53 (9007199254740992), found " +
+                            config::describe(rv));
             else
               spec.random_seed = static_cast<std::uint64_t>(n);
           } else if (rk == "params") {
@@ -619,7 +631,7 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
         if (!number(value, n) || n < 0 || n != std::floor(n) || n > kMaxRetries)
           diags.add(value.mark(), path,
                     "expected an integer from 0 to " + std::to_string(kMaxRetries) + ", found " +
-                        value.text(),
+                        config::describe(value),
                     "max_retries tries a failed trial again that many times");
         else
           spec.max_retries = static_cast<std::int64_t>(n);

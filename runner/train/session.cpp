@@ -579,6 +579,7 @@ Session open_session(const config::Config& config, const std::vector<std::string
   diags.throw_if_any();  // all of them at once
   config::Diagnostics warnings;
   if (s.trains) warn_early_stopping_cannot_stop(config, s, warnings);
+  if (s.trains) warn_checkpoint_ranking(config, s, warnings);
   s.warnings = warnings.list();
   build_model_graph(s);
   return s;

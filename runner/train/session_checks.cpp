@@ -327,17 +327,6 @@ void check_checkpoint_metric(const config::Config& config, const Session& s,
                       "checkpoint.mode", "checkpoint.keep_best", "keep_best ranks checkpoints by",
                       "keep_best would keep the checkpoints of", false},
                      diags);
-  // Without keep_best, a metric or mode set otherwise than by default still
-  // ranks the checkpoints for `trainer eval --checkpoint best`: checked as
-  // well (by value: a run's config.yaml writes the defaults out).
-  else if (config.checkpoint.metric != config::CheckpointConfig{}.metric ||
-           config.checkpoint.mode != config::CheckpointConfig{}.mode)
-    check_metric_use(config, s,
-                     {config.checkpoint.metric, config.checkpoint.mode, "checkpoint.metric",
-                      "checkpoint.mode", "checkpoint.metric",
-                      "trainer eval --checkpoint best ranks checkpoints by",
-                      "trainer eval --checkpoint best would pick the checkpoint of", false},
-                     diags);
   const config::EarlyStoppingConfig& stop = config.train.early_stopping;
   if (stop.patience > 0)
     check_metric_use(config, s,
@@ -345,6 +334,21 @@ void check_checkpoint_metric(const config::Config& config, const Session& s,
                       "train.early_stopping.mode", "train.early_stopping.patience",
                       "early stopping follows", "early stopping would wait for", true},
                      diags);
+}
+
+void warn_checkpoint_ranking(const config::Config& config, const Session& s,
+                             config::Diagnostics& warnings) {
+  // By value: a run's config.yaml writes the defaults out.
+  const config::CheckpointConfig defaults;
+  if (config.checkpoint.keep_best > 0 ||
+      (config.checkpoint.metric == defaults.metric && config.checkpoint.mode == defaults.mode))
+    return;
+  check_metric_use(
+      config, s,
+      {config.checkpoint.metric, config.checkpoint.mode, "checkpoint.metric", "checkpoint.mode",
+       "checkpoint.mode", "trainer eval --checkpoint best ranks checkpoints by",
+       "trainer eval --checkpoint best would pick the checkpoint of", false},
+      warnings);
 }
 
 }  // namespace trainer::train

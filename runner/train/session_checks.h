@@ -58,6 +58,13 @@ void warn_early_stopping_cannot_stop(const config::Config& config, const Session
 // epoch's last step taking those left). 0: every micro-batch is full.
 std::int64_t short_batch_rows(const config::Config& config, const Session& s);
 
+// Without keep_best, a checkpoint.metric or mode set otherwise than by
+// default ranks the checkpoints only for `trainer eval --checkpoint best`:
+// the checks check_checkpoint_metric makes, as warnings (a run's resume and
+// its evaluation by another checkpoint are not refused over them).
+void warn_checkpoint_ranking(const config::Config& config, const Session& s,
+                             config::Diagnostics& warnings);
+
 // keep_best ranks checkpoints, and early stopping follows, a metric the run
 // records (early stopping: an evaluation's), and a default mode does not pick
 // the worst (a loss at its largest, an accuracy at its smallest).

@@ -366,19 +366,18 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
   // Transforms overridden before the normalize: the run's statistics are of
   // other samples, so they are computed again; after it, the run's still
   // apply (the micro-batch of 16 above rounds the sums apart).
-  const auto scaled = run_trainer("eval " + (tmp / "run") +
-                                      " data.train.seed=11 'data.transforms=[{type: scale, factor: "
-                                      "2}, {type: normalize}]' --json",
-                                  true);
+  const auto eval_with = [&](const std::string& transforms) {
+    return run_trainer(
+        "eval " + (tmp / "run") + " data.train.seed=11 'data.transforms=" + transforms + "' --json",
+        true);
+  };
+  const auto scaled = eval_with("[{type: scale, factor: 2}, {type: normalize}]");
   CHECK(scaled.code == 0);
   CHECK_THAT(scaled.out,
              Catch::Contains("note: data.transforms: normalize 0 follows other transforms than "
                              "in the run") &&
                  !Catch::Contains("normalize: the statistics the run computed"));
-  const auto after = run_trainer("eval " + (tmp / "run") +
-                                     " 'data.transforms=[{type: normalize}, {type: scale, factor: "
-                                     "1}]' --json",
-                                 true);
+  const auto after = eval_with("[{type: normalize}, {type: scale, factor: 1}]");
   CHECK(after.code == 0);
   CHECK_THAT(after.out, Catch::Contains("normalize: the statistics the run computed") &&
                             !Catch::Contains("follows other transforms"));

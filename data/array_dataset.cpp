@@ -50,12 +50,12 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
     if (label == kIgnoreLabel) continue;  // no class: the loss leaves the sample out
     if (label < 0 || (data_.num_classes > 0 && label >= data_.num_classes)) {
       throw std::runtime_error(
-          data_.description + ": label " + std::to_string(label) + " of sample " +
-          std::to_string(i) + " is outside [0, " +
+          "label " + std::to_string(label) + " of " + sample_origin(static_cast<std::int64_t>(i)) +
+          " is outside [0, " +
           (data_.num_classes > 0 ? std::to_string(data_.num_classes) : std::string("inf")) + ")" +
           (label < 0 ? " (and is not " + std::to_string(kIgnoreLabel) +
-                           ", the label of an ignored sample)"
-                     : std::string()));
+                           ", the label of an ignored sample): correct the label"
+                     : ": correct the label, or set classes above " + std::to_string(label)));
     }
     if (label > max_label_) {
       max_label_ = label;
@@ -78,9 +78,12 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
 }
 
 std::string ArrayDataset::max_label_origin() const {
-  if (max_label_sample_ < 0) return "";
-  if (data_.label_origin) return data_.label_origin(max_label_sample_);
-  return "sample " + std::to_string(max_label_sample_) + " of " + data_.description;
+  return max_label_sample_ < 0 ? "" : sample_origin(max_label_sample_);
+}
+
+std::string ArrayDataset::sample_origin(std::int64_t sample) const {
+  if (data_.label_origin) return data_.label_origin(sample);
+  return "sample " + std::to_string(sample) + " of " + data_.description;
 }
 
 std::uint64_t ArrayDataset::content_digest() const {

@@ -49,6 +49,9 @@ class ArrayDataset final : public Dataset {
   std::uint64_t content_digest() const override;
 
  private:
+  // Where sample `sample`'s label is: its label_origin, or its index.
+  std::string sample_origin(std::int64_t sample) const;
+
   ArrayData data_;
   CachedDigest digest_;
   std::int64_t size_ = 0;

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -21,17 +22,57 @@
 namespace trainer::data {
 namespace {
 
-std::vector<std::string> split_line(const std::string& line, char delimiter) {
+// The fields of one line. A field in double quotes may hold the delimiter,
+// and "" for a quote (RFC 4180); spaces around a field are dropped. A quote
+// left open at the end of the line is an error (`where`: "CSV file 'f' line 3"):
+// a field that spans lines is not read.
+std::vector<std::string> split_line(const std::string& line, char delimiter,
+                                    const std::string& where) {
   std::vector<std::string> cells;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, delimiter)) {
-    const auto first = cell.find_first_not_of(" \t\r\"");
-    const auto last = cell.find_last_not_of(" \t\r\"");
-    cells.push_back(first == std::string::npos ? "" : cell.substr(first, last - first + 1));
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  std::size_t at = 0;
+  for (;;) {
+    while (at < line.size() && is_space(line[at]) && line[at] != delimiter) ++at;
+    std::string cell;
+    if (at < line.size() && line[at] == '"') {
+      const std::size_t opening = at++;
+      for (;; ++at) {
+        if (at == line.size())
+          throw std::runtime_error(where + ": the quote at column " + std::to_string(opening + 1) +
+                                   " is not closed on its line (a field that spans lines is not "
+                                   "read): close it, or write a quote inside a field as \"\"");
+        if (line[at] != '"') {
+          cell += line[at];
+        } else if (at + 1 < line.size() && line[at + 1] == '"') {
+          cell += '"';
+          ++at;
+        } else {
+          ++at;
+          break;
+        }
+      }
+      while (at < line.size() && line[at] != delimiter) {
+        if (!is_space(line[at]))
+          throw std::runtime_error(where + ": text after the quoted field that ends at column " +
+                                   std::to_string(at) + ": put the whole field in the quotes");
+        ++at;
+      }
+    } else {
+      const std::size_t end = std::min(line.find(delimiter, at), line.size());
+      cell = line.substr(at, end - at);
+      while (!cell.empty() && is_space(cell.back())) cell.pop_back();
+      at = end;
+    }
+    cells.push_back(std::move(cell));
+    if (at >= line.size()) break;
+    ++at;  // past the delimiter
   }
-  if (!line.empty() && line.back() == delimiter) cells.emplace_back();
   return cells;
+}
+
+// "CSV file 'f' line 3", for errors.
+std::string line_place(const std::string& path, std::int64_t line_number) {
+  return "CSV file '" + path + "' line " + std::to_string(line_number);
 }
 
 // The column names for an error: each shortened, at most the first 20 (then
@@ -84,6 +125,27 @@ void check_unique_names(const std::string& path, const std::vector<std::string>&
   }
 }
 
+// A header of numbers only, some with a fraction or an exponent ("0.126,
+// -1e-3, 7"), is a data row read as column names, which would silently drop
+// that sample: refuse it. Integer names ("0,1,2,3", as pandas writes a
+// frame's default columns) stay names.
+void check_header_has_names(const std::string& path, const std::vector<std::string>& names,
+                            std::int64_t line_number) {
+  bool fractional = false;
+  for (const std::string& name : names) {
+    double value = 0;
+    const auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), value);
+    if (name.empty() || ec != std::errc() || ptr != name.data() + name.size()) return;
+    fractional |= name.find_first_of(".eE") != std::string::npos;
+  }
+  if (!fractional) return;
+  throw SourceFieldError("header", line_place(path, line_number) +
+                                       ", read as the header (header: true), holds only numbers (" +
+                                       known_columns(names) +
+                                       "): a data row? set header: false when the file has no "
+                                       "header line");
+}
+
 }  // namespace
 
 std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
@@ -106,7 +168,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   while (std::getline(in, line)) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    names = split_line(line, o.delimiter);
+    names = split_line(line, o.delimiter, line_place(o.path, line_number));
     columns = names.size();
     first_line = line;
     first_line_number = line_number;
@@ -121,6 +183,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     line_number = 0;
   }
   check_unique_names(o.path, names, line_number);
+  if (o.header) check_header_has_names(o.path, names, line_number);
 
   // `field`: the setting that names the column ("label", "features").
   auto column_of = [&](const std::string& name, const std::string& field) -> std::size_t {
@@ -172,14 +235,23 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   // regression targets; a class label has its own check).
   auto parse = [&](const std::string& cell, std::size_t column, bool finite) {
     double value = 0;
+    // A leading '+' (which from_chars does not take) as Python and pandas read it.
+    const bool plus = cell.size() > 1 && cell[0] == '+' && cell[1] != '-' && cell[1] != '+';
+    const char* begin = cell.data() + (plus ? 1 : 0);
     const char* end = cell.data() + cell.size();
-    auto [ptr, ec] = std::from_chars(cell.data(), end, value);
+    auto [ptr, ec] = std::from_chars(begin, end, value);
     const auto where = [&] {
       return "CSV file '" + o.path + "' line " + std::to_string(line_number) + ", column " +
              quote(names[column]) + ": " + quote(cell);
     };
-    if (ec == std::errc::result_out_of_range && ptr == end) {  // 1e999: beyond even float64
-      throw std::runtime_error(where() + " is outside the float32 range");
+    if (ec == std::errc::result_out_of_range && ptr == end) {
+      // 1e-400 is too small for float64, and reads as 0 (as in Python);
+      // 1e999 is too large even for float64.
+      const double magnitude = std::strtod(begin, nullptr);
+      if (!(std::abs(magnitude) < 1))
+        throw std::runtime_error(where() + " is outside the float32 range");
+      value = std::copysign(0.0, magnitude);
+      ec = std::errc();
     }
     if (cell.empty() || ec != std::errc() || ptr != end) {
       // The first line read as data: a header, most likely.
@@ -205,7 +277,8 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   while (std::getline(in, line)) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::vector<std::string> cells = split_line(line, o.delimiter);
+    const std::vector<std::string> cells =
+        split_line(line, o.delimiter, line_place(o.path, line_number));
     if (cells.size() != columns) {
       throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
                                " has " + std::to_string(cells.size()) + " fields, expected " +

@@ -225,7 +225,16 @@ void check_regular_file(const std::string& path) {
                              ": a symbolic link on that path leads back to itself; point it at "
                              "the file");
   }
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+    throw std::runtime_error("cannot reach data file '" + path + "': " + ec.message() +
+                             ": make it and the folders above it readable by the user running "
+                             "the trainer");
+  }
   if (!std::filesystem::exists(status)) {
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec)))
+      throw std::runtime_error("data file '" + path + "' is a broken symbolic link to '" +
+                               std::filesystem::read_symlink(path, ec).string() +
+                               "': restore the file it points to, or give the file's own path");
     throw std::runtime_error("data file '" + path + "' does not exist");
   }
   if (std::filesystem::is_directory(status)) {
@@ -264,10 +273,23 @@ std::vector<std::uint8_t> raw_bytes(const std::string& path) {
   return bytes;
 }
 
+// Runs the format's header check on the first bytes of an uncompressed file,
+// so that a file of another kind is refused at its header, not after reading
+// gigabytes of it into memory. A gzip stream's header is checked as it inflates.
+void check_header_first(const std::string& path, const DeclaredSize& declared) {
+  FileHandle file(std::fopen(path.c_str(), "rb"));
+  if (!file) return;  // raw_bytes says why
+  std::vector<std::uint8_t> prefix(std::size_t{1} << 16);
+  prefix.resize(std::fread(prefix.data(), 1, prefix.size(), file.get()));
+  if (gzip_magic(prefix, 0)) return;
+  declared(prefix);  // throws the format's error for a header it refuses
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> read_file_bytes(const std::string& path, const DeclaredSize& declared) {
   check_regular_file(path);
+  if (declared) check_header_first(path, declared);
   std::vector<std::uint8_t> bytes = raw_bytes(path);
   if (!gzip_magic(bytes, 0)) return bytes;
   try {
@@ -275,6 +297,11 @@ std::vector<std::uint8_t> read_file_bytes(const std::string& path, const Declare
   } catch (const std::bad_alloc&) {  // zlib's state, or a format's header check
     not_enough_memory(path, bytes.size(), ", gzip-compressed");
   }
+}
+
+std::vector<std::uint8_t> read_raw_file_bytes(const std::string& path) {
+  check_regular_file(path);
+  return raw_bytes(path);
 }
 
 }  // namespace trainer::data

@@ -27,9 +27,14 @@ using DeclaredSize = std::function<std::optional<std::size_t>(std::span<const st
 // memory to read ..."), or a gzip stream that is truncated, corrupt (the
 // compressed byte offset and the bytes decompressed before it), followed by
 // bytes that are no further gzip member, or (with `declared`) inflating to more
-// bytes than its header declares.
+// bytes than its header declares. With `declared`, the header of an
+// uncompressed file is checked before the file is read whole.
 std::vector<std::uint8_t> read_file_bytes(const std::string& path,
                                           const DeclaredSize& declared = {});
+
+// The bytes of `path` as they are on disk, never decompressed (image files,
+// whose formats compress on their own). Throws like read_file_bytes.
+std::vector<std::uint8_t> read_raw_file_bytes(const std::string& path);
 
 // A big-endian 32-bit unsigned integer at `offset` (IDX headers).
 inline std::uint32_t read_be32(std::span<const std::uint8_t> bytes, std::size_t offset) {

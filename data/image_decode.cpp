@@ -276,7 +276,7 @@ std::vector<AxisTaps> resize_taps(std::int64_t in, std::int64_t out) {
 }  // namespace
 
 Image decode_image(const std::string& path, std::int64_t channels) {
-  const std::vector<std::uint8_t> bytes = read_file_bytes(path);
+  const std::vector<std::uint8_t> bytes = read_raw_file_bytes(path);
   static const std::uint8_t png_magic[] = {0x89, 'P', 'N', 'G'};
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), png_magic, 4) == 0) {
     return decode_png(path, bytes, channels);
@@ -284,6 +284,10 @@ Image decode_image(const std::string& path, std::int64_t channels) {
   if (bytes.size() >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) {
     return decode_jpeg(path, bytes, channels);
   }
+  if (bytes.size() >= 2 && bytes[0] == 0x1F && bytes[1] == 0x8B)
+    throw std::runtime_error("cannot decode image '" + path +
+                             "': a gzip-compressed file, not a PNG or JPEG one: decompress it "
+                             "(gunzip -c FILE > IMAGE)");
   throw std::runtime_error("cannot decode image '" + path +
                            "': neither a PNG nor a JPEG file (unknown magic bytes)");
 }

@@ -11,6 +11,7 @@
 #include "data/image_decode.h"
 #include "data/image_listing.h"
 #include "data/sources.h"
+#include "data/utf8.h"
 
 namespace trainer::data {
 namespace {
@@ -93,6 +94,12 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
       throw std::runtime_error("image folder '" + root + "': " + ec.message() +
                                ": a symbolic link on that path leads back to itself; point it at "
                                "the folder");
+    // A folder that cannot be reached (one above it without permission to
+    // enter) is not a missing one.
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+      throw std::runtime_error("image folder '" + root + "': " + ec.message() +
+                               ": make it and the folders above it readable by the user running "
+                               "the trainer");
     throw std::runtime_error("image folder '" + root + "' does not exist or is not a directory");
   }
   std::vector<fs::path> class_dirs;
@@ -107,7 +114,9 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
   std::vector<std::string> files, class_names;
   std::vector<std::int64_t> labels;
   for (std::size_t c = 0; c < class_dirs.size(); ++c) {
-    class_names.push_back(class_dirs[c].filename().string());
+    // A folder named in another encoding keeps its bytes as \xNN: the class
+    // names go into JSON records, which hold UTF-8 only.
+    class_names.push_back(with_invalid_utf8_escaped(class_dirs[c].filename().string()));
     std::vector<std::string> images = list_class_images(class_dirs[c]);
     if (images.empty()) {
       throw std::runtime_error("image folder class '" + class_dirs[c].string() +

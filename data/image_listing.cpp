@@ -42,6 +42,38 @@ const char* undecoded_format(const std::string& ext) {
   return nullptr;
 }
 
+// Whether `path` is `base` or lies below it (both canonical).
+bool is_within(const fs::path& path, const fs::path& base) {
+  return std::mismatch(base.begin(), base.end(), path.begin(), path.end()).first == base.end();
+}
+
+// Refuses a link to a folder that would put images of other classes, or this
+// class's again, under this class: one that leads into the image folder but
+// out of `class_dir`, or up to a folder that holds the class folder. A link
+// to a folder elsewhere (a shared disk) is followed.
+void check_folder_link(const fs::path& link, const fs::path& class_dir) {
+  std::error_code ec;
+  const fs::path target = fs::canonical(link, ec);
+  if (ec) return;  // a broken link: not a folder, skipped like other non-images
+  const fs::path class_canonical = fs::canonical(class_dir, ec);
+  if (ec) return;
+  // The image folder as given holds the class folder (which may itself be a
+  // link to a folder elsewhere).
+  const fs::path root = fs::canonical(class_dir.parent_path(), ec);
+  if (ec) return;
+  const bool leads_up = is_within(class_canonical, target);
+  if (is_within(target, class_canonical) || !(leads_up || is_within(target, root))) return;
+  const std::string class_name = class_dir.filename().string();
+  throw std::runtime_error(
+      "folder link '" + link.string() + "' leads to '" + target.string() + "', " +
+      (leads_up ? "which holds its class folder '" + class_name +
+                      "': the images there (other classes', and this class's again)"
+                : "inside the image folder but outside its class folder '" + class_name +
+                      "': the images there (not this class's)") +
+      " would be labelled '" + class_name +
+      "'; remove the link, or copy the images into the class folder");
+}
+
 // One folder of the walk: its path, and the names of its images.
 struct FolderImages {
   std::string path;
@@ -83,6 +115,7 @@ std::vector<std::string> list_class_images(const fs::path& class_dir) {
     FolderImages folder{dir.string(), {}};
     for (const auto& entry : list_folder(dir, dir == class_dir ? "class folder" : "folder")) {
       if (entry.is_directory(ec)) {
+        if (entry.is_symlink(ec)) check_folder_link(entry.path(), class_dir);
         pending.push_back(entry.path());
       } else if (entry.is_regular_file(ec)) {
         const std::string ext = lower_extension(entry.path());

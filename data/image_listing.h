@@ -20,7 +20,9 @@ std::vector<std::filesystem::directory_entry> list_folder(const std::filesystem:
 // folder its files by name. Other files are ignored, except images of a format
 // the decoder cannot read (.bmp, .gif, .webp, .tif ...): those throw
 // std::runtime_error naming the first such file, how many there are, and what
-// to do about them.
+// to do about them. So does a link to a folder of the image folder outside
+// `class_dir`, or to a folder that holds it (other classes' images, labelled
+// as this one's).
 std::vector<std::string> list_class_images(const std::filesystem::path& class_dir);
 
 }  // namespace trainer::data

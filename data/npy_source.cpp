@@ -274,8 +274,11 @@ struct HeaderPlace {
 std::optional<HeaderPlace> header_place(const std::string& path, std::span<const std::uint8_t> b,
                                         bool complete) {
   const std::size_t magic = std::min<std::size_t>(b.size(), 6);
-  if ((magic > 0 && std::memcmp(b.data(), "\x93NUMPY", magic) != 0) ||
-      (complete && b.size() < 10)) {
+  const bool magic_matches = magic == 0 || std::memcmp(b.data(), "\x93NUMPY", magic) == 0;
+  if (magic_matches && magic > 0 && complete && b.size() < 10)
+    bad_header(path, "truncated at byte offset " + std::to_string(b.size()) +
+                         ": the magic, version and header length take 10 bytes");
+  if (!magic_matches || (complete && b.size() < 10)) {
     // numpy.savez writes a zip of .npy files: "PK" first.
     if (b.size() >= 2 && b[0] == 'P' && b[1] == 'K')
       bad_header(path,

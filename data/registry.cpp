@@ -75,8 +75,10 @@ SourceDef npy_source() {
   d.doc =
       "A pair of NumPy .npy files: x [N, ...] (uint8, float32/64, int32/64) and y [N] "
       "integer classes or y [N, ...] float targets (regression). Each x[i] is one sample as "
-      "stored: images must be channels first, [N, C, H, W] (or [N, H, W] for one channel), "
-      "as the image transforms read samples as [C, H, W]; tabular data is [N, features]. "
+      "stored: images must be channels first, [N, C, H, W], as the image transforms read "
+      "samples as [C, H, W]; tabular data is [N, features]. One-channel images saved as "
+      "[N, H, W] give [H, W] samples, which the transforms read but a conv2d does not: save "
+      "x[:, None] or start the model with a reshape layer (shape: [1, H, W]). "
       "Transpose a channels-last [N, H, W, C] array before saving it: x.transpose(0, 3, 1, 2). "
       "Arrays are read in C order: one np.save wrote in Fortran order (a transposed 2-D array, "
       "x.T) is refused; save np.ascontiguousarray(x) instead.";

@@ -737,6 +737,15 @@ TEST_CASE("control bytes in a config are shown escaped, never raw") {
   CHECK(only_error(nul) == nul +
                                ":7:8: error: invalid YAML: a NUL byte (\\0); is this a binary "
                                "file?");
+  // A byte that is not UTF-8 (Latin-1 text), which JSON records cannot hold.
+  const std::string latin = temp_config("latin.yaml", kMinimalText + "name: caf\xE9\n");
+  CHECK(only_error(latin) == latin +
+                                 ":7:10: error: invalid YAML: byte 0xE9 is not UTF-8 (a config is "
+                                 "UTF-8 text; was this written in Latin-1 or another encoding?): "
+                                 "write it as UTF-8 (iconv -f LATIN1 -t UTF-8 converts a Latin-1 "
+                                 "file)");
+  CHECK_THAT(only_error(temp_config("ok.yaml", kMinimalText), {"name=caf\xE9"}),
+             Catch::Contains("<command line>:1:9: error: invalid YAML: byte 0xE9 is not UTF-8"));
 }
 
 TEST_CASE("a loss scale floor above its start is refused at the one written") {

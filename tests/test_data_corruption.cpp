@@ -502,7 +502,8 @@ TEST_CASE("corrupt size fields and values are errors naming the file") {
     write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(2,)", y, sizeof y));
     CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("y.npy"), 10),
                       Contains(dir.file("y.npy")) &&
-                          Contains("label 9223372036854775807 of sample 1 is outside [0, 10)"));
+                          Contains("label 9223372036854775807 of element 1 of NPY file") &&
+                          Contains("(byte offset 136) is outside [0, 10)"));
   }
   SECTION("CSV labels that are no integer, values beyond float32") {
     const std::string path = dir.file("a.csv");
@@ -872,7 +873,9 @@ TEST_CASE("a gzip bomb is refused once its header is out, not inflated in full")
 // A file larger than the memory left is an error naming it and its size, not
 // a bare "std::bad_alloc". An 8 TiB sparse file: refused by malloc wherever
 // the kernel does not promise memory it lacks (vm.overcommit_memory 1).
-TEST_CASE("a data file larger than memory is reported with its size") {
+TEST_CASE(
+    "a data file larger than memory is reported with its size; one of another kind at its "
+    "header") {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   WARN("skipped: a sanitizer's allocator reports an allocation this large instead of failing it");
   return;
@@ -898,6 +901,15 @@ TEST_CASE("a data file larger than memory is reported with its size") {
                     Contains("not enough memory to read data file '" + path +
                              "' (8796093022208 "
                              "bytes)"));
+  // A file of another kind is refused at its header, not after (or instead
+  // of) reading it whole: zeros are no IDX magic, nor NPY's.
+  const std::string zeros = dir.file("zeros");
+  write_bytes(zeros, Bytes(16, 0));
+  std::filesystem::resize_file(zeros, std::uintmax_t{1} << 43);
+  CHECK_THROWS_WITH(open_idx(zeros, dir.file("l.idx")),
+                    Contains("'" + zeros + "' is not an IDX file: magic number 0x00000000"));
+  CHECK_THROWS_WITH(open_npy(zeros, dir.file("l.idx")),
+                    Contains("NPY file '" + zeros + "': not a .npy file"));
 }
 
 namespace {
@@ -922,6 +934,11 @@ Bytes npy_with_header(std::string header, const Bytes& data) {
 // with the byte offset in the file, not a header read as something else.
 TEST_CASE("a mangled NPY header is an error with its byte offset") {
   TempDir dir;
+  write_bytes(dir.file("short.npy"), Bytes{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0});
+  CHECK_THROWS_WITH(open_npy(dir.file("short.npy"), dir.file("short.npy")),
+                    Contains("NPY file '" + dir.file("short.npy") +
+                             "': truncated at byte offset 8: the magic, version and header "
+                             "length take 10 bytes"));
   const std::int64_t y[4] = {0, 1, 0, 1};
   write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(4,)", y, sizeof y));
   const Bytes data(16 * 4, 0);

@@ -155,7 +155,8 @@ TEST_CASE("NPY pairs: uint8, float32 and int64 samples, labels and targets") {
         open_npy(dir.file("pair.npz"), dir.file("y.npy")),
         Contains("a zip archive (numpy.savez's .npz?), not a .npy file") && Contains("numpy.save"));
     CHECK_THROWS_WITH(open_npy(dir.file("x8.npy"), dir.file("y.npy"), 2),
-                      Contains("label 2 of sample 0 is outside [0, 2)"));
+                      Contains("label 2 of element 0 of NPY file '" + dir.file("y.npy") +
+                               "' (byte offset 128) is outside [0, 2)"));
   }
 }
 
@@ -246,6 +247,59 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     CHECK_THROWS_WITH(open_csv(o), Contains("no column 'colour'") && Contains("w, h, kind, z"));
     bad.path = dir.file("none.csv");
     CHECK_THROWS_WITH(open_csv(bad), Contains(dir.file("none.csv")));
+  }
+
+  SECTION(
+      "quoted fields, a leading plus and numbers below float64's range read as Python reads them") {
+    write_text(
+        dir.file("q.csv"),
+        "\"w,h\", \"say \"\"hi\"\"\" ,label\n\"1,5\" ,+2.5,1\n\" 3\",-1e-400,0\n4,1e-400,2\n");
+    CsvOptions q;
+    q.path = dir.file("q.csv");
+    q.features = {"say \"hi\""};
+    const auto d = open_csv(q);
+    REQUIRE(d->size() == 3);
+    CHECK(sample_of(*d, 0, &label) == std::vector<float>{2.5f});
+    CHECK(label == 1);
+    const std::vector<float> tiny = sample_of(*d, 1, &label);
+    CHECK((tiny[0] == 0.0f && std::signbit(tiny[0])));
+    CHECK(sample_of(*d, 2, &label) == std::vector<float>{0.0f});
+    // The quoted "1,5" is one field, and not a number.
+    q.features = {"w,h"};
+    CHECK_THROWS_WITH(open_csv(q), Contains("line 2, column 'w,h': '1,5' is not a number"));
+    write_text(dir.file("open.csv"), "a,b,label\n1,\"2,0\n");
+    q.path = dir.file("open.csv");
+    q.features = {};
+    CHECK_THROWS_WITH(open_csv(q), Contains("line 2: the quote at column 3 is not closed on its "
+                                            "line"));
+    write_text(dir.file("after.csv"), "a,b,label\n1,\"2\"x,0\n");
+    q.path = dir.file("after.csv");
+    CHECK_THROWS_WITH(open_csv(q), Contains("line 2: text after the quoted field that ends at "
+                                            "column 5"));
+    write_text(dir.file("huge.csv"), "a,b,label\n1,1e999,0\n");
+    q.path = dir.file("huge.csv");
+    CHECK_THROWS_WITH(open_csv(q), Contains("'1e999' is outside the float32 range"));
+  }
+
+  SECTION("a header of numbers with fractions is a data row: an error about `header`") {
+    write_text(dir.file("rows.csv"), "0.5,-1e-3,1\n2,3,0\n");
+    CsvOptions rows;
+    rows.path = dir.file("rows.csv");
+    try {
+      open_csv(rows);
+      FAIL("a first row of numbers was read as the header");
+    } catch (const SourceFieldError& e) {
+      CHECK(e.field() == "header");
+      CHECK_THAT(e.what(), Contains("line 1, read as the header (header: true), holds only "
+                                    "numbers (0.5, -1e-3, 1): a data row? set header: false"));
+    }
+    rows.header = false;
+    CHECK(open_csv(rows)->size() == 2);
+    // Integer names are names: pandas writes a frame's default columns so.
+    write_text(dir.file("pandas.csv"), "0,1,2\n0.5,1.5,1\n");
+    CsvOptions pandas;
+    pandas.path = dir.file("pandas.csv");
+    CHECK(open_csv(pandas)->size() == 1);
   }
 
   SECTION(
@@ -430,6 +484,45 @@ TEST_CASE(
   std::filesystem::remove(dir.file("img/cat/b.png"));
   std::filesystem::create_symlink("/nonexistent/notes", dir.file("img/cat/notes.txt"));
   CHECK(open_image_folder(dir.file("img"), 1, 1, 1)->size() == 1);
+}
+
+TEST_CASE(
+    "image folders: a folder link out of its class folder is an error, one to a folder "
+    "elsewhere is followed") {
+  TempDir dir;
+  write_bytes(dir.file("img/cat/a.png"), png_bytes(1, 1, 1, {10}));
+  write_bytes(dir.file("img/dog/b.png"), png_bytes(1, 1, 1, {20}));
+  write_bytes(dir.file("shared/c.png"), png_bytes(1, 1, 1, {30}));
+  std::filesystem::create_directory_symlink(dir.file("shared"), dir.file("img/dog/more"));
+  CHECK(open_image_folder(dir.file("img"), 1, 1, 1)->size() == 3);
+  // Up to the image folder: every class's images again, as "cat".
+  std::filesystem::create_directory_symlink("..", dir.file("img/cat/up"));
+  CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 1, 1, 1),
+                    Contains("folder link '" + dir.file("img/cat/up") + "' leads to '" +
+                             dir.file("img") + "', which holds its class folder 'cat'") &&
+                        Contains("would be labelled 'cat'; remove the link"));
+  std::filesystem::remove(dir.file("img/cat/up"));
+  // Across to another class: the dog's images as cats.
+  std::filesystem::create_directory_symlink("../dog", dir.file("img/cat/dogs"));
+  CHECK_THROWS_WITH(
+      open_image_folder(dir.file("img"), 1, 1, 1),
+      Contains("folder link '" + dir.file("img/cat/dogs") + "' leads to '" + dir.file("img/dog") +
+               "', inside the image folder but outside its class folder 'cat'"));
+}
+
+TEST_CASE(
+    "image folders: a class folder named in another encoding keeps its bytes escaped; a "
+    "gzip-compressed file is no image") {
+  TempDir dir;
+  write_bytes(dir.file("img/caf\xE9/a.png"), png_bytes(1, 1, 1, {10}));     // Latin-1
+  write_bytes(dir.file("img/th\xC3\xA9/b.png"), png_bytes(1, 1, 1, {20}));  // UTF-8
+  const auto d = open_image_folder(dir.file("img"), 1, 1, 1);
+  CHECK(d->class_names() == std::vector<std::string>{"caf\\xE9", "th\xC3\xA9"});
+  // A PNG inside gzip is refused as PIL refuses it, not decompressed.
+  write_gzip(dir.file("img/th\xC3\xA9/c.png"), png_bytes(1, 1, 1, {30}));
+  std::int64_t label = -1;
+  CHECK_THROWS_WITH(sample_of(*open_image_folder(dir.file("img"), 1, 1, 1), 2, &label),
+                    Contains("a gzip-compressed file, not a PNG or JPEG one: decompress it"));
 }
 
 TEST_CASE(

@@ -84,6 +84,13 @@ TEST_CASE("IDX errors name the file and what is wrong") {
     CHECK_THROWS_WITH(open_idx(dir.file("nope.idx"), dir.file("lbl.idx")),
                       Contains(dir.file("nope.idx")) && Contains("does not exist"));
   }
+  SECTION("a broken symbolic link") {
+    std::filesystem::create_symlink(dir.file("gone.idx"), dir.file("link.idx"));
+    CHECK_THROWS_WITH(
+        open_idx(dir.file("link.idx"), dir.file("lbl.idx")),
+        Contains("data file '" + dir.file("link.idx") + "' is a broken symbolic link to '" +
+                 dir.file("gone.idx") + "': restore the file it points to"));
+  }
   SECTION("a symbolic link loop") {
     std::filesystem::create_symlink(dir.file("loop-b.idx"), dir.file("loop-a.idx"));
     std::filesystem::create_symlink(dir.file("loop-a.idx"), dir.file("loop-b.idx"));
@@ -129,7 +136,9 @@ TEST_CASE("IDX errors name the file and what is wrong") {
   SECTION("label outside the classes") {
     CHECK_THROWS_WITH(
         open_idx(dir.file("img.idx"), dir.file("lbl.idx"), 2),
-        Contains("label 2 of sample 2 is outside [0, 2)") && Contains(dir.file("lbl.idx")) &&
+        Contains("label 2 of sample 2 of IDX labels '" + dir.file("lbl.idx") +
+                 "' (byte offset 10) is outside [0, 2)") &&
+            Contains("set classes above 2") &&
             !Contains("-100"));  // a label above the classes: the ignore label is beside the point
   }
   SECTION("labels file given as images") {

@@ -108,6 +108,10 @@ TEST_CASE("bad inputs raise ShapeError saying what the op needs") {
   CHECK(shape_error("conv2d", {{128, 784}},
                     {{"out_channels", std::int64_t{4}}, {"kernel", std::int64_t{3}}})
             .find("conv2d needs input [N, C, H, W], got [128, 784]") == 0);
+  // One-channel images without their channel axis (an NPY x of [N, H, W]).
+  CHECK(shape_error("maxpool2d", {{128, 28, 28}}, {{"kernel", std::int64_t{2}}}) ==
+        "maxpool2d needs input [N, C, H, W], got [128, 28, 28]: one-channel images need their "
+        "channel axis: add a reshape layer (shape: [1, 28, 28]) before it");
   CHECK(shape_error("linear", {{128, 1, 28, 28}}, {{"out_features", std::int64_t{10}}}) ==
         "linear needs a 2-d input [N, features], got [128, 1, 28, 28]: add a flatten layer "
         "before it");

@@ -11,7 +11,8 @@
 // is made (before config.sha256) leaves one that takes a new run, while a
 // directory holding a file of the user's is refused; a config path holding
 // line breaks is written on the one comment line config.yaml begins with;
-// the manifest's git commit says -dirty for a config file the commit lacks.
+// the manifest's git commit says -dirty for a config file the commit lacks;
+// paths named in another encoding than UTF-8 make records that still parse.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -416,6 +417,24 @@ TEST_CASE("a directory whose creation stopped before config.sha256 takes a new r
   CHECK(run_to_end({"run", "--resume", tmp / "empty"}, tmp / "resume.log") == 2);
   CHECK_THAT(read_text(tmp / "resume.log"),
              Catch::Contains("to start a run there: trainer run CONFIG --out " + (tmp / "empty")));
+}
+
+TEST_CASE("a config path and a run directory named in another encoding make a run that resumes") {
+  TempDir tmp("latin-1");
+  const std::string config = tmp / "caf\xE9.yaml";  // Latin-1, not UTF-8
+  write_text(config, tiny_experiment());
+  const std::string dir = tmp / "r\xE9sultat";
+  REQUIRE(run_to_end(run_args(config, dir, {"train.max_steps=2"}), tmp / "run.log") == 0);
+  // The records are JSON (the bytes that are not UTF-8 replaced), and
+  // config.yaml names the path with them escaped, so that it loads again.
+  for (const char* file : {"/manifest.json", "/summary.json"}) {
+    INFO(file);
+    CHECK_NOTHROW(nlohmann::json::parse(read_text(dir + file)));
+  }
+  CHECK(read_text(dir + "/config.yaml")
+            .rfind("# resolved from " + tmp.path().string() + "/caf\\xE9.yaml\n", 0) == 0);
+  CHECK(run_to_end(resume_args(dir, {"train.max_steps=4"}), tmp / "resume.log") == 0);
+  CHECK(nlohmann::json::parse(read_text(dir + "/summary.json")).at("steps") == 4);
 }
 
 TEST_CASE("a config path holding line breaks stays on the first line of config.yaml") {

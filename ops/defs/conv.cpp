@@ -41,8 +41,7 @@ void register_conv(OpRegistry& registry) {
   };
   d.signature = [](const std::vector<Shape>& in, const Attrs& a) {
     const Shape& x = in.at(0);
-    require_rank("conv2d", x, 4, "input [N, C, H, W]",
-                 x.size() == 2 ? "add a reshape layer (shape: [C, H, W]) before it" : "");
+    require_image_batch("conv2d", x);
     const auto [kh, kw] = hw_attr(a, "conv2d", "kernel");
     const auto [sh, sw] = hw_attr(a, "conv2d", "stride");
     const auto [ph, pw] = hw_attr(a, "conv2d", "padding");

@@ -32,6 +32,16 @@ void require_rank(const std::string& op, const Shape& shape, std::size_t rank,
   throw ShapeError(msg);
 }
 
+void require_image_batch(const std::string& op, const Shape& shape) {
+  std::string hint;
+  if (shape.size() == 2)
+    hint = "add a reshape layer (shape: [C, H, W]) before it";
+  else if (shape.size() == 3)
+    hint = "one-channel images need their channel axis: add a reshape layer (shape: [1, " +
+           std::to_string(shape[1]) + ", " + std::to_string(shape[2]) + "]) before it";
+  require_rank(op, shape, 4, "input [N, C, H, W]", hint);
+}
+
 std::int64_t window_out(const std::string& op, const char* axis, std::int64_t in,
                         std::int64_t kernel, std::int64_t stride, std::int64_t pad,
                         std::int64_t dilation) {

@@ -35,6 +35,11 @@ std::pair<std::int64_t, std::int64_t> hw_attr(const Attrs& attrs, const std::str
 void require_rank(const std::string& op, const Shape& shape, std::size_t rank,
                   const std::string& what, const std::string& hint = "");
 
+// Throws unless `shape` is an image batch [N, C, H, W], for `op` (conv2d, the
+// pools), with the reshape layer that gives a flat [N, C*H*W] or a
+// one-channel [N, H, W] input its channel axis.
+void require_image_batch(const std::string& op, const Shape& shape);
+
 // Output extent of a window of `kernel` (dilated) sliding with `stride` over an
 // input of `in` padded by `pad` on both sides; throws ShapeError when it is < 1.
 std::int64_t window_out(const std::string& op, const char* axis, std::int64_t in,

@@ -30,7 +30,7 @@ OpDef window_pool(const std::string& name, const std::string& doc) {
   };
   d.signature = [name](const std::vector<Shape>& in, const Attrs& a) {
     const Shape& x = in.at(0);
-    require_rank(name, x, 4, "input [N, C, H, W]");
+    require_image_batch(name, x);
     const auto [kh, kw] = hw_attr(a, name, "kernel");
     auto [sh, sw] = hw_attr(a, name, "stride");
     const auto [ph, pw] = hw_attr(a, name, "padding");
@@ -70,7 +70,7 @@ void register_pool(OpRegistry& registry) {
   g.doc = "Mean over H and W: [N, C, H, W] -> [N, C].";
   g.signature = [](const std::vector<Shape>& in, const Attrs&) {
     const Shape& x = in.at(0);
-    require_rank("global_avgpool", x, 4, "input [N, C, H, W]");
+    require_image_batch("global_avgpool", x);
     OpSignature s;
     s.output = {x[0], x[1]};
     s.forward_flops = flops_of(x, 1);

@@ -13,6 +13,7 @@
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/weights.h"
 #include "runner/config/diagnostics.h"
+#include "runner/json_text.h"
 #include "runner/train/sha256.h"
 
 namespace trainer::checkpoint {
@@ -330,7 +331,7 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   try {
     const std::string model = encode_safetensors(parameters_of(program));
     Safetensors state_file = optimizer_state_of(program);
-    state_file.metadata[kStateKey] = state.to_json().dump();
+    state_file.metadata[kStateKey] = json_text(state.to_json());
     const std::string state_bytes = encode_safetensors(state_file);
     write_file_synced((tmp / kModelFile).string(), model);
     write_file_synced((tmp / kStateFile).string(), state_bytes);

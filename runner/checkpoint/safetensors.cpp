@@ -17,6 +17,7 @@
 
 #include "data/file_kind.h"
 #include "runner/json_shown.h"
+#include "runner/json_text.h"
 
 namespace trainer::checkpoint {
 namespace {
@@ -197,7 +198,7 @@ std::string encode_safetensors(const Safetensors& file) {
                       {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
-  std::string text = header.dump();
+  std::string text = json_text(header);
   while ((kHeaderOffset + text.size()) % 8 != 0) text.push_back(' ');
   std::string out;
   out.reserve(kHeaderOffset + text.size() + offset);

@@ -19,6 +19,7 @@
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
 #include "runner/graph/program.h"
+#include "runner/json_text.h"
 #include "runner/train/devices.h"
 #include "runner/train/run_dir.h"
 #include "runner/train/session.h"
@@ -257,7 +258,7 @@ int command_eval(const CommandArgs& args) {
     if (session.num_classes > 5) record["top5"] = result.top5;
   }
   if (args.json) {
-    std::printf("%s\n", record.dump().c_str());
+    std::printf("%s\n", json_text(record).c_str());
     return 0;
   }
   std::string line = "eval: loss " + fmt::format("{:.6f}", result.loss);

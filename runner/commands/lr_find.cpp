@@ -28,6 +28,7 @@
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
 #include "runner/dist/launch_env.h"
+#include "runner/json_text.h"
 #include "runner/train/lr_range.h"
 #include "runner/train/trainer.h"
 #include "runner/usage_error.h"
@@ -226,7 +227,7 @@ int command_lr_find(const CommandArgs& given) {
         "the model and data\n");
   }
   checkpoint::write_file_atomically(run_dir + "/lr_find.json",
-                                    reading_json(reading, stopped_by).dump(2) + "\n");
+                                    json_text(reading_json(reading, stopped_by), 2) + "\n");
   std::printf("written: %s/lr_find.json\n", run_dir.c_str());
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "data/utf8.h"
 #include "runner/config/scalar.h"
 
 namespace trainer::config {
@@ -190,10 +191,13 @@ std::string scalar_to_yaml(const Node& scalar) {
 }
 
 std::string resolved_from_comment(const std::string& config_path) {
-  const bool has_control = std::any_of(config_path.begin(), config_path.end(), [](char c) {
+  // A path named in another encoding keeps its bytes as \xNN: the file
+  // written is UTF-8, as a config must be.
+  const std::string path = data::with_invalid_utf8_escaped(config_path);
+  const bool has_control = std::any_of(path.begin(), path.end(), [](char c) {
     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
   });
-  return "# resolved from " + (has_control ? double_quoted(config_path) : config_path) + "\n";
+  return "# resolved from " + (has_control ? double_quoted(path) : path) + "\n";
 }
 
 std::string to_yaml(const Node& root) {

@@ -11,11 +11,14 @@
 #include <yaml-cpp/mark.h>
 #include <yaml-cpp/parser.h>
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+
+#include "data/utf8.h"
 
 namespace trainer::config {
 namespace {
@@ -358,12 +361,9 @@ std::string line_at(const std::string& text, int index) {
   return text.substr(start, text.find('\n', start) - start);
 }
 
-// The position of the first NUL byte, which no YAML text holds (the parser
-// would stop reading there).
-std::optional<Mark> find_nul(const std::string& text, const std::string& file, int line_offset,
-                             int column_offset) {
-  const std::size_t at = text.find('\0');
-  if (at == std::string::npos) return std::nullopt;
+// The mark of byte `at` of `text`.
+Mark mark_at(const std::string& text, std::size_t at, const std::string& file, int line_offset,
+             int column_offset) {
   int line = 1, column = 1;
   for (std::size_t i = 0; i < at; ++i) {
     if (text[i] == '\n') {
@@ -374,6 +374,28 @@ std::optional<Mark> find_nul(const std::string& text, const std::string& file, i
     }
   }
   return Mark{file, line + line_offset, column + column_offset};
+}
+
+// The error for the first byte that no YAML text holds: a NUL (the parser
+// would stop reading there), or a byte that is not UTF-8 (which the config's
+// values, copied into JSON records, could not hold); nullopt when there is none.
+std::optional<std::pair<Mark, std::string>> find_unreadable_byte(const std::string& text,
+                                                                 const std::string& file,
+                                                                 int line_offset,
+                                                                 int column_offset) {
+  if (const std::size_t at = text.find('\0'); at != std::string::npos)
+    return std::pair{mark_at(text, at, file, line_offset, column_offset),
+                     std::string("invalid YAML: a NUL byte (\\0); is this a binary file?")};
+  if (const std::size_t at = data::invalid_utf8_at(text); at != std::string::npos) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[at]));
+    return std::pair{mark_at(text, at, file, line_offset, column_offset),
+                     std::string("invalid YAML: byte ") + hex +
+                         " is not UTF-8 (a config is UTF-8 text; was this written in Latin-1 or "
+                         "another encoding?): write it as UTF-8 (iconv -f LATIN1 -t UTF-8 "
+                         "converts a Latin-1 file)"};
+  }
+  return std::nullopt;
 }
 
 // What to look at for the YAML library's terser syntax errors on `line` (the
@@ -408,8 +430,8 @@ Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostic
   // in its positions (the unclosed-quote check reads the text by them).
   const bool bom = raw_text.rfind("\xEF\xBB\xBF", 0) == 0;
   const std::string text = normalize_line_breaks(bom ? raw_text.substr(3) : raw_text);
-  if (const auto nul = find_nul(text, file, line_offset, column_offset)) {
-    diags.add(*nul, "", "invalid YAML: a NUL byte (\\0); is this a binary file?");
+  if (const auto unreadable = find_unreadable_byte(text, file, line_offset, column_offset)) {
+    diags.add(unreadable->first, "", unreadable->second);
     if (ok) *ok = false;
     return Node{};
   }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/graph/program.h"
+#include "runner/json_text.h"
 
 namespace trainer::dist {
 namespace {
@@ -164,7 +165,7 @@ void MpiCollective::report(const std::vector<RankWindow>& ranks) {
   last_straggler_ = straggler ? straggler->rank : -1;
   std::fflush(stdout);
   if (!report_dir_.empty())
-    std::ofstream(report_dir_ + "/ranks.jsonl", std::ios::app) << record.dump() << '\n';
+    std::ofstream(report_dir_ + "/ranks.jsonl", std::ios::app) << json_text(record) << '\n';
 }
 
 void MpiCollective::barrier() {

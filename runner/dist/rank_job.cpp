@@ -14,6 +14,7 @@
 #include "runner/dist/nccl_collective.h"
 #include "runner/dist/rank_config.h"
 #include "runner/graph/program.h"
+#include "runner/json_text.h"
 #include "runner/train/devices.h"
 #include "runner/usage_error.h"
 #ifdef TRAINER_WITH_CUDA
@@ -122,7 +123,7 @@ void RankJob::attach(graph::Program& program, const std::string& run_dir) {
   };
   // Which GPU a rank uses: devices[local rank], or the one its launcher bound to it.
   if (nccl_) record["gpu_binding"] = gpu_bound_by_launcher_ ? "launcher" : "devices list";
-  std::ofstream(run_dir + "/distributed.json") << record.dump(2) << '\n';
+  std::ofstream(run_dir + "/distributed.json") << json_text(record, 2) << '\n';
   std::printf(
       "[rank 0] data-parallel: %d ranks (%s, %s collectives), lr %g x %g (lr_scaling %s) = %g\n",
       place_.world, env_ ? env_->launcher.c_str() : "none", nccl_ ? "NCCL" : "MPI", lr_base_,

@@ -15,6 +15,7 @@
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
 #include "runner/config/yaml_reader.h"
+#include "runner/json_text.h"
 #include "runner/train/run_lock.h"
 #include "runner/train/sha256.h"
 
@@ -25,7 +26,7 @@ namespace {
 constexpr const char* kHashKey = "config_sha256: ";
 
 std::string quoted(const std::string& s) {
-  return nlohmann::json(s).dump();
+  return json_text(s);
 }
 
 std::string read_text(const fs::path& path) {

@@ -15,6 +15,7 @@
 #include "runner/config/overrides.h"
 #include "runner/config/yaml_reader.h"
 #include "runner/json_shown.h"
+#include "runner/json_text.h"
 #include "runner/sweep/objective.h"
 
 namespace trainer::sweep {
@@ -269,7 +270,7 @@ void save_trial_state(const std::string& path, const std::vector<TrialRecord>& r
     if (r.objective) t["objective"] = *r.objective;
     j[r.trial.id] = t;
   }
-  checkpoint::write_file_atomically(path, j.dump(2) + "\n");
+  checkpoint::write_file_atomically(path, json_text(j, 2) + "\n");
 }
 
 void write_trials_csv(const std::string& path, const std::vector<TrialRecord>& records) {

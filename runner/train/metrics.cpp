@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "runner/json_text.h"
+
 namespace trainer::train {
 
 Hits count_hits(const float* logits, const std::int64_t* labels, std::int64_t rows,
@@ -48,7 +50,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append)
 
 void MetricsWriter::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
-  const std::string line = record.dump() + '\n';
+  const std::string line = json_text(record) + '\n';
   errno = 0;
   out_ << line;
   out_.flush();

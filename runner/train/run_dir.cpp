@@ -26,6 +26,7 @@
 #include "runner/checkpoint/durable_file.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
+#include "runner/json_text.h"
 #include "runner/train/devices.h"
 #include "runner/train/host_info.h"
 #include "runner/train/sha256.h"
@@ -229,7 +230,8 @@ nlohmann::json manifest_to_resume(const fs::path& dir) {
 }
 
 void write_manifest(const fs::path& dir, const nlohmann::json& manifest) {
-  checkpoint::write_file_atomically((dir / "manifest.json").string(), manifest.dump(2) + "\n");
+  checkpoint::write_file_atomically((dir / "manifest.json").string(),
+                                    json_text(manifest, 2) + "\n");
 }
 
 // Writes config.yaml and config.sha256; returns the hash.
@@ -746,7 +748,7 @@ void record_failure(const std::string& dir, const std::string& error,
   if (!earlier.is_null()) summary["earlier_summary"] = earlier;
   try {
     checkpoint::write_file_atomically((fs::path(dir) / "summary.json").string(),
-                                      summary.dump(2) + "\n");
+                                      json_text(summary, 2) + "\n");
   } catch (const std::exception&) {
     // The error being reported matters more than its record.
   }

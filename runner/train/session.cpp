@@ -94,13 +94,11 @@ std::pair<std::string, config::Mark> key_of_named_file(const config::Config& con
 
 // A source's error about one of its settings, as a config error at that key
 // (at the source when the setting is not written), the message after `prefix`.
-[[noreturn]] void throw_at_field(const config::Config& config, const config::TypedItem& item,
-                                 const std::string& key, const data::SourceFieldError& e,
-                                 const std::string& prefix) {
+[[noreturn]] void throw_at_field(const config::Config& config, const std::string& key,
+                                 const data::SourceFieldError& e, const std::string& prefix) {
   const std::string field_key = key + "." + e.field();
   config::Diagnostics d;
-  d.add(item.attrs.has(e.field()) ? mark_of(config, field_key) : item.mark, field_key,
-        prefix + e.what());
+  d.add(written_mark_of(config, field_key), field_key, prefix + e.what());
   throw config::ConfigError(d);
 }
 
@@ -135,7 +133,7 @@ std::shared_ptr<data::Dataset> open_source(const config::Config& config,
     try {
       return def.open(item.attrs);
     } catch (const data::SourceFieldError& e) {
-      throw_at_field(config, item, key, e, "cannot open the " + item.type + " source: ");
+      throw_at_field(config, key, e, "cannot open the " + item.type + " source: ");
     } catch (const std::exception& e) {
       const std::string message =
           std::string("cannot open the ") + item.type + " source: " + e.what();
@@ -455,7 +453,7 @@ void match_eval_classes_by_name(const config::Config& config, Session& s) {
   try {
     s.eval_data = data::relabel_by_class_names(s.eval_data, train_names);
   } catch (const data::SourceFieldError& e) {
-    throw_at_field(config, *config.data.eval, "data.eval", e, "");
+    throw_at_field(config, "data.eval", e, "");
   }
 }
 
@@ -510,7 +508,7 @@ Session open_session(const config::Config& config, const std::vector<std::string
     try {
       s.train_data = data::relabel_by_class_names(s.train_data, class_names);
     } catch (const data::SourceFieldError& e) {
-      throw_at_field(config, training_source(config), "data.train", e, "");
+      throw_at_field(config, "data.train", e, "");
     }
   }
   if (config.data.eval) {

@@ -35,6 +35,7 @@
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/config/diagnostics.h"
+#include "runner/json_text.h"
 #include "runner/train/devices.h"
 #include "runner/train/input_advice.h"
 #include "runner/train/loss_log.h"
@@ -1481,7 +1482,7 @@ void TrainLoop::write_failure_summary(const std::string& error) {
                                   {"last_train", last_train_},
                                   {"last_checkpoint", last_checkpoint_}};
   try {
-    checkpoint::write_file_atomically(run_dir_ + "/summary.json", summary.dump(2) + "\n");
+    checkpoint::write_file_atomically(run_dir_ + "/summary.json", json_text(summary, 2) + "\n");
   } catch (const std::exception& e) {
     log_->warn("could not write summary.json: {}", e.what());  // the run's own error follows
   }
@@ -1613,7 +1614,7 @@ nlohmann::json TrainLoop::summary() {
         {"best_step", stop_best_step_},
         {"evaluations_without_improvement", stop_bad_evals_}};
   if (collective_.is_root())
-    checkpoint::write_file_atomically(run_dir_ + "/summary.json", summary.dump(2) + "\n");
+    checkpoint::write_file_atomically(run_dir_ + "/summary.json", json_text(summary, 2) + "\n");
   if (stopped_by_ != 0) {
     if (collective_.is_root())  // the other ranks know no run directory or checkpoint
       log_->warn(

@@ -4,7 +4,8 @@
 // directory changes; checkpoints that cannot be read for a reason other than
 // damage are left alone; when every checkpoint is damaged the run stops
 // instead of starting over in place; two processes never share a directory;
-// a signal before training leaves a directory that resumes; a cut
+// a signal before training leaves a directory that resumes (from
+// model.init_from again, when given); a cut
 // metrics.jsonl is repaired to whole records; a finished run resumed keeps
 // its directory as it was (also one that max_steps stopped inside an epoch);
 // a failure before training leaves summary.json, and one while the directory
@@ -190,6 +191,31 @@ TEST_CASE("a signal as the run directory is being made leaves one that resumes")
   write_text(tmp / "left/config.yaml.tmp", "partial");
   CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "left", {"train.max_steps=2"}),
                    tmp / "left.log") == 0);
+}
+
+TEST_CASE("a resume that finds no checkpoint starts again from model.init_from") {
+  TempDir tmp("init-from-early");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "base", {"train.max_steps=3"}),
+                     tmp / "base.log") == 0);
+  const std::string weights = tmp / "base/checkpoints/last/model.safetensors";
+  const std::vector<std::string> from = {"model.init_from=" + weights, "train.max_steps=5"};
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "whole", from), tmp / "whole.log") == 0);
+  {
+    TrainerProcess run(run_args(tmp / "tiny.yaml", tmp / "run", from), tmp / "run.log");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < end && !fs::exists(tmp / "run"))
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    run.signal(SIGTERM);
+    CHECK(run.wait() == 143);
+  }
+  REQUIRE(run_to_end(resume_args(tmp / "run"), tmp / "resume.log") == 0);
+  const std::string log = read_text(tmp / "resume.log");
+  INFO(log);
+  REQUIRE(log.find("no usable checkpoint") != std::string::npos);
+  // The weights of the run that was never stopped: init_from again, not seeded ones.
+  CHECK(read_text(tmp / "run/checkpoints/last/model.safetensors") ==
+        read_text(tmp / "whole/checkpoints/last/model.safetensors"));
 }
 
 TEST_CASE("a resume onto a cut metrics.jsonl keeps it whole records") {

@@ -135,6 +135,18 @@ void load_init_from(const Session& s, graph::Program& program) {
                path.c_str(), report.mismatches.empty() ? "" : "; not loaded:", skipped.c_str());
 }
 
+// Seeded initial values for every parameter, zeroed optimizer state.
+void seed_parameters(const Session& session, graph::Program& program) {
+  Backend& backend = program.backend();
+  std::vector<float> values;
+  for (auto& p : program.params()) {
+    graph::initialize_param(*p.param, static_cast<std::uint64_t>(session.config.seed), values);
+    backend.copy_to_device(p.value.data, values.data(), values.size() * sizeof(float));
+    if (p.state0) backend.vector_ops().fill(p.state0, 0.0f);
+    if (p.state1) backend.vector_ops().fill(p.state1, 0.0f);
+  }
+}
+
 }  // namespace
 
 OptimizerStep configured_optimizer(const config::Config& cfg) {
@@ -173,21 +185,14 @@ graph::CompileOptions compile_options(const Session& s) {
 }
 
 void initialize_parameters(const Session& session, graph::Program& program) {
-  Backend& backend = program.backend();
-  std::vector<float> values;
-  for (auto& p : program.params()) {
-    graph::initialize_param(*p.param, static_cast<std::uint64_t>(session.config.seed), values);
-    backend.copy_to_device(p.value.data, values.data(), values.size() * sizeof(float));
-    if (p.state0) backend.vector_ops().fill(p.state0, 0.0f);
-    if (p.state1) backend.vector_ops().fill(p.state1, 0.0f);
-  }
+  seed_parameters(session, program);
+  load_init_from(session, program);
 }
 
 std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend) {
   auto program = std::make_unique<graph::Program>(training_graph(session, backend), backend,
                                                   compile_options(session));
   initialize_parameters(session, *program);
-  load_init_from(session, *program);
   return program;
 }
 

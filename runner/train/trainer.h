@@ -65,7 +65,8 @@ void feed(graph::Program& program, const data::Batch& batch, std::int64_t classe
 // (seeded, then `model.init_from` when given).
 std::unique_ptr<graph::Program> compile(const Session& session, Backend& backend);
 
-// Seeded initial values for every parameter, zeroed optimizer state.
+// The weights a run starts from: seeded initial values for every parameter,
+// then `model.init_from` when given; zeroed optimizer state.
 void initialize_parameters(const Session& session, graph::Program& program);
 
 // Training diverged: a non-finite loss or non-finite weights, or fp16 loss

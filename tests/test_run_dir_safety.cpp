@@ -3,7 +3,8 @@
 // another model (or another batch plan) is refused before anything in the
 // directory changes; checkpoints that cannot be read for a reason other than
 // damage are left alone; when every checkpoint is damaged the run stops
-// instead of starting over in place; two processes never share a directory;
+// instead of starting over in place (one a stop left renamed is found
+// again); two processes never share a directory;
 // a signal before training leaves a directory that resumes (from
 // model.init_from again, when given); a cut
 // metrics.jsonl is repaired to whole records; a finished run resumed keeps
@@ -21,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_command.h"
 #include "runner/train/sha256.h"
 #include "test_resume_fixtures.h"
 
@@ -216,6 +218,29 @@ TEST_CASE("a resume that finds no checkpoint starts again from model.init_from")
   // The weights of the run that was never stopped: init_from again, not seeded ones.
   CHECK(read_text(tmp / "run/checkpoints/last/model.safetensors") ==
         read_text(tmp / "whole/checkpoints/last/model.safetensors"));
+}
+
+TEST_CASE("a checkpoint left renamed by a stop while it was replaced is found again") {
+  TempDir tmp("replaced");
+  const std::string run = finished_run(tmp, "run");
+  // Stopped between the two renames of a checkpoint written twice: the step's
+  // folder moved aside as .old, the new one not yet in its place.
+  fs::rename(run + "/checkpoints/step-00000048", run + "/checkpoints/step-00000048.old");
+  fs::create_directory(run + "/checkpoints/step-00000048.tmp");
+  const CommandResult eval = run_trainer("eval " + run, true);
+  INFO(eval.out);
+  CHECK(eval.code == 0);
+  CHECK(eval.out.find("step-00000048.old") != std::string::npos);
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=50"}), tmp / "resume.log") == 0);
+  const std::string log = read_text(tmp / "resume.log");
+  INFO(log);
+  CHECK(log.find("resuming from " + run + "/checkpoints/step-00000048.old: step 48") !=
+        std::string::npos);
+  // Its name back, the unfinished one gone.
+  CHECK(fs::is_directory(run + "/checkpoints/step-00000048"));
+  CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000048.old"));
+  CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000048.tmp"));
+  CHECK(fs::read_symlink(run + "/checkpoints/last") == "step-00000050");
 }
 
 TEST_CASE("a resume onto a cut metrics.jsonl keeps it whole records") {

@@ -27,16 +27,22 @@ constexpr const char* kSumsFile = "SHA256SUMS";
 constexpr const char* kStateKey = "trainer_state";
 
 // Complete checkpoints (step-N folders), newest first. A folder whose N is no
-// step a run can reach (more digits than int64 holds) is not one.
+// step a run can reach (more digits than int64 holds) is not one. A
+// step-N.old without its step-N is one: the checkpoint of step N, which a
+// process stopped while it replaced it (between two renames) left so.
 std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
   std::vector<std::pair<std::int64_t, fs::path>> out;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
+    std::string name = entry.path().filename().string();
     // An entry that cannot be looked at (a link that loops) is no checkpoint.
     std::error_code status;
     if (!entry.is_directory(status) || entry.is_symlink(status) || name.rfind("step-", 0) != 0)
       continue;
+    if (name.ends_with(".old")) {
+      name.resize(name.size() - 4);
+      if (fs::exists(fs::symlink_status(dir / name, status))) continue;
+    }
     const std::string digits = name.substr(5);
     if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
     std::int64_t step = 0;
@@ -284,16 +290,25 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
 }
 
 // What a process stopped while writing a checkpoint left: step-*.tmp, and
-// step-N.old once step-N replaced it (without step-N it is the checkpoint
-// of that step, kept). The run directory is this process's alone.
+// step-N.old once step-N replaced it. Without step-N, step-N.old is the
+// checkpoint of that step, and gets its name back. The run directory is this
+// process's alone.
 void remove_unfinished(const fs::path& dir, const std::function<void(const std::string&)>& warn) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("step-", 0) != 0 || !entry.is_directory(ec)) continue;
-    const bool replaced =
-        name.ends_with(".old") && fs::exists(dir / name.substr(0, name.size() - 4), ec);
-    if (!name.ends_with(".tmp") && !replaced) continue;
+    const fs::path replacement = dir / name.substr(0, name.size() - 4);
+    const bool old = name.ends_with(".old");
+    if (old && !fs::exists(fs::symlink_status(replacement, ec))) {
+      std::error_code renamed;
+      fs::rename(entry.path(), replacement, renamed);
+      if (renamed)
+        warn("could not rename " + entry.path().string() + " back to " + replacement.string() +
+             ": " + renamed.message());
+      continue;
+    }
+    if (!name.ends_with(".tmp") && !old) continue;
     std::error_code removed;
     fs::remove_all(entry.path(), removed);
     if (removed)

@@ -44,7 +44,10 @@ save() {
 }
 pack() { save && rm -rf "$out"; }
 trap pack EXIT
-trap 'log "stopped by a signal"; write_results "interrupted"; exit 1' TERM INT
+# A stage's command runs in the background (capped), so that a signal stops
+# the script at once, not when the stage ends; it is stopped too.
+trap 'log "stopped by a signal"; [[ -n ${capped_pid:-} ]] && kill "$capped_pid" 2>/dev/null
+      write_results "interrupted"; exit 1' TERM INT
 # capped CAP CMD...: CMD under `timeout -k 10`, at most CAP seconds and never past the deadline.
 # Not started when under 10 s are left: exit $not_started, which the status
 # names as not run (a check that started and ran out of time, 124, failed).
@@ -54,7 +57,9 @@ capped() {
   shift
   ((left < cap)) && cap=$left
   ((cap >= 10)) || { echo "skipped: the time budget is spent"; return $not_started; }
-  timeout -k 10 "$cap" "$@"
+  timeout -k 10 "$cap" "$@" &
+  capped_pid=$!
+  wait "$capped_pid"
 }
 # not_run_if CHECK RC...: a check whose command(s) exited RC is not made when
 # one of them was not started.
@@ -328,6 +333,9 @@ SUMMARY="$out/run_cnn_full/summary.json" MANIFEST="$out/run_cnn_full/manifest.js
   >"$out/cnn_accuracy.txt" 2>&1 <<'PY'
 import json, os, sys
 cpu, epochs = 0.9281, 15
+if not os.path.exists(os.environ["SUMMARY"]):  # killed before it could write one
+    print("the run left no summary.json; not compared")
+    sys.exit(2)
 summary = json.load(open(os.environ["SUMMARY"]))
 manifest = json.load(open(os.environ["MANIFEST"]))
 if summary.get("status") != "complete" or summary.get("epochs") != epochs:

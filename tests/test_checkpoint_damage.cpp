@@ -410,12 +410,15 @@ TEST_CASE("an unfinished checkpoint a killed run left is deleted by the next che
   fs::create_directories(run + "/checkpoints/step-00000040.tmp");
   write_text(run + "/checkpoints/step-00000040.tmp/model.safetensors", "partial");
   fs::create_directories(run + "/checkpoints/step-00000042.old");
-  // Stopped before step 41 took its place: the old one is that step's checkpoint.
+  // Stopped before step 41 took its place: the old one is that step's
+  // checkpoint, and gets its name back (here older than the three the
+  // retention keeps, so it goes with the retention).
   fs::create_directories(run + "/checkpoints/step-00000041.old");
   REQUIRE(resume(run, {"train.epochs=4"}, tmp / "r.log") == 0);
   CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000040.tmp"));
   CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000042.old"));
-  CHECK(fs::exists(run + "/checkpoints/step-00000041.old"));
+  CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000041.old"));
+  CHECK(read_text(tmp / "r.log").find("could not") == std::string::npos);
 }
 
 TEST_CASE("a run whose directory is removed while it trains stops at its next checkpoint") {

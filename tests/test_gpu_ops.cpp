@@ -11,6 +11,7 @@
 #ifdef TRAINER_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <random>
 
 #include "ops/cuda/cuda_backend.h"
@@ -70,6 +71,30 @@ TEST_CASE("CUDA linear with an activation epilogue equals CPU") {
   }
 }
 
+// The comparisons above pass on the fallbacks too (the bias and activation
+// after a plain GEMM): this says which path ran. A bias with a relu is fused
+// into the forward GEMM on every GPU cuBLASLt supports; the gelu's aux output
+// and the bias gradient's BGRADB are reported, as their support varies.
+TEST_CASE("CUDA linear fuses its bias and relu into the cuBLASLt GEMM") {
+  for (const DType compute : {DType::f32, DType::bf16}) {
+    for (const std::string act : {"relu", "gelu_tanh"}) {
+      OpCase c{"linear", {{"out_features", std::int64_t{24}}, {"activation", act}}, {{16, 40}}};
+      c.compute = compute;
+      OpRun run(trainer::cuda_backend(0), c);
+      const std::string name = run.kernel().implementation();
+      INFO("compute " << trainer::dtype_name(compute) << ", " << name);
+      if (act == "relu")
+        CHECK(name.find("gemm+bias+relu") != std::string::npos);
+      else
+        WARN("linear with gelu_tanh (" << trainer::dtype_name(compute) << "): " << name);
+      WARN("bias gradient (" << trainer::dtype_name(compute) << ", " << act << "): "
+                             << (name.find("dW gemm+db") != std::string::npos
+                                     ? "in the weight-gradient GEMM (BGRADB)"
+                                     : "by a kernel after it"));
+    }
+  }
+}
+
 // linear's bias gradient outside the GEMM (when cuBLASLt has no BGRADB
 // epilogue for a shape): rows and columns that are not multiples of the
 // kernel's 32 x 32 tile, against the sum in double; and the same bits twice.
@@ -101,6 +126,21 @@ TEST_CASE("CUDA bias gradient over rows equals the sum of the rows") {
     CHECK(first[static_cast<std::size_t>(j)] == Approx(want).margin(1e-4));
   }
   CHECK(first == second);
+}
+
+// A NaN that reaches a relu stays NaN (a loss that is NaN stops the run), as
+// oneDNN's relu keeps it; `x > 0 ? x : 0` would hide it as 0.
+TEST_CASE("CUDA relu keeps a NaN as the CPU does") {
+  const OpCase cases[] = {{"relu", {}, {{2, 3}}},
+                          {"add", {{"activation", std::string("relu")}}, {{2, 3}, {2, 3}}}};
+  for (const OpCase& c : cases) {
+    for (trainer::Backend* backend : {&trainer::cpu_backend(), &trainer::cuda_backend(0)}) {
+      INFO(c.op << " on " << backend->name());
+      OpRun run(*backend, c);
+      run.inputs[0].f[4] = std::nanf("");
+      CHECK(std::isnan(run.forward().f[4]));
+    }
+  }
 }
 
 TEST_CASE("CUDA conv2d equals CPU") {

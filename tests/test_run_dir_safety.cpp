@@ -8,8 +8,11 @@
 // a signal before training leaves a directory that resumes (from
 // model.init_from again, when given); a cut
 // metrics.jsonl is repaired to whole records; a finished run resumed keeps
-// its directory as it was (also one that max_steps stopped inside an epoch);
-// a failure before training leaves summary.json, and one while the directory
+// its directory as it was (also one that max_steps stopped inside an epoch,
+// and an interrupted one resumed with fewer steps than it trained);
+// a run stopped after its last checkpoint but before its summary records its
+// end on resume, as it would have; a failure before training leaves
+// summary.json, and one while the directory
 // is made (before config.sha256) leaves one that takes a new run, while a
 // directory holding a file of the user's is refused; a config path holding
 // line breaks is written on the one comment line config.yaml begins with;
@@ -17,6 +20,7 @@
 // paths named in another encoding than UTF-8 make records that still parse.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -286,6 +290,77 @@ TEST_CASE("a finished run resumed has nothing to train and keeps its summary") {
   auto before = snapshot(tmp / "copy");
   before.erase("train.log");
   CHECK(after == before);
+}
+
+TEST_CASE("an interrupted run resumed with fewer steps than it trained keeps its directory") {
+  TempDir tmp("resume-past-limit");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string run = tmp / "run";
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", run, {"train.max_steps=30"}), tmp / "a.log") == 0);
+  // As a signal leaves it: interrupted at its checkpoint of step 30.
+  nlohmann::json summary = summary_of(run);
+  summary["status"] = "interrupted";
+  summary["signal"] = 15;
+  write_text(run + "/summary.json", summary.dump(2) + "\n");
+  fs::copy(run, tmp / "copy", fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=20"}), tmp / "r.log") == 0);
+  INFO(read_text(tmp / "r.log"));
+  CHECK(read_text(tmp / "r.log").find("nothing to train: the checkpoint is at step 30") !=
+        std::string::npos);
+  // config.yaml still says 30 steps and summary.json still says interrupted:
+  // nothing in the directory changed but train.log.
+  auto after = snapshot(run);
+  after.erase("train.log");
+  auto before = snapshot(tmp / "copy");
+  before.erase("train.log");
+  CHECK(after == before);
+}
+
+TEST_CASE("a run stopped after its last checkpoint, before recording its end, records it") {
+  // The end inside an epoch or at its end, on a log boundary or off one.
+  const std::vector<std::string> overrides =
+      GENERATE(std::vector<std::string>{}, std::vector<std::string>{"train.max_steps=27"},
+               std::vector<std::string>{"train.max_steps=30"},
+               std::vector<std::string>{"train.log_every=4"});
+  INFO((overrides.empty() ? "(none)" : overrides.front()));
+  TempDir tmp("end-unrecorded");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string whole = tmp / "whole";
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", whole, overrides), tmp / "whole.log") == 0);
+  // Stopped right after the last checkpoint's rename: no summary yet, `last`
+  // still at the one before, the retention not yet applied.
+  const std::string run = tmp / "run";
+  fs::copy(whole, run, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  fs::remove(run + "/summary.json");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(run + "/checkpoints"))
+    if (e.path().filename() != "last") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  REQUIRE(names.size() >= 2);
+  fs::remove(run + "/checkpoints/last");
+  fs::create_directory_symlink(names[names.size() - 2], run + "/checkpoints/last");
+  const std::string pruned = run + "/checkpoints/step-00000001";
+  fs::copy(run + "/checkpoints/" + names.front(), pruned, fs::copy_options::recursive);
+
+  REQUIRE(run_to_end(resume_args(run), tmp / "resume.log") == 0);
+  const std::string log = read_text(tmp / "resume.log");
+  INFO(log);
+  CHECK(log.find("before recording its end: recording it") != std::string::npos);
+  // What the run that was not stopped recorded.
+  CHECK(read_text(run + "/metrics.jsonl") == read_text(whole + "/metrics.jsonl"));
+  const auto summary = summary_of(run), expected = summary_of(whole);
+  for (const char* key : {"status", "steps", "epochs", "final_eval", "best_eval", "last_train"}) {
+    INFO(key);
+    CHECK(summary[key] == expected[key]);
+  }
+  CHECK(summary["last_checkpoint"] == run + "/checkpoints/" + names.back());
+  CHECK(fs::read_symlink(run + "/checkpoints/last") == names.back());
+  CHECK_FALSE(fs::exists(pruned));
+  for (const char* file : {"/model.safetensors", "/state.safetensors"}) {
+    INFO(file);
+    CHECK(read_text(run + "/checkpoints/last" + file) ==
+          read_text(whole + "/checkpoints/last" + file));
+  }
 }
 
 TEST_CASE("a resume with another config says which values changed, or that none did") {

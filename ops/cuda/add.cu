@@ -13,7 +13,8 @@ struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 struct SumRelu {
-  __device__ float operator()(float a, float b) const { return a + b > 0.0f ? a + b : 0.0f; }
+  // NaN kept, as on the CPU.
+  __device__ float operator()(float a, float b) const { return a + b < 0.0f ? 0.0f : a + b; }
 };
 struct ReluGrad {  // dy where the output y is positive
   __device__ float operator()(float dy, float y) const { return y > 0.0f ? dy : 0.0f; }

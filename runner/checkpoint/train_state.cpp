@@ -205,6 +205,9 @@ void check_window(const FieldReader& in, const TrainState& s) {
   in.at_most("window.rows", s.window_rows, "window.samples", s.window_samples);
   in.at_least("window.top1", s.window_top1, 0);
   in.at_most("window.top1", s.window_top1, "window.rows", s.window_rows);
+  in.at_least("window.last_step_rows", s.last_step_rows, 0);
+  in.at_least("window.last_step_top1", s.last_step_top1, 0);
+  in.at_most("window.last_step_top1", s.last_step_top1, "window.last_step_rows", s.last_step_rows);
 }
 
 // The position as the training loop keeps it: `step` steps done, `epoch`
@@ -255,6 +258,10 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
   s.window_rows = in.integer_at(w, "rows", "window.rows");
   s.window_steps = in.integer_at(w, "steps", "window.steps");
   s.window_samples = in.integer_at(w, "samples", "window.samples");
+  if (w.contains("last_step_rows")) {
+    s.last_step_top1 = in.integer_at(w, "last_step_top1", "window.last_step_top1");
+    s.last_step_rows = in.integer_at(w, "last_step_rows", "window.last_step_rows");
+  }
   s.window_loss_steps = w.contains("loss_steps")
                             ? in.number_at(w, "loss_steps", "window.loss_steps")
                             : static_cast<double>(s.window_steps);
@@ -328,6 +335,10 @@ nlohmann::json TrainState::to_json() const {
       {"last_train", last_train},
       {"metrics_bytes", metrics_bytes},
       {"timing_bytes", timing_bytes}};
+  if (last_step_rows > 0) {
+    j["window"]["last_step_top1"] = last_step_top1;
+    j["window"]["last_step_rows"] = last_step_rows;
+  }
   if (metric) j["metric"] = *metric;
   if (metric && !metric_name.empty()) j["metric_name"] = metric_name;
   if (events_bytes) j["events_bytes"] = *events_bytes;

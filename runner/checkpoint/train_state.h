@@ -54,6 +54,10 @@ struct TrainState {
   // rank's mean over the ranks). Older checkpoints: window_steps.
   double window_loss_steps = 0;
   std::int64_t window_top1 = 0, window_rows = 0, window_steps = 0, window_samples = 0;
+  // The hits of the run's last step, scored apart while off a log boundary:
+  // the last window's record counts them (a longer run's same step is not
+  // scored). Absent in checkpoints of earlier versions: 0.
+  std::int64_t last_step_top1 = 0, last_step_rows = 0;
 
   nlohmann::json last_eval, best_eval, last_train;  // metrics records (null when none yet)
   std::uint64_t metrics_bytes = 0;  // metrics.jsonl length when this state was taken

@@ -428,7 +428,14 @@ class TrainLoop {
   void stamp_metric(checkpoint::TrainState& st) const;
   // A resume with no step to train: the run ended at its checkpoint (an
   // evaluation pending there was made and recorded before the run ended).
-  bool writes_nothing() const { return options_.resume && resumed_.step >= total_steps_; }
+  bool writes_nothing() const {
+    return options_.resume && resumed_.step >= total_steps_ && !end_unrecorded_;
+  }
+  // The end of a run stopped after its last step's checkpoint, before it
+  // recorded that end (summary.json; `last` and the retention too): made
+  // again as the run made it, from the checkpoint (the state before the last
+  // window's record and the final evaluation, or after them).
+  void record_end();
   // checkpoint.keep_best by an eval.* metric ranks checkpoints by an
   // evaluation of their own weights: then every evaluation is followed by one.
   bool keeps_best() const {
@@ -445,7 +452,8 @@ class TrainLoop {
   void save_checkpoint(std::int64_t at_epoch, std::int64_t epoch_step) {
     save_state(state_now(at_epoch, epoch_step));
   }
-  nlohmann::json summary();
+  // The run's summary, written to summary.json unless `record` is false.
+  nlohmann::json summary(bool record = true);
   // The loop itself: steps, log points, evaluations and checkpoints to the end
   // (or to a stop signal).
   void train_to_end();
@@ -457,6 +465,13 @@ class TrainLoop {
   std::optional<nlohmann::json> finished_summary(std::int64_t at_step) const;
   // That summary, for a resume of a run that had finished (nothing to train).
   std::optional<nlohmann::json> finished_;
+  // Resumed at the run's last step without that summary: record_end() is due.
+  bool end_unrecorded_ = false;
+  // A resume with nothing to do leaves the directory as it was: the run had
+  // finished, or its checkpoint is past the steps this config trains (a
+  // lower train.max_steps given to an interrupted run), whose config.yaml
+  // and summary.json must go on describing what the run trained.
+  bool keeps_directory_ = false;
   // The resumed checkpoint is where early stopping ended the run: as many
   // evaluations without improvement as train.early_stopping.patience allows.
   bool early_stopped_at_checkpoint() const;
@@ -600,7 +615,10 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   // A finished run resumed with nothing to train keeps its directory as it was.
   if (options_.resume && (resumed_.step >= total_steps_ || early_stopped_at_checkpoint()))
     finished_ = finished_summary(resumed_.step);
-  if (options_.before_writing && !finished_) options_.before_writing();
+  end_unrecorded_ = options_.resume && !resumed_from_.empty() && resumed_.step == total_steps_ &&
+                    !finished_ && !early_stopped_at_checkpoint();
+  keeps_directory_ = options_.resume && (finished_ || resumed_.step > total_steps_);
+  if (options_.before_writing && !keeps_directory_) options_.before_writing();
   open_metrics();
   const std::int64_t frozen = s.graph.frozen_parameter_count();
   log_->info(
@@ -1320,16 +1338,24 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
   st.window_rows = window_.hits.rows;
   st.window_steps = window_.steps;
   st.window_samples = window_.samples;
+  st.last_step_top1 = window_.last_step_hits.top1;
+  st.last_step_rows = window_.last_step_hits.rows;
   if (world_ > 1 && window_.steps > 0) {  // the window of every rank: resumable on any number
-    std::vector<double> w = {window_.loss, static_cast<double>(window_.hits.top1),
+    std::vector<double> w = {window_.loss,
+                             static_cast<double>(window_.hits.top1),
                              static_cast<double>(window_.hits.rows),
-                             static_cast<double>(window_.samples), window_.loss_steps};
+                             static_cast<double>(window_.samples),
+                             window_.loss_steps,
+                             static_cast<double>(window_.last_step_hits.top1),
+                             static_cast<double>(window_.last_step_hits.rows)};
     collective_.all_reduce_statistics(w);
     st.window_loss = w[0] / world_;
     st.window_loss_steps = w[4] / world_;
     st.window_top1 = static_cast<std::int64_t>(w[1]);
     st.window_rows = static_cast<std::int64_t>(w[2]);
     st.window_samples = static_cast<std::int64_t>(w[3]);
+    st.last_step_top1 = static_cast<std::int64_t>(w[5]);
+    st.last_step_rows = static_cast<std::int64_t>(w[6]);
   }
   st.last_eval = last_eval_;
   st.best_eval = best_eval_;
@@ -1411,12 +1437,12 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
 nlohmann::json TrainLoop::run() {
   run_start_ = Clock::now();
   first_step_ = step_;
-  if (options_.resume && step_ >= total_steps_) {
+  if (options_.resume && step_ >= total_steps_ && !end_unrecorded_) {
     log_->info("nothing to train: the checkpoint is at step {} and this config trains {} steps{}",
                step_, total_steps_,
                step_ > total_steps_ ? "" : "; raise train.epochs or train.max_steps to go on");
     // A run that had finished keeps the summary it wrote (its time and throughput).
-    return finished_ ? *finished_ : summary();
+    return finished_ ? *finished_ : summary(!keeps_directory_);
   } else if (options_.resume && early_stopped_at_checkpoint()) {
     log_->info(
         "nothing to train: early stopping stops this run at step {} ({} evaluations without "
@@ -1427,12 +1453,35 @@ nlohmann::json TrainLoop::run() {
     return summary();
   }
   try {
-    train_to_end();
+    if (end_unrecorded_)
+      record_end();
+    else
+      train_to_end();
   } catch (const std::exception& e) {
     write_failure_summary(e.what());
     throw;
   }
   return summary();
+}
+
+void TrainLoop::record_end() {
+  log_->info(
+      "the run stopped after its last step's checkpoint, before recording its end: "
+      "recording it");
+  const std::int64_t in_epoch = resumed_.epoch_step;
+  // The last step's own hits, which the checkpoint keeps apart for this.
+  if (collective_.is_root())
+    window_.last_step_hits = {resumed_.last_step_top1, 0, resumed_.last_step_rows};
+  checkpoint::TrainState st = state_now(epoch_, in_epoch);
+  if (window_.steps > 0) log_window();
+  const bool evaluated =
+      last_eval_.is_object() && last_eval_.value("step", std::int64_t{-1}) == step_;
+  if (s_.eval_data && !evaluated) evaluate_keeping_training(in_epoch);
+  stamp_metric(st);
+  save_state(st);  // again: `last` and the retention with it
+  // Saved inside the epoch (or before its end's bookkeeping): the run's end
+  // counts the epoch, as the run did.
+  if (in_epoch > 0) ++epoch_;
 }
 
 bool TrainLoop::early_stopped_at_checkpoint() const {
@@ -1578,7 +1627,7 @@ void TrainLoop::train_to_end() {
   }
 }
 
-nlohmann::json TrainLoop::summary() {
+nlohmann::json TrainLoop::summary(bool record) {
   sync_loss_scale();
   progress_.clear();
   const double wall = seconds_since(run_start_);
@@ -1613,7 +1662,7 @@ nlohmann::json TrainLoop::summary() {
         {"best", stop_best_ ? nlohmann::json(*stop_best_) : nlohmann::json()},
         {"best_step", stop_best_step_},
         {"evaluations_without_improvement", stop_bad_evals_}};
-  if (collective_.is_root())
+  if (collective_.is_root() && record)
     checkpoint::write_file_atomically(run_dir_ + "/summary.json", json_text(summary, 2) + "\n");
   if (stopped_by_ != 0) {
     if (collective_.is_root())  // the other ranks know no run directory or checkpoint

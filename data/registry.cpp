@@ -96,7 +96,11 @@ SourceDef npy_source() {
 SourceDef csv_source() {
   SourceDef d;
   d.name = "csv";
-  d.doc = "A CSV file of numeric feature columns and one label column. Samples are [F].";
+  d.doc =
+      "A CSV file of numeric feature columns and one label column. Samples are [F]. Fields "
+      "may be double-quoted (RFC 4180: a delimiter or \"\" inside), numbers read as Python "
+      "reads them (a leading +, 1e-400 as 0); a field's quotes must close on its line. A "
+      "header of numbers only, some with a fraction (a data row read as names), is an error.";
   d.fields = {
       field("path", FT::string, "Path of the CSV file.").req(),
       field("label", FT::string,
@@ -145,7 +149,11 @@ SourceDef image_folder_source() {
       "Samples are the stored values as PIL reads them: 16-bit PNGs give their high byte, "
       "alpha is dropped, colour profiles and gamma are not applied, and colour becomes grey "
       "by the ITU-R 601 weights. An evaluation folder's classes are matched to the training "
-      "folder's by name (it may lack some; one the training folder lacks is an error).";
+      "folder's by name (it may lack some; one the training folder lacks is an error). Links "
+      "to folders are followed, but one inside a class folder that leads into another class's "
+      "folder, or up to a folder that holds its own, is an error (those images would take "
+      "this class's label). A class folder named in another encoding than UTF-8 keeps the "
+      "bytes that are not UTF-8 as \\xNN in its class name.";
   d.fields = {
       field("root", FT::string, "The folder holding the class sub-folders.").req(),
       field("size", FT::int_list, "Output [height, width] (or one value for both).")

@@ -252,6 +252,21 @@ TEST_CASE("print-config refuses layers it cannot resolve: an unknown type, key o
   CHECK(r.out.find("name:") == std::string::npos);  // no YAML printed
 }
 
+TEST_CASE("print-config refuses unknown keys of the model, its loss and block instances") {
+  const auto r = run("print-config " + kGood +
+                         "mlp.yaml model.lyers=[] model.loss.label_smothing=0.1 "
+                         "'model.blocks={b: {params: {width: 4}, layers: [{type: relu}]}}' "
+                         "'model.layers[1]={block: b, widht: 8}'",
+                     true);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("model.lyers: unknown key 'lyers'") != std::string::npos);
+  CHECK(r.out.find("model.loss.label_smothing: unknown key 'label_smothing'") != std::string::npos);
+  CHECK(r.out.find("model.layers[1].widht: unknown key 'widht'") != std::string::npos);
+  CHECK(r.out.find("did you mean 'width'?") != std::string::npos);
+  CHECK(r.out.find("name:") == std::string::npos);  // no YAML printed
+}
+
 TEST_CASE("print-config shows the loss a config without one uses, and layer defaults") {
   const auto r = run("print-config " + kGood + "minimal.yaml");
   REQUIRE(r.code == 0);

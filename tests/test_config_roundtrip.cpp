@@ -90,6 +90,40 @@ TEST_CASE("block parameter references stay references when printed") {
   CHECK_FALSE(channels->quoted());
 }
 
+TEST_CASE("a ${p} reference is printed as $p, and a quoted \"$p\" string stays quoted") {
+  const std::string text = R"(
+data:
+  train: {type: synthetic, shape: [1, 4, 4], classes: 4, size: 64}
+model:
+  blocks:
+    mlp:
+      params: {width: 8}
+      layers:
+        - type: linear
+          out_features: ${width}
+        - {type: relu, name: "$hidden"}
+  layers:
+    - {type: flatten}
+    - {block: mlp}
+    - {type: linear, out_features: 4}
+train: {max_steps: 1, batch_size: 8}
+devices: cpu
+)";
+  const Config c = load_config_text(text, "<written>");
+  const std::string printed = to_yaml(c.resolved);
+  INFO(printed);
+  const Config again = load_config_text(printed, "<printed>");
+  const Node& layers = *again.resolved.find("model")->find("blocks")->find("mlp")->find("layers");
+  const Node* width = layers.items().at(0).find("out_features");
+  REQUIRE(width);
+  CHECK(width->text() == "$width");
+  CHECK_FALSE(width->quoted());
+  const Node* name = layers.items().at(1).find("name");
+  REQUIRE(name);
+  CHECK(name->text() == "$hidden");
+  CHECK(name->quoted());
+}
+
 TEST_CASE("a scalar of 200000 characters is printed and loads back") {
   const std::string plain(200000, 'x');
   const std::string spaced = "a" + std::string(199998, ' ') + "b";

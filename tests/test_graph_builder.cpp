@@ -197,6 +197,32 @@ layers:
   CHECK(c.diags.list()[0].suggestion == "did you mean 'flat'?");
 }
 
+TEST_CASE("two layers never share a name: an automatic one taken by an earlier layer") {
+  // linear1 named linear2, then a linear whose automatic name is linear2.
+  auto b = build(R"(
+layers:
+  - {type: flatten}
+  - {type: linear, name: linear2, out_features: 16}
+  - {type: linear, out_features: 10}
+)");
+  REQUIRE(b.diags.size() == 1);
+  const auto& d = b.diags.list()[0];
+  CHECK(d.mark.line == 5);
+  CHECK(d.key_path == "model.layers[2]");
+  CHECK(d.message ==
+        "this layer's automatic name 'linear2' is taken: an earlier layer is named so");
+  CHECK(d.suggestion == "give this layer a `name:`, or rename the earlier one");
+  // Named the other way round it was already refused.
+  auto c = build(R"(
+layers:
+  - {type: flatten}
+  - {type: linear, out_features: 16}
+  - {type: linear, name: linear1, out_features: 10}
+)");
+  REQUIRE(c.diags.size() == 1);
+  CHECK(c.diags.list()[0].message == "duplicate layer name 'linear1'");
+}
+
 TEST_CASE("the last layer must match the number of classes") {
   auto b = build("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 7}\n");
   REQUIRE(b.diags.size() == 1);

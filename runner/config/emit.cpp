@@ -89,14 +89,20 @@ bool core_schema_number(const std::string& s) {
   return s == ".nan" || s == ".NaN" || s == ".NAN";
 }
 
-// A string written plain reads back as the same string.
+// A string written plain reads back as the same string ("$x" plain would
+// read back as a block parameter).
 bool plain_string(const std::string& s) {
-  return safe_plain(s) && classify_plain(s) == ScalarKind::string && !core_schema_number(s);
+  return safe_plain(s) && classify_plain(s) == ScalarKind::string && !core_schema_number(s) &&
+         s.front() != '$';
 }
 
 std::string scalar_text(const Node& n) {
   if (n.is_null()) return "null";
   if (n.quoted()) return plain_string(n.text()) ? n.text() : double_quoted(n.text());
+  // A block parameter, "${p}" written "$p": the same reference, and one that
+  // a flow map {...} reads too.
+  if (const std::string p = block_parameter_name(n.text()); !p.empty() && safe_plain("$" + p))
+    return "$" + p;
   return safe_plain(n.text()) ? n.text() : double_quoted(n.text());
 }
 

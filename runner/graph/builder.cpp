@@ -118,6 +118,68 @@ const OpDef* find_layer_op(const Node& layer, const std::string& path, Diagnosti
   return op;
 }
 
+void report_unknown_key(Diagnostics& diags, const Mark& mark, const std::string& path,
+                        const std::string& key, const std::vector<std::string>& allowed) {
+  const std::string near = config::nearest(key, allowed);
+  diags.add(mark, path, "unknown key '" + key + "'",
+            near.empty() ? "valid keys: " + join(allowed) : "did you mean '" + near + "'?");
+}
+
+// The keys `model:` takes; any other is reported.
+void check_model_keys(const Node& model, Diagnostics& diags) {
+  static const std::vector<std::string> allowed = {
+      "layers", "blocks", "loss", "recompute", "freeze", "lr_scale", "init_from", "init_strict"};
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    const std::string& key = model.key_at(i);
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      report_unknown_key(diags, model.key_mark_at(i), "model." + key, key, allowed);
+  }
+}
+
+// `model.loss` as a map {type: <loss>, ...}: as written, from the `loss: mse`
+// shorthand, or the default loss.
+Node loss_spec(const Node& model) {
+  const Node* loss = model.find("loss");
+  if (loss && !loss->is_scalar()) return *loss;
+  Node spec = Node::map(loss ? loss->mark() : model.mark());
+  spec.set("type", loss ? *loss : Node::scalar(config::kDefaultLoss, model.mark()));
+  return spec;
+}
+
+// The loss op `spec` names; null, with an error at its type, when it names none.
+const OpDef* find_loss_op(const Node& spec, Diagnostics& diags) {
+  const Node* type = spec.is_map() ? spec.find("type") : nullptr;
+  const OpDef* op = type ? op_registry().find(type->text()) : nullptr;
+  if (op && op->is_loss) return op;
+  std::vector<std::string> losses;
+  for (const auto& d : op_registry().all())
+    if (d.is_loss) losses.push_back(d.name);
+  const std::string near = type ? config::nearest(type->text(), losses) : "";
+  diags.add(type ? type->mark() : spec.mark(), "model.loss.type",
+            type ? "unknown loss '" + type->text() + "'" : "expected {type: <loss>}",
+            near.empty() ? "losses: " + join(losses) : "did you mean '" + near + "'?");
+  return nullptr;
+}
+
+// A block instance's own keys: kBlockInstanceKeys and the parameters of the
+// block `definition` declares. Returns false (each unknown key reported)
+// when it has others.
+bool check_instance_keys(const Node& instance, const Node& definition, const std::string& path,
+                         Diagnostics& diags) {
+  std::vector<std::string> allowed;
+  if (const Node* p = definition.is_map() ? definition.find("params") : nullptr; p && p->is_map())
+    allowed = keys_of(*p);
+  allowed.insert(allowed.end(), kBlockInstanceKeys.begin(), kBlockInstanceKeys.end());
+  bool known = true;
+  for (std::size_t i = 0; i < instance.size(); ++i) {
+    const std::string& key = instance.key_at(i);
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    report_unknown_key(diags, instance.key_mark_at(i), path + "." + key, key, allowed);
+    known = false;
+  }
+  return known;
+}
+
 // A layer's type and attributes, read without its input (no shape is
 // known): an unknown type, key or bad value is reported. Block instances are
 // left to their expansion.
@@ -141,14 +203,7 @@ class Builder {
       diags_.add(model_.mark(), "model", "expected a map with `layers:`");
       return std::move(graph_);
     }
-    for (std::size_t i = 0; i < model_.size(); ++i) {
-      static const std::vector<std::string> allowed = {"layers",    "blocks",     "loss",
-                                                       "recompute", "freeze",     "lr_scale",
-                                                       "init_from", "init_strict"};
-      const std::string& key = model_.key_at(i);
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-        unknown_key(model_.key_mark_at(i), "model." + key, key, allowed);
-    }
+    check_model_keys(model_, diags_);
     if (const Node* blocks = model_.find("blocks")) {
       if (!blocks->is_map())
         diags_.add(blocks->mark(), "model.blocks", "expected a map of block name to definition");
@@ -196,9 +251,7 @@ class Builder {
 
   void unknown_key(const Mark& mark, const std::string& path, const std::string& key,
                    const std::vector<std::string>& allowed) {
-    const std::string near = config::nearest(key, allowed);
-    diags_.add(mark, path, "unknown key '" + key + "'",
-               near.empty() ? "valid keys: " + join(allowed) : "did you mean '" + near + "'?");
+    report_unknown_key(diags_, mark, path, key, allowed);
   }
 
   // Expands a list of layers in `scope`; returns the value of the last layer, or
@@ -288,7 +341,17 @@ class Builder {
       }
       return text;
     }
-    return type + std::to_string(count);
+    // An automatic name an earlier layer took for itself: two layers of one
+    // name would share their parameters' names in every checkpoint.
+    const std::string automatic = type + std::to_string(count);
+    if (scope.values.count(automatic)) {
+      diags_.add(
+          layer.mark(), path,
+          "this layer's automatic name '" + automatic + "' is taken: an earlier layer is named so",
+          "give this layer a `name:`, or rename the earlier one");
+      return {};
+    }
+    return automatic;
   }
 
   // Resolves `inputs:` (default: the previous layer) to values.
@@ -452,18 +515,12 @@ class Builder {
         param_names.push_back(p->key_at(i));
       }
     }
+    if (!check_instance_keys(inst, *def, path, diags_)) return kNoValue;
     for (std::size_t i = 0; i < inst.size(); ++i) {
       const std::string& key = inst.key_at(i);
-      if (std::find(kBlockInstanceKeys.begin(), kBlockInstanceKeys.end(), key) !=
+      if (std::find(kBlockInstanceKeys.begin(), kBlockInstanceKeys.end(), key) ==
           kBlockInstanceKeys.end())
-        continue;
-      if (!params.count(key)) {
-        std::vector<std::string> allowed = param_names;
-        allowed.insert(allowed.end(), kBlockInstanceKeys.begin(), kBlockInstanceKeys.end());
-        unknown_key(inst.key_mark_at(i), path + "." + key, key, allowed);
-        return kNoValue;
-      }
-      params[key] = inst.value_at(i);
+        params[key] = inst.value_at(i);
     }
     std::int64_t repeat = 1;
     if (const Node* r = inst.find("repeat")) {
@@ -516,27 +573,10 @@ class Builder {
   }
 
   void add_loss(ValueId prediction) {
-    Node default_loss = Node::map(model_.mark());
-    default_loss.set("type", Node::scalar(config::kDefaultLoss, model_.mark()));
-    const Node* loss = model_.find("loss");
-    if (loss && loss->is_scalar()) {  // `loss: mse` shorthand
-      default_loss = Node::map(loss->mark());
-      default_loss.set("type", *loss);
-      loss = &default_loss;
-    }
-    const Node& spec = loss ? *loss : default_loss;
-    const Node* type = spec.is_map() ? spec.find("type") : nullptr;
-    const OpDef* op = type ? op_registry().find(type->text()) : nullptr;
-    if (!op || !op->is_loss) {
-      std::vector<std::string> losses;
-      for (const auto& d : op_registry().all())
-        if (d.is_loss) losses.push_back(d.name);
-      const std::string near = type ? config::nearest(type->text(), losses) : "";
-      diags_.add(type ? type->mark() : spec.mark(), "model.loss.type",
-                 type ? "unknown loss '" + type->text() + "'" : "expected {type: <loss>}",
-                 near.empty() ? "losses: " + join(losses) : "did you mean '" + near + "'?");
-      return;
-    }
+    const Node spec = loss_spec(model_);
+    const OpDef* op = find_loss_op(spec, diags_);
+    if (!op) return;
+    const Node* type = spec.find("type");
     if (input_.num_classes > 0 && op->name == "mse") {
       diags_.add(type->mark(), "model.loss.type",
                  "mse needs regression targets, but the data has class labels",
@@ -715,14 +755,24 @@ Graph build_graph(const config::Node& model, const ModelInput& input,
 
 void check_model_fields(const config::Node& model, config::Diagnostics& diagnostics) {
   if (!model.is_map()) return;
+  check_model_keys(model, diagnostics);
+  const config::Node spec = loss_spec(model);
+  if (const OpDef* loss = find_loss_op(spec, diagnostics))
+    config::read_fields(spec, loss->attrs, "model.loss", diagnostics, {"type"});
+  const config::Node* blocks = model.find("blocks");
   const auto check_list = [&](const config::Node* layers, const std::string& path) {
     if (!layers || !layers->is_sequence()) return;
     for (std::size_t i = 0; i < layers->items().size(); ++i) {
+      const config::Node& layer = layers->items()[i];
+      const std::string item_path = path + "[" + std::to_string(i) + "]";
+      const config::Node* block = layer.is_map() ? layer.find("block") : nullptr;
+      const config::Node* definition =
+          block && blocks && blocks->is_map() ? blocks->find(block->text()) : nullptr;
+      if (definition) check_instance_keys(layer, *definition, item_path, diagnostics);
       std::vector<const config::Node*>
           parameters;  // a block's $references: values known per instance
-      substitute(layers->items()[i], {}, &parameters);
-      if (parameters.empty())
-        check_layer_fields(layers->items()[i], path + "[" + std::to_string(i) + "]", diagnostics);
+      substitute(layer, {}, &parameters);
+      if (parameters.empty()) check_layer_fields(layer, item_path, diagnostics);
     }
   };
   check_list(model.find("layers"), "model.layers");

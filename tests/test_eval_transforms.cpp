@@ -98,7 +98,8 @@ TEST_CASE("a run's config.yaml derives the eval transforms again from changed tr
 }
 
 TEST_CASE(
-    "a resolved config that writes the derived eval transforms out (older trainers) derives") {
+    "a resolved config that writes the derived eval transforms out (older trainers) derives; a "
+    "written one does not") {
   TempDir tmp("eval-transforms-older");
   write_text(tmp / "crop.yaml", cropping_experiment());
   const auto printed = run_trainer("print-config " + tmp / "crop.yaml");
@@ -120,4 +121,14 @@ TEST_CASE(
   const auto changed =
       run_trainer("print-config " + tmp / "older.yaml" + " data.transforms[0].size=8");
   CHECK(changed.out.find("  #   - type: random_crop\n  #     size: 8\n") != std::string::npos);
+
+  // A config a person wrote (no "# resolved from" line) keeps the list it
+  // gives, even one equal to the derived list, when an override changes the
+  // transforms.
+  write_text(tmp / "written.yaml", older.substr(older.find('\n') + 1));
+  const auto written =
+      run_trainer("print-config " + tmp / "written.yaml" + " data.transforms[0].size=8");
+  REQUIRE(written.code == 0);
+  CHECK(written.out.find("\n  eval_transforms:\n") != std::string::npos);
+  CHECK(written.out.find("  #   - type: random_crop\n  #     size: 8\n") == std::string::npos);
 }

@@ -238,6 +238,22 @@ TEST_CASE("the core tags say how a scalar reads; another tag is an error at it")
         "    remove the tag: the field's type says how the value is read");
 }
 
+TEST_CASE("a list or map takes only its own core tag; another is an error at it") {
+  const Node n = parse_clean("a: !!seq [1, 2]\nb: !!map {c: 1}\nd: [3]\n");
+  CHECK(n.find("a")->is_sequence());
+  CHECK(n.find("b")->is_map());
+  Diagnostics d;
+  parse_yaml("opt: !foo {type: adam}\ntrain: !!seq {batch_size: 8}\nl: !!binary [1]\n", "t.yaml",
+             d);
+  REQUIRE(d.size() == 3);
+  CHECK(format(d.list()[0]) ==
+        "t.yaml:1:6: error: unsupported tag '!foo' on a map: a config reads only the core tags "
+        "(!!seq on a list, !!map on a map)\n"
+        "    remove the tag: the field's type says how the value is read");
+  CHECK(d.list()[1].message.find("'tag:yaml.org,2002:seq' on a map") != std::string::npos);
+  CHECK(d.list()[2].message.find("'tag:yaml.org,2002:binary' on a list") != std::string::npos);
+}
+
 TEST_CASE("anchors nested in anchors count the values they keep, without aliases") {
   // 30 anchors, each around the next, around a list of 100000 items: each
   // level kept a copy of all inside it, 3 million nodes from a 600 KB file.

@@ -10,10 +10,12 @@ namespace trainer::config {
 
 Config bind_config(Node& root, Diagnostics& diags);
 
-// Before overrides: a data.eval_transforms given that is exactly the list
-// derived from data.transforms (a resolved config of a trainer that wrote it
-// out as a value) is marked derived, so that it follows data.transforms as
-// changed by overrides, as it would have in the config it was resolved from.
+// Before overrides, in a resolved config a run or sweep wrote: a
+// data.eval_transforms that is exactly the list derived from data.transforms
+// (older versions wrote it out as a value) is marked derived, so that it
+// follows data.transforms as changed by overrides, as it would have in the
+// config it was resolved from. (In a config a person wrote, a list given is
+// theirs, whatever it holds.)
 void mark_derived_values(Node& root);
 
 }  // namespace trainer::config

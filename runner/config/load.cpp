@@ -2,6 +2,7 @@
 #include "runner/config/load.h"
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 
 #include "runner/config/bind.h"
@@ -28,9 +29,18 @@ Diagnostics sorted(const Diagnostics& diags) {
   return out;
 }
 
+// Whether `text` is a resolved config a run or sweep wrote (its first line
+// says what it was resolved from).
+bool is_resolved_config(const std::string& text) {
+  return text.rfind("# resolved from ", 0) == 0;
+}
+
+// `resolved`: the tree is a resolved config a run or sweep wrote, whose
+// derived values older versions wrote out as values (mark_derived_values).
+// A config a person wrote keeps the eval_transforms it gives.
 Config validate(Node tree, const std::string& source, const std::vector<std::string>& overrides,
-                const OverrideOrigins& origins, Diagnostics& diags) {
-  mark_derived_values(tree);
+                const OverrideOrigins& origins, Diagnostics& diags, bool resolved) {
+  if (resolved) mark_derived_values(tree);
   apply_overrides(tree, overrides, diags, origins);
   expand_shorthands(tree);
   Config config = bind_config(tree, diags);
@@ -57,7 +67,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   Diagnostics diags;
   Node tree;
   if (!load_composed(path, diags, tree)) sorted(diags).throw_if_any();
-  return validate(std::move(tree), path, overrides, origins, diags);
+  std::ifstream file(path, std::ios::binary);
+  std::string first_line;
+  std::getline(file, first_line);
+  return validate(std::move(tree), path, overrides, origins, diags,
+                  is_resolved_config(first_line));
 }
 
 Config load_config_text(const std::string& text, const std::string& name,
@@ -76,7 +90,7 @@ Config load_config_text(const std::string& text, const std::string& name,
     diags.throw_if_any();
   }
   expand_shorthands(tree);
-  return validate(std::move(tree), name, overrides, {}, diags);
+  return validate(std::move(tree), name, overrides, {}, diags, is_resolved_config(text));
 }
 
 }  // namespace trainer::config

@@ -128,19 +128,32 @@ class TreeBuilder : public YAML::EventHandler {
     add_value(Node::scalar(value, to_mark(mark), string_tag), anchor, 1);
   }
 
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
+    check_collection_tag(mark, tag, "tag:yaml.org,2002:seq", "list");
     open(Node::sequence(to_mark(mark)), anchor);
   }
   void OnSequenceEnd() override { close(); }
 
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnMapStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value) override {
+    check_collection_tag(mark, tag, "tag:yaml.org,2002:map", "map");
     open(Node::map(to_mark(mark)), anchor);
   }
   void OnMapEnd() override { close(); }
 
  private:
+  // A list or map takes no tag but its own core one (!!seq, !!map): another
+  // (!!binary, !python/object) is an error at the value, as on a scalar.
+  void check_collection_tag(const YAML::Mark& mark, const std::string& tag, const char* own,
+                            const char* what) {
+    if (tag.empty() || tag == "?" || tag == "!" || tag == own) return;
+    diags_.add(to_mark(mark), "",
+               "unsupported tag '" + tag + "' on a " + what +
+                   ": a config reads only the core tags (!!seq on a list, !!map on a map)",
+               "remove the tag: the field's type says how the value is read");
+  }
+
   struct Frame {
     Node node;
     YAML::anchor_t anchor = 0;

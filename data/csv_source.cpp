@@ -235,10 +235,15 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   // regression targets; a class label has its own check).
   auto parse = [&](const std::string& cell, std::size_t column, bool finite) {
     double value = 0;
-    // A leading '+' (which from_chars does not take) as Python and pandas read it.
-    const bool plus = cell.size() > 1 && cell[0] == '+' && cell[1] != '-' && cell[1] != '+';
-    const char* begin = cell.data() + (plus ? 1 : 0);
-    const char* end = cell.data() + cell.size();
+    // Spaces inside a quoted field (" 1 ") and a leading '+' (which
+    // from_chars does not take), as Python and pandas read them.
+    std::string_view text = cell;
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r'))
+      text.remove_suffix(1);
+    const bool plus = text.size() > 1 && text[0] == '+' && text[1] != '-' && text[1] != '+';
+    const char* begin = text.data() + (plus ? 1 : 0);
+    const char* end = text.data() + text.size();
     auto [ptr, ec] = std::from_chars(begin, end, value);
     const auto where = [&] {
       return "CSV file '" + o.path + "' line " + std::to_string(line_number) + ", column " +

@@ -117,6 +117,16 @@ std::shared_ptr<Dataset> open_image_folder(const std::string& root, std::int64_t
     // A folder named in another encoding keeps its bytes as \xNN: the class
     // names go into JSON records, which hold UTF-8 only.
     class_names.push_back(with_invalid_utf8_escaped(class_dirs[c].filename().string()));
+    // Two folders whose names escape alike ('caf\xE9' written out, and in
+    // Latin-1) would be one class to an evaluation folder matched by name.
+    for (std::size_t earlier = 0; earlier < c; ++earlier)
+      if (class_names[earlier] == class_names.back())
+        throw std::runtime_error("image folder '" + root + "': class folders '" +
+                                 class_dirs[earlier].filename().string() + "' and '" +
+                                 class_dirs[c].filename().string() + "' give one class name, '" +
+                                 class_names.back() +
+                                 "', once bytes that are not UTF-8 are written as \\xNN: "
+                                 "rename one");
     std::vector<std::string> images = list_class_images(class_dirs[c]);
     if (images.empty()) {
       throw std::runtime_error("image folder class '" + class_dirs[c].string() +

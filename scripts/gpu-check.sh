@@ -46,7 +46,10 @@ pack() { save && rm -rf "$out"; }
 trap pack EXIT
 # A stage's command runs in the background (capped), so that a signal stops
 # the script at once, not when the stage ends; it is stopped too.
-trap 'log "stopped by a signal"; [[ -n ${capped_pid:-} ]] && kill "$capped_pid" 2>/dev/null
+# The trap waits for it (timeout's own 10 s kill bounds that), so that what
+# it writes under $out is there when the results are packed.
+trap 'log "stopped by a signal"
+      [[ -n ${capped_pid:-} ]] && { kill "$capped_pid" 2>/dev/null; wait "$capped_pid"; }
       write_results "interrupted"; exit 1' TERM INT
 # capped CAP CMD...: CMD under `timeout -k 10`, at most CAP seconds and never past the deadline.
 # Not started when under 10 s are left: exit $not_started, which the status
@@ -60,6 +63,9 @@ capped() {
   timeout -k 10 "$cap" "$@" &
   capped_pid=$!
   wait "$capped_pid"
+  local status=$?
+  capped_pid=
+  return $status
 }
 # not_run_if CHECK RC...: a check whose command(s) exited RC is not made when
 # one of them was not started.
@@ -324,7 +330,7 @@ if ((limit < 60)); then
   rc[cnn_full_run]=skipped
   rc[cnn_accuracy]=skipped
 else
-  timeout -k 10 $limit "$bundle/bin/trainer" run configs/fashion_mnist_cnn.yaml "devices=[0]" "${fmnist[@]}" \
+  capped "$limit" "$bundle/bin/trainer" run configs/fashion_mnist_cnn.yaml "devices=[0]" "${fmnist[@]}" \
     data.workers=6 --out "$out/run_cnn_full" >"$out/run_cnn_full.log" 2>&1
   rc[cnn_full_run]=$?
 fi

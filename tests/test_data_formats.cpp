@@ -276,6 +276,11 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     q.path = dir.file("after.csv");
     CHECK_THROWS_WITH(open_csv(q), Contains("line 2: text after the quoted field that ends at "
                                             "column 5"));
+    // Spaces inside quotes around a number, as Python's float(" 1 ") reads them.
+    write_text(dir.file("spaced.csv"), "a,b,label\n\" 1 \",\"\t2\",\" 0 \"\n");
+    q.path = dir.file("spaced.csv");
+    CHECK(sample_of(*open_csv(q), 0, &label) == std::vector<float>{1, 2});
+    CHECK(label == 0);
     write_text(dir.file("huge.csv"), "a,b,label\n1,1e999,0\n");
     q.path = dir.file("huge.csv");
     CHECK_THROWS_WITH(open_csv(q), Contains("'1e999' is outside the float32 range"));
@@ -518,6 +523,12 @@ TEST_CASE(
   write_bytes(dir.file("img/th\xC3\xA9/b.png"), png_bytes(1, 1, 1, {20}));  // UTF-8
   const auto d = open_image_folder(dir.file("img"), 1, 1, 1);
   CHECK(d->class_names() == std::vector<std::string>{"caf\\xE9", "th\xC3\xA9"});
+  // A folder named as the escaped name reads, would be the same class: refused.
+  write_bytes(dir.file("img2/caf\xE9/a.png"), png_bytes(1, 1, 1, {10}));
+  write_bytes(dir.file("img2/caf\\xE9/b.png"), png_bytes(1, 1, 1, {20}));
+  CHECK_THROWS_WITH(open_image_folder(dir.file("img2"), 1, 1, 1),
+                    Contains("give one class name, 'caf\\xE9', once bytes that are not UTF-8 "
+                             "are written as \\xNN: rename one"));
   // A PNG inside gzip is refused as PIL refuses it, not decompressed.
   write_gzip(dir.file("img/th\xC3\xA9/c.png"), png_bytes(1, 1, 1, {30}));
   std::int64_t label = -1;

@@ -245,6 +245,21 @@ TEST_CASE("a checkpoint left renamed by a stop while it was replaced is found ag
   CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000048.old"));
   CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000048.tmp"));
   CHECK(fs::read_symlink(run + "/checkpoints/last") == "step-00000050");
+
+  // Beside a step-48 that is no checkpoint folder (a link), the .old is
+  // still step 48's checkpoint: resumed from, then replaced by the step's
+  // checkpoint the resume writes again (its evaluation at the epoch's end).
+  const std::string linked = finished_run(tmp, "linked");
+  fs::rename(linked + "/checkpoints/step-00000048", linked + "/checkpoints/step-00000048.old");
+  fs::create_directory_symlink("/nonexistent", linked + "/checkpoints/step-00000048");
+  REQUIRE(run_to_end(resume_args(linked, {"train.max_steps=50"}), tmp / "linked.log") == 0);
+  const std::string linked_log = read_text(tmp / "linked.log");
+  INFO(linked_log);
+  CHECK(linked_log.find("resuming from " + linked + "/checkpoints/step-00000048.old") !=
+        std::string::npos);
+  CHECK(linked_log.find("warning") == std::string::npos);
+  CHECK(fs::is_directory(fs::symlink_status(linked + "/checkpoints/step-00000048")));
+  CHECK_FALSE(fs::exists(fs::symlink_status(linked + "/checkpoints/step-00000048.old")));
 }
 
 TEST_CASE("a resume onto a cut metrics.jsonl keeps it whole records") {
@@ -318,10 +333,13 @@ TEST_CASE("an interrupted run resumed with fewer steps than it trained keeps its
 
 TEST_CASE("a run stopped after its last checkpoint, before recording its end, records it") {
   // The end inside an epoch or at its end, on a log boundary or off one.
-  const std::vector<std::string> overrides =
-      GENERATE(std::vector<std::string>{}, std::vector<std::string>{"train.max_steps=27"},
-               std::vector<std::string>{"train.max_steps=30"},
-               std::vector<std::string>{"train.log_every=4"});
+  const std::vector<std::string> overrides = GENERATE(
+      std::vector<std::string>{}, std::vector<std::string>{"train.max_steps=27"},
+      std::vector<std::string>{"train.max_steps=30"}, std::vector<std::string>{"train.log_every=4"},
+      // Early stopping's patience used up by the final evaluation,
+      // which could not stop the run.
+      std::vector<std::string>{"train.early_stopping.patience=2",
+                               "train.early_stopping.min_delta=100"});
   INFO((overrides.empty() ? "(none)" : overrides.front()));
   TempDir tmp("end-unrecorded");
   write_text(tmp / "tiny.yaml", tiny_experiment());

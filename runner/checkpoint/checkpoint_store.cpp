@@ -41,7 +41,7 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& 
       continue;
     if (name.ends_with(".old")) {
       name.resize(name.size() - 4);
-      if (fs::exists(fs::symlink_status(dir / name, status))) continue;
+      if (fs::is_directory(fs::symlink_status(dir / name, status))) continue;
     }
     const std::string digits = name.substr(5);
     if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
@@ -291,21 +291,30 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
 
 // What a process stopped while writing a checkpoint left: step-*.tmp, and
 // step-N.old once step-N replaced it. Without step-N, step-N.old is the
-// checkpoint of that step, and gets its name back. The run directory is this
-// process's alone.
-void remove_unfinished(const fs::path& dir, const std::function<void(const std::string&)>& warn) {
+// checkpoint of that step, and gets its name back; beside a step-N that is
+// no checkpoint folder it is kept, unless `saving` (step-N itself, whose
+// save replaces both). The run directory is this process's alone.
+void remove_unfinished(const fs::path& dir, const std::string& saving,
+                       const std::function<void(const std::string&)>& warn) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("step-", 0) != 0 || !entry.is_directory(ec)) continue;
     const fs::path replacement = dir / name.substr(0, name.size() - 4);
     const bool old = name.ends_with(".old");
-    if (old && !fs::exists(fs::symlink_status(replacement, ec))) {
+    const fs::file_status replaced_by = fs::symlink_status(replacement, ec);
+    if (old && !fs::exists(replaced_by)) {
       std::error_code renamed;
       fs::rename(entry.path(), replacement, renamed);
       if (renamed)
         warn("could not rename " + entry.path().string() + " back to " + replacement.string() +
              ": " + renamed.message());
+      continue;
+    }
+    if (old && !fs::is_directory(replaced_by) && replacement.filename() != saving) {
+      warn(entry.path().string() + " is kept: it is step " + name.substr(5, name.size() - 9) +
+           "'s checkpoint, and " + replacement.string() +
+           " is no checkpoint folder; move that aside and rename it back");
       continue;
     }
     if (!name.ends_with(".tmp") && !old) continue;
@@ -336,8 +345,8 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
                                   const RetentionPolicy& policy,
                                   const std::function<void(const std::string&)>& warn) {
   fs::create_directories(dir_);
-  remove_unfinished(dir_, warn);
   const std::string name = checkpoint_name(state.step);
+  remove_unfinished(dir_, name, warn);
   const fs::path final_path = fs::path(dir_) / name;
   const fs::path tmp = fs::path(dir_) / (name + ".tmp");
   fs::remove_all(tmp);

@@ -70,8 +70,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   std::ifstream file(path, std::ios::binary);
   std::string first_line;
   std::getline(file, first_line);
-  return validate(std::move(tree), path, overrides, origins, diags,
-                  is_resolved_config(first_line));
+  return validate(std::move(tree), path, overrides, origins, diags, is_resolved_config(first_line));
 }
 
 Config load_config_text(const std::string& text, const std::string& name,

@@ -613,10 +613,21 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   // The averaged weights start as the weights; a checkpoint holds its own.
   if (averaging_ && resumed_.step == 0) program_.reset_ema();
   // A finished run resumed with nothing to train keeps its directory as it was.
-  if (options_.resume && (resumed_.step >= total_steps_ || early_stopped_at_checkpoint()))
+  if (options_.resume && (resumed_.step >= total_steps_ || early_stopped_at_checkpoint())) {
     finished_ = finished_summary(resumed_.step);
-  end_unrecorded_ = options_.resume && !resumed_from_.empty() && resumed_.step == total_steps_ &&
-                    !finished_ && !early_stopped_at_checkpoint();
+    // Every rank goes the root's way (it reads summary.json, which another
+    // node may see otherwise): a rank that recorded the end alone would wait
+    // in its collectives for ever.
+    if (world_ > 1) {
+      const bool root_finished = values_over_ranks(collective_, finished_ ? 1.0 : 0.0)[0] > 0;
+      if (!root_finished) finished_.reset();
+      if (root_finished && !finished_) finished_ = nlohmann::json::object();
+    }
+  }
+  // At the run's last step (an early stop counted by its final evaluation
+  // too: that one could not stop it), without the summary of its end.
+  end_unrecorded_ =
+      options_.resume && !resumed_from_.empty() && resumed_.step == total_steps_ && !finished_;
   keeps_directory_ = options_.resume && (finished_ || resumed_.step > total_steps_);
   if (options_.before_writing && !keeps_directory_) options_.before_writing();
   open_metrics();
@@ -1443,7 +1454,7 @@ nlohmann::json TrainLoop::run() {
                step_ > total_steps_ ? "" : "; raise train.epochs or train.max_steps to go on");
     // A run that had finished keeps the summary it wrote (its time and throughput).
     return finished_ ? *finished_ : summary(!keeps_directory_);
-  } else if (options_.resume && early_stopped_at_checkpoint()) {
+  } else if (options_.resume && early_stopped_at_checkpoint() && !end_unrecorded_) {
     log_->info(
         "nothing to train: early stopping stops this run at step {} ({} evaluations without "
         "improvement of {}); raise train.early_stopping.patience to go on",
@@ -1473,6 +1484,8 @@ void TrainLoop::record_end() {
   if (collective_.is_root())
     window_.last_step_hits = {resumed_.last_step_top1, 0, resumed_.last_step_rows};
   checkpoint::TrainState st = state_now(epoch_, in_epoch);
+  // What an evaluation that fails saves: the state before the last record.
+  stopped_inside_epoch_ = st;
   if (window_.steps > 0) log_window();
   const bool evaluated =
       last_eval_.is_object() && last_eval_.value("step", std::int64_t{-1}) == step_;

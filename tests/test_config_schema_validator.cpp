@@ -79,6 +79,53 @@ TEST_CASE("the JSON Schema accepts good configs and rejects bad ones (Ajv)") {
       kConfigs / "bad" / "out_of_range.yaml",     kConfigs / "bad" / "bad_enum.yaml",
       kConfigs / "bad" / "missing_required.yaml", kConfigs / "bad" / "several_errors.yaml"};
 
+  // Where the schema and trainer once disagreed: each accepted by both, or
+  // refused by both (trainer's `validate` verdict checked here too).
+  const std::string base =
+      "data:\n  train: {type: synthetic, shape: [1, 4, 4], classes: 4, size: 64}\n"
+      "train: {max_steps: 1, batch_size: 8}\n";
+  const std::map<std::string, std::string> agreed_good = {
+      {"integer_names.yaml", base + "model:\n  layers:\n    - {type: flatten, name: 5}\n"
+                                    "    - {type: linear, out_features: 4, inputs: [5]}\n"},
+      {"loss_without_type.yaml",
+       base + "model:\n  layers: [{type: flatten}, {type: linear, out_features: 4}]\n"
+              "  loss: {label_smoothing: 0.1}\n"},
+      {"empty_section.yaml",
+       base + "model:\n  layers: [{type: flatten}, {type: linear, out_features: 4}]\n"
+              "optimizer:\nprecision:\n"}};
+  const std::string blocks =
+      "model:\n  blocks: {b: {layers: [{type: relu}]}}\n"
+      "  layers: [{type: flatten}, {block: b, repeat: REPEAT}, {type: linear, out_features: 4}]\n";
+  const std::map<std::string, std::string> agreed_bad = {
+      {"devices_integer.yaml",
+       base + "model:\n  layers: [{type: flatten}, {type: linear, out_features: 4}]\n"
+              "devices: 0\n"},
+      {"repeat_zero.yaml", base + blocks.substr(0, blocks.find("REPEAT")) + "0" +
+                               blocks.substr(blocks.find("REPEAT") + 6)},
+      {"repeat_above_limit.yaml", base + blocks.substr(0, blocks.find("REPEAT")) + "10001" +
+                                      blocks.substr(blocks.find("REPEAT") + 6)}};
+  for (const auto& [name, text] : agreed_good) {
+    std::ofstream(work / name) << text;
+    expect_valid.push_back(work / name);
+  }
+  std::vector<fs::path> expect_invalid_here = expect_invalid;
+  for (const auto& [name, text] : agreed_bad) {
+    std::ofstream(work / name) << text;
+    expect_invalid_here.push_back(work / name);
+  }
+  for (const auto& [name, text] : agreed_good) {
+    const auto r = trainer::testing::run_command(trainer::testing::trainer_binary() + " validate " +
+                                                 (work / name).string());
+    INFO(name << ": " << r.out);
+    CHECK(r.code == 0);
+  }
+  for (const auto& [name, text] : agreed_bad) {
+    const auto r = trainer::testing::run_command(trainer::testing::trainer_binary() + " validate " +
+                                                 (work / name).string());
+    INFO(name << ": " << r.out);
+    CHECK(r.code == 2);
+  }
+
   std::map<std::string, fs::path> json_of;  // json path -> yaml path
   std::vector<fs::path> docs;
   auto convert = [&](const fs::path& yaml, const std::string& tag) {
@@ -93,7 +140,7 @@ TEST_CASE("the JSON Schema accepts good configs and rejects bad ones (Ajv)") {
     docs.push_back(json);
   };
   for (const auto& y : expect_valid) convert(y, "good");
-  for (const auto& y : expect_invalid) convert(y, "bad");
+  for (const auto& y : expect_invalid_here) convert(y, "bad");
 
   const auto verdicts = validate_all(schema, docs);
   for (const auto& [json, yaml] : json_of) {

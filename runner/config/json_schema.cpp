@@ -61,20 +61,23 @@ json one_of_items(json items) {
 
 json layer_schema() {
   const json common = {
-      {"name", {{"type", "string"}, {"description", "Layer name (default: <type><index>)"}}},
+      {"name",
+       {{"type", json::array({"string", "integer"})},
+        {"description", "Layer name (default: <type><index>)"}}},
       {"inputs",
        {{"description", "Input layer name(s) (default: the previous layer)"},
-        {"anyOf", json::array({{{"type", "string"}},
-                               {{"type", "array"}, {"items", {{"type", "string"}}}}})}}}};
+        {"anyOf", json::array({{{"type", json::array({"string", "integer"})}},
+                               {{"type", "array"},
+                                {"items", {{"type", json::array({"string", "integer"})}}}}})}}}};
   json items = json::array();
   items.push_back(
       {{"type", "object"},
        {"description", "An instance of a block from model.blocks; other keys are block parameters"},
        {"properties",
         {{"block", {{"type", "string"}}},
-         {"name", {{"type", "string"}}},
+         {"name", common["name"]},
          {"inputs", common["inputs"]},
-         {"repeat", {{"type", "integer"}, {"minimum", 0}}},
+         {"repeat", {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxBlockRepeat}}},
          {"first", {{"type", "object"}}}}},
        {"required", {"block"}}});
   for (const auto& op : op_registry().all()) {
@@ -97,6 +100,17 @@ json loss_schema() {
   json alternatives = json::array();
   alternatives.push_back(names.empty() ? json{{"type", "string"}} : json{{"enum", names}});
   alternatives.push_back(one_of_items(items));
+  // A map without `type` sets the default loss's attributes.
+  if (const OpDef* fallback = op_registry().find(kDefaultLoss)) {
+    json untyped =
+        typed_item_schema(fallback->name, fallback->doc, fallback->attrs, json::object());
+    json required = json::array();
+    for (const auto& name : untyped["required"])
+      if (name != "type") required.push_back(name);
+    untyped["required"] = required;
+    untyped["not"] = {{"required", {"type"}}};
+    alternatives.push_back(untyped);
+  }
   return {
       {"description", "The loss: a loss op name or {type: <loss>, ...} (default: cross_entropy)"},
       {"anyOf", alternatives}};
@@ -167,7 +181,15 @@ json section_schema(const SectionDef& section) {
   }
   for (const auto& child : child_sections(section.path)) {
     const SectionDef* def = find_section(section.path.empty() ? child : section.path + "." + child);
-    props[child] = section_schema(*def);
+    // A section left empty (`optimizer:` with its keys commented out) is null.
+    json child_schema = section_schema(*def);
+    const json null = {{"type", "null"}};
+    if (child_schema.contains("anyOf"))  // the shorthand forms, then the map
+      child_schema["anyOf"].insert(child_schema["anyOf"].begin(), null);
+    else
+      child_schema = {{"description", child_schema["description"]},
+                      {"anyOf", json::array({null, child_schema})}};
+    props[child] = child_schema;
   }
   for (const auto& key : section.special_keys) {
     json s = special_key_schema(section.path, key.name);
@@ -185,11 +207,13 @@ json section_schema(const SectionDef& section) {
     return {{"description", section.doc},
             {"anyOf", json::array({field_json_schema(target->spec), out})}};
   }
-  if (section.path == "devices")
-    return {
-        {"description", section.doc},
-        {"anyOf",
-         json::array({{{"const", "cpu"}}, field_json_schema(section.fields.front().spec), out})}};
+  if (section.path == "devices") {
+    // `devices: 0` is refused: a list of GPU indices ([0]), not one.
+    const FieldSpec& gpus = section.fields.front().spec;
+    json list = list_schema(number_schema(gpus, "integer"), gpus);
+    list["description"] = gpus.doc;
+    return {{"description", section.doc}, {"anyOf", json::array({{{"const", "cpu"}}, list, out})}};
+  }
   return out;
 }
 

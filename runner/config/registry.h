@@ -4,6 +4,7 @@
 // `print-config`, the JSON Schema and the reference are all generated from it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct SectionDef {
 // The loss of a model without `loss:` (what print-config fills in and the
 // graph builder trains with).
 inline constexpr const char* kDefaultLoss = "cross_entropy";
+
+// The most repetitions one block instance may ask for (`repeat:`).
+inline constexpr std::int64_t kMaxBlockRepeat = 10000;
 
 // Every section, parents before children, in the order the reference lists them.
 const std::vector<SectionDef>& config_sections();

@@ -46,8 +46,6 @@ constexpr const char* kInputName = "input";
 
 // Keys a layer may have besides its op's attributes.
 const std::vector<std::string> kLayerKeys = {"type", "name", "inputs"};
-// The most repetitions of one block instance.
-constexpr double kMaxRepeat = 10000;
 // The most layers a model may expand to (nested blocks multiply their
 // repeats): far beyond any network trained here, and small enough that the
 // graph, its plan and their memory stay bounded.
@@ -525,8 +523,9 @@ class Builder {
     std::int64_t repeat = 1;
     if (const Node* r = inst.find("repeat")) {
       // Checked like any integer field: 2.5, 1e1 and "3" are not repetition counts.
-      static const FieldSpec spec =
-          field("repeat", FieldType::integer, "").at_least(1).at_most(kMaxRepeat);
+      static const FieldSpec spec = field("repeat", FieldType::integer, "")
+                                        .at_least(1)
+                                        .at_most(static_cast<double>(config::kMaxBlockRepeat));
       FieldValue value;
       if (!config::parse_field(*r, spec, path + ".repeat", diags_, value)) return kNoValue;
       repeat = std::get<std::int64_t>(value);

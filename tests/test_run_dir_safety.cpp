@@ -45,6 +45,13 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   return files;
 }
 
+// The same, but for train.log (which says what each resume found).
+std::map<std::string, std::string> snapshot_but_log(const fs::path& dir) {
+  auto files = snapshot(dir);
+  files.erase("train.log");
+  return files;
+}
+
 std::vector<std::string> resume_args(const std::string& dir,
                                      const std::vector<std::string>& overrides = {}) {
   std::vector<std::string> args = {"run", "--resume", dir};
@@ -300,11 +307,7 @@ TEST_CASE("a finished run resumed has nothing to train and keeps its summary") {
   CHECK(read_text(run + "/config.yaml") == config);
   CHECK(read_text(run + "/summary.json") == summary);
   // Nothing else changed either (train.log says what the resumes found).
-  auto after = snapshot(run);
-  after.erase("train.log");
-  auto before = snapshot(tmp / "copy");
-  before.erase("train.log");
-  CHECK(after == before);
+  CHECK(snapshot_but_log(run) == snapshot_but_log(tmp / "copy"));
 }
 
 TEST_CASE("an interrupted run resumed with fewer steps than it trained keeps its directory") {
@@ -324,11 +327,7 @@ TEST_CASE("an interrupted run resumed with fewer steps than it trained keeps its
         std::string::npos);
   // config.yaml still says 30 steps and summary.json still says interrupted:
   // nothing in the directory changed but train.log.
-  auto after = snapshot(run);
-  after.erase("train.log");
-  auto before = snapshot(tmp / "copy");
-  before.erase("train.log");
-  CHECK(after == before);
+  CHECK(snapshot_but_log(run) == snapshot_but_log(tmp / "copy"));
 }
 
 TEST_CASE("a run stopped after its last checkpoint, before recording its end, records it") {
@@ -472,13 +471,10 @@ TEST_CASE("a max_steps run that stopped inside an epoch, resumed, keeps its last
   write_text(tmp / "tiny.yaml", tiny_experiment());
   const std::string run = tmp / "run";
   REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", run, {"train.max_steps=22"}), tmp / "p.log") == 0);
-  auto before = snapshot(run);
-  before.erase("train.log");
+  const auto before = snapshot_but_log(run);
   REQUIRE(run_to_end(resume_args(run), tmp / "r.log") == 0);
   CHECK(read_text(tmp / "r.log").find("nothing to train") != std::string::npos);
-  auto after = snapshot(run);
-  after.erase("train.log");
-  CHECK(after == before);
+  CHECK(snapshot_but_log(run) == before);
   const auto records = metrics_records(run);
   REQUIRE(!records.empty());
   CHECK(records.back()["split"] == "eval");

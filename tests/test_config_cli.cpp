@@ -252,6 +252,25 @@ TEST_CASE("print-config refuses layers it cannot resolve: an unknown type, key o
   CHECK(r.out.find("name:") == std::string::npos);  // no YAML printed
 }
 
+TEST_CASE(
+    "a missing base in an extends list is named at its item, with the folder it was read from") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_extends_item";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "base.yaml") << "name: base\n";
+  std::ofstream(dir / "exp.yaml") << "extends:\n  - base.yaml\n  - nope.yaml\n";
+  // Named from its own folder: the folder is the working directory's.
+  const auto r = trainer::testing::run_command(
+      "cd " + dir.string() + " && " + trainer::testing::trainer_binary() + " validate exp.yaml");
+  CHECK(r.code == 2);
+  CHECK(r.out.find("exp.yaml:3:5: error: extends: file not found: '" +
+                   (dir / "nope.yaml").string() +
+                   "'\n    a relative path is read from the folder of the file that names it (" +
+                   dir.string() + "), not from the working directory") == 0);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("print-config refuses unknown keys of the model, its loss and block instances") {
   const auto r = run("print-config " + kGood +
                          "mlp.yaml model.lyers=[] model.loss.label_smothing=0.1 "

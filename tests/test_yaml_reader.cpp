@@ -238,6 +238,23 @@ TEST_CASE("the core tags say how a scalar reads; another tag is an error at it")
         "    remove the tag: the field's type says how the value is read");
 }
 
+TEST_CASE("a second document is an error at the '---' that starts it") {
+  for (const auto& [text, line] : std::vector<std::pair<std::string, int>>{
+           {"a: 1\n---\nb: 2\n", 2},
+           {"# a comment\n---\na: 1\n---\n", 4},  // the first '---' opens the one document
+           {"a: 1\n--- # another\n", 2}}) {
+    INFO(text);
+    Diagnostics d;
+    parse_yaml(text, "t.yaml", d);
+    REQUIRE(d.size() == 1);
+    CHECK(format(d.list()[0]) == "t.yaml:" + std::to_string(line) +
+                                     ":1: error: expected one YAML document, found a second one "
+                                     "starting here\n"
+                                     "    remove this '---' line and what follows it, or put that "
+                                     "in a file of its own");
+  }
+}
+
 TEST_CASE("a list or map takes only its own core tag; another is an error at it") {
   const Node n = parse_clean("a: !!seq [1, 2]\nb: !!map {c: 1}\nd: [3]\n");
   CHECK(n.find("a")->is_sequence());

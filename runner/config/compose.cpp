@@ -79,8 +79,8 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
       diags.add(where, where_key, "'" + path + "' is not a regular file");
     } else if (where_key == "extends") {
       const fs::path full = fs::absolute(path, ec).lexically_normal();
-      const fs::path folder =
-          fs::absolute(fs::path(where.file).parent_path(), ec).lexically_normal();
+      // Of the file made absolute: "exp.yaml" has no folder in its name.
+      const fs::path folder = fs::absolute(where.file, ec).lexically_normal().parent_path();
       diags.add(where, where_key, "file not found: '" + full.string() + "'",
                 "a relative path is read from the folder of the file that names it (" +
                     folder.string() + "), not from the working directory");
@@ -127,7 +127,9 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
       fs::path base_path = base->text();
       if (base_path.is_relative()) base_path = fs::path(path).parent_path() / base_path;
       Node base_tree;
-      if (load_recursive(base_path.lexically_normal().string(), key_mark, "extends", chain,
+      // A base of a list is reported at its item; one file alone at the key.
+      const Mark& named_at = ext->is_sequence() ? base->mark() : key_mark;
+      if (load_recursive(base_path.lexically_normal().string(), named_at, "extends", chain,
                          resolved, diags, base_tree))
         merged = merge_nodes(std::move(merged), base_tree);
       else

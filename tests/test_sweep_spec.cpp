@@ -327,6 +327,13 @@ TEST_CASE("the sweep's own settings cannot be swept, and its counts are bounded"
              Catch::Contains("expected an integer from 0 to 1000, found a list"));
   CHECK_THAT(errors_of(yaml("{random: {trials: 1, seed: 1e19, params: {seed: {int: [0, 9]}}}}")),
              Catch::Contains("sweep.random.seed: expected an integer from 0 to 2^53"));
+  // One past 2^53 reads as 2^53 through a double; as an integer it is refused.
+  CHECK_THAT(errors_of(yaml("{random: {trials: 1, seed: 9007199254740993, params: {seed: {int: "
+                            "[0, 9]}}}}")),
+             Catch::Contains("found integer 9007199254740993"));
+  CHECK(errors_of(yaml("{random: {trials: 1, seed: 9007199254740992, params: {seed: {int: "
+                       "[0, 9]}}}}"))
+            .empty());
 }
 
 TEST_CASE("random samples keep the digits their range needs, and stay inside it") {

@@ -19,6 +19,7 @@ namespace {
 
 // The largest integer a double holds exactly (2^53): the most a seed may be.
 constexpr double kLargestExactInteger = 9007199254740992.0;
+constexpr std::int64_t kLargestSeed = 9007199254740992;  // 2^53, exact in a JSON reader
 // The most times a failed trial is tried again.
 constexpr std::int64_t kMaxRetries = 1000;
 
@@ -594,12 +595,13 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
                           "a sweep may have at most " + std::to_string(kMaxTrials) + " trials");
             }
           } else if (rk == "seed") {
-            if (!number(rv, n) || n < 0 || n != std::floor(n) || n > kLargestExactInteger)
+            const std::optional<std::int64_t> seed = config::as_int(rv);
+            if (!seed || *seed < 0 || *seed > kLargestSeed)
               diags.add(rv.mark(), path + ".seed",
                         "expected an integer from 0 to 2^53 (9007199254740992), found " +
                             config::describe(rv));
             else
-              spec.random_seed = static_cast<std::uint64_t>(n);
+              spec.random_seed = static_cast<std::uint64_t>(*seed);
           } else if (rk == "params") {
             if (!rv.is_map()) {
               diags.add(rv.mark(), path + ".params",

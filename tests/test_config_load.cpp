@@ -203,6 +203,30 @@ TEST_CASE("a base listed in extends is found relative to the including file") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("a base that two bases extend merges once, below both of them") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load_diamond";
+  fs::create_directories(dir);
+  std::ofstream(dir / "base.yaml") << "model: {layers: [{type: flatten}]}\n"
+                                      "data: {train: {type: synthetic, shape: [2]}}\n"
+                                      "seed: 1\ntrain: {epochs: 2, batch_size: 8}\n";
+  std::ofstream(dir / "long.yaml") << "extends: base.yaml\ntrain: {epochs: 30}\n";
+  std::ofstream(dir / "wide.yaml") << "extends: base.yaml\ntrain: {batch_size: 64}\n";
+  std::ofstream(dir / "exp.yaml") << "extends: [long.yaml, wide.yaml]\n";
+  const Config both = load_config((dir / "exp.yaml").string());
+  // wide.yaml's copy of base.yaml does not come back over long.yaml's epochs.
+  CHECK(both.train.epochs == 30);
+  CHECK(both.train.batch_size == 64);
+  // A base listed after a file that extends it adds nothing more.
+  std::ofstream(dir / "again.yaml") << "extends: [long.yaml, base.yaml]\n";
+  CHECK(load_config((dir / "again.yaml").string()).train.epochs == 30);
+  // Where both set a key, the later one in the list wins.
+  std::ofstream(dir / "short.yaml") << "extends: base.yaml\ntrain: {epochs: 3}\n";
+  std::ofstream(dir / "later.yaml") << "extends: [long.yaml, short.yaml]\n";
+  CHECK(load_config((dir / "later.yaml").string()).train.epochs == 3);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("config text can be loaded without a file") {
   const Config c = load_config_text(
       "model: {layers: [{type: flatten}]}\ndata: {train: {type: synthetic, shape: [3]}}\n",

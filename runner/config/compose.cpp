@@ -3,7 +3,7 @@
 
 #include <filesystem>
 #include <map>
-#include <optional>
+#include <set>
 
 #include "runner/config/registry.h"
 #include "runner/config/scalar.h"
@@ -27,24 +27,30 @@ struct ChainEntry {
   std::string shown;
 };
 
-// The files resolved so far, by identity: their merged tree, or nothing when
-// they failed (their errors are reported once). A base that several files
-// extend is read and merged once.
-using Resolved = std::map<std::string, std::optional<Node>>;
+// The files of a composition in the order they merge, each once: a file after
+// all of its bases, its bases in the order it lists them, and a base that
+// several files extend at its first place (the order Python gives a class's
+// bases). So in `extends: [b.yaml, c.yaml]`, where both extend base.yaml, c
+// overrides b only where c or a base of its own sets a key, and base.yaml never
+// comes back over b's values.
+struct Linearization {
+  std::vector<Node> layers;             // each file's own keys, without `extends`
+  std::set<std::string> placed;         // identities in `layers`
+  std::set<std::string> failed;         // identities whose errors are reported
+};
 
 // The most files one `extends` chain may pass through: far more than any
 // composition needs, and far fewer than would exhaust the stack.
 constexpr std::size_t kMaxExtendsDepth = 64;
 
-// Reads the file at `path` (identity `id`) and merges it over its bases
-// (load_recursive).
+// Reads the file at `path` (identity `id`), places its bases (load_recursive)
+// and then the file itself.
 bool load_file(const std::string& path, const std::string& id, const Mark& where,
-               const std::string& where_key, std::vector<ChainEntry>& chain, Resolved& resolved,
-               Diagnostics& diags, Node& out);
+               const std::string& where_key, std::vector<ChainEntry>& chain,
+               Linearization& order, Diagnostics& diags);
 
 bool load_recursive(const std::string& path, const Mark& where, const std::string& where_key,
-                    std::vector<ChainEntry>& chain, Resolved& resolved, Diagnostics& diags,
-                    Node& out) {
+                    std::vector<ChainEntry>& chain, Linearization& order, Diagnostics& diags) {
   const std::string id = identity_of(path);
   for (std::size_t i = 0; i < chain.size(); ++i) {
     if (chain[i].id != id) continue;
@@ -60,19 +66,16 @@ bool load_recursive(const std::string& path, const Mark& where, const std::strin
               "merge some of the bases into one file");
     return false;
   }
-  if (const auto done = resolved.find(id); done != resolved.end()) {
-    if (done->second) out = *done->second;
-    return done->second.has_value();
-  }
-  resolved[id] = std::nullopt;  // until it is resolved
-  if (!load_file(path, id, where, where_key, chain, resolved, diags, out)) return false;
-  resolved[id] = out;
-  return true;
+  if (order.placed.contains(id)) return true;
+  if (order.failed.contains(id)) return false;
+  if (load_file(path, id, where, where_key, chain, order, diags)) return true;
+  order.failed.insert(id);
+  return false;
 }
 
 bool load_file(const std::string& path, const std::string& id, const Mark& where,
-               const std::string& where_key, std::vector<ChainEntry>& chain, Resolved& resolved,
-               Diagnostics& diags, Node& out) {
+               const std::string& where_key, std::vector<ChainEntry>& chain,
+               Linearization& order, Diagnostics& diags) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     if (fs::exists(path, ec)) {
@@ -101,7 +104,6 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
   }
   expand_shorthands(node);
 
-  Node merged = Node::map(node.mark());
   if (const Node* ext = node.find("extends")) {
     Mark key_mark;
     for (std::size_t i = 0; i < node.size(); ++i)
@@ -126,21 +128,18 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
       }
       fs::path base_path = base->text();
       if (base_path.is_relative()) base_path = fs::path(path).parent_path() / base_path;
-      Node base_tree;
       // A base of a list is reported at its item; one file alone at the key.
       const Mark& named_at = ext->is_sequence() ? base->mark() : key_mark;
-      if (load_recursive(base_path.lexically_normal().string(), named_at, "extends", chain,
-                         resolved, diags, base_tree))
-        merged = merge_nodes(std::move(merged), base_tree);
-      else
+      if (!load_recursive(base_path.lexically_normal().string(), named_at, "extends", chain,
+                          order, diags))
         all_ok = false;
     }
     chain.pop_back();
     if (!all_ok) return false;
     node.erase("extends");
   }
-  out = merge_nodes(std::move(merged), node);
-  out.set_mark(node.mark());
+  order.layers.push_back(std::move(node));
+  order.placed.insert(id);
   return true;
 }
 
@@ -148,8 +147,11 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
 
 bool load_composed(const std::string& path, Diagnostics& diags, Node& out) {
   std::vector<ChainEntry> chain;
-  Resolved resolved;
-  return load_recursive(path, Mark{path, 0, 0}, "", chain, resolved, diags, out);
+  Linearization order;
+  if (!load_recursive(path, Mark{path, 0, 0}, "", chain, order, diags)) return false;
+  out = Node::map(order.layers.back().mark());
+  for (const Node& layer : order.layers) out = merge_nodes(std::move(out), layer);
+  return true;
 }
 
 Node merge_nodes(Node base, const Node& over) {

@@ -227,6 +227,34 @@ TEST_CASE("a base that two bases extend merges once, below both of them") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("a data source or loss that names another type replaces its base's; a section merges") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load_switch";
+  fs::create_directories(dir);
+  std::ofstream(dir / "base.yaml")
+      << "model: {layers: [{type: flatten}], loss: {type: cross_entropy, label_smoothing: 0.1}}\n"
+         "data: {train: {type: synthetic, shape: [4], classes: 10, size: 128}}\n"
+         "optimizer: {type: sgd, lr: 0.5, weight_decay: 0.01}\n";
+  std::ofstream(dir / "exp.yaml") << "extends: base.yaml\n"
+                                     "data: {train: {type: csv, path: x.csv}}\n"
+                                     "model: {loss: {type: mse}}\n"
+                                     "optimizer: {type: adam}\n";
+  const Config c = load_config((dir / "exp.yaml").string());
+  REQUIRE(c.data.train);
+  CHECK(c.data.train->type == "csv");  // the synthetic source's shape would be unknown here
+  CHECK(c.model.node.find("loss")->find("label_smoothing") == nullptr);
+  CHECK(c.optimizer.type == "adam");
+  CHECK(c.optimizer.lr == Approx(0.5));
+  CHECK(c.optimizer.weight_decay == Approx(0.01));
+  // The same type merges as any map does.
+  std::ofstream(dir / "more.yaml") << "extends: base.yaml\n"
+                                      "data: {train: {type: synthetic, size: 64}}\n";
+  const Config more = load_config((dir / "more.yaml").string());
+  CHECK(more.data.train->attrs.get_int("size") == 64);
+  CHECK(more.data.train->attrs.get_int("classes") == 10);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("config text can be loaded without a file") {
   const Config c = load_config_text(
       "model: {layers: [{type: flatten}]}\ndata: {train: {type: synthetic, shape: [3]}}\n",

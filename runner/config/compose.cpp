@@ -154,13 +154,30 @@ bool load_composed(const std::string& path, Diagnostics& diags, Node& out) {
   return true;
 }
 
-Node merge_nodes(Node base, const Node& over) {
+namespace {
+
+// The `type` a map names, or "" when it names none.
+std::string type_named(const Node& map) {
+  const Node* type = map.find("type");
+  return type && type->is_scalar() ? type->text() : "";
+}
+
+// merge_nodes at `path` ("" for the top level, "data.train").
+Node merge_at(Node base, const Node& over, const std::string& path) {
   if (!base.is_map() || !over.is_map()) return over;
+  // A typed item (a data source, a loss) that names another type has other
+  // keys: its base's would be unknown there. A section (the optimizer, the
+  // schedule) keeps one set of keys whatever its type, so it merges.
+  const std::string over_type = type_named(over);
+  if (!path.empty() && !over_type.empty() && over_type != type_named(base) &&
+      find_section(path) == nullptr)
+    return over;
   for (std::size_t i = 0; i < over.size(); ++i) {
     const std::string& key = over.key_at(i);
     Node* existing = base.find(key);
     if (existing && existing->is_map() && over.value_at(i).is_map()) {
-      Node merged = merge_nodes(*existing, over.value_at(i));
+      Node merged =
+          merge_at(*existing, over.value_at(i), path.empty() ? key : path + "." + key);
       *existing = std::move(merged);
     } else {
       base.set(key, over.value_at(i), over.key_mark_at(i));
@@ -169,6 +186,10 @@ Node merge_nodes(Node base, const Node& over) {
   base.set_mark(over.mark());
   return base;
 }
+
+}  // namespace
+
+Node merge_nodes(Node base, const Node& over) { return merge_at(std::move(base), over, ""); }
 
 void expand_loss_shorthand(Node& model) {
   if (!model.is_map()) return;

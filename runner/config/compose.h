@@ -16,7 +16,9 @@ namespace trainer::config {
 // tree is then unusable and the diagnostics say why).
 bool load_composed(const std::string& path, Diagnostics& diags, Node& out);
 
-// `over` deep-merged onto `base`: maps merge key by key, anything else replaces.
+// `over` deep-merged onto the top-level map `base`: maps merge key by key,
+// anything else replaces, and so does a map that names another `type` than
+// its base's, outside a section (a data source switched from idx to csv).
 Node merge_nodes(Node base, const Node& over);
 
 // Expands section shorthands in a top-level map, in place (in each file

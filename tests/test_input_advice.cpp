@@ -88,3 +88,17 @@ TEST_CASE("a fast loader with cores to spare: more prefetch") {
   CHECK(has(input_wait_advice(waiting(500000, 1, 1, 1)),
             "its 1 worker and the 1 compute thread share 1 core and"));
 }
+
+TEST_CASE("batches built on the training thread: workers, never more prefetch") {
+  // A loader three times faster than the model still costs its build time
+  // inside every step when it has no workers.
+  const std::string spare = input_wait_advice(waiting(30000, 0, 1, 4));
+  CHECK(has(spare, "data.workers: 0"));
+  CHECK(has(spare, "set data.workers: 1 or more"));
+  CHECK_FALSE(has(spare, "prefetch"));
+  const std::string busy = input_wait_advice(waiting(30000, 0, 4, 4));
+  CHECK(has(busy, "set data.workers: 1 and backend.threads: 3"));
+  const std::string one = input_wait_advice(waiting(5000, 0, 1, 1));
+  CHECK(has(one, "none for a loader worker"));
+  CHECK_FALSE(has(one, "prefetch"));
+}

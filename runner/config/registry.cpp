@@ -94,7 +94,8 @@ std::vector<SectionDef> build_sections() {
            f(field("prefetch", T::integer, "Batches prepared ahead of the training step")
                  .def("4")
                  .at_least(1)
-                 .at_most(1024),
+                 .at_most(1024)
+                 .only_while_positive("workers"),
              [](Config& c, const FieldValue& v) { c.data.prefetch = int_of(v); }),
            f(field("pin_memory", T::boolean,
                    "Page-locked host buffers for faster host-to-device copies (GPU runs)")

@@ -8,6 +8,25 @@
 namespace trainer::train {
 
 std::string input_wait_advice(const InputWait& w) {
+  const std::string cheaper =
+      "make each sample cheaper to load (data stored at the training size: images resized "
+      "beforehand, or arrays in NPY)";
+  // Without workers every batch is built between the steps, however fast:
+  // workers (on a core of their own) overlap it with them; prefetch does nothing.
+  if (w.workers == 0) {
+    std::string knob;
+    if (w.cores <= 1)
+      knob = "with one core there is none for a loader worker: " + cheaper;
+    else if (w.compute_threads >= w.cores)
+      knob = fmt::format("set data.workers: 1 and backend.threads: {}", w.cores - 1);
+    else
+      knob = "set data.workers: 1 or more, to build batches while the step runs";
+    return fmt::format(
+        "input-bound: the step waited for data {:.0f}% of the time, its batches built on the "
+        "training thread (data.workers: 0) at {:.0f} samples/s while the model consumes {:.0f} "
+        "samples/s: {}",
+        w.wait_pct, w.loader_samples_per_s, w.model_samples_per_s, knob);
+  }
   // The loader's rate counts fill time only; below twice what the step
   // consumes, more workers (or fewer transforms) are what helps.
   const double headroom =
@@ -15,13 +34,8 @@ std::string input_wait_advice(const InputWait& w) {
   if (headroom < 2.0) {
     // More workers help only while there are cores for them.
     const std::int64_t spare = w.cores - w.workers - w.compute_threads;
-    const std::string cheaper =
-        "make each sample cheaper to load (data stored at the training size: images resized "
-        "beforehand, or arrays in NPY)";
     std::string knob;
-    if (w.workers == 0)
-      knob = "set data.workers (0 builds batches on the training thread)";
-    else if (spare >= 1)
+    if (spare >= 1)
       knob = fmt::format("raise data.workers from {}", w.workers);
     else if (w.workers >= w.cores)
       knob = fmt::format("its {} workers already have all {} cores, more would not help: {}",

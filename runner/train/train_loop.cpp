@@ -165,6 +165,14 @@ double injected_checkpoint_delay_s() {
   return text ? std::max(0.0, std::strtod(text, nullptr)) : 0.0;
 }
 
+// Seconds each training step takes longer, from the environment variable
+// TRAINER_INJECT_STEP_DELAY: a test hook standing in for a slow model, whose
+// step time the records must show.
+double injected_step_delay_s() {
+  const char* text = std::getenv("TRAINER_INJECT_STEP_DELAY");
+  return text ? std::max(0.0, std::strtod(text, nullptr)) : 0.0;
+}
+
 // Seconds each evaluation batch takes longer, from the environment variable
 // TRAINER_INJECT_EVAL_DELAY: a test hook standing in for a long evaluation
 // (a stop asked for during it).
@@ -333,7 +341,36 @@ struct Window {
   // them, a checkpoint does not (a longer run resumed from there logs later).
   Hits last_step_hits;
   std::int64_t steps = 0, samples = 0;
+  // The window's rates are of the steps this process timed: a resume inside
+  // a window restores its counts but not its time.
+  std::int64_t timed_steps = 0, timed_samples = 0;
   Clock::time_point start = Clock::now();
+  // Time spent outside the steps (evaluations, checkpoints), left out of the
+  // rates; `pauses` counts the WindowPauses open.
+  double paused = 0;
+  int pauses = 0;
+  Clock::time_point paused_since;
+};
+
+// The window's clock stopped while an evaluation or a checkpoint runs, so
+// that they show in neither the step time nor the data wait. Nested pauses
+// count once. The steps queued on the device before it are the window's:
+// they finish before the clock stops.
+class WindowPause {
+ public:
+  WindowPause(Window& window, Backend& backend) : window_(window) {
+    if (window_.pauses++ > 0) return;
+    backend.synchronize();
+    window_.paused_since = Clock::now();
+  }
+  ~WindowPause() {
+    if (--window_.pauses == 0) window_.paused += seconds_since(window_.paused_since);
+  }
+  WindowPause(const WindowPause&) = delete;
+  WindowPause& operator=(const WindowPause&) = delete;
+
+ private:
+  Window& window_;
 };
 
 class TrainLoop {
@@ -405,6 +442,10 @@ class TrainLoop {
   // Throws when train.log could not be written (LogFailure).
   void check_log_written() const;
   void log_window();
+  // Adds the window just logged (`window_seconds` of steps) to what the
+  // input-bound check watches; past a second of steps, warns once when the
+  // steps waited for data more than a tenth of that time.
+  void watch_input(double window_seconds);
   // Evaluates and records; false when `may_stop` and a stop was asked for
   // before the evaluation finished (a single process: nothing is recorded).
   bool run_eval(std::int64_t at_step, bool may_stop = false);
@@ -524,6 +565,7 @@ class TrainLoop {
   const std::set<std::int64_t> inject_overflow_;
   const double inject_checkpoint_delay_s_;
   const double inject_eval_delay_s_;
+  const double inject_step_delay_s_;
   bool update_in_step_ = false;
   // Loss scaling: how many updates' schedule the backend holds, and the step
   // of the last read of its state (read again at least that often).
@@ -540,6 +582,12 @@ class TrainLoop {
   // mean over its counted rows (train_micro_batches); 1 when no row is ignored.
   double count_correction_ = 1;
   Window window_;
+  // The windows' time, data wait and samples since the input-bound check
+  // last looked: it judges a second of steps or more, never one short window.
+  struct InputWatch {
+    double seconds = 0, wait = 0;
+    std::int64_t samples = 0;
+  } input_watch_;
   bool warned_input_bound_ = false;
   ProgressBar progress_;
   double last_loss_ = 0;
@@ -600,6 +648,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
       inject_overflow_(injected_overflow_steps()),
       inject_checkpoint_delay_s_(injected_checkpoint_delay_s()),
       inject_eval_delay_s_(injected_eval_delay_s()),
+      inject_step_delay_s_(injected_step_delay_s()),
       logits_(s.num_classes > 0 ? static_cast<std::size_t>(numel(program.logits().shape)) : 0),
       ignored_(ignored_label(s)),
       progress_(collective.is_root(), collective.world() > 1),
@@ -990,6 +1039,7 @@ void TrainLoop::run_micro_batch(const data::Batch& batch, std::int64_t micro, do
   if (world_ > 1) collective_.watch_queued_work();  // before any read-back may wait on it
   losses_.record(program_.loss());
   window_.samples += batch.rows;
+  window_.timed_samples += batch.rows;
   total_samples_ += batch.rows;
   const bool log_step = (step_ + 1) % log_every_ == 0;
   if (s_.num_classes > 0 && (log_step || step_ + 1 == total_steps_)) {
@@ -1110,19 +1160,23 @@ void TrainLoop::log_window() {
   check_log_written();
   settle_losses();
   sync_loss_scale();
-  const double elapsed = seconds_since(window_.start);
+  // The time of the steps this process ran in the window, evaluations and
+  // checkpoints left out.
+  const double elapsed = std::max(1e-9, seconds_since(window_.start) - window_.paused);
   window_.hits.top1 += window_.last_step_hits.top1;
   window_.hits.rows += window_.last_step_hits.rows;
   if (world_ > 1) {  // the window's loss and hits over every rank
     std::vector<double> sums = {window_.loss, static_cast<double>(window_.hits.top1),
                                 static_cast<double>(window_.hits.rows),
-                                static_cast<double>(window_.samples), window_.loss_steps};
+                                static_cast<double>(window_.samples), window_.loss_steps,
+                                static_cast<double>(window_.timed_samples)};
     collective_.all_reduce_sum(sums);
     window_.loss = sums[0] / world_;
     window_.hits.top1 = static_cast<std::int64_t>(sums[1]);
     window_.hits.rows = static_cast<std::int64_t>(sums[2]);
     window_.samples = static_cast<std::int64_t>(sums[3]);
     window_.loss_steps = sums[4] / world_;
+    window_.timed_samples = static_cast<std::int64_t>(sums[5]);
   }
   // The mean over the steps that had a loss; none when every row of the
   // window was ignore_index.
@@ -1136,14 +1190,18 @@ void TrainLoop::log_window() {
                         std::to_string(step_) +
                         " (mean of the last logging window): lower optimizer.lr (or set "
                         "train.clip_grad_norm), or check the inputs and labels");
-  const double samples_per_s = static_cast<double>(window_.samples) / elapsed;
-  const double step_ms = 1000.0 * elapsed / static_cast<double>(window_.steps);
+  // No rates for a window whose steps all ran before a resume (its record
+  // made again at the run's end).
+  const bool timed = window_.timed_steps > 0;
+  const double samples_per_s = static_cast<double>(window_.timed_samples) / elapsed;
+  const double step_ms =
+      1000.0 * elapsed / static_cast<double>(std::max<std::int64_t>(1, window_.timed_steps));
   const double wait_pct = 100.0 * window_.wait / elapsed;
   nlohmann::json record = {{"step", step_}, {"epoch", epoch_}, {"split", "train"}};
   if (has_loss) record["loss"] = loss;
   record["lr"] = opt_.lr;
   if (cycles_momentum(cfg_.schedule)) record["momentum"] = momentum_of(opt_);
-  if (timing_in_metrics_) {
+  if (timing_in_metrics_ && timed) {
     record["samples_per_s"] = samples_per_s;
     record["step_ms"] = step_ms;
     record["data_wait_pct"] = wait_pct;
@@ -1167,32 +1225,48 @@ void TrainLoop::log_window() {
   if (timing_in_metrics_) record["memory_reserved_mib"] = memory.reserved_mib;
   write_metrics(record);
   last_train_ = record;
-  timing_.write(timing_record);
-  // Throughput in TensorBoard too when metrics.jsonl leaves it out.
-  if (!timing_in_metrics_) {
-    timing_record["split"] = "train";
-    events_.write_scalars(step_, scalars_of(timing_record));
+  if (timed) {
+    timing_.write(timing_record);
+    // Throughput in TensorBoard too when metrics.jsonl leaves it out.
+    if (!timing_in_metrics_) {
+      timing_record["split"] = "train";
+      events_.write_scalars(step_, scalars_of(timing_record));
+    }
   }
   progress_.clear();
-  log_->info(
-      "epoch {} step {}/{}: loss {} lr {:.4g} {:.0f} samples/s {:.2f} ms/step data-wait "
-      "{:.1f}% mem {:.0f}/{:.0f} MiB{}{}",
-      epoch_, step_, total_steps_,
-      has_loss ? fmt::format("{:.4f}", loss) : std::string("none (every label ignored)"), opt_.lr,
-      samples_per_s, step_ms, wait_pct, memory.allocated_mib, memory.reserved_mib,
-      scaler_.enabled() ? fmt::format(" scale {:g}", scaler_.scale()) : std::string(),
-      step_ < total_steps_ && seconds_left() >= 0 ? " eta " + short_duration(seconds_left())
-                                                  : std::string());
+  log_->info("epoch {} step {}/{}: loss {} lr {:.4g}{} mem {:.0f}/{:.0f} MiB{}{}", epoch_, step_,
+             total_steps_,
+             has_loss ? fmt::format("{:.4f}", loss) : std::string("none (every label ignored)"),
+             opt_.lr,
+             timed ? fmt::format(" {:.0f} samples/s {:.2f} ms/step data-wait {:.1f}%",
+                                 samples_per_s, step_ms, wait_pct)
+                   : std::string(),
+             memory.allocated_mib, memory.reserved_mib,
+             scaler_.enabled() ? fmt::format(" scale {:g}", scaler_.scale()) : std::string(),
+             step_ < total_steps_ && seconds_left() >= 0 ? " eta " + short_duration(seconds_left())
+                                                         : std::string());
   // After the record and its line: its loss, finite, was measured before the
   // updates that broke the weights (lr-find reads it as the range's last point).
   stop_if_weights_went_non_finite(true);
+  if (timed) watch_input(elapsed);
+  window_ = Window{};
+}
+
+void TrainLoop::watch_input(double window_seconds) {
+  input_watch_.seconds += window_seconds;
+  input_watch_.wait += window_.wait;
+  input_watch_.samples += window_.timed_samples;
+  if (input_watch_.seconds < 1.0) return;
+  const InputWatch watched = input_watch_;
+  input_watch_ = {};
+  const double wait_pct = 100.0 * watched.wait / watched.seconds;
   if (wait_pct > 10.0 && !warned_input_bound_) {
     warned_input_bound_ = true;
     InputWait w;
     w.wait_pct = wait_pct;
     w.loader_samples_per_s = loader_.samples_per_second();
-    w.model_samples_per_s =
-        static_cast<double>(window_.samples) / std::max(1e-9, elapsed - window_.wait);
+    w.model_samples_per_s = static_cast<double>(watched.samples) /
+                            std::max(1e-9, watched.seconds - watched.wait);
     w.workers = cfg_.data.workers;
     w.prefetch = cfg_.data.prefetch;
     const std::int64_t cores = std::max(1u, std::thread::hardware_concurrency());
@@ -1201,11 +1275,11 @@ void TrainLoop::log_window() {
     w.cores = cores;
     log_->warn("{}", input_wait_advice(w));
   }
-  window_ = Window{};
 }
 
 bool TrainLoop::run_eval(std::int64_t at_step, bool may_stop) {
   if (!s_.eval_data) return true;
+  const WindowPause pause(window_, backend_);
   // Weights gone inf or NaN can evaluate to a finite loss (a relu turns NaN
   // into 0): no record of them.
   stop_if_weights_went_non_finite(false);
@@ -1417,6 +1491,7 @@ void TrainLoop::stop_if_weights_went_non_finite(bool loss_was_finite) {
 }
 
 void TrainLoop::save_state(const checkpoint::TrainState& st) {
+  const WindowPause pause(window_, backend_);
   stop_if_weights_went_non_finite(false);                // weights not worth keeping
   if (!rank_buffers_each_step_) average_rank_buffers();  // the root saves every rank's
   if (collective_.is_root()) {
@@ -1563,9 +1638,12 @@ void TrainLoop::train_to_end() {
     for (; in_epoch < steps_per_epoch_ && step_ < total_steps_;) {
       train_micro_batches();
       if (!update_in_step_) finish_step();
+      if (inject_step_delay_s_ > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(inject_step_delay_s_));
       ++step_;
       ++in_epoch;
       ++window_.steps;
+      ++window_.timed_steps;
       if (progress_.due()) {
         settle_losses();
         progress_.update(epoch_, step_, total_steps_, last_loss_, seconds_left());

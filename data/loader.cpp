@@ -12,7 +12,7 @@
 namespace trainer::data {
 
 // One reusable batch buffer of the ring. Batch k of an epoch always lives in
-// slot k % prefetch, so slots are reused strictly in order.
+// slot k % (the ring's size, ring_slots), so slots are reused strictly in order.
 struct Loader::Slot {
   enum class State { free, filling, ready, failed };
   State state = State::free;
@@ -63,6 +63,24 @@ std::int64_t Loader::batches_per_epoch(std::int64_t samples, std::int64_t batch_
   return batches_of_shard(equal_shard_size(samples, world_size, drop_last), batch_size, drop_last);
 }
 
+namespace {
+
+// The samples of this rank's part of an epoch of `samples`.
+std::int64_t shard_size_of(const LoaderOptions& o, std::int64_t samples) {
+  return o.equal_shards ? Loader::equal_shard_size(samples, o.world_size, o.drop_last)
+                        : (std::max<std::int64_t>(samples - o.rank, 0) + o.world_size - 1) /
+                              o.world_size;
+}
+
+}  // namespace
+
+std::int64_t Loader::ring_slots(const LoaderOptions& options, std::int64_t samples) {
+  if (options.workers == 0) return 1;  // next() frees the last batch before building one
+  const std::int64_t batches =
+      batches_of_shard(shard_size_of(options, samples), options.batch_size, options.drop_last);
+  return std::max<std::int64_t>(1, std::min(options.prefetch, batches));
+}
+
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pipeline> pipeline,
                LoaderOptions options)
     : dataset_(std::move(dataset)), pipeline_(std::move(pipeline)), options_(std::move(options)) {
@@ -92,9 +110,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pip
   target_numel_ = regression_ ? numel(target_shape_) : 1;
 
   const std::int64_t n = dataset_->size();
-  shard_size_ = o.equal_shards
-                    ? equal_shard_size(n, o.world_size, o.drop_last)
-                    : (std::max<std::int64_t>(n - o.rank, 0) + o.world_size - 1) / o.world_size;
+  shard_size_ = shard_size_of(o, n);
   batches_per_epoch_ = batches_of_shard(shard_size_, o.batch_size, o.drop_last);
 
   Shape input_shape{o.batch_size};
@@ -102,7 +118,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pip
   Shape label_shape{o.batch_size};
   if (regression_)
     label_shape.insert(label_shape.end(), target_shape_.begin(), target_shape_.end());
-  for (std::int64_t i = 0; i < o.prefetch; ++i) {
+  for (std::int64_t i = 0; i < ring_slots(o, n); ++i) {
     auto slot = std::make_unique<Slot>();
     slot->release = options_.free;
     slot->view.inputs.shape = input_shape;
@@ -260,13 +276,13 @@ void Loader::worker_loop() {
     work_ready_.wait(lock, [this] {
       return stopping_ ||
              (started_ && !cancel_ && next_claim_ < batches_per_epoch_ &&
-              ring_[static_cast<std::size_t>(next_claim_ % options_.prefetch)]->state ==
+              ring_[static_cast<std::size_t>(next_claim_ % ring_size())]->state ==
                   Slot::State::free);
     });
     if (stopping_) return;
     const std::int64_t batch = next_claim_++;
     const std::int64_t epoch = epoch_;
-    Slot& slot = *ring_[static_cast<std::size_t>(batch % options_.prefetch)];
+    Slot& slot = *ring_[static_cast<std::size_t>(batch % ring_size())];
     slot.state = Slot::State::filling;
     slot.batch = batch;
     ++busy_;
@@ -309,7 +325,7 @@ const Batch* Loader::next() {
   }
   if (next_deliver_ >= batches_per_epoch_) return nullptr;
   const std::int64_t batch = next_deliver_;
-  Slot& slot = *ring_[static_cast<std::size_t>(batch % options_.prefetch)];
+  Slot& slot = *ring_[static_cast<std::size_t>(batch % ring_size())];
 
   if (threads_.empty()) {  // workers: 0, build the batch here
     slot.state = Slot::State::filling;

@@ -102,6 +102,10 @@ class Loader {
   // The samples each of `world_size` ranks gets in one epoch (equal shards).
   static std::int64_t equal_shard_size(std::int64_t samples, std::int64_t world_size,
                                        bool drop_last);
+  // The batch buffers a loader with `options` over `samples` samples holds:
+  // `prefetch` of them, but never more than an epoch has batches, and one when
+  // the batches are built on the calling thread (workers: 0).
+  static std::int64_t ring_slots(const LoaderOptions& options, std::int64_t samples);
   std::int64_t samples_per_rank() const { return shard_size_; }
   // The real rows of batch `batch` of an epoch (batch_size but for the last
   // batch without drop_last; 0 past the end).
@@ -137,6 +141,7 @@ class Loader {
   std::int64_t shard_size_ = 0, batches_per_epoch_ = 0;
 
   std::vector<std::unique_ptr<Slot>> ring_;
+  std::int64_t ring_size() const { return static_cast<std::int64_t>(ring_.size()); }
   std::vector<std::int64_t> order_;  // this epoch's permutation (dataset indices)
 
   mutable std::mutex mutex_;

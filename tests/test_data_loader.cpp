@@ -357,6 +357,40 @@ TEST_CASE("ring buffers come from the allocation hooks and are reused") {
   CHECK(frees == 4);
 }
 
+TEST_CASE("a ring holds no more batches than an epoch has, and one without workers") {
+  int allocations = 0;
+  auto o = options(8, 2);
+  o.prefetch = 1024;
+  o.allocate = [&](std::size_t bytes) {
+    ++allocations;
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  };
+  o.free = [](void* p) { std::free(p); };
+  // 20 samples in batches of 8: 3 batches an epoch (the last short).
+  CHECK(Loader::ring_slots(o, 20) == 3);
+  {
+    Loader loader(std::make_shared<IndexDataset>(20), nullptr, o);
+    CHECK(allocations == 2 * 3);  // inputs + labels per slot
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      loader.start_epoch(epoch);
+      const auto batches = drain(loader);
+      REQUIRE(batches.size() == 3);
+      CHECK(batches.back().rows == 4);
+    }
+  }
+  o.prefetch = 2;
+  CHECK(Loader::ring_slots(o, 20) == 2);
+  o.workers = 0;
+  CHECK(Loader::ring_slots(o, 20) == 1);
+  allocations = 0;
+  Loader inline_loader(std::make_shared<IndexDataset>(20), nullptr, o);
+  CHECK(allocations == 2);
+  // One slot built and handed out in turn gives the batches workers give.
+  inline_loader.start_epoch(1);
+  CHECK(drain(inline_loader) == run_epoch(std::make_shared<IndexDataset>(20), nullptr,
+                                          options(8, 2), 1));
+}
+
 TEST_CASE("the loader measures its production rate and the time next() waited") {
   auto d = std::make_shared<IndexDataset>(64, -1, 100);
   Loader loader(d, nullptr, options(8, 2));

@@ -228,6 +228,37 @@ TEST_CASE("a run whose plan does not fit train.memory_limit_mib is refused befor
   CHECK(run_trainer(run + " train.micro_batch_size=16").code == 0);
 }
 
+TEST_CASE("the plan counts the loader batches an epoch can fill, and offers fewer") {
+  const fs::path config = write_config();
+  // 256 samples in batches of 32: 8 batches an epoch, 1.5 MiB each.
+  const auto many = run_trainer("plan " + config.string() + " data.prefetch=1024");
+  INFO(many.out);
+  REQUIRE(many.code == 0);
+  CHECK(many.out.find("(8 batches in flight)") != std::string::npos);
+  CHECK(plan_line(many.out, "loader buffers") == Approx(12.0).margin(0.01));
+  const auto inline_batches = run_trainer("plan " + config.string() + " data.workers=0");
+  CHECK(inline_batches.out.find("(1 batch in flight)") != std::string::npos);
+  // A limit that the plan with 2 batches in flight fits and the one with 8 does not.
+  const double at2 = plan_figure(config, "data.prefetch=2", "total");
+  const int limit = static_cast<int>(std::ceil(at2 / 0.9)) + 1;
+  const auto refused = run_trainer("validate " + config.string() +
+                                       " data.prefetch=8 train.memory_limit_mib=" +
+                                       std::to_string(limit),
+                                   true);
+  INFO(refused.out);
+  CHECK(refused.code == 2);
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "data.prefetch: 2 -> %.2f MiB\n", at2);
+  CHECK(refused.out.find(expected) != std::string::npos);
+  // An option that is not enough alone says so.
+  const auto short_of_it = run_trainer("validate " + config.string() +
+                                           " data.prefetch=8 train.memory_limit_mib=" +
+                                           std::to_string(limit / 2),
+                                       true);
+  std::snprintf(expected, sizeof expected, "data.prefetch: 2 -> %.2f MiB (not enough alone)", at2);
+  CHECK(short_of_it.out.find(expected) != std::string::npos);
+}
+
 TEST_CASE("an allocation that fails prints the memory figures and the plan's advice") {
   const fs::path config = write_config();
   const fs::path dir = kRoot / "oom";

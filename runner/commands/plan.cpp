@@ -82,11 +82,14 @@ int command_plan(const CommandArgs& args) {
                 mib(train::estimate_memory(plain, backend).activations), tg.recompute_steps);
   }
   std::printf("  workspace           %10.2f MiB\n", mib(e.workspace));
-  std::printf("  loader buffers      %10.2f MiB  (%lld batches in flight)\n", mib(e.loader),
-              static_cast<long long>(config.data.prefetch));
+  const auto batches = [](std::int64_t n) {
+    return std::to_string(n) + (n == 1 ? " batch" : " batches");
+  };
+  std::printf("  loader buffers      %10.2f MiB  (%s in flight)\n", mib(e.loader),
+              batches(e.loader_slots).c_str());
   if (s.eval_data)
-    std::printf("  eval loader buffers %10.2f MiB  (%lld batches in flight at each evaluation)\n",
-                mib(e.eval_loader), static_cast<long long>(config.data.prefetch));
+    std::printf("  eval loader buffers %10.2f MiB  (%s in flight at each evaluation)\n",
+                mib(e.eval_loader), batches(e.eval_loader_slots).c_str());
   std::printf("  total               %10.2f MiB\n", mib(e.total()));
   const double capacity = train::memory_capacity(s, backend);
   if (capacity > 0)

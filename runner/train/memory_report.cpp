@@ -17,12 +17,12 @@ double mib(double bytes) {
   return bytes / (1024.0 * 1024.0);
 }
 
-double loader_ring_bytes(std::int64_t prefetch, std::int64_t batch_size, const Shape& sample_shape,
+double loader_ring_bytes(std::int64_t slots, std::int64_t batch_size, const Shape& sample_shape,
                          const Shape& target_shape) {
   const double label_bytes =
       target_shape.empty() ? 8.0 : static_cast<double>(numel(target_shape)) * 4.0;
   const double sample_bytes = static_cast<double>(numel(sample_shape)) * 4.0 + label_bytes;
-  return static_cast<double>(prefetch) * static_cast<double>(batch_size) * sample_bytes;
+  return static_cast<double>(slots) * static_cast<double>(batch_size) * sample_bytes;
 }
 
 MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
@@ -50,11 +50,14 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
   e.buffers = plan.buffers.size();
   e.workspace = static_cast<double>(plan.workspace_bytes);
   const data::LoaderOptions train_options = loader_options(s, true, backend);
-  e.loader = loader_ring_bytes(train_options.prefetch, train_options.batch_size, s.sample_shape,
+  e.loader_slots = s.train_data ? data::Loader::ring_slots(train_options, s.train_data->size())
+                                 : train_options.prefetch;
+  e.loader = loader_ring_bytes(e.loader_slots, train_options.batch_size, s.sample_shape,
                                s.train_data ? s.train_data->target_shape() : Shape{});
   if (s.eval_data) {
     const data::LoaderOptions eval_options = eval_loader_options(s, backend);
-    e.eval_loader = loader_ring_bytes(eval_options.prefetch, eval_options.batch_size,
+    e.eval_loader_slots = data::Loader::ring_slots(eval_options, s.eval_data->size());
+    e.eval_loader = loader_ring_bytes(e.eval_loader_slots, eval_options.batch_size,
                                       s.eval_pipeline->output_shape(s.eval_data->sample_shape()),
                                       s.eval_data->target_shape());
   }
@@ -119,13 +122,27 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
   text +=
       "\n    - model.recompute: [blocks or layers] drops their activations after forward "
       "(`trainer plan` shows the saving)";
+  const auto option = [&](const std::string& setting, double total) {
+    text += "\n    - " + setting + " -> " + mib_text(total) + " MiB" +
+            (total + headroom <= capacity ? "" : " (not enough alone)");
+  };
+  // Batches in flight beyond two buy little overlap, and each is a batch of memory.
+  constexpr std::int64_t kFewBatchesInFlight = 2;
+  if (s.config.data.workers > 0 && e.loader_slots + e.eval_loader_slots > 2 * kFewBatchesInFlight &&
+      s.config.data.prefetch > kFewBatchesInFlight) {
+    Session fewer = s;
+    fewer.config.data.prefetch = kFewBatchesInFlight;
+    const double total = estimate_memory(fewer, backend).total();
+    if (total < e.total())
+      option("data.prefetch: " + std::to_string(kFewBatchesInFlight), total);
+  }
   if ((s.config.precision.mode == "fp32" || s.config.precision.mode == "tf32") &&
       backend.supports_compute(DType::bf16)) {
     Session low = s;
     low.config.precision.mode = "bf16";
     build_model_graph(low);
     const double total = estimate_memory(low, backend).total();
-    if (total < e.total()) text += "\n    - precision: bf16 -> " + mib_text(total) + " MiB";
+    if (total < e.total()) option("precision: bf16", total);
   }
   return text;
 }

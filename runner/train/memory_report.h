@@ -22,15 +22,16 @@ struct MemoryEstimate {
   double loader = 0;       // the training loader's batches in flight (host memory)
   double eval_loader = 0;  // the evaluation's, allocated at each evaluation while
                            // the training loader's are alive (0: no evaluation data)
+  std::int64_t loader_slots = 0, eval_loader_slots = 0;  // their batches (Loader::ring_slots)
   // What the backend will allocate: everything but the loaders' host buffers.
   double device_total() const { return params + grads + optimizer + activations + workspace; }
   double total() const { return device_total() + loader + eval_loader; }
 };
 
-// The host bytes of a loader's ring (data/loader.cpp): `prefetch` batches of
+// The host bytes of a loader's ring (data/loader.cpp): `slots` batches of
 // `batch_size` samples of `sample_shape` (float) and their labels (one int64
 // class each, or float targets of `target_shape`).
-double loader_ring_bytes(std::int64_t prefetch, std::int64_t batch_size, const Shape& sample_shape,
+double loader_ring_bytes(std::int64_t slots, std::int64_t batch_size, const Shape& sample_shape,
                          const Shape& target_shape);
 
 // Compiles the kernels (no allocation) and plans memory for `s` as configured.

@@ -25,6 +25,8 @@ using trainer::data::testing::TempDir;
 using trainer::testing::run_trainer;
 using trainer::train::RangeTestPoint;
 using trainer::train::read_range_test;
+using trainer::train::why_no_suggestion;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -107,6 +109,19 @@ TEST_CASE("the range test's reading: smoothed, cut where it diverges, steepest f
   for (int k = 0; k < 50; ++k) rising.push_back({std::pow(10.0, -6 + 0.1 * k), 1.0 + 0.01 * k});
   CHECK_FALSE(read_range_test(rising).suggested.has_value());
   CHECK_FALSE(read_range_test({points.begin(), points.begin() + 4}).suggested.has_value());
+  // And each says why.
+  CHECK(why_no_suggestion(r).empty());
+  CHECK_THAT(why_no_suggestion(read_range_test(rising)), Contains("never fell"));
+  CHECK_THAT(why_no_suggestion(read_range_test({points.begin(), points.begin() + 4})),
+             Contains("only 4 steps"));
+  // One that falls at its second point and rises after: it fell, too early to read.
+  auto early = rising;
+  early[1].loss = 0.5;
+  const auto fell_early = read_range_test(early);
+  CHECK_FALSE(fell_early.suggested.has_value());
+  CHECK_THAT(why_no_suggestion(fell_early), Contains("lowest at step 2 of 50") &&
+                                                Contains("too early in the range") &&
+                                                !Contains("never fell"));
 }
 
 TEST_CASE("trainer lr-find: a short run with a rising rate, read and suggested") {

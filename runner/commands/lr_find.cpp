@@ -216,15 +216,8 @@ int command_lr_find(const CommandArgs& given) {
         "suggested: optimizer.lr=%.3g (the smoothed loss falls fastest there; the lowest loss "
         "was at %.3g, a peak rate such as schedule.max_lr of onecycle sits between them)\n",
         lr, reading.points[*reading.lowest].lr);
-  } else if (reading.points.size() < train::kMinSuggestionPoints) {
-    std::printf(
-        "no suggestion: only %zu steps before the range diverged; raise --steps or lower "
-        "--max-lr\n",
-        reading.points.size());
   } else {
-    std::printf(
-        "no suggestion: the smoothed loss never fell; lower --min-lr, raise --steps, or check "
-        "the model and data\n");
+    std::printf("no suggestion: %s\n", train::why_no_suggestion(reading).c_str());
   }
   checkpoint::write_file_atomically(run_dir + "/lr_find.json",
                                     json_text(reading_json(reading, stopped_by), 2) + "\n");

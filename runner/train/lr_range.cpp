@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 namespace trainer::train {
 
 RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points) {
@@ -49,6 +51,23 @@ RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points) {
     }
   }
   return r;
+}
+
+std::string why_no_suggestion(const RangeTestReading& r) {
+  if (r.suggested) return "";
+  if (r.points.size() < kMinSuggestionPoints)
+    return fmt::format(
+        "only {} steps before the range diverged; raise --steps or lower --max-lr",
+        r.points.size());
+  // It fell, but only at the start: no stretch of falling loss to read a slope on.
+  if (r.lowest && *r.lowest > 0)
+    return fmt::format(
+        "the smoothed loss was lowest at step {} of {} (rate {:.3g}), too early in the range to "
+        "find where it falls fastest; lower --min-lr so the range starts further below that "
+        "rate, or raise --steps",
+        *r.lowest + 1, r.points.size(), r.points[*r.lowest].lr);
+  return "the smoothed loss never fell; lower --min-lr, raise --steps, or check the model and "
+         "data";
 }
 
 }  // namespace trainer::train

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace trainer::train {
@@ -36,5 +37,9 @@ struct RangeTestReading {
 // kMinSuggestionPoints points.
 inline constexpr std::size_t kMinSuggestionPoints = 5;
 RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points);
+
+// Why a reading has no suggestion, and what to change ("only 3 steps before
+// the range diverged; ..."). Empty when it has one.
+std::string why_no_suggestion(const RangeTestReading& reading);
 
 }  // namespace trainer::train

@@ -334,3 +334,59 @@ TEST_CASE("ranks with the same config and other training data stop, naming the d
       dist::describe_disagreement(ranks),
       Catch::StartsWith("the ranks run different configs") && !Catch::Contains("training data"));
 }
+
+TEST_CASE("ranks started one resuming and one new, or with other buckets, stop and say so") {
+  dist::RankFingerprint same;
+  same.config_hash = "0123456789ab";
+  same.section_hashes.assign(dist::kComparedSections.size(), "00000000000a");
+  same.bucket_bytes = 25 << 20;
+  std::vector<dist::RankFingerprint> ranks(3, same);
+  CHECK(dist::describe_disagreement(ranks).empty());
+  ranks[2].resumes = true;
+  CHECK(dist::describe_disagreement(ranks) ==
+        "the ranks were started differently (rank 0: a new run, rank 2: trainer run --resume); "
+        "nothing was trained. Start every rank with the same command: --resume RUN_DIR on all "
+        "of them, or on none");
+  ranks[2].resumes = false;
+  ranks[1].bucket_bytes = 104;
+  CHECK_THAT(dist::describe_disagreement(ranks),
+             Catch::StartsWith("the ranks split their gradients into buckets of different sizes "
+                               "(rank 0: 26214400 bytes, rank 1: 104 bytes)") &&
+                 Catch::Contains("TRAINER_BUCKET_MB"));
+  // Both travel in the exchange.
+  testing::Exchange exchange;
+  std::string said[2];
+  const auto rank = [&](int r, bool resumes) {
+    testing::ThreadRank collective(exchange, r);
+    dist::RankFingerprint mine = same;
+    mine.resumes = resumes;
+    said[r] = dist::rank_disagreement(collective, mine);
+  };
+  std::thread other(rank, 1, true);
+  rank(0, false);
+  other.join();
+  CHECK_THAT(said[0], Catch::StartsWith("the ranks were started differently"));
+  CHECK_THAT(said[1], Catch::StartsWith("rank 1: the ranks of this job do not train the same"));
+}
+
+TEST_CASE("ranks of different builds stop before exchanging their fingerprints") {
+  dist::RankFingerprint same;
+  same.config_hash = "0123456789ab";
+  same.section_hashes.assign(dist::kComparedSections.size(), "00000000000a");
+  testing::Exchange exchange;
+  std::string said[2];
+  const auto rank = [&](int r, const std::string& build, std::size_t sections) {
+    testing::ThreadRank collective(exchange, r);
+    dist::RankFingerprint mine = same;
+    // A build with another layout: its fingerprint is never exchanged.
+    mine.section_hashes.resize(sections, "00000000000a");
+    said[r] = dist::rank_disagreement(collective, mine, build);
+  };
+  std::thread other(rank, 1, "1111111-dirty", dist::kComparedSections.size() + 3);
+  rank(0, "0000000", dist::kComparedSections.size());
+  other.join();
+  CHECK_THAT(said[0], Catch::StartsWith("the ranks run different builds of trainer") &&
+                          Catch::Contains("rank 0, is 0000000") &&
+                          Catch::Contains("Run the same trainer binary on every rank"));
+  CHECK_THAT(said[1], Catch::StartsWith("rank 1: the ranks of this job run different builds"));
+}

@@ -144,7 +144,8 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   // normally: no rank waits for another).
   if (const std::string differs = dist::rank_disagreement(
           job.collective(),
-          dist::fingerprint_of(loaded, session.graph, session.train_data->content_digest()));
+          dist::fingerprint_of(loaded, session.graph, session.train_data->content_digest(),
+                               {resume, job.bucket_bytes()}));
       !differs.empty()) {
     std::fprintf(stderr, "error: %s\n", differs.c_str());
     return 2;
@@ -155,6 +156,13 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   session.collective = &job.collective();
   // A resumed run whose micro-batch auto chose steps as before, whatever
   // memory there is now: its checkpoint's steps are of that accumulation.
+  // Every rank must step alike: with auto, the smallest memory of the job's
+  // devices decides. Asked of every rank, whichever way its resume goes (one
+  // that reads another run directory finds that out in the resume).
+  const double capacity =
+      config.train.micro_batch_auto
+          ? smallest_over_ranks(job.collective(), train::memory_capacity(session, backend))
+          : 0;
   const std::int64_t per_rank = session.batch.micro * session.batch.accumulation;
   const std::optional<std::int64_t> kept_accumulation =
       resume && config.train.micro_batch_auto ? train::recorded_auto_accumulation(args.resume_dir)
@@ -167,11 +175,6 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
           static_cast<long long>(session.batch.micro),
           static_cast<long long>(session.batch.accumulation));
   } else {
-    // Every rank must step alike: with auto, the smallest memory of the job's devices decides.
-    const double capacity =
-        config.train.micro_batch_auto
-            ? smallest_over_ranks(job.collective(), train::memory_capacity(session, backend))
-            : 0;
     train::FittedBatch fitted = train::fit_batch_to_memory(session, backend, capacity);
     session = std::move(fitted.session);
     if (job.is_root() && !fitted.note.empty()) std::printf("%s\n", fitted.note.c_str());

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 
 #include <fmt/format.h>
 
 #include "data/content_digest.h"
+#include "runner/build_info.h"
 #include "runner/config/emit.h"
 #include "runner/train/sha256.h"
 
@@ -48,6 +50,8 @@ std::vector<double> encode(const RankFingerprint& f) {
   values.push_back(static_cast<double>(f.parameter_tensors));
   values.push_back(static_cast<double>(f.parameter_values));
   values.push_back(hash_to_double(f.train_data_digest));
+  values.push_back(f.resumes ? 1.0 : 0.0);
+  values.push_back(static_cast<double>(f.bucket_bytes));
   return values;
 }
 
@@ -60,6 +64,8 @@ RankFingerprint decode(const double* values) {
   f.parameter_tensors = static_cast<std::int64_t>(values[at++]);
   f.parameter_values = static_cast<std::int64_t>(values[at++]);
   f.train_data_digest = double_to_hash(values[at++]);
+  f.resumes = values[at++] != 0.0;
+  f.bucket_bytes = static_cast<std::int64_t>(values[at++]);
   return f;
 }
 
@@ -88,8 +94,10 @@ const std::vector<std::string> kComparedSections = {
     "train", "precision", "checkpoint",    "devices", "backend", "output",    "sweep"};
 
 RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph& graph,
-                               std::uint64_t train_data_digest) {
+                               std::uint64_t train_data_digest, const RankRequest& request) {
   RankFingerprint f;
+  f.resumes = request.resumes;
+  f.bucket_bytes = static_cast<std::int64_t>(request.bucket_bytes);
   const config::Node tree = compared_tree(config);
   f.config_hash = short_hash(config::to_yaml(tree));
   for (const std::string& name : kComparedSections) {
@@ -105,6 +113,25 @@ RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph&
 std::string describe_disagreement(const std::vector<RankFingerprint>& ranks) {
   if (ranks.size() < 2) return "";
   const RankFingerprint& root = ranks[0];
+  // How the processes were started, before what they would train.
+  for (const RankFingerprint& rank : ranks)
+    if (rank.resumes != root.resumes)
+      return "the ranks were started differently (" +
+             ranks_that_differ(ranks,
+                               [](const RankFingerprint& f) {
+                                 return std::string(f.resumes ? "trainer run --resume"
+                                                              : "a new run");
+                               }) +
+             "); nothing was trained. Start every rank with the same command: --resume "
+             "RUN_DIR on all of them, or on none";
+  for (const RankFingerprint& rank : ranks)
+    if (rank.bucket_bytes != root.bucket_bytes)
+      return "the ranks split their gradients into buckets of different sizes (" +
+             ranks_that_differ(ranks,
+                               [](const RankFingerprint& f) {
+                                 return fmt::format("{} bytes", f.bucket_bytes);
+                               }) +
+             "); nothing was trained. Set TRAINER_BUCKET_MB alike for every rank, or for none";
   bool configs_differ = false, models_differ = false, data_differs = false;
   std::vector<std::string> sections;
   for (const RankFingerprint& rank : ranks) {
@@ -148,9 +175,27 @@ std::string describe_disagreement(const std::vector<RankFingerprint>& ranks) {
          own + " may differ between ranks";
 }
 
-std::string rank_disagreement(Collective& collective, const RankFingerprint& mine) {
+std::string rank_disagreement(Collective& collective, const RankFingerprint& mine,
+                              const std::string& build) {
   const int world = collective.world();
   if (world <= 1) return "";
+  // One value a rank, in every build to come: its build's hash.
+  const std::string built_from = build.empty() ? trainer_commit() : build;
+  const std::vector<double> builds =
+      values_over_ranks(collective, hash_to_double(short_hash(built_from)));
+  if (std::adjacent_find(builds.begin(), builds.end(), std::not_equal_to<>()) != builds.end()) {
+    if (!collective.is_root())
+      return fmt::format(
+          "rank {}: the ranks of this job run different builds of trainer (rank 0 says which)",
+          collective.rank());
+    std::string found = "rank 0: " + double_to_hash(builds[0]);
+    for (std::size_t r = 1; r < builds.size(); ++r)
+      if (builds[r] != builds[0]) found += fmt::format(", rank {}: {}", r, double_to_hash(builds[r]));
+    return "the ranks run different builds of trainer (build hashes " + found + "; this one, " +
+           "rank 0, is " + built_from +
+           "); nothing was trained. Run the same trainer binary on every rank (`trainer version` "
+           "names its commit)";
+  }
   const std::vector<double> own = encode(mine);
   // Each rank's values in its own slots of a sum: every rank gets all of them.
   const std::size_t slots = own.size();

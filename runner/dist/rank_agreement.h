@@ -35,12 +35,20 @@ struct RankFingerprint {
   std::int64_t parameter_tensors = 0;       // trainable, frozen and state (running statistics)
   std::int64_t parameter_values = 0;        // their elements
   std::string train_data_digest;            // its first 12 hex digits
+  bool resumes = false;                     // `trainer run --resume`, not a new run
+  std::int64_t bucket_bytes = 0;            // the gradient buckets (TRAINER_BUCKET_MB)
+};
+
+// How this rank's process was asked to run, beside its config.
+struct RankRequest {
+  bool resumes = false;
+  std::size_t bucket_bytes = 0;
 };
 
 // `config`'s fingerprint (its resolved tree, before the rank's own changes)
-// with `graph`'s parameters and the training data's content digest.
+// with `graph`'s parameters, the training data's content digest and `request`.
 RankFingerprint fingerprint_of(const config::Config& config, const graph::Graph& graph,
-                               std::uint64_t train_data_digest);
+                               std::uint64_t train_data_digest, const RankRequest& request);
 
 // What differs between the ranks' fingerprints (in rank order), as the
 // error says it; "" when they agree.
@@ -48,7 +56,12 @@ std::string describe_disagreement(const std::vector<RankFingerprint>& ranks);
 
 // Compares every rank's fingerprint over `collective`: "" when they agree,
 // else this rank's error (rank 0's names what differs). Every rank gets the
-// same verdict, so all can stop alike. "" on a single rank.
-std::string rank_disagreement(Collective& collective, const RankFingerprint& mine);
+// same verdict, so all can stop alike. "" on a single rank. The ranks first
+// compare the build of trainer they run (`build`, trainer_commit() unless a
+// test gives another), in an exchange whose layout no build changes: ranks of
+// other builds stop there, before exchanging fingerprints whose layout may
+// differ.
+std::string rank_disagreement(Collective& collective, const RankFingerprint& mine,
+                              const std::string& build = "");
 
 }  // namespace trainer::dist

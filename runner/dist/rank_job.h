@@ -44,6 +44,8 @@ class RankJob {
   // Overlaps gradient reduction with backward, and records the job in `run_dir` (root).
   void attach(graph::Program& program, const std::string& run_dir);
   Collective& collective();
+  // The gradient bucket size (TRAINER_BUCKET_MB), which every rank must share.
+  std::size_t bucket_bytes() const { return bucket_bytes_; }
   // This rank failed and returns normally: at exit it ends the whole job
   // (MPI_Abort) instead of finalising, which would wait for the other ranks
   // while they wait for it. Nothing to do for a single process.

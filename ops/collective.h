@@ -48,6 +48,9 @@ class Collective {
   virtual void wait_for_checkpoint() {}
   // How long this rank just waited for its next batch (per-rank load-balance reports).
   virtual void note_data_wait(double /*seconds*/) {}
+  // The run's step the next gradient reduction follows (a resumed run's
+  // checkpoint step), for the reports and messages that name steps.
+  virtual void start_at_step(std::int64_t /*step*/) {}
   bool is_root() const { return rank() == 0; }
 };
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -441,6 +442,20 @@ TEST_CASE("a checkpoint of 2 ranks resumes on 1 rank (and of 1 on 2) like the ru
   resume(from1, "devices.world_size=2");
   CHECK(read_json(on2 / "distributed.json")["world"] == 2);
   CHECK(read_json(from1 / "distributed.json")["world"] == 2);
+  // The records say how the last part ran.
+  CHECK(read_json(on1 / "distributed.json")["world"] == 1);
+  CHECK(read_json(on1 / "manifest.json")["resumes"].back()["ranks"] == 1);
+  CHECK(read_json(on2 / "manifest.json")["resumes"].back()["ranks"] == 2);
+  // The ranks' load reports count the run's steps across the resume.
+  std::vector<std::int64_t> report_steps;
+  std::ifstream reports(on2 / "ranks.jsonl");
+  for (std::string line; std::getline(reports, line);)
+    report_steps.push_back(nlohmann::json::parse(line)["step"].get<std::int64_t>());
+  INFO("ranks.jsonl steps: " << nlohmann::json(report_steps).dump());
+  REQUIRE_FALSE(report_steps.empty());
+  CHECK(std::adjacent_find(report_steps.begin(), report_steps.end(),
+                           std::greater_equal<>()) == report_steps.end());
+  CHECK(report_steps.back() == 8);
 
   // 2 ranks -> 1 continues like 2 -> 2 and like the uninterrupted 1-rank run;
   // 1 -> 2 likewise.

@@ -39,6 +39,7 @@ class MpiCollective final : public Collective {
   void barrier() override;
   void wait_for_checkpoint() override;
   void note_data_wait(double seconds) override { window_.data_wait_s += seconds; }
+  void start_at_step(std::int64_t step) override { steps_ = step; }
 
   // Starts bucket reductions from `program`'s backward calls (host memory
   // gradients, no accumulation). Without it, all_reduce_sum reduces at the end.
@@ -50,7 +51,7 @@ class MpiCollective final : public Collective {
   void broadcast(void* data, std::size_t bytes);
   // Every rank's host name, in rank order.
   std::vector<std::string> host_names();
-  // The number of gradient reductions (optimizer steps) so far.
+  // The run's optimizer steps so far (from start_at_step on, one a gradient reduction).
   std::int64_t steps() const { return steps_; }
   // A step's gradients were reduced by another collective (NCCL, queued on the
   // GPU): counted in the load-balance window, its time as busy.

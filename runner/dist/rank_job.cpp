@@ -3,11 +3,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "runner/checkpoint/durable_file.h"
 #include "runner/config/fields.h"
 #include "runner/dist/mpi_collective.h"
 #include "runner/dist/mpi_runtime.h"
@@ -98,7 +100,24 @@ Collective& RankJob::collective() {
 }
 
 void RankJob::attach(graph::Program& program, const std::string& run_dir) {
-  if (place_.world <= 1) return;
+  if (place_.world <= 1) {
+    // A run that trained on several ranks, resumed on one: its record says
+    // how this part runs, not how the last one ran.
+    std::error_code ec;
+    if (std::filesystem::exists(run_dir + "/distributed.json", ec))
+      checkpoint::write_file_atomically(
+          run_dir + "/distributed.json",
+          json_text(nlohmann::json{{"world", 1},
+                                   {"launcher", "none"},
+                                   {"collective", "none"},
+                                   {"lr_scaling", config_.optimizer.lr_scaling},
+                                   {"lr_base", lr_base_},
+                                   {"lr_factor", 1.0},
+                                   {"lr", config_.optimizer.lr}},
+                    2) +
+              "\n");
+    return;
+  }
   const bool overlap = !nccl_;
   if (overlap) mpi_->attach(program, bucket_bytes_);
   const auto hosts = mpi_->host_names();

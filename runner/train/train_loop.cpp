@@ -310,6 +310,28 @@ std::string restore_record_file(const std::string& path, std::uint64_t bytes,
   return warning;
 }
 
+// Keeps the records of the JSON-lines file at `path` up to `step` (the
+// resumed checkpoint's), for a file whose length no checkpoint records (the
+// ranks' load reports): the steps after it are trained, and recorded, again.
+// A line that is no record with a step is kept.
+void drop_records_after(const std::string& path, std::int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    if (record.is_object() && record.contains("step") && record["step"].is_number_integer() &&
+        record["step"].get<std::int64_t>() > step) {
+      dropped = true;
+      continue;
+    }
+    kept += line + '\n';
+  }
+  in.close();
+  if (dropped) checkpoint::write_file_atomically(path, kept);
+}
+
 // The averaged weights (train.ema_decay) in the parameters' place while it
 // lives, when `active`: an evaluation of them that then lets training go on.
 class AveragedWeightsInPlace {
@@ -708,6 +730,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   last_train_ = resumed_.last_train;
   step_ = first_step_ = resumed_.step;
   epoch_ = resumed_.epoch;
+  collective.start_at_step(step_);
   window_.start = Clock::now();
 }
 
@@ -882,6 +905,7 @@ void TrainLoop::open_metrics() {
   if (cut) {
     restore(metrics_path, resumed_.metrics_bytes, whole_lines);
     restore(timing_path, resumed_.timing_bytes, whole_lines);
+    drop_records_after(run_dir_ + "/ranks.jsonl", resumed_.step);
   }
   metrics_ = MetricsWriter(metrics_path, options_.resume);
   timing_ = MetricsWriter(timing_path, options_.resume);

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -54,7 +55,54 @@ std::string replaced(std::string text, const std::string& from, const std::strin
   return text.replace(at, from.size(), to);
 }
 
+// The process with `argument` on its command line (0: none).
+pid_t process_with_argument(const std::string& argument) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::istringstream cmdline(read_text(entry.path() / "cmdline"));
+    for (std::string arg; std::getline(cmdline, arg, '\0');)
+      if (arg == argument) return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+
 }  // namespace
+
+TEST_CASE("a trial stopped by a signal of its own is interrupted, not failed, and resumes") {
+  TempDir tmp("sweep-trial-signal");
+  write_text(tmp / "tiny.yaml",
+             tiny_experiment(2048) + "sweep: {grid: {optimizer.lr: [0.01, 0.003]}}\n");
+  const std::vector<std::string> args = {
+      "sweep",          tmp / "tiny.yaml", "checkpoint.every_steps=0",
+      "data.workers=0", "train.epochs=40", "train.log_every=50",
+      "--out",          tmp / "sw"};
+  {
+    TrainerProcess sweep(args, tmp / "1.log");
+    // The first trial's own process, once it has trained a while.
+    const std::string trial_dir = tmp / "sw/trials/trial-000";
+    pid_t trial = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < end &&
+           (read_lines(trial_dir + "/metrics.jsonl").size() < 2 ||
+            (trial = process_with_argument(trial_dir)) == 0))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(trial != 0);
+    kill(trial, SIGTERM);
+    CHECK(sweep.wait() == 1);  // the other trial done, this one to resume
+  }
+  const std::string first = read_text(tmp / "1.log");
+  INFO(first);
+  auto state = trial_state(tmp / "sw");
+  CHECK(state["trial-000"]["status"] == "interrupted");
+  CHECK(state["trial-000"].value("failures", 0) == 0);
+  CHECK(state["trial-001"]["status"] == "done");
+  CHECK(first.find("sweep: trial-000 stopped on a signal of its own: repeat the command to "
+                   "resume it") != std::string::npos);
+  REQUIRE(run_to_end(args, tmp / "2.log") == 0);
+  CHECK(trial_state(tmp / "sw")["trial-000"]["status"] == "done");
+  CHECK(read_text(tmp / "sw/logs/trial-000.log").find("resuming from") != std::string::npos);
+}
 
 TEST_CASE("a trial that fails does not stop the sweep, is retried, and is reported") {
   TempDir tmp("sweep-fail");

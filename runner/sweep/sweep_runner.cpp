@@ -264,7 +264,10 @@ int run_sweep(const SweepJob& job) {
     if (code == 0 && read_completed_run(job.spec, r)) {
       r.status = "done";
       r.error.clear();
-    } else if (forwarded && (code == 130 || code == 143)) {
+    } else if ((code == 130 || code == 143) &&
+               (forwarded || run_was_interrupted(r.run_dir))) {
+      // Stopped by the sweep's signal, or by one sent to the trial itself:
+      // either way it checkpointed, and a repeated command resumes it.
       r.status = "interrupted";
       r.error.clear();  // an earlier attempt's, not why this one stopped
     } else if (code == 2 && failure_of(log_path, status).find(kInUse) != std::string::npos) {
@@ -316,6 +319,14 @@ int run_sweep(const SweepJob& job) {
                  "sweep.max_retries=%lld\n",
                  out_of_retries.c_str(), static_cast<long long>(job.spec.max_retries),
                  static_cast<long long>(most_failures));
+  std::vector<std::string> interrupted;
+  for (const auto& r : records)
+    if (r.status == "interrupted") interrupted.push_back(r.trial.id);
+  if (!interrupted.empty())
+    std::fprintf(stderr,
+                 "sweep: %s stopped on a signal of %s own: repeat the command to resume %s\n",
+                 config::join(interrupted).c_str(), interrupted.size() == 1 ? "its" : "their",
+                 interrupted.size() == 1 ? "it" : "them");
   for (const auto& r : records)
     if (r.status != "done") return 1;
   return ranked ? 0 : 1;

@@ -72,15 +72,21 @@ std::string steps_text(const TrialRecord& r) {
 }
 
 // The run's summary.json when it says the run completed, else null.
-nlohmann::json completed_summary(const std::string& run_dir) {
+// The run's summary.json when it is an object of that `status` (a summary
+// without one counts as complete); null otherwise.
+nlohmann::json summary_of_status(const std::string& run_dir, const std::string& status) {
   const std::string path = (std::filesystem::path(run_dir) / "summary.json").string();
   if (!data::not_a_regular_file(path).empty()) return nullptr;  // a FIFO would block the open
   std::ifstream in(path);
   if (!in) return nullptr;
   nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
-  if (s.is_discarded() || !s.is_object() || s.value("status", "complete") != "complete")
+  if (s.is_discarded() || !s.is_object() || s.value("status", "complete") != status)
     return nullptr;
   return s;
+}
+
+nlohmann::json completed_summary(const std::string& run_dir) {
+  return summary_of_status(run_dir, "complete");
 }
 
 std::optional<double> number_at(const nlohmann::json& object, const std::string& key) {
@@ -198,6 +204,10 @@ bool read_completed_run(const SweepSpec& spec, TrialRecord& record) {
     record.steps = steps->get<std::int64_t>();
   record.early_stopped = s.contains("early_stopped");
   return true;
+}
+
+bool run_was_interrupted(const std::string& run_dir) {
+  return !summary_of_status(run_dir, "interrupted").is_null();
 }
 
 std::vector<std::string> summary_metrics(const std::string& run_dir) {

@@ -30,6 +30,10 @@ struct TrialRecord {
 // logged value), the steps it took and whether early stopping ended it.
 bool read_completed_run(const SweepSpec& spec, TrialRecord& record);
 
+// When the run directory's summary.json says the run stopped on a signal
+// with its checkpoint written (status "interrupted"): it resumes.
+bool run_was_interrupted(const std::string& run_dir);
+
 // The objective metrics a completed run's summary holds ("eval.loss", ...).
 std::vector<std::string> summary_metrics(const std::string& run_dir);
 

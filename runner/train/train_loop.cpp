@@ -831,7 +831,8 @@ void TrainLoop::resume_or_initialize() {
                      ": resume with the run's own config.yaml, or start a new run");
   // The base rate as applied: with optimizer.lr_scaling it follows the
   // number of ranks, which a resume may change while the global batch stays.
-  if (st.base_lr > 0 && std::abs(st.base_lr - cfg_.optimizer.lr) > 1e-12 * st.base_lr) {
+  if (collective_.is_root() && st.base_lr > 0 &&
+      std::abs(st.base_lr - cfg_.optimizer.lr) > 1e-12 * st.base_lr) {
     const bool scaled = cfg_.optimizer.lr_scaling != "none";
     log_->warn(
         "optimizer.lr: the run trained at a base rate of {} and goes on at {}{}; to go on at the "

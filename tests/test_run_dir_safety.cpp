@@ -182,6 +182,28 @@ TEST_CASE("a second process in a run directory is refused while the first runs")
   CHECK(run_to_end(resume_args(tmp / "run", {"train.max_steps=1"}), tmp / "third.log") == 0);
 }
 
+TEST_CASE("a run started with its standard streams closed keeps its console out of its files") {
+  TempDir tmp("run-dir-closed-streams");
+  write_text(tmp / "tiny.yaml", tiny_experiment(256));
+  for (const std::string closed : {">&-", ">&- 2>&-", "<&- >&- 2>&-"}) {
+    INFO(closed);
+    const std::string dir = tmp / ("run" + std::to_string(closed.size()));
+    const auto r = run_command("/bin/sh -c '" + trainer_binary() + " run " + tmp / "tiny.yaml" +
+                               " --out " + dir + " " + closed + "'");
+    REQUIRE(r.code == 0);
+    // The lock holds its holder's pid alone, and every record line is JSON.
+    const std::string lock = read_text(dir + "/.lock");
+    CHECK(lock.find_first_not_of("0123456789\n") == std::string::npos);
+    const auto lines = read_lines(dir + "/metrics.jsonl");
+    REQUIRE_FALSE(lines.empty());
+    for (const auto& line : lines) CHECK_NOTHROW(nlohmann::json::parse(line));
+    // train.log once: the console's lines do not land there a second time.
+    CHECK(std::count(lines.begin(), lines.end(), std::string()) == 0);
+    const std::string log = read_text(dir + "/train.log");
+    CHECK(log.find("done:") == log.rfind("done:"));
+  }
+}
+
 TEST_CASE("a signal as the run directory is being made leaves one that resumes") {
   TempDir tmp("signal-early");
   write_text(tmp / "tiny.yaml", tiny_experiment());

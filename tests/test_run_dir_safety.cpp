@@ -226,6 +226,21 @@ TEST_CASE("a signal as the run directory is being made leaves one that resumes")
   write_text(tmp / "left/config.yaml.tmp", "partial");
   CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "left", {"train.max_steps=2"}),
                    tmp / "left.log") == 0);
+  // Stopped after its manifest, before config.sha256: no run to resume
+  // without its manifest, and a new run takes the directory.
+  fs::create_directories(tmp / "manifest_only");
+  write_text(tmp / "manifest_only/.lock", "");
+  write_text(tmp / "manifest_only/manifest.json", "{\"command\": \"trainer run\"}\n");
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "manifest_only", {"train.max_steps=2"}),
+                   tmp / "manifest_only.log") == 0);
+  CHECK(nlohmann::json::parse(read_text(tmp / "manifest_only/manifest.json"))
+            .contains("trainer_commit"));
+  // A manifest.json of the user's, without a run's lock, is never taken over.
+  fs::create_directories(tmp / "users");
+  write_text(tmp / "users/manifest.json", "{}\n");
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "users", {"train.max_steps=2"}),
+                   tmp / "users.log") == 2);
+  CHECK(read_text(tmp / "users/manifest.json") == "{}\n");
 }
 
 TEST_CASE("a resume that finds no checkpoint starts again from model.init_from") {

@@ -281,7 +281,7 @@ nlohmann::json init_from_record(const config::Config& config, const std::string&
 
 bool unfinished_run_dir(const std::string& dir) {
   std::error_code ec;
-  bool has_lock = false, has_config = false;
+  bool has_lock = false, has_config = false, has_manifest = false;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     const bool temporary = name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
@@ -289,10 +289,14 @@ bool unfinished_run_dir(const std::string& dir) {
       has_lock = true;
     else if (name == "config.yaml" && entry.is_regular_file(ec))
       has_config = true;
+    else if (name == "manifest.json" && entry.is_regular_file(ec))
+      has_manifest = true;
     else if (!(temporary && entry.is_regular_file(ec)))
       return false;
   }
   if (ec) return false;
+  // The manifest is written before config.sha256 too: beside a run's lock.
+  if (has_manifest && !has_lock) return false;
   if (!has_config) return true;
   // config.yaml counts only as the one written first by a run creating its
   // directory (its lock file there, the comment line a run writes on top),
@@ -392,7 +396,6 @@ std::string create_run_dir(const config::Config& run_config, const CommandArgs& 
   if (const std::string refused = refuse_used_run_dir(dir.string()); !refused.empty())
     throw UsageError(refused);
 
-  write_config(dir, config, args);
   nlohmann::json manifest = {
       {"command", command_line()},
       {"config", args.config_path},
@@ -426,7 +429,12 @@ std::string create_run_dir(const config::Config& run_config, const CommandArgs& 
     manifest["precision_note"] = note;
   if (const nlohmann::json weights = init_from_record(config, init_from_file); !weights.is_null())
     manifest["init_from"] = weights;
+  // The manifest before config.yaml and config.sha256, which make the
+  // directory one that holds a run: a run cut off before them left an
+  // unfinished directory a new run takes over, never one that resumes
+  // without its manifest.
   write_manifest(dir, manifest);
+  write_config(dir, config, args);
   return dir.string();
 }
 

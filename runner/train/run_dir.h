@@ -21,9 +21,9 @@ namespace trainer::train {
 
 // Whether directory `dir` holds only what a run that stopped while creating
 // it left (a crash, a full disk): its lock file, temporary files, and the
-// config.yaml a run writes first (its `# resolved from` line on top, with the
-// lock file beside it) before config.sha256. Nothing of a user's is lost when
-// a new run takes it.
+// manifest.json and config.yaml a run writes first (the config with its
+// `# resolved from` line on top; either with the lock file beside it) before
+// config.sha256. Nothing of a user's is lost when a new run takes it.
 bool unfinished_run_dir(const std::string& dir);
 
 // What a folder given as a run directory that is none holds instead, and

@@ -442,6 +442,35 @@ TEST_CASE("a resume with another config says which values changed, or that none 
   CHECK(read_text(tmp / "same.log").find("config.yaml rewritten") == std::string::npos);
 }
 
+TEST_CASE("a resume stopped between config.yaml and config.sha256 is finished without a note") {
+  TempDir tmp("resume-config-half");
+  const std::string run = finished_run(tmp, "run");
+  // What the resume would write, from a copy: its config.yaml, and the
+  // manifest that keeps that config.
+  const std::string copy = tmp / "copy";
+  fs::copy(run, copy, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  REQUIRE(run_to_end(resume_args(copy, {"train.max_steps=50"}), tmp / "copy.log") == 0);
+  const std::string new_hash = read_text(copy + "/config.sha256");
+  REQUIRE(new_hash != read_text(run + "/config.sha256"));
+  // As a stop between the two files leaves the run: those two written, its
+  // config.sha256 not yet.
+  for (const char* file : {"/config.yaml", "/manifest.json"})
+    write_text(run + file, read_text(copy + file));
+  const auto copies = [&] {
+    int n = 0;
+    for (const auto& entry : fs::directory_iterator(run))
+      n += entry.path().filename().string().rfind("config.", 0) == 0;
+    return n;
+  };
+  const int before = copies();
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=50"}), tmp / "again.log") == 0);
+  const std::string log = read_text(tmp / "again.log");
+  INFO(log);
+  CHECK(log.find("config.yaml rewritten") == std::string::npos);
+  CHECK(read_text(run + "/config.sha256") == new_hash);
+  CHECK(copies() == before);  // no copy of the new config labelled as the run's
+}
+
 TEST_CASE("a config.yaml edited by hand before a resume: the run's own config is kept") {
   TempDir tmp("resume-config-edited");
   const std::string run = finished_run(tmp, "run");

@@ -460,16 +460,20 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
   const std::string new_yaml = config::to_yaml(config.resolved);
   const std::string new_hash = sha256_hex(new_yaml);
   std::string change;
+  std::ifstream old_file(fs::path(dir) / "config.yaml", std::ios::binary);
+  const std::string old_text((std::istreambuf_iterator<char>(old_file)),
+                             std::istreambuf_iterator<char>());
+  // The config the run trained with: config.yaml, unless it was edited by
+  // hand since (its hash no longer config.sha256's, nor that of a config the
+  // manifest keeps: a resume that stopped between the two files); then the
+  // manifest's copy.
+  const std::string body_hash = sha256_hex(config_body(old_text));
+  bool sha256_behind = false;  // that stop: config.sha256 is still to be written
+  if (body_hash != old_hash && recorded_config(manifest, body_hash)) {
+    old_hash = body_hash;
+    sha256_behind = true;
+  }
   if (new_hash != old_hash) {
-    std::ifstream old_file(fs::path(dir) / "config.yaml", std::ios::binary);
-    const std::string old_text((std::istreambuf_iterator<char>(old_file)),
-                               std::istreambuf_iterator<char>());
-    // The config the run trained with: config.yaml, unless it was edited by
-    // hand since (its hash no longer config.sha256's, nor that of a config the
-    // manifest keeps: a resume that stopped between the two files); then the
-    // manifest's copy.
-    const std::string body_hash = sha256_hex(config_body(old_text));
-    if (body_hash != old_hash && recorded_config(manifest, body_hash)) old_hash = body_hash;
     const bool edited = body_hash != old_hash;
     const std::optional<std::string> trained_with =
         edited ? recorded_config(manifest, old_hash) : config_body(old_text);
@@ -514,7 +518,7 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
   write_manifest(dir, manifest);
   // After the manifest keeps the new config: stopped between config.yaml and
   // config.sha256, the next resume tells that from an edit.
-  if (!change.empty()) write_config(dir, config, args);
+  if (!change.empty() || sha256_behind) write_config(dir, config, args);
   return change;
 }
 

@@ -30,6 +30,17 @@ TEST_CASE("a record that cannot be written stops the run with the file and the r
                     Contains("cannot write /dev/full: No space left on device"));
 }
 
+TEST_CASE("a record file that cannot be opened says why") {
+  trainer::testing::TempDir tmp("metrics-open");
+  // A folder where the file belongs: the reason, and what to do.
+  std::filesystem::create_directories(tmp / "timing.jsonl");
+  CHECK_THROWS_WITH(MetricsWriter(tmp / "timing.jsonl"),
+                    Contains("timing.jsonl: Is a directory") && Contains("make it writable"));
+  std::filesystem::create_directories(tmp / "events");
+  CHECK_THROWS_WITH(EventsWriter(tmp / "events", false),
+                    Contains("events: Is a directory") && Contains("trainer run --resume"));
+}
+
 TEST_CASE("records that can be written are counted, line by line") {
   trainer::testing::TempDir dir("metrics-writer");
   const std::string path = dir / "metrics.jsonl";

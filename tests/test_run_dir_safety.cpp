@@ -204,6 +204,19 @@ TEST_CASE("a run started with its standard streams closed keeps its console out 
   }
 }
 
+TEST_CASE("a run directory under a file is a usage error that says so") {
+  TempDir tmp("run-dir-under-file");
+  write_text(tmp / "tiny.yaml", tiny_experiment(256));
+  write_text(tmp / "afile", "mine\n");
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "afile/sub/run"), tmp / "run.log") == 2);
+  const std::string log = read_text(tmp / "run.log");
+  INFO(log);
+  CHECK(log.find("cannot create run directory " + tmp / "afile/sub/run" +
+                 ": Not a directory") != std::string::npos);
+  CHECK(log.find("a file stands where a folder belongs") != std::string::npos);
+  CHECK(read_text(tmp / "afile") == "mine\n");
+}
+
 TEST_CASE("a signal as the run directory is being made leaves one that resumes") {
   TempDir tmp("signal-early");
   write_text(tmp / "tiny.yaml", tiny_experiment());

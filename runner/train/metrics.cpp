@@ -43,7 +43,8 @@ void throw_write_failed(const std::string& path, int error) {
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append)
     : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
-  if (!out_) throw std::runtime_error("cannot write metrics file " + path);
+  // A failed open leaves its reason in errno (ENOSPC, EACCES, ...).
+  if (!out_) throw_write_failed(path, errno != 0 ? errno : EIO);
   std::error_code ec;
   if (append) bytes_ = std::filesystem::file_size(path, ec);
 }

@@ -389,6 +389,13 @@ std::string create_run_dir(const config::Config& run_config, const CommandArgs& 
       throw UsageError(refused);
     fs::create_directories(dir, ec);
   }
+  if (ec == std::errc::not_a_directory)  // the path the user gave: a usage error
+    throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message() +
+                     "\n    a file stands where a folder belongs (a folder above it): move it "
+                     "aside, or choose another directory (--out, or output.dir)");
+  if (ec == std::errc::permission_denied || ec == std::errc::read_only_file_system)
+    throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message() +
+                     "\n    choose a directory this user may write (--out, or output.dir)");
   if (ec)
     throw std::runtime_error("cannot create run directory " + dir.string() + ": " + ec.message());
   lock = RunDirLock(dir.string(), "run directory");

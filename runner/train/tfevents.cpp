@@ -114,7 +114,8 @@ std::string scalars_event(double wall_time, std::int64_t step, const Scalars& sc
 
 EventsWriter::EventsWriter(const std::string& path, bool append)
     : path_(path), out_(path, std::ios::binary | (append ? std::ios::app : std::ios::trunc)) {
-  if (!out_) throw std::runtime_error("cannot write TensorBoard events file " + path);
+  // A failed open leaves its reason in errno (ENOSPC, EACCES, ...).
+  if (!out_) throw_write_failed(path, errno != 0 ? errno : EIO);
   std::error_code ec;
   if (append) bytes_ = std::filesystem::file_size(path, ec);
   if (bytes_ == 0) write_record(file_version_event(seconds_since_epoch()));

@@ -252,6 +252,16 @@ TEST_CASE("a data source or loss that names another type replaces its base's; a 
   const Config more = load_config((dir / "more.yaml").string());
   CHECK(more.data.train->attrs.get_int("size") == 64);
   CHECK(more.data.train->attrs.get_int("classes") == 10);
+  // A base's loss of the default type, its type not written: the child that
+  // names that type merges into it.
+  std::ofstream(dir / "untyped.yaml")
+      << "model: {layers: [{type: flatten}], loss: {label_smoothing: 0.1}}\n"
+         "data: {train: {type: synthetic, shape: [4], classes: 10}}\n";
+  std::ofstream(dir / "typed.yaml")
+      << "extends: untyped.yaml\nmodel: {loss: {type: cross_entropy, ignore_index: 3}}\n";
+  const Config typed = load_config((dir / "typed.yaml").string());
+  CHECK(typed.model.node.find("loss")->find("label_smoothing")->text() == "0.1");
+  CHECK(typed.model.node.find("loss")->find("ignore_index")->text() == "3");
   fs::remove_all(dir);
 }
 

@@ -442,8 +442,13 @@ TEST_CASE("a checkpoint of 2 ranks resumes on 1 rank (and of 1 on 2) like the ru
   resume(from1, "devices.world_size=2");
   CHECK(read_json(on2 / "distributed.json")["world"] == 2);
   CHECK(read_json(from1 / "distributed.json")["world"] == 2);
-  // The records say how the last part ran.
+  // The records say how the last part ran; a resume with nothing to train
+  // leaves them as they were.
   CHECK(read_json(on1 / "distributed.json")["world"] == 1);
+  const auto idle = run_trainer("run --resume " + on2.string() + " devices.world_size=1", true);
+  INFO(idle.out);
+  CHECK(idle.out.find("nothing to train") != std::string::npos);
+  CHECK(read_json(on2 / "distributed.json")["world"] == 2);
   CHECK(read_json(on1 / "manifest.json")["resumes"].back()["ranks"] == 1);
   CHECK(read_json(on2 / "manifest.json")["resumes"].back()["ranks"] == 2);
   // The ranks' load reports count the run's steps across the resume.

@@ -6,7 +6,9 @@
 // comparison of their training data.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -54,6 +56,35 @@ class OneRankOf final : public Collective {
   int rank_;
   std::vector<double> others_;
 };
+
+// A fingerprint of two ranks that agree.
+dist::RankFingerprint agreeing_fingerprint() {
+  dist::RankFingerprint f;
+  f.config_hash = "0123456789ab";
+  f.section_hashes.assign(dist::kComparedSections.size(), "00000000000a");
+  f.parameter_tensors = 4;
+  f.parameter_values = 2212;
+  f.bucket_bytes = 25 << 20;
+  return f;
+}
+
+// What ranks 0 and 1 say of their fingerprints (`of(rank)`), exchanged as the
+// job exchanges them (two threads), each running the build `builds[rank]`
+// ("": this one).
+std::vector<std::string> verdicts(const std::function<dist::RankFingerprint(int)>& of,
+                                  const std::array<std::string, 2>& builds = {"", ""}) {
+  testing::Exchange exchange;
+  std::vector<std::string> said(2);
+  const auto rank = [&](int r) {
+    testing::ThreadRank collective(exchange, r);
+    said[static_cast<std::size_t>(r)] =
+        dist::rank_disagreement(collective, of(r), builds[static_cast<std::size_t>(r)]);
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  return said;
+}
 
 }  // namespace
 
@@ -296,36 +327,24 @@ TEST_CASE("a rank draws a progress bar only when its launcher says its output is
 }
 
 TEST_CASE("ranks with the same config and other training data stop, naming the digests") {
-  dist::RankFingerprint same;
-  same.config_hash = "0123456789ab";
-  same.section_hashes.assign(dist::kComparedSections.size(), "00000000000a");
-  same.parameter_tensors = 4;
-  same.parameter_values = 2212;
-  // What each rank sees, exchanged as the job exchanges it (two threads).
-  const auto verdicts = [&](const std::string& digest0, const std::string& digest1) {
-    testing::Exchange exchange;
-    std::string said[2];
-    const auto rank = [&](int r, const std::string& digest) {
-      testing::ThreadRank collective(exchange, r);
+  const dist::RankFingerprint same = agreeing_fingerprint();
+  const auto with_digests = [&](const std::string& digest0, const std::string& digest1) {
+    return verdicts([&](int r) {
       dist::RankFingerprint mine = same;
-      mine.train_data_digest = digest;
-      said[r] = dist::rank_disagreement(collective, mine);
-    };
-    std::thread other(rank, 1, digest1);
-    rank(0, digest0);
-    other.join();
-    return std::vector<std::string>{said[0], said[1]};
+      mine.train_data_digest = r == 0 ? digest0 : digest1;
+      return mine;
+    });
   };
-  const auto agree = verdicts("a8eb2ca3d803", "a8eb2ca3d803");
+  const auto agree = with_digests("a8eb2ca3d803", "a8eb2ca3d803");
   CHECK(agree[0].empty());
   CHECK(agree[1].empty());
-  const auto differ = verdicts("a8eb2ca3d803", "0f9262527b5a");
+  const auto differ = with_digests("a8eb2ca3d803", "0f9262527b5a");
   CHECK(differ[0] ==
         "the ranks read different training data from the same config (content digest rank 0: "
         "a8eb2ca3d803, rank 1: 0f9262527b5a); nothing was trained. Every rank's copy of the "
         "data.train files must hold the same samples and labels: copy the same files to every "
         "node");
-  CHECK_THAT(differ[1], Catch::StartsWith("rank 1: the ranks of this job do not train the same"));
+  CHECK_THAT(differ[1], Catch::StartsWith("rank 1: the ranks of this job differ in what they train"));
   // Another config explains other data: the config's message alone.
   std::vector<dist::RankFingerprint> ranks(2, same);
   ranks[1].config_hash = "ba9876543210";
@@ -336,10 +355,7 @@ TEST_CASE("ranks with the same config and other training data stop, naming the d
 }
 
 TEST_CASE("ranks started one resuming and one new, or with other buckets, stop and say so") {
-  dist::RankFingerprint same;
-  same.config_hash = "0123456789ab";
-  same.section_hashes.assign(dist::kComparedSections.size(), "00000000000a");
-  same.bucket_bytes = 25 << 20;
+  const dist::RankFingerprint same = agreeing_fingerprint();
   std::vector<dist::RankFingerprint> ranks(3, same);
   CHECK(dist::describe_disagreement(ranks).empty());
   ranks[2].resumes = true;
@@ -354,37 +370,24 @@ TEST_CASE("ranks started one resuming and one new, or with other buckets, stop a
                                "(rank 0: 26214400 bytes, rank 1: 104 bytes)") &&
                  Catch::Contains("TRAINER_BUCKET_MB"));
   // Both travel in the exchange.
-  testing::Exchange exchange;
-  std::string said[2];
-  const auto rank = [&](int r, bool resumes) {
-    testing::ThreadRank collective(exchange, r);
+  const auto said = verdicts([&](int r) {
     dist::RankFingerprint mine = same;
-    mine.resumes = resumes;
-    said[r] = dist::rank_disagreement(collective, mine);
-  };
-  std::thread other(rank, 1, true);
-  rank(0, false);
-  other.join();
+    mine.resumes = r == 1;
+    return mine;
+  });
   CHECK_THAT(said[0], Catch::StartsWith("the ranks were started differently"));
-  CHECK_THAT(said[1], Catch::StartsWith("rank 1: the ranks of this job do not train the same"));
+  CHECK_THAT(said[1], Catch::StartsWith("rank 1: the ranks of this job differ in what they train"));
 }
 
 TEST_CASE("ranks of different builds stop before exchanging their fingerprints") {
-  dist::RankFingerprint same;
-  same.config_hash = "0123456789ab";
-  same.section_hashes.assign(dist::kComparedSections.size(), "00000000000a");
-  testing::Exchange exchange;
-  std::string said[2];
-  const auto rank = [&](int r, const std::string& build, std::size_t sections) {
-    testing::ThreadRank collective(exchange, r);
-    dist::RankFingerprint mine = same;
-    // A build with another layout: its fingerprint is never exchanged.
-    mine.section_hashes.resize(sections, "00000000000a");
-    said[r] = dist::rank_disagreement(collective, mine, build);
-  };
-  std::thread other(rank, 1, "1111111-dirty", dist::kComparedSections.size() + 3);
-  rank(0, "0000000", dist::kComparedSections.size());
-  other.join();
+  const auto said = verdicts(
+      [](int r) {
+        dist::RankFingerprint mine = agreeing_fingerprint();
+        // A build with another layout: its fingerprint is never exchanged.
+        if (r == 1) mine.section_hashes.resize(dist::kComparedSections.size() + 3, "00000000000a");
+        return mine;
+      },
+      {"0000000", "1111111-dirty"});
   CHECK_THAT(said[0], Catch::StartsWith("the ranks run different builds of trainer") &&
                           Catch::Contains("rank 0, is 0000000") &&
                           Catch::Contains("Run the same trainer binary on every rank"));

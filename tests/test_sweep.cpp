@@ -67,16 +67,22 @@ pid_t process_with_argument(const std::string& argument) {
   return 0;
 }
 
+// A sweep of the tiny experiment on 2048 samples over the learning rates
+// `rates` ("[0.01, 0.003]"), 2560 steps a trial: long enough to be stopped in
+// the middle of one (in `tmp`, its directory sw/).
+std::vector<std::string> long_sweep(const TempDir& tmp, const std::string& rates) {
+  write_text(tmp / "tiny.yaml",
+             tiny_experiment(2048) + "sweep: {grid: {optimizer.lr: " + rates + "}}\n");
+  return {"sweep",          tmp / "tiny.yaml", "checkpoint.every_steps=0",
+          "data.workers=0", "train.epochs=40", "train.log_every=50",
+          "--out",          tmp / "sw"};
+}
+
 }  // namespace
 
 TEST_CASE("a trial stopped by a signal of its own is interrupted, not failed, and resumes") {
   TempDir tmp("sweep-trial-signal");
-  write_text(tmp / "tiny.yaml",
-             tiny_experiment(2048) + "sweep: {grid: {optimizer.lr: [0.01, 0.003]}}\n");
-  const std::vector<std::string> args = {
-      "sweep",          tmp / "tiny.yaml", "checkpoint.every_steps=0",
-      "data.workers=0", "train.epochs=40", "train.log_every=50",
-      "--out",          tmp / "sw"};
+  const std::vector<std::string> args = long_sweep(tmp, "[0.01, 0.003]");
   {
     TrainerProcess sweep(args, tmp / "1.log");
     // The first trial's own process, once it has trained a while.
@@ -171,14 +177,9 @@ TEST_CASE("a sweep with a trial config that fails its field checks runs no trial
 
 TEST_CASE("a sweep stopped in the middle and run again finishes every trial exactly once") {
   TempDir tmp("sweep-resume");
-  write_text(tmp / "tiny.yaml",
-             tiny_experiment(2048) + "sweep: {grid: {optimizer.lr: [0.01, 0.003, 0.001]}}\n");
   // Long enough (2560 steps) that the second trial cannot finish between the
   // poll below seeing its second record and the stop signal arriving.
-  const std::vector<std::string> args = {
-      "sweep",          tmp / "tiny.yaml", "checkpoint.every_steps=0",
-      "data.workers=0", "train.epochs=40", "train.log_every=50",
-      "--out",          tmp / "sw"};
+  const std::vector<std::string> args = long_sweep(tmp, "[0.01, 0.003, 0.001]");
   {
     TrainerProcess sweep(args, tmp / "1.log");
     // Stop it once the first trial is done and the second has started training.

@@ -231,6 +231,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
         const std::string change = train::reopen_run_dir(dir, config, args);
         if (!change.empty()) std::fprintf(stderr, "note: %s\n", change.c_str());
       }
+      job.record_job(dir);
       train::record_program(dir, *program, session);
     };
     summary = train::train(session, *program, dir, job.collective(), options);

@@ -165,11 +165,12 @@ std::string type_named(const Node& map) {
 // merge_nodes at `path` ("" for the top level, "data.train").
 Node merge_at(Node base, const Node& over, const std::string& path) {
   if (!base.is_map() || !over.is_map()) return over;
-  // A typed item (a data source, a loss) that names another type has other
-  // keys: its base's would be unknown there. A section (the optimizer, the
-  // schedule) keeps one set of keys whatever its type, so it merges.
-  const std::string over_type = type_named(over);
-  if (!path.empty() && !over_type.empty() && over_type != type_named(base) &&
+  // A typed item (a data source, a loss) that names another type than its
+  // base names has other keys: its base's would be unknown there. A section
+  // (the optimizer, the schedule) keeps one set of keys whatever its type, so
+  // it merges; so does a base that names no type (a loss of the default type).
+  const std::string over_type = type_named(over), base_type = type_named(base);
+  if (!path.empty() && !over_type.empty() && !base_type.empty() && over_type != base_type &&
       find_section(path) == nullptr)
     return over;
   for (std::size_t i = 0; i < over.size(); ++i) {

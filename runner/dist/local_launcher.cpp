@@ -102,10 +102,23 @@ void send_to_ranks(pid_t mpirun, int sig) {
   for (pid_t rank : ranks) kill(rank, sig);
 }
 
-// Why the job ended, from mpirun's exit code: 128 + N when a rank was
-// killed by signal N (mpirun's own lines above name the rank).
-std::string job_failure(int code) {
+// How mpirun ended: its exit code, or 128 + the signal that killed mpirun
+// itself (`mpirun_killed`).
+struct MpirunEnd {
+  int code = 0;
+  bool mpirun_killed = false;
+};
+
+// Why the job ended: mpirun itself killed, or from its exit code (128 + N
+// when a rank was killed by signal N: mpirun's own lines above name the rank).
+std::string job_failure(const MpirunEnd& end) {
+  const int code = end.code;
   const std::string unrecorded = " and the job ended before the root rank could record it";
+  if (end.mpirun_killed)
+    return "mpirun, which ran the job's ranks, was killed by signal " +
+           std::to_string(code - 128) + " (" + strsignal(code - 128) + ")" + unrecorded +
+           "; the ranks stopped with it (trainer run --resume DIR goes on from the last "
+           "checkpoint)";
   if (code > 128 && code < 128 + NSIG) {
     const int sig = code - 128;
     return "a rank of the job was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) +
@@ -137,7 +150,7 @@ class RunDirNote {
   RunDirNote(const RunDirNote&) = delete;
   RunDirNote& operator=(const RunDirNote&) = delete;
 
-  void record_job_failure(int code) const {
+  void record_job_failure(const MpirunEnd& end) const {
     std::ifstream in(path_);
     std::string dir;
     std::getline(in, dir);
@@ -152,7 +165,7 @@ class RunDirNote {
     const nlohmann::json earlier =
         nlohmann::json::parse(std::ifstream(summary), nullptr, /*allow_exceptions=*/false);
     std::filesystem::remove(summary, ec);
-    const std::string error = job_failure(code);
+    const std::string error = job_failure(end);
     train::record_failure(dir, error, earlier.is_object() ? earlier : nlohmann::json());
     std::ofstream(std::filesystem::path(dir) / "train.log", std::ios::app)
         << "error: " << error << '\n';
@@ -164,17 +177,20 @@ class RunDirNote {
   std::filesystem::file_time_type started_;
 };
 
-// mpirun's exit code; 128 + signal when a SIGINT / SIGTERM sent to this
-// process (and on to the ranks) ended the job, which mpirun reports otherwise.
-int wait_for_mpirun(pid_t mpirun) {
+// How mpirun ended; its code 128 + signal when a SIGINT / SIGTERM sent to
+// this process (and on to the ranks) ended the job, which mpirun reports otherwise.
+MpirunEnd wait_for_mpirun(pid_t mpirun) {
   const checkpoint::ForwardStopSignals forward([mpirun](int sig) { send_to_ranks(mpirun, sig); });
   int status = 0;
   while (waitpid(mpirun, &status, 0) < 0)
     if (errno != EINTR)
       throw std::runtime_error(std::string("waiting for mpirun: ") + std::strerror(errno));
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  const int stop = checkpoint::stop_requested();
-  return stop != 0 && code != 0 ? 128 + stop : code;
+  MpirunEnd end;
+  end.mpirun_killed = WIFSIGNALED(status);
+  end.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (const int stop = checkpoint::stop_requested(); stop != 0 && end.code != 0)
+    end = {128 + stop, false};
+  return end;
 }
 
 }  // namespace
@@ -221,9 +237,9 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
   std::fflush(stdout);
   std::fflush(stderr);
   const RunDirNote note;
-  const int code = wait_for_mpirun(start_mpirun(cmd));
-  if (code != 0 && checkpoint::stop_requested() == 0) note.record_job_failure(code);
-  return code;
+  const MpirunEnd end = wait_for_mpirun(start_mpirun(cmd));
+  if (end.code != 0 && checkpoint::stop_requested() == 0) note.record_job_failure(end);
+  return end.code;
 }
 
 }  // namespace trainer::dist

@@ -118,6 +118,9 @@ class NcclCollective final : public Collective {
   void wait_for_checkpoint() override {
     if (mpi_) mpi_->wait_for_checkpoint();
   }
+  void start_at_step(std::int64_t step) override {
+    if (mpi_) mpi_->start_at_step(step);
+  }
   void note_data_wait(double seconds) override {
     if (mpi_) mpi_->note_data_wait(seconds);
   }

@@ -210,8 +210,8 @@ std::string rank_disagreement(Collective& collective, const RankFingerprint& min
   const std::string disagreement = describe_disagreement(ranks);
   if (disagreement.empty() || collective.is_root()) return disagreement;
   return fmt::format(
-      "rank {}: the ranks of this job do not train the same experiment (rank 0 says what "
-      "differs)",
+      "rank {}: the ranks of this job differ in what they train or how they were started "
+      "(rank 0 says how)",
       collective.rank());
 }
 

@@ -101,21 +101,17 @@ Collective& RankJob::collective() {
 
 void RankJob::attach(graph::Program& program, const std::string& run_dir) {
   if (place_.world <= 1) {
-    // A run that trained on several ranks, resumed on one: its record says
-    // how this part runs, not how the last one ran.
-    std::error_code ec;
-    if (std::filesystem::exists(run_dir + "/distributed.json", ec))
-      checkpoint::write_file_atomically(
-          run_dir + "/distributed.json",
-          json_text(nlohmann::json{{"world", 1},
-                                   {"launcher", "none"},
-                                   {"collective", "none"},
-                                   {"lr_scaling", config_.optimizer.lr_scaling},
-                                   {"lr_base", lr_base_},
-                                   {"lr_factor", 1.0},
-                                   {"lr", config_.optimizer.lr}},
-                    2) +
-              "\n");
+    // A run that trained on several ranks, resumed on one: once it trains,
+    // its record says how this part runs, not how the last one ran.
+    job_record_ = json_text(nlohmann::json{{"world", 1},
+                                           {"launcher", "none"},
+                                           {"collective", "none"},
+                                           {"lr_scaling", config_.optimizer.lr_scaling},
+                                           {"lr_base", lr_base_},
+                                           {"lr_factor", 1.0},
+                                           {"lr", config_.optimizer.lr}},
+                            2) +
+                  "\n";
     return;
   }
   const bool overlap = !nccl_;
@@ -142,12 +138,21 @@ void RankJob::attach(graph::Program& program, const std::string& run_dir) {
   };
   // Which GPU a rank uses: devices[local rank], or the one its launcher bound to it.
   if (nccl_) record["gpu_binding"] = gpu_bound_by_launcher_ ? "launcher" : "devices list";
-  std::ofstream(run_dir + "/distributed.json") << json_text(record, 2) << '\n';
+  job_record_ = json_text(record, 2) + "\n";
   std::printf(
       "[rank 0] data-parallel: %d ranks (%s, %s collectives), lr %g x %g (lr_scaling %s) = %g\n",
       place_.world, env_ ? env_->launcher.c_str() : "none", nccl_ ? "NCCL" : "MPI", lr_base_,
       factor, config_.optimizer.lr_scaling.c_str(), config_.optimizer.lr);
   std::fflush(stdout);
+}
+
+void RankJob::record_job(const std::string& run_dir) const {
+  if (!is_root() || job_record_.empty()) return;
+  const std::string path = run_dir + "/distributed.json";
+  std::error_code ec;
+  // A single process records itself only over an earlier part's record.
+  if (place_.world <= 1 && !std::filesystem::exists(path, ec)) return;
+  checkpoint::write_file_atomically(path, job_record_);
 }
 
 }  // namespace trainer::dist

@@ -41,8 +41,13 @@ class RankJob {
   bool is_root() const { return place_.rank == 0; }
   // The backend of this rank's device (and the NCCL communicator on GPUs).
   Backend& select_backend();
-  // Overlaps gradient reduction with backward, and records the job in `run_dir` (root).
+  // Overlaps gradient reduction with backward, and has the ranks' reports
+  // written to `run_dir` (root).
   void attach(graph::Program& program, const std::string& run_dir);
+  // Records the job in `run_dir`'s distributed.json (root), once the run
+  // writes its directory: a job of several ranks, or one rank resuming a run
+  // that had several (after attach).
+  void record_job(const std::string& run_dir) const;
   Collective& collective();
   // The gradient bucket size (TRAINER_BUCKET_MB), which every rank must share.
   std::size_t bucket_bytes() const { return bucket_bytes_; }
@@ -61,6 +66,7 @@ class RankJob {
   double checkpoint_timeout_s_ = 3600;
   bool gpu_bound_by_launcher_ = false;
   std::size_t bucket_bytes_ = 25u << 20;
+  std::string job_record_;  // distributed.json's text (attach)
   double lr_base_ = 0;
   std::unique_ptr<MpiRuntime> mpi_runtime_;
   std::unique_ptr<MpiCollective> mpi_;

@@ -518,10 +518,8 @@ std::string reopen_run_dir(const std::string& dir, const config::Config& config,
                                  {"time", now_text("%Y-%m-%dT%H:%M:%S%z")},
                                  {"config_sha256", new_hash},
                                  {"threads", cpu_compute_threads(config)},
-                                 {"ranks", config.devices.cpu || config.devices.gpus.empty()
-                                               ? config.devices.world_size
-                                               : static_cast<std::int64_t>(
-                                                     config.devices.gpus.size())}});
+                                 // The job's (a rank's config holds the launcher's world).
+                                 {"ranks", config.devices.world_size}});
   write_manifest(dir, manifest);
   // After the manifest keeps the new config: stopped between config.yaml and
   // config.sha256, the next resume tells that from an edit.

@@ -464,10 +464,10 @@ class TrainLoop {
   // Throws when train.log could not be written (LogFailure).
   void check_log_written() const;
   void log_window();
-  // Adds the window just logged (`window_seconds` of steps) to what the
-  // input-bound check watches; past a second of steps, warns once when the
-  // steps waited for data more than a tenth of that time.
-  void watch_input(double window_seconds);
+  // Adds the window just logged (`window_seconds` of steps, this rank's
+  // `window_samples`) to what the input-bound check watches; past a second of
+  // steps, warns once when the steps waited for data more than a tenth of it.
+  void watch_input(double window_seconds, std::int64_t window_samples);
   // Evaluates and records; false when `may_stop` and a stop was asked for
   // before the evaluation finished (a single process: nothing is recorded).
   bool run_eval(std::int64_t at_step, bool may_stop = false);
@@ -1190,6 +1190,8 @@ void TrainLoop::log_window() {
   const double elapsed = std::max(1e-9, seconds_since(window_.start) - window_.paused);
   window_.hits.top1 += window_.last_step_hits.top1;
   window_.hits.rows += window_.last_step_hits.rows;
+  // This rank's, for its loader's advice (the sums below are the job's).
+  const std::int64_t own_timed_samples = window_.timed_samples;
   if (world_ > 1) {  // the window's loss and hits over every rank
     std::vector<double> sums = {window_.loss, static_cast<double>(window_.hits.top1),
                                 static_cast<double>(window_.hits.rows),
@@ -1273,14 +1275,14 @@ void TrainLoop::log_window() {
   // After the record and its line: its loss, finite, was measured before the
   // updates that broke the weights (lr-find reads it as the range's last point).
   stop_if_weights_went_non_finite(true);
-  if (timed) watch_input(elapsed);
+  if (timed) watch_input(elapsed, own_timed_samples);
   window_ = Window{};
 }
 
-void TrainLoop::watch_input(double window_seconds) {
+void TrainLoop::watch_input(double window_seconds, std::int64_t window_samples) {
   input_watch_.seconds += window_seconds;
   input_watch_.wait += window_.wait;
-  input_watch_.samples += window_.timed_samples;
+  input_watch_.samples += window_samples;
   if (input_watch_.seconds < 1.0) return;
   const InputWatch watched = input_watch_;
   input_watch_ = {};

@@ -67,9 +67,9 @@ namespace {
 
 // The samples of this rank's part of an epoch of `samples`.
 std::int64_t shard_size_of(const LoaderOptions& o, std::int64_t samples) {
-  return o.equal_shards ? Loader::equal_shard_size(samples, o.world_size, o.drop_last)
-                        : (std::max<std::int64_t>(samples - o.rank, 0) + o.world_size - 1) /
-                              o.world_size;
+  return o.equal_shards
+             ? Loader::equal_shard_size(samples, o.world_size, o.drop_last)
+             : (std::max<std::int64_t>(samples - o.rank, 0) + o.world_size - 1) / o.world_size;
 }
 
 }  // namespace
@@ -274,10 +274,9 @@ void Loader::worker_loop() {
   std::unique_lock lock(mutex_);
   for (;;) {
     work_ready_.wait(lock, [this] {
-      return stopping_ ||
-             (started_ && !cancel_ && next_claim_ < batches_per_epoch_ &&
-              ring_[static_cast<std::size_t>(next_claim_ % ring_size())]->state ==
-                  Slot::State::free);
+      return stopping_ || (started_ && !cancel_ && next_claim_ < batches_per_epoch_ &&
+                           ring_[static_cast<std::size_t>(next_claim_ % ring_size())]->state ==
+                               Slot::State::free);
     });
     if (stopping_) return;
     const std::int64_t batch = next_claim_++;

@@ -387,8 +387,8 @@ TEST_CASE("a ring holds no more batches than an epoch has, and one without worke
   CHECK(allocations == 2);
   // One slot built and handed out in turn gives the batches workers give.
   inline_loader.start_epoch(1);
-  CHECK(drain(inline_loader) == run_epoch(std::make_shared<IndexDataset>(20), nullptr,
-                                          options(8, 2), 1));
+  CHECK(drain(inline_loader) ==
+        run_epoch(std::make_shared<IndexDataset>(20), nullptr, options(8, 2), 1));
 }
 
 TEST_CASE("the loader measures its production rate and the time next() waited") {

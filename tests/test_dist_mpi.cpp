@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -458,8 +458,8 @@ TEST_CASE("a checkpoint of 2 ranks resumes on 1 rank (and of 1 on 2) like the ru
     report_steps.push_back(nlohmann::json::parse(line)["step"].get<std::int64_t>());
   INFO("ranks.jsonl steps: " << nlohmann::json(report_steps).dump());
   REQUIRE_FALSE(report_steps.empty());
-  CHECK(std::adjacent_find(report_steps.begin(), report_steps.end(),
-                           std::greater_equal<>()) == report_steps.end());
+  CHECK(std::adjacent_find(report_steps.begin(), report_steps.end(), std::greater_equal<>()) ==
+        report_steps.end());
   CHECK(report_steps.back() == 8);
 
   // 2 ranks -> 1 continues like 2 -> 2 and like the uninterrupted 1-rank run;

@@ -344,7 +344,8 @@ TEST_CASE("ranks with the same config and other training data stop, naming the d
         "a8eb2ca3d803, rank 1: 0f9262527b5a); nothing was trained. Every rank's copy of the "
         "data.train files must hold the same samples and labels: copy the same files to every "
         "node");
-  CHECK_THAT(differ[1], Catch::StartsWith("rank 1: the ranks of this job differ in what they train"));
+  CHECK_THAT(differ[1],
+             Catch::StartsWith("rank 1: the ranks of this job differ in what they train"));
   // Another config explains other data: the config's message alone.
   std::vector<dist::RankFingerprint> ranks(2, same);
   ranks[1].config_hash = "ba9876543210";

@@ -21,12 +21,12 @@
 #include "tests/test_data_fixtures.h"
 #include "tests/test_image_fixtures.h"
 
+using Catch::Matchers::Contains;
 using trainer::data::testing::TempDir;
 using trainer::testing::run_trainer;
 using trainer::train::RangeTestPoint;
 using trainer::train::read_range_test;
 using trainer::train::why_no_suggestion;
-using Catch::Matchers::Contains;
 
 namespace {
 

@@ -241,20 +241,20 @@ TEST_CASE("the plan counts the loader batches an epoch can fill, and offers fewe
   // A limit that the plan with 2 batches in flight fits and the one with 8 does not.
   const double at2 = plan_figure(config, "data.prefetch=2", "total");
   const int limit = static_cast<int>(std::ceil(at2 / 0.9)) + 1;
-  const auto refused = run_trainer("validate " + config.string() +
-                                       " data.prefetch=8 train.memory_limit_mib=" +
-                                       std::to_string(limit),
-                                   true);
+  const auto refused =
+      run_trainer("validate " + config.string() +
+                      " data.prefetch=8 train.memory_limit_mib=" + std::to_string(limit),
+                  true);
   INFO(refused.out);
   CHECK(refused.code == 2);
   char expected[64];
   std::snprintf(expected, sizeof expected, "data.prefetch: 2 -> %.2f MiB\n", at2);
   CHECK(refused.out.find(expected) != std::string::npos);
   // An option that is not enough alone says so.
-  const auto short_of_it = run_trainer("validate " + config.string() +
-                                           " data.prefetch=8 train.memory_limit_mib=" +
-                                           std::to_string(limit / 2),
-                                       true);
+  const auto short_of_it =
+      run_trainer("validate " + config.string() +
+                      " data.prefetch=8 train.memory_limit_mib=" + std::to_string(limit / 2),
+                  true);
   std::snprintf(expected, sizeof expected, "data.prefetch: 2 -> %.2f MiB (not enough alone)", at2);
   CHECK(short_of_it.out.find(expected) != std::string::npos);
 }

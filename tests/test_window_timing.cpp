@@ -80,8 +80,8 @@ TEST_CASE("a run resumed inside a window times only the steps it ran") {
       " train.log_every=8 train.max_steps=7 train.eval_every=0 checkpoint.every_steps=0");
   INFO(first.out);
   REQUIRE(first.code == 0);
-  const auto resumed = trainer::testing::run_command(
-      delay + trainer::testing::trainer_binary() + " run --resume " + dir + " train.max_steps=8");
+  const auto resumed = trainer::testing::run_command(delay + trainer::testing::trainer_binary() +
+                                                     " run --resume " + dir + " train.max_steps=8");
   INFO(resumed.out);
   REQUIRE(resumed.code == 0);
   const auto step_ms = step_ms_by_step(dir);

@@ -34,9 +34,9 @@ struct ChainEntry {
 // overrides b only where c or a base of its own sets a key, and base.yaml never
 // comes back over b's values.
 struct Linearization {
-  std::vector<Node> layers;             // each file's own keys, without `extends`
-  std::set<std::string> placed;         // identities in `layers`
-  std::set<std::string> failed;         // identities whose errors are reported
+  std::vector<Node> layers;      // each file's own keys, without `extends`
+  std::set<std::string> placed;  // identities in `layers`
+  std::set<std::string> failed;  // identities whose errors are reported
 };
 
 // The most files one `extends` chain may pass through: far more than any
@@ -46,8 +46,8 @@ constexpr std::size_t kMaxExtendsDepth = 64;
 // Reads the file at `path` (identity `id`), places its bases (load_recursive)
 // and then the file itself.
 bool load_file(const std::string& path, const std::string& id, const Mark& where,
-               const std::string& where_key, std::vector<ChainEntry>& chain,
-               Linearization& order, Diagnostics& diags);
+               const std::string& where_key, std::vector<ChainEntry>& chain, Linearization& order,
+               Diagnostics& diags);
 
 bool load_recursive(const std::string& path, const Mark& where, const std::string& where_key,
                     std::vector<ChainEntry>& chain, Linearization& order, Diagnostics& diags) {
@@ -74,8 +74,8 @@ bool load_recursive(const std::string& path, const Mark& where, const std::strin
 }
 
 bool load_file(const std::string& path, const std::string& id, const Mark& where,
-               const std::string& where_key, std::vector<ChainEntry>& chain,
-               Linearization& order, Diagnostics& diags) {
+               const std::string& where_key, std::vector<ChainEntry>& chain, Linearization& order,
+               Diagnostics& diags) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     if (fs::exists(path, ec)) {
@@ -130,8 +130,8 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
       if (base_path.is_relative()) base_path = fs::path(path).parent_path() / base_path;
       // A base of a list is reported at its item; one file alone at the key.
       const Mark& named_at = ext->is_sequence() ? base->mark() : key_mark;
-      if (!load_recursive(base_path.lexically_normal().string(), named_at, "extends", chain,
-                          order, diags))
+      if (!load_recursive(base_path.lexically_normal().string(), named_at, "extends", chain, order,
+                          diags))
         all_ok = false;
     }
     chain.pop_back();
@@ -177,8 +177,7 @@ Node merge_at(Node base, const Node& over, const std::string& path) {
     const std::string& key = over.key_at(i);
     Node* existing = base.find(key);
     if (existing && existing->is_map() && over.value_at(i).is_map()) {
-      Node merged =
-          merge_at(*existing, over.value_at(i), path.empty() ? key : path + "." + key);
+      Node merged = merge_at(*existing, over.value_at(i), path.empty() ? key : path + "." + key);
       *existing = std::move(merged);
     } else {
       base.set(key, over.value_at(i), over.key_mark_at(i));
@@ -190,7 +189,9 @@ Node merge_at(Node base, const Node& over, const std::string& path) {
 
 }  // namespace
 
-Node merge_nodes(Node base, const Node& over) { return merge_at(std::move(base), over, ""); }
+Node merge_nodes(Node base, const Node& over) {
+  return merge_at(std::move(base), over, "");
+}
 
 void expand_loss_shorthand(Node& model) {
   if (!model.is_map()) return;

@@ -115,8 +115,8 @@ std::string job_failure(const MpirunEnd& end) {
   const int code = end.code;
   const std::string unrecorded = " and the job ended before the root rank could record it";
   if (end.mpirun_killed)
-    return "mpirun, which ran the job's ranks, was killed by signal " +
-           std::to_string(code - 128) + " (" + strsignal(code - 128) + ")" + unrecorded +
+    return "mpirun, which ran the job's ranks, was killed by signal " + std::to_string(code - 128) +
+           " (" + strsignal(code - 128) + ")" + unrecorded +
            "; the ranks stopped with it (trainer run --resume DIR goes on from the last "
            "checkpoint)";
   if (code > 128 && code < 128 + NSIG) {

@@ -117,20 +117,19 @@ std::string describe_disagreement(const std::vector<RankFingerprint>& ranks) {
   for (const RankFingerprint& rank : ranks)
     if (rank.resumes != root.resumes)
       return "the ranks were started differently (" +
-             ranks_that_differ(ranks,
-                               [](const RankFingerprint& f) {
-                                 return std::string(f.resumes ? "trainer run --resume"
-                                                              : "a new run");
-                               }) +
+             ranks_that_differ(
+                 ranks,
+                 [](const RankFingerprint& f) {
+                   return std::string(f.resumes ? "trainer run --resume" : "a new run");
+                 }) +
              "); nothing was trained. Start every rank with the same command: --resume "
              "RUN_DIR on all of them, or on none";
   for (const RankFingerprint& rank : ranks)
     if (rank.bucket_bytes != root.bucket_bytes)
       return "the ranks split their gradients into buckets of different sizes (" +
-             ranks_that_differ(ranks,
-                               [](const RankFingerprint& f) {
-                                 return fmt::format("{} bytes", f.bucket_bytes);
-                               }) +
+             ranks_that_differ(
+                 ranks,
+                 [](const RankFingerprint& f) { return fmt::format("{} bytes", f.bucket_bytes); }) +
              "); nothing was trained. Set TRAINER_BUCKET_MB alike for every rank, or for none";
   bool configs_differ = false, models_differ = false, data_differs = false;
   std::vector<std::string> sections;
@@ -190,7 +189,8 @@ std::string rank_disagreement(Collective& collective, const RankFingerprint& min
           collective.rank());
     std::string found = "rank 0: " + double_to_hash(builds[0]);
     for (std::size_t r = 1; r < builds.size(); ++r)
-      if (builds[r] != builds[0]) found += fmt::format(", rank {}: {}", r, double_to_hash(builds[r]));
+      if (builds[r] != builds[0])
+        found += fmt::format(", rank {}: {}", r, double_to_hash(builds[r]));
     return "the ranks run different builds of trainer (build hashes " + found + "; this one, " +
            "rank 0, is " + built_from +
            "); nothing was trained. Run the same trainer binary on every rank (`trainer version` "

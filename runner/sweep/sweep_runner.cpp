@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -264,8 +264,7 @@ int run_sweep(const SweepJob& job) {
     if (code == 0 && read_completed_run(job.spec, r)) {
       r.status = "done";
       r.error.clear();
-    } else if ((code == 130 || code == 143) &&
-               (forwarded || run_was_interrupted(r.run_dir))) {
+    } else if ((code == 130 || code == 143) && (forwarded || run_was_interrupted(r.run_dir))) {
       // Stopped by the sweep's signal, or by one sent to the trial itself:
       // either way it checkpointed, and a repeated command resumes it.
       r.status = "interrupted";

@@ -80,8 +80,7 @@ nlohmann::json summary_of_status(const std::string& run_dir, const std::string& 
   std::ifstream in(path);
   if (!in) return nullptr;
   nlohmann::json s = nlohmann::json::parse(in, nullptr, false);
-  if (s.is_discarded() || !s.is_object() || s.value("status", "complete") != status)
-    return nullptr;
+  if (s.is_discarded() || !s.is_object() || s.value("status", "complete") != status) return nullptr;
   return s;
 }
 

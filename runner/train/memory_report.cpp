@@ -51,7 +51,7 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
   e.workspace = static_cast<double>(plan.workspace_bytes);
   const data::LoaderOptions train_options = loader_options(s, true, backend);
   e.loader_slots = s.train_data ? data::Loader::ring_slots(train_options, s.train_data->size())
-                                 : train_options.prefetch;
+                                : train_options.prefetch;
   e.loader = loader_ring_bytes(e.loader_slots, train_options.batch_size, s.sample_shape,
                                s.train_data ? s.train_data->target_shape() : Shape{});
   if (s.eval_data) {
@@ -133,8 +133,7 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
     Session fewer = s;
     fewer.config.data.prefetch = kFewBatchesInFlight;
     const double total = estimate_memory(fewer, backend).total();
-    if (total < e.total())
-      option("data.prefetch: " + std::to_string(kFewBatchesInFlight), total);
+    if (total < e.total()) option("data.prefetch: " + std::to_string(kFewBatchesInFlight), total);
   }
   if ((s.config.precision.mode == "fp32" || s.config.precision.mode == "tf32") &&
       backend.supports_compute(DType::bf16)) {

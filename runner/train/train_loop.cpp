@@ -1193,9 +1193,11 @@ void TrainLoop::log_window() {
   // This rank's, for its loader's advice (the sums below are the job's).
   const std::int64_t own_timed_samples = window_.timed_samples;
   if (world_ > 1) {  // the window's loss and hits over every rank
-    std::vector<double> sums = {window_.loss, static_cast<double>(window_.hits.top1),
+    std::vector<double> sums = {window_.loss,
+                                static_cast<double>(window_.hits.top1),
                                 static_cast<double>(window_.hits.rows),
-                                static_cast<double>(window_.samples), window_.loss_steps,
+                                static_cast<double>(window_.samples),
+                                window_.loss_steps,
                                 static_cast<double>(window_.timed_samples)};
     collective_.all_reduce_sum(sums);
     window_.loss = sums[0] / world_;
@@ -1292,8 +1294,8 @@ void TrainLoop::watch_input(double window_seconds, std::int64_t window_samples) 
     InputWait w;
     w.wait_pct = wait_pct;
     w.loader_samples_per_s = loader_.samples_per_second();
-    w.model_samples_per_s = static_cast<double>(watched.samples) /
-                            std::max(1e-9, watched.seconds - watched.wait);
+    w.model_samples_per_s =
+        static_cast<double>(watched.samples) / std::max(1e-9, watched.seconds - watched.wait);
     w.workers = cfg_.data.workers;
     w.prefetch = cfg_.data.prefetch;
     const std::int64_t cores = std::max(1u, std::thread::hardware_concurrency());

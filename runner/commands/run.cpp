@@ -154,8 +154,6 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   // SyncBN kernels reduce over the job's ranks: the plan that fits the batch
   // compiles the kernels the run will.
   session.collective = &job.collective();
-  // A resumed run whose micro-batch auto chose steps as before, whatever
-  // memory there is now: its checkpoint's steps are of that accumulation.
   // Every rank must step alike: with auto, the smallest memory of the job's
   // devices decides. Asked of every rank, whichever way its resume goes (one
   // that reads another run directory finds that out in the resume).
@@ -163,6 +161,8 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       config.train.micro_batch_auto
           ? smallest_over_ranks(job.collective(), train::memory_capacity(session, backend))
           : 0;
+  // A resumed run whose micro-batch auto chose steps as before, whatever
+  // memory there is now: its checkpoint's steps are of that accumulation.
   const std::int64_t per_rank = session.batch.micro * session.batch.accumulation;
   const std::optional<std::int64_t> kept_accumulation =
       resume && config.train.micro_batch_auto ? train::recorded_auto_accumulation(args.resume_dir)

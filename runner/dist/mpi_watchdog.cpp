@@ -93,7 +93,13 @@ void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& wh
 void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& what,
                        double timeout_s, const std::string& setting) {
   using Clock = std::chrono::steady_clock;
+  // A gap between two polls this long means this process did not run (it was
+  // stopped, or the machine suspended): that time is its own, not a delay of
+  // the others, and does not count towards the timeout.
+  constexpr double kOwnStallS = 2.0;
   const auto start = Clock::now();
+  auto last_poll = start;
+  double stalled = 0;
   const double heartbeat_s = std::min(1.0, timeout_s_ / 8);
   double next_heartbeat = heartbeat_s;
   auto pause = std::chrono::microseconds(5);
@@ -101,7 +107,14 @@ void MpiWatchdog::wait(std::vector<MPI_Request>& requests, const std::string& wh
     int done = 0;
     MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
     if (done) return;
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    const auto now = Clock::now();
+    if (const double gap = std::chrono::duration<double>(now - last_poll).count();
+        gap > kOwnStallS) {
+      stalled += gap;
+      read_notices();  // what the others said meanwhile
+    }
+    last_poll = now;
+    const double waited = std::chrono::duration<double>(now - start).count() - stalled;
     if (waited > timeout_s) fail(what, waited, timeout_s, setting);
     if (waited > next_heartbeat) {  // still here: tell the peers, hear from them
       send_notices();

@@ -24,7 +24,8 @@ constexpr bool reads_output(Act a) {
 
 template <Act A>
 __device__ __forceinline__ float act(float x, float slope) {
-  if constexpr (A == Act::relu) return x < 0.0f ? 0.0f : x;  // NaN kept, as on the CPU
+  // NaN to 0, as oneDNN's relu (a max with 0) makes it on the CPU.
+  if constexpr (A == Act::relu) return x > 0.0f ? x : 0.0f;
   if constexpr (A == Act::gelu) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
   if constexpr (A == Act::gelu_tanh)
     return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));

@@ -13,8 +13,11 @@ struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 struct SumRelu {
-  // NaN kept, as on the CPU.
-  __device__ float operator()(float a, float b) const { return a + b < 0.0f ? 0.0f : a + b; }
+  // NaN to 0, as oneDNN's relu makes it on the CPU.
+  __device__ float operator()(float a, float b) const {
+    const float sum = a + b;
+    return sum > 0.0f ? sum : 0.0f;
+  }
 };
 struct ReluGrad {  // dy where the output y is positive
   __device__ float operator()(float dy, float y) const { return y > 0.0f ? dy : 0.0f; }

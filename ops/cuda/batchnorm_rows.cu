@@ -196,12 +196,12 @@ __device__ void write_rows(Layout l, const StepValues* step, float* out, Value v
     out[i] = i < real ? value(i, i / l.inner % l.channels) : 0.0f;
 }
 
-// y = x * scale + shift, then relu (NaN kept, as on the CPU).
+// y = x * scale + shift, then relu (NaN to 0, as oneDNN's relu makes it on the CPU).
 __global__ void normalize(const float* x, float* y, Layout l, const StepValues* step,
                           const float* scale, const float* shift, bool relu) {
   write_rows(l, step, y, [&](long long i, long long c) {
     const float v = x[i] * scale[c] + shift[c];
-    return relu && v < 0.0f ? 0.0f : v;
+    return relu && !(v > 0.0f) ? 0.0f : v;
   });
 }
 

@@ -5,13 +5,14 @@
 # are missing), points the loader at the bundle's libraries and at PyTorch's
 # nvidia-* wheel libraries (cuDNN, cuBLAS, NCCL), runs `trainer doctor`, the
 # GPU tests (with the 1-GPU NCCL collective), the memory plan against the GPU
-# allocation, one fp16 epoch of the MLP (loss scaling on the device), the CNN
+# allocation, one fp16 and one bf16 epoch of the MLP (loss scaling on the
+# device; the bf16 weight copies), the CNN
 # config trained to the end on the GPU against its CPU accuracy, then in the
 # time left the GPU benchmarks next to PyTorch and (for information) two GPU
 # tests under compute-sanitizer's memcheck. Every
 # stage runs under a timeout, and all of them within one deadline
 # (GPU_CHECK_SECONDS, 450 s). GPU_CHECK_STAGES picks stages for a shorter
-# call after a fix (default: all of "tests plan fp16 cnn bench memcheck"; the
+# call after a fix (default: all of "tests plan mixed cnn bench memcheck"; the
 # doctor always runs). Logs are written to a temporary folder; at exit
 # $OUT (default ./gpu-check-out) gets three files: results.json, gpu-check.log
 # and logs.tar.gz with every log (a GPU machine returns only a few files).
@@ -83,7 +84,7 @@ json_string() {  # $1 as a JSON string
 }
 log() { echo "[gpu-check $(($(date +%s) - started))s] $*" | tee -a "$out/gpu-check.log"; }
 declare -A rc
-stages=" ${GPU_CHECK_STAGES:-tests plan fp16 cnn bench memcheck} "
+stages=" ${GPU_CHECK_STAGES:-tests plan mixed cnn bench memcheck} "
 wanted() { [[ $stages == *" $1 "* ]]; }
 
 write_results() {  # $1: overall status; a second argument "quiet": print nothing
@@ -231,8 +232,10 @@ stage_done doctor
 # and cuDNN's own error logs in theirs: a refused call says why there (and
 # NCCL what it set up, or why it could not).
 cd "$root" || { log "cannot cd to $root"; write_results "cannot cd to $root"; exit 1; }
-gpu_tests="test_gpu_vector_ops test_gpu_ops test_gpu_step_graph test_gpu_short_batch test_gpu_syncbn
-  test_gpu_devices test_dist_nccl"
+# The tests labelled gpu, as gpu-prepare.sh listed them (a bundle without the
+# list: every test binary it holds).
+gpu_tests=$(cat "$bundle/GPU_TESTS" 2>/dev/null || (cd "$bundle/bin" && ls test_* 2>/dev/null))
+gpu_tests=$(echo $gpu_tests)
 wanted tests && for t in $gpu_tests; do
   [[ ! -x "$bundle/bin/$t" ]] && { log "$t: not in the bundle (re-run gpu-prepare.sh)"; rc[$t]=missing; continue; }
   TRAINER_TEST_BINARY="$bundle/bin/trainer" \
@@ -289,32 +292,37 @@ log "trainer eval on GPU: exit ${rc[gpu_eval]} ($(tail -n 1 "$out/gpu_eval.txt")
 stage_done plan
 fi
 
-# 4c. fp16 with dynamic loss scaling decided inside the update: one epoch of
-# the MLP on the GPU reaches the CPU's float32 accuracy after one epoch
-# (0.8635, `trainer run configs/fashion_mnist_mlp.yaml train.epochs=1`) within
-# one point, with every step replayed from its recording.
-if wanted fp16; then
+# 4c. Mixed precision: one epoch of the MLP on the GPU in fp16 (dynamic loss
+# scaling decided inside the update) and in bf16 (the layers read the bf16
+# weight copies the update writes) reaches the CPU's float32 accuracy after
+# one epoch (0.8635, `trainer run configs/fashion_mnist_mlp.yaml
+# train.epochs=1`) within one point, with every step replayed from its
+# recording.
+if wanted mixed; then
+for precision in fp16 bf16; do
 capped 90 "$bundle/bin/trainer" run configs/fashion_mnist_mlp.yaml "devices=[0]" "${fmnist[@]}" \
-  precision=fp16 train.epochs=1 --out "$out/run_mlp_fp16" >"$out/run_mlp_fp16.log" 2>&1
-rc[mlp_fp16_run]=$?
-SUMMARY="$out/run_mlp_fp16/summary.json" MANIFEST="$out/run_mlp_fp16/manifest.json" py - \
-  >"$out/mlp_fp16.txt" 2>&1 <<'PY'
+  precision=$precision train.epochs=1 --out "$out/run_mlp_$precision" >"$out/run_mlp_$precision.log" 2>&1
+rc[mlp_${precision}_run]=$?
+PRECISION=$precision SUMMARY="$out/run_mlp_$precision/summary.json" \
+  MANIFEST="$out/run_mlp_$precision/manifest.json" py - >"$out/mlp_$precision.txt" 2>&1 <<'PY'
 import json, os, sys
 cpu = 0.8635
 s = json.load(open(os.environ["SUMMARY"]))
 m = json.load(open(os.environ["MANIFEST"]))
 gpu = s["final_eval"]["accuracy"]
-print(f"fp16 GPU {gpu:.4f} vs fp32 CPU {cpu:.4f}; loss scale {s.get('loss_scale')}, "
-      f"{s.get('skipped_steps')} steps skipped, steps {s.get('step_execution')} "
-      f"(manifest: {m.get('step_execution')}), {s['mean_samples_per_s']:.0f} samples/s")
+print(f"{os.environ['PRECISION']} GPU {gpu:.4f} vs fp32 CPU {cpu:.4f}; loss scale "
+      f"{s.get('loss_scale')}, {s.get('skipped_steps')} steps skipped, steps "
+      f"{s.get('step_execution')} (manifest: {m.get('step_execution')}), "
+      f"{s['mean_samples_per_s']:.0f} samples/s")
 # Recorded, and said so in both records (the manifest's is written after the loop ends).
 recorded = s.get("step_execution") == "recorded" and m.get("step_execution") == "recorded"
 sys.exit(0 if abs(gpu - cpu) <= 0.01 and recorded else 1)
 PY
-rc[mlp_fp16]=$?
-not_run_if mlp_fp16 "${rc[mlp_fp16_run]}"
-log "fp16 MLP on GPU: run exit ${rc[mlp_fp16_run]}, check exit ${rc[mlp_fp16]} ($(tail -n 1 "$out/mlp_fp16.txt"))"
-stage_done fp16
+rc[mlp_$precision]=$?
+not_run_if "mlp_$precision" "${rc[mlp_${precision}_run]}"
+log "$precision MLP on GPU: run exit ${rc[mlp_${precision}_run]}, check exit ${rc[mlp_$precision]} ($(tail -n 1 "$out/mlp_$precision.txt"))"
+done
+stage_done mixed
 fi
 
 # 5. End to end: the CNN config trained to the end on the GPU reaches the
@@ -415,7 +423,7 @@ fi
 # test missing from the bundle, is named.
 status=passed
 not_run=""
-for check in doctor $gpu_tests plan_vs_run gpu_eval mlp_fp16 cnn_accuracy; do
+for check in doctor $gpu_tests plan_vs_run gpu_eval mlp_fp16 mlp_bf16 cnn_accuracy; do
   case ${rc[$check]:-} in
     "" | 0) ;;
     skipped | missing | unfinished) not_run="$not_run $check (${rc[$check]})" ;;

@@ -11,8 +11,10 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-gpu"
 bundle="$build/bundle"
-targets=(trainer test_gpu_ops test_gpu_vector_ops test_gpu_step_graph test_gpu_short_batch test_gpu_syncbn
-  test_gpu_devices test_dist_nccl)
+# Every test whose "// labels:" line names gpu; bundle/GPU_TESTS lists them for gpu-check.sh.
+mapfile -t gpu_tests < <(grep -l '^// labels:.*\bgpu\b' "$root"/tests/test_*.cpp |
+  xargs -n 1 basename | sed 's/\.cpp$//')
+targets=(trainer "${gpu_tests[@]}")
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 >"$build.configure.log" 2>&1 ||
@@ -24,6 +26,7 @@ mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$build/trainer" "$bundle/bin/"
 for t in "${targets[@]:1}"; do cp "$build/tests/$t" "$bundle/bin/"; done
 strip --strip-unneeded "$bundle"/bin/* 2>/dev/null || true
+printf '%s\n' "${gpu_tests[@]}" >"$bundle/GPU_TESTS"
 
 # Shared libraries to carry: everything ldd resolves except the C library
 # family (always on the target) and the big CUDA libraries (from the wheels).

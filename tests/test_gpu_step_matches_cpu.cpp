@@ -1,0 +1,196 @@
+// labels: gpu
+// A whole CUDA training step computes what the CPU's does: one small CNN
+// (conv, batchnorm, relu, max pool, linear with relu, linear), compiled on
+// each backend as a run compiles it (its activations folded where that
+// backend folds them, its formats), from the same weights and batch, then
+// three SGD updates with momentum through each backend's update. In float32
+// (no TF32) the losses, gradients and weights agree to float32 summation
+// order; in bf16 the losses agree to bf16 rounding, and the bf16 weight
+// copies the update writes equal the updated weights rounded, so no layer
+// reads a stale copy. The op tests compare one kernel at a time; this compares
+// how they work together (the shared workspace, what backward reads of what
+// forward saved, the folded activations). Skipped with the reason on a
+// machine without a GPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu_skip.h"
+#include "runner/graph/formats.h"
+#include "runner/graph/fusion.h"
+#include "runner/graph/precision.h"
+#include "runner/graph/program.h"
+#include "tests/program_fixture.h"
+
+#ifdef TRAINER_WITH_CUDA
+#include "ops/cuda/cuda_backend.h"
+#endif
+
+std::string trainer_test_skip_reason() {
+  return gpu_skip_reason();
+}
+
+#ifdef TRAINER_WITH_CUDA
+using namespace trainer;
+using namespace trainer::graph;
+
+namespace {
+
+const char* kModel = R"(
+layers:
+  - {type: conv2d, name: conv1, out_channels: 8, kernel: 3, padding: 1}
+  - {type: batchnorm, name: bn1}
+  - {type: relu}
+  - {type: maxpool2d, kernel: 2}
+  - {type: flatten}
+  - {type: linear, name: fc1, out_features: 32}
+  - {type: relu}
+  - {type: linear, name: fc2, out_features: 10}
+)";
+
+// The program a run with `precision` compiles on `backend`, its weights
+// initialised from seed 5, a fixed batch of 32 12x12 images and labels i % 10.
+std::unique_ptr<Program> compile_cnn(Backend& backend, const std::string& precision) {
+  ModelInput in;
+  in.batch = 32;
+  in.sample_shape = {1, 12, 12};
+  in.num_classes = 10;
+  Graph g = graph_of_yaml(kModel, in);
+  assign_compute_types(g, precision);
+  fuse_activations(
+      g, [&](const std::string& op, Epilogue e) { return backend.fuses_activation(op, e); });
+  assign_formats(g, backend.activation_formats(), precision);
+  CompileOptions options;
+  options.optimizer_state_tensors = 1;  // the momentum buffer
+  options.deterministic = true;
+  auto program = std::make_unique<Program>(differentiate(std::move(g)), backend, options);
+  initialize_params(*program, 5);
+  std::vector<float> input(static_cast<std::size_t>(program->input().numel()));
+  for (std::size_t i = 0; i < input.size(); ++i)
+    input[i] = static_cast<float>((i * 29) % 17) / 8.0f - 1.0f;
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(program->labels().numel()));
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
+  const float one = 1.0f;
+  backend.copy_to_device(program->input().data, input.data(), input.size() * sizeof(float));
+  backend.copy_to_device(program->labels().data, labels.data(), labels.size() * 8);
+  backend.copy_to_device(program->loss_seed().data, &one, sizeof one);
+  return program;
+}
+
+std::vector<float> read(const Program& program, const TensorRef& t) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  program.backend().copy_to_host(v.data(), t.data, v.size() * sizeof(float));
+  return v;
+}
+
+// What each step left: its loss, then (after the steps) every gradient and weight.
+struct Trained {
+  std::vector<float> losses;
+  std::vector<std::vector<float>> grads, weights;
+};
+
+// Three steps of SGD with momentum (lr 0.05, momentum 0.9) on `program`. The
+// parameters are read through a const program, which leaves its bf16 copies
+// as the update wrote them.
+Trained train_three_steps(Program& program) {
+  std::vector<ParamSlot> slots = program.optimizer_slots();
+  VectorOps& ops = program.backend().vector_ops();
+  program.set_update([&] { ops.optimizer_update(slots); });
+  OptimizerStep opt;
+  opt.lr = 0.05f;
+  opt.momentum = 0.9f;
+  Trained t;
+  for (int step = 1; step <= 3; ++step) {
+    opt.step = step;
+    ops.set_optimizer_step(opt);
+    program.train_step(static_cast<std::uint64_t>(step), -1);
+    t.losses.push_back(read(program, program.loss())[0]);
+  }
+  program.set_update(nullptr);
+  const Program& after = program;
+  for (const ParamStorage& p : after.params()) {
+    if (!p.grad) continue;
+    t.grads.push_back(read(after, p.grad));
+    t.weights.push_back(read(after, p.value));
+  }
+  return t;
+}
+
+// max |a - b| over max |b|: the difference relative to the tensor's scale.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, scale = 1e-12;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / scale;
+}
+
+// `x` rounded to bf16 (to nearest, ties to even), as its 16 bits.
+std::uint16_t bf16_bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+}  // namespace
+
+TEST_CASE("a float32 CUDA training step equals the CPU's") {
+  auto cpu = compile_cnn(cpu_backend(), "fp32");
+  auto gpu = compile_cnn(cuda_backend(0), "fp32");
+  const Trained want = train_three_steps(*cpu);
+  const Trained got = train_three_steps(*gpu);
+  for (std::size_t s = 0; s < want.losses.size(); ++s) {
+    INFO("step " << s + 1);
+    CHECK(got.losses[s] == Approx(want.losses[s]).epsilon(1e-5));
+  }
+  REQUIRE(got.grads.size() == want.grads.size());
+  const Program& named = *cpu;
+  std::size_t k = 0;
+  for (const ParamStorage& p : named.params()) {
+    if (!p.grad) continue;
+    INFO("parameter " << p.param->name);
+    CHECK(relative_difference(got.grads[k], want.grads[k]) < 1e-4);
+    CHECK(relative_difference(got.weights[k], want.weights[k]) < 1e-5);
+    ++k;
+  }
+}
+
+TEST_CASE("a bf16 CUDA training step equals the CPU's, and its weight copies stay current") {
+  auto cpu = compile_cnn(cpu_backend(), "bf16");
+  auto gpu = compile_cnn(cuda_backend(0), "bf16");
+  const Trained want = train_three_steps(*cpu);
+  const Trained got = train_three_steps(*gpu);
+  for (std::size_t s = 0; s < want.losses.size(); ++s) {
+    INFO("step " << s + 1);
+    CHECK(got.losses[s] == Approx(want.losses[s]).epsilon(1e-2));
+  }
+  const Program& gpu_program = *gpu;
+  std::size_t copies = 0, k = 0;
+  for (const ParamStorage& p : gpu_program.params()) {
+    if (!p.grad) continue;
+    INFO("parameter " << p.param->name);
+    CHECK(relative_difference(got.weights[k], want.weights[k]) < 1e-2);
+    if (p.bf16_copy) {
+      ++copies;
+      std::vector<std::uint16_t> copy(static_cast<std::size_t>(p.bf16_copy.numel()));
+      gpu_program.backend().copy_to_host(copy.data(), p.bf16_copy.data, copy.size() * 2);
+      const std::vector<float>& weights = got.weights[k];
+      REQUIRE(copy.size() == weights.size());
+      std::size_t stale = 0;
+      for (std::size_t i = 0; i < copy.size(); ++i) stale += copy[i] != bf16_bits(weights[i]);
+      CHECK(stale == 0);
+    }
+    ++k;
+  }
+  CHECK(copies == 3);  // conv1, fc1 and fc2 compute in bf16
+}
+#endif

@@ -6,6 +6,7 @@
 // comparison of their training data.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
@@ -15,6 +16,7 @@
 
 #include "ops/collective.h"
 #include "runner/config/diagnostics.h"
+#include "runner/config/load.h"
 #include "runner/dist/gradient_buckets.h"
 #include "runner/dist/launch_env.h"
 #include "runner/dist/local_launcher.h"
@@ -393,4 +395,36 @@ TEST_CASE("ranks of different builds stop before exchanging their fingerprints")
                           Catch::Contains("rank 0, is 0000000") &&
                           Catch::Contains("Run the same trainer binary on every rank"));
   CHECK_THAT(said[1], Catch::StartsWith("rank 1: the ranks of this job run different builds"));
+}
+
+TEST_CASE(
+    "ranks agree on a config whatever order its keys came in, apart from their own settings") {
+  const std::string text =
+      "data: {train: {type: synthetic, shape: [4], classes: 3}}\n"
+      "model: {layers: [{type: linear, out_features: 3}]}\n"
+      "train: {epochs: 2}\n";
+  const auto fingerprint = [&](const std::vector<std::string>& overrides) {
+    return dist::fingerprint_of(config::load_config_text(text, "c.yaml", overrides), graph::Graph{},
+                                0, {});
+  };
+  const dist::RankFingerprint plain = fingerprint({});
+  // A section an override adds stands after the file's: a rank's own
+  // settings in sections the file does not write change nothing compared.
+  for (const char* own : {"backend.threads=1", "devices.world_size=2", "data.workers=0"}) {
+    INFO(own);
+    const dist::RankFingerprint with = fingerprint({own});
+    CHECK(with.config_hash == plain.config_hash);
+    CHECK(with.section_hashes == plain.section_hashes);
+  }
+  // Keys added in another order are the same config.
+  CHECK(fingerprint({"output.dir=runs", "schedule.type=cosine"}).config_hash ==
+        fingerprint({"schedule.type=cosine", "output.dir=runs"}).config_hash);
+  // What a rank trains still counts, and names its section.
+  const dist::RankFingerprint other = fingerprint({"optimizer.lr=0.5"});
+  CHECK(other.config_hash != plain.config_hash);
+  const auto at = std::find(dist::kComparedSections.begin(), dist::kComparedSections.end(),
+                            std::string("optimizer")) -
+                  dist::kComparedSections.begin();
+  CHECK(other.section_hashes[static_cast<std::size_t>(at)] !=
+        plain.section_hashes[static_cast<std::size_t>(at)]);
 }

@@ -33,7 +33,27 @@ std::string double_to_hash(double value) {
   return fmt::format("{:0{}x}", static_cast<std::uint64_t>(value), kHashDigits);
 }
 
-// The config without the settings a rank may choose for itself.
+// `node` with every map's keys in name order: where a key stands (in a
+// file, or last when an override added it) does not change what a rank trains.
+config::Node in_key_order(const config::Node& node) {
+  if (node.is_sequence()) {
+    config::Node ordered = node;
+    for (config::Node& item : ordered.items()) item = in_key_order(item);
+    return ordered;
+  }
+  if (!node.is_map()) return node;
+  std::vector<std::size_t> order(node.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return node.key_at(a) < node.key_at(b); });
+  config::Node ordered = config::Node::map(node.mark());
+  for (const std::size_t i : order)
+    ordered.set(node.key_at(i), in_key_order(node.value_at(i)), node.key_mark_at(i));
+  return ordered;
+}
+
+// The config without the settings a rank may choose for itself, its keys in
+// name order.
 config::Node compared_tree(const config::Config& config) {
   config::Node tree = config.resolved;
   for (const std::string& path : kRankOwnSettings) {
@@ -41,7 +61,7 @@ config::Node compared_tree(const config::Config& config) {
     if (config::Node* section = tree.find(path.substr(0, dot)); section && section->is_map())
       section->erase(path.substr(dot + 1));
   }
-  return tree;
+  return in_key_order(tree);
 }
 
 std::vector<double> encode(const RankFingerprint& f) {

@@ -715,6 +715,7 @@ TEST_CASE("a rank that fails alone: the launcher records the job's failure in su
   INFO(r.out);
   CHECK(r.code != 0);
   CHECK_THAT(r.out, Catch::Contains("1.png"));
+  CHECK_THAT(r.out, Catch::Contains("[rank 1] error: "));  // where the summary points
   const nlohmann::json summary = read_json(dir / "summary.json");
   CHECK(summary["status"] == "failed");
   CHECK_THAT(summary["error"].get<std::string>(),
@@ -762,9 +763,10 @@ TEST_CASE("a hung rank ends the job after the collective timeout, named by the o
   const fs::path config = write_config("hung");
   const fs::path dir = kRoot / "hung_run";
   fs::remove_all(dir);
-  // A checkpoint every 4 steps: stopped then, rank 1 leaves the others in
-  // the wait for the checkpoint, which has its own timeout (an hour by default).
-  BackgroundRun run("TRAINER_COLLECTIVE_TIMEOUT=4 TRAINER_CHECKPOINT_TIMEOUT=4",
+  // A checkpoint every 4 steps: stopped then, rank 1 leaves rank 0 in the
+  // barrier after the write, which waits under the collective timeout (the
+  // checkpoint's own, an hour by default, is for the ranks waiting on rank 0).
+  BackgroundRun run("TRAINER_COLLECTIVE_TIMEOUT=4",
                     "run " + config.string() +
                         " devices.world_size=2 train.max_steps=100000 --out " + dir.string(),
                     "hung");
@@ -778,12 +780,19 @@ TEST_CASE("a hung rank ends the job after the collective timeout, named by the o
   CHECK(code > 0);
   // Stopped while computing: it never reached the collective; stopped while
   // waiting in one: it reached it and went silent. Either way it is named.
-  CHECK_THAT(run.output(), Catch::Contains("did not complete within") &&
+  CHECK_THAT(run.output(), Catch::Contains("[rank 0] error: ") &&
+                               Catch::Contains("did not complete within") &&
                                (Catch::Contains("rank 1 (last reached collective") ||
                                 Catch::Contains("rank 1 (silent for")));
   // The stopped rank, woken as the job ends, does not count its own stop
   // as the others' delay and blame the interconnect.
   CHECK_THAT(run.output(), !Catch::Contains("the interconnect or MPI is stuck"));
+  // The run's record says why it failed, as rank 0 saw it.
+  const nlohmann::json summary = read_json(dir / "summary.json");
+  CHECK(summary["status"] == "failed");
+  CHECK_THAT(summary["error"].get<std::string>(),
+             Catch::Contains("did not complete within") && Catch::Contains("rank 1"));
+  CHECK(summary["steps"].get<std::int64_t>() > 0);
 }
 
 TEST_CASE("the ranks wait for a slow checkpoint write under its own timeout") {

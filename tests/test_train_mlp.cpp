@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -175,6 +176,12 @@ TEST_CASE(
       metrics << std::ifstream(out / "metrics.jsonl").rdbuf();
       CHECK((metrics.str().find("\"step\":1") != std::string::npos) == (log_every == "1"));
       CHECK((r.out.find("step 1/2: loss") != std::string::npos) == (log_every == "1"));
+      // train.log ends with the error, stamped as its other lines are.
+      std::ifstream log(out / "train.log");
+      std::string line, last;
+      while (std::getline(log, line)) last = line;
+      CHECK(std::regex_match(last, std::regex(R"(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\] )"
+                                              R"(error: non-finite weights .*)")));
     }
   // The evaluation at the end of the epoch, before its checkpoint: the
   // weights are checked first, and no record of them is written.

@@ -167,8 +167,7 @@ class RunDirNote {
     std::filesystem::remove(summary, ec);
     const std::string error = job_failure(end);
     train::record_failure(dir, error, earlier.is_object() ? earlier : nlohmann::json());
-    std::ofstream(std::filesystem::path(dir) / "train.log", std::ios::app)
-        << "error: " << error << '\n';
+    train::log_failure(dir, error);
     std::fprintf(stderr, "error: %s (recorded in %s)\n", error.c_str(), summary.c_str());
   }
 

@@ -179,8 +179,13 @@ void MpiCollective::wait_for_checkpoint() {
   watchdog_.enter();
   std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
   MPI_Ibarrier(MPI_COMM_WORLD, &request[0]);
-  watchdog_.wait(request, "wait for rank 0 to write the checkpoint", checkpoint_timeout_s_,
-                 "TRAINER_CHECKPOINT_TIMEOUT");
+  // Rank 0 arrives once it has written the checkpoint, which the others
+  // allow for; it waits for them as in any collective.
+  if (rank_ == 0)
+    watchdog_.wait(request, "barrier after rank 0 wrote the checkpoint");
+  else
+    watchdog_.wait(request, "wait for rank 0 to write the checkpoint", checkpoint_timeout_s_,
+                   "TRAINER_CHECKPOINT_TIMEOUT");
 }
 
 void MpiCollective::broadcast(void* data, std::size_t bytes) {

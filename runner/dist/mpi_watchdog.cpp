@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include <fmt/format.h>
@@ -33,6 +32,9 @@ MpiWatchdog::MpiWatchdog(MPI_Comm world, double timeout_s) : timeout_s_(timeout_
 }
 
 MpiWatchdog::~MpiWatchdog() {
+  // After a timeout a notice to a hung peer may never complete: the job ends
+  // in MPI_Abort, which frees it all.
+  if (timed_out_) return;
   for (auto& r : receives_) {
     if (r == MPI_REQUEST_NULL) continue;
     MPI_Cancel(&r);
@@ -156,8 +158,9 @@ void MpiWatchdog::fail(const std::string& what, double waited_s, double timeout_
   else
     message += "every rank reached it and is alive: the interconnect or MPI is stuck";
   message += fmt::format(". Aborting the job (timeout: {}, {:.0f} s)", setting, timeout_s);
-  std::fprintf(stderr, "error: %s\n", message.c_str());
-  MpiRuntime::abort_job(1);
+  timed_out_ = true;
+  MpiRuntime::end_job_at_exit();  // however the error travels up, the job ends with this process
+  throw CollectiveTimeout(message);
 }
 
 }  // namespace trainer::dist

@@ -1,7 +1,8 @@
 // MpiWatchdog: every MPI wait of the data-parallel job goes through it. It
 // polls the pending requests until they complete or the timeout passes; on a
-// timeout it names the ranks that never reached this collective and aborts the
-// job, so a dead or hung rank never leaves the others waiting silently.
+// timeout it names the ranks that never reached this collective and throws
+// CollectiveTimeout (the run records it; the job is aborted as this process
+// exits), so a dead or hung rank never leaves the others waiting silently.
 //
 // To know who is missing, each rank announces every collective it enters to
 // its peers with a tiny message on a private communicator ("arrival notices");
@@ -17,10 +18,19 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace trainer::dist {
+
+// A wait that timed out, naming the ranks to blame. The process that throws
+// it has marked the job to be aborted when it exits (MpiRuntime), after the
+// run has written it into summary.json and train.log.
+class CollectiveTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class MpiWatchdog {
  public:
@@ -33,7 +43,7 @@ class MpiWatchdog {
 
   // Marks the start of the next collective (announced to the peers).
   void enter();
-  // Waits for every request; on timeout prints who is missing and aborts the job.
+  // Waits for every request; on timeout throws CollectiveTimeout saying who is missing.
   void wait(std::vector<MPI_Request>& requests, const std::string& what);
   // The same under another limit, `setting` naming where it comes from.
   void wait(std::vector<MPI_Request>& requests, const std::string& what, double timeout_s,
@@ -51,6 +61,7 @@ class MpiWatchdog {
                          const std::string& setting);
 
   MPI_Comm notices_ = MPI_COMM_NULL;  // duplicate of the world communicator
+  bool timed_out_ = false;            // the job is being aborted: nothing more to complete
   int rank_ = 0, world_ = 1;
   double timeout_s_;
   std::int64_t sequence_ = 0;            // collectives this rank has entered

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/chrono.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -773,6 +776,15 @@ void record_failure(const std::string& dir, const std::string& error,
   } catch (const std::exception&) {
     // The error being reported matters more than its record.
   }
+}
+
+void log_failure(const std::string& dir, const std::string& error) {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+  std::ofstream(fs::path(dir) / "train.log", std::ios::app)
+      << fmt::format("[{:%Y-%m-%d %H:%M:%S}.{:03}] error: {}\n",
+                     fmt::localtime(std::chrono::system_clock::to_time_t(now)), ms.count(), error);
 }
 
 void record_step_execution(const std::string& dir, const graph::Program& program) {

@@ -119,6 +119,10 @@ std::vector<std::string> recorded_class_names(const std::string& dir);
 void record_failure(const std::string& dir, const std::string& error,
                     const nlohmann::json& earlier = nullptr);
 
+// Ends the run's train.log with "[date time] error: <error>", stamped as its
+// other lines are.
+void log_failure(const std::string& dir, const std::string& error);
+
 // Records in manifest.json how the training steps ran: "recorded" (replayed
 // from a CUDA graph) or "eager: <why>".
 void record_step_execution(const std::string& dir, const graph::Program& program);

@@ -44,6 +44,7 @@
 #include "runner/train/metrics.h"
 #include "runner/train/progress.h"
 #include "runner/train/rank_buffers.h"
+#include "runner/train/run_dir.h"
 #include "runner/train/schedule.h"
 #include "runner/train/session_checks.h"
 #include "runner/train/tfevents.h"
@@ -1653,7 +1654,7 @@ void TrainLoop::write_failure_summary(const std::string& error) {
     log_->warn("could not write summary.json: {}", e.what());  // the run's own error follows
   }
   // The error ends train.log too (the console gets it from the command line).
-  std::ofstream(run_dir_ + "/train.log", std::ios::app) << "error: " << error << '\n';
+  log_failure(run_dir_, error);
 }
 
 void TrainLoop::train_to_end() {

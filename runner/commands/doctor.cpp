@@ -75,8 +75,9 @@ bool report_cuda() {
   library("NCCL:", "NCCL", r.nccl_compiled, r.nccl_loaded, r.nccl_file);
   if (r.driver_missing) {
     std::printf(
-        "  status:   no GPU: CUDA driver version is insufficient for CUDA runtime version: no "
-        "NVIDIA driver is installed on this machine (driver version 0). Training runs on the "
+        "  status:   no GPU: no NVIDIA driver is installed on this machine (driver version 0; "
+        "the CUDA runtime's \"CUDA driver version is insufficient for CUDA runtime version\" "
+        "means no driver at all here, not an old one). Training runs on the "
         "CPU (devices: cpu); to use a GPU, run on a machine with an NVIDIA GPU and install "
         "its driver (R580 or newer for CUDA %s).\n",
         cuda::cuda_version_string(r.runtime_version).c_str());

@@ -182,6 +182,47 @@ TEST_CASE("a loss named in a file replaces its base's loss; a precision mode kee
   fs::remove_all(dir);
 }
 
+TEST_CASE("a section a child config leaves empty is an error; an empty eval drops the base's") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load_empty";
+  fs::create_directories(dir);
+  std::ofstream(dir / "base.yaml")
+      << "model: {layers: [{type: flatten}, {type: linear, out_features: 3}]}\n"
+         "data:\n  train: {type: synthetic, shape: [2], classes: 3}\n"
+         "  eval: {type: synthetic, shape: [2], classes: 3, seed: 1}\n"
+         "train: {epochs: 3, batch_size: 16}\n";
+  // `train:` with its keys commented away would put epochs and batch back to their defaults.
+  std::ofstream(dir / "emptied.yaml") << "extends: base.yaml\ntrain:\n  # epochs: 5\n";
+  try {
+    load_config((dir / "emptied.yaml").string());
+    FAIL("the emptied section was accepted");
+  } catch (const trainer::config::ConfigError& e) {
+    REQUIRE(e.diagnostics().size() == 1);
+    CHECK(format(e.diagnostics().list()[0]) ==
+          (dir / "emptied.yaml").string() +
+              ":2:1: error: train: no value for the whole section: every key of train that the "
+              "configs it extends set would be put back to its default\n    remove 'train:' to "
+              "keep what they set, or write under it the keys to change");
+  }
+  // With a key, or as {}, it merges; in a config that extends none, `train:` is the defaults.
+  std::ofstream(dir / "kept.yaml") << "extends: base.yaml\ntrain: {}\n";
+  CHECK(load_config((dir / "kept.yaml").string()).train.epochs == 3);
+  CHECK(load_config_text("model: {layers: [{type: flatten}]}\n"
+                         "data: {train: {type: synthetic, shape: [2]}}\ntrain:\n",
+                         "<test>")
+            .train.epochs == 1);
+  // `eval:` with no value, in a file or by override: no evaluation source.
+  std::ofstream(dir / "no_eval.yaml") << "extends: base.yaml\ndata:\n  eval:\n";
+  CHECK(load_config((dir / "base.yaml").string()).data.eval);
+  for (const Config& c : {load_config((dir / "no_eval.yaml").string()),
+                          load_config((dir / "base.yaml").string(), {"data.eval=null"})}) {
+    CHECK_FALSE(c.data.eval);
+    CHECK(c.resolved.find("data")->find("eval") == nullptr);
+    CHECK(c.train.epochs == 3);
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a base listed in extends is found relative to the including file") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load";

@@ -177,7 +177,11 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
     diags.add(missing_key_mark(*data, root), "data.train",
               "missing required key 'train' (the training source {type: <source>, ...})",
               add_train_source(!data->mark().is_default()));
-  if (Node* eval = data->find("eval"))
+  // `eval:` with no value: no evaluation source, also where a base config or
+  // the file names one (the resolved config then has none).
+  if (Node* eval = data->find("eval"); eval && eval->is_null())
+    data->erase("eval");
+  else if (eval)
     config.data.eval = read_source_item(*eval, "data.eval", diags);
 
   if (Node* transforms = data->find("transforms"))

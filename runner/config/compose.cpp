@@ -143,6 +143,30 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
   return true;
 }
 
+// A section that `layer` writes with no value (`train:` and nothing under
+// it) where its bases set keys: the merge would put every one of them back
+// to its default, most likely keys left out or commented away. An error, as
+// `train=` is on the command line. `path`: where `layer` and `bases` stand.
+void check_emptied_sections(const Node& bases, const Node& layer, const std::string& path,
+                            Diagnostics& diags) {
+  if (!bases.is_map() || !layer.is_map()) return;
+  for (std::size_t i = 0; i < layer.size(); ++i) {
+    const std::string key = path.empty() ? layer.key_at(i) : path + "." + layer.key_at(i);
+    const Node* base = bases.find(layer.key_at(i));
+    if (!base || !base->is_map() || !find_section(key)) continue;
+    const Node& value = layer.value_at(i);
+    if (value.is_map()) {
+      check_emptied_sections(*base, value, key, diags);
+    } else if (value.is_null() && base->size() > 0) {
+      diags.add(layer.key_mark_at(i), key,
+                "no value for the whole section: every key of " + key +
+                    " that the configs it extends set would be put back to its default",
+                "remove '" + layer.key_at(i) +
+                    ":' to keep what they set, or write under it the keys to change");
+    }
+  }
+}
+
 }  // namespace
 
 bool load_composed(const std::string& path, Diagnostics& diags, Node& out) {
@@ -150,8 +174,12 @@ bool load_composed(const std::string& path, Diagnostics& diags, Node& out) {
   Linearization order;
   if (!load_recursive(path, Mark{path, 0, 0}, "", chain, order, diags)) return false;
   out = Node::map(order.layers.back().mark());
-  for (const Node& layer : order.layers) out = merge_nodes(std::move(out), layer);
-  return true;
+  const std::size_t reported = diags.size();
+  for (const Node& layer : order.layers) {
+    check_emptied_sections(out, layer, "", diags);
+    out = merge_nodes(std::move(out), layer);
+  }
+  return diags.size() == reported;
 }
 
 namespace {

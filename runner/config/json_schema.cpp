@@ -160,7 +160,9 @@ json special_key_schema(const std::string& section, const std::string& key) {
                                    {{"type", "array"}, {"items", {{"type", "string"}}}}})}};
   if (section.empty() && key == "model") return {{"$ref", "#/$defs/model"}};
   if (section.empty() && key == "sweep") return {{"type", "object"}};
-  if (key == "train" || key == "eval") return {{"$ref", "#/$defs/source"}};
+  if (key == "train") return {{"$ref", "#/$defs/source"}};
+  if (key == "eval")  // no value: no evaluation source
+    return {{"anyOf", json::array({{{"$ref", "#/$defs/source"}}, {{"type", "null"}}})}};
   if (key == "transforms" || key == "eval_transforms")
     return {{"type", "array"}, {"items", {{"$ref", "#/$defs/transform"}}}};
   return json::object();

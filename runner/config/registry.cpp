@@ -110,7 +110,8 @@ std::vector<SectionDef> build_sections() {
        },
        {{"train", "The training source: `{type: <source>, ...}` (required)"},
         {"eval",
-         "The evaluation source: `{type: <source>, ...}` (optional); after its transforms its "
+         "The evaluation source: `{type: <source>, ...}` (optional; no value, as `eval:` or "
+         "`data.eval=null`, is none, also where a base config names one); after its transforms its "
          "samples must have the training samples' shape, and its classes must be among the "
          "model's (for regression: targets of the same shape)"},
         {"transforms",

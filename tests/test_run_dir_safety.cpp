@@ -230,6 +230,10 @@ TEST_CASE("a signal as the run directory is being made leaves one that resumes")
   }
   INFO(read_text(tmp / "run.log"));
   REQUIRE(fs::exists(tmp / "run/config.sha256"));
+  // Stopped before its first step (or after some): summary.json says so.
+  const nlohmann::json stopped = summary_of(tmp / "run");
+  CHECK(stopped["status"] == "interrupted");
+  CHECK(stopped["signal"] == SIGTERM);
   CHECK(run_to_end(resume_args(tmp / "run"), tmp / "resume.log") == 0);
   CHECK(summary_of(tmp / "run")["steps"] == 48);
 

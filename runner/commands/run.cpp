@@ -206,11 +206,13 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     // One process stops here; the ranks of a job agree on a stop after a step.
     if (const int signal = checkpoint::stop_requested();
         signal != 0 && job.collective().world() == 1) {
-      if (job.is_root())
+      if (job.is_root()) {
+        if (!resume) train::record_stopped_before_training(dir, signal);
         std::fprintf(stderr,
-                     "stopped by signal %d before training started; continue with `trainer run "
-                     "--resume %s`\n",
+                     "warning: stopped by signal %d before training started; continue with "
+                     "`trainer run --resume %s`\n",
                      signal, dir.c_str());
+      }
       return 128 + signal;
     }
     program = train::compile(session, backend);

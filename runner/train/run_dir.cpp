@@ -778,6 +778,22 @@ void record_failure(const std::string& dir, const std::string& error,
   }
 }
 
+void record_stopped_before_training(const std::string& dir, int signal) {
+  const nlohmann::json summary = {{"status", "interrupted"},
+                                  {"signal", signal},
+                                  {"steps", 0},
+                                  {"epochs", 0},
+                                  {"session_steps", 0},
+                                  {"last_checkpoint", ""},
+                                  {"stopped", "before training started"}};
+  try {
+    checkpoint::write_file_atomically((fs::path(dir) / "summary.json").string(),
+                                      json_text(summary, 2) + "\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: could not write %s/summary.json: %s\n", dir.c_str(), e.what());
+  }
+}
+
 void log_failure(const std::string& dir, const std::string& error) {
   const auto now = std::chrono::system_clock::now();
   const auto ms =

@@ -119,6 +119,11 @@ std::vector<std::string> recorded_class_names(const std::string& dir);
 void record_failure(const std::string& dir, const std::string& error,
                     const nlohmann::json& earlier = nullptr);
 
+// summary.json for a new run stopped by `signal` once its directory was
+// made, before its first step: status "interrupted", steps 0 (a resume
+// trains it from the start).
+void record_stopped_before_training(const std::string& dir, int signal);
+
 // Ends the run's train.log with "[date time] error: <error>", stamped as its
 // other lines are.
 void log_failure(const std::string& dir, const std::string& error);

@@ -319,6 +319,11 @@ TEST_CASE("the sweep's own settings cannot be swept, and its counts are bounded"
   }
   CHECK_THAT(errors_of(config::Node{}, {"sweep.seeds=1,2"}),
              Catch::Contains("sweep.seeds is a setting of the sweep"));
+  // Written as a nested map (as sweep.grid.sweep.max_retries=[0,1] makes it):
+  // no other way to write it is suggested, as none would be taken.
+  const std::string nested = errors_of(yaml("{grid: {sweep: {max_retries: [0, 1]}}}"));
+  CHECK_THAT(nested, Catch::Contains("sweep.max_retries is a setting of the sweep") &&
+                         !Catch::Contains("write `sweep.max_retries: [...]`"));
   CHECK_THAT(errors_of(yaml("{max_retries: 9223372036854775807}")),
              Catch::Contains("s.yaml:1:15: error: sweep.max_retries: expected an integer from 0 "
                              "to 1000, found integer 9223372036854775807"));

@@ -558,6 +558,10 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
           const Node& values = value.value_at(g);
           if (values.is_map()) {  // {optimizer: {lr: [...]}}: keys are dotted paths
             const std::string leaf = first_leaf_key(values, value.key_at(g));
+            if (leaf.rfind("sweep.", 0) == 0) {  // no way to write it would be taken
+              check_swept_keys({{leaf, path, values.mark()}}, diags);
+              continue;
+            }
             // An override's path cannot hold a dotted grid key: a map can.
             const bool overridden = values.mark().file == config::kCommandLine;
             diags.add(values.mark(), path + "." + value.key_at(g),

@@ -37,6 +37,8 @@ TEST_CASE("a SIGTERM to a 2-rank run exits 143 and leaves a directory that resum
   const int code = run.exit_code();
   INFO(read_text(tmp / "run.log"));
   CHECK(code == 143);
+  CHECK(read_text(tmp / "run.log").find("note: the ranks stopped on signal 15, as asked") !=
+        std::string::npos);
   const auto stopped = nlohmann::json::parse(read_text(dir + "/summary.json"));
   CHECK(stopped["status"] == "interrupted");
   CHECK(stopped["signal"] == SIGTERM);

@@ -237,7 +237,14 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
   std::fflush(stderr);
   const RunDirNote note;
   const MpirunEnd end = wait_for_mpirun(start_mpirun(cmd));
-  if (end.code != 0 && checkpoint::stop_requested() == 0) note.record_job_failure(end);
+  const int stop = checkpoint::stop_requested();
+  if (end.code != 0 && stop == 0) note.record_job_failure(end);
+  // mpirun reports the ranks' 128 + N as a failure of the job.
+  if (stop != 0 && end.code == 128 + stop)
+    std::fprintf(stderr,
+                 "note: the ranks stopped on signal %d, as asked: mpirun's report above of a "
+                 "non-zero exit code is that stop, not a failure (summary.json: interrupted)\n",
+                 stop);
   return end.code;
 }
 

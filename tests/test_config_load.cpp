@@ -7,10 +7,13 @@
 
 #include "runner/config/load.h"
 #include "runner/config/validate_hooks.h"
+#include "temp_dir.h"
 
 using trainer::config::Config;
 using trainer::config::load_config;
 using trainer::config::load_config_text;
+using trainer::testing::TempDir;
+namespace fs = std::filesystem;
 
 namespace {
 const std::string kGood = std::string(TRAINER_TEST_DATA_DIR) + "/configs/good/";
@@ -165,9 +168,8 @@ TEST_CASE("a later override refines what an earlier one set in short") {
 }
 
 TEST_CASE("a loss named in a file replaces its base's loss; a precision mode keeps its scaling") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load_loss";
-  fs::create_directories(dir);
+  const TempDir tmp("config-load-loss");
+  const fs::path& dir = tmp.path();
   std::ofstream(dir / "parent.yaml")
       << "model:\n  layers: [{type: flatten}, {type: linear, out_features: 3}]\n"
          "  loss: {type: cross_entropy, label_smoothing: 0.1}\n"
@@ -179,13 +181,11 @@ TEST_CASE("a loss named in a file replaces its base's loss; a precision mode kee
   CHECK(c.model.node.find("loss")->find("label_smoothing")->text() == "0");
   CHECK(c.precision.mode == "fp16");
   CHECK(c.precision.loss_scale.init_scale == Approx(512));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a section a child config leaves empty is an error; an empty eval drops the base's") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load_empty";
-  fs::create_directories(dir);
+  const TempDir tmp("config-load-empty");
+  const fs::path& dir = tmp.path();
   std::ofstream(dir / "base.yaml")
       << "model: {layers: [{type: flatten}, {type: linear, out_features: 3}]}\n"
          "data:\n  train: {type: synthetic, shape: [2], classes: 3}\n"
@@ -220,12 +220,11 @@ TEST_CASE("a section a child config leaves empty is an error; an empty eval drop
     CHECK(c.resolved.find("data")->find("eval") == nullptr);
     CHECK(c.train.epochs == 3);
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a base listed in extends is found relative to the including file") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load";
+  const TempDir tmp("config-load");
+  const fs::path& dir = tmp.path();
   fs::create_directories(dir / "sub");
   {
     std::ofstream(dir / "sub" / "exp.yaml") << "extends: [../base1.yaml, ../base2.yaml]\n"
@@ -241,13 +240,11 @@ TEST_CASE("a base listed in extends is found relative to the including file") {
   // Path fields are resolved relative to the file that wrote them.
   CHECK(c.data.train->attrs.get_string("images") == (dir / "sub" / "img.gz").string());
   CHECK(c.data.train->attrs.get_string("labels") == "/abs/labels.gz");
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a base that two bases extend merges once, below both of them") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load_diamond";
-  fs::create_directories(dir);
+  const TempDir tmp("config-load-diamond");
+  const fs::path& dir = tmp.path();
   std::ofstream(dir / "base.yaml") << "model: {layers: [{type: flatten}]}\n"
                                       "data: {train: {type: synthetic, shape: [2]}}\n"
                                       "seed: 1\ntrain: {epochs: 2, batch_size: 8}\n";
@@ -265,13 +262,11 @@ TEST_CASE("a base that two bases extend merges once, below both of them") {
   std::ofstream(dir / "short.yaml") << "extends: base.yaml\ntrain: {epochs: 3}\n";
   std::ofstream(dir / "later.yaml") << "extends: [long.yaml, short.yaml]\n";
   CHECK(load_config((dir / "later.yaml").string()).train.epochs == 3);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a data source or loss that names another type replaces its base's; a section merges") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_config_load_switch";
-  fs::create_directories(dir);
+  const TempDir tmp("config-load-switch");
+  const fs::path& dir = tmp.path();
   std::ofstream(dir / "base.yaml")
       << "model: {layers: [{type: flatten}], loss: {type: cross_entropy, label_smoothing: 0.1}}\n"
          "data: {train: {type: synthetic, shape: [4], classes: 10, size: 128}}\n"
@@ -303,7 +298,6 @@ TEST_CASE("a data source or loss that names another type replaces its base's; a 
   const Config typed = load_config((dir / "typed.yaml").string());
   CHECK(typed.model.node.find("loss")->find("label_smoothing")->text() == "0.1");
   CHECK(typed.model.node.find("loss")->find("ignore_index")->text() == "3");
-  fs::remove_all(dir);
 }
 
 TEST_CASE("config text can be loaded without a file") {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "fixed_batch.h"
 #include "gpu_skip.h"
 #include "runner/graph/program.h"
 #include "tests/program_fixture.h"
@@ -32,6 +33,7 @@ std::string trainer_test_skip_reason() {
 #ifdef TRAINER_WITH_CUDA
 using namespace trainer;
 using namespace trainer::graph;
+using trainer::testing::read_floats;
 
 namespace {
 
@@ -65,30 +67,16 @@ std::unique_ptr<Program> compile_cnn(bool record_steps, bool ema = false,
   auto program =
       std::make_unique<Program>(differentiate(graph_of_yaml(kModel, in)), backend, options);
   initialize_params(*program, 5);
-  std::vector<float> input(static_cast<std::size_t>(program->input().numel()));
-  for (std::size_t i = 0; i < input.size(); ++i)
-    input[i] = static_cast<float>((i * 29) % 17) / 8.0f - 1.0f;
-  std::vector<std::int64_t> labels(static_cast<std::size_t>(program->labels().numel()));
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
-  const float one = 1.0f;
-  backend.copy_to_device(program->input().data, input.data(), input.size() * sizeof(float));
-  backend.copy_to_device(program->labels().data, labels.data(), labels.size() * 8);
-  backend.copy_to_device(program->loss_seed().data, &one, sizeof one);
+  testing::feed_fixed_batch(*program);
   return program;
-}
-
-std::vector<float> read(Program& program, const TensorRef& t) {
-  std::vector<float> v(static_cast<std::size_t>(t.numel()));
-  program.backend().copy_to_host(v.data(), t.data, v.size() * sizeof(float));
-  return v;
 }
 
 std::vector<float> train_result(Program& program, std::uint64_t seed, std::int64_t valid_rows) {
   program.train_step(seed, valid_rows);
-  std::vector<float> out = read(program, program.loss());
+  std::vector<float> out = read_floats(program, program.loss());
   for (const auto& p : program.params()) {
     if (!p.grad) continue;
-    const auto g = read(program, p.grad);
+    const auto g = read_floats(program, p.grad);
     out.insert(out.end(), g.begin(), g.end());
   }
   return out;
@@ -116,7 +104,7 @@ TEST_CASE("a replayed CUDA graph equals the step run kernel by kernel") {
   for (std::int64_t valid : {32, 32, 9, 32}) {
     graphed->eval_step(valid);
     eager->eval_step(valid);
-    CHECK(read(*graphed, graphed->loss()) == read(*eager, eager->loss()));
+    CHECK(read_floats(*graphed, graphed->loss()) == read_floats(*eager, eager->loss()));
   }
   // A different seed draws a different dropout mask inside the replayed graph.
   CHECK(train_result(*graphed, 7, -1) != train_result(*graphed, 8, -1));
@@ -141,7 +129,8 @@ TEST_CASE("the optimizer update recorded with the step reads each step's learnin
   CHECK(graphed->step_execution() == "recorded");
   for (std::size_t i = 0; i < graphed->params().size(); ++i) {
     INFO("parameter " << graphed->params()[i].param->name);
-    CHECK(read(*graphed, graphed->params()[i].value) == read(*eager, eager->params()[i].value));
+    CHECK(read_floats(*graphed, graphed->params()[i].value) ==
+          read_floats(*eager, eager->params()[i].value));
   }
   graphed->set_update(nullptr);
   eager->set_update(nullptr);
@@ -175,19 +164,19 @@ TEST_CASE(
   CHECK(graphed->step_execution() == "recorded");
   for (std::size_t i = 0; i < graphed->params().size(); ++i) {
     INFO("parameter " << graphed->params()[i].param->name);
-    const auto averaged = read(*graphed, graphed->params()[i].ema);
-    CHECK(averaged == read(*eager, eager->params()[i].ema));
-    CHECK(averaged != read(*graphed, graphed->params()[i].value));  // it lags the weights
+    const auto averaged = read_floats(*graphed, graphed->params()[i].ema);
+    CHECK(averaged == read_floats(*eager, eager->params()[i].ema));
+    CHECK(averaged != read_floats(*graphed, graphed->params()[i].value));  // it lags the weights
   }
   // Evaluated in the weights' place, then back.
-  const auto weights = read(*graphed, graphed->params()[0].value);
+  const auto weights = read_floats(*graphed, graphed->params()[0].value);
   for (Program* p : {graphed.get(), eager.get()}) {
     p->swap_ema();
     p->eval_step(32);
   }
-  CHECK(read(*graphed, graphed->loss()) == read(*eager, eager->loss()));
+  CHECK(read_floats(*graphed, graphed->loss()) == read_floats(*eager, eager->loss()));
   for (Program* p : {graphed.get(), eager.get()}) p->swap_ema();
-  CHECK(read(*graphed, graphed->params()[0].value) == weights);
+  CHECK(read_floats(*graphed, graphed->params()[0].value) == weights);
   graphed->set_update(nullptr);
   eager->set_update(nullptr);
 }
@@ -217,7 +206,7 @@ TEST_CASE("a recorded update with loss scaling skips and scales like the eager o
     ops.start_loss_scaling(rule, start);
     ops.set_schedule(0, schedule);
     ops.set_optimizer_step(OptimizerStep{});
-    std::vector<float> input = read(*program, program->input());
+    std::vector<float> input = read_floats(*program, program->input());
     std::vector<float> poisoned = input;
     poisoned[3] = std::numeric_limits<float>::quiet_NaN();
     for (int step = 1; step <= 6; ++step) {
@@ -230,7 +219,7 @@ TEST_CASE("a recorded update with loss scaling skips and scales like the eager o
     r.state = ops.loss_scale_state();
     ops.stop_loss_scaling();
     for (const auto& p : program->params())
-      if (p.grad) r.params.push_back(read(*program, p.value));
+      if (p.grad) r.params.push_back(read_floats(*program, p.value));
     r.execution = program->step_execution();
     program->set_update(nullptr);
     return r;

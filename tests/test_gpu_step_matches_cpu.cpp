@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "fixed_batch.h"
 #include "gpu_skip.h"
 #include "runner/graph/formats.h"
 #include "runner/graph/fusion.h"
@@ -39,6 +40,7 @@ std::string trainer_test_skip_reason() {
 #ifdef TRAINER_WITH_CUDA
 using namespace trainer;
 using namespace trainer::graph;
+using trainer::testing::read_floats;
 
 namespace {
 
@@ -71,22 +73,8 @@ std::unique_ptr<Program> compile_cnn(Backend& backend, const std::string& precis
   options.deterministic = true;
   auto program = std::make_unique<Program>(differentiate(std::move(g)), backend, options);
   initialize_params(*program, 5);
-  std::vector<float> input(static_cast<std::size_t>(program->input().numel()));
-  for (std::size_t i = 0; i < input.size(); ++i)
-    input[i] = static_cast<float>((i * 29) % 17) / 8.0f - 1.0f;
-  std::vector<std::int64_t> labels(static_cast<std::size_t>(program->labels().numel()));
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
-  const float one = 1.0f;
-  backend.copy_to_device(program->input().data, input.data(), input.size() * sizeof(float));
-  backend.copy_to_device(program->labels().data, labels.data(), labels.size() * 8);
-  backend.copy_to_device(program->loss_seed().data, &one, sizeof one);
+  testing::feed_fixed_batch(*program);
   return program;
-}
-
-std::vector<float> read(const Program& program, const TensorRef& t) {
-  std::vector<float> v(static_cast<std::size_t>(t.numel()));
-  program.backend().copy_to_host(v.data(), t.data, v.size() * sizeof(float));
-  return v;
 }
 
 // What each step left: its loss, then (after the steps) every gradient and weight.
@@ -110,14 +98,14 @@ Trained train_three_steps(Program& program) {
     opt.step = step;
     ops.set_optimizer_step(opt);
     program.train_step(static_cast<std::uint64_t>(step), -1);
-    t.losses.push_back(read(program, program.loss())[0]);
+    t.losses.push_back(read_floats(program, program.loss())[0]);
   }
   program.set_update(nullptr);
   const Program& after = program;
   for (const ParamStorage& p : after.params()) {
     if (!p.grad) continue;
-    t.grads.push_back(read(after, p.grad));
-    t.weights.push_back(read(after, p.value));
+    t.grads.push_back(read_floats(after, p.grad));
+    t.weights.push_back(read_floats(after, p.value));
   }
   return t;
 }
@@ -141,49 +129,54 @@ std::uint16_t bf16_bits(float x) {
   return static_cast<std::uint16_t>(u >> 16);
 }
 
+// The CPU's and the GPU's program for `precision`, each trained three steps;
+// their losses step by step agree within `loss_tolerance` (relative).
+struct TrainedOnBoth {
+  std::unique_ptr<Program> cpu, gpu;
+  Trained want, got;  // the CPU's, the GPU's
+};
+
+TrainedOnBoth train_on_both(const std::string& precision, double loss_tolerance) {
+  TrainedOnBoth both{
+      compile_cnn(cpu_backend(), precision), compile_cnn(cuda_backend(0), precision), {}, {}};
+  both.want = train_three_steps(*both.cpu);
+  both.got = train_three_steps(*both.gpu);
+  for (std::size_t s = 0; s < both.want.losses.size(); ++s) {
+    INFO("step " << s + 1);
+    CHECK(both.got.losses[s] == Approx(both.want.losses[s]).epsilon(loss_tolerance));
+  }
+  REQUIRE(both.got.grads.size() == both.want.grads.size());
+  return both;
+}
+
 }  // namespace
 
 TEST_CASE("a float32 CUDA training step equals the CPU's") {
-  auto cpu = compile_cnn(cpu_backend(), "fp32");
-  auto gpu = compile_cnn(cuda_backend(0), "fp32");
-  const Trained want = train_three_steps(*cpu);
-  const Trained got = train_three_steps(*gpu);
-  for (std::size_t s = 0; s < want.losses.size(); ++s) {
-    INFO("step " << s + 1);
-    CHECK(got.losses[s] == Approx(want.losses[s]).epsilon(1e-5));
-  }
-  REQUIRE(got.grads.size() == want.grads.size());
-  const Program& named = *cpu;
+  const TrainedOnBoth both = train_on_both("fp32", 1e-5);
+  const Program& named = *both.cpu;
   std::size_t k = 0;
   for (const ParamStorage& p : named.params()) {
     if (!p.grad) continue;
     INFO("parameter " << p.param->name);
-    CHECK(relative_difference(got.grads[k], want.grads[k]) < 1e-4);
-    CHECK(relative_difference(got.weights[k], want.weights[k]) < 1e-5);
+    CHECK(relative_difference(both.got.grads[k], both.want.grads[k]) < 1e-4);
+    CHECK(relative_difference(both.got.weights[k], both.want.weights[k]) < 1e-5);
     ++k;
   }
 }
 
 TEST_CASE("a bf16 CUDA training step equals the CPU's, and its weight copies stay current") {
-  auto cpu = compile_cnn(cpu_backend(), "bf16");
-  auto gpu = compile_cnn(cuda_backend(0), "bf16");
-  const Trained want = train_three_steps(*cpu);
-  const Trained got = train_three_steps(*gpu);
-  for (std::size_t s = 0; s < want.losses.size(); ++s) {
-    INFO("step " << s + 1);
-    CHECK(got.losses[s] == Approx(want.losses[s]).epsilon(1e-2));
-  }
-  const Program& gpu_program = *gpu;
+  const TrainedOnBoth both = train_on_both("bf16", 1e-2);
+  const Program& gpu_program = *both.gpu;
   std::size_t copies = 0, k = 0;
   for (const ParamStorage& p : gpu_program.params()) {
     if (!p.grad) continue;
     INFO("parameter " << p.param->name);
-    CHECK(relative_difference(got.weights[k], want.weights[k]) < 1e-2);
+    CHECK(relative_difference(both.got.weights[k], both.want.weights[k]) < 1e-2);
     if (p.bf16_copy) {
       ++copies;
       std::vector<std::uint16_t> copy(static_cast<std::size_t>(p.bf16_copy.numel()));
       gpu_program.backend().copy_to_host(copy.data(), p.bf16_copy.data, copy.size() * 2);
-      const std::vector<float>& weights = got.weights[k];
+      const std::vector<float>& weights = both.got.weights[k];
       REQUIRE(copy.size() == weights.size());
       std::size_t stale = 0;
       for (std::size_t i = 0; i < copy.size(); ++i) stale += copy[i] != bf16_bits(weights[i]);

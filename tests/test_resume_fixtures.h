@@ -21,28 +21,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_dir.h"
+
 namespace trainer::testing {
-
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    std::random_device rd;
-    path_ =
-        std::filesystem::temp_directory_path() / ("trainer-" + tag + "-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 // A deterministic experiment that trains in well under a second.
 inline std::string tiny_experiment(int train_size = 512) {

@@ -8,31 +8,19 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace trainer::data::testing {
 
-class TempDir {
+// A temporary folder (temp_dir.h) whose files the data tests name with file().
+class TempDir : public trainer::testing::TempDir {
  public:
-  TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("trainer-data-test-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
+  TempDir() : trainer::testing::TempDir("data-test") {}
+  std::string file(const std::string& name) const { return *this / name; }
 };
 
 inline void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {

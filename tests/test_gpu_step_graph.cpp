@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "fixed_batch.h"
+#include "gpu_cnn_fixture.h"
 #include "gpu_skip.h"
 #include "runner/graph/program.h"
 #include "tests/program_fixture.h"
@@ -37,19 +37,6 @@ using trainer::testing::read_floats;
 
 namespace {
 
-const char* kModel = R"(
-layers:
-  - {type: conv2d, name: conv1, out_channels: 8, kernel: 3, padding: 1}
-  - {type: batchnorm, name: bn1}
-  - {type: relu}
-  - {type: maxpool2d, kernel: 2}
-  - {type: flatten}
-  - {type: linear, name: fc1, out_features: 32}
-  - {type: relu}
-  - {type: dropout, name: drop, p: 0.3}
-  - {type: linear, name: fc2, out_features: 10}
-)";
-
 // `short_batches`: batchnorm as the own kernels over the real rows, not cuDNN's.
 std::unique_ptr<Program> compile_cnn(bool record_steps, bool ema = false,
                                      bool short_batches = false) {
@@ -64,8 +51,8 @@ std::unique_ptr<Program> compile_cnn(bool record_steps, bool ema = false,
   options.ema = ema;
   options.short_batches = short_batches;
   Backend& backend = cuda_backend(0);
-  auto program =
-      std::make_unique<Program>(differentiate(graph_of_yaml(kModel, in)), backend, options);
+  auto program = std::make_unique<Program>(differentiate(graph_of_yaml(testing::kSmallCnn, in)),
+                                           backend, options);
   initialize_params(*program, 5);
   testing::feed_fixed_batch(*program);
   return program;

@@ -1,16 +1,17 @@
 // labels: gpu
-// A whole CUDA training step computes what the CPU's does: one small CNN
-// (conv, batchnorm, relu, max pool, linear with relu, linear), compiled on
-// each backend as a run compiles it (its activations folded where that
-// backend folds them, its formats), from the same weights and batch, then
-// three SGD updates with momentum through each backend's update. In float32
-// (no TF32) the losses, gradients and weights agree to float32 summation
-// order; in bf16 the losses agree to bf16 rounding, and the bf16 weight
-// copies the update writes equal the updated weights rounded, so no layer
-// reads a stale copy. The op tests compare one kernel at a time; this compares
-// how they work together (the shared workspace, what backward reads of what
-// forward saved, the folded activations). Skipped with the reason on a
-// machine without a GPU.
+// A whole CUDA training step computes what the CPU's does: the small CNN of
+// gpu_cnn_fixture.h (conv, batchnorm, relu, max pool, linear with relu,
+// dropout, linear), compiled on each backend as a run compiles it (its
+// activations folded where that backend folds them, its formats), from the
+// same weights and batch, then three SGD updates with momentum through each
+// backend's update (dropout draws the same mask on both for a seed). In
+// float32 (no TF32) the losses, gradients and weights agree to float32
+// summation order; in bf16 the losses agree to bf16 rounding, and the bf16
+// weight copies the update writes equal the updated weights rounded, so no
+// layer reads a stale copy. The op tests compare one kernel at a time; this
+// compares how they work together (the shared workspace, what backward reads
+// of what forward saved, the folded activations). Skipped with the reason on
+// a machine without a GPU.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -21,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "fixed_batch.h"
+#include "gpu_cnn_fixture.h"
 #include "gpu_skip.h"
 #include "runner/graph/formats.h"
 #include "runner/graph/fusion.h"
@@ -44,26 +45,14 @@ using trainer::testing::read_floats;
 
 namespace {
 
-const char* kModel = R"(
-layers:
-  - {type: conv2d, name: conv1, out_channels: 8, kernel: 3, padding: 1}
-  - {type: batchnorm, name: bn1}
-  - {type: relu}
-  - {type: maxpool2d, kernel: 2}
-  - {type: flatten}
-  - {type: linear, name: fc1, out_features: 32}
-  - {type: relu}
-  - {type: linear, name: fc2, out_features: 10}
-)";
-
 // The program a run with `precision` compiles on `backend`, its weights
-// initialised from seed 5, a fixed batch of 32 12x12 images and labels i % 10.
+// initialised from seed 5, fed the fixed batch of 32.
 std::unique_ptr<Program> compile_cnn(Backend& backend, const std::string& precision) {
   ModelInput in;
   in.batch = 32;
   in.sample_shape = {1, 12, 12};
   in.num_classes = 10;
-  Graph g = graph_of_yaml(kModel, in);
+  Graph g = graph_of_yaml(testing::kSmallCnn, in);
   assign_compute_types(g, precision);
   fuse_activations(
       g, [&](const std::string& op, Epilogue e) { return backend.fuses_activation(op, e); });

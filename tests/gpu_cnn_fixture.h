@@ -1,6 +1,8 @@
-// The fixed batch the GPU program tests feed a compiled program (input
-// values from a formula, row i labelled i % 10, loss seed 1), uploaded
-// through the program's backend, and reading a float32 tensor back.
+// What the GPU program tests compile and feed: a small CNN (conv, batchnorm,
+// relu, max pool, linear with relu, dropout, linear) for 1x12x12 images in 10
+// classes, a fixed batch (input values from a formula, row i labelled i % 10,
+// loss seed 1) uploaded through the program's backend, and reading a float32
+// tensor back.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,19 @@
 #include "runner/graph/program.h"
 
 namespace trainer::testing {
+
+inline const char* kSmallCnn = R"(
+layers:
+  - {type: conv2d, name: conv1, out_channels: 8, kernel: 3, padding: 1}
+  - {type: batchnorm, name: bn1}
+  - {type: relu}
+  - {type: maxpool2d, kernel: 2}
+  - {type: flatten}
+  - {type: linear, name: fc1, out_features: 32}
+  - {type: relu}
+  - {type: dropout, name: drop, p: 0.3}
+  - {type: linear, name: fc2, out_features: 10}
+)";
 
 inline void feed_fixed_batch(graph::Program& program) {
   Backend& backend = program.backend();

@@ -1,5 +1,7 @@
 // The skip rule of the GPU tests: skipped (exit 77) with the reason when the
-// build has no CUDA backend or this machine has no usable GPU.
+// build has no CUDA backend or this machine has no usable GPU. A test file
+// that includes this header is a GPU test: it defines the
+// trainer_test_skip_reason() that catch_main.cpp asks before running.
 #pragma once
 
 #include <string>
@@ -15,4 +17,8 @@ inline std::string gpu_skip_reason() {
 #else
   return "this build has no CUDA backend (configure with -DTRAINER_CUDA=ON)";
 #endif
+}
+
+std::string trainer_test_skip_reason() {
+  return gpu_skip_reason();
 }

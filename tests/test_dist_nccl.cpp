@@ -15,10 +15,6 @@
 #include "ops/cuda/cuda_backend.h"
 #endif
 
-std::string trainer_test_skip_reason() {
-  return gpu_skip_reason();
-}
-
 #ifdef TRAINER_WITH_CUDA
 TEST_CASE("NCCL all-reduce on one GPU") {
   using namespace trainer;

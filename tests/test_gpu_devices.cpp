@@ -14,10 +14,6 @@
 #include "runner/config/load.h"
 #include "runner/train/devices.h"
 
-std::string trainer_test_skip_reason() {
-  return gpu_skip_reason();
-}
-
 #ifdef TRAINER_WITH_CUDA
 namespace {
 

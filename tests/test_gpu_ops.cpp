@@ -18,10 +18,6 @@
 #include "ops/cuda/linear_bias.h"
 #endif
 
-std::string trainer_test_skip_reason() {
-  return gpu_skip_reason();
-}
-
 #ifdef TRAINER_WITH_CUDA
 namespace {
 

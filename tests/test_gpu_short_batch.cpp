@@ -10,10 +10,6 @@
 #include "gpu_skip.h"
 #include "tests/short_batch_runs.h"
 
-std::string trainer_test_skip_reason() {
-  return gpu_skip_reason();
-}
-
 TEST_CASE("a short last batch trains batchnorm like a batch of its samples on a GPU") {
   trainer::testing::short_batch::check_short_batch_trains_like_its_rows("[0]", 1e-4);
 }

@@ -34,10 +34,6 @@
 #include "ops/cuda/cuda_backend.h"
 #endif
 
-std::string trainer_test_skip_reason() {
-  return gpu_skip_reason();
-}
-
 #ifdef TRAINER_WITH_CUDA
 using namespace trainer;
 using namespace trainer::graph;

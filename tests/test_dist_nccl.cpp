@@ -13,9 +13,7 @@
 
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/cuda_backend.h"
-#endif
 
-#ifdef TRAINER_WITH_CUDA
 TEST_CASE("NCCL all-reduce on one GPU") {
   using namespace trainer;
   Backend& gpu = cuda_backend(0);

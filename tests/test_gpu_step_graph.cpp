@@ -24,9 +24,7 @@
 
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/cuda_backend.h"
-#endif
 
-#ifdef TRAINER_WITH_CUDA
 using namespace trainer;
 using namespace trainer::graph;
 using trainer::testing::read_floats;

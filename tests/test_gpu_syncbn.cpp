@@ -26,9 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include "ops/cuda/cuda_backend.h"
-#endif
 
-#ifdef TRAINER_WITH_CUDA
 using namespace trainer;
 using namespace trainer::testing;
 

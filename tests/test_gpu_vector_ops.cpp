@@ -21,9 +21,7 @@
 
 #ifdef TRAINER_WITH_CUDA
 #include "ops/cuda/cuda_backend.h"
-#endif
 
-#ifdef TRAINER_WITH_CUDA
 namespace {
 
 using trainer::Backend;

@@ -226,17 +226,6 @@ void report_filesystem_error(const std::filesystem::filesystem_error& e) {
         stderr);
 }
 
-// "error: ", or "[rank N] error: " in one rank of a job of several, so that
-// the job's console output says which rank failed (as its log lines do).
-std::string error_mark() {
-  try {
-    if (const auto env = dist::detect_launch_env(); env && env->world > 1)
-      return "[rank " + std::to_string(env->rank) + "] error: ";
-  } catch (const std::exception&) {  // a bad launcher variable: reported where it matters
-  }
-  return "error: ";
-}
-
 // Runs a subcommand, turning errors into messages and exit codes. An error
 // found after loading (the model's checks, the data) that points into one of
 // `overrides` quotes it, as the loader's own errors do.
@@ -249,7 +238,7 @@ int guarded(const std::function<int()>& command, const std::vector<std::string>&
     std::fprintf(stderr, "%zu error%s\n", n, n == 1 ? "" : "s");
     return kUsageError;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s%s\n", error_mark().c_str(), e.what());
+    std::fprintf(stderr, "%s%s\n", dist::error_mark().c_str(), e.what());
     return kUsageError;
   } catch (const std::bad_alloc&) {
     report_out_of_host_memory();
@@ -258,7 +247,7 @@ int guarded(const std::function<int()>& command, const std::vector<std::string>&
     report_filesystem_error(e);
     return 1;
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "%s%s\n", error_mark().c_str(), e.what());
+    std::fprintf(stderr, "%s%s\n", dist::error_mark().c_str(), e.what());
     if (e.code() == std::errc::resource_unavailable_try_again)  // a thread, most often
       std::fputs(
           "    the system refused this process another thread: check `ulimit -u` and a "
@@ -266,7 +255,7 @@ int guarded(const std::function<int()>& command, const std::vector<std::string>&
           stderr);
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s%s\n", error_mark().c_str(), e.what());
+    std::fprintf(stderr, "%s%s\n", dist::error_mark().c_str(), e.what());
     return 1;
   }
 }

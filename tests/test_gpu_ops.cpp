@@ -136,6 +136,7 @@ TEST_CASE("CUDA relu turns a NaN into 0 as the CPU does") {
       {"add", {{"activation", relu}}, {{2, 3}, {2, 3}}},
       {"linear", {{"out_features", std::int64_t{4}}, {"activation", relu}}, {{2, 3}}},
       {"batchnorm", {{"activation", relu}}, {{2, 3, 2, 2}}},
+      {"batchnorm", {{"activation", relu}, {"sync", true}}, {{2, 3, 2, 2}}},
       {"leaky_relu", {}, {{2, 3}}}};
   for (const OpCase& c : cases) {
     INFO(c.op);

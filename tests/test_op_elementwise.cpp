@@ -161,6 +161,26 @@ TEST_CASE("add with activation relu: the clamped sum, gradients masked by the ou
   }
 }
 
+// Every kernel that applies a relu turns a NaN into 0, as oneDNN's relu (a
+// max with 0) does: the CUDA kernels follow the same rule, so both backends
+// train alike (a run finds such NaNs in the weights, behind a finite loss).
+TEST_CASE("a NaN that reaches a relu becomes 0 in every kernel that applies one") {
+  const std::string relu = "relu";
+  OpCase synced{"batchnorm", {{"activation", relu}, {"sync", true}}, {{2, 3, 2, 2}}};
+  const OpCase cases[] = {
+      {"relu", {}, {{2, 3}}},
+      {"add", {{"activation", relu}}, {{2, 3}, {2, 3}}},
+      {"linear", {{"out_features", std::int64_t{4}}, {"activation", relu}}, {{2, 3}}},
+      {"batchnorm", {{"activation", relu}}, {{2, 3, 2, 2}}},
+      synced};
+  for (const OpCase& c : cases) {
+    OpRun run(cpu_backend(), c);
+    INFO(c.op << ": " << run.kernel().implementation());
+    run.inputs[0].f[4] = std::nanf("");
+    CHECK(run.forward().f[4] == 0.0f);
+  }
+}
+
 TEST_CASE("add, concat, flatten and reshape: values and gradients") {
   {
     OpRun run(cpu_backend(), {"add", {}, {{2, 3, 5}, {2, 3, 5}, {2, 3, 5}}});

@@ -169,7 +169,7 @@ class SyncBatchNormKernel final : public Kernel {
     const auto a = static_cast<float>(scale), b = static_cast<float>(shift);
     for_channel(c, rows, [&](std::int64_t i) {
       const float v = x[i] * a + b;
-      y[i] = relu_ ? std::max(v, 0.0f) : v;
+      y[i] = relu_ && !(v > 0.0f) ? 0.0f : v;  // NaN to 0, as oneDNN's relu
     });
   }
   // Zeros rows `from`.. (padding) of an [N, C, ...] tensor.

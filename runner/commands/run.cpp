@@ -113,6 +113,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     }
   }
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
+  // Before the job: the job's collective, which hooks into the program's
+  // backward, unhooks itself as it goes, while the program is still there.
+  std::unique_ptr<graph::Program> program;
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
   // From here SIGINT / SIGTERM stop the run between steps (or before the
   // first, once its directory is complete), never in the middle of a write.
@@ -200,7 +203,6 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       std::ofstream(note) << dir << '\n';
   };
   if (!resume) name_run_dir_to_launcher();
-  std::unique_ptr<graph::Program> program;
   nlohmann::json summary;
   try {
     // One process stops here; the ranks of a job agree on a stop after a step.
@@ -242,7 +244,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     program.reset();  // give the memory back before planning again
     const std::string report = train::out_of_memory_report(session, backend);
     if (job.is_root() && !resume) train::record_failure(dir, e.what() + ("\n" + report));
-    std::fprintf(stderr, "error: %s\n%s\n", e.what(), report.c_str());
+    std::fprintf(stderr, "%s%s\n%s\n", dist::error_mark().c_str(), e.what(), report.c_str());
     job.end_job_at_exit();  // the other ranks would wait for this one
     return 1;
   } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace trainer::dist {
@@ -99,6 +100,15 @@ std::optional<LaunchEnv> detect_launch_env(const std::function<const char*(const
     return env;
   }
   return std::nullopt;
+}
+
+std::string error_mark() {
+  try {
+    if (const auto env = detect_launch_env(); env && env->world > 1)
+      return "[rank " + std::to_string(env->rank) + "] error: ";
+  } catch (const std::exception&) {  // a bad launcher variable: reported where it matters
+  }
+  return "error: ";
 }
 
 }  // namespace trainer::dist

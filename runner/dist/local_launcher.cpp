@@ -176,8 +176,8 @@ class RunDirNote {
   std::filesystem::file_time_type started_;
 };
 
-// How mpirun ended; its code 128 + signal when a SIGINT / SIGTERM sent to
-// this process (and on to the ranks) ended the job, which mpirun reports otherwise.
+// How mpirun ended, while a SIGINT / SIGTERM sent to this process goes on to
+// the ranks (to mpirun while it has none).
 MpirunEnd wait_for_mpirun(pid_t mpirun) {
   const checkpoint::ForwardStopSignals forward([mpirun](int sig) { send_to_ranks(mpirun, sig); });
   int status = 0;
@@ -187,8 +187,6 @@ MpirunEnd wait_for_mpirun(pid_t mpirun) {
   MpirunEnd end;
   end.mpirun_killed = WIFSIGNALED(status);
   end.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (const int stop = checkpoint::stop_requested(); stop != 0 && end.code != 0)
-    end = {128 + stop, false};
   return end;
 }
 
@@ -238,14 +236,18 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
   const RunDirNote note;
   const MpirunEnd end = wait_for_mpirun(start_mpirun(cmd));
   const int stop = checkpoint::stop_requested();
-  if (end.code != 0 && stop == 0) note.record_job_failure(end);
+  // Ended by the stop sent on to the ranks (or to mpirun before they ran).
+  const bool ended_by_stop = stop != 0 && end.code == 128 + stop;
+  if (end.code != 0 && !ended_by_stop) note.record_job_failure(end);
   // mpirun reports the ranks' 128 + N as a failure of the job.
-  if (stop != 0 && end.code == 128 + stop)
+  if (ended_by_stop && !end.mpirun_killed)
     std::fprintf(stderr,
                  "note: the ranks stopped on signal %d, as asked: mpirun's report above of a "
-                 "non-zero exit code is that stop, not a failure (summary.json: interrupted)\n",
+                 "non-zero exit code is that stop, not a failure\n",
                  stop);
-  return end.code;
+  // After a stop the job's code is 128 + N (an interrupted sweep trial), as
+  // one process's would be, whatever mpirun made of it.
+  return stop != 0 && end.code != 0 ? 128 + stop : end.code;
 }
 
 }  // namespace trainer::dist

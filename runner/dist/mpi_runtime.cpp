@@ -42,6 +42,10 @@ void MpiRuntime::end_job_at_exit() {
   abort_at_exit = true;
 }
 
+bool MpiRuntime::job_ending() {
+  return abort_at_exit;
+}
+
 void MpiRuntime::abort_job(int code) {
   std::fflush(stdout);
   std::fflush(stderr);

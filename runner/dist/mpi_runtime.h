@@ -17,6 +17,8 @@ class MpiRuntime {
   [[noreturn]] static void abort_job(int code);
   // At exit, abort the job (code 1) instead of finalising: this rank failed.
   static void end_job_at_exit();
+  // Whether the job is to be aborted at exit (end_job_at_exit, or an error).
+  static bool job_ending();
 };
 
 }  // namespace trainer::dist

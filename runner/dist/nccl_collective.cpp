@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "ops/cuda/cuda_backend.h"
-
+#include "runner/dist/launch_env.h"
 #include "runner/dist/mpi_collective.h"
 #endif
 
@@ -171,9 +171,10 @@ class NcclCollective final : public Collective {
   // finalising makes the launcher end the job.
   [[noreturn]] void end_job(const std::string& why) {
     ncclCommAbort(comm_);
-    std::fprintf(
-        stderr, "error: rank %d: an NCCL reduction (gradients, or SyncBN's sums) failed: %s. %s\n",
-        rank(), why.c_str(), mpi_ ? "Ending this rank (the launcher ends the job)" : "Stopping");
+    std::fprintf(stderr,
+                 "%srank %d: an NCCL reduction (gradients, or SyncBN's sums) failed: %s. %s\n",
+                 error_mark().c_str(), rank(), why.c_str(),
+                 mpi_ ? "Ending this rank (the launcher ends the job)" : "Stopping");
     std::fflush(stdout);
     std::fflush(stderr);
     std::_Exit(1);

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <stdexcept>
 
@@ -76,6 +77,16 @@ RankJob::RankJob(const config::Config& loaded) : env_(detect_launch_env()) {
 }
 
 RankJob::~RankJob() {
+  // A rank leaving on an error, or one that failed and returns: the job is
+  // aborted as this process exits (MpiRuntime), and tearing the collectives
+  // down could wait on a hung peer (ncclCommDestroy, a notice in flight), so
+  // they are left to the abort.
+  if (mpi_runtime_ && (std::uncaught_exceptions() > 0 || MpiRuntime::job_ending())) {
+    MpiRuntime::end_job_at_exit();
+    static_cast<void>(nccl_.release());
+    static_cast<void>(mpi_.release());
+    return;
+  }
   nccl_.reset();
   mpi_.reset();  // before MPI_Finalize
 }

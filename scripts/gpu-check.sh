@@ -85,7 +85,17 @@ json_string() {  # $1 as a JSON string
 log() { echo "[gpu-check $(($(date +%s) - started))s] $*" | tee -a "$out/gpu-check.log"; }
 declare -A rc
 stages=" ${GPU_CHECK_STAGES:-tests plan mixed cnn bench memcheck} "
+stages=${stages// fp16 / mixed }  # the stage's earlier name
+stages=${stages// bf16 / mixed }
 wanted() { [[ $stages == *" $1 "* ]]; }
+unknown=""
+for stage in $stages; do
+  [[ " tests plan mixed cnn bench memcheck " == *" $stage "* ]] || unknown="$unknown $stage"
+done
+if [[ -n $unknown ]]; then  # a check asked for that would not run: the status fails
+  log "GPU_CHECK_STAGES names no such stage:$unknown (the stages: tests plan mixed cnn bench memcheck)"
+  rc[stages]=1
+fi
 
 write_results() {  # $1: overall status; a second argument "quiet": print nothing
   local rcs
@@ -236,6 +246,10 @@ cd "$root" || { log "cannot cd to $root"; write_results "cannot cd to $root"; ex
 # list: every test binary it holds).
 gpu_tests=$(cat "$bundle/GPU_TESTS" 2>/dev/null || (cd "$bundle/bin" && ls test_* 2>/dev/null))
 gpu_tests=$(echo $gpu_tests)
+if [[ -z $gpu_tests ]] && wanted tests; then
+  log "the bundle lists no GPU test (its GPU_TESTS): re-run gpu-prepare.sh"
+  rc[gpu_tests]=1
+fi
 wanted tests && for t in $gpu_tests; do
   [[ ! -x "$bundle/bin/$t" ]] && { log "$t: not in the bundle (re-run gpu-prepare.sh)"; rc[$t]=missing; continue; }
   TRAINER_TEST_BINARY="$bundle/bin/trainer" \
@@ -423,7 +437,7 @@ fi
 # test missing from the bundle, is named.
 status=passed
 not_run=""
-for check in doctor $gpu_tests plan_vs_run gpu_eval mlp_fp16 mlp_bf16 cnn_accuracy; do
+for check in stages doctor gpu_tests $gpu_tests plan_vs_run gpu_eval mlp_fp16 mlp_bf16 cnn_accuracy; do
   case ${rc[$check]:-} in
     "" | 0) ;;
     skipped | missing | unfinished) not_run="$not_run $check (${rc[$check]})" ;;

@@ -160,7 +160,7 @@ void check_emptied_sections(const Node& bases, const Node& layer, const std::str
     } else if (value.is_null() && base->size() > 0) {
       diags.add(layer.key_mark_at(i), key,
                 "no value for the whole section: every key of " + key +
-                    " that the configs it extends set would be put back to its default",
+                    " that the configs merged before it set would be put back to its default",
                 "remove '" + layer.key_at(i) +
                     ":' to keep what they set, or write under it the keys to change");
     }

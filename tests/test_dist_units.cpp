@@ -416,6 +416,11 @@ TEST_CASE(
     CHECK(with.config_hash == plain.config_hash);
     CHECK(with.section_hashes == plain.section_hashes);
   }
+  // A number written otherwise is the same value.
+  CHECK(fingerprint({"optimizer.lr=0.1"}).config_hash ==
+        fingerprint({"optimizer.lr=1e-1"}).config_hash);
+  CHECK(fingerprint({"optimizer.lr=0.10"}).config_hash ==
+        fingerprint({"optimizer.lr=1e-1"}).config_hash);
   // Keys added in another order are the same config.
   CHECK(fingerprint({"output.dir=runs", "schedule.type=cosine"}).config_hash ==
         fingerprint({"schedule.type=cosine", "output.dir=runs"}).config_hash);

@@ -10,6 +10,7 @@
 #include "data/content_digest.h"
 #include "runner/build_info.h"
 #include "runner/config/emit.h"
+#include "runner/config/scalar.h"
 #include "runner/train/sha256.h"
 
 namespace trainer::dist {
@@ -33,12 +34,36 @@ std::string double_to_hash(double value) {
   return fmt::format("{:0{}x}", static_cast<std::uint64_t>(value), kHashDigits);
 }
 
-// `node` with every map's keys in name order: where a key stands (in a
-// file, or last when an override added it) does not change what a rank trains.
-config::Node in_key_order(const config::Node& node) {
+// A scalar as its value reads: 0.1, 1e-1 and 0.10 alike, 1 and 1.0, True and true.
+config::Node canonical_scalar(const config::Node& node) {
+  std::string text;
+  switch (config::classify(node)) {
+    case config::ScalarKind::null:
+      text = "null";
+      break;
+    case config::ScalarKind::boolean:
+      text = *config::as_bool(node) ? "true" : "false";
+      break;
+    case config::ScalarKind::integer:
+      if (const auto value = config::as_int(node)) text = std::to_string(*value);
+      break;
+    case config::ScalarKind::number:
+      if (const auto value = config::as_number(node)) text = fmt::format("{}", *value);
+      break;
+    case config::ScalarKind::string:
+      break;
+  }
+  return text.empty() ? node : config::Node::scalar(text, node.mark());
+}
+
+// `node` with every map's keys in name order and its scalars as their values
+// read: where a key stands (in a file, or last when an override added it)
+// and how a number is written do not change what a rank trains.
+config::Node canonical_tree(const config::Node& node) {
+  if (node.is_scalar()) return canonical_scalar(node);
   if (node.is_sequence()) {
     config::Node ordered = node;
-    for (config::Node& item : ordered.items()) item = in_key_order(item);
+    for (config::Node& item : ordered.items()) item = canonical_tree(item);
     return ordered;
   }
   if (!node.is_map()) return node;
@@ -48,7 +73,7 @@ config::Node in_key_order(const config::Node& node) {
             [&](std::size_t a, std::size_t b) { return node.key_at(a) < node.key_at(b); });
   config::Node ordered = config::Node::map(node.mark());
   for (const std::size_t i : order)
-    ordered.set(node.key_at(i), in_key_order(node.value_at(i)), node.key_mark_at(i));
+    ordered.set(node.key_at(i), canonical_tree(node.value_at(i)), node.key_mark_at(i));
   return ordered;
 }
 
@@ -61,7 +86,7 @@ config::Node compared_tree(const config::Config& config) {
     if (config::Node* section = tree.find(path.substr(0, dot)); section && section->is_map())
       section->erase(path.substr(dot + 1));
   }
-  return in_key_order(tree);
+  return canonical_tree(tree);
 }
 
 std::vector<double> encode(const RankFingerprint& f) {

@@ -510,10 +510,12 @@ TEST_CASE("a run that stops on an error leaves summary.json with status failed a
   CHECK(summary["steps"].get<int>() > 0);
   CHECK(read_text(tmp / "run.log").find("error: " + summary["error"].get<std::string>()) !=
         std::string::npos);
-  // train.log ends with it too.
+  // train.log ends with it too, stamped as its other lines are.
   const auto log = read_lines(tmp / "run/train.log");
   REQUIRE_FALSE(log.empty());
-  CHECK(log.back() == "error: " + error);
+  CHECK(log.back().rfind("[20", 0) == 0);
+  CHECK(log.back().size() > error.size() + 9);
+  CHECK(log.back().substr(log.back().size() - error.size() - 9) == "] error: " + error);
   // An evaluation before the next log point stops it alike, keeping no
   // checkpoint: its check of the weights first; under fp16 loss scaling
   // (which checks gradients, not weights) the evaluation's NaN loss.

@@ -326,6 +326,18 @@ void remove_unfinished(const fs::path& dir, const std::string& saving,
   }
 }
 
+// Writes `file` to `path` (synced) from its header and its tensors' bytes in
+// turn, never encoded whole; returns the file's SHA-256.
+std::string write_safetensors(const std::string& path, const Safetensors& file) {
+  const std::string header = encode_safetensors_header(file);
+  std::vector<std::string_view> pieces = {header};
+  for (const StoredTensor& t : file.tensors) pieces.push_back(t.bytes);
+  write_file_synced(path, pieces);
+  train::Sha256 sha;
+  for (const std::string_view piece : pieces) sha.update(piece);
+  return sha.hex();
+}
+
 }  // namespace
 
 std::string checkpoint_name(std::int64_t step) {
@@ -353,21 +365,22 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   fs::create_directory(tmp);
 
   try {
-    const std::string model = encode_safetensors(parameters_of(program));
-    Safetensors state_file = optimizer_state_of(program);
-    state_file.metadata[kStateKey] = json_text(state.to_json());
-    const std::string state_bytes = encode_safetensors(state_file);
-    write_file_synced((tmp / kModelFile).string(), model);
-    write_file_synced((tmp / kStateFile).string(), state_bytes);
-    std::string sums = train::sha256_hex(model) + "  " + kModelFile + "\n" +
-                       train::sha256_hex(state_bytes) + "  " + kStateFile + "\n";
+    // One file at a time, each written from its tensors' host copies, which
+    // go before the next file's are made: the memory a checkpoint takes
+    // beyond training is the largest file's tensors, not every file encoded.
+    const auto write = [&](const char* name, const Safetensors& file) {
+      return write_safetensors((tmp / name).string(), file) + "  " + name + "\n";
+    };
+    std::string sums = write(kModelFile, parameters_of(program));
+    {
+      Safetensors state_file = optimizer_state_of(program);
+      state_file.metadata[kStateKey] = json_text(state.to_json());
+      sums += write(kStateFile, state_file);
+    }
     // The averaged weights on their own, for other tools (a resume reads them
     // from the state file).
-    if (const Safetensors averaged = averaged_parameters_of(program); !averaged.tensors.empty()) {
-      const std::string bytes = encode_safetensors(averaged);
-      write_file_synced((tmp / kAveragedModelFile).string(), bytes);
-      sums += train::sha256_hex(bytes) + "  " + kAveragedModelFile + "\n";
-    }
+    if (const Safetensors averaged = averaged_parameters_of(program); !averaged.tensors.empty())
+      sums += write(kAveragedModelFile, averaged);
     write_file_synced((tmp / kSumsFile).string(), sums);
     fsync_directory(tmp.string());
   } catch (...) {

@@ -35,16 +35,22 @@ class FileDescriptor {
 }  // namespace
 
 void write_file_synced(const std::string& path, std::string_view bytes) {
+  write_file_synced(path, std::vector<std::string_view>{bytes});
+}
+
+void write_file_synced(const std::string& path, const std::vector<std::string_view>& pieces) {
   FileDescriptor fd(path, O_WRONLY | O_CREAT | O_TRUNC);
   if (!fd) throw os_error("create", path);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw os_error("write", path);
+  for (const std::string_view bytes : pieces) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw os_error("write", path);
+      }
+      done += static_cast<std::size_t>(n);
     }
-    done += static_cast<std::size_t>(n);
   }
   if (::fsync(fd.get()) != 0) throw os_error("fsync", path);
 }

@@ -5,11 +5,14 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace trainer::checkpoint {
 
 // Writes `bytes` to `path` and fsyncs the file (no rename).
 void write_file_synced(const std::string& path, std::string_view bytes);
+// The same with the file's bytes given as pieces, written in turn.
+void write_file_synced(const std::string& path, const std::vector<std::string_view>& pieces);
 
 // Flushes a directory's entries (after a create, rename or delete inside it).
 void fsync_directory(const std::string& path);

@@ -189,6 +189,12 @@ std::size_t safetensors_dtype_size(const std::string& dtype) {
 }
 
 std::string encode_safetensors(const Safetensors& file) {
+  std::string out = encode_safetensors_header(file);
+  for (const auto& t : file.tensors) out += t.bytes;
+  return out;
+}
+
+std::string encode_safetensors_header(const Safetensors& file) {
   nlohmann::json header = nlohmann::json::object();
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
   std::uint64_t offset = 0;
@@ -201,11 +207,9 @@ std::string encode_safetensors(const Safetensors& file) {
   std::string text = json_text(header);
   while ((kHeaderOffset + text.size()) % 8 != 0) text.push_back(' ');
   std::string out;
-  out.reserve(kHeaderOffset + text.size() + offset);
+  out.reserve(kHeaderOffset + text.size());
   append_u64_le(out, text.size());
   out += text;
-  // Data in the order of the offsets assigned above.
-  for (const auto& t : file.tensors) out += t.bytes;
   return out;
 }
 

@@ -70,6 +70,11 @@ std::size_t safetensors_dtype_size(const std::string& dtype);
 // The whole file's bytes (header padded with spaces to a multiple of 8).
 std::string encode_safetensors(const Safetensors& file);
 
+// The file's first bytes: the header's length and the header (padded), which
+// the tensors' bytes follow in their order. A file written from this and the
+// tensors in turn is encode_safetensors(file) without holding it whole.
+std::string encode_safetensors_header(const Safetensors& file);
+
 // Parses `bytes` read from `path` (the path only appears in error messages).
 Safetensors decode_safetensors(std::string_view bytes, const std::string& path);
 

@@ -1,6 +1,7 @@
 // SHA-256 (FIPS 180-4), small and self-contained.
 #include "runner/train/sha256.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
@@ -59,23 +60,48 @@ void compress(std::array<std::uint32_t, 8>& h, const unsigned char* block) {
 
 }  // namespace
 
-std::string sha256_hex(std::string_view bytes) {
-  std::array<std::uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+Sha256::Sha256()
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+
+void Sha256::update(std::string_view bytes) {
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
-  std::size_t n = bytes.size(), i = 0;
-  for (; i + 64 <= n; i += 64) compress(h, data + i);
+  std::size_t n = bytes.size();
+  total_ += n;
+  // Complete the pending block first, then whole blocks straight from
+  // `bytes`; what is left waits for the next call.
+  if (pending_ > 0) {
+    const std::size_t take = std::min(n, 64 - pending_);
+    std::copy(data, data + take, block_.begin() + static_cast<std::ptrdiff_t>(pending_));
+    pending_ += take;
+    data += take;
+    n -= take;
+    if (pending_ < 64) return;
+    compress(h_, block_.data());
+    pending_ = 0;
+  }
+  for (; n >= 64; data += 64, n -= 64) compress(h_, data);
+  std::copy(data, data + n, block_.begin());
+  pending_ = n;
+}
+
+std::string Sha256::hex() {
+  const std::uint64_t bits = total_ * 8;
   unsigned char tail[128] = {};
-  const std::size_t rest = n - i;
-  for (std::size_t j = 0; j < rest; ++j) tail[j] = data[i + j];
-  tail[rest] = 0x80;
-  const std::size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-  const std::uint64_t bits = static_cast<std::uint64_t>(n) * 8;
+  std::copy(block_.begin(), block_.begin() + static_cast<std::ptrdiff_t>(pending_), tail);
+  tail[pending_] = 0x80;
+  const std::size_t tail_len = pending_ + 9 <= 64 ? 64 : 128;
   for (int j = 0; j < 8; ++j) tail[tail_len - 1 - j] = static_cast<unsigned char>(bits >> (8 * j));
-  for (std::size_t j = 0; j < tail_len; j += 64) compress(h, tail + j);
+  for (std::size_t j = 0; j < tail_len; j += 64) compress(h_, tail + j);
   char out[65];
-  for (int j = 0; j < 8; ++j) std::snprintf(out + 8 * j, 9, "%08x", h[j]);
+  for (int j = 0; j < 8; ++j) std::snprintf(out + 8 * j, 9, "%08x", h_[j]);
   return std::string(out, 64);
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  Sha256 sha;
+  sha.update(bytes);
+  return sha.hex();
 }
 
 }  // namespace trainer::train

@@ -199,6 +199,29 @@ backend: {threads: 1}
         std::string::npos);
   CHECK(conv.out.find("model.recompute: [blocks or layers]") != std::string::npos);
   CHECK(conv.out.find("cannot help") == std::string::npos);
+  // A batchnorm over features takes no micro-batch of 1 (one value per
+  // channel): the smallest it takes is the one that does not fit, named so,
+  // and no batchnorm error about a micro-batch nobody asked for.
+  const fs::path normed = kRoot / "normed.yaml";
+  std::ofstream(normed) << R"(name: normed
+data:
+  train: {type: synthetic, shape: [4000], classes: 10, size: 64, seed: 1}
+model:
+  layers:
+    - {type: linear, out_features: 4000}
+    - {type: batchnorm}
+    - {type: linear, out_features: 10}
+optimizer: {type: adam, lr: 0.001}
+train: {batch_size: 64, max_steps: 1}
+)";
+  for (const std::string auto_too : {"", " train.micro_batch_size=auto"}) {
+    const auto r =
+        run_trainer("validate " + normed.string() + " train.memory_limit_mib=100" + auto_too, true);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK(r.out.find(" 2 (the smallest the model takes)") != std::string::npos);
+    CHECK(r.out.find("one per channel") == std::string::npos);
+  }
 }
 
 TEST_CASE("a run whose plan does not fit train.memory_limit_mib is refused before it starts") {

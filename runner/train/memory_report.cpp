@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
 
 #include "data/loader.h"
 #include "runner/graph/autodiff.h"
@@ -90,7 +91,8 @@ std::string advice_when_one_does_not_fit(const MemoryEstimate& at_one, double us
   if (persistent_bytes(at_one) > usable)
     return "parameters, gradients and optimizer state alone need " +
            mib_text(persistent_bytes(at_one)) +
-           " MiB at micro-batch 1 (the gradients with accumulation's buffer): model.recompute "
+           " MiB whatever the micro-batch (the gradients with accumulation's buffer): "
+           "model.recompute "
            "cannot help; use a smaller model, an optimizer with less state (adam keeps 2 tensors "
            "per parameter, sgd 1 with momentum and none without), or more memory";
   return "model.recompute: [blocks or layers] drops their activations after forward (`trainer "
@@ -111,7 +113,9 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
   // Each option with the total the plan predicts for it.
   const MicroBatchChoice choice = fit_micro_batch(s, backend, capacity);
   if (!choice.fits) {
-    return text + "\n    - no micro-batch fits, not even 1: " +
+    const std::int64_t smallest = choice.session.batch.micro;
+    return text + "\n    - no micro-batch fits, not even " + std::to_string(smallest) +
+           (smallest > 1 ? " (the smallest the model takes)" : "") + ": " +
            advice_when_one_does_not_fit(choice.estimate, capacity - headroom);
   }
   text += "\n    - train.micro_batch_size: auto -> micro-batch " +
@@ -164,18 +168,23 @@ MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capa
   MicroBatchChoice choice;
   choice.capacity = capacity;
   const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
+  std::exception_ptr refused;  // the model's error for the last micro-batch it refused
+  bool planned = false;
   for (std::int64_t micro = per_rank; micro >= 1; --micro) {
     if (per_rank % micro != 0) continue;
     try {
       choice.session = with_micro_batch(s, micro);
     } catch (const config::ConfigError&) {
-      if (micro == 1) throw;
+      refused = std::current_exception();
       continue;  // one the model refuses (a batchnorm left one value per channel)
     }
     choice.estimate = estimate_memory(choice.session, backend);
+    planned = true;
     if (choice.capacity <= 0 || choice.estimate.total() <= usable) return choice;
   }
-  choice.fits = false;  // the session and estimate of micro-batch 1
+  if (!planned) std::rethrow_exception(refused);
+  // The session and estimate of the smallest micro-batch the model takes.
+  choice.fits = false;
   return choice;
 }
 
@@ -191,7 +200,9 @@ void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
   config::Diagnostics diags;
   diags.add(
       mark_of(s.config, "train.micro_batch_size"), "train.micro_batch_size",
-      "auto: even a micro-batch of 1 needs " + mib_text(choice.estimate.total()) +
+      "auto: even a micro-batch of " + std::to_string(choice.session.batch.micro) +
+          (choice.session.batch.micro > 1 ? " (the smallest the model takes)" : "") + " needs " +
+          mib_text(choice.estimate.total()) +
           (detail == UnfitDetail::plan_printed
                ? " MiB (itemised above), more than the "
                : " MiB (`trainer plan` itemises it), more than the ") +

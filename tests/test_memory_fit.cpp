@@ -251,6 +251,21 @@ TEST_CASE("a run whose plan does not fit train.memory_limit_mib is refused befor
   CHECK(run_trainer(run + " train.micro_batch_size=16").code == 0);
 }
 
+TEST_CASE("CPU ranks on one machine each plan for their share of its memory") {
+  const std::string plan = std::string(TRAINER_BINARY) + " plan " + write_config().string() +
+                           " train.memory_limit_mib=100";
+  const auto alone = run_command(plan);
+  INFO(alone.out);
+  CHECK(plan_line(alone.out, "limit") == Approx(100));
+  // Rank 0 of 2 on this machine (as mpirun starts it): half the limit.
+  const auto shared = run_command(
+      "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_LOCAL_SIZE=2 "
+      "OMPI_COMM_WORLD_LOCAL_RANK=0 " +
+      plan);
+  INFO(shared.out);
+  CHECK(plan_line(shared.out, "limit") == Approx(50));
+}
+
 TEST_CASE("the plan counts the loader batches an epoch can fill, and offers fewer") {
   const fs::path config = write_config();
   // 256 samples in batches of 32: 8 batches an epoch, 1.5 MiB each.

@@ -351,10 +351,11 @@ std::vector<SectionDef> build_sections() {
                    "Memory the job may use per device, in MiB: `run`, `time` and (on the CPU) "
                    "`validate` refuse a plan that does not fit it, and micro_batch_size: auto "
                    "fits it (0: what the device has available, free GPU memory or available "
-                   "RAM within the process's cgroup and ulimit -v, for `plan` and auto). The "
+                   "RAM within the process's cgroup and ulimit -v, for `plan` and auto); CPU "
+                   "ranks on one machine share it, each planning for its share. The "
                    "plan counts the training's memory (parameters, gradients, optimizer state, "
-                   "activations, workspace, loader buffers), not the process's libraries or "
-                   "data read into memory")
+                   "activations, workspace, loader buffers), not the process's libraries, "
+                   "data read into memory or a checkpoint being written")
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.memory_limit_mib = int_of(v); }),

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "data/loader.h"
+#include "runner/dist/launch_env.h"
 #include "runner/graph/autodiff.h"
 #include "runner/graph/memory_plan.h"
 #include "runner/graph/precision.h"
@@ -66,9 +67,20 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
 }
 
 double memory_capacity(const Session& s, const Backend& backend) {
-  if (s.config.train.memory_limit_mib > 0)
-    return static_cast<double>(s.config.train.memory_limit_mib) * 1024.0 * 1024.0;
-  return static_cast<double>(backend.available_memory());
+  const double capacity =
+      s.config.train.memory_limit_mib > 0
+          ? static_cast<double>(s.config.train.memory_limit_mib) * 1024.0 * 1024.0
+          : static_cast<double>(backend.available_memory());
+  // CPU ranks on one machine share its memory, the device: each plans for its share.
+  const bool on_cpu = s.config.devices.cpu || s.config.devices.gpus.empty();
+  if (on_cpu) {
+    try {
+      if (const auto env = dist::detect_launch_env(); env && env->local_world > 1)
+        return capacity / env->local_world;
+    } catch (const std::exception&) {  // a bad launcher variable: reported as the job starts
+    }
+  }
+  return capacity;
 }
 
 namespace {

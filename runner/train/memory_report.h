@@ -38,7 +38,8 @@ double loader_ring_bytes(std::int64_t slots, std::int64_t batch_size, const Shap
 MemoryEstimate estimate_memory(const Session& s, Backend& backend);
 
 // The memory `trainer` may use on the backend: train.memory_limit_mib when
-// set, else what the device has available (0: unknown).
+// set, else what the device has available (0: unknown); a CPU rank's share
+// of it when the launcher put several ranks on this machine.
 double memory_capacity(const Session& s, const Backend& backend);
 
 // "fits" or "does not fit by N MiB", and what would make it fit, each option

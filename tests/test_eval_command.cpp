@@ -6,7 +6,8 @@
 // statistics the run computed, in one process for a run of several ranks;
 // an image folder standing in for training data that is gone is labelled by
 // the class names the run recorded, whatever classes it lacks; a run that
-// averaged its weights evaluates the averages; a checkpoint the
+// averaged its weights evaluates the averages; evaluation data changed since
+// the checkpoint is said to be; a checkpoint the
 // run prunes while it is read is followed to the newer one; bad input is a
 // clear error with the usual exit codes (2: usage or config, 1: a damaged
 // checkpoint).
@@ -556,4 +557,38 @@ TEST_CASE("trainer eval of a run that averaged its weights evaluates the average
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("ema.fc1.weight: missing from the file") &&
                         Catch::Contains("drop train.ema_decay: the run kept no averaged weights"));
+}
+
+TEST_CASE("trainer eval says when the run's evaluation data changed since the checkpoint") {
+  TempDir tmp("eval-changed-data");
+  const auto write_csv = [&](const std::string& name, int flipped) {
+    std::string text = "a,b,label\n";
+    for (int row = 0; row < 32; ++row)
+      text += std::to_string(row % 7) + "," + std::to_string(row % 5) + "," +
+              std::to_string((row % 2) ^ (row == flipped ? 1 : 0)) + "\n";
+    write_text(tmp / name, text);
+  };
+  write_csv("train.csv", -1);
+  write_csv("eval.csv", -1);
+  write_text(tmp / "csv.yaml",
+             "data:\n  train: {type: csv, path: train.csv}\n  eval: {type: csv, path: eval.csv}\n"
+             "model: {layers: [{type: linear, out_features: 2}]}\n"
+             "train: {epochs: 1, batch_size: 8}\nbackend: {threads: 1}\n");
+  REQUIRE(run_to_end({"run", tmp / "csv.yaml", "--out", tmp / "run"}, tmp / "run.log") == 0);
+  const std::string said = "the data changed since the run evaluated it";
+  const auto same = run_trainer("eval " + (tmp / "run"), true);
+  CHECK(same.code == 0);
+  CHECK_THAT(same.out, !Catch::Contains(said));
+  write_csv("eval.csv", 3);  // one label flipped
+  const auto changed = run_trainer("eval " + (tmp / "run"), true);
+  INFO(changed.out);
+  CHECK(changed.code == 0);
+  CHECK_THAT(changed.out, Catch::Contains("warning: the evaluation data's content digest is ") &&
+                              Catch::Contains(said));
+  // Other data asked for by override is what the user meant: no warning.
+  write_csv("other.csv", 5);
+  const auto other =
+      run_trainer("eval " + (tmp / "run") + " data.eval.path=" + (tmp / "other.csv"), true);
+  CHECK(other.code == 0);
+  CHECK_THAT(other.out, !Catch::Contains(said));
 }

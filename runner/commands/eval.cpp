@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "data/content_digest.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/safetensors.h"
 #include "runner/commands.h"
@@ -236,6 +237,18 @@ int command_eval(const CommandArgs& args) {
     throw UsageError(std::string("the checkpoint does not fit the model this config builds: ") +
                      e.what() + "\n  " + advice);
   }
+  // The run's own evaluation data, changed since the checkpoint evaluated it:
+  // these figures are not the run's (other data given by override is meant).
+  const bool other_data =
+      std::any_of(args.overrides.begin(), args.overrides.end(),
+                  [](const std::string& o) { return o.rfind("data.", 0) == 0; });
+  if (const std::string digest = data::digest_text(session.eval_data->content_digest());
+      !other_data && !state.eval_digest.empty() && digest != state.eval_digest)
+    std::fprintf(stderr,
+                 "warning: the evaluation data's content digest is %s, and was %s when checkpoint "
+                 "%s was written: the data changed since the run evaluated it, so these figures "
+                 "measure other data than the run's\n",
+                 digest.c_str(), state.eval_digest.c_str(), path.c_str());
   SingleProcess alone;
   const train::EvalResult result = train::evaluate(session, program, alone);
   if (!std::isfinite(result.loss)) {

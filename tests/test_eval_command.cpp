@@ -585,6 +585,9 @@ TEST_CASE("trainer eval says when the run's evaluation data changed since the ch
   CHECK(changed.code == 0);
   CHECK_THAT(changed.out, Catch::Contains("warning: the evaluation data's content digest is ") &&
                               Catch::Contains(said));
+  // An override that is not about the data keeps the warning.
+  const auto workers = run_trainer("eval " + (tmp / "run") + " data.workers=0", true);
+  CHECK_THAT(workers.out, Catch::Contains(said));
   // Other data asked for by override is what the user meant: no warning.
   write_csv("other.csv", 5);
   const auto other =

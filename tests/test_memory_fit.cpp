@@ -264,6 +264,16 @@ TEST_CASE("CPU ranks on one machine each plan for their share of its memory") {
       plan);
   INFO(shared.out);
   CHECK(plan_line(shared.out, "limit") == Approx(50));
+  CHECK_THAT(shared.out, Catch::Contains("(50.00 MiB for each of the 2 ranks on this machine)"));
+  // Before trainer's own launcher starts 2 ranks here: the same share, so
+  // `validate`, the launcher's check and the ranks' agree.
+  const auto two = run_command(plan + " devices.world_size=2");
+  INFO(two.out);
+  CHECK(plan_line(two.out, "limit") == Approx(50));
+  // A launcher that does not say how many ranks share this node: no share assumed.
+  const auto unknown = run_command("PMI_RANK=0 PMI_SIZE=8 " + plan);
+  INFO(unknown.out);
+  CHECK(plan_line(unknown.out, "limit") == Approx(100));
 }
 
 TEST_CASE("the plan counts the loader batches an epoch can fill, and offers fewer") {

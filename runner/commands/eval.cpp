@@ -17,6 +17,7 @@
 #include "runner/checkpoint/safetensors.h"
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
+#include "runner/config/emit.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
 #include "runner/graph/program.h"
@@ -130,10 +131,24 @@ int command_eval(const CommandArgs& args) {
   print_config_warnings(config);
   in_one_process(config, args.run_dir);
   const std::vector<config::TypedItem> written_transforms = config.data.transforms;
-  // The run's own transforms, which its recorded statistics follow.
-  const std::vector<config::TypedItem> trained_with =
-      args.overrides.empty() ? written_transforms
-                             : config::load_config(config_path.string(), {}).data.transforms;
+  // The run's own config, as it wrote it: its transforms, which its recorded
+  // statistics follow, and the evaluation data it names.
+  const config::Config own =
+      args.overrides.empty() ? config : config::load_config(config_path.string(), {});
+  const std::vector<config::TypedItem>& trained_with = own.data.transforms;
+  // Whether the overrides ask for other evaluation data than the run's: another
+  // eval source, or another held-out split of the training data.
+  const auto evaluated_data = [](const config::Config& c) {
+    const config::Node* data = c.resolved.find("data");
+    if (const config::Node* eval = data ? data->find("eval") : nullptr)
+      return "eval: " + config::to_yaml(*eval);
+    std::string held_out = "seed " + std::to_string(c.seed);  // the split's draw
+    for (const char* key : {"train", "split"})
+      if (const config::Node* part = data ? data->find(key) : nullptr)
+        held_out += std::string("\n") + key + ": " + config::to_yaml(*part);
+    return held_out;
+  };
+  const bool other_data = evaluated_data(config) != evaluated_data(own);
   const train::RestoredStatistics restored =
       train::restore_normalize_statistics(args.run_dir, config, trained_with);
   for (const std::string& problem : restored.problems)
@@ -238,10 +253,7 @@ int command_eval(const CommandArgs& args) {
                      e.what() + "\n  " + advice);
   }
   // The run's own evaluation data, changed since the checkpoint evaluated it:
-  // these figures are not the run's (other data given by override is meant).
-  const bool other_data =
-      std::any_of(args.overrides.begin(), args.overrides.end(),
-                  [](const std::string& o) { return o.rfind("data.", 0) == 0; });
+  // these figures are not the run's (other data asked for by override is meant).
   if (const std::string digest = data::digest_text(session.eval_data->content_digest());
       !other_data && !state.eval_digest.empty() && digest != state.eval_digest)
     std::fprintf(stderr,

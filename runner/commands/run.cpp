@@ -115,6 +115,8 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   if (const auto code = dist::launch_local_ranks(loaded)) return *code;  // N ranks here: mpirun
   // Before the job: the job's collective, which hooks into the program's
   // backward, unhooks itself as it goes, while the program is still there.
+  // (The step's recording, which may hold NCCL's captured reductions, is
+  // dropped with the training loop, before the communicator goes.)
   std::unique_ptr<graph::Program> program;
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
   // From here SIGINT / SIGTERM stop the run between steps (or before the

@@ -91,11 +91,15 @@ std::optional<LaunchEnv> detect_launch_env(const std::function<const char*(const
     env.local_world = env.world;
     if (const char* local_world = n.local_world ? get(n.local_world) : nullptr) {
       env.local_world = parse_count(n.local_world, local_world, 1);
+      env.local_world_known = true;
     } else if (const char* per_node = get("SLURM_STEP_TASKS_PER_NODE");
                per_node && env.launcher == "slurm") {
       const char* node = get("SLURM_NODEID");
       const int count = slurm_tasks_on_node(per_node, node ? std::atoi(node) : -1);
-      if (count > 0) env.local_world = count;
+      if (count > 0) {
+        env.local_world = count;
+        env.local_world_known = true;
+      }
     }
     return env;
   }

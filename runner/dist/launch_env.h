@@ -13,8 +13,9 @@ struct LaunchEnv {
   std::string launcher;  // "openmpi", "pmi" or "slurm"
   int rank = 0;
   int world = 1;
-  int local_rank = 0;   // rank among the ranks on this node (GPU choice)
-  int local_world = 1;  // ranks on this node (threads per rank, GPU lists per node)
+  int local_rank = 0;              // rank among the ranks on this node (GPU choice)
+  int local_world = 1;             // ranks on this node (threads per rank, GPU lists per node)
+  bool local_world_known = false;  // the launcher said (else local_world is the whole job)
 };
 
 // The tasks srun starts on node `node` from its tasks-per-node list

@@ -245,9 +245,7 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
                  "note: the ranks stopped on signal %d, as asked: mpirun's report above of a "
                  "non-zero exit code is that stop, not a failure\n",
                  stop);
-  // After a stop the job's code is 128 + N (an interrupted sweep trial), as
-  // one process's would be, whatever mpirun made of it.
-  return stop != 0 && end.code != 0 ? 128 + stop : end.code;
+  return end.code;
 }
 
 }  // namespace trainer::dist

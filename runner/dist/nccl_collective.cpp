@@ -171,9 +171,8 @@ class NcclCollective final : public Collective {
   // finalising makes the launcher end the job.
   [[noreturn]] void end_job(const std::string& why) {
     ncclCommAbort(comm_);
-    std::fprintf(stderr,
-                 "%srank %d: an NCCL reduction (gradients, or SyncBN's sums) failed: %s. %s\n",
-                 error_mark().c_str(), rank(), why.c_str(),
+    std::fprintf(stderr, "%san NCCL reduction (gradients, or SyncBN's sums) failed: %s. %s\n",
+                 error_mark().c_str(), why.c_str(),
                  mpi_ ? "Ending this rank (the launcher ends the job)" : "Stopping");
     std::fflush(stdout);
     std::fflush(stderr);

@@ -66,21 +66,23 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
   return e;
 }
 
+int ranks_sharing_memory(const Session& s) {
+  if (!s.config.devices.cpu && !s.config.devices.gpus.empty()) return 1;
+  try {
+    if (const auto env = dist::detect_launch_env())
+      return env->local_world_known ? env->local_world : 1;
+  } catch (const std::exception&) {  // a bad launcher variable: reported as the job starts
+    return 1;
+  }
+  return static_cast<int>(std::max<std::int64_t>(1, s.config.devices.world_size));
+}
+
 double memory_capacity(const Session& s, const Backend& backend) {
   const double capacity =
       s.config.train.memory_limit_mib > 0
           ? static_cast<double>(s.config.train.memory_limit_mib) * 1024.0 * 1024.0
           : static_cast<double>(backend.available_memory());
-  // CPU ranks on one machine share its memory, the device: each plans for its share.
-  const bool on_cpu = s.config.devices.cpu || s.config.devices.gpus.empty();
-  if (on_cpu) {
-    try {
-      if (const auto env = dist::detect_launch_env(); env && env->local_world > 1)
-        return capacity / env->local_world;
-    } catch (const std::exception&) {  // a bad launcher variable: reported as the job starts
-    }
-  }
-  return capacity;
+  return capacity / ranks_sharing_memory(s);
 }
 
 namespace {
@@ -112,6 +114,13 @@ std::string advice_when_one_does_not_fit(const MemoryEstimate& at_one, double us
 }
 
 }  // namespace
+
+std::string memory_share_note(const Session& s, double capacity) {
+  const int ranks = ranks_sharing_memory(s);
+  if (ranks <= 1) return "";
+  return " (" + mib_text(capacity) + " MiB for each of the " + std::to_string(ranks) +
+         " ranks on this machine)";
+}
 
 std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate& e,
                         double capacity) {
@@ -171,7 +180,8 @@ void enforce_memory_limit(const Session& s, Backend& backend) {
   diags.add(mark_of(s.config, "train.memory_limit_mib"), "train.memory_limit_mib",
             "the memory plan needs " + mib_text(e.total()) +
                 " MiB (`trainer plan` itemises it); with the limit of " +
-                std::to_string(s.config.train.memory_limit_mib) + " MiB it " + verdict);
+                std::to_string(s.config.train.memory_limit_mib) + " MiB" +
+                memory_share_note(s, capacity) + " it " + verdict);
   diags.throw_if_any();
 }
 
@@ -204,11 +214,11 @@ void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
                               UnfitDetail detail) {
   if (choice.fits) return;
   const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
-  const std::string capacity = s.config.train.memory_limit_mib > 0
-                                   ? "the limit of " +
-                                         std::to_string(s.config.train.memory_limit_mib) +
-                                         " MiB (train.memory_limit_mib)"
-                                   : "the " + mib_text(choice.capacity) + " MiB available";
+  const std::string capacity =
+      s.config.train.memory_limit_mib > 0
+          ? "the limit of " + std::to_string(s.config.train.memory_limit_mib) +
+                " MiB (train.memory_limit_mib)" + memory_share_note(s, choice.capacity)
+          : "the " + mib_text(choice.capacity) + " MiB available";
   config::Diagnostics diags;
   diags.add(
       mark_of(s.config, "train.micro_batch_size"), "train.micro_batch_size",

@@ -38,9 +38,18 @@ double loader_ring_bytes(std::int64_t slots, std::int64_t batch_size, const Shap
 MemoryEstimate estimate_memory(const Session& s, Backend& backend);
 
 // The memory `trainer` may use on the backend: train.memory_limit_mib when
-// set, else what the device has available (0: unknown); a CPU rank's share
-// of it when the launcher put several ranks on this machine.
+// set, else what the device has available (0: unknown); on the CPU, one
+// rank's share of it (ranks_sharing_memory).
 double memory_capacity(const Session& s, const Backend& backend);
+
+// The CPU ranks that share this machine's memory: the launcher's count of
+// ranks on this node where it gives one, else (before trainer's own launcher
+// starts them here: run, validate, plan) devices.world_size; 1 on GPUs.
+int ranks_sharing_memory(const Session& s);
+
+// " (X MiB for each of the N ranks on this machine)" for a `capacity` that is
+// one rank's share, or "" for one rank.
+std::string memory_share_note(const Session& s, double capacity);
 
 // "fits" or "does not fit by N MiB", and what would make it fit, each option
 // with the memory the plan predicts for it.

@@ -326,15 +326,59 @@ void remove_unfinished(const fs::path& dir, const std::string& saving,
   }
 }
 
-// Writes `file` to `path` (synced) from its header and its tensors' bytes in
-// turn, never encoded whole; returns the file's SHA-256.
-std::string write_safetensors(const std::string& path, const Safetensors& file) {
-  const std::string header = encode_safetensors_header(file);
-  std::vector<std::string_view> pieces = {header};
-  for (const StoredTensor& t : file.tensors) pieces.push_back(t.bytes);
-  write_file_synced(path, pieces);
+// The safetensors dtype of a program tensor's element type.
+std::string safetensors_dtype_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "F32";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
+  }
+  throw std::logic_error("a tensor of an unknown element type");
+}
+
+// The most bytes of a checkpoint's tensors held on the host at once.
+constexpr std::size_t kStagingBytes = std::size_t{16} << 20;
+
+// Writes the program's `tensors` to the safetensors file `path` (synced),
+// copied from the device a piece of at most kStagingBytes at a time, and
+// returns the file's SHA-256: a checkpoint takes that much memory beyond
+// training's, whatever the model's size.
+std::string write_safetensors(const std::string& path,
+                              const std::map<std::string, std::string>& metadata,
+                              const std::vector<NamedTensor>& tensors, Backend& backend) {
+  std::vector<TensorLayout> layout;
+  std::size_t largest = 0;
+  for (const NamedTensor& t : tensors) {
+    layout.push_back(
+        {t.name, safetensors_dtype_of(t.tensor.dtype), t.tensor.shape, t.tensor.bytes()});
+    largest = std::max(largest, t.tensor.bytes());
+  }
+  SyncedFileWriter file(path);
   train::Sha256 sha;
-  for (const std::string_view piece : pieces) sha.update(piece);
+  const auto put = [&](std::string_view piece) {
+    file.append(piece);
+    sha.update(piece);
+  };
+  put(encode_safetensors_header(metadata, layout));
+  std::string staging(std::min(largest, kStagingBytes), '\0');
+  for (const NamedTensor& t : tensors) {
+    const auto* data = static_cast<const char*>(t.tensor.data);
+    for (std::size_t done = 0; done < t.tensor.bytes(); done += staging.size()) {
+      const std::size_t n = std::min(staging.size(), t.tensor.bytes() - done);
+      backend.copy_to_host(staging.data(), data + done, n);
+      put({staging.data(), n});
+    }
+  }
+  file.finish();
   return sha.hex();
 }
 
@@ -365,22 +409,18 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   fs::create_directory(tmp);
 
   try {
-    // One file at a time, each written from its tensors' host copies, which
-    // go before the next file's are made: the memory a checkpoint takes
-    // beyond training is the largest file's tensors, not every file encoded.
-    const auto write = [&](const char* name, const Safetensors& file) {
-      return write_safetensors((tmp / name).string(), file) + "  " + name + "\n";
+    const auto write = [&](const char* name, const std::map<std::string, std::string>& metadata,
+                           const std::vector<NamedTensor>& tensors) {
+      return write_safetensors((tmp / name).string(), metadata, tensors, program.backend()) + "  " +
+             name + "\n";
     };
-    std::string sums = write(kModelFile, parameters_of(program));
-    {
-      Safetensors state_file = optimizer_state_of(program);
-      state_file.metadata[kStateKey] = json_text(state.to_json());
-      sums += write(kStateFile, state_file);
-    }
+    std::string sums = write(kModelFile, {{"format", "pt"}}, parameter_tensors(program));
+    sums += write(kStateFile, {{kStateKey, json_text(state.to_json())}},
+                  optimizer_state_tensors(program));
     // The averaged weights on their own, for other tools (a resume reads them
     // from the state file).
-    if (const Safetensors averaged = averaged_parameters_of(program); !averaged.tensors.empty())
-      sums += write(kAveragedModelFile, averaged);
+    if (const auto averaged = averaged_parameter_tensors(program); !averaged.empty())
+      sums += write(kAveragedModelFile, {{"format", "pt"}}, averaged);
     write_file_synced((tmp / kSumsFile).string(), sums);
     fsync_directory(tmp.string());
   } catch (...) {

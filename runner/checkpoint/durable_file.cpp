@@ -34,25 +34,35 @@ class FileDescriptor {
 
 }  // namespace
 
-void write_file_synced(const std::string& path, std::string_view bytes) {
-  write_file_synced(path, std::vector<std::string_view>{bytes});
+SyncedFileWriter::SyncedFileWriter(const std::string& path)
+    : path_(path), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
+  if (fd_ < 0) throw os_error("create", path);
 }
 
-void write_file_synced(const std::string& path, const std::vector<std::string_view>& pieces) {
-  FileDescriptor fd(path, O_WRONLY | O_CREAT | O_TRUNC);
-  if (!fd) throw os_error("create", path);
-  for (const std::string_view bytes : pieces) {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw os_error("write", path);
-      }
-      done += static_cast<std::size_t>(n);
+SyncedFileWriter::~SyncedFileWriter() {
+  ::close(fd_);
+}
+
+void SyncedFileWriter::append(std::string_view bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw os_error("write", path_);
     }
+    done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd.get()) != 0) throw os_error("fsync", path);
+}
+
+void SyncedFileWriter::finish() {
+  if (::fsync(fd_) != 0) throw os_error("fsync", path_);
+}
+
+void write_file_synced(const std::string& path, std::string_view bytes) {
+  SyncedFileWriter file(path);
+  file.append(bytes);
+  file.finish();
 }
 
 void fsync_directory(const std::string& path) {

@@ -5,14 +5,28 @@
 
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace trainer::checkpoint {
 
+// A file written in pieces as they are made, then fsynced by finish(). The
+// descriptor closes with the object; a file not finished is left as written.
+class SyncedFileWriter {
+ public:
+  explicit SyncedFileWriter(const std::string& path);
+  ~SyncedFileWriter();
+  SyncedFileWriter(const SyncedFileWriter&) = delete;
+  SyncedFileWriter& operator=(const SyncedFileWriter&) = delete;
+
+  void append(std::string_view bytes);
+  void finish();
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
 // Writes `bytes` to `path` and fsyncs the file (no rename).
 void write_file_synced(const std::string& path, std::string_view bytes);
-// The same with the file's bytes given as pieces, written in turn.
-void write_file_synced(const std::string& path, const std::vector<std::string_view>& pieces);
 
 // Flushes a directory's entries (after a create, rename or delete inside it).
 void fsync_directory(const std::string& path);

@@ -189,20 +189,22 @@ std::size_t safetensors_dtype_size(const std::string& dtype) {
 }
 
 std::string encode_safetensors(const Safetensors& file) {
-  std::string out = encode_safetensors_header(file);
+  std::vector<TensorLayout> layout;
+  for (const auto& t : file.tensors) layout.push_back({t.name, t.dtype, t.shape, t.bytes.size()});
+  std::string out = encode_safetensors_header(file.metadata, layout);
   for (const auto& t : file.tensors) out += t.bytes;
   return out;
 }
 
-std::string encode_safetensors_header(const Safetensors& file) {
+std::string encode_safetensors_header(const std::map<std::string, std::string>& metadata,
+                                      const std::vector<TensorLayout>& tensors) {
   nlohmann::json header = nlohmann::json::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
-  for (const auto& t : file.tensors) {
-    header[t.name] = {{"dtype", t.dtype},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
+  for (const auto& t : tensors) {
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
   }
   std::string text = json_text(header);
   while ((kHeaderOffset + text.size()) % 8 != 0) text.push_back(' ');

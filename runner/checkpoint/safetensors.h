@@ -70,10 +70,20 @@ std::size_t safetensors_dtype_size(const std::string& dtype);
 // The whole file's bytes (header padded with spaces to a multiple of 8).
 std::string encode_safetensors(const Safetensors& file);
 
+// What a file's header says of one of its tensors: all a writer needs to
+// know before the tensor's bytes.
+struct TensorLayout {
+  std::string name;
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t bytes = 0;
+};
+
 // The file's first bytes: the header's length and the header (padded), which
-// the tensors' bytes follow in their order. A file written from this and the
-// tensors in turn is encode_safetensors(file) without holding it whole.
-std::string encode_safetensors_header(const Safetensors& file);
+// the tensors' bytes follow in the order given. A file written from this and
+// the tensors in turn is encode_safetensors without holding the file whole.
+std::string encode_safetensors_header(const std::map<std::string, std::string>& metadata,
+                                      const std::vector<TensorLayout>& tensors);
 
 // Parses `bytes` read from `path` (the path only appears in error messages).
 Safetensors decode_safetensors(std::string_view bytes, const std::string& path);

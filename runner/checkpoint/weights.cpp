@@ -15,16 +15,6 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
-StoredTensor to_stored(const graph::Program& program, const std::string& name, const TensorRef& t) {
-  StoredTensor s;
-  s.name = name;
-  s.dtype = "F32";
-  s.shape = t.shape;
-  s.bytes.resize(t.bytes());
-  program.backend().copy_to_host(s.bytes.data(), t.data, t.bytes());
-  return s;
-}
-
 // The float32 values of stored tensor `t` that are not finite: how many,
 // the first one's flat index and its value.
 struct NonFinite {
@@ -58,11 +48,6 @@ std::string position_of(std::size_t i, const std::vector<std::int64_t>& shape) {
   return shape_text(at);
 }
 
-struct Target {
-  std::string name;
-  TensorRef ref;
-};
-
 // Whether stored tensor `t` can take the place of a float32 tensor of `shape`.
 bool fits(const StoredTensor& t, const Shape& shape) {
   return t.dtype == "F32" && t.shape == shape;
@@ -70,11 +55,11 @@ bool fits(const StoredTensor& t, const Shape& shape) {
 
 // Checks every target against the file and copies when all match (or, non-strict, the matching
 // ones).
-LoadReport copy_matching(graph::Program& program, const std::vector<Target>& targets,
+LoadReport copy_matching(graph::Program& program, const std::vector<NamedTensor>& targets,
                          const Safetensors& file, const std::string& path, bool strict,
                          const std::string& extra_prefix) {
   std::vector<TensorShape> shapes;
-  for (const auto& target : targets) shapes.push_back({target.name, target.ref.shape});
+  for (const auto& target : targets) shapes.push_back({target.name, target.tensor.shape});
   LoadReport report;
   report.mismatches = mismatches_of(file, shapes, extra_prefix);
   if (strict && !report.mismatches.empty()) {
@@ -86,8 +71,9 @@ LoadReport copy_matching(graph::Program& program, const std::vector<Target>& tar
   check_finite(file, shapes, path);  // before anything is copied
   for (const auto& target : targets) {
     const StoredTensor* stored = file.find(target.name);
-    if (!stored || !fits(*stored, target.ref.shape)) continue;
-    program.backend().copy_to_device(target.ref.data, stored->bytes.data(), target.ref.bytes());
+    if (!stored || !fits(*stored, target.tensor.shape)) continue;
+    program.backend().copy_to_device(target.tensor.data, stored->bytes.data(),
+                                     target.tensor.bytes());
     report.loaded.push_back(stored->name);
   }
   return report;
@@ -144,56 +130,43 @@ void check_finite(const Safetensors& file, const std::vector<TensorShape>& wante
       " (the run had diverged, or the file was edited)");
 }
 
-Safetensors parameters_of(const graph::Program& program) {
-  Safetensors file;
-  file.metadata["format"] = "pt";
-  for (const auto& p : program.params())
-    file.tensors.push_back(to_stored(program, p.param->name, p.value));
-  return file;
+std::vector<NamedTensor> parameter_tensors(const graph::Program& program) {
+  std::vector<NamedTensor> out;
+  for (const auto& p : program.params()) out.push_back({p.param->name, p.value});
+  return out;
 }
 
-Safetensors averaged_parameters_of(const graph::Program& program) {
-  Safetensors file;
-  file.metadata["format"] = "pt";
+std::vector<NamedTensor> averaged_parameter_tensors(const graph::Program& program) {
+  std::vector<NamedTensor> out;
   for (const auto& p : program.params())
-    if (p.ema) file.tensors.push_back(to_stored(program, p.param->name, p.ema));
-  return file;
+    if (p.ema) out.push_back({p.param->name, p.ema});
+  return out;
 }
 
-Safetensors optimizer_state_of(const graph::Program& program) {
-  Safetensors file;
+std::vector<NamedTensor> optimizer_state_tensors(const graph::Program& program) {
+  std::vector<NamedTensor> out;
   for (const auto& p : program.params()) {
-    if (p.state0)
-      file.tensors.push_back(to_stored(program, "optimizer.state0." + p.param->name, p.state0));
-    if (p.state1)
-      file.tensors.push_back(to_stored(program, "optimizer.state1." + p.param->name, p.state1));
-    if (p.ema) file.tensors.push_back(to_stored(program, "ema." + p.param->name, p.ema));
+    if (p.state0) out.push_back({"optimizer.state0." + p.param->name, p.state0});
+    if (p.state1) out.push_back({"optimizer.state1." + p.param->name, p.state1});
+    if (p.ema) out.push_back({"ema." + p.param->name, p.ema});
   }
-  return file;
+  return out;
 }
 
 LoadReport load_parameters(graph::Program& program, const Safetensors& file,
                            const std::string& path, bool strict) {
-  std::vector<Target> targets;
-  for (const auto& p : program.params()) targets.push_back({p.param->name, p.value});
-  return copy_matching(program, targets, file, path, strict, "");
+  return copy_matching(program, parameter_tensors(program), file, path, strict, "");
 }
 
 void load_optimizer_state(graph::Program& program, const Safetensors& file,
                           const std::string& path) {
-  std::vector<Target> targets;
-  for (const auto& p : program.params()) {
-    if (p.state0) targets.push_back({"optimizer.state0." + p.param->name, p.state0});
-    if (p.state1) targets.push_back({"optimizer.state1." + p.param->name, p.state1});
-    if (p.ema) targets.push_back({"ema." + p.param->name, p.ema});
-  }
-  copy_matching(program, targets, file, path, true, "optimizer.");
+  copy_matching(program, optimizer_state_tensors(program), file, path, true, "optimizer.");
 }
 
 void load_averaged_parameters(graph::Program& program, const Safetensors& state_file,
                               const std::string& path) {
-  std::vector<Target> targets;
-  for (const auto& p : program.params()) targets.push_back({"ema." + p.param->name, p.value});
+  std::vector<NamedTensor> targets = parameter_tensors(program);
+  for (NamedTensor& target : targets) target.name = "ema." + target.name;
   copy_matching(program, targets, state_file, path, true, "ema.");
 }
 

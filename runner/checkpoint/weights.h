@@ -14,11 +14,17 @@
 
 namespace trainer::checkpoint {
 
-Safetensors parameters_of(const graph::Program& program);
+// A tensor of the program (on its device) under the name a file gives it.
+struct NamedTensor {
+  std::string name;
+  TensorRef tensor;
+};
+
+std::vector<NamedTensor> parameter_tensors(const graph::Program& program);
 // The averaged weights under the parameter names (empty without them).
-Safetensors averaged_parameters_of(const graph::Program& program);
+std::vector<NamedTensor> averaged_parameter_tensors(const graph::Program& program);
 // Optimizer moments and the averaged weights.
-Safetensors optimizer_state_of(const graph::Program& program);
+std::vector<NamedTensor> optimizer_state_tensors(const graph::Program& program);
 
 struct LoadReport {
   std::vector<std::string> loaded;

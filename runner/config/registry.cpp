@@ -354,8 +354,8 @@ std::vector<SectionDef> build_sections() {
                    "RAM within the process's cgroup and ulimit -v, for `plan` and auto); CPU "
                    "ranks on one machine share it, each planning for its share. The "
                    "plan counts the training's memory (parameters, gradients, optimizer state, "
-                   "activations, workspace, loader buffers), not the process's libraries, "
-                   "data read into memory or a checkpoint being written")
+                   "activations, workspace, loader buffers), not the process's libraries or "
+                   "data read into memory; a checkpoint being written adds at most 16 MiB")
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.memory_limit_mib = int_of(v); }),

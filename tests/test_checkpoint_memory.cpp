@@ -1,0 +1,121 @@
+// A checkpoint is written without a host copy of its files: the heap it
+// takes beyond training stays a bounded staging buffer however large the
+// model, and what it writes is the program's tensors, byte for byte.
+#include <catch2/catch.hpp>
+
+#include <malloc.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "runner/checkpoint/checkpoint_store.h"
+#include "runner/checkpoint/safetensors.h"
+#include "tests/program_fixture.h"
+#include "tests/temp_dir.h"
+
+// Every operator new of this test counts its block's bytes: the heap in use
+// and the most in use since the last reset_heap_peak().
+namespace {
+std::atomic<std::size_t> heap_in_use{0};
+std::atomic<std::size_t> heap_peak{0};
+
+void* counted_allocation(std::size_t bytes) {
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (!p) throw std::bad_alloc();
+  const std::size_t now = heap_in_use += malloc_usable_size(p);
+  std::size_t peak = heap_peak.load();
+  while (now > peak && !heap_peak.compare_exchange_weak(peak, now)) {
+  }
+  return p;
+}
+
+void counted_release(void* p) {
+  if (!p) return;
+  heap_in_use -= malloc_usable_size(p);
+  std::free(p);
+}
+
+void reset_heap_peak() {
+  heap_peak = heap_in_use.load();
+}
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  return counted_allocation(bytes);
+}
+void* operator new[](std::size_t bytes) {
+  return counted_allocation(bytes);
+}
+void operator delete(void* p) noexcept {
+  counted_release(p);
+}
+void operator delete[](void* p) noexcept {
+  counted_release(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  counted_release(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  counted_release(p);
+}
+
+namespace trainer::graph {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+TEST_CASE("a checkpoint's files are written from the program's tensors in bounded pieces") {
+  // fc.weight alone is 4096 x 4096 floats (64 MiB); with Adam's two moments
+  // the state file holds 128 MiB.
+  ModelInput in;
+  in.batch = 2;
+  in.sample_shape = {4096};
+  in.num_classes = 4096;
+  CompileOptions options;
+  options.optimizer_state_tensors = 2;
+  Program program(differentiate(graph_of_yaml(
+                      "layers:\n  - {type: linear, name: fc, out_features: 4096}\n", in)),
+                  cpu_backend(), options);
+  initialize_params(program, 11);
+  // Moments unlike the weights, so a file holding the wrong tensor shows.
+  for (auto& p : program.params())
+    for (const TensorRef* state : {&p.state0, &p.state1})
+      for (std::int64_t i = 0; i < state->numel(); ++i)
+        state->f32()[i] = static_cast<float>(i % 977) * (state == &p.state0 ? 1e-3f : 2e-3f);
+
+  testing::TempDir tmp("checkpoint-memory");
+  checkpoint::CheckpointStore store(tmp.path().string());
+  checkpoint::TrainState state;
+  state.step = 1;
+  reset_heap_peak();
+  const std::size_t before = heap_in_use.load();
+  const std::string saved = store.save(program, state, {}, [](const std::string& warning) {
+    FAIL("unexpected warning: " << warning);
+  });
+  const std::size_t taken = heap_peak.load() - before;
+  INFO("heap taken by the save: " << taken / kMiB << " MiB");
+  CHECK(taken < 24 * kMiB);
+
+  const auto model = checkpoint::read_safetensors(saved + "/model.safetensors");
+  const auto moments = checkpoint::read_safetensors(saved + "/state.safetensors");
+  for (const auto& p : program.params()) {
+    const auto* weights = model.find(p.param->name);
+    REQUIRE(weights);
+    CHECK(weights->dtype == "F32");
+    REQUIRE(weights->bytes.size() == p.value.bytes());
+    CHECK(std::memcmp(weights->bytes.data(), p.value.data, p.value.bytes()) == 0);
+    for (const auto& [name, tensor] : {std::pair{"optimizer.state0." + p.param->name, p.state0},
+                                       std::pair{"optimizer.state1." + p.param->name, p.state1}}) {
+      const auto* stored = moments.find(name);
+      REQUIRE(stored);
+      REQUIRE(stored->bytes.size() == tensor.bytes());
+      CHECK(std::memcmp(stored->bytes.data(), tensor.data, tensor.bytes()) == 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainer::graph

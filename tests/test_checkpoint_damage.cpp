@@ -227,27 +227,31 @@ TEST_CASE("a state edited past what a run can reach is a damaged checkpoint") {
              Contains("step-00000049/state.safetensors: state 'step' is 48, but the checkpoint's "
                       "folder is named for step 49"));
 
-  // A resume: metrics_bytes inside a record would cut it in two. The
-  // checkpoint is set aside and the one before it used, as for a checksum mismatch.
+  // A resume: metrics_bytes inside a record would cut it in two. Its
+  // checksums match, so the records are taken to have changed: the resume
+  // stops, and nothing is set aside (the next test).
   edit_state(checkpoints + "/step-00000048", [](auto& s) { s["metrics_bytes"] = 5; });
-  REQUIRE(resume(run, {"train.epochs=4"}, tmp / "r.log") == 0);
+  const auto before = snapshot(checkpoints);
+  REQUIRE(resume(run, {"train.epochs=4"}, tmp / "r.log") == 1);
   const std::string log = read_text(tmp / "r.log");
   INFO(log);
-  CHECK_THAT(log,
-             Contains("checkpoint " + checkpoints + "/step-00000048 is unusable: " + checkpoints +
-                      "/step-00000048/state.safetensors: state 'metrics_bytes' "
-                      "is 5, inside a record of " +
-                      run + "/metrics.jsonl"));
-  CHECK(fs::exists(checkpoints + "/step-00000048.bad"));
-  CHECK_THAT(log, Contains("resuming from " + checkpoints + "/step-00000042"));
-  CHECK(steps_of(run) == 64);
-  for (const auto& line : read_lines(run + "/metrics.jsonl"))
-    CHECK_NOTHROW(nlohmann::json::parse(line));
+  CHECK_THAT(log, Contains("cannot resume from checkpoint " + checkpoints +
+                           "/step-00000048: " + checkpoints +
+                           "/step-00000048/state.safetensors: state 'metrics_bytes' is 5, inside "
+                           "a record of " +
+                           run + "/metrics.jsonl"));
+  CHECK(snapshot(checkpoints) == before);
 }
 
 TEST_CASE("records changed after the checkpoints stop the resume; no checkpoint is set aside") {
   TempDir tmp("records-changed");
   const std::string run = finished_run(tmp, "run");
+  // An older checkpoint that recorded no records (as a run's first can):
+  // it fits any records, and must not be resumed from in place of the newest.
+  edit_state(run + "/checkpoints/step-00000035", [](auto& s) {
+    s["metrics_bytes"] = 0;
+    s["timing_bytes"] = 0;
+  });
   // Line ends converted (a copy through another system): every recorded
   // length now falls inside a record, and no checkpoint is to blame.
   std::string crlf;
@@ -257,12 +261,17 @@ TEST_CASE("records changed after the checkpoints stop the resume; no checkpoint 
   CHECK(resume(run, {"train.epochs=4"}, tmp / "r.log") == 1);
   const std::string log = read_text(tmp / "r.log");
   INFO(log);
-  CHECK_THAT(log, Contains("no checkpoint fits the run's records"));
+  CHECK_THAT(log,
+             Contains("cannot resume from checkpoint " + run + "/checkpoints/step-00000048: ") &&
+                 Contains("the run's records were changed since the checkpoint was taken"));
+  CHECK_THAT(log, !Contains("unusable"));
   CHECK(snapshot(run + "/checkpoints") == checkpoints_before);
   CHECK(read_text(run + "/metrics.jsonl") == crlf);
-  // Without the file, the resume goes on.
+  // Without the file, the resume goes on from the newest.
   fs::remove(run + "/metrics.jsonl");
   CHECK(resume(run, {"train.epochs=4"}, tmp / "r2.log") == 0);
+  CHECK_THAT(read_text(tmp / "r2.log"),
+             Contains("resuming from " + run + "/checkpoints/step-00000048"));
 }
 
 TEST_CASE(

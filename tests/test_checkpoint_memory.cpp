@@ -1,6 +1,7 @@
-// A checkpoint is written without a host copy of its files: the heap it
-// takes beyond training stays a bounded staging buffer however large the
-// model, and what it writes is the program's tensors, byte for byte.
+// A checkpoint is written and loaded without a host copy of its files: the
+// heap it takes beyond training stays a bounded staging buffer however large
+// the model, and what it writes (and loads) is the program's tensors, byte
+// for byte.
 #include <catch2/catch.hpp>
 
 #include <malloc.h>
@@ -8,6 +9,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -67,41 +70,70 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-TEST_CASE("a checkpoint's files are written from the program's tensors in bounded pieces") {
-  // fc.weight alone is 4096 x 4096 floats (64 MiB); with Adam's two moments
-  // the state file holds 128 MiB.
+// A program whose fc.weight alone is 4096 x 4096 floats (64 MiB); with
+// Adam's two moments its state file holds 128 MiB.
+std::unique_ptr<Program> large_program(std::uint64_t seed) {
   ModelInput in;
   in.batch = 2;
   in.sample_shape = {4096};
   in.num_classes = 4096;
   CompileOptions options;
   options.optimizer_state_tensors = 2;
-  Program program(differentiate(graph_of_yaml(
-                      "layers:\n  - {type: linear, name: fc, out_features: 4096}\n", in)),
-                  cpu_backend(), options);
-  initialize_params(program, 11);
+  auto program = std::make_unique<Program>(
+      differentiate(
+          graph_of_yaml("layers:\n  - {type: linear, name: fc, out_features: 4096}\n", in)),
+      cpu_backend(), options);
+  initialize_params(*program, seed);
   // Moments unlike the weights, so a file holding the wrong tensor shows.
-  for (auto& p : program.params())
+  for (auto& p : program->params())
     for (const TensorRef* state : {&p.state0, &p.state1})
       for (std::int64_t i = 0; i < state->numel(); ++i)
-        state->f32()[i] = static_cast<float>(i % 977) * (state == &p.state0 ? 1e-3f : 2e-3f);
+        state->f32()[i] = static_cast<float>((i + static_cast<std::int64_t>(seed)) % 977) *
+                          (state == &p.state0 ? 1e-3f : 2e-3f);
+  return program;
+}
 
+// Whether every parameter and moment of `a` holds the bytes of `b`'s.
+bool same_tensors(Program& a, Program& b) {
+  for (std::size_t i = 0; i < a.params().size(); ++i) {
+    const auto& p = a.params()[i];
+    const auto& q = b.params()[i];
+    for (const auto& [x, y] : {std::pair{p.value, q.value}, std::pair{p.state0, q.state0},
+                               std::pair{p.state1, q.state1}})
+      if (x.bytes() != y.bytes() || std::memcmp(x.data, y.data, x.bytes()) != 0) return false;
+  }
+  return true;
+}
+
+// A consistent state of step `step` (of 128 per epoch, 1000 in all).
+checkpoint::TrainState state_at(std::int64_t step) {
+  checkpoint::TrainState state;
+  state.step = step;
+  state.epoch_step = step;
+  state.steps_per_epoch = 128;
+  state.total_steps = 1000;
+  return state;
+}
+
+void fail_on_warning(const std::string& warning) {
+  FAIL("unexpected warning: " << warning);
+}
+
+TEST_CASE("a checkpoint's files are written from the program's tensors in bounded pieces") {
+  auto program = large_program(11);
   testing::TempDir tmp("checkpoint-memory");
   checkpoint::CheckpointStore store(tmp.path().string());
-  checkpoint::TrainState state;
-  state.step = 1;
+  checkpoint::TrainState state = state_at(1);
   reset_heap_peak();
   const std::size_t before = heap_in_use.load();
-  const std::string saved = store.save(program, state, {}, [](const std::string& warning) {
-    FAIL("unexpected warning: " << warning);
-  });
+  const std::string saved = store.save(*program, state, {}, fail_on_warning);
   const std::size_t taken = heap_peak.load() - before;
   INFO("heap taken by the save: " << taken / kMiB << " MiB");
   CHECK(taken < 24 * kMiB);
 
   const auto model = checkpoint::read_safetensors(saved + "/model.safetensors");
   const auto moments = checkpoint::read_safetensors(saved + "/state.safetensors");
-  for (const auto& p : program.params()) {
+  for (const auto& p : program->params()) {
     const auto* weights = model.find(p.param->name);
     REQUIRE(weights);
     CHECK(weights->dtype == "F32");
@@ -114,6 +146,40 @@ TEST_CASE("a checkpoint's files are written from the program's tensors in bounde
       REQUIRE(stored->bytes.size() == tensor.bytes());
       CHECK(std::memcmp(stored->bytes.data(), tensor.data, tensor.bytes()) == 0);
     }
+  }
+}
+
+TEST_CASE("a resume reads a checkpoint's files into the program in bounded pieces") {
+  auto saved = large_program(11);
+  testing::TempDir tmp("checkpoint-load");
+  checkpoint::CheckpointStore store(tmp.path().string());
+  checkpoint::TrainState state = state_at(1);
+  store.save(*saved, state, {}, fail_on_warning);
+
+  auto resumed = large_program(12);
+  REQUIRE_FALSE(same_tensors(*resumed, *saved));
+  reset_heap_peak();
+  const std::size_t before = heap_in_use.load();
+  const auto loaded = store.load_newest(*resumed, true, fail_on_warning);
+  const std::size_t taken = heap_peak.load() - before;
+  INFO("heap taken by the load: " << taken / kMiB << " MiB");
+  CHECK(taken < 24 * kMiB);
+  REQUIRE(loaded);
+  CHECK(loaded->state.step == 1);
+  CHECK(same_tensors(*resumed, *saved));
+
+  SECTION("a NaN past the first piece is found, at its place") {
+    // Element 4200000 lies in the weight's second 16 MiB piece: row 1025, column 1600.
+    saved->params()[0].value.f32()[4200000] = std::numeric_limits<float>::quiet_NaN();
+    store.save(*saved, state_at(2), {}, fail_on_warning);
+    std::string error;
+    try {
+      store.load_newest(*resumed, true, fail_on_warning);
+    } catch (const checkpoint::CheckpointNotFinite& e) {
+      error = e.what();
+    }
+    CHECK(error.find("tensor 'fc.weight' element 4200000 (at [1025, 1600]) is NaN; 1 of its "
+                     "16777216 values is not finite") != std::string::npos);
   }
 }
 

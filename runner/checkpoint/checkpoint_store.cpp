@@ -25,6 +25,8 @@ constexpr const char* kStateFile = "state.safetensors";
 constexpr const char* kAveragedModelFile = "model_ema.safetensors";
 constexpr const char* kSumsFile = "SHA256SUMS";
 constexpr const char* kStateKey = "trainer_state";
+// The most bytes of a checkpoint file held in memory at once, written or read.
+constexpr std::size_t kStagingBytes = std::size_t{16} << 20;
 
 // Complete checkpoints (step-N folders), newest first. A folder whose N is no
 // step a run can reach (more digits than int64 holds) is not one. A
@@ -75,8 +77,10 @@ bool holds_set_aside(const fs::path& dir) {
   return false;
 }
 
-// Verifies SHA256SUMS and returns the decoded model and state files.
-std::pair<Safetensors, Safetensors> read_verified(const fs::path& dir) {
+// Verifies SHA256SUMS and returns the model and state files, open (their
+// headers read), each hashed a piece at a time from the descriptor it is
+// then read from.
+std::pair<SafetensorsFile, SafetensorsFile> read_verified(const fs::path& dir) {
   const std::string sums_path = (dir / kSumsFile).string();
   const std::string sums = read_file_bytes(sums_path);
   std::istringstream lines(sums);
@@ -86,20 +90,21 @@ std::pair<Safetensors, Safetensors> read_verified(const fs::path& dir) {
   for (const char* file : {kModelFile, kStateFile})
     if (!expected.count(file))
       throw CheckpointError(sums_path + ": no checksum for " + std::string(file));
-  std::string model_bytes, state_bytes;
-  for (const char* file : {kModelFile, kStateFile}) {
-    const std::string path = (dir / file).string();
-    std::string bytes = read_file_bytes(path);
-    const std::string actual = train::sha256_hex(bytes);
-    if (actual != expected[file])
-      throw CheckpointError(path + ": checksum mismatch (" + std::to_string(bytes.size()) +
+  const auto verified = [&](const char* name) {
+    PieceReader file((dir / name).string());
+    train::Sha256 sha;
+    file.read(0, file.size(), kStagingBytes, "the file",
+              [&](std::string_view piece, std::uint64_t) { sha.update(piece); });
+    const std::string actual = sha.hex();
+    if (actual != expected[name])
+      throw CheckpointError(file.path() + ": checksum mismatch (" + std::to_string(file.size()) +
                             " bytes, SHA-256 " + actual.substr(0, 16) + "..., expected " +
-                            expected[file].substr(0, 16) +
+                            expected[name].substr(0, 16) +
                             "...): the file is truncated or corrupted");
-    (std::string(file) == kModelFile ? model_bytes : state_bytes) = std::move(bytes);
-  }
-  return {decode_safetensors(model_bytes, (dir / kModelFile).string()),
-          decode_safetensors(state_bytes, (dir / kStateFile).string())};
+    return SafetensorsFile(std::move(file));
+  };
+  SafetensorsFile model = verified(kModelFile);
+  return {std::move(model), verified(kStateFile)};
 }
 
 // The step a checkpoint folder's name gives ("step-00000120": 120), or
@@ -345,9 +350,6 @@ std::string safetensors_dtype_of(DType dtype) {
   throw std::logic_error("a tensor of an unknown element type");
 }
 
-// The most bytes of a checkpoint's tensors held on the host at once.
-constexpr std::size_t kStagingBytes = std::size_t{16} << 20;
-
 // Writes the program's `tensors` to the safetensors file `path` (synced),
 // copied from the device a piece of at most kStagingBytes at a time, and
 // returns the file's SHA-256: a checkpoint takes that much memory beyond
@@ -455,7 +457,7 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
                                    bool averaged) {
   const auto [model, state_file] = read_verified(path);
   const std::string state_path = (fs::path(path) / kStateFile).string();
-  TrainState state = checked_state_of(state_file, path);
+  TrainState state = checked_state_of(state_file.contents(), path);
   if (averaged)
     load_averaged_parameters(program, state_file, state_path);
   else
@@ -523,7 +525,7 @@ std::string CheckpointStore::read(const std::string& which, const std::string& m
 TrainState verify_checkpoint(const std::string& path) {
   const auto [model, state] = read_verified(path);
   (void)model;
-  return checked_state_of(state, path);
+  return checked_state_of(state.contents(), path);
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
@@ -531,10 +533,6 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     const std::function<void(const std::string&)>& warn) {
   check_checkpoint_folder(dir_);
   const auto all = list_checkpoints(dir_);
-  // Checkpoints whose recorded record lengths fall inside a record: either
-  // the state is wrong (then an older checkpoint fits, and they are set
-  // aside), or the records were changed since (then none fits, and none is).
-  std::vector<std::pair<fs::path, std::string>> off_the_records;
   const auto unusable = [&](const fs::path& path, const std::string& why) {
     const std::string moved = set_aside_bad ? set_aside(path) : "";
     warn("checkpoint " + path.string() + " is unusable: " + why +
@@ -543,11 +541,10 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
   for (const auto& [step, path] : all) {
     try {
       const auto [model, state_file] = read_verified(path);
-      TrainState state = checked_state_of(state_file, path);
+      TrainState state = checked_state_of(state_file.contents(), path);
       check_record_lengths(state, fs::path(dir_).parent_path(), (path / kStateFile).string());
       load_parameters(program, model, (path / kModelFile).string(), true);
       load_optimizer_state(program, state_file, (path / kStateFile).string());
-      for (const auto& [skipped, why] : off_the_records) unusable(skipped, why);
       return LoadedCheckpoint{path.string(), std::move(state)};
     } catch (const CheckpointMismatch&) {
       throw;  // the config changed, not the file: an older one would not fit either
@@ -564,19 +561,21 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     } catch (const CheckpointUnreadable&) {
       throw;  // not damage: the same file reads once the system lets it
     } catch (const RecordsChanged& e) {
-      off_the_records.emplace_back(path, e.what());
+      // An intact checkpoint whose recorded lengths no longer end a record:
+      // the records changed since. An older checkpoint may still seem to fit
+      // (the first one recorded nothing; an edit may lie after its length),
+      // but resuming there would set aside good checkpoints and train their
+      // steps again: stop, keeping everything.
+      throw RecordsChanged(
+          "cannot resume from checkpoint " + path.string() + ": " + e.what() +
+          "\n  the run's records were changed since the checkpoint was taken (line ends "
+          "converted, lines added or edited), and the checkpoints are kept as they are. Put the "
+          "run's own records back, or remove that file (the resume then goes on, noting the "
+          "records it lost)");
     } catch (const CheckpointError& e) {
       unusable(path, e.what());
     }
   }
-  if (!off_the_records.empty())
-    throw RecordsChanged(
-        "cannot resume from checkpoint " + off_the_records.front().first.string() + ": " +
-        off_the_records.front().second +
-        "\n  no checkpoint fits the run's records: they were changed since the checkpoints were "
-        "taken (line ends converted, lines added or edited), and the checkpoints are kept as "
-        "they are. Put the run's own records back, or remove that file (the resume then goes "
-        "on, noting the records it lost)");
   // Checkpoints were written but none loads: starting over here would
   // overwrite the run's records with another run's.
   if (!all.empty() || holds_set_aside(dir_))

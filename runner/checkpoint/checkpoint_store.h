@@ -48,15 +48,17 @@ class CheckpointStore {
                    const std::function<void(const std::string&)>& warn);
 
   // Loads the newest checkpoint that verifies (checksums, format, a state
-  // that is consistent, with its folder's step and with the run's record
-  // files) into `program`. Each damaged one is reported through `warn` with
+  // that is consistent, with its folder's step) into `program`, its files
+  // read a piece at a time. Each damaged one is reported through `warn` with
   // its path and why, renamed to <name>.bad (never replacing an earlier .bad)
   // when `set_aside_bad` (one process of a job does that: the others may
   // still be reading it), and the previous one is tried. Throws
   // CheckpointMismatch when the newest intact one does not fit the program's
-  // tensors, CheckpointNotFinite when it holds a NaN or infinity, and
-  // CheckpointUnreadable when the system refuses to read one (nothing is set
-  // aside for these), and CheckpointError when checkpoints exist (or were
+  // tensors, CheckpointNotFinite when it holds a NaN or infinity,
+  // RecordsChanged when the lengths of the run's record files it recorded no
+  // longer end a record (an older one is not tried: it would set aside good
+  // checkpoints), and CheckpointUnreadable when the system refuses to read
+  // one (nothing is set aside for these), and CheckpointError when checkpoints exist (or were
   // set aside) but none loads, or when the checkpoints folder is not a
   // directory, or is missing although the run directory records a
   // checkpoint (summary.json, train.log). nullopt: no checkpoint was ever

@@ -258,6 +258,8 @@ Safetensors decode(std::string_view head, std::uint64_t file_size, bool with_dat
            where + "holds " + std::to_string(end - begin) + " bytes, its shape and dtype need " +
                std::to_string(count * element));
     if (with_data) t.bytes.assign(head.substr(data_start + begin, end - begin));
+    t.file_offset = data_start + begin;
+    t.file_bytes = end - begin;
     ranges.push_back({begin, end, name});
     file.tensors.push_back(std::move(t));
   }
@@ -271,21 +273,6 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
   return decode(bytes, bytes.size(), true, path);
 }
 
-Safetensors read_safetensors_header(const std::string& path) {
-  if (!data::not_a_regular_file(path).empty()) return read_safetensors(path);  // its error
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return read_safetensors(path);  // its error, with the system's reason
-  const auto size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  std::string head(8, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(8, size)));
-  const std::uint64_t n = header_length(head, size, path);
-  head.resize(kHeaderOffset + n);
-  in.read(head.data() + kHeaderOffset, static_cast<std::streamsize>(n));
-  if (!in) fail(path, kHeaderOffset, "cannot read the header");
-  return decode(head, size, false, path);
-}
-
 namespace {
 
 // Refuses what is not a plain file before it is opened: a FIFO would block
@@ -295,17 +282,24 @@ void require_regular_file(const std::string& path) {
     throw CheckpointError(path + ": is " + what + ", not a file");
 }
 
-}  // namespace
-
-std::string read_file_bytes(const std::string& path) {
+// An input stream of `path`, open, or the error read_file_bytes gives.
+std::ifstream open_for_reading(const std::string& path) {
   require_regular_file(path);
   errno = 0;
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int error = errno;
     if (error == ENOENT || error == 0) throw CheckpointError(path + ": missing");
     throw CheckpointUnreadable(path + ": cannot open for reading: " + std::strerror(error));
   }
+  return in;
+}
+
+}  // namespace
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in = open_for_reading(path);
+  in.seekg(0, std::ios::end);
   const auto size = static_cast<std::uint64_t>(in.tellg());
   in.seekg(0);
   // Read whole: a file larger than the machine's memory (a sparse or
@@ -350,6 +344,52 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::string& 
 
 Safetensors read_safetensors(const std::string& path) {
   return decode_safetensors(read_file_bytes(path), path);
+}
+
+PieceReader::PieceReader(const std::string& path) : path_(path), in_(open_for_reading(path)) {
+  in_.seekg(0, std::ios::end);
+  size_ = static_cast<std::uint64_t>(in_.tellg());
+}
+
+void PieceReader::read(std::uint64_t offset, std::uint64_t bytes, std::size_t piece_bytes,
+                       const std::string& what, const PieceUse& use) const {
+  in_.clear();
+  in_.seekg(static_cast<std::streamoff>(offset));
+  std::string piece(static_cast<std::size_t>(
+                        std::min<std::uint64_t>(bytes, std::max<std::size_t>(1, piece_bytes))),
+                    '\0');
+  for (std::uint64_t at = 0; at < bytes; at += piece.size()) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), bytes - at));
+    errno = 0;
+    in_.read(piece.data(), static_cast<std::streamsize>(n));
+    if (in_.bad()) {
+      const int error = errno;
+      throw CheckpointUnreadable(path_ + ": read error at offset " + std::to_string(offset + at) +
+                                 (error != 0 ? ": " + std::string(std::strerror(error)) : ""));
+    }
+    if (static_cast<std::size_t>(in_.gcount()) != n)
+      fail(path_, offset + at + static_cast<std::uint64_t>(in_.gcount()),
+           what + ": the file ends early (it changed since it was opened)");
+    use(std::string_view(piece.data(), n), at);
+  }
+}
+
+SafetensorsFile::SafetensorsFile(PieceReader file) : file_(std::move(file)) {
+  const std::string& path = file_.path();
+  std::string head;
+  const auto append = [&](std::string_view piece, std::uint64_t) { head += piece; };
+  file_.read(0, std::min<std::uint64_t>(kHeaderOffset, file_.size()), kHeaderOffset,
+             "the header length", append);
+  const std::uint64_t n = header_length(head, file_.size(), path);
+  file_.read(kHeaderOffset, n, static_cast<std::size_t>(n), "the header", append);
+  contents_ = decode(head, file_.size(), false, path);
+}
+
+void SafetensorsFile::read_pieces(const StoredTensor& t, std::size_t piece_bytes,
+                                  const PieceUse& use) const {
+  const std::size_t element = std::max<std::size_t>(1, safetensors_dtype_size(t.dtype));
+  file_.read(t.file_offset, t.file_bytes, std::max(element, piece_bytes - piece_bytes % element),
+             "tensor '" + t.name + "'", use);
 }
 
 }  // namespace trainer::checkpoint

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -54,7 +56,10 @@ struct StoredTensor {
   std::string name;
   std::string dtype;  // "F32", "I64", ...
   std::vector<std::int64_t> shape;
-  std::string bytes;  // raw little-endian data
+  std::string bytes;  // raw little-endian data (empty in a SafetensorsFile's contents)
+  // Where its data lies in the file it was read from: the first byte's offset
+  // from the file's start, and the bytes it takes.
+  std::uint64_t file_offset = 0, file_bytes = 0;
 };
 
 struct Safetensors {
@@ -93,9 +98,51 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::string& 
 
 Safetensors read_safetensors(const std::string& path);
 
-// The file's names, dtypes and shapes (every tensor's `bytes` left empty),
-// checked as read_safetensors checks them, reading only its header.
-Safetensors read_safetensors_header(const std::string& path);
+// A function given a file's bytes a piece at a time, and where each piece
+// starts (in the tensor, or in the range, read).
+using PieceUse = std::function<void(std::string_view piece, std::uint64_t at)>;
+
+// A file open for reading a piece at a time. It stays open: a file deleted
+// meanwhile (by a run's retention) still reads. Throws as read_file_bytes
+// does when the file cannot be opened.
+class PieceReader {
+ public:
+  explicit PieceReader(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  std::uint64_t size() const { return size_; }
+  // Calls `use` with bytes [offset, offset + bytes) in order, at most
+  // `piece_bytes` at a time. A read that fails: CheckpointUnreadable; a file
+  // that ends early (changed since it was opened): CheckpointError naming
+  // `what` it was reading.
+  void read(std::uint64_t offset, std::uint64_t bytes, std::size_t piece_bytes,
+            const std::string& what, const PieceUse& use) const;
+
+ private:
+  std::string path_;
+  mutable std::ifstream in_;
+  std::uint64_t size_ = 0;
+};
+
+// A safetensors file open for reading: its header read and checked as
+// read_safetensors checks the whole file, its tensors' bytes read when asked,
+// a piece at a time, so that loading holds no copy of the file.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path) : SafetensorsFile(PieceReader(path)) {}
+  explicit SafetensorsFile(PieceReader file);
+
+  const std::string& path() const { return file_.path(); }
+  // Names, dtypes, shapes and places (every tensor's `bytes` empty).
+  const Safetensors& contents() const { return contents_; }
+  // Calls `use` with tensor `t`'s bytes in order, at most `piece_bytes` at a
+  // time (whole elements), as PieceReader::read.
+  void read_pieces(const StoredTensor& t, std::size_t piece_bytes, const PieceUse& use) const;
+
+ private:
+  PieceReader file_;
+  Safetensors contents_;
+};
 
 // The whole file as bytes; throws CheckpointError naming the file when it is
 // missing, CheckpointUnreadable (with the system's reason) when it cannot be read.

@@ -15,27 +15,28 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
-// The float32 values of stored tensor `t` that are not finite: how many,
-// the first one's flat index and its value.
+// The most bytes of a file's tensor read into memory at once.
+constexpr std::size_t kPieceBytes = std::size_t{16} << 20;
+
+// The float32 values of a stored tensor that are not finite: how many, the
+// first one's flat index and its value; counted a piece at a time.
 struct NonFinite {
   std::size_t count = 0, first = 0;
   float value = 0;
-};
 
-NonFinite non_finite_in(const StoredTensor& t) {
-  NonFinite found;
-  const std::size_t n = t.bytes.size() / sizeof(float);
-  for (std::size_t i = 0; i < n; ++i) {
-    float v;
-    std::memcpy(&v, t.bytes.data() + i * sizeof v, sizeof v);
-    if (std::isfinite(v)) continue;
-    if (found.count++ == 0) {
-      found.first = i;
-      found.value = v;
+  // Counts those of `piece`, which starts at element `at` of the tensor.
+  void count_in(std::string_view piece, std::size_t at) {
+    for (std::size_t i = 0; i < piece.size() / sizeof(float); ++i) {
+      float v;
+      std::memcpy(&v, piece.data() + i * sizeof v, sizeof v);
+      if (std::isfinite(v)) continue;
+      if (count++ == 0) {
+        first = at + i;
+        value = v;
+      }
     }
   }
-  return found;
-}
+};
 
 // Flat index `i` of a tensor of `shape` as its position: [1, 3].
 std::string position_of(std::size_t i, const std::vector<std::int64_t>& shape) {
@@ -56,12 +57,12 @@ bool fits(const StoredTensor& t, const Shape& shape) {
 // Checks every target against the file and copies when all match (or, non-strict, the matching
 // ones).
 LoadReport copy_matching(graph::Program& program, const std::vector<NamedTensor>& targets,
-                         const Safetensors& file, const std::string& path, bool strict,
+                         const SafetensorsFile& file, const std::string& path, bool strict,
                          const std::string& extra_prefix) {
   std::vector<TensorShape> shapes;
   for (const auto& target : targets) shapes.push_back({target.name, target.tensor.shape});
   LoadReport report;
-  report.mismatches = mismatches_of(file, shapes, extra_prefix);
+  report.mismatches = mismatches_of(file.contents(), shapes, extra_prefix);
   if (strict && !report.mismatches.empty()) {
     std::string list;
     for (const auto& m : report.mismatches) list += "\n  " + m;
@@ -70,10 +71,12 @@ LoadReport copy_matching(graph::Program& program, const std::vector<NamedTensor>
   }
   check_finite(file, shapes, path);  // before anything is copied
   for (const auto& target : targets) {
-    const StoredTensor* stored = file.find(target.name);
+    const StoredTensor* stored = file.contents().find(target.name);
     if (!stored || !fits(*stored, target.tensor.shape)) continue;
-    program.backend().copy_to_device(target.tensor.data, stored->bytes.data(),
-                                     target.tensor.bytes());
+    auto* data = static_cast<char*>(target.tensor.data);
+    file.read_pieces(*stored, kPieceBytes, [&](std::string_view piece, std::uint64_t at) {
+      program.backend().copy_to_device(data + at, piece.data(), piece.size());
+    });
     report.loaded.push_back(stored->name);
   }
   return report;
@@ -104,14 +107,17 @@ std::vector<std::string> mismatches_of(const Safetensors& file,
   return mismatches;
 }
 
-void check_finite(const Safetensors& file, const std::vector<TensorShape>& wanted,
+void check_finite(const SafetensorsFile& file, const std::vector<TensorShape>& wanted,
                   const std::string& path) {
   std::string first;
   std::size_t tensors = 0;
   for (const auto& w : wanted) {
-    const StoredTensor* t = file.find(w.name);
+    const StoredTensor* t = file.contents().find(w.name);
     if (!t || !fits(*t, w.shape)) continue;
-    const NonFinite bad = non_finite_in(*t);
+    NonFinite bad;
+    file.read_pieces(*t, kPieceBytes, [&](std::string_view piece, std::uint64_t at) {
+      bad.count_in(piece, static_cast<std::size_t>(at / sizeof(float)));
+    });
     if (bad.count == 0 || tensors++ > 0) continue;
     first = "tensor '" + t->name + "' element " + std::to_string(bad.first) + " (at " +
             position_of(bad.first, t->shape) + ") is " +
@@ -119,7 +125,7 @@ void check_finite(const Safetensors& file, const std::vector<TensorShape>& wante
              : bad.value > 0       ? "+inf"
                                    : "-inf") +
             "; " + std::to_string(bad.count) + " of its " +
-            std::to_string(t->bytes.size() / sizeof(float)) +
+            std::to_string(t->file_bytes / sizeof(float)) +
             (bad.count == 1 ? " values is not finite" : " values are not finite");
   }
   if (tensors == 0) return;
@@ -153,17 +159,17 @@ std::vector<NamedTensor> optimizer_state_tensors(const graph::Program& program) 
   return out;
 }
 
-LoadReport load_parameters(graph::Program& program, const Safetensors& file,
+LoadReport load_parameters(graph::Program& program, const SafetensorsFile& file,
                            const std::string& path, bool strict) {
   return copy_matching(program, parameter_tensors(program), file, path, strict, "");
 }
 
-void load_optimizer_state(graph::Program& program, const Safetensors& file,
+void load_optimizer_state(graph::Program& program, const SafetensorsFile& file,
                           const std::string& path) {
   copy_matching(program, optimizer_state_tensors(program), file, path, true, "optimizer.");
 }
 
-void load_averaged_parameters(graph::Program& program, const Safetensors& state_file,
+void load_averaged_parameters(graph::Program& program, const SafetensorsFile& state_file,
                               const std::string& path) {
   std::vector<NamedTensor> targets = parameter_tensors(program);
   for (NamedTensor& target : targets) target.name = "ema." + target.name;

@@ -48,7 +48,8 @@ std::vector<std::string> mismatches_of(const Safetensors& file,
 // holds a NaN or an infinity, naming `path`, the first such tensor, the
 // index and position of its first such value, how many it holds, and how
 // many other tensors hold one.
-void check_finite(const Safetensors& file, const std::vector<TensorShape>& wanted,
+// The file is read a piece at a time.
+void check_finite(const SafetensorsFile& file, const std::vector<TensorShape>& wanted,
                   const std::string& path);
 
 // Copies `file`'s tensors (read from `path`) into the program's parameters.
@@ -56,17 +57,18 @@ void check_finite(const Safetensors& file, const std::vector<TensorShape>& wante
 // a CheckpointMismatch listing every mismatch and nothing is copied. Non-strict:
 // the matching ones are copied and the others reported. A value that is not
 // finite in a tensor to copy: CheckpointNotFinite (check_finite), nothing copied.
-LoadReport load_parameters(graph::Program& program, const Safetensors& file,
+// The file is read a piece at a time, straight into the program's tensors.
+LoadReport load_parameters(graph::Program& program, const SafetensorsFile& file,
                            const std::string& path, bool strict);
 
 // Copies optimizer moments and the averaged weights; always strict (a
 // resumed run must match exactly).
-void load_optimizer_state(graph::Program& program, const Safetensors& file,
+void load_optimizer_state(graph::Program& program, const SafetensorsFile& file,
                           const std::string& path);
 
 // Copies the averaged weights ("ema.<name>" in an optimizer state file) into
 // the program's parameters, strictly: what evaluating them needs.
-void load_averaged_parameters(graph::Program& program, const Safetensors& state_file,
+void load_averaged_parameters(graph::Program& program, const SafetensorsFile& state_file,
                               const std::string& path);
 
 }  // namespace trainer::checkpoint

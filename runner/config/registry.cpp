@@ -222,7 +222,10 @@ std::vector<SectionDef> build_sections() {
                  .at_most(1)
                  .only_when("type", {"step", "multistep"}),
              [](Config& c, const FieldValue& v) { c.schedule.gamma = number_of(v); }),
-           f(field("min_lr", T::number, "cosine / linear: final learning rate")
+           f(field("min_lr", T::number,
+                   "cosine / linear: the rate the schedule reaches after the last step (the last "
+                   "step itself trains just above it, as PyTorch's CosineAnnealingLR with T_max "
+                   "the step count)")
                  .def("0")
                  .at_least(0)
                  .in_float32()
@@ -347,15 +350,16 @@ std::vector<SectionDef> build_sections() {
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.eval_batches = int_of(v); }),
-           f(field("memory_limit_mib", T::integer,
-                   "Memory the job may use per device, in MiB: `run`, `time` and (on the CPU) "
-                   "`validate` refuse a plan that does not fit it, and micro_batch_size: auto "
-                   "fits it (0: what the device has available, free GPU memory or available "
-                   "RAM within the process's cgroup and ulimit -v, for `plan` and auto); CPU "
-                   "ranks on one machine share it, each planning for its share. The "
-                   "plan counts the training's memory (parameters, gradients, optimizer state, "
-                   "activations, workspace, loader buffers), not the process's libraries or "
-                   "data read into memory; a checkpoint being written adds at most 16 MiB")
+           f(field(
+                 "memory_limit_mib", T::integer,
+                 "Memory the job may use per device, in MiB: `run`, `time` and (on the CPU) "
+                 "`validate` refuse a plan that does not fit it, and micro_batch_size: auto "
+                 "fits it (0: what the device has available, free GPU memory or available "
+                 "RAM within the process's cgroup and ulimit -v, for `plan` and auto); CPU "
+                 "ranks on one machine share it, each planning for its share. The "
+                 "plan counts the training's memory (parameters, gradients, optimizer state, "
+                 "activations, workspace, loader buffers), not the process's libraries or "
+                 "data read into memory; a checkpoint being written or loaded adds at most 16 MiB")
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.memory_limit_mib = int_of(v); }),

@@ -392,8 +392,9 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
   std::vector<checkpoint::TensorShape> params;
   for (const auto& p : s.graph.params) params.push_back({p.name, p.shape});
   try {
-    // The whole file: its values are checked too.
-    const checkpoint::Safetensors file = checkpoint::read_safetensors(s.init_from_file);
+    // Its values are checked too, a piece at a time.
+    const checkpoint::SafetensorsFile opened(s.init_from_file);
+    const checkpoint::Safetensors& file = opened.contents();
     const auto mismatches = checkpoint::mismatches_of(file, params, "");
     if (init_strict(s.config) && !mismatches.empty()) {
       std::string list;
@@ -407,7 +408,7 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
       return;
     }
     if (!init_strict(s.config)) check_partial_init(s, file, path, mark, diags);
-    checkpoint::check_finite(file, params, path);
+    checkpoint::check_finite(opened, params, path);
   } catch (const checkpoint::CheckpointNotFinite& e) {
     diags.add(mark, "model.init_from", e.what(),
               "start from weights saved before the run diverged (an earlier checkpoint's "

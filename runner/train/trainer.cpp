@@ -122,8 +122,8 @@ void load_init_from(const Session& s, graph::Program& program) {
   const bool strict = init_strict(s.config);
   checkpoint::LoadReport report;
   try {
-    const auto file = checkpoint::read_safetensors(s.init_from_file);
-    report = checkpoint::load_parameters(program, file, path, strict);
+    report = checkpoint::load_parameters(program, checkpoint::SafetensorsFile(s.init_from_file),
+                                         path, strict);
   } catch (const std::exception& e) {  // a corrupt file, or tensors that do not fit
     config::Diagnostics diags;
     diags.add(model.find("init_from")->mark(), "model.init_from", e.what());

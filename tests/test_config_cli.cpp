@@ -762,7 +762,8 @@ TEST_CASE("a layer name that is not a string is described, not shown as ''") {
   const std::string config = dir.file("tiny.yaml", kTinyExperiment);
   const auto r = run("validate " + config + " model.layers[1].name=[a]", true);
   CHECK(r.code == 2);
-  CHECK(r.out.find("model.layers[1].name: expected a layer name without dots (and not 'input'), "
+  CHECK(r.out.find("model.layers[1].name: expected a layer name without dots (and not 'input' or "
+                   "'loss', which name the batch and the loss), "
                    "found a list (in override 1 'model.layers[1].name=[a]')\n") !=
         std::string::npos);
 }

@@ -277,6 +277,18 @@ TEST_CASE("a block definition's keys are checked, and a block no layer uses is a
   CHECK(only_error(kGood + "minimal.yaml", {res, "model.blocks.res.layers=[]"})
             .find("model.blocks.res.layers: a block needs at least one layer") !=
         std::string::npos);
+  // A dot in a block's name would make its instances' parameter names
+  // ambiguous ("s.block1.l.weight"); an instance key as a parameter could
+  // never be set.
+  CHECK(only_error(kGood + "minimal.yaml", {"model.blocks={s.block: {layers: [{type: relu}]}}",
+                                            "model.layers[1]={block: s.block}"})
+            .find("error: model.blocks.s.block: a block name may not hold a dot") !=
+        std::string::npos);
+  for (const char* key : {"block", "name", "inputs", "repeat", "first"})
+    CHECK(only_error(kGood + "minimal.yaml",
+                     {res, std::string("model.blocks.res.params.") + key + "=2"})
+              .find(std::string("model.blocks.res.params.") + key + ": '" + key +
+                    "' is a key of every block instance") != std::string::npos);
   const auto unused = load_config(kGood + "minimal.yaml", {res});
   REQUIRE(unused.warnings.size() == 1);
   CHECK(format(unused.warnings[0], "warning") ==
@@ -297,8 +309,8 @@ TEST_CASE("a layer whose output no later layer reads is a warning") {
   REQUIRE(skipped.warnings.size() == 1);
   CHECK(format(skipped.warnings[0], "warning") ==
         "<command line>:1:44: warning: model.layers[1]: no layer reads the output of 'hidden': "
-        "the next layer names other `inputs:` and no later one names it, so it is computed every "
-        "step for nothing and its parameters never train\n"
+        "the next layer names other `inputs:` and no later one names it, so it is left out of "
+        "every step: its parameters never train (a checkpoint keeps them as initialised)\n"
         "    add 'hidden' to a later layer's inputs, or remove the layer");
   // An unnamed layer goes by the name the graph gives it; in a block, too.
   const auto in_block = load_config(

@@ -74,6 +74,30 @@ TEST_CASE("the GPU benchmark's config is valid and plans on the CPU") {
   CHECK(r.out.find("268468224 trainable") != std::string::npos);  // 4 x (8192^2 + 8192)
 }
 
+TEST_CASE("plan marks a layer the loss does not depend on and leaves its FLOPs out") {
+  // The FLOPs line of `plan` with these layers.
+  const auto flops_line = [](const std::string& layers) {
+    const auto r =
+        run_trainer("plan configs/fashion_mnist_mlp.yaml 'model.layers=" + layers + "'", true);
+    INFO(r.out);
+    CHECK(r.code == 0);
+    const auto at = r.out.find("FLOPs per micro-batch");
+    REQUIRE(at != std::string::npos);
+    return std::pair{r.out.substr(at, r.out.find('\n', at) - at), r.out};
+  };
+  const auto [with_dead, out] = flops_line(
+      "[{type: flatten, name: flat}, {type: linear, name: dead, out_features: 1000}, "
+      "{type: linear, out_features: 10, inputs: flat}]");
+  const auto [without, unused] =
+      flops_line("[{type: flatten, name: flat}, {type: linear, out_features: 10}]");
+  CHECK(with_dead == without);
+  const auto dead = out.find("\ndead ");
+  REQUIRE(dead != std::string::npos);
+  const std::string line = out.substr(dead + 1, out.find('\n', dead + 1) - dead - 1);
+  CHECK(line.find("linear (unused)") != std::string::npos);
+  CHECK(line.find("not run") != std::string::npos);
+}
+
 TEST_CASE("a missing data file is a configuration error naming the file") {
   const auto r =
       run_trainer("run configs/fashion_mnist_mlp.yaml data.train.images=/nonexistent/x.gz --out " +

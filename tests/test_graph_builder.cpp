@@ -223,6 +223,57 @@ layers:
   CHECK(c.diags.list()[0].message == "duplicate layer name 'linear1'");
 }
 
+TEST_CASE("'loss' names the loss, as 'input' the batch: no layer takes either name") {
+  for (const char* name : {"input", "loss"}) {
+    auto b = build(std::string(R"(
+layers:
+  - {type: flatten}
+  - {type: linear, name: )") +
+                   name + R"(, out_features: 10}
+)");
+    REQUIRE(b.diags.size() == 1);
+    CHECK(b.diags.list()[0].key_path == "model.layers[1].name");
+    CHECK(b.diags.list()[0].mark.line == 4);
+  }
+}
+
+TEST_CASE("a model whose loss depends on no parameter that trains is refused") {
+  const auto only_message = [](const Built& b) {
+    REQUIRE(b.diags.size() == 1);
+    CHECK(b.diags.list()[0].key_path == "model.layers");
+    return b.diags.list()[0].message;
+  };
+  // No parameters at all.
+  CHECK(only_message(build("layers:\n  - {type: flatten}\n  - {type: tanh}\n", {10})) ==
+        "the model has no trainable parameters: nothing would train");
+  // The only weights lie on a branch the loss does not read.
+  CHECK(only_message(build(R"(
+layers:
+  - {type: linear, name: dead, out_features: 4}
+  - {type: tanh, inputs: [input]}
+)",
+                           {10}, 10)) ==
+        "no parameter that trains reaches the loss, so nothing would train: no later layer reads "
+        "dead, so the loss does not depend on it");
+  // The weights the loss reads are frozen; the ones that would train are unused.
+  CHECK(only_message(build(R"(
+layers:
+  - {type: flatten, name: flat}
+  - {type: linear, name: dead, out_features: 4}
+  - {type: linear, name: out, out_features: 10, inputs: [flat]}
+freeze: [out]
+)")) == "no parameter that trains reaches the loss, so nothing would train: model.freeze holds "
+        "out; no later layer reads dead, so the loss does not depend on it");
+  // One live layer that trains is enough.
+  CHECK(build(R"(
+layers:
+  - {type: flatten, name: flat}
+  - {type: linear, name: dead, out_features: 4}
+  - {type: linear, name: out, out_features: 10, inputs: [flat]}
+)")
+            .diags.empty());
+}
+
 TEST_CASE("the last layer must match the number of classes") {
   auto b = build("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 7}\n");
   REQUIRE(b.diags.size() == 1);

@@ -46,17 +46,26 @@ int command_plan(const CommandArgs& args) {
               config.precision.mode.c_str());
   std::printf("%-28s %-17s %-22s %-13s %-7s %12s %12s\n", "node", "op", "output", "stored",
               "compute", "params", "MFLOPs");
+  // A layer the loss does not depend on is left out of the steps: listed,
+  // marked, and not counted.
+  std::vector<bool> runs(g.nodes.size(), false);
+  for (int i = 0; i < tg.forward_steps; ++i)
+    runs[static_cast<std::size_t>(tg.schedule[i].node)] = true;
   double flops = 0;
   for (int n = 0; n < tg.model_nodes; ++n) {
     const graph::Node& node = g.nodes[n];
     std::int64_t params = 0;
     for (int p : node.params) params += numel(g.params[p].shape);
-    flops += node.forward_flops;
-    std::printf("%-28s %-17s %-22s %-13s %-7s %12lld %12.2f\n", node.name.c_str(),
-                graph::op_label(node).c_str(), to_string(g.values[node.output].shape).c_str(),
+    const bool unused = !runs[static_cast<std::size_t>(n)];
+    if (!unused) flops += node.forward_flops;
+    char mflops[32];
+    std::snprintf(mflops, sizeof mflops, "%.2f", node.forward_flops / 1e6);
+    std::printf("%-28s %-17s %-22s %-13s %-7s %12lld %12s\n", node.name.c_str(),
+                (graph::op_label(node) + (unused ? " (unused)" : "")).c_str(),
+                to_string(g.values[node.output].shape).c_str(),
                 graph::format_name(g.values[node.output]).c_str(),
                 std::string(dtype_name(node.compute)).c_str(), static_cast<long long>(params),
-                node.forward_flops / 1e6);
+                unused ? "not run" : mflops);
   }
   const std::int64_t frozen = g.frozen_parameter_count();
   std::printf("\nparameters: %lld trainable (%lld with state",

@@ -1,6 +1,7 @@
 // Checks of model.blocks definitions and their use (model_blocks.h).
 #include "runner/config/model_blocks.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,11 @@ void check_model_blocks(const Node& model, Config& config, Diagnostics& diags) {
   if (!blocks || !blocks->is_map()) return;  // the builder reports one that is no map
   for (std::size_t i = 0; i < blocks->size(); ++i) {
     const std::string path = "model.blocks." + blocks->key_at(i);
+    if (blocks->key_at(i).find('.') != std::string::npos)
+      diags.add(blocks->key_mark_at(i), path,
+                "a block name may not hold a dot: its instances are named after it, and a dot "
+                "separates the parts of a parameter's name ('stage1.conv.weight')",
+                "use '_' instead");
     const Node& def = blocks->value_at(i);
     if (!def.is_map()) continue;  // the builder's, where an instance uses it
     for (std::size_t k = 0; k < def.size(); ++k) {
@@ -36,10 +42,20 @@ void check_model_blocks(const Node& model, Config& config, Diagnostics& diags) {
                 near.empty() ? "a block definition has layers: (a list) and params: (a map)"
                              : "did you mean '" + near + "'?");
     }
-    if (const Node* params = def.find("params"); params && !params->is_map())
+    if (const Node* params = def.find("params"); params && !params->is_map()) {
       diags.add(params->mark(), path + ".params",
                 "expected a map of parameter names to default values, found " + describe(*params),
                 "e.g. params: {channels: 64, stride: 1}");
+    } else if (params) {
+      for (std::size_t k = 0; k < params->size(); ++k)
+        if (const std::string& name = params->key_at(k);
+            std::find(kBlockInstanceKeys.begin(), kBlockInstanceKeys.end(), name) !=
+            kBlockInstanceKeys.end())
+          diags.add(params->key_mark_at(k), path + ".params." + name,
+                    "'" + name + "' is a key of every block instance (" + join(kBlockInstanceKeys) +
+                        "), so no instance could set this parameter",
+                    "rename the parameter, e.g. '" + name + "s' or 'n_" + name + "'");
+    }
     if (const Node* layers = def.find("layers");
         layers && layers->is_sequence() && layers->items().empty())
       diags.add(layers->mark(), path + ".layers", "a block needs at least one layer");

@@ -51,7 +51,8 @@ void warn_in_list(const Node* layers, const std::string& path, Config& config) {
         {items[i].mark(), path + "[" + std::to_string(i) + "]",
          "no layer reads the output of '" + name +
              "': the next layer names other `inputs:` and no later one names it, so it is "
-             "computed every step for nothing and its parameters never train",
+             "left out of every step: its parameters never train (a checkpoint keeps them as "
+             "initialised)",
          "add '" + name + "' to a later layer's inputs, or remove the layer"});
   }
 }

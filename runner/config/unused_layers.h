@@ -1,7 +1,8 @@
 // Warnings for layers whose output nothing reads: neither the next layer
 // (one that names its own `inputs:`) nor any later layer's `inputs:`, nor the
-// loss. Such a layer is computed every step for nothing, and its parameters
-// never train, which is almost always a wiring mistake in `inputs:`.
+// loss. Such a layer is left out of the steps (the loss does not depend on
+// it) and its parameters never train, which is almost always a wiring
+// mistake in `inputs:`.
 #pragma once
 
 #include "runner/config/config.h"

@@ -9,6 +9,7 @@
 #include "ops/op.h"
 #include "runner/config/diagnostics.h"
 #include "runner/config/fields.h"
+#include "runner/config/model_blocks.h"
 #include "runner/config/registry.h"
 #include "runner/config/scalar.h"
 
@@ -43,6 +44,8 @@ using config::Mark;
 using config::Node;
 
 constexpr const char* kInputName = "input";
+// The loss's node, under which the manifest records its kernel.
+constexpr const char* kLossName = "loss";
 
 // Keys a layer may have besides its op's attributes.
 const std::vector<std::string> kLayerKeys = {"type", "name", "inputs"};
@@ -50,8 +53,6 @@ const std::vector<std::string> kLayerKeys = {"type", "name", "inputs"};
 // repeats): far beyond any network trained here, and small enough that the
 // graph, its plan and their memory stay bounded.
 constexpr std::size_t kMaxLayers = 100000;
-// Keys a block instance has besides the block's parameters.
-const std::vector<std::string> kBlockInstanceKeys = {"block", "name", "inputs", "repeat", "first"};
 
 std::vector<std::string> keys_of(const Node& map) {
   std::vector<std::string> out;
@@ -159,7 +160,7 @@ const OpDef* find_loss_op(const Node& spec, Diagnostics& diags) {
   return nullptr;
 }
 
-// A block instance's own keys: kBlockInstanceKeys and the parameters of the
+// A block instance's own keys: config::kBlockInstanceKeys and the parameters of the
 // block `definition` declares. Returns false (each unknown key reported)
 // when it has others.
 bool check_instance_keys(const Node& instance, const Node& definition, const std::string& path,
@@ -167,7 +168,8 @@ bool check_instance_keys(const Node& instance, const Node& definition, const std
   std::vector<std::string> allowed;
   if (const Node* p = definition.is_map() ? definition.find("params") : nullptr; p && p->is_map())
     allowed = keys_of(*p);
-  allowed.insert(allowed.end(), kBlockInstanceKeys.begin(), kBlockInstanceKeys.end());
+  allowed.insert(allowed.end(), config::kBlockInstanceKeys.begin(),
+                 config::kBlockInstanceKeys.end());
   bool known = true;
   for (std::size_t i = 0; i < instance.size(); ++i) {
     const std::string& key = instance.key_at(i);
@@ -238,6 +240,7 @@ class Builder {
     if (const Node* recompute = model_.find("recompute")) mark_recompute(*recompute);
     if (const Node* freeze = model_.find("freeze")) mark_frozen(*freeze);
     if (const Node* lr_scale = model_.find("lr_scale")) mark_lr_scale(*lr_scale);
+    if (diags_.empty()) check_something_trains(*layers);
     return std::move(graph_);
   }
 
@@ -327,9 +330,10 @@ class Builder {
     if (const Node* name = layer.find("name")) {
       const std::string& text = name->text();
       if (!name->is_scalar() || text.empty() || text.find('.') != std::string::npos ||
-          text == kInputName) {
+          text == kInputName || text == kLossName) {
         diags_.add(name->mark(), path + ".name",
-                   "expected a layer name without dots (and not 'input'), found " +
+                   "expected a layer name without dots (and not 'input' or 'loss', which name "
+                   "the batch and the loss), found " +
                        config::describe(*name));
         return {};
       }
@@ -442,6 +446,13 @@ class Builder {
                  "layer's sizes");
       return kNoValue;
     }
+    // Names without dots in scopes without repeats cannot meet; should two
+    // ever do, their parameters would share a checkpoint's key.
+    if (!node_names_.insert(name).second) {
+      diags_.add(mark, path, "two layers of the model are both named '" + name + "'",
+                 "give one of them another `name:`");
+      return kNoValue;
+    }
     graph::Node node;
     node.name = name;
     node.op = &op;
@@ -516,8 +527,8 @@ class Builder {
     if (!check_instance_keys(inst, *def, path, diags_)) return kNoValue;
     for (std::size_t i = 0; i < inst.size(); ++i) {
       const std::string& key = inst.key_at(i);
-      if (std::find(kBlockInstanceKeys.begin(), kBlockInstanceKeys.end(), key) ==
-          kBlockInstanceKeys.end())
+      if (std::find(config::kBlockInstanceKeys.begin(), config::kBlockInstanceKeys.end(), key) ==
+          config::kBlockInstanceKeys.end())
         params[key] = inst.value_at(i);
     }
     std::int64_t repeat = 1;
@@ -593,8 +604,45 @@ class Builder {
                  "set the last layer's size to " + std::to_string(input_.num_classes));
       return;
     }
-    graph_.loss = add_node(*op, "loss", std::move(attrs), {prediction, graph_.labels}, spec.mark(),
-                           "model.loss");
+    graph_.loss = add_node(*op, kLossName, std::move(attrs), {prediction, graph_.labels},
+                           spec.mark(), "model.loss");
+  }
+
+  // The loss depends on a parameter that trains: otherwise a step has no
+  // gradient to follow (and nothing to update).
+  void check_something_trains(const Node& layers) {
+    std::vector<bool> live_value(graph_.values.size(), false);
+    std::vector<bool> live_node(graph_.nodes.size(), false);
+    live_value[static_cast<std::size_t>(graph_.loss)] = true;
+    for (std::size_t i = graph_.nodes.size(); i-- > 0;) {
+      if (!live_value[static_cast<std::size_t>(graph_.nodes[i].output)]) continue;
+      live_node[i] = true;
+      for (ValueId in : graph_.nodes[i].inputs) live_value[static_cast<std::size_t>(in)] = true;
+    }
+    std::vector<std::string> unused, frozen;  // layers whose weights would train but do not
+    for (const Param& p : graph_.params) {
+      const std::string& layer = graph_.nodes[static_cast<std::size_t>(p.node)].name;
+      if (p.trainable && live_node[static_cast<std::size_t>(p.node)]) return;
+      std::vector<std::string>& list = p.frozen ? frozen : unused;
+      if ((p.trainable || p.frozen) && (list.empty() || list.back() != layer))
+        list.push_back(layer);
+    }
+    if (unused.empty() && frozen.empty()) {
+      diags_.add(layers.mark(), "model.layers",
+                 "the model has no trainable parameters: nothing would train",
+                 "add a layer with weights (linear, conv2d, batchnorm, layernorm)");
+      return;
+    }
+    std::vector<std::string> why;
+    if (!frozen.empty()) why.push_back("model.freeze holds " + join(frozen));
+    if (!unused.empty())
+      why.push_back("no later layer reads " + join(unused) + ", so the loss does not depend on " +
+                    (unused.size() == 1 ? "it" : "them"));
+    diags_.add(
+        layers.mark(), "model.layers",
+        "no parameter that trains reaches the loss, so nothing would train: " + join(why, "; "),
+        frozen.empty() ? "make the loss depend on a layer with weights through `inputs:`"
+                       : "leave a layer the loss depends on out of model.freeze");
   }
 
   // `recompute: [name, ...]` (layers or block instances of the top level) or
@@ -737,7 +785,8 @@ class Builder {
   }
 
   std::vector<std::string> top_names_;
-  bool too_many_layers_ = false;  // reported once
+  bool too_many_layers_ = false;      // reported once
+  std::set<std::string> node_names_;  // every node added, by its full name
   const Node& model_;
   const ModelInput& input_;
   Diagnostics& diags_;

@@ -274,6 +274,43 @@ layers:
             .diags.empty());
 }
 
+TEST_CASE("what is not a name, a later layer's name and an undeclared parameter say so") {
+  // The one diagnostic of `yaml`: "key_path: message".
+  const auto only = [](const std::string& yaml) {
+    auto b = build(yaml);
+    REQUIRE(b.diags.size() == 1);
+    return b.diags.list()[0].key_path + ": " + b.diags.list()[0].message;
+  };
+  const std::string blocks = R"(
+blocks:
+  b: {layers: [{type: linear, out_features: $width}]}
+)";
+  CHECK(only("layers:\n  - {type: flatten}\n  - {block: [b]}\n" + blocks) ==
+        "model.layers[1].block: expected the name of a block, found a list");
+  CHECK(only("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 10, inputs: "
+             "[[input]]}\n") == "model.layers[1].inputs: expected a layer name, found a list");
+  CHECK(only("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 10}\nfreeze: "
+             "[{linear1: 1}]\n") ==
+        "model.freeze: expected the name of a layer or block, found a map");
+  CHECK(only("layers:\n  - {type: flatten, inputs: [late]}\n  - {type: linear, name: late, "
+             "out_features: 10}\n") ==
+        "model.layers[0].inputs: 'late' comes after this layer: a layer reads earlier layers "
+        "only");
+  CHECK(only("layers:\n  - {type: flatten}\n  - {block: b, width: 10}\n" + blocks) ==
+        "model.layers[1].width: unknown key 'width': the block's layers use $width, but the "
+        "block does not declare it as a parameter");
+  CHECK(only("layers:\n  - {type: flatten}\n  - {block: b, first: {width: 10}}\n" + blocks)
+            .starts_with("model.layers[1].first.width: unknown key 'width': block 'b' has no "
+                         "parameters for `first:` to set"));
+  // A model ending in a convolution: at the last layer, not at a loss nobody wrote.
+  auto conv = build("layers:\n  - {type: conv2d, out_channels: 3, kernel: 1}\n");
+  REQUIRE(conv.diags.size() == 1);
+  CHECK(conv.diags.list()[0].mark.line == 2);
+  CHECK(conv.diags.list()[0].key_path == "model.layers");
+  CHECK(conv.diags.list()[0].message ==
+        "the last layer gives [4, 3, 8, 8], but cross_entropy takes logits [N, classes]");
+}
+
 TEST_CASE("the last layer must match the number of classes") {
   auto b = build("layers:\n  - {type: flatten}\n  - {type: linear, out_features: 7}\n");
   REQUIRE(b.diags.size() == 1);

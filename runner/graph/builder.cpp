@@ -121,7 +121,22 @@ void report_unknown_key(Diagnostics& diags, const Mark& mark, const std::string&
                         const std::string& key, const std::vector<std::string>& allowed) {
   const std::string near = config::nearest(key, allowed);
   diags.add(mark, path, "unknown key '" + key + "'",
-            near.empty() ? "valid keys: " + join(allowed) : "did you mean '" + near + "'?");
+            !near.empty()     ? "did you mean '" + near + "'?"
+            : allowed.empty() ? std::string("nothing is valid here")
+                              : "valid keys: " + join(allowed));
+}
+
+// Whether `node` (a block's layers) uses parameter `name` as a value:
+// `$name` or `${name}`.
+bool uses_parameter(const Node& node, const std::string& name) {
+  if (node.is_scalar()) return node.text() == "$" + name || node.text() == "${" + name + "}";
+  if (node.is_sequence())
+    return std::any_of(node.items().begin(), node.items().end(),
+                       [&](const Node& item) { return uses_parameter(item, name); });
+  if (node.is_map())
+    for (std::size_t i = 0; i < node.size(); ++i)
+      if (uses_parameter(node.value_at(i), name)) return true;
+  return false;
 }
 
 // The keys `model:` takes; any other is reported.
@@ -170,12 +185,20 @@ bool check_instance_keys(const Node& instance, const Node& definition, const std
     allowed = keys_of(*p);
   allowed.insert(allowed.end(), config::kBlockInstanceKeys.begin(),
                  config::kBlockInstanceKeys.end());
+  const Node* layers = definition.is_map() ? definition.find("layers") : nullptr;
   bool known = true;
   for (std::size_t i = 0; i < instance.size(); ++i) {
     const std::string& key = instance.key_at(i);
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-    report_unknown_key(diags, instance.key_mark_at(i), path + "." + key, key, allowed);
     known = false;
+    if (layers && uses_parameter(*layers, key)) {
+      diags.add(instance.key_mark_at(i), path + "." + key,
+                "unknown key '" + key + "': the block's layers use $" + key +
+                    ", but the block does not declare it as a parameter",
+                "declare it with a default under the block's params: {" + key + ": ...}");
+      continue;
+    }
+    report_unknown_key(diags, instance.key_mark_at(i), path + "." + key, key, allowed);
   }
   return known;
 }
@@ -248,6 +271,7 @@ class Builder {
   struct Scope {
     std::map<std::string, ValueId> values;  // local layer name -> its output
     std::map<std::string, int> type_counts;
+    std::set<std::string> later;  // the `name:`s of the list's layers not expanded yet
   };
 
   void unknown_key(const Mark& mark, const std::string& path, const std::string& key,
@@ -264,8 +288,14 @@ class Builder {
       return kNoValue;
     }
     ValueId previous = scope.values.at(kInputName);
+    for (const Node& item : list.items())
+      if (const Node* name = item.is_map() ? item.find("name") : nullptr; name && name->is_scalar())
+        scope.later.insert(name->text());
     for (std::size_t i = 0; i < list.items().size(); ++i) {
       const std::string item_path = path + "[" + std::to_string(i) + "]";
+      if (const Node* name = list.items()[i].is_map() ? list.items()[i].find("name") : nullptr;
+          name && name->is_scalar())
+        scope.later.erase(name->text());
       std::vector<const Node*> undeclared;
       const Node layer = substitute(list.items()[i], params, &undeclared);
       if (!undeclared.empty()) {
@@ -376,8 +406,19 @@ class Builder {
     std::vector<std::string> known;
     for (const auto& [name, id] : scope.values) known.push_back(name);
     for (const auto& n : names) {
+      if (!n.is_scalar()) {
+        diags_.add(n.mark(), path + ".inputs",
+                   "expected a layer name, found " + config::describe(n));
+        return false;
+      }
       auto it = scope.values.find(n.text());
-      if (!n.is_scalar() || it == scope.values.end()) {
+      if (it == scope.values.end() && scope.later.count(n.text())) {
+        diags_.add(n.mark(), path + ".inputs",
+                   "'" + n.text() + "' comes after this layer: a layer reads earlier layers only",
+                   "move '" + n.text() + "' before this layer");
+        return false;
+      }
+      if (it == scope.values.end()) {
         const std::string near = config::nearest(n.text(), known);
         diags_.add(
             n.mark(), path + ".inputs", "no earlier layer named '" + n.text() + "' in this scope",
@@ -496,8 +537,12 @@ class Builder {
                                 const std::string& prefix, Scope& scope, ValueId previous,
                                 int depth) {
     const Node* block_name = inst.find("block");
-    const Node* def =
-        blocks_ && block_name->is_scalar() ? blocks_->find(block_name->text()) : nullptr;
+    if (!block_name->is_scalar()) {
+      diags_.add(block_name->mark(), path + ".block",
+                 "expected the name of a block, found " + config::describe(*block_name));
+      return kNoValue;
+    }
+    const Node* def = blocks_ ? blocks_->find(block_name->text()) : nullptr;
     if (!def) {
       const std::vector<std::string> names =
           blocks_ ? keys_of(*blocks_) : std::vector<std::string>{};
@@ -562,6 +607,13 @@ class Builder {
       }
       if (r == 0 && first) {
         for (std::size_t i = 0; i < first->size(); ++i) {
+          if (param_names.empty()) {
+            diags_.add(first->key_mark_at(i), path + ".first." + first->key_at(i),
+                       "unknown key '" + first->key_at(i) + "': block '" + block_name->text() +
+                           "' has no parameters for `first:` to set",
+                       "declare them under " + def_path + ".params");
+            return kNoValue;
+          }
           if (!params.count(first->key_at(i))) {
             unknown_key(first->key_mark_at(i), path + ".first." + first->key_at(i),
                         first->key_at(i), param_names);
@@ -596,6 +648,17 @@ class Builder {
     const std::size_t errors_before = diags_.size();
     Attrs attrs = config::read_fields(spec, op->attrs, "model.loss", diags_, {"type"});
     if (diags_.size() != errors_before) return;
+    const Shape& logits = graph_.values[prediction].shape;
+    if (op->name == "cross_entropy" && logits.size() != 2) {
+      diags_.add(graph_.nodes.back().mark, "model.layers",
+                 "the last layer gives " + to_string(logits) +
+                     ", but cross_entropy takes logits [N, classes]",
+                 input_.num_classes > 0
+                     ? "end the model with a flatten (or global_avgpool) and a linear layer of " +
+                           std::to_string(input_.num_classes) + " outputs"
+                     : "end the model with a flatten (or global_avgpool) and a linear layer");
+      return;
+    }
     if (input_.num_classes > 0 && graph_.values[prediction].shape.size() == 2 &&
         graph_.values[prediction].shape[1] != input_.num_classes) {
       diags_.add(graph_.nodes.back().mark, "model.layers",
@@ -665,6 +728,11 @@ class Builder {
       return;
     }
     for (const Node& item : spec.items()) {
+      if (!item.is_scalar()) {
+        diags_.add(item.mark(), "model.recompute",
+                   "expected the name of a layer or block, found " + config::describe(item));
+        continue;
+      }
       const std::string& name = item.text();
       const std::vector<int> named = nodes_named(name);
       if (named.empty()) unknown_name(item.mark(), "model.recompute", name);
@@ -712,6 +780,11 @@ class Builder {
       return;
     }
     for (const Node& item : spec.items()) {
+      if (!item.is_scalar()) {
+        diags_.add(item.mark(), "model.freeze",
+                   "expected the name of a layer or block, found " + config::describe(item));
+        continue;
+      }
       const std::string& name = item.text();
       const std::vector<int> named = nodes_named(name);
       bool has_params = false;

@@ -38,6 +38,54 @@ TEST_CASE("the same config twice gives identical metrics; another seed does not"
   CHECK(a == read_text(tmp / "d/metrics.jsonl"));
 }
 
+TEST_CASE("a run repeated from its config.yaml says what keeps it from repeating the run") {
+  TempDir tmp("rerun");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  std::string csv = "a,b,c,d,label\n";
+  for (int i = 0; i < 64; ++i)
+    csv += std::to_string(i % 7) + "," + std::to_string(i % 5) + "," + std::to_string(i % 3) + "," +
+           std::to_string(i % 2) + "," + std::to_string(i % 4) + "\n";
+  write_text(tmp / "train.csv", csv);
+  const std::vector<std::string> on_csv = {
+      "data.train={type: csv, path: " + tmp / "train.csv" + "}", "data.eval=null",
+      "train.max_steps=4"};
+  // Two sets of weights to start from, of two seeds.
+  for (const char* seed : {"1", "2"}) {
+    std::vector<std::string> overrides = on_csv;
+    overrides.push_back(std::string("seed=") + seed);
+    REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / (std::string("w") + seed), overrides),
+                       tmp / "w.log") == 0);
+  }
+  fs::copy_file(tmp / "w1/checkpoints/last/model.safetensors", tmp / "start.safetensors");
+  std::vector<std::string> overrides = on_csv;
+  overrides.push_back("model.init_from=" + tmp / "start.safetensors");
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "a", overrides), tmp / "a.log") == 0);
+  const std::string config = tmp / "a/config.yaml";
+  // Nothing changed: repeated without a word.
+  REQUIRE(run_to_end({"run", config, "--out", tmp / "same"}, tmp / "same.log") == 0);
+  CHECK(read_text(tmp / "same.log").find("will not repeat") == std::string::npos);
+  CHECK(read_text(tmp / "same/metrics.jsonl") == read_text(tmp / "a/metrics.jsonl"));
+  // Another thread count (the run is deterministic), changed data and other
+  // weights to start from: each said.
+  write_text(tmp / "train.csv", csv + "1,1,1,1,1\n");
+  fs::copy_file(tmp / "w2/checkpoints/last/model.safetensors", tmp / "start.safetensors",
+                fs::copy_options::overwrite_existing);
+  REQUIRE(run_to_end({"run", config, "backend.threads=2", "--out", tmp / "changed"},
+                     tmp / "changed.log") == 0);
+  const std::string log = read_text(tmp / "changed.log");
+  INFO(log);
+  CHECK(log.find("warning: data.train: its content digest is ") != std::string::npos);
+  CHECK(log.find(", the run in " + tmp / "a" + " recorded ") != std::string::npos);
+  CHECK(log.find("warning: backend.threads: this run computes on 2 threads where the run in " +
+                 tmp / "a" + " computed on 1 thread") != std::string::npos);
+  CHECK(log.find("warning: model.init_from: " + tmp / "start.safetensors" + " has SHA-256 ") !=
+        std::string::npos);
+  // Another config of the same content, outside a run directory: nothing to compare.
+  write_text(tmp / "copy.yaml", read_text(config));
+  REQUIRE(run_to_end({"run", tmp / "copy.yaml", "--out", tmp / "copy"}, tmp / "copy.log") == 0);
+  CHECK(read_text(tmp / "copy.log").find("will not repeat") == std::string::npos);
+}
+
 TEST_CASE("train.eval_every evaluates once per step, also at the end of an epoch") {
   TempDir tmp("eval-every");
   write_text(tmp / "tiny.yaml", tiny_experiment());

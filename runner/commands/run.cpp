@@ -230,6 +230,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     options.before_writing = [&] {
       writes_directory = true;
       if (!job.is_root()) return;
+      if (!resume)
+        for (const std::string& difference : train::rerun_differences(args.config_path, session))
+          std::fprintf(stderr, "warning: %s: this run will not repeat it\n", difference.c_str());
       if (resume) {
         name_run_dir_to_launcher();
         if (const std::string threads = train::resume_thread_change(dir, config); !threads.empty())

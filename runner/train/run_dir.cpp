@@ -273,11 +273,9 @@ std::optional<std::string> recorded_config(const nlohmann::json& manifest,
 // started from can be told later; null without init_from.
 nlohmann::json init_from_record(const config::Config& config, const std::string& init_from_file) {
   if (init_from_file.empty()) return nullptr;
-  std::ifstream in(init_from_file, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
   return {{"path", init_from_path(config)},
           {"resolved", init_from_file},
-          {"sha256", sha256_hex(bytes)}};
+          {"sha256", sha256_of_file(init_from_file)}};
 }
 
 }  // namespace
@@ -540,35 +538,95 @@ bool config_edited_by_hand(const std::string& dir) {
   return !recorded_config(read_manifest(dir), hash);  // a resume's config is no edit
 }
 
-std::string resume_thread_change(const std::string& dir, const config::Config& config) {
-  if (!config.deterministic || !config.devices.gpus.empty()) return "";
-  const nlohmann::json manifest = read_manifest(dir);
-  // The last session's count: its resume entry's, or the run's first.
+namespace {
+
+// The compute threads a CPU session of the run that wrote `manifest`
+// recorded: its last session's (a resume's entry, or the run's start), or its
+// first's; nullopt when that is not on record (an older trainer's resume).
+std::optional<std::int64_t> recorded_threads(const nlohmann::json& manifest, bool last_session) {
   const nlohmann::json* recorded = nullptr;
   if (const auto resumes = manifest.find("resumes");
-      resumes != manifest.end() && resumes->is_array() && !resumes->empty()) {
+      last_session && resumes != manifest.end() && resumes->is_array() && !resumes->empty()) {
     const nlohmann::json& last = resumes->back();
-    if (last.is_object() && last.contains("threads"))
-      recorded = &last["threads"];
-    else
-      return "";  // an older trainer's resume: its count is not on record
+    if (!last.is_object() || !last.contains("threads")) return std::nullopt;
+    recorded = &last["threads"];
   } else if (const auto devices = manifest.find("devices");
              devices != manifest.end() && devices->is_object() && devices->contains("threads")) {
     recorded = &(*devices)["threads"];
   }
-  if (!recorded || !recorded->is_number_integer()) return "";
-  const std::int64_t before = recorded->get<std::int64_t>();
+  if (!recorded || !recorded->is_number_integer() || recorded->get<std::int64_t>() < 1)
+    return std::nullopt;
+  return recorded->get<std::int64_t>();
+}
+
+std::string threads_text(std::int64_t n) {
+  return std::to_string(n) + (n == 1 ? " thread" : " threads");
+}
+
+}  // namespace
+
+std::string resume_thread_change(const std::string& dir, const config::Config& config) {
+  if (!config.deterministic || !config.devices.gpus.empty()) return "";
+  const auto before = recorded_threads(read_manifest(dir), true);
   const int now = cpu_compute_threads(config);
-  if (before == now || before < 1) return "";
-  const auto threads = [](std::int64_t n) {
-    return std::to_string(n) + (n == 1 ? " thread" : " threads");
-  };
-  return "backend.threads: this resume computes on " + threads(now) +
-         " where the run's last session computed on " + threads(before) +
+  if (!before || *before == now) return "";
+  return "backend.threads: this resume computes on " + threads_text(now) +
+         " where the run's last session computed on " + threads_text(*before) +
          ": deterministic: true repeats results bit for bit on the same thread count only, so "
          "from here the run differs in the last bits from one that was not stopped; to continue "
          "it bit-identically, resume with backend.threads=" +
-         std::to_string(before);
+         std::to_string(*before);
+}
+
+std::vector<std::string> rerun_differences(const std::string& config_path, const Session& session) {
+  const fs::path dir = fs::path(config_path).parent_path();
+  std::error_code ec;
+  if (fs::path(config_path).filename() != "config.yaml" ||
+      !fs::is_regular_file(dir / "config.sha256", ec) ||
+      !fs::is_regular_file(dir / "manifest.json", ec))
+    return {};
+  const nlohmann::json manifest = read_manifest(dir);
+  if (!manifest.is_object()) return {};
+  const std::string run = dir.string();
+  std::vector<std::string> differences;
+  // The data as the run's start recorded them.
+  const nlohmann::json* data = manifest.contains("data") ? &manifest["data"] : nullptr;
+  const auto compare_data = [&](const char* which, const data::Dataset* dataset) {
+    if (!dataset || !data || !data->is_object() || !data->contains(which)) return;
+    const nlohmann::json& recorded = (*data)[which];
+    if (!recorded.is_object() || !recorded.contains("content_digest") ||
+        !recorded["content_digest"].is_string())
+      return;
+    const std::string now = data::digest_text(dataset->content_digest());
+    const std::string before = recorded["content_digest"].get<std::string>();
+    if (now != before)
+      differences.push_back(std::string("data.") + which + ": its content digest is " + now +
+                            ", the run in " + run + " recorded " + before +
+                            " (the data changed since)");
+  };
+  compare_data("train", session.train_data.get());
+  compare_data("eval", session.eval_data.get());
+  if (const auto from = manifest.find("init_from");
+      from != manifest.end() && from->is_object() && from->contains("sha256") &&
+      (*from)["sha256"].is_string() && !session.init_from_file.empty()) {
+    const std::string now = sha256_of_file(session.init_from_file);
+    if (now != (*from)["sha256"].get<std::string>())
+      differences.push_back("model.init_from: " + session.init_from_file + " has SHA-256 " +
+                            now.substr(0, 16) + "..., the run in " + run + " started from " +
+                            (*from)["sha256"].get<std::string>().substr(0, 16) +
+                            "... (the weights changed since)");
+  }
+  if (session.config.deterministic && session.config.devices.gpus.empty())
+    if (const auto before = recorded_threads(manifest, false);
+        before && *before != cpu_compute_threads(session.config))
+      differences.push_back(
+          "backend.threads: this run computes on " +
+          threads_text(cpu_compute_threads(session.config)) + " where the run in " + run +
+          " computed on " + threads_text(*before) +
+          " (deterministic: true repeats results bit for bit on the same thread count only; "
+          "add backend.threads=" +
+          std::to_string(*before) + ")");
+  return differences;
 }
 
 void record_program(const std::string& dir, const graph::Program& program, const Session& session) {

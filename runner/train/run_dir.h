@@ -75,6 +75,13 @@ bool config_edited_by_hand(const std::string& dir);
 // when they are the same or not on record.
 std::string resume_thread_change(const std::string& dir, const config::Config& config);
 
+// When `config_path` is the config.yaml of a run directory (a run repeated
+// from its record), what keeps this session from repeating that run: data
+// whose content digest differs from the run's start, model.init_from weights
+// whose SHA-256 differs, a deterministic CPU run's thread count; each a line
+// naming the key and both values. Empty for any other config.
+std::vector<std::string> rerun_differences(const std::string& config_path, const Session& session);
+
 // Records in manifest.json the implementation chosen for every node
 // ("conv1": "onednn:conv2d brgconv avx512"), the compute type of the nodes
 // that do not compute in float32, the batch split (and whether

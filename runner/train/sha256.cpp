@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 
 namespace trainer::train {
 namespace {
@@ -102,6 +103,18 @@ std::string sha256_hex(std::string_view bytes) {
   Sha256 sha;
   sha.update(bytes);
   return sha.hex();
+}
+
+std::string sha256_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  Sha256 sha;
+  std::string piece(std::size_t{1} << 20, '\0');
+  while (in) {
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    sha.update(std::string_view(piece.data(), static_cast<std::size_t>(in.gcount())));
+  }
+  return in.bad() ? "" : sha.hex();
 }
 
 }  // namespace trainer::train

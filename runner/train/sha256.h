@@ -24,5 +24,7 @@ class Sha256 {
 };
 
 std::string sha256_hex(std::string_view bytes);
+// The SHA-256 of a file's bytes, read a piece at a time; "" when it cannot be read.
+std::string sha256_of_file(const std::string& path);
 
 }  // namespace trainer::train

@@ -277,13 +277,7 @@ TEST_CASE("a block definition's keys are checked, and a block no layer uses is a
   CHECK(only_error(kGood + "minimal.yaml", {res, "model.blocks.res.layers=[]"})
             .find("model.blocks.res.layers: a block needs at least one layer") !=
         std::string::npos);
-  // A dot in a block's name would make its instances' parameter names
-  // ambiguous ("s.block1.l.weight"); an instance key as a parameter could
-  // never be set.
-  CHECK(only_error(kGood + "minimal.yaml", {"model.blocks={s.block: {layers: [{type: relu}]}}",
-                                            "model.layers[1]={block: s.block}"})
-            .find("error: model.blocks.s.block: a block name may not hold a dot") !=
-        std::string::npos);
+  // An instance key as a parameter could never be set.
   for (const char* key : {"block", "name", "inputs", "repeat", "first"})
     CHECK(only_error(kGood + "minimal.yaml",
                      {res, std::string("model.blocks.res.params.") + key + "=2"})

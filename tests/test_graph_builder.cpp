@@ -235,6 +235,28 @@ layers:
     CHECK(b.diags.list()[0].key_path == "model.layers[1].name");
     CHECK(b.diags.list()[0].mark.line == 4);
   }
+  // Inside a block, `loss` names no more than the block's own layer.
+  CHECK(build(R"(
+blocks:
+  head: {layers: [{type: linear, name: loss, out_features: 10}]}
+layers:
+  - {type: flatten}
+  - {block: head, name: out}
+)")
+            .diags.empty());
+}
+
+TEST_CASE("an unnamed instance of a block whose name holds a dot is refused; a named one is not") {
+  // Its automatic name "s.b1" would make its parameter names ambiguous.
+  const std::string blocks = "blocks:\n  s.b: {layers: [{type: linear, out_features: 10}]}\n";
+  auto unnamed = build(blocks + "layers:\n  - {type: flatten}\n  - {block: s.b}\n");
+  REQUIRE(unnamed.diags.size() == 1);
+  CHECK(unnamed.diags.list()[0].key_path == "model.layers[1]");
+  CHECK(unnamed.diags.list()[0].message.starts_with(
+      "this instance of block 's.b' needs a `name:`: its automatic name 's.b1' would hold a dot"));
+  auto named = build(blocks + "layers:\n  - {type: flatten}\n  - {block: s.b, name: head}\n");
+  CHECK(named.diags.empty());
+  CHECK(find_param(named.graph, "head.linear1.weight"));
 }
 
 TEST_CASE("a model whose loss depends on no parameter that trains is refused") {

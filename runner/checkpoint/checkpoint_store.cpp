@@ -25,8 +25,6 @@ constexpr const char* kStateFile = "state.safetensors";
 constexpr const char* kAveragedModelFile = "model_ema.safetensors";
 constexpr const char* kSumsFile = "SHA256SUMS";
 constexpr const char* kStateKey = "trainer_state";
-// The most bytes of a checkpoint file held in memory at once, written or read.
-constexpr std::size_t kStagingBytes = std::size_t{16} << 20;
 
 // Complete checkpoints (step-N folders), newest first. A folder whose N is no
 // step a run can reach (more digits than int64 holds) is not one. A
@@ -93,7 +91,7 @@ std::pair<SafetensorsFile, SafetensorsFile> read_verified(const fs::path& dir) {
   const auto verified = [&](const char* name) {
     PieceReader file((dir / name).string());
     train::Sha256 sha;
-    file.read(0, file.size(), kStagingBytes, "the file",
+    file.read(0, file.size(), kCheckpointPieceBytes, "the file",
               [&](std::string_view piece, std::uint64_t) { sha.update(piece); });
     const std::string actual = sha.hex();
     if (actual != expected[name])
@@ -351,7 +349,7 @@ std::string safetensors_dtype_of(DType dtype) {
 }
 
 // Writes the program's `tensors` to the safetensors file `path` (synced),
-// copied from the device a piece of at most kStagingBytes at a time, and
+// copied from the device a piece of at most kCheckpointPieceBytes at a time, and
 // returns the file's SHA-256: a checkpoint takes that much memory beyond
 // training's, whatever the model's size.
 std::string write_safetensors(const std::string& path,
@@ -371,7 +369,7 @@ std::string write_safetensors(const std::string& path,
     sha.update(piece);
   };
   put(encode_safetensors_header(metadata, layout));
-  std::string staging(std::min(largest, kStagingBytes), '\0');
+  std::string staging(std::min(largest, kCheckpointPieceBytes), '\0');
   for (const NamedTensor& t : tensors) {
     const auto* data = static_cast<const char*>(t.tensor.data);
     for (std::size_t done = 0; done < t.tensor.bytes(); done += staging.size()) {
@@ -462,6 +460,8 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
     load_averaged_parameters(program, state_file, state_path);
   else
     load_parameters(program, model, (fs::path(path) / kModelFile).string(), true);
+  model.check_unchanged();  // what was loaded is what was verified
+  state_file.check_unchanged();
   return state;
 }
 
@@ -545,6 +545,8 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
       check_record_lengths(state, fs::path(dir_).parent_path(), (path / kStateFile).string());
       load_parameters(program, model, (path / kModelFile).string(), true);
       load_optimizer_state(program, state_file, (path / kStateFile).string());
+      model.check_unchanged();  // what was loaded is what was verified
+      state_file.check_unchanged();
       return LoadedCheckpoint{path.string(), std::move(state)};
     } catch (const CheckpointMismatch&) {
       throw;  // the config changed, not the file: an older one would not fit either

@@ -58,8 +58,8 @@ class CheckpointStore {
   // RecordsChanged when the lengths of the run's record files it recorded no
   // longer end a record (an older one is not tried: it would set aside good
   // checkpoints), and CheckpointUnreadable when the system refuses to read
-  // one (nothing is set aside for these), and CheckpointError when checkpoints exist (or were
-  // set aside) but none loads, or when the checkpoints folder is not a
+  // one (nothing is set aside for these), and CheckpointError when
+  // checkpoints exist (or were set aside) but none loads, or when the checkpoints folder is not a
   // directory, or is missing although the run directory records a
   // checkpoint (summary.json, train.log). nullopt: no checkpoint was ever
   // written.

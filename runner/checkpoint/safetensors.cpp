@@ -1,6 +1,7 @@
 // Safetensors encoding and strict decoding with positioned errors.
 #include "runner/checkpoint/safetensors.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -295,6 +296,28 @@ std::ifstream open_for_reading(const std::string& path) {
   return in;
 }
 
+// A checkpoint file larger than the machine's memory cannot be loaded into
+// a model that fits it: a sparse or damaged file, refused before it is read
+// (reading or hashing one could take hours).
+void refuse_larger_than_memory(const std::string& path, std::uint64_t size) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0 &&
+      size > static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page))
+    throw CheckpointError(path + ": " + std::to_string(size) +
+                          " bytes, more than this machine's memory: damaged, or not a checkpoint "
+                          "file");
+}
+
+// What tells a file's contents changed: its inode, size, and the times it
+// was modified and its status changed, as stat gives them now.
+std::string identity_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "gone";
+  return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
+         std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
+}
+
 }  // namespace
 
 std::string read_file_bytes(const std::string& path) {
@@ -304,12 +327,7 @@ std::string read_file_bytes(const std::string& path) {
   in.seekg(0);
   // Read whole: a file larger than the machine's memory (a sparse or
   // damaged one) is refused before the attempt fills it.
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page > 0 &&
-      size > static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page))
-    throw CheckpointError(path + ": " + std::to_string(size) +
-                          " bytes, more than this machine's memory: damaged, or not a checkpoint "
-                          "file");
+  refuse_larger_than_memory(path, size);
   std::string bytes;
   try {
     bytes.resize(size);
@@ -346,9 +364,18 @@ Safetensors read_safetensors(const std::string& path) {
   return decode_safetensors(read_file_bytes(path), path);
 }
 
-PieceReader::PieceReader(const std::string& path) : path_(path), in_(open_for_reading(path)) {
+PieceReader::PieceReader(const std::string& path)
+    : path_(path), in_(open_for_reading(path)), identity_(identity_of(path)) {
   in_.seekg(0, std::ios::end);
   size_ = static_cast<std::uint64_t>(in_.tellg());
+  refuse_larger_than_memory(path, size_);
+}
+
+void PieceReader::check_unchanged() const {
+  if (identity_of(path_) != identity_)
+    throw CheckpointUnreadable(path_ +
+                               ": the file changed while it was read (written, replaced or "
+                               "deleted meanwhile): read it again once nothing writes it");
 }
 
 void PieceReader::read(std::uint64_t offset, std::uint64_t bytes, std::size_t piece_bytes,

@@ -117,10 +117,15 @@ class PieceReader {
   // `what` it was reading.
   void read(std::uint64_t offset, std::uint64_t bytes, std::size_t piece_bytes,
             const std::string& what, const PieceUse& use) const;
+  // Throws CheckpointUnreadable when the file at the path was written,
+  // replaced or deleted since it was opened: what was read from it in
+  // several passes (a checksum, then the values) may not be one file's.
+  void check_unchanged() const;
 
  private:
   std::string path_;
   mutable std::ifstream in_;
+  std::string identity_;  // inode, size and times when opened
   std::uint64_t size_ = 0;
 };
 
@@ -138,6 +143,7 @@ class SafetensorsFile {
   // Calls `use` with tensor `t`'s bytes in order, at most `piece_bytes` at a
   // time (whole elements), as PieceReader::read.
   void read_pieces(const StoredTensor& t, std::size_t piece_bytes, const PieceUse& use) const;
+  void check_unchanged() const { file_.check_unchanged(); }
 
  private:
   PieceReader file_;

@@ -15,9 +15,6 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
-// The most bytes of a file's tensor read into memory at once.
-constexpr std::size_t kPieceBytes = std::size_t{16} << 20;
-
 // The float32 values of a stored tensor that are not finite: how many, the
 // first one's flat index and its value; counted a piece at a time.
 struct NonFinite {
@@ -74,7 +71,7 @@ LoadReport copy_matching(graph::Program& program, const std::vector<NamedTensor>
     const StoredTensor* stored = file.contents().find(target.name);
     if (!stored || !fits(*stored, target.tensor.shape)) continue;
     auto* data = static_cast<char*>(target.tensor.data);
-    file.read_pieces(*stored, kPieceBytes, [&](std::string_view piece, std::uint64_t at) {
+    file.read_pieces(*stored, kCheckpointPieceBytes, [&](std::string_view piece, std::uint64_t at) {
       program.backend().copy_to_device(data + at, piece.data(), piece.size());
     });
     report.loaded.push_back(stored->name);
@@ -115,7 +112,7 @@ void check_finite(const SafetensorsFile& file, const std::vector<TensorShape>& w
     const StoredTensor* t = file.contents().find(w.name);
     if (!t || !fits(*t, w.shape)) continue;
     NonFinite bad;
-    file.read_pieces(*t, kPieceBytes, [&](std::string_view piece, std::uint64_t at) {
+    file.read_pieces(*t, kCheckpointPieceBytes, [&](std::string_view piece, std::uint64_t at) {
       bad.count_in(piece, static_cast<std::size_t>(at / sizeof(float)));
     });
     if (bad.count == 0 || tensors++ > 0) continue;

@@ -6,6 +6,7 @@
 // for a file of their own.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@
 #include "runner/graph/program.h"
 
 namespace trainer::checkpoint {
+
+// The most bytes of a checkpoint file held in memory at once, written or read.
+inline constexpr std::size_t kCheckpointPieceBytes = std::size_t{16} << 20;
 
 // A tensor of the program (on its device) under the name a file gives it.
 struct NamedTensor {

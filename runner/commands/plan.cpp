@@ -44,7 +44,7 @@ int command_plan(const CommandArgs& args) {
               static_cast<long long>(s.batch.micro), static_cast<long long>(s.batch.accumulation),
               batch_note.c_str(), to_string(g.values[g.input].shape).c_str(),
               config.precision.mode.c_str());
-  std::printf("%-28s %-17s %-22s %-13s %-7s %12s %12s\n", "node", "op", "output", "stored",
+  std::printf("%-28s %-24s %-22s %-13s %-7s %12s %12s\n", "node", "op", "output", "stored",
               "compute", "params", "MFLOPs");
   // A layer the loss does not depend on is left out of the steps: listed,
   // marked, and not counted.
@@ -60,7 +60,7 @@ int command_plan(const CommandArgs& args) {
     if (!unused) flops += node.forward_flops;
     char mflops[32];
     std::snprintf(mflops, sizeof mflops, "%.2f", node.forward_flops / 1e6);
-    std::printf("%-28s %-17s %-22s %-13s %-7s %12lld %12s\n", node.name.c_str(),
+    std::printf("%-28s %-24s %-22s %-13s %-7s %12lld %12s\n", node.name.c_str(),
                 (graph::op_label(node) + (unused ? " (unused)" : "")).c_str(),
                 to_string(g.values[node.output].shape).c_str(),
                 graph::format_name(g.values[node.output]).c_str(),

@@ -27,11 +27,6 @@ void check_model_blocks(const Node& model, Config& config, Diagnostics& diags) {
   if (!blocks || !blocks->is_map()) return;  // the builder reports one that is no map
   for (std::size_t i = 0; i < blocks->size(); ++i) {
     const std::string path = "model.blocks." + blocks->key_at(i);
-    if (blocks->key_at(i).find('.') != std::string::npos)
-      diags.add(blocks->key_mark_at(i), path,
-                "a block name may not hold a dot: its instances are named after it, and a dot "
-                "separates the parts of a parameter's name ('stage1.conv.weight')",
-                "use '_' instead");
     const Node& def = blocks->value_at(i);
     if (!def.is_map()) continue;  // the builder's, where an instance uses it
     for (std::size_t k = 0; k < def.size(); ++k) {

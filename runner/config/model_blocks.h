@@ -17,11 +17,9 @@ namespace trainer::config {
 inline const std::vector<std::string> kBlockInstanceKeys = {"block", "name", "inputs", "repeat",
                                                             "first"};
 
-// Errors for a definition named with a dot (its instances are named after
-// it, and a dot separates the parts of a parameter's name), with a key other
-// than `layers` and `params`, with `params` not a map or naming a parameter
-// as an instance key, or with no layers; a warning in config.warnings for
-// each block that no layer of the model (or of a block it uses) names.
+// Errors for a definition with a key other than `layers` and `params`, with `params` not a map or
+// naming a parameter as an instance key, or with no layers; a warning in config.warnings for each
+// block that no layer of the model (or of a block it uses) names.
 void check_model_blocks(const Node& model, Config& config, Diagnostics& diags);
 
 }  // namespace trainer::config

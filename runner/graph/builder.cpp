@@ -253,6 +253,7 @@ class Builder {
       return std::move(graph_);
     }
     Scope top;
+    top.top_level = true;
     top.values[kInputName] = graph_.input;
     const ValueId last = expand_layers(*layers, "model.layers", "", top, {}, 0);
     if (last == kNoValue) return std::move(graph_);
@@ -272,6 +273,7 @@ class Builder {
     std::map<std::string, ValueId> values;  // local layer name -> its output
     std::map<std::string, int> type_counts;
     std::set<std::string> later;  // the `name:`s of the list's layers not expanded yet
+    bool top_level = false;       // model.layers, where the loss's node is named `loss`
   };
 
   void unknown_key(const Mark& mark, const std::string& path, const std::string& key,
@@ -360,7 +362,7 @@ class Builder {
     if (const Node* name = layer.find("name")) {
       const std::string& text = name->text();
       if (!name->is_scalar() || text.empty() || text.find('.') != std::string::npos ||
-          text == kInputName || text == kLossName) {
+          text == kInputName || (scope.top_level && text == kLossName)) {
         diags_.add(name->mark(), path + ".name",
                    "expected a layer name without dots (and not 'input' or 'loss', which name "
                    "the batch and the loss), found " +
@@ -376,6 +378,15 @@ class Builder {
     // An automatic name an earlier layer took for itself: two layers of one
     // name would share their parameters' names in every checkpoint.
     const std::string automatic = type + std::to_string(count);
+    if (type.find('.') != std::string::npos) {
+      diags_.add(layer.mark(), path,
+                 "this instance of block '" + type + "' needs a `name:`: its automatic name '" +
+                     automatic +
+                     "' would hold a dot, which separates the parts of a "
+                     "parameter's name",
+                 "give it a `name:` without dots, or rename the block");
+      return {};
+    }
     if (scope.values.count(automatic)) {
       diags_.add(
           layer.mark(), path,

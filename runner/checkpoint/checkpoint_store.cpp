@@ -2,6 +2,7 @@
 #include "runner/checkpoint/checkpoint_store.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -329,23 +330,12 @@ void remove_unfinished(const fs::path& dir, const std::string& saving,
   }
 }
 
-// The safetensors dtype of a program tensor's element type.
+// The safetensors dtype of a program tensor's element type: its name in
+// capitals ("f32": "F32", "bf16": "BF16").
 std::string safetensors_dtype_of(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return "F32";
-    case DType::bf16:
-      return "BF16";
-    case DType::f16:
-      return "F16";
-    case DType::i32:
-      return "I32";
-    case DType::i64:
-      return "I64";
-    case DType::u8:
-      return "U8";
-  }
-  throw std::logic_error("a tensor of an unknown element type");
+  std::string name(dtype_name(dtype));
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
 }
 
 // Writes the program's `tensors` to the safetensors file `path` (synced),

@@ -5,7 +5,8 @@
 // writes checkpoints that read back (their NaN window loss included), and
 // their NaN weights are named rather than blamed on the next step; a state
 // edited past what a run can reach is a damaged checkpoint, set aside for the
-// previous one; a checkpoints folder that is not a directory, or is gone from
+// previous one, while one this user may not read stops the resume, set aside
+// for nothing; a checkpoints folder that is not a directory, or is gone from
 // a run that wrote checkpoints, stops the resume instead of starting over; a
 // damaged manifest.json stops it before config.yaml is rewritten.
 #include <sys/stat.h>
@@ -370,6 +371,41 @@ TEST_CASE("a FIFO or a link loop in place of a run's file is refused, never open
     INFO(read_text(tmp / "loop.log"));
     CHECK_FALSE(fs::is_symlink(fs::symlink_status(step)));  // replaced (then pruned)
   }
+}
+
+TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set aside") {
+  TempDir tmp("unreadable");
+  const std::string run = finished_run(tmp, "run");
+  // Permissions do not stop root: as root, the commands run as user nobody
+  // over files handed to it.
+  std::string as_user;
+  if (geteuid() == 0) {
+    for (const auto& e : fs::recursive_directory_iterator(tmp.path()))
+      REQUIRE(lchown(e.path().c_str(), 65534, 65534) == 0);
+    REQUIRE(chown(tmp.path().c_str(), 65534, 65534) == 0);
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  const std::string newest = run + "/checkpoints/step-00000048";
+  REQUIRE(chmod(newest.c_str(), 0) == 0);
+  const auto before = snapshot(run);
+  const auto trainer = [&](const std::string& args) {
+    return run_command(as_user + trainer_binary() + " " + args);
+  };
+  const CommandResult resumed = trainer("run --resume " + run + " train.epochs=4");
+  INFO(resumed.out);
+  CHECK(resumed.code == 1);
+  CHECK_THAT(resumed.out,
+             Contains("error: cannot resume from checkpoint " + newest + ": " + newest +
+                      "/SHA256SUMS: cannot be looked at: Permission denied") &&
+                 Contains("which is not damage: nothing was set aside"));
+  CHECK_FALSE(holds_set_aside(run));
+  CHECK(snapshot(run) == before);
+  // eval names the folder it cannot look inside, not "no checkpoint".
+  const CommandResult evaluated = trainer("eval " + run + " --checkpoint step-00000048");
+  INFO(evaluated.out);
+  CHECK(evaluated.code != 0);
+  CHECK_THAT(evaluated.out, Contains(newest + ": cannot look inside: Permission denied"));
+  REQUIRE(chmod(newest.c_str(), 0755) == 0);  // so that the folder can be removed
 }
 
 TEST_CASE("a damaged manifest.json stops the resume before anything changes") {

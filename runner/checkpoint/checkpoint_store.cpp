@@ -455,6 +455,20 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
   return state;
 }
 
+namespace {
+
+// Whether folder `dir` holds a checkpoint's SHA256SUMS; a folder this
+// process may not look inside is unreadable, not "no checkpoint".
+bool holds_checksums(const fs::path& dir) {
+  std::error_code ec;
+  const bool holds = fs::exists(dir / kSumsFile, ec);
+  if (ec == std::errc::permission_denied || ec == std::errc::io_error)
+    throw CheckpointUnreadable(dir.string() + ": cannot look inside: " + ec.message());
+  return holds;
+}
+
+}  // namespace
+
 std::string CheckpointStore::find(const std::string& which, const std::string& metric,
                                   bool maximize) const {
   const auto all = list_checkpoints(dir_);  // newest first
@@ -479,8 +493,7 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
   }
   std::error_code ec;  // a path that cannot be looked at (a link that loops) names nothing
   for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
-    if (fs::is_directory(candidate, ec) && fs::exists(candidate / kSumsFile, ec))
-      return candidate.string();
+    if (fs::is_directory(candidate, ec) && holds_checksums(candidate)) return candidate.string();
   for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
     if (fs::is_regular_file(candidate, ec) &&
         fs::exists(fs::absolute(candidate, ec).parent_path() / kSumsFile, ec)) {
@@ -550,8 +563,13 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
           "point reported it (or the file was edited). Resume from an earlier checkpoint by "
           "moving this one out of " +
           dir_ + " (with a lower optimizer.lr), or start a new run");
-    } catch (const CheckpointUnreadable&) {
-      throw;  // not damage: the same file reads once the system lets it
+    } catch (const CheckpointUnreadable& e) {
+      // Not damage: the same file reads once the system lets it.
+      throw CheckpointUnreadable(
+          "cannot resume from checkpoint " + path.string() + ": " + e.what() +
+          "\n  the system refused to read it, which is not damage: nothing was set aside. Let "
+          "this user read it (its permissions, owner or disk), or move it out of " +
+          dir_ + " to resume from the one before");
     } catch (const RecordsChanged& e) {
       // An intact checkpoint whose recorded lengths no longer end a record:
       // the records changed since. An older checkpoint may still seem to fit

@@ -277,8 +277,15 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
 namespace {
 
 // Refuses what is not a plain file before it is opened: a FIFO would block
-// the open, a device might never end.
+// the open, a device might never end. A path the system will not let this
+// process look at (a folder without read or search permission, an I/O error)
+// is unreadable, not damaged.
 void require_regular_file(const std::string& path) {
+  std::error_code looked;
+  const auto status = std::filesystem::status(path, looked);
+  if (status.type() == std::filesystem::file_type::none &&
+      (looked == std::errc::permission_denied || looked == std::errc::io_error))
+    throw CheckpointUnreadable(path + ": cannot be looked at: " + looked.message());
   if (const std::string what = data::not_a_regular_file(path); !what.empty())
     throw CheckpointError(path + ": is " + what + ", not a file");
 }

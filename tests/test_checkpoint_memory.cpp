@@ -70,18 +70,19 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-// A program whose fc.weight alone is 4096 x 4096 floats (64 MiB); with
-// Adam's two moments its state file holds 128 MiB.
+// A program whose fc.weight alone is 4100 x 4096 floats (64.06 MiB: four
+// 16 MiB pieces and a partial fifth); with Adam's two moments its state
+// file holds twice that.
 std::unique_ptr<Program> large_program(std::uint64_t seed) {
   ModelInput in;
   in.batch = 2;
   in.sample_shape = {4096};
-  in.num_classes = 4096;
+  in.num_classes = 4100;
   CompileOptions options;
   options.optimizer_state_tensors = 2;
   auto program = std::make_unique<Program>(
       differentiate(
-          graph_of_yaml("layers:\n  - {type: linear, name: fc, out_features: 4096}\n", in)),
+          graph_of_yaml("layers:\n  - {type: linear, name: fc, out_features: 4100}\n", in)),
       cpu_backend(), options);
   initialize_params(*program, seed);
   // Moments unlike the weights, so a file holding the wrong tensor shows.
@@ -168,18 +169,26 @@ TEST_CASE("a resume reads a checkpoint's files into the program in bounded piece
   CHECK(loaded->state.step == 1);
   CHECK(same_tensors(*resumed, *saved));
 
-  SECTION("a NaN past the first piece is found, at its place") {
-    // Element 4200000 lies in the weight's second 16 MiB piece: row 1025, column 1600.
-    saved->params()[0].value.f32()[4200000] = std::numeric_limits<float>::quiet_NaN();
+  // A NaN at `element` of the weight, saved as step 2: the load's error.
+  const auto error_for_nan_at = [&](std::int64_t element) {
+    saved->params()[0].value.f32()[element] = std::numeric_limits<float>::quiet_NaN();
     store.save(*saved, state_at(2), {}, fail_on_warning);
-    std::string error;
     try {
       store.load_newest(*resumed, true, fail_on_warning);
     } catch (const checkpoint::CheckpointNotFinite& e) {
-      error = e.what();
+      return std::string(e.what());
     }
-    CHECK(error.find("tensor 'fc.weight' element 4200000 (at [1025, 1600]) is NaN; 1 of its "
-                     "16777216 values is not finite") != std::string::npos);
+    return std::string();
+  };
+  SECTION("a NaN past the first piece is found, at its place") {
+    // Element 4200000 lies in the weight's second 16 MiB piece: row 1025, column 1600.
+    CHECK_THAT(error_for_nan_at(4200000),
+               Catch::Contains("tensor 'fc.weight' element 4200000 (at [1025, 1600]) is NaN; 1 of "
+                               "its 16793600 values is not finite"));
+  }
+  SECTION("a NaN in the last, partial piece is found, at its place") {
+    CHECK_THAT(error_for_nan_at(16793599),
+               Catch::Contains("tensor 'fc.weight' element 16793599 (at [4099, 4095]) is NaN"));
   }
 }
 

@@ -16,37 +16,30 @@ std::runtime_error os_error(const std::string& what, const std::string& path) {
   return std::runtime_error("cannot " + what + " " + path + ": " + std::strerror(errno));
 }
 
-class FileDescriptor {
- public:
-  FileDescriptor(const std::string& path, int flags, mode_t mode = 0644)
-      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
+// The folder holding `path`, to fsync after an entry in it changed.
+std::string parent_directory(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
 
 }  // namespace
 
-SyncedFileWriter::SyncedFileWriter(const std::string& path)
-    : path_(path), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
-  if (fd_ < 0) throw os_error("create", path);
+FileDescriptor::FileDescriptor(const std::string& path, int flags, unsigned mode)
+    : fd_(::open(path.c_str(), flags | O_CLOEXEC, static_cast<mode_t>(mode))) {}
+
+FileDescriptor::~FileDescriptor() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
-SyncedFileWriter::~SyncedFileWriter() {
-  ::close(fd_);
+SyncedFileWriter::SyncedFileWriter(const std::string& path)
+    : path_(path), file_(path, O_WRONLY | O_CREAT | O_TRUNC) {
+  if (!file_) throw os_error("create", path);
 }
 
 void SyncedFileWriter::append(std::string_view bytes) {
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    const ssize_t n = ::write(file_.get(), bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw os_error("write", path_);
@@ -56,7 +49,7 @@ void SyncedFileWriter::append(std::string_view bytes) {
 }
 
 void SyncedFileWriter::finish() {
-  if (::fsync(fd_) != 0) throw os_error("fsync", path_);
+  if (::fsync(file_.get()) != 0) throw os_error("fsync", path_);
 }
 
 void write_file_synced(const std::string& path, std::string_view bytes) {
@@ -80,8 +73,7 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
     throw;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw os_error("rename into place", path);
-  const auto slash = path.rfind('/');
-  fsync_directory(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));
+  fsync_directory(parent_directory(path));
 }
 
 void replace_symlink(const std::string& link, const std::string& target) {
@@ -89,8 +81,7 @@ void replace_symlink(const std::string& link, const std::string& target) {
   ::unlink(tmp.c_str());
   if (::symlink(target.c_str(), tmp.c_str()) != 0) throw os_error("create link", tmp);
   if (std::rename(tmp.c_str(), link.c_str()) != 0) throw os_error("rename link into place", link);
-  const auto slash = link.rfind('/');
-  fsync_directory(slash == std::string::npos ? "." : link.substr(0, slash == 0 ? 1 : slash));
+  fsync_directory(parent_directory(link));
 }
 
 }  // namespace trainer::checkpoint

@@ -8,21 +8,33 @@
 
 namespace trainer::checkpoint {
 
+// An open POSIX file descriptor (close-on-exec), closed with the object;
+// false when the open failed (errno says why).
+class FileDescriptor {
+ public:
+  FileDescriptor(const std::string& path, int flags, unsigned mode = 0644);
+  ~FileDescriptor();
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
 // A file written in pieces as they are made, then fsynced by finish(). The
 // descriptor closes with the object; a file not finished is left as written.
 class SyncedFileWriter {
  public:
   explicit SyncedFileWriter(const std::string& path);
-  ~SyncedFileWriter();
-  SyncedFileWriter(const SyncedFileWriter&) = delete;
-  SyncedFileWriter& operator=(const SyncedFileWriter&) = delete;
 
   void append(std::string_view bytes);
   void finish();
 
  private:
   std::string path_;
-  int fd_;
+  FileDescriptor file_;
 };
 
 // Writes `bytes` to `path` and fsyncs the file (no rename).

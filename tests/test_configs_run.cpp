@@ -96,6 +96,10 @@ TEST_CASE("plan marks a layer the loss does not depend on and leaves its FLOPs o
   const std::string line = out.substr(dead + 1, out.find('\n', dead + 1) - dead - 1);
   CHECK(line.find("linear (unused)") != std::string::npos);
   CHECK(line.find("not run") != std::string::npos);
+  // Its weights are allocated and saved but never updated: not counted as trainable.
+  CHECK_THAT(out, Catch::Contains("parameters: 7850 trainable (792850 with state; 785000 in "
+                                  "unused layers, never updated)\n"));
+  CHECK_THAT(unused, Catch::Contains("parameters: 7850 trainable (7850 with state)\n"));
 }
 
 TEST_CASE("a missing data file is a configuration error naming the file") {

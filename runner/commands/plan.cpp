@@ -52,12 +52,15 @@ int command_plan(const CommandArgs& args) {
   for (int i = 0; i < tg.forward_steps; ++i)
     runs[static_cast<std::size_t>(tg.schedule[i].node)] = true;
   double flops = 0;
+  std::int64_t unused_trainable = 0;  // allocated and saved, never updated
   for (int n = 0; n < tg.model_nodes; ++n) {
     const graph::Node& node = g.nodes[n];
     std::int64_t params = 0;
     for (int p : node.params) params += numel(g.params[p].shape);
     const bool unused = !runs[static_cast<std::size_t>(n)];
     if (!unused) flops += node.forward_flops;
+    for (int p : node.params)
+      if (unused && g.params[p].trainable) unused_trainable += numel(g.params[p].shape);
     char mflops[32];
     std::snprintf(mflops, sizeof mflops, "%.2f", node.forward_flops / 1e6);
     std::printf("%-28s %-24s %-22s %-13s %-7s %12lld %12s\n", node.name.c_str(),
@@ -69,9 +72,11 @@ int command_plan(const CommandArgs& args) {
   }
   const std::int64_t frozen = g.frozen_parameter_count();
   std::printf("\nparameters: %lld trainable (%lld with state",
-              static_cast<long long>(g.parameter_count(true)),
+              static_cast<long long>(g.parameter_count(true) - unused_trainable),
               static_cast<long long>(g.parameter_count(false)));
   if (frozen > 0) std::printf("; %lld frozen by model.freeze", static_cast<long long>(frozen));
+  if (unused_trainable > 0)
+    std::printf("; %lld in unused layers, never updated", static_cast<long long>(unused_trainable));
   std::printf(")\n");
   std::printf("FLOPs per micro-batch: forward %.3f GFLOP, forward+backward ~%.3f GFLOP\n",
               flops / 1e9, 3 * flops / 1e9);

@@ -8,6 +8,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <new>
 #include <optional>
 #include <sstream>
@@ -187,22 +188,20 @@ std::string parse_failure(const CLI::App* app, const CLI::Error& e) {
 
 // An allocation of host memory that failed outside the planned arena (which
 // reports its own figures): what ran out, and what to check.
-void report_out_of_host_memory() {
-  std::fputs(
-      "error: out of host memory: an allocation failed (std::bad_alloc); the machine, or a limit "
-      "on this process (ulimit -v, a cgroup), has no more memory to give\n"
-      "    check the data sizes (data read into memory, and the loader's order of 8 bytes per "
-      "training sample), train.batch_size / train.micro_batch_size, data.prefetch and "
-      "data.workers, and run `trainer plan CONFIG` for the memory plan against the memory "
-      "available\n",
-      stderr);
+std::string out_of_host_memory_report() {
+  return "error: out of host memory: an allocation failed (std::bad_alloc); the machine, or a "
+         "limit on this process (ulimit -v, a cgroup), has no more memory to give\n"
+         "    check the data sizes (data read into memory, and the loader's order of 8 bytes per "
+         "training sample), train.batch_size / train.micro_batch_size, data.prefetch and "
+         "data.workers, and run `trainer plan CONFIG` for the memory plan against the memory "
+         "available\n";
 }
 
 // A filesystem error in plain words: "cannot create directories 'a/b': Not a
 // directory" (the library writes "filesystem error: cannot create
 // directories: Not a directory [a/b]"), and what to do about a file where a
 // folder belongs or a link loop.
-void report_filesystem_error(const std::filesystem::filesystem_error& e) {
+std::string filesystem_error_report(const std::filesystem::filesystem_error& e) {
   const std::string what = e.what(), prefix = "filesystem error: ";
   const std::string reason = e.code().message();
   std::string action;
@@ -213,17 +212,35 @@ void report_filesystem_error(const std::filesystem::filesystem_error& e) {
   std::string paths = "'" + e.path1().string() + "'";
   if (!e.path2().empty()) paths += " and '" + e.path2().string() + "'";
   if (action.rfind("cannot ", 0) != 0) action = "cannot use";  // "status", "directory iterator"
-  std::fprintf(stderr, "error: %s %s: %s\n", action.c_str(), paths.c_str(), reason.c_str());
+  std::string report = "error: " + action + " " + paths + ": " + reason + "\n";
   if (e.code() == std::errc::not_a_directory)
-    std::fprintf(stderr,
-                 "    a file stands where a folder belongs ('%s' or a folder above it): move "
-                 "it aside, or choose another directory\n",
-                 e.path1().string().c_str());
+    report += "    a file stands where a folder belongs ('" + e.path1().string() +
+              "' or a folder above it): move it aside, or choose another directory\n";
   if (e.code() == std::errc::too_many_symbolic_link_levels)
-    std::fputs(
-        "    a symbolic link on that path leads back to itself: replace it with the file "
-        "or folder it should name\n",
-        stderr);
+    report +=
+        "    a symbolic link on that path leads back to itself: replace it with the file or "
+        "folder it should name\n";
+  return report;
+}
+
+// Writes an error report to stderr; in one rank of a job of several, each
+// line starts with "[rank N] ", so the job's console output says which rank
+// failed (as its log lines do).
+void print_error_report(const std::string& report) {
+  const std::string mark = dist::rank_mark();
+  std::string marked;
+  std::istringstream lines(report);
+  for (std::string line; std::getline(lines, line);) marked += mark + line + "\n";
+  std::fputs(marked.c_str(), stderr);
+}
+
+// The exit code for what parsing the command line threw: 0 for --help and
+// --version (their text on stdout), else a usage error, reported.
+int exit_for_parse_error(CLI::App& app, const CLI::ParseError& e) {
+  std::ostringstream report;
+  const int code = app.exit(e, std::cout, report);
+  print_error_report(report.str());
+  return code == 0 ? 0 : kUsageError;
 }
 
 // Runs a subcommand, turning errors into messages and exit codes. An error
@@ -233,29 +250,29 @@ int guarded(const std::function<int()>& command, const std::vector<std::string>&
   try {
     return command();
   } catch (const config::ConfigError& e) {
-    std::fputs(config::annotate_overrides(e.diagnostics(), overrides).format_all().c_str(), stderr);
     const std::size_t n = e.diagnostics().size();
-    std::fprintf(stderr, "%zu error%s\n", n, n == 1 ? "" : "s");
+    print_error_report(config::annotate_overrides(e.diagnostics(), overrides).format_all() +
+                       std::to_string(n) + (n == 1 ? " error" : " errors") + "\n");
     return kUsageError;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s%s\n", dist::error_mark().c_str(), e.what());
+    print_error_report("error: " + std::string(e.what()) + "\n");
     return kUsageError;
   } catch (const std::bad_alloc&) {
-    report_out_of_host_memory();
+    print_error_report(out_of_host_memory_report());
     return 1;
   } catch (const std::filesystem::filesystem_error& e) {
-    report_filesystem_error(e);
+    print_error_report(filesystem_error_report(e));
     return 1;
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "%s%s\n", dist::error_mark().c_str(), e.what());
+    std::string report = "error: " + std::string(e.what()) + "\n";
     if (e.code() == std::errc::resource_unavailable_try_again)  // a thread, most often
-      std::fputs(
+      report +=
           "    the system refused this process another thread: check `ulimit -u` and a "
-          "container's pids limit; fewer data.workers or backend.threads need fewer\n",
-          stderr);
+          "container's pids limit; fewer data.workers or backend.threads need fewer\n";
+    print_error_report(report);
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s%s\n", dist::error_mark().c_str(), e.what());
+    print_error_report("error: " + std::string(e.what()) + "\n");
     return 1;
   }
 }
@@ -385,16 +402,15 @@ int run_cli(int argc, char** argv) {
       std::string value = word.find('=') != std::string::npos     ? word.substr(word.find('=') + 1)
                           : i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1]
                                                                   : "VALUE";
-      std::fprintf(stderr,
-                   "error: '%s' is not an option; config values are set as KEY=VALUE after the "
-                   "config: %s=%s\n",
-                   word.c_str(), key.c_str(), value.c_str());
+      print_error_report("error: '" + word +
+                         "' is not an option; config values are set as KEY=VALUE after the "
+                         "config: " +
+                         key + "=" + value + "\n");
       return kUsageError;
     }
-    return app.exit(e) == 0 ? 0 : kUsageError;
+    return exit_for_parse_error(app, e);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : kUsageError;
+    return exit_for_parse_error(app, e);
   }
 
   const std::string name = app.get_subcommands().front()->get_name();

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "run_command.h"
 #include "runner/config/reference.h"
@@ -1082,4 +1084,29 @@ TEST_CASE("a CSV without a header takes its columns by index, written as integer
   CHECK_THAT(r.out, Catch::Contains("<command line>:1:22: error: data.train.delimiter: ") &&
                         Catch::Contains("delimiter must be one character, got ';;'"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("in one rank of a job, every line of an error says which rank wrote it") {
+  const std::string rank_one = "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 ";
+  // stderr alone: what each kind of error writes.
+  const auto errors_of = [](const std::string& command) {
+    const auto r = trainer::testing::run_command("{ " + command + " 2>&1 >/dev/null; }", false);
+    CHECK(r.code == 2);
+    return r.out;
+  };
+  for (const std::string& args : std::vector<std::string>{
+           "validate " + kGood + "mlp.yaml optimizer.lr=abc",  // a config diagnostic
+           "validate /nonexistent/x.yaml",                     // the command line
+           "run " + kGood + "mlp.yaml --epochs 2"}) {          // an option meant as a key
+    INFO(args);
+    const std::string alone = errors_of(trainer::testing::trainer_binary() + " " + args);
+    const std::string in_rank =
+        errors_of(rank_one + trainer::testing::trainer_binary() + " " + args);
+    CHECK(alone.find("[rank") == std::string::npos);
+    std::string marked;
+    std::istringstream lines(alone);
+    for (std::string line; std::getline(lines, line);) marked += "[rank 1] " + line + "\n";
+    CHECK(in_rank == marked);
+    CHECK_FALSE(alone.empty());
+  }
 }

@@ -106,13 +106,17 @@ std::optional<LaunchEnv> detect_launch_env(const std::function<const char*(const
   return std::nullopt;
 }
 
-std::string error_mark() {
+std::string rank_mark() {
   try {
     if (const auto env = detect_launch_env(); env && env->world > 1)
-      return "[rank " + std::to_string(env->rank) + "] error: ";
+      return "[rank " + std::to_string(env->rank) + "] ";
   } catch (const std::exception&) {  // a bad launcher variable: reported where it matters
   }
-  return "error: ";
+  return "";
+}
+
+std::string error_mark() {
+  return rank_mark() + "error: ";
 }
 
 }  // namespace trainer::dist

@@ -29,9 +29,12 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node);
 std::optional<LaunchEnv> detect_launch_env(
     const std::function<const char*(const char*)>& get = nullptr);
 
-// How this process starts an error line: "error: ", or "[rank N] error: " in
-// one rank of a job of several, so the job's console output says which rank
-// failed (as its log lines do).
+// "[rank N] " in one rank of a job of several, else "": what starts each
+// line this process writes about itself, so the job's console output says
+// which rank wrote it (as its log lines do).
+std::string rank_mark();
+
+// How this process starts an error line: rank_mark() + "error: ".
 std::string error_mark();
 
 }  // namespace trainer::dist

@@ -7,15 +7,20 @@
 // other write to the weights.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 
+#include "runner/checkpoint/safetensors.h"
+#include "runner/checkpoint/weights.h"
 #include "runner/graph/formats.h"
 #include "runner/graph/precision.h"
 #include "runner/graph/program.h"
 #include "tests/program_fixture.h"
+#include "tests/temp_dir.h"
 
 using namespace trainer;
 using namespace trainer::graph;
@@ -314,6 +319,26 @@ TEST_CASE("bf16 weight copies follow weights written outside the optimizer") {
     std::copy_n(std::as_const(*used).params()[p].value.f32(), used->params()[p].value.numel(),
                 fresh->params()[p].value.f32());
   fresh->train_step(1);
+  CHECK(used->loss().f32()[0] == fresh->loss().f32()[0]);
+  check_copies_current(*used);
+
+  // Loaded from a weights file into a program whose copies were just
+  // refreshed by a step: the same.
+  used->train_step(1);
+  checkpoint::Safetensors file;
+  for (const ParamStorage& p : fresh->params()) {  // written: its copies refreshed
+    for (std::int64_t i = 0; i < p.value.numel(); ++i) p.value.f32()[i] *= 0.5f;
+    file.tensors.push_back({p.param->name, "F32", p.value.shape,
+                            std::string(static_cast<const char*>(p.value.data), p.value.bytes())});
+  }
+  std::sort(file.tensors.begin(), file.tensors.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  testing::TempDir tmp("bf16-load");
+  const std::string path = tmp / "weights.safetensors";
+  std::ofstream(path, std::ios::binary) << checkpoint::encode_safetensors(file);
+  checkpoint::load_parameters(*used, checkpoint::SafetensorsFile(path), path, true);
+  fresh->train_step(1);
+  used->train_step(1);
   CHECK(used->loss().f32()[0] == fresh->loss().f32()[0]);
   check_copies_current(*used);
 }

@@ -185,6 +185,7 @@ class CudaBackend final : public Backend {
   // Returns once the data is on the host (after the compute work queued so far).
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     ctx_.device.activate();
+    refuse_inside_recording(ctx_.compute.get(), "a copy to the host");
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.compute.get()),
           "cudaMemcpyAsync(device to host)");
     ctx_.compute.synchronize();

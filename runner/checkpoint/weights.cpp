@@ -76,6 +76,7 @@ LoadReport copy_matching(graph::Program& program, const std::vector<NamedTensor>
     });
     report.loaded.push_back(stored->name);
   }
+  if (!report.loaded.empty()) program.weights_written();
   return report;
 }
 

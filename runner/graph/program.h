@@ -79,6 +79,9 @@ class Program {
     return params_;
   }
   const std::vector<ParamStorage>& params() const { return params_; }
+  // The float32 weights were written through their TensorRefs (a checkpoint
+  // loaded): the bf16 copies are refreshed before the next step.
+  void weights_written() { bf16_copies_stale_ = true; }
   // The optimizer's view of every trainable parameter; the update rewrites
   // the bf16 weight copies too, so they stay current step to step.
   std::vector<ParamSlot> optimizer_slots();

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_command.h"
 #include "temp_dir.h"
 
 namespace trainer::testing {
@@ -109,7 +110,7 @@ class TrainerProcess {
         dup2(fd, 2);
       }
       std::vector<char*> argv;
-      std::string binary = TRAINER_BINARY;
+      std::string binary = trainer_binary();
       argv.push_back(binary.data());
       std::vector<std::string> copy = args;
       for (auto& a : copy) argv.push_back(a.data());

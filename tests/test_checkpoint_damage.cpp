@@ -5,8 +5,8 @@
 // writes checkpoints that read back (their NaN window loss included), and
 // their NaN weights are named rather than blamed on the next step; a state
 // edited past what a run can reach is a damaged checkpoint, set aside for the
-// previous one, while one this user may not read stops the resume, set aside
-// for nothing; a checkpoints folder that is not a directory, or is gone from
+// previous one, while one this user may not read, or one written while it is
+// read, stops the resume, set aside for nothing; a checkpoints folder that is not a directory, or is gone from
 // a run that wrote checkpoints, stops the resume instead of starting over; a
 // damaged manifest.json stops it before config.yaml is rewritten.
 #include <sys/stat.h>
@@ -397,7 +397,7 @@ TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set 
   CHECK_THAT(resumed.out,
              Contains("error: cannot resume from checkpoint " + newest + ": " + newest +
                       "/SHA256SUMS: cannot be looked at: Permission denied") &&
-                 Contains("which is not damage: nothing was set aside"));
+                 Contains("that is not damage: nothing was set aside"));
   CHECK_FALSE(holds_set_aside(run));
   CHECK(snapshot(run) == before);
   // eval names the folder it cannot look inside, not "no checkpoint".
@@ -406,6 +406,28 @@ TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set 
   CHECK(evaluated.code != 0);
   CHECK_THAT(evaluated.out, Contains(newest + ": cannot look inside: Permission denied"));
   REQUIRE(chmod(newest.c_str(), 0755) == 0);  // so that the folder can be removed
+}
+
+TEST_CASE("a checkpoint file rewritten between its checksum and its copy stops the resume") {
+  TempDir tmp("changed-while-read");
+  const std::string run = finished_run(tmp, "run");
+  const std::string model = run + "/checkpoints/step-00000048/model.safetensors";
+  setenv("TRAINER_INJECT_LOAD_DELAY", "2", 1);
+  TrainerProcess resumed({"run", "--resume", run, "train.epochs=4"}, tmp / "r.log");
+  unsetenv("TRAINER_INJECT_LOAD_DELAY");
+  REQUIRE(wait_for_text(tmp / "r.log", "TRAINER_INJECT_LOAD_DELAY", std::chrono::seconds(60)));
+  // Its checksum was verified; now another process writes the file in place.
+  std::string bytes = read_text(model);
+  bytes[bytes.size() - 1] ^= 0x40;
+  std::ofstream(model, std::ios::binary | std::ios::in | std::ios::out) << bytes;
+  CHECK(resumed.wait() == 1);
+  const std::string log = read_text(tmp / "r.log");
+  INFO(log);
+  CHECK_THAT(log, Contains("error: cannot resume from checkpoint " + run +
+                           "/checkpoints/step-00000048: " + model +
+                           ": the file changed while it was read") &&
+                      Contains("nothing was set aside"));
+  CHECK_FALSE(holds_set_aside(run));
 }
 
 TEST_CASE("a damaged manifest.json stops the resume before anything changes") {

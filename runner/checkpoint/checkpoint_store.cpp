@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/safetensors.h"
@@ -457,6 +460,18 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
 
 namespace {
 
+// TRAINER_INJECT_LOAD_DELAY (seconds): a test hook standing in for a slow
+// disk between a checkpoint's checksums and the copy of its values, the
+// moment a file written under a resume would go unseen.
+void inject_load_delay(const std::function<void(const std::string&)>& warn) {
+  const char* text = std::getenv("TRAINER_INJECT_LOAD_DELAY");
+  const double seconds = text ? std::atof(text) : 0.0;
+  if (!(seconds > 0)) return;
+  warn("TRAINER_INJECT_LOAD_DELAY: copying the checkpoint's values " + std::string(text) +
+       " s late");
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
 // Whether folder `dir` holds a checkpoint's SHA256SUMS; a folder this
 // process may not look inside is unreadable, not "no checkpoint".
 bool holds_checksums(const fs::path& dir) {
@@ -546,6 +561,7 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
       const auto [model, state_file] = read_verified(path);
       TrainState state = checked_state_of(state_file.contents(), path);
       check_record_lengths(state, fs::path(dir_).parent_path(), (path / kStateFile).string());
+      inject_load_delay(warn);
       load_parameters(program, model, (path / kModelFile).string(), true);
       load_optimizer_state(program, state_file, (path / kStateFile).string());
       model.check_unchanged();  // what was loaded is what was verified
@@ -567,8 +583,8 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
       // Not damage: the same file reads once the system lets it.
       throw CheckpointUnreadable(
           "cannot resume from checkpoint " + path.string() + ": " + e.what() +
-          "\n  the system refused to read it, which is not damage: nothing was set aside. Let "
-          "this user read it (its permissions, owner or disk), or move it out of " +
+          "\n  that is not damage: nothing was set aside. Resume again once it can be read "
+          "(its permissions, owner or disk; nothing writing it), or move it out of " +
           dir_ + " to resume from the one before");
     } catch (const RecordsChanged& e) {
       // An intact checkpoint whose recorded lengths no longer end a record:

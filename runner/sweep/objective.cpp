@@ -1,6 +1,7 @@
 // What a trial records of the objective metrics, read off its config: the
 // same conditions under which the training loop writes each field of its
-// eval and train records (runner/train/train_loop.cpp).
+// eval and train records (runner/train/train_loop_eval.cpp and
+// train_loop_logging.cpp).
 #include "runner/sweep/objective.h"
 
 #include "runner/train/session.h"

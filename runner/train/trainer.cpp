@@ -1,6 +1,6 @@
 // Compiling a session into a program, its optimizer and loader settings,
 // feeding batches, the rows a batch's loss counts (ignore_index), and
-// evaluation. The training loop is train_loop.cpp.
+// evaluation. The training loop is train_loop.h (and its train_loop*.cpp).
 #include "runner/train/trainer.h"
 
 #include <algorithm>

@@ -1,0 +1,169 @@
+// The training loop's evaluations (train_loop.h): an evaluation and its
+// record, the training kept in a checkpoint when one fails or a stop comes
+// during it, and train.early_stopping.
+#include "runner/train/train_loop.h"
+
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "runner/checkpoint/stop_signal.h"
+
+namespace trainer::train::loop {
+namespace {
+
+// The averaged weights (train.ema_decay) in the parameters' place while it
+// lives, when `active`: an evaluation of them that then lets training go on.
+class AveragedWeightsInPlace {
+ public:
+  AveragedWeightsInPlace(graph::Program& program, bool active)
+      : program_(active ? &program : nullptr) {
+    if (program_) program_->swap_ema();
+  }
+  ~AveragedWeightsInPlace() {
+    if (program_) program_->swap_ema();
+  }
+  AveragedWeightsInPlace(const AveragedWeightsInPlace&) = delete;
+  AveragedWeightsInPlace& operator=(const AveragedWeightsInPlace&) = delete;
+
+ private:
+  graph::Program* program_;
+};
+
+}  // namespace
+
+std::optional<double> metric_value(const std::string& metric, const nlohmann::json& last_eval,
+                                   const nlohmann::json& last_train) {
+  const auto dot = metric.find('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string split = metric.substr(0, dot), key = metric.substr(dot + 1);
+  const nlohmann::json& record = split == "eval" ? last_eval : last_train;
+  if (!record.is_object() || !record.contains(key) || !record[key].is_number()) return std::nullopt;
+  return record[key].get<double>();
+}
+
+bool TrainLoop::run_eval(std::int64_t at_step, bool may_stop) {
+  if (!s_.eval_data) return true;
+  const WindowPause pause(window_, backend_);
+  // Weights gone inf or NaN can evaluate to a finite loss (a relu turns NaN
+  // into 0): no record of them.
+  stop_if_weights_went_non_finite(false);
+  if (!rank_buffers_each_step_) average_rank_buffers();
+  const auto stop_early = [&] {
+    if (inject_eval_delay_s_ > 0) {
+      log_->warn("TRAINER_INJECT_EVAL_DELAY: an evaluation batch {} s late", inject_eval_delay_s_);
+      std::this_thread::sleep_for(std::chrono::duration<double>(inject_eval_delay_s_));
+    }
+    return checkpoint::stop_requested() != 0;
+  };
+  const EvalResult e = [&] {
+    const AveragedWeightsInPlace averaged(program_, averaging_);
+    return evaluate(s_, program_, collective_,
+                    may_stop ? std::function<bool()>(stop_early) : nullptr);
+  }();
+  if (e.interrupted) return false;
+  // Every rank has the same sums: every rank stops alike.
+  if (!std::isfinite(e.loss))
+    throw DivergedError(std::string("the evaluation loss is ") +
+                        (std::isnan(e.loss) ? "NaN" : "infinite") + " at step " +
+                        std::to_string(at_step) + " (over " + std::to_string(e.samples) +
+                        " samples): the weights have diverged, or the evaluation data holds "
+                        "values the model overflows on; lower optimizer.lr (or set "
+                        "train.clip_grad_norm), or check the evaluation data (trainer validate "
+                        "--data)");
+  nlohmann::json record = {{"step", at_step},
+                           {"epoch", epoch_},
+                           {"split", "eval"},
+                           {"loss", e.loss},
+                           {"samples", e.samples}};
+  if (s_.num_classes > 0) {
+    record["accuracy"] = e.accuracy;
+    if (s_.num_classes > 5) record["top5"] = e.top5;
+  }
+  write_metrics(record);
+  last_eval_ = record;
+  if (best_eval_.is_null() || (s_.num_classes > 0 ? e.accuracy > best_eval_.value("accuracy", 0.0)
+                                                  : e.loss < best_eval_.value("loss", 1e300)))
+    best_eval_ = record;
+  progress_.clear();
+  if (s_.num_classes > 0)
+    log_->info("eval  epoch {} step {}: loss {:.4f} accuracy {:.4f}", epoch_, at_step, e.loss,
+               e.accuracy);
+  else
+    log_->info("eval  epoch {} step {}: loss {:.6f}", epoch_, at_step, e.loss);
+  // The evaluation at the end of training has nothing left to stop, but it
+  // counts: a resume that trains further stops where a longer run would.
+  if (cfg_.train.early_stopping.patience > 0) follow_early_stopping(at_step, step_ < total_steps_);
+  return true;
+}
+
+void TrainLoop::save_before_evaluation(std::int64_t epoch_step) {
+  save_state(stopped_inside_epoch_ ? *stopped_inside_epoch_ : state_now(epoch_, epoch_step));
+}
+
+void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
+  try {
+    // The ranks of a job stop together after a step; the end of training
+    // has its evaluation to make, then nothing more.
+    if (run_eval(step_, world_ == 1 && step_ < total_steps_)) return;
+    stopped_by_ = checkpoint::stop_requested();
+    save_before_evaluation(epoch_step);
+    log_->warn(
+        "signal {} during the evaluation at step {}: the evaluation is left for the "
+        "resume to make",
+        stopped_by_, step_);
+  } catch (const DivergedError&) {
+    throw;  // weights not worth keeping
+  } catch (const std::exception& e) {
+    // With several ranks the others wait in the evaluation's reductions: no
+    // checkpoint can be agreed on.
+    if (world_ > 1 || writes_nothing()) throw;
+    log_->error("the evaluation at step {} failed: {}", step_, e.what());
+    try {
+      save_before_evaluation(epoch_step);
+    } catch (const std::exception& save_error) {
+      log_->error("the training since the last checkpoint could not be saved: {}",
+                  save_error.what());
+      throw;
+    }
+    if (step_ < total_steps_)
+      log_->error(
+          "the training up to step {} is kept in checkpoint {}: once the evaluation data "
+          "reads, `trainer run --resume` makes this evaluation again and goes on",
+          step_, last_checkpoint_);
+    else
+      log_->error(
+          "the training up to step {} (its end) is kept in checkpoint {}: once the evaluation "
+          "data reads, `trainer eval` evaluates it",
+          step_, last_checkpoint_);
+    throw;
+  }
+}
+
+// Every rank sees the same evaluation (its sums are reduced over the ranks),
+// so every rank decides alike.
+void TrainLoop::follow_early_stopping(std::int64_t at_step, bool may_stop) {
+  const config::EarlyStoppingConfig& rule = cfg_.train.early_stopping;
+  const std::optional<double> value = metric_value(rule.metric, last_eval_, last_train_);
+  const bool improved =
+      value && std::isfinite(*value) &&
+      (!stop_best_ || (rule.mode == "min" ? *value < *stop_best_ - rule.min_delta
+                                          : *value > *stop_best_ + rule.min_delta));
+  if (improved) {
+    stop_best_ = *value;
+    stop_best_step_ = at_step;
+    stop_bad_evals_ = 0;
+    return;
+  }
+  if (++stop_bad_evals_ < rule.patience || !may_stop) return;
+  early_stopped_ = true;
+  log_->info("early stopping at step {}: {} has not improved on {:.6g} (step {}) in {} evaluations",
+             at_step, rule.metric, stop_best_.value_or(std::nan("")), stop_best_step_,
+             stop_bad_evals_);
+}
+
+}  // namespace trainer::train::loop

@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -187,15 +188,14 @@ std::string parse_failure(const CLI::App* app, const CLI::Error& e) {
 }
 
 // An allocation of host memory that failed outside the planned arena (which
-// reports its own figures): what ran out, and what to check.
-std::string out_of_host_memory_report() {
-  return "error: out of host memory: an allocation failed (std::bad_alloc); the machine, or a "
-         "limit on this process (ulimit -v, a cgroup), has no more memory to give\n"
-         "    check the data sizes (data read into memory, and the loader's order of 8 bytes per "
-         "training sample), train.batch_size / train.micro_batch_size, data.prefetch and "
-         "data.workers, and run `trainer plan CONFIG` for the memory plan against the memory "
-         "available\n";
-}
+// reports its own figures): what ran out, and what to check. A constant:
+// reporting it must not need memory.
+constexpr std::string_view kOutOfHostMemoryReport =
+    "error: out of host memory: an allocation failed (std::bad_alloc); the machine, or a limit on "
+    "this process (ulimit -v, a cgroup), has no more memory to give\n"
+    "    check the data sizes (data read into memory, and the loader's order of 8 bytes per "
+    "training sample), train.batch_size / train.micro_batch_size, data.prefetch and data.workers, "
+    "and run `trainer plan CONFIG` for the memory plan against the memory available\n";
 
 // A filesystem error in plain words: "cannot create directories 'a/b': Not a
 // directory" (the library writes "filesystem error: cannot create
@@ -225,13 +225,23 @@ std::string filesystem_error_report(const std::filesystem::filesystem_error& e) 
 
 // Writes an error report to stderr; in one rank of a job of several, each
 // line starts with "[rank N] ", so the job's console output says which rank
-// failed (as its log lines do).
-void print_error_report(const std::string& report) {
-  const std::string mark = dist::rank_mark();
-  std::string marked;
-  std::istringstream lines(report);
-  for (std::string line; std::getline(lines, line);) marked += mark + line + "\n";
-  std::fputs(marked.c_str(), stderr);
+// failed (as its log lines do). Nothing is allocated but the mark (unmarked
+// when even that fails: out of memory).
+void print_error_report(std::string_view report) {
+  std::string mark;
+  try {
+    mark = dist::rank_mark();
+  } catch (const std::exception&) {
+  }
+  while (!report.empty()) {
+    const std::size_t end = report.find('\n');
+    const std::string_view line = report.substr(0, end);
+    std::fwrite(mark.data(), 1, mark.size(), stderr);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fputc('\n', stderr);
+    if (end == std::string_view::npos) break;
+    report.remove_prefix(end + 1);
+  }
 }
 
 // The exit code for what parsing the command line threw: 0 for --help and
@@ -258,7 +268,7 @@ int guarded(const std::function<int()>& command, const std::vector<std::string>&
     print_error_report("error: " + std::string(e.what()) + "\n");
     return kUsageError;
   } catch (const std::bad_alloc&) {
-    print_error_report(out_of_host_memory_report());
+    print_error_report(kOutOfHostMemoryReport);
     return 1;
   } catch (const std::filesystem::filesystem_error& e) {
     print_error_report(filesystem_error_report(e));

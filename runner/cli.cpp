@@ -22,7 +22,7 @@
 #include "runner/config/diagnostics.h"
 #include "runner/config/overrides.h"
 #include "runner/config/registry.h"
-#include "runner/dist/launch_env.h"
+#include "runner/error_report.h"
 #include "runner/sweep/sweep_runner.h"
 #include "runner/usage_error.h"
 
@@ -223,27 +223,6 @@ std::string filesystem_error_report(const std::filesystem::filesystem_error& e) 
   return report;
 }
 
-// Writes an error report to stderr; in one rank of a job of several, each
-// line starts with "[rank N] ", so the job's console output says which rank
-// failed (as its log lines do). Nothing is allocated but the mark (unmarked
-// when even that fails: out of memory).
-void print_error_report(std::string_view report) {
-  std::string mark;
-  try {
-    mark = dist::rank_mark();
-  } catch (const std::exception&) {
-  }
-  while (!report.empty()) {
-    const std::size_t end = report.find('\n');
-    const std::string_view line = report.substr(0, end);
-    std::fwrite(mark.data(), 1, mark.size(), stderr);
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fputc('\n', stderr);
-    if (end == std::string_view::npos) break;
-    report.remove_prefix(end + 1);
-  }
-}
-
 // The exit code for what parsing the command line threw: 0 for --help and
 // --version (their text on stdout), else a usage error, reported.
 int exit_for_parse_error(CLI::App& app, const CLI::ParseError& e) {
@@ -379,10 +358,9 @@ int run_cli(int argc, char** argv) {
 
   // A first word that is no command: CLI11 would only say one is required.
   if (argc > 1 && argv[1][0] == '-' && !help_asked && std::string(argv[1]) != "--version") {
-    std::fprintf(stderr,
-                 "error: unknown option '%s'; a command comes first: trainer COMMAND "
-                 "[OPTIONS]\n    trainer --help lists the commands\n",
-                 argv[1]);
+    print_error_report("error: unknown option '" + std::string(argv[1]) +
+                       "'; a command comes first: trainer COMMAND [OPTIONS]\n    trainer --help "
+                       "lists the commands\n");
     return kUsageError;
   }
   if (argc > 1 && argv[1][0] != '-') {
@@ -392,9 +370,8 @@ int run_cli(int argc, char** argv) {
     if (std::find(names.begin(), names.end(), word) == names.end()) {
       const std::string listed = config::join(names);
       const std::string near = config::nearest(word, names);
-      std::fprintf(stderr, "error: unknown command '%s'; the commands are: %s\n%s", word.c_str(),
-                   listed.c_str(),
-                   near.empty() ? "" : ("    did you mean '" + near + "'?\n").c_str());
+      print_error_report("error: unknown command '" + word + "'; the commands are: " + listed +
+                         "\n" + (near.empty() ? "" : "    did you mean '" + near + "'?\n"));
       return kUsageError;
     }
   }
@@ -430,12 +407,12 @@ int run_cli(int argc, char** argv) {
       args.overrides.insert(args.overrides.begin(), args.config_path);
       args.config_path.clear();
     } else {
-      std::fprintf(
-          stderr,
-          "error: '%s' is an override, but the config file comes first: trainer %s "
-          "CONFIG.yaml %s%s\n",
-          args.config_path.c_str(), name.c_str(), args.config_path.c_str(),
-          name == "run" ? " (or, to continue a run: trainer run --resume RUN_DIR KEY=VALUE)" : "");
+      print_error_report(
+          "error: '" + args.config_path + "' is an override, but the config file comes first: " +
+          "trainer " + name + " CONFIG.yaml " + args.config_path +
+          (name == "run" ? " (or, to continue a run: trainer run --resume RUN_DIR KEY=VALUE)"
+                         : "") +
+          "\n");
       return kUsageError;
     }
   }

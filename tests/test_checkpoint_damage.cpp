@@ -6,9 +6,9 @@
 // their NaN weights are named rather than blamed on the next step; a state
 // edited past what a run can reach is a damaged checkpoint, set aside for the
 // previous one, while one this user may not read, or one written while it is
-// read, stops the resume, set aside for nothing; a checkpoints folder that is not a directory, or is gone from
-// a run that wrote checkpoints, stops the resume instead of starting over; a
-// damaged manifest.json stops it before config.yaml is rewritten.
+// read, stops the resume, set aside for nothing; a checkpoints folder that is not a directory, or
+// is gone from a run that wrote checkpoints, stops the resume instead of starting over; a damaged
+// manifest.json stops it before config.yaml is rewritten.
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -400,19 +400,30 @@ TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set 
                  Contains("that is not damage: nothing was set aside"));
   CHECK_FALSE(holds_set_aside(run));
   CHECK(snapshot(run) == before);
-  // eval names the folder it cannot look inside, not "no checkpoint".
-  const CommandResult evaluated = trainer("eval " + run + " --checkpoint step-00000048");
-  INFO(evaluated.out);
-  CHECK(evaluated.code != 0);
-  CHECK_THAT(evaluated.out, Contains(newest + ": cannot look inside: Permission denied"));
+  // eval names what it cannot look at, not "no checkpoint" (nor another
+  // checkpoint as the best): exit 1, as for any file the system refuses.
+  const auto evaluated = [&](const std::string& which) {
+    const CommandResult r = trainer("eval " + run + " --checkpoint " + which);
+    INFO(r.out);
+    CHECK(r.code == 1);
+    return r.out;
+  };
+  CHECK_THAT(evaluated("step-00000048"),
+             Contains(newest + ": cannot look inside: Permission denied"));
+  CHECK_THAT(evaluated("best"), Contains(newest + "/state.safetensors: cannot be looked at"));
   REQUIRE(chmod(newest.c_str(), 0755) == 0);  // so that the folder can be removed
+  // A checkpoints folder that cannot be listed holds checkpoints all the same.
+  const std::string folder = run + "/checkpoints";
+  REQUIRE(chmod(folder.c_str(), 0) == 0);
+  CHECK_THAT(evaluated("last"), Contains(folder + ": cannot list the checkpoints"));
+  REQUIRE(chmod(folder.c_str(), 0755) == 0);
 }
 
 TEST_CASE("a checkpoint file rewritten between its checksum and its copy stops the resume") {
   TempDir tmp("changed-while-read");
   const std::string run = finished_run(tmp, "run");
   const std::string model = run + "/checkpoints/step-00000048/model.safetensors";
-  setenv("TRAINER_INJECT_LOAD_DELAY", "2", 1);
+  setenv("TRAINER_INJECT_LOAD_DELAY", "4", 1);
   TrainerProcess resumed({"run", "--resume", run, "train.epochs=4"}, tmp / "r.log");
   unsetenv("TRAINER_INJECT_LOAD_DELAY");
   REQUIRE(wait_for_text(tmp / "r.log", "TRAINER_INJECT_LOAD_DELAY", std::chrono::seconds(60)));

@@ -26,12 +26,17 @@ TEST_CASE("a run resumed on a GPU ends with the metrics and weights of one run s
     std::vector<std::string> overrides = {"devices=[0]", "precision=" + precision,
                                           "schedule.type=constant",
                                           "model.layers[1].out_features=70000"};
-    REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
-    INFO(read_text(tmp / "f.log"));
+    // Each run's output, shown when it fails.
+    const auto ran = [&](const std::vector<std::string>& args, const std::string& log) {
+      const int code = run_to_end(args, log);
+      INFO(read_text(log));
+      CHECK(code == 0);
+      return code == 0;
+    };
+    REQUIRE(ran(run_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log"));
     overrides.push_back("train.max_steps=22");  // inside epoch 1, mid logging window
-    REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "part", overrides), tmp / "p.log") == 0);
-    REQUIRE(run_to_end({"run", "--resume", tmp / "part", "train.max_steps=0"}, tmp / "r.log") == 0);
-    INFO(read_text(tmp / "r.log"));
+    REQUIRE(ran(run_args(tmp / "tiny.yaml", tmp / "part", overrides), tmp / "p.log"));
+    REQUIRE(ran({"run", "--resume", tmp / "part", "train.max_steps=0"}, tmp / "r.log"));
     CHECK_THAT(read_text(tmp / "r.log"), Catch::Contains("on cuda"));
     CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "part/metrics.jsonl"));
     const std::string last = "/checkpoints/step-00000048/model.safetensors";

@@ -203,6 +203,19 @@ std::string checkpoint_on_record(const fs::path& run_dir) {
   return "";
 }
 
+// Throws CheckpointUnreadable for a checkpoints folder this process may not
+// look at or list (its checkpoints would seem to be none).
+void refuse_unlistable(const fs::path& dir) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);
+  if (status.type() == fs::file_type::none && system_refused(ec))
+    throw CheckpointUnreadable(dir.string() + ": cannot look at it: " + ec.message());
+  if (!fs::is_directory(status)) return;
+  const fs::directory_iterator listing(dir, ec);
+  if (ec)
+    throw CheckpointUnreadable(dir.string() + ": cannot list the checkpoints: " + ec.message());
+}
+
 // Refuses, before anything is read or moved, a checkpoints folder that
 // cannot hold the run's checkpoints: not a directory, not readable, or gone
 // from a run that wrote some (starting over would replace its records).
@@ -216,11 +229,7 @@ void check_checkpoint_folder(const fs::path& dir) {
   if (status.type() == fs::file_type::none)
     throw CheckpointUnreadable(dir.string() + ": cannot look at it: " + ec.message());
   if (fs::is_directory(status)) {
-    std::error_code listed;
-    const fs::directory_iterator listing(dir, listed);
-    if (listed)
-      throw CheckpointUnreadable(dir.string() +
-                                 ": cannot list the checkpoints: " + listed.message());
+    refuse_unlistable(dir);
     if (!list_checkpoints(dir).empty() || holds_set_aside(dir)) return;
     if (const std::string written = checkpoint_on_record(dir.parent_path()); !written.empty())
       throw CheckpointError(dir.string() + " holds no checkpoint, but the run wrote checkpoints (" +
@@ -247,6 +256,8 @@ void check_checkpoint_folder(const fs::path& dir) {
 
 // The value of `metric` the checkpoint in `dir` recorded. A checkpoint of an
 // earlier version recorded no name: its value counts as the metric asked for.
+// Nothing for a damaged file; CheckpointUnreadable when the system refuses to
+// read it (its value is not known, not absent).
 std::optional<double> metric_of(const fs::path& dir, const std::string& metric) {
   try {
     const auto meta = read_safetensors_metadata((dir / kStateFile).string());
@@ -257,6 +268,8 @@ std::optional<double> metric_of(const fs::path& dir, const std::string& metric) 
         metric.empty() || !j.contains("metric_name") || j["metric_name"] == nlohmann::json(metric);
     if (same_metric && j.contains("metric") && j["metric"].is_number())
       return j["metric"].get<double>();
+  } catch (const CheckpointUnreadable&) {
+    throw;
   } catch (const std::exception&) {
   }
   return std::nullopt;
@@ -272,9 +285,15 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
     keep[i] = true;
   if (policy.keep_best > 0) {
     std::vector<std::pair<double, std::size_t>> ranked;
-    for (std::size_t i = 0; i < all.size(); ++i)
-      if (auto m = metric_of(all[i].second, policy.metric); m && std::isfinite(*m))
-        ranked.emplace_back(*m, i);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      std::optional<double> m;
+      try {
+        m = metric_of(all[i].second, policy.metric);
+      } catch (const CheckpointUnreadable&) {
+        keep[i] = true;  // it may be among the best: never deleted unread
+      }
+      if (m && std::isfinite(*m)) ranked.emplace_back(*m, i);
+    }
     std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
       return policy.maximize ? a.first > b.first : a.first < b.first;
     });
@@ -472,13 +491,18 @@ void inject_load_delay(const std::function<void(const std::string&)>& warn) {
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
-// Whether folder `dir` holds a checkpoint's SHA256SUMS; a folder this
-// process may not look inside is unreadable, not "no checkpoint".
-bool holds_checksums(const fs::path& dir) {
+// Whether `path` is a checkpoint folder (a directory holding SHA256SUMS); a
+// path this process may not look at, or into, is unreadable, not "no
+// checkpoint".
+bool is_checkpoint_folder(const fs::path& path) {
   std::error_code ec;
-  const bool holds = fs::exists(dir / kSumsFile, ec);
-  if (ec == std::errc::permission_denied || ec == std::errc::io_error)
-    throw CheckpointUnreadable(dir.string() + ": cannot look inside: " + ec.message());
+  const fs::file_status status = fs::status(path, ec);
+  if (status.type() == fs::file_type::none && system_refused(ec))
+    throw CheckpointUnreadable(path.string() + ": cannot be looked at: " + ec.message());
+  if (!fs::is_directory(status)) return false;
+  const bool holds = fs::exists(path / kSumsFile, ec);
+  if (system_refused(ec))
+    throw CheckpointUnreadable(path.string() + ": cannot look inside: " + ec.message());
   return holds;
 }
 
@@ -486,6 +510,7 @@ bool holds_checksums(const fs::path& dir) {
 
 std::string CheckpointStore::find(const std::string& which, const std::string& metric,
                                   bool maximize) const {
+  refuse_unlistable(dir_);
   const auto all = list_checkpoints(dir_);  // newest first
   std::vector<std::string> listed;
   for (const auto& [step, path] : all) listed.push_back(path.filename().string());
@@ -508,7 +533,7 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
   }
   std::error_code ec;  // a path that cannot be looked at (a link that loops) names nothing
   for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
-    if (fs::is_directory(candidate, ec) && holds_checksums(candidate)) return candidate.string();
+    if (is_checkpoint_folder(candidate)) return candidate.string();
   for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
     if (fs::is_regular_file(candidate, ec) &&
         fs::exists(fs::absolute(candidate, ec).parent_path() / kSumsFile, ec)) {

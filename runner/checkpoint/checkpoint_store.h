@@ -70,7 +70,9 @@ class CheckpointStore {
   // (the best value of `metric` the checkpoints recorded, the largest when
   // `maximize`), a folder name here ("step-00000120"), or a path to a
   // checkpoint folder. Throws CheckpointError, listing what there is, when
-  // nothing matches.
+  // nothing matches, and CheckpointUnreadable when the system refuses to let
+  // this process look at the folder, a checkpoint in it, or (for "best") a
+  // checkpoint's recorded metric.
   std::string find(const std::string& which, const std::string& metric, bool maximize) const;
 
   // Calls `read` with the folder find() names and returns that folder. A run

@@ -274,6 +274,11 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
   return decode(bytes, bytes.size(), true, path);
 }
 
+bool system_refused(const std::error_code& error) {
+  return error && error != std::errc::no_such_file_or_directory &&
+         error != std::errc::not_a_directory && error != std::errc::too_many_symbolic_link_levels;
+}
+
 namespace {
 
 // Refuses what is not a plain file before it is opened: a FIFO would block
@@ -283,8 +288,7 @@ namespace {
 void require_regular_file(const std::string& path) {
   std::error_code looked;
   const auto status = std::filesystem::status(path, looked);
-  if (status.type() == std::filesystem::file_type::none &&
-      (looked == std::errc::permission_denied || looked == std::errc::io_error))
+  if (status.type() == std::filesystem::file_type::none && system_refused(looked))
     throw CheckpointUnreadable(path + ": cannot be looked at: " + looked.message());
   if (const std::string what = data::not_a_regular_file(path); !what.empty())
     throw CheckpointError(path + ": is " + what + ", not a file");
@@ -353,9 +357,8 @@ std::string read_file_bytes(const std::string& path) {
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
-  require_regular_file(path);
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw CheckpointError(path + ": cannot open for reading");
+  std::ifstream in = open_for_reading(path);
+  in.seekg(0, std::ios::end);
   const auto size = static_cast<std::uint64_t>(in.tellg());
   in.seekg(0);
   std::string head(8, '\0');

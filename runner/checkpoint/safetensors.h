@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace trainer::checkpoint {
@@ -35,6 +36,12 @@ class CheckpointUnreadable : public CheckpointError {
  public:
   using CheckpointError::CheckpointError;
 };
+
+// Whether `error`, from looking at a path, is the system refusing (a
+// permission, an I/O error, a stale network handle): the path is unreadable,
+// not missing (no such file, a folder on the way that is a file) and not a
+// link loop.
+bool system_refused(const std::error_code& error);
 
 // Intact, but the run's record files (metrics.jsonl, timing.jsonl) no longer
 // end a record where the checkpoint recorded their length: they were changed

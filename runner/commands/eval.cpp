@@ -211,9 +211,10 @@ int command_eval(const CommandArgs& args) {
   std::string path;
   try {  // before compiling: a usage error comes first
     path = store.find(args.checkpoint, config.checkpoint.metric, config.checkpoint.mode == "max");
+  } catch (const checkpoint::CheckpointUnreadable& e) {  // there, but the system refuses it
+    throw checkpoint::CheckpointUnreadable("--checkpoint " + args.checkpoint + ": " + e.what());
   } catch (const checkpoint::CheckpointError& e) {  // what --checkpoint names is not there
-    std::fprintf(stderr, "error: --checkpoint %s: %s\n", args.checkpoint.c_str(), e.what());
-    return 2;
+    throw UsageError("--checkpoint " + args.checkpoint + ": " + e.what());
   }
   Backend& backend = train::select_backend(config);
   // Not train::compile: its initial weights are all replaced by the

@@ -17,6 +17,7 @@
 #include "runner/dist/local_launcher.h"
 #include "runner/dist/rank_agreement.h"
 #include "runner/dist/rank_job.h"
+#include "runner/error_report.h"
 #include "runner/train/batch_fit.h"
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
@@ -46,49 +47,47 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   if (resume && args.config_path.empty())
     args.config_path = (std::filesystem::path(args.resume_dir) / "config.yaml").string();
   if (args.config_path.empty()) {
-    std::fprintf(stderr, "error: trainer run needs a config file (or --resume RUN_DIR)\n");
+    print_error_report("error: trainer run needs a config file (or --resume RUN_DIR)\n");
     return 2;
   }
   std::error_code same_error;
   if (resume && !args.out_dir.empty() &&
       !std::filesystem::equivalent(args.out_dir, args.resume_dir, same_error)) {
-    std::fprintf(stderr,
-                 "error: --out %s with --resume %s: a resumed run goes on in its own directory; "
-                 "drop --out, or start a new run there from the checkpoint's weights "
-                 "(model.init_from: %s/checkpoints/last/model.safetensors)\n",
-                 args.out_dir.c_str(), args.resume_dir.c_str(), args.resume_dir.c_str());
+    print_error_report("error: --out " + args.out_dir + " with --resume " + args.resume_dir +
+                       ": a resumed run goes on in its own directory; drop --out, or start a new "
+                       "run there from the checkpoint's weights (model.init_from: " +
+                       args.resume_dir + "/checkpoints/last/model.safetensors)\n");
     return 2;
   }
   if (resume &&
       !std::filesystem::exists(std::filesystem::path(args.resume_dir) / "config.sha256")) {
     if (train::unfinished_run_dir(args.resume_dir) &&
         std::filesystem::exists(std::filesystem::path(args.resume_dir) / "config.yaml"))
-      std::fprintf(stderr,
-                   "error: --resume %s: the run's creation stopped before it wrote config.sha256 "
-                   "(nothing was trained): start the run again there, trainer run CONFIG --out "
-                   "%s\n",
-                   args.resume_dir.c_str(), args.resume_dir.c_str());
+      print_error_report("error: --resume " + args.resume_dir +
+                         ": the run's creation stopped before it wrote config.sha256 (nothing was "
+                         "trained): start the run again there, trainer run CONFIG --out " +
+                         args.resume_dir + "\n");
     else if (const std::string advice = train::run_dir_advice(args.resume_dir, false);
              !advice.empty())
-      std::fprintf(stderr, "error: --resume %s: not a run directory: %s\n", args.resume_dir.c_str(),
-                   advice.c_str());
+      print_error_report("error: --resume " + args.resume_dir + ": not a run directory: " + advice +
+                         "\n");
     else  // a new run starts there only if --out would take it: empty, or left unfinished
-      std::fprintf(stderr,
-                   "error: --resume %s: not a run directory (no config.sha256)\n    --resume "
-                   "takes the directory a run wrote (runs/<name>/<timestamp>, or its --out); %s\n",
-                   args.resume_dir.c_str(),
-                   (train::refuse_used_run_dir(args.resume_dir).empty()
-                        ? "to start a run there: trainer run CONFIG --out " + args.resume_dir
-                        : std::string("it holds other files, so a new run needs a directory of "
-                                      "its own: trainer run CONFIG --out NEW_DIR"))
-                       .c_str());
+      print_error_report(
+          "error: --resume " + args.resume_dir +
+          ": not a run directory (no config.sha256)\n    --resume takes the directory a run wrote "
+          "(runs/<name>/<timestamp>, or its --out); " +
+          (train::refuse_used_run_dir(args.resume_dir).empty()
+               ? "to start a run there: trainer run CONFIG --out " + args.resume_dir
+               : std::string("it holds other files, so a new run needs a directory of its own: "
+                             "trainer run CONFIG --out NEW_DIR")) +
+          "\n");
     return 2;
   }
   // Before any work: this run would overwrite another. (Not in the ranks of a
   // job: rank 0 may have created the directory already; it checks again.)
   if (!resume && !args.out_dir.empty() && !launched_as_rank()) {
     if (const std::string refused = train::refuse_used_run_dir(args.out_dir); !refused.empty()) {
-      std::fprintf(stderr, "error: %s\n", refused.c_str());
+      print_error_report("error: " + refused + "\n");
       return 2;
     }
   }
@@ -152,7 +151,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
           dist::fingerprint_of(loaded, session.graph, session.train_data->content_digest(),
                                {resume, job.bucket_bytes()}));
       !differs.empty()) {
-    std::fprintf(stderr, "error: %s\n", differs.c_str());
+    print_error_report("error: " + differs + "\n");
     return 2;
   }
   Backend& backend = job.select_backend();
@@ -249,7 +248,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     program.reset();  // give the memory back before planning again
     const std::string report = train::out_of_memory_report(session, backend);
     if (job.is_root() && !resume) train::record_failure(dir, e.what() + ("\n" + report));
-    std::fprintf(stderr, "%s%s\n%s\n", dist::error_mark().c_str(), e.what(), report.c_str());
+    print_error_report("error: " + std::string(e.what()) + "\n" + report + "\n");
     job.end_job_at_exit();  // the other ranks would wait for this one
     return 1;
   } catch (const std::exception& e) {

@@ -115,8 +115,4 @@ std::string rank_mark() {
   return "";
 }
 
-std::string error_mark() {
-  return rank_mark() + "error: ";
-}
-
 }  // namespace trainer::dist

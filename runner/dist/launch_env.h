@@ -34,7 +34,4 @@ std::optional<LaunchEnv> detect_launch_env(
 // which rank wrote it (as its log lines do).
 std::string rank_mark();
 
-// How this process starts an error line: rank_mark() + "error: ".
-std::string error_mark();
-
 }  // namespace trainer::dist

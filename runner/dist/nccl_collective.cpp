@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "ops/cuda/cuda_backend.h"
-#include "runner/dist/launch_env.h"
 #include "runner/dist/mpi_collective.h"
+#include "runner/error_report.h"
 #endif
 
 namespace trainer::dist {
@@ -171,9 +171,9 @@ class NcclCollective final : public Collective {
   // finalising makes the launcher end the job.
   [[noreturn]] void end_job(const std::string& why) {
     ncclCommAbort(comm_);
-    std::fprintf(stderr, "%san NCCL reduction (gradients, or SyncBN's sums) failed: %s. %s\n",
-                 error_mark().c_str(), why.c_str(),
-                 mpi_ ? "Ending this rank (the launcher ends the job)" : "Stopping");
+    print_error_report("error: an NCCL reduction (gradients, or SyncBN's sums) failed: " + why +
+                       ". " + (mpi_ ? "Ending this rank (the launcher ends the job)" : "Stopping") +
+                       "\n");
     std::fflush(stdout);
     std::fflush(stderr);
     std::_Exit(1);

@@ -1,5 +1,6 @@
 // Error reports on the console (stderr): each line written whole, in one
-// call, so that the lines of ranks failing together do not interleave; in
+// call, so that the lines of ranks failing together do not interleave (on a
+// pipe, lines up to PIPE_BUF, 4096 bytes, are written at once); in
 // one rank of a job of several each line starts with "[rank N] ", so the
 // job's output says which rank wrote it (as its log lines do).
 #pragma once

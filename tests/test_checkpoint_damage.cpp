@@ -417,6 +417,20 @@ TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set 
   REQUIRE(chmod(folder.c_str(), 0) == 0);
   CHECK_THAT(evaluated("last"), Contains(folder + ": cannot list the checkpoints"));
   REQUIRE(chmod(folder.c_str(), 0755) == 0);
+  // Retention never deletes a checkpoint whose metric it cannot read (it may
+  // be the best), and says so once.
+  const std::string oldest = folder + "/step-00000035";
+  REQUIRE(chmod((oldest + "/state.safetensors").c_str(), 0) == 0);
+  const CommandResult kept = trainer(
+      "run --resume " + run + " train.epochs=5 checkpoint.keep_best=1 checkpoint.keep_last=1");
+  INFO(kept.out);
+  CHECK(kept.code == 0);
+  CHECK(fs::exists(oldest));
+  const std::string warning = "checkpoint " + oldest + " is kept: checkpoint.keep_best cannot read";
+  const auto first = kept.out.find(warning);
+  CHECK(first != std::string::npos);
+  CHECK(kept.out.find(warning, first + 1) == std::string::npos);
+  REQUIRE(chmod((oldest + "/state.safetensors").c_str(), 0644) == 0);
 }
 
 TEST_CASE("a checkpoint file rewritten between its checksum and its copy stops the resume") {

@@ -12,6 +12,7 @@
 
 #include "run_command.h"
 #include "runner/config/reference.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -1088,9 +1089,7 @@ TEST_CASE("a CSV without a header takes its columns by index, written as integer
 
 TEST_CASE("in one rank of a job, every line of an error says which rank wrote it") {
   // Not a run directory: the run command's own check.
-  const std::filesystem::path empty_dir =
-      std::filesystem::temp_directory_path() / "trainer_test_rank_marks";
-  std::filesystem::create_directories(empty_dir);
+  const trainer::testing::TempDir empty_dir("rank-marks");
   const std::string rank_one = "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 ";
   // stderr alone: what each kind of error writes.
   const auto errors_of = [](const std::string& command) {
@@ -1099,11 +1098,11 @@ TEST_CASE("in one rank of a job, every line of an error says which rank wrote it
     return r.out;
   };
   for (const std::string& args : std::vector<std::string>{
-           "validate " + kGood + "mlp.yaml optimizer.lr=abc",  // a config diagnostic
-           "validate /nonexistent/x.yaml",                     // the command line
-           "run " + kGood + "mlp.yaml --epochs 2",             // an option meant as a key
-           "runn " + kGood + "mlp.yaml",                       // a command misspelt
-           "run --resume " + empty_dir.string(), "run"}) {     // a command's own check
+           "validate " + kGood + "mlp.yaml optimizer.lr=abc",      // a config diagnostic
+           "validate /nonexistent/x.yaml",                         // the command line
+           "run " + kGood + "mlp.yaml --epochs 2",                 // an option meant as a key
+           "runn " + kGood + "mlp.yaml",                           // a command misspelt
+           "run --resume " + empty_dir.path().string(), "run"}) {  // a command's own check
     INFO(args);
     const std::string alone = errors_of(trainer::testing::trainer_binary() + " " + args);
     const std::string in_rank =

@@ -208,7 +208,7 @@ std::string checkpoint_on_record(const fs::path& run_dir) {
 void refuse_unlistable(const fs::path& dir) {
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);
-  if (status.type() == fs::file_type::none && system_refused(ec))
+  if (!fs::exists(status) && system_refused(ec))
     throw CheckpointUnreadable(dir.string() + ": cannot look at it: " + ec.message());
   if (!fs::is_directory(status)) return;
   const fs::directory_iterator listing(dir, ec);
@@ -275,8 +275,11 @@ std::optional<double> metric_of(const fs::path& dir, const std::string& metric) 
   return std::nullopt;
 }
 
+// Deletes what `policy` no longer keeps. A checkpoint whose metric cannot be
+// read is kept, and warned of once (its path goes into `kept_unread`).
 void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
-                     const std::function<void(const std::string&)>& warn) {
+                     const std::function<void(const std::string&)>& warn,
+                     std::set<std::string>& kept_unread) {
   const auto all = list_checkpoints(dir);  // newest first
   if (all.empty()) return;
   std::vector<bool> keep(all.size(), policy.keep_last == 0);
@@ -289,8 +292,11 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
       std::optional<double> m;
       try {
         m = metric_of(all[i].second, policy.metric);
-      } catch (const CheckpointUnreadable&) {
+      } catch (const CheckpointUnreadable& e) {
         keep[i] = true;  // it may be among the best: never deleted unread
+        if (kept_unread.insert(all[i].second.string()).second)
+          warn("checkpoint " + all[i].second.string() +
+               " is kept: checkpoint.keep_best cannot read its metric (" + e.what() + ")");
       }
       if (m && std::isfinite(*m)) ranked.emplace_back(*m, i);
     }
@@ -459,7 +465,7 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
     warn(std::string("checkpoint ") + final_path.string() + " is saved, but " + e.what() +
          "; a resume finds the newest checkpoint without it");
   }
-  apply_retention(dir_, policy, warn);
+  apply_retention(dir_, policy, warn, kept_unread_);
   return final_path.string();
 }
 
@@ -493,15 +499,17 @@ void inject_load_delay(const std::function<void(const std::string&)>& warn) {
 
 // Whether `path` is a checkpoint folder (a directory holding SHA256SUMS); a
 // path this process may not look at, or into, is unreadable, not "no
-// checkpoint".
-bool is_checkpoint_folder(const fs::path& path) {
+// checkpoint" (when `refusal_matters`; else it is no match).
+bool is_checkpoint_folder(const fs::path& path, bool refusal_matters) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  if (status.type() == fs::file_type::none && system_refused(ec))
+  if (!fs::exists(status) && system_refused(ec)) {
+    if (!refusal_matters) return false;
     throw CheckpointUnreadable(path.string() + ": cannot be looked at: " + ec.message());
+  }
   if (!fs::is_directory(status)) return false;
   const bool holds = fs::exists(path / kSumsFile, ec);
-  if (system_refused(ec))
+  if (system_refused(ec) && refusal_matters)
     throw CheckpointUnreadable(path.string() + ": cannot look inside: " + ec.message());
   return holds;
 }
@@ -531,9 +539,12 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
                             " of its own weights: " + here + "; name one, or use last");
     return best->second.string();
   }
+  // A name under checkpoints/ first, then a path of the user's: there, a
+  // folder on the way the user may not search (the current one) only
+  // means it is not that.
+  if (is_checkpoint_folder(fs::path(dir_) / which, true)) return (fs::path(dir_) / which).string();
+  if (is_checkpoint_folder(which, which.find('/') != std::string::npos)) return which;
   std::error_code ec;  // a path that cannot be looked at (a link that loops) names nothing
-  for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
-    if (is_checkpoint_folder(candidate)) return candidate.string();
   for (const fs::path& candidate : {fs::path(dir_) / which, fs::path(which)})
     if (fs::is_regular_file(candidate, ec) &&
         fs::exists(fs::absolute(candidate, ec).parent_path() / kSumsFile, ec)) {

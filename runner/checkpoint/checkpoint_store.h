@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "runner/checkpoint/train_state.h"
@@ -85,6 +86,9 @@ class CheckpointStore {
 
  private:
   std::string dir_;
+  // Checkpoints retention kept because their metric could not be read,
+  // each warned of once.
+  std::set<std::string> kept_unread_;
 };
 
 // Checks one checkpoint folder and returns its state without touching a

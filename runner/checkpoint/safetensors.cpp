@@ -276,7 +276,8 @@ Safetensors decode_safetensors(std::string_view bytes, const std::string& path) 
 
 bool system_refused(const std::error_code& error) {
   return error && error != std::errc::no_such_file_or_directory &&
-         error != std::errc::not_a_directory && error != std::errc::too_many_symbolic_link_levels;
+         error != std::errc::not_a_directory && error != std::errc::filename_too_long &&
+         error != std::errc::too_many_symbolic_link_levels;
 }
 
 namespace {
@@ -288,7 +289,7 @@ namespace {
 void require_regular_file(const std::string& path) {
   std::error_code looked;
   const auto status = std::filesystem::status(path, looked);
-  if (status.type() == std::filesystem::file_type::none && system_refused(looked))
+  if (!std::filesystem::exists(status) && system_refused(looked))
     throw CheckpointUnreadable(path + ": cannot be looked at: " + looked.message());
   if (const std::string what = data::not_a_regular_file(path); !what.empty())
     throw CheckpointError(path + ": is " + what + ", not a file");

@@ -39,8 +39,8 @@ class CheckpointUnreadable : public CheckpointError {
 
 // Whether `error`, from looking at a path, is the system refusing (a
 // permission, an I/O error, a stale network handle): the path is unreadable,
-// not missing (no such file, a folder on the way that is a file) and not a
-// link loop.
+// not missing (no such file, a folder on the way that is a file, a name too
+// long to be one) and not a link loop.
 bool system_refused(const std::error_code& error);
 
 // Intact, but the run's record files (metrics.jsonl, timing.jsonl) no longer

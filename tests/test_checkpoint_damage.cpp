@@ -431,6 +431,15 @@ TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set 
   CHECK(first != std::string::npos);
   CHECK(kept.out.find(warning, first + 1) == std::string::npos);
   REQUIRE(chmod((oldest + "/state.safetensors").c_str(), 0644) == 0);
+  // A model.init_from file this user may not read says why, not "no such file".
+  REQUIRE(chmod((oldest + "/model.safetensors").c_str(), 0) == 0);
+  const CommandResult warm = trainer("validate " + tmp / "tiny.yaml" +
+                                     " model.init_from=" + oldest + "/model.safetensors");
+  INFO(warm.out);
+  CHECK(warm.code == 2);
+  CHECK_THAT(warm.out,
+             Contains("cannot read '" + oldest + "/model.safetensors': Permission denied"));
+  REQUIRE(chmod((oldest + "/model.safetensors").c_str(), 0644) == 0);
 }
 
 TEST_CASE("a checkpoint file rewritten between its checksum and its copy stops the resume") {

@@ -358,17 +358,7 @@ std::string read_file_bytes(const std::string& path) {
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
-  std::ifstream in = open_for_reading(path);
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  std::string head(8, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(8, size)));
-  const std::uint64_t n = header_length(head, size, path);
-  std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
-  if (!in) fail(path, kHeaderOffset, "cannot read the header");
-  return metadata_of(parse_header(text, path), path);
+  return SafetensorsFile(path).contents().metadata;
 }
 
 Safetensors read_safetensors(const std::string& path) {

@@ -100,7 +100,8 @@ std::string encode_safetensors_header(const std::map<std::string, std::string>& 
 // Parses `bytes` read from `path` (the path only appears in error messages).
 Safetensors decode_safetensors(std::string_view bytes, const std::string& path);
 
-// Reads just the header's metadata, without the tensor data.
+// Reads just the header's metadata, without the tensor data (the header
+// checked as SafetensorsFile checks it; an I/O error is CheckpointUnreadable).
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
 
 Safetensors read_safetensors(const std::string& path);

@@ -3,7 +3,9 @@
 #include "runner/train/session.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -276,6 +278,26 @@ BatchPlan plan_batches(const config::Config& config, config::Diagnostics& diags)
   return b;
 }
 
+namespace {
+
+// Why the file at `path` cannot be read: "" when it can; ": no such file";
+// the system's reason (": Permission denied"), also for a folder on the way;
+// or ": not a file" (a FIFO, a device).
+std::string why_unreadable(const std::filesystem::path& path) {
+  std::error_code looked;
+  const std::filesystem::file_status status = std::filesystem::status(path, looked);
+  if (!std::filesystem::exists(status))
+    return looked && looked != std::errc::no_such_file_or_directory ? ": " + looked.message()
+                                                                    : ": no such file";
+  if (!std::filesystem::is_regular_file(status)) return ": not a file";
+  errno = 0;
+  if (std::ifstream(path).good()) return "";
+  const int error = errno;
+  return error != 0 ? ": " + std::string(std::strerror(error)) : ": cannot open it";
+}
+
+}  // namespace
+
 std::string init_from_path(const config::Config& config) {
   const config::Node& model = config.model.node;
   const config::Node* from = model.is_map() ? model.find("init_from") : nullptr;
@@ -302,10 +324,8 @@ std::string init_from_path(const config::Config& config) {
               weights.empty() ? "name the weights file, such as a run's "
                                 "checkpoints/last/model.safetensors"
                               : "did you mean '" + weights + "'?");
-  } else if (!std::filesystem::is_regular_file(path, ec) || !std::ifstream(path).good()) {
-    diags.add(from->mark(), "model.init_from",
-              "cannot read '" + path.string() + "'" +
-                  (std::filesystem::exists(path, ec) ? "" : ": no such file"),
+  } else if (const std::string why = why_unreadable(path); !why.empty()) {
+    diags.add(from->mark(), "model.init_from", "cannot read '" + path.string() + "'" + why,
               from_yaml && path.string().starts_with(yaml_folder)
                   ? "a relative path is taken from the folder of the YAML file that names it"
                   : "");

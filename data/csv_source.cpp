@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -110,19 +109,17 @@ std::string csv_text(const std::string& path) {
   return text;
 }
 
-// A name given twice selects whichever comes first: refuse it instead (one
-// pass with a hash map, so a header of a million columns takes no time).
-void check_unique_names(const std::string& path, const std::vector<std::string>& names,
-                        std::int64_t line_number) {
-  std::unordered_map<std::string_view, std::size_t> first_of;
-  for (std::size_t c = 0; c < names.size(); ++c) {
-    const auto [at, added] = first_of.emplace(names[c], c);
-    if (added) continue;
-    throw std::runtime_error("CSV file '" + path + "' line " + std::to_string(line_number) +
-                             ": the header names column " + quote(names[c]) + " twice (columns " +
-                             std::to_string(at->second + 1) + " and " + std::to_string(c + 1) +
-                             "); rename one, so that `label` and `features` select one column");
+// Whether every name is a number ("0.126", "-1e-3", "7"); `fractional` tells
+// whether one has a fraction or an exponent.
+bool all_numbers(const std::vector<std::string>& names, bool& fractional) {
+  fractional = false;
+  for (const std::string& name : names) {
+    double value = 0;
+    const auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), value);
+    if (name.empty() || ec != std::errc() || ptr != name.data() + name.size()) return false;
+    fractional |= name.find_first_of(".eE") != std::string::npos;
   }
+  return true;
 }
 
 // A header of numbers only, some with a fraction or an exponent ("0.126,
@@ -132,18 +129,33 @@ void check_unique_names(const std::string& path, const std::vector<std::string>&
 void check_header_has_names(const std::string& path, const std::vector<std::string>& names,
                             std::int64_t line_number) {
   bool fractional = false;
-  for (const std::string& name : names) {
-    double value = 0;
-    const auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), value);
-    if (name.empty() || ec != std::errc() || ptr != name.data() + name.size()) return;
-    fractional |= name.find_first_of(".eE") != std::string::npos;
-  }
-  if (!fractional) return;
+  if (!all_numbers(names, fractional) || !fractional) return;
   throw SourceFieldError("header", line_place(path, line_number) +
                                        ", read as the header (header: true), holds only numbers (" +
                                        known_columns(names) +
                                        "): a data row? set header: false when the file has no "
                                        "header line");
+}
+
+// A name given twice selects whichever comes first: refuse it instead (one
+// pass with a hash map, so a header of a million columns takes no time). A
+// header of numbers ("0,0,1") is more likely a data row: that is said too.
+void check_unique_names(const std::string& path, const std::vector<std::string>& names,
+                        std::int64_t line_number) {
+  std::unordered_map<std::string_view, std::size_t> first_of;
+  for (std::size_t c = 0; c < names.size(); ++c) {
+    const auto [at, added] = first_of.emplace(names[c], c);
+    if (added) continue;
+    bool fractional = false;
+    throw std::runtime_error(
+        "CSV file '" + path + "' line " + std::to_string(line_number) +
+        ": the header names column " + quote(names[c]) + " twice (columns " +
+        std::to_string(at->second + 1) + " and " + std::to_string(c + 1) +
+        "); rename one, so that `label` and `features` select one column" +
+        (all_numbers(names, fractional)
+             ? "; or, if that line is a data row, set header: false (the file has no header line)"
+             : ""));
+  }
 }
 
 }  // namespace
@@ -182,8 +194,8 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     in.seekg(data_start);
     line_number = 0;
   }
-  check_unique_names(o.path, names, line_number);
   if (o.header) check_header_has_names(o.path, names, line_number);
+  check_unique_names(o.path, names, line_number);
 
   // `field`: the setting that names the column ("label", "features").
   auto column_of = [&](const std::string& name, const std::string& field) -> std::size_t {
@@ -273,8 +285,10 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       throw std::runtime_error(where() + " is not a finite number (" + non_finite_name(value) +
                                "); fill in or drop the missing or overflowing values");
     }
-    // Values are float32: a finite number beyond its range would silently become inf.
-    if (std::isfinite(value) && std::abs(value) > std::numeric_limits<float>::max()) {
+    // Values are float32: a finite number that rounds beyond its range would
+    // silently become inf (3.4028235e38, float32's largest as printed, rounds
+    // to it and is kept, as numpy keeps it).
+    if (std::isfinite(value) && std::isinf(static_cast<float>(value))) {
       throw std::runtime_error(where() + " is outside the float32 range");
     }
     return value;

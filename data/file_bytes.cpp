@@ -4,6 +4,7 @@
 // checked as soon as it is out).
 #include "data/file_bytes.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -274,15 +275,26 @@ std::vector<std::uint8_t> raw_bytes(const std::string& path) {
 }
 
 // Runs the format's header check on the first bytes of an uncompressed file,
-// so that a file of another kind is refused at its header, not after reading
-// gigabytes of it into memory. A gzip stream's header is checked as it inflates.
+// so that a file of another kind, or one longer than its header declares, is
+// refused at its header, not after reading gigabytes of it into memory. A
+// gzip stream's header is checked as it inflates.
 void check_header_first(const std::string& path, const DeclaredSize& declared) {
   FileHandle file(std::fopen(path.c_str(), "rb"));
   if (!file) return;  // raw_bytes says why
   std::vector<std::uint8_t> prefix(std::size_t{1} << 16);
   prefix.resize(std::fread(prefix.data(), 1, prefix.size(), file.get()));
   if (gzip_magic(prefix, 0)) return;
-  declared(prefix);  // throws the format's error for a header it refuses
+  // Throws the format's error for a header it refuses.
+  const std::optional<std::size_t> size = declared(prefix);
+  struct stat status {};
+  if (!size || *size == SIZE_MAX || fstat(fileno(file.get()), &status) != 0) return;
+  const auto file_size = static_cast<std::uint64_t>(status.st_size);
+  if (file_size <= *size) return;  // the format names what a short file lacks
+  throw std::runtime_error(
+      "data file '" + path + "' is " + std::to_string(file_size) + " bytes, more than the " +
+      std::to_string(*size) + " bytes its header declares: " + std::to_string(file_size - *size) +
+      " bytes after the data, from byte offset " + std::to_string(*size) +
+      ": a wrong extent in the header, or bytes appended to the file; " + kCopyAgain);
 }
 
 }  // namespace

@@ -112,7 +112,8 @@ bool decode_png_into(PngRead* read, bool grey, std::vector<std::uint8_t>* pixels
 }
 
 // RGB to grey with the ITU-R 601 weights on the stored values, rounded, as
-// PIL's convert("L") and libjpeg's grayscale output do.
+// PIL's convert("L") does (on a colour JPEG too: libjpeg's grayscale output
+// is the stored luma plane, up to 23 levels away from it).
 std::vector<std::uint8_t> rgb_to_grey(const std::vector<std::uint8_t>& rgb) {
   std::vector<std::uint8_t> grey(rgb.size() / 3);
   for (std::size_t i = 0; i < grey.size(); ++i) {
@@ -170,9 +171,11 @@ void jpeg_warn(j_common_ptr info, int level) {
 }
 
 // Plain C-style decoding: no object with a destructor lives in this frame, so
-// the longjmp out of libjpeg skips nothing. Returns false with `error` filled.
+// the longjmp out of libjpeg skips nothing. A colour image is decoded as RGB
+// (`colour` set) even for one channel: the caller makes it grey. Returns false
+// with `error` filled.
 bool decode_jpeg_into(const std::uint8_t* data, std::size_t size, int channels,
-                      std::vector<std::uint8_t>* pixels, long* height, long* width,
+                      std::vector<std::uint8_t>* pixels, long* height, long* width, bool* colour,
                       JpegError* error) {
   jpeg_decompress_struct info;
   info.err = jpeg_std_error(&error->manager);
@@ -194,13 +197,16 @@ bool decode_jpeg_into(const std::uint8_t* data, std::size_t size, int channels,
     jpeg_destroy_decompress(&info);
     return false;
   }
-  info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  *colour = info.jpeg_color_space != JCS_GRAYSCALE;
+  const bool grey = channels == 1 && !*colour;
+  info.out_color_space = grey ? JCS_GRAYSCALE : JCS_RGB;
+  const std::size_t components = grey ? 1 : 3;
   error->stage = "starting to decode it";
   jpeg_start_decompress(&info);
   error->stage = "decoding its scan data";
   *height = static_cast<long>(info.output_height);
   *width = static_cast<long>(info.output_width);
-  const std::size_t stride = static_cast<std::size_t>(info.output_width) * channels;
+  const std::size_t stride = static_cast<std::size_t>(info.output_width) * components;
   pixels->resize(stride * info.output_height);
   while (info.output_scanline < info.output_height) {
     JSAMPROW row = pixels->data() + stride * info.output_scanline;
@@ -216,8 +222,9 @@ Image decode_jpeg(const std::string& path, const std::vector<std::uint8_t>& byte
   Image out;
   JpegError error{};
   long height = 0, width = 0;
+  bool colour = false;
   if (!decode_jpeg_into(bytes.data(), bytes.size(), static_cast<int>(channels), &out.pixels,
-                        &height, &width, &error)) {
+                        &height, &width, &colour, &error)) {
     if (error.color_space == JCS_CMYK || error.color_space == JCS_YCCK) {
       decode_failed("JPEG", path, error.stage, error.message,
                     "it is a CMYK JPEG, and only grayscale and RGB JPEGs are read: re-encode it "
@@ -231,6 +238,7 @@ Image decode_jpeg(const std::string& path, const std::vector<std::uint8_t>& byte
     }
     decode_failed("JPEG", path, error.stage, error.message);
   }
+  if (channels == 1 && colour) out.pixels = rgb_to_grey(out.pixels);
   out.height = height;
   out.width = width;
   out.channels = channels;

@@ -117,6 +117,15 @@ class HeaderParser {
       if (seen[k] == kUnseen)
         bad_header(path_, "header has no '" + std::string(keys[k]) + "' entry: " + quote(text_) +
                               "; " + kSaveAgain);
+    // Column-major data has the C layout when at most one extent exceeds 1
+    // (numpy writes a 1-D array of a Fortran-ordered frame so).
+    if (fortran_ && std::count_if(header_.shape.begin(), header_.shape.end(),
+                                  [](std::int64_t extent) { return extent > 1; }) > 1) {
+      bad_header(path_, "fortran_order True is not supported for shape " +
+                            to_string(header_.shape) +
+                            " (column-major data); save a C-ordered array "
+                            "(numpy.ascontiguousarray)");
+    }
     return header_;
   }
 
@@ -203,17 +212,14 @@ class HeaderParser {
     return type;
   }
 
-  // 'fortran_order': False (True is refused: the data is column-major).
+  // 'fortran_order': False, or True (column-major: refused once the shape
+  // is known, unless its layout is the C one).
   void fortran_order() {
     const std::size_t at = pos_;
     const std::string value = word();
     if (value.empty()) fail("True or False for 'fortran_order'");
-    if (value == "True") {
-      bad_header(path_,
-                 "fortran_order True is not supported; save a C-ordered array "
-                 "(numpy.ascontiguousarray)");
-    }
-    if (value != "False") {
+    fortran_ = value == "True";
+    if (value != "False" && value != "True") {
       bad_header(path_, "header at byte offset " + std::to_string(base_ + at) +
                             ": 'fortran_order' is " + quote(value) +
                             ", not a boolean (True or False): " + kSaveAgain);
@@ -261,6 +267,7 @@ class HeaderParser {
   std::size_t base_;
   std::size_t pos_ = 0;
   NpyHeader header_;
+  bool fortran_ = false;  // 'fortran_order': True
 };
 
 // Where the header dict is in the file: its first byte and its length.

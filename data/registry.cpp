@@ -127,6 +127,12 @@ SourceDef csv_source() {
     if (delimiter.size() != 1)
       throw SourceFieldError("delimiter",
                              "delimiter must be one character, got " + quote(delimiter));
+    if (delimiter == "\"" || delimiter == "\n" || delimiter == "\r")
+      throw SourceFieldError("delimiter",
+                             "delimiter " + quote(delimiter) + " cannot separate fields: it " +
+                                 (delimiter == "\"" ? "encloses quoted fields" : "ends a line") +
+                                 "; use the character between the file's values "
+                                 "(',', ';', a tab)");
     o.delimiter = delimiter[0];
     o.regression = bool_or(a, "regression", false);
     o.classes = int_or(a, "classes", 0);
@@ -146,9 +152,12 @@ SourceDef image_folder_source() {
       "floats where PIL rounds each pass to 8 bits: within 1 grey level of it). Other "
       "files are ignored, but images in a format the reader cannot decode (.bmp, .gif, .webp, "
       ".tif, .ppm, ...) are an error: convert them to PNG or JPEG, or move them out. "
-      "Samples are the stored values as PIL reads them: 16-bit PNGs give their high byte, "
-      "alpha is dropped, colour profiles and gamma are not applied, and colour becomes grey "
-      "by the ITU-R 601 weights. An evaluation folder's classes are matched to the training "
+      "Samples are the stored values as PIL's convert(\"RGB\") or convert(\"L\") gives them: "
+      "alpha is dropped, colour profiles and gamma are not applied, and colour (a colour JPEG "
+      "too) becomes grey by the ITU-R 601 weights. 16-bit PNGs give their high byte: PIL does "
+      "so for colour, but reads 16-bit grey as integers that convert(\"L\") clips at 255, so "
+      "a 16-bit grey image holding only values under 256 is black here: save it as 8-bit. An "
+      "evaluation folder's classes are matched to the training "
       "folder's by name (it may lack some; one the training folder lacks is an error). Links "
       "to folders are followed, but one inside a class folder that leads into another class's "
       "folder, or up to a folder that holds its own, is an error (those images would take "

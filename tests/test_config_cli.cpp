@@ -1084,6 +1084,11 @@ TEST_CASE("a CSV without a header takes its columns by index, written as integer
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("<command line>:1:22: error: data.train.delimiter: ") &&
                         Catch::Contains("delimiter must be one character, got ';;'"));
+  // The quote character cannot be the delimiter.
+  r = run("validate " + config + " \"data.train.delimiter='\\\"'\"", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("error: data.train.delimiter: ") &&
+                        Catch::Contains("cannot separate fields: it encloses quoted fields"));
   fs::remove_all(dir);
 }
 

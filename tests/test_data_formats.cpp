@@ -137,7 +137,16 @@ TEST_CASE("NPY pairs: uint8, float32 and int64 samples, labels and targets") {
                       Contains("hold 3 and 2 samples"));
     write_bytes(dir.file("fortran.npy"), npy_bytes("<f4", "(3, 2)", xf, sizeof xf, "True"));
     CHECK_THROWS_WITH(open_npy(dir.file("fortran.npy"), dir.file("y.npy")),
-                      Contains(dir.file("fortran.npy")) && Contains("fortran_order"));
+                      Contains(dir.file("fortran.npy")) &&
+                          Contains("fortran_order True is not supported for shape [3, 2]"));
+    // A column-major array whose layout is the C one (one extent over 1):
+    // [3, 1] features, and labels of shape (3,).
+    write_bytes(dir.file("fortran_column.npy"), npy_bytes("<f4", "(3, 1)", xf, 12, "True"));
+    const std::int64_t y3[3] = {1, 0, 1};
+    write_bytes(dir.file("fortran_y.npy"), npy_bytes("<i8", "(3,)", y3, sizeof y3, "True"));
+    auto column = open_npy(dir.file("fortran_column.npy"), dir.file("fortran_y.npy"));
+    CHECK(sample_of(*column, 2, &label) == std::vector<float>{xf[2]});
+    CHECK(label == 1);
     write_bytes(dir.file("c16.npy"), npy_bytes("<c16", "(3,)", xf, 24));
     CHECK_THROWS_WITH(open_npy(dir.file("c16.npy"), dir.file("y.npy")),
                       Contains("dtype '<c16' is not supported"));
@@ -284,6 +293,14 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     write_text(dir.file("huge.csv"), "a,b,label\n1,1e999,0\n");
     q.path = dir.file("huge.csv");
     CHECK_THROWS_WITH(open_csv(q), Contains("'1e999' is outside the float32 range"));
+    write_text(dir.file("edge.csv"), "a,b,label\n3.4028235e38,-3.4028235e38,0\n");
+    q.path = dir.file("edge.csv");
+    CHECK(
+        sample_of(*open_csv(q), 0, &label) ==
+        std::vector<float>{std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()});
+    write_text(dir.file("over.csv"), "a,b,label\n3.5e38,1,0\n");
+    q.path = dir.file("over.csv");
+    CHECK_THROWS_WITH(open_csv(q), Contains("'3.5e38' is outside the float32 range"));
   }
 
   SECTION("a header of numbers with fractions is a data row: an error about `header`") {
@@ -300,6 +317,18 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     }
     rows.header = false;
     CHECK(open_csv(rows)->size() == 2);
+    // A data row that repeats a value is still a data row, not two columns
+    // of one name.
+    write_text(dir.file("zeros.csv"), "0.0,0.0,0.0,0\n0.1,0.2,0.3,1\n");
+    rows.path = dir.file("zeros.csv");
+    rows.header = true;
+    CHECK_THROWS_AS(open_csv(rows), SourceFieldError);
+    CHECK_THROWS_WITH(open_csv(rows), Contains("a data row? set header: false"));
+    write_text(dir.file("ints.csv"), "0,0,1\n2,3,0\n");
+    rows.path = dir.file("ints.csv");
+    CHECK_THROWS_WITH(open_csv(rows), Contains("names column '0' twice") &&
+                                          Contains("if that line is a data row, set header: "
+                                                   "false"));
     // Integer names are names: pandas writes a frame's default columns so.
     write_text(dir.file("pandas.csv"), "0,1,2\n0.5,1.5,1\n");
     CsvOptions pandas;
@@ -406,6 +435,28 @@ TEST_CASE(
   s = sample_of(*rgb, 2, &label);  // uniform JPEG, 8x8 down to 4x4
   CHECK(label == 1);
   for (float v : s) REQUIRE(std::abs(v - 200.0f) <= 2.0f);
+
+  // A colour JPEG read as grey is its decoded RGB by the 601 weights, as
+  // PIL's convert("L") gives it, not the stored luma plane (which strongly
+  // coloured stripes put up to 23 levels away).
+  std::vector<std::uint8_t> stripes(16 * 16 * 3);
+  for (int y = 0; y < 16; ++y)
+    for (int x = 0; x < 16; ++x) {
+      const std::uint8_t yellow[3] = {255, 255, 0}, blue[3] = {0, 0, 255},
+                         magenta[3] = {255, 0, 255};
+      const std::uint8_t* c = x % 3 == 0 ? magenta : y % 2 == 0 ? yellow : blue;
+      std::copy(c, c + 3, stripes.begin() + (y * 16 + x) * 3);
+    }
+  std::filesystem::create_directories(dir.file("stripes/a"));
+  write_bytes(dir.file("stripes/a/x.jpg"), jpeg_bytes(16, 16, stripes, 90));
+  const auto colour = sample_of(*open_image_folder(dir.file("stripes"), 16, 16, 3), 0, &label);
+  const auto luma = sample_of(*open_image_folder(dir.file("stripes"), 16, 16, 1), 0, &label);
+  for (std::size_t i = 0; i < luma.size(); ++i) {
+    const auto r = static_cast<std::uint32_t>(colour[i]);
+    const auto g = static_cast<std::uint32_t>(colour[256 + i]);
+    const auto b = static_cast<std::uint32_t>(colour[512 + i]);
+    REQUIRE(luma[i] == static_cast<float>((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16));
+  }
 
   // Halving takes in every pixel (antialiased): output x 0 weighs input
   // columns 0, 1, 2 by 0.75, 0.75, 0.25 (centre 1, support 2), normalised;

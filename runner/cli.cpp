@@ -2,9 +2,14 @@
 // 0 success, 1 runtime failure, 2 usage or configuration error.
 #include "runner/cli.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -266,9 +271,26 @@ int guarded(const std::function<int()>& command, const std::vector<std::string>&
   }
 }
 
-}  // namespace
+// The exit code once what the command printed on standard output has reached
+// it: a write that failed (a full disk under `> file`) is reported and exits
+// 1, since the output is incomplete. A reader that went away (`| head`) is no
+// error: it had read what it wanted.
+int finish_standard_output(int code) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && !std::ferror(stdout)) return code;
+  struct stat status {};
+  const bool pipe =
+      fstat(STDOUT_FILENO, &status) == 0 && (S_ISFIFO(status.st_mode) || S_ISSOCK(status.st_mode));
+  if (error == EPIPE || (error == 0 && pipe)) return code;
+  print_error_report("error: cannot write to standard output: " +
+                     std::string(error != 0 ? std::strerror(error) : "a write failed") +
+                     ": what this command printed there is incomplete\n");
+  return code == 0 ? 1 : code;
+}
 
-int run_cli(int argc, char** argv) {
+int run_command_line(int argc, char** argv) {
   CLI::App app{"trainer: declarative deep-learning training from one YAML file"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(TRAINER_VERSION));
@@ -432,6 +454,12 @@ int run_cli(int argc, char** argv) {
         return kUsageError;
       },
       args.overrides);
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  return finish_standard_output(run_command_line(argc, argv));
 }
 
 }  // namespace trainer

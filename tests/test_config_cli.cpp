@@ -31,6 +31,30 @@ TEST_CASE("validate prints ok and exits 0 for a good config") {
   CHECK(r.out == "ok\n");
 }
 
+TEST_CASE("output that cannot be written is an error; a reader that stops early is none") {
+  // A full disk under `> file`: the printed config is incomplete.
+  const std::string binary = trainer::testing::trainer_binary();
+  auto r = trainer::testing::run_command("(" + binary + " print-config " + kGood +
+                                         "mlp.yaml > /dev/full)");
+  CHECK(r.code == 1);
+  CHECK(r.out ==
+        "error: cannot write to standard output: No space left on device: what this command "
+        "printed there is incomplete\n");
+  r = trainer::testing::run_command("(" + binary + " validate " + kGood + "mlp.yaml > /dev/full)");
+  CHECK(r.code == 1);
+  // A reader gone before the output comes (`| head`): the writes fail with
+  // EPIPE, and the command ends as it would have: exit 0, no error.
+  const trainer::testing::TempDir dir("stdout-gone");
+  trainer::testing::run_command("(sleep 0.3; " + binary + " print-config " + kGood +
+                                "mlp.yaml 2> " + (dir / "err") + "; echo $? > " + (dir / "code") +
+                                ") | true");
+  std::string code, err;
+  std::ifstream(dir / "code") >> code;
+  std::getline(std::ifstream(dir / "err"), err, '\0');
+  CHECK(code == "0");
+  CHECK(err.empty());
+}
+
 TEST_CASE("validate prints a setting without effect as a warning on stderr, and still ok") {
   const auto quiet =
       run("validate " + kGood + "mlp.yaml optimizer.type=adam optimizer.nesterov=true");

@@ -287,7 +287,9 @@ TEST_CASE("each trial override knows whether the sweep section or a --grid flag 
   CHECK_FALSE(sweep::from_sweep_section(trials[1].sources[0]));
 }
 
-TEST_CASE("values that mean the same are one trial: numbers by value, strings quoted or not") {
+TEST_CASE(
+    "values that mean the same are one trial: numbers by value, booleans by truth, strings quoted "
+    "or not") {
   const auto spec = sweep::parse_sweep(
       yaml("{grid: {optimizer.lr: [0.1, 0.10, 1e-1, 0.2], schedule.type: [cosine, \"cosine\"], "
            "data.train.shape: [[1, 4, 4], [1, 4, +4]]}, seeds: [3, 3, 4]}"),
@@ -298,6 +300,15 @@ TEST_CASE("values that mean the same are one trial: numbers by value, strings qu
   CHECK(spec.grid[2].second.size() == 1);
   CHECK(spec.seeds == std::vector<std::string>{"3", "4"});
   CHECK(sweep::expand_trials(spec).size() == 3 * 1 * 1 * 2);
+  // An integer is the number it equals; -0.0 is 0; a boolean is its truth
+  // however capitalised: each set of these is one trial.
+  const auto same = sweep::parse_sweep(
+      yaml("{grid: {optimizer.lr: [1, 1.0, 1e0], optimizer.weight_decay: [0, 0.0, 0e0, -0.0], "
+           "backend.autotune: [true, True, TRUE, false]}}"),
+      {}, 0);
+  CHECK(same.grid[0].second == std::vector<std::string>{"1"});
+  CHECK(same.grid[1].second == std::vector<std::string>{"0"});
+  CHECK(same.grid[2].second == std::vector<std::string>{"true", "false"});
   // A quoted number is a string (a number field refuses it): not the number.
   CHECK(sweep::parse_sweep(yaml("{grid: {name: [2, \"2\"]}}"), {}, 0).grid[0].second.size() == 2);
   // Integers by their exact value, beyond a double's 2^53; 0x10 is no number

@@ -521,6 +521,38 @@ TEST_CASE("trainer validate refuses the sweep sections trainer sweep refuses") {
   CHECK(code == 2);
   CHECK(count(log, "error:") == 1);
   CHECK(log.find("sweep.random.trials: expected an integer >= 1") != std::string::npos);
+  // A swept value the data refuses (a batch its 512 samples cannot fill)
+  // is refused as the sweep refuses it, at the value, not after an "ok".
+  std::tie(code, log) = validate("sweep: {grid: {train.batch_size: [32, 1024]}}\n", {});
+  CHECK(code == 2);
+  CHECK(log.find("error: sweep.grid.train.batch_size: with train.batch_size=1024: the training "
+                 "set's 512 samples do not fill one batch of 1024") != std::string::npos);
+  CHECK(count(log, "error:") == 1);
+}
+
+TEST_CASE("every command refuses a sweep section trainer sweep refuses, not only validate") {
+  TempDir tmp("sweep-everywhere");
+  write_text(tmp / "c.yaml", tiny_experiment() + "sweep: {bogus: 1, random: {trials: -5}}\n");
+  const std::string line = std::to_string(count(tiny_experiment(), "\n") + 1);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"print-config", tmp / "c.yaml"},
+        {"plan", tmp / "c.yaml"},
+        {"time", tmp / "c.yaml", "--steps", "1"},
+        {"lr-find", tmp / "c.yaml", "--out", tmp / "lr"},
+        {"run", tmp / "c.yaml", "--out", tmp / "run"}}) {
+    INFO(args[0]);
+    CHECK(run_to_end(args, tmp / "out.log") == 2);
+    const std::string log = read_text(tmp / "out.log");
+    CHECK(log.find(tmp / "c.yaml" + ":" + line + ":9: error: sweep.bogus: unknown key 'bogus'") !=
+          std::string::npos);
+    CHECK(log.find("sweep.random.trials: expected an integer >= 1") != std::string::npos);
+    CHECK(log.find("\n2 errors\n") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(tmp / "run"));
+  CHECK_FALSE(fs::exists(tmp / "lr"));
+  // A sound section is no error: `run` trains the config's own values.
+  write_text(tmp / "good.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [0.1, 0.2]}}\n");
+  CHECK(run_to_end({"print-config", tmp / "good.yaml"}, tmp / "out.log") == 0);
 }
 
 TEST_CASE("errors in the sweep section's values are reported where they are written, once") {

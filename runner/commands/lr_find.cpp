@@ -23,6 +23,7 @@
 #include "ops/field.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/commands.h"
+#include "runner/commands/command_config.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/fields.h"
 #include "runner/config/load.h"
@@ -137,7 +138,7 @@ int command_lr_find(const CommandArgs& given) {
                      config::format_number(kHighest) + " (without the flags it runs from " +
                      config::format_number(CommandArgs{}.min_lr) + " to " +
                      config::format_number(CommandArgs{}.max_lr) + ")");
-  const config::Config user = config::load_config(given.config_path, given.overrides);
+  const config::Config user = load_command_config(given.config_path, given.overrides);
   std::optional<dist::LaunchEnv> launched;
   try {
     launched = dist::detect_launch_env();

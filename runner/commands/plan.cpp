@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runner/commands.h"
+#include "runner/commands/command_config.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
 #include "runner/graph/autodiff.h"
@@ -18,7 +19,7 @@
 namespace trainer {
 
 int command_plan(const CommandArgs& args) {
-  const config::Config config = config::load_config(args.config_path, args.overrides);
+  const config::Config config = load_command_config(args.config_path, args.overrides);
   print_config_warnings(config);
   train::Session s = train::prepare_session(config);
   Backend& backend = train::select_backend(config);

@@ -4,6 +4,7 @@
 // model's shapes and the data are `trainer validate`'s).
 #include <cstdio>
 
+#include "runner/commands/command_config.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/emit.h"
 #include "runner/config/load.h"
@@ -13,7 +14,7 @@
 namespace trainer {
 
 int command_print_config(const CommandArgs& args) {
-  const config::Config config = config::load_config(args.config_path, args.overrides);
+  const config::Config config = load_command_config(args.config_path, args.overrides);
   {  // the layers as far as they can be checked without the data (validate does the rest)
     config::Diagnostics diags;
     graph::check_model_fields(config.model.node, diags);

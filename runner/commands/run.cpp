@@ -10,6 +10,7 @@
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/commands.h"
+#include "runner/commands/command_config.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
 #include "runner/config/validate_hooks.h"
@@ -91,7 +92,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       return 2;
     }
   }
-  const config::Config loaded = config::load_config(args.config_path, args.overrides);
+  const config::Config loaded = load_command_config(args.config_path, args.overrides);
   if (!launched_as_rank()) {  // before starting ranks that could not use them
     config::Diagnostics diags;
     train::check_devices(loaded, diags);

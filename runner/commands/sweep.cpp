@@ -131,22 +131,6 @@ CheckResult model_and_data_checks(const config::Config& config) {
   }
 }
 
-// Swept keys those checks never read, so trials that differ only in them
-// share one check (a learning-rate sweep opens the data once): the
-// optimizer's scalars, and the rest of the optimizer and the schedule unless
-// the checks plan memory against train.memory_limit_mib (`plans_memory`).
-bool checks_ignore(const std::string& override_text, bool plans_memory) {
-  const std::string key = config::override_key(override_text);
-  for (const char* ignored : {"optimizer.lr", "optimizer.weight_decay", "optimizer.beta1",
-                              "optimizer.beta2", "optimizer.eps", "optimizer.nesterov"})
-    if (key == ignored) return true;
-  // The rest of the optimizer and the schedule (whose cycled momentum needs
-  // a buffer) count only in the memory plan, checked against a limit.
-  const bool optimizer_or_schedule =
-      key.rfind("optimizer", 0) == 0 || key.rfind("schedule", 0) == 0;
-  return optimizer_or_schedule && !plans_memory;
-}
-
 // Every trial's config, resolved and checked field by field before any
 // trial runs (a typo in a swept key or a value out of range would otherwise
 // fail each trial in turn), and the objective against what the trials
@@ -178,7 +162,7 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
           trial_config.train.memory_limit_mib > 0 && trial_config.devices.gpus.empty();
       std::string setting;
       for (const auto& o : trial.overrides)
-        if (!checks_ignore(o, plans_memory)) setting += o + "\n";
+        if (!sweep::unread_by_checks(o, plans_memory)) setting += o + "\n";
       auto checked = checked_settings.find(setting);
       if (checked == checked_settings.end())
         checked = checked_settings.emplace(setting, model_and_data_checks(trial_config)).first;

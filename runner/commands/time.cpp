@@ -8,6 +8,7 @@
 
 #include "data/loader.h"
 #include "runner/commands.h"
+#include "runner/commands/command_config.h"
 #include "runner/config/load.h"
 #include "runner/graph/fusion.h"
 #include "runner/train/batch_fit.h"
@@ -19,7 +20,7 @@
 namespace trainer {
 
 int command_time(const CommandArgs& args) {
-  const config::Config config = config::load_config(args.config_path, args.overrides);
+  const config::Config config = load_command_config(args.config_path, args.overrides);
   const train::Session prepared = train::prepare_session(config);
   Backend& backend = train::select_backend(config);
   // The batch `run` would take: auto's micro-batch; a plan over

@@ -85,8 +85,11 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
     try {
       const config::Config config = config::load_config(args.config_path, overrides, origins);
       warnings.insert(warnings.end(), config.warnings.begin(), config.warnings.end());
-      // The model's own checks (layer types, attributes, shapes) for a swept model key.
-      if (sv.key.rfind("model.", 0) == 0) config::run_validation_hooks(config);
+      // The model's and the data's checks (layer types and shapes, the data
+      // against the model and the batch), as `trainer sweep` runs them for
+      // each trial, unless they never read the swept key (the learning rate).
+      const bool plans_memory = config.train.memory_limit_mib > 0 && config.devices.gpus.empty();
+      if (!sweep::unread_by_checks(swept, plans_memory)) config::run_validation_hooks(config);
     } catch (const config::ConfigError& e) {
       for (const config::Diagnostic& d : e.diagnostics().list()) {
         // The command line's own overrides are reported by the config's load;

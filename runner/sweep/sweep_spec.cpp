@@ -512,6 +512,18 @@ std::vector<config::Diagnostic> swept_without_effect(
   return out;
 }
 
+bool unread_by_checks(const std::string& override_text, bool plans_memory) {
+  const std::string key = config::override_key(override_text);
+  for (const char* ignored : {"optimizer.lr", "optimizer.weight_decay", "optimizer.beta1",
+                              "optimizer.beta2", "optimizer.eps", "optimizer.nesterov"})
+    if (key == ignored) return true;
+  // The rest of the optimizer and the schedule (whose cycled momentum needs
+  // a buffer) count only in the memory plan, checked against a limit.
+  const bool optimizer_or_schedule =
+      key.rfind("optimizer", 0) == 0 || key.rfind("schedule", 0) == 0;
+  return optimizer_or_schedule && !plans_memory;
+}
+
 config::Diagnostics overrides_of_swept_keys(const std::vector<std::string>& overrides,
                                             const SweepSpec& spec) {
   config::Diagnostics diags;

@@ -211,7 +211,7 @@ TEST_CASE("a run directory under a file is a usage error that says so") {
   CHECK(run_to_end(run_args(tmp / "tiny.yaml", tmp / "afile/sub/run"), tmp / "run.log") == 2);
   const std::string log = read_text(tmp / "run.log");
   INFO(log);
-  CHECK(log.find("cannot create run directory " + tmp / "afile/sub/run" + ": Not a directory") !=
+  CHECK(log.find("cannot create run directory '" + tmp / "afile/sub/run" + "': Not a directory") !=
         std::string::npos);
   CHECK(log.find("a file stands where a folder belongs") != std::string::npos);
   CHECK(read_text(tmp / "afile") == "mine\n");

@@ -337,11 +337,12 @@ TEST_CASE("a file where the sweep needs a folder is named in plain words, with w
   TempDir tmp("sweep-file");
   write_text(tmp / "tiny.yaml", tiny_experiment(64) + "sweep: {grid: {optimizer.lr: [0.1]}}\n");
   write_text(tmp / "taken", "");
-  CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--out", tmp / "taken/sw"}, tmp / "1.log") == 1);
+  // The path the user chose: a usage error, as a run directory's is.
+  CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--out", tmp / "taken/sw"}, tmp / "1.log") == 2);
   CHECK(read_text(tmp / "1.log") ==
-        "error: cannot create directories '" + tmp / "taken/sw" +
-            "': Not a directory\n    a file stands where a folder belongs ('" + tmp / "taken/sw" +
-            "' or a folder above it): move it aside, or choose another directory\n");
+        "error: cannot create sweep directory '" + tmp / "taken/sw" +
+            "': Not a directory\n    a file stands where a folder belongs (a folder above it): "
+            "move it aside, or choose another directory (--out, or output.dir)\n");
 
   // In a sweep's own directory: refused before a trial runs, and nothing is lost.
   const std::vector<std::string> args = {"sweep", tmp / "tiny.yaml", "--out", tmp / "sw"};
@@ -553,6 +554,24 @@ TEST_CASE("every command refuses a sweep section trainer sweep refuses, not only
   // A sound section is no error: `run` trains the config's own values.
   write_text(tmp / "good.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [0.1, 0.2]}}\n");
   CHECK(run_to_end({"print-config", tmp / "good.yaml"}, tmp / "out.log") == 0);
+}
+
+TEST_CASE("a trial log the sweep cannot write stops the sweep, naming it") {
+  // The trial's output would otherwise go to the sweep's own console, and
+  // its failure could not be read back. A folder where the log belongs
+  // refuses it even to root.
+  TempDir tmp("sweep-log");
+  write_text(tmp / "c.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [1e30]}}\n");
+  CHECK(run_to_end({"sweep", tmp / "c.yaml", "--out", tmp / "sw"}, tmp / "1.log") == 1);
+  CHECK(read_text(tmp / "1.log").find("trial-000 failed") != std::string::npos);
+  fs::remove(tmp / "sw/logs/trial-000.log");
+  fs::create_directory(tmp / "sw/logs/trial-000.log");
+  CHECK(run_to_end({"sweep", tmp / "c.yaml", "--out", tmp / "sw", "sweep.max_retries=1"},
+                   tmp / "2.log") == 1);
+  CHECK(read_text(tmp / "2.log")
+            .find("error: cannot write the trial's log '" + tmp / "sw/logs/trial-000.log" +
+                  "': Is a directory") != std::string::npos);
+  CHECK(read_text(tmp / "2.log").find("trial-000 started") == std::string::npos);
 }
 
 TEST_CASE("errors in the sweep section's values are reported where they are written, once") {

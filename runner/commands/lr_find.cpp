@@ -202,9 +202,9 @@ int command_lr_find(const CommandArgs& given) {
   }
   // fp16 loss scaling holds the rate on the steps it skips: the rate reached
   // can fall short of --max-lr.
-  std::printf("\nlearning-rate range test: %zu steps read, rates %g to %g (--max-lr %g)\n",
-              reading.points.size(), reading.points.front().lr, reading.points.back().lr,
-              given.max_lr);
+  std::printf("\nlearning-rate range test: %zu step%s read, rates %g to %g (--max-lr %g)\n",
+              reading.points.size(), reading.points.size() == 1 ? "" : "s",
+              reading.points.front().lr, reading.points.back().lr, given.max_lr);
   print_table(reading);
   if (reading.diverged_at)
     std::printf("diverged at step %zu (%s)\n", *reading.diverged_at + 1,

@@ -26,6 +26,7 @@
 #include "runner/sweep/sweep_dir.h"
 #include "runner/sweep/sweep_runner.h"
 #include "runner/sweep/sweep_spec.h"
+#include "runner/train/run_dir.h"
 #include "runner/train/run_lock.h"
 #include "runner/train/sha256.h"
 
@@ -244,7 +245,9 @@ int command_sweep(const CommandArgs& args) {
     std::fprintf(stderr, "error: %s\n", conflict.c_str());
     return 2;
   }
-  std::filesystem::create_directories(job.dir);
+  std::error_code created;
+  std::filesystem::create_directories(job.dir, created);
+  train::check_output_directory_created(job.dir, created, "sweep directory");
   // One sweep process at a time: two would run the same trials into the same folders.
   const train::RunDirLock lock(job.dir, "sweep directory");
   for (std::size_t i = 0; i < job.trials.size(); ++i)

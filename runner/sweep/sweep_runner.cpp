@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "ops/cpu/onednn.h"
@@ -81,6 +82,12 @@ void begin_attempt(const std::string& log_path, const TrialRecord& record,
   log << kAttemptLine << record.failures + 1 << " of " << record.trial.id << ": trainer";
   for (const auto& a : args) log << ' ' << a;
   log << '\n';
+  log.flush();
+  if (!log)  // the trial's output would have nowhere to go
+    throw std::runtime_error("cannot write the trial's log '" + log_path +
+                             "': " + std::strerror(errno) +
+                             ": make that folder writable (and give it room), or give the sweep "
+                             "another --out");
 }
 
 // Each trial runs this very binary: exec'd through /proc/self/exe, which
@@ -103,10 +110,13 @@ pid_t launch(const std::vector<std::string>& args, const std::string& log_path) 
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(143);
   const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd >= 0) {
-    dup2(fd, 1);
-    dup2(fd, 2);
+  if (fd < 0) {  // begin_attempt wrote it a moment ago: the folder changed since
+    std::fprintf(stderr, "error: cannot open the trial's log '%s': %s\n", log_path.c_str(),
+                 std::strerror(errno));
+    _exit(1);
   }
+  dup2(fd, 1);
+  dup2(fd, 2);
   std::vector<std::string> copy = args;
   std::vector<char*> argv = {const_cast<char*>(self.c_str())};
   for (auto& a : copy) argv.push_back(a.data());

@@ -56,8 +56,8 @@ RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points) {
 std::string why_no_suggestion(const RangeTestReading& r) {
   if (r.suggested) return "";
   if (r.points.size() < kMinSuggestionPoints)
-    return fmt::format("only {} steps before the range diverged; raise --steps or lower --max-lr",
-                       r.points.size());
+    return fmt::format("only {} step{} before the range diverged; raise --steps or lower --max-lr",
+                       r.points.size(), r.points.size() == 1 ? "" : "s");
   // It fell, but only at the start: no stretch of falling loss to read a slope on.
   if (r.lowest && *r.lowest > 0)
     return fmt::format(

@@ -372,6 +372,21 @@ config::Config as_recorded(const config::Config& config, const std::string& init
 
 }  // namespace
 
+void check_output_directory_created(const fs::path& dir, const std::error_code& error,
+                                    const std::string& what) {
+  if (!error) return;
+  const std::string failed =
+      "cannot create " + what + " '" + dir.string() + "': " + error.message();
+  if (error == std::errc::not_a_directory)  // the path the user gave: a usage error
+    throw UsageError(failed +
+                     "\n    a file stands where a folder belongs (a folder above it): move it "
+                     "aside, or choose another directory (--out, or output.dir)");
+  if (error == std::errc::permission_denied || error == std::errc::read_only_file_system)
+    throw UsageError(failed +
+                     "\n    choose a directory this user may write (--out, or output.dir)");
+  throw std::runtime_error(failed);
+}
+
 std::string create_run_dir(const config::Config& run_config, const CommandArgs& args,
                            const std::string& backend_name, const std::string& init_from_file,
                            RunDirLock& lock) {
@@ -390,15 +405,7 @@ std::string create_run_dir(const config::Config& run_config, const CommandArgs& 
       throw UsageError(refused);
     fs::create_directories(dir, ec);
   }
-  if (ec == std::errc::not_a_directory)  // the path the user gave: a usage error
-    throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message() +
-                     "\n    a file stands where a folder belongs (a folder above it): move it "
-                     "aside, or choose another directory (--out, or output.dir)");
-  if (ec == std::errc::permission_denied || ec == std::errc::read_only_file_system)
-    throw UsageError("cannot create run directory " + dir.string() + ": " + ec.message() +
-                     "\n    choose a directory this user may write (--out, or output.dir)");
-  if (ec)
-    throw std::runtime_error("cannot create run directory " + dir.string() + ": " + ec.message());
+  check_output_directory_created(dir, ec, "run directory");
   lock = RunDirLock(dir.string(), "run directory");
   // Another process may have started a run here since the check above.
   if (const std::string refused = refuse_used_run_dir(dir.string()); !refused.empty())

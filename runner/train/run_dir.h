@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +40,14 @@ std::string run_dir_advice(const std::string& dir, bool eval);
 // also when it holds only what a run stopped while creating it left
 // (unfinished_run_dir).
 std::string refuse_used_run_dir(const std::string& out);
+
+// Throws when creating the output directory `dir` (`what`: "run directory",
+// "sweep directory") failed with `error`: a usage error naming the directory
+// and what to do when the path the user chose cannot be a directory (a file
+// in the way, no permission, a read-only file system), a runtime error for
+// anything else. Returns when `error` is empty.
+void check_output_directory_created(const std::filesystem::path& dir, const std::error_code& error,
+                                    const std::string& what);
 
 // Creates `out` (refused, as a UsageError, when refuse_used_run_dir says so)
 // or runs/<name>/<YYYYmmdd-HHMMSS>[-N], takes its lock into `lock`, and writes

@@ -63,10 +63,13 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
     }
   }
   classes_inferred_ = data_.num_classes == 0;
-  if (classes_inferred_ && max_label_ < 0) {
+  if (max_label_ < 0 && size_ > 0) {  // a whole run (or evaluation) of "loss none"
     throw std::runtime_error(data_.description + ": every label is " +
-                             std::to_string(kIgnoreLabel) +
-                             " (an ignored sample): there is no class to infer the classes from");
+                             std::to_string(kIgnoreLabel) + " (an ignored sample): " +
+                             (classes_inferred_
+                                  ? std::string("there is no class to infer the classes from")
+                                  : std::string("no sample has a class to train on or score")) +
+                             "; check the label column or file");
   }
   // max_label + 1, but a label of INT64_MAX (one damaged int64) has no count
   // of classes above it: the largest count stands in, which the session's

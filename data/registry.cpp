@@ -20,7 +20,8 @@ FieldSpec classes_field() {
   return field("classes", FT::integer,
                "Number of classes; 0 infers it as the largest label + 1. Labels outside "
                "[0, classes) are an error, except -100 in NPY and CSV labels: a sample in no "
-               "class, which the loss's ignore_index (default -100) leaves out.")
+               "class, which the loss's ignore_index (default -100) leaves out (a set whose "
+               "every label is -100 is an error: nothing in it could train or be scored).")
       .def("0")
       .at_least(0);
 }

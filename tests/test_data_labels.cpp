@@ -182,4 +182,10 @@ TEST_CASE("a label -100 is a sample in no class; another negative label is refus
       validate("{type: npy, x: " + dir.file("x.npy") + ", y: " + dir.file("none.npy") + "}");
   CHECK(empty.code == 2);
   CHECK_THAT(empty.out, Contains("every label is -100 (an ignored sample): there is no class"));
+  // With the classes given, nothing would train: a whole run of "loss none".
+  const auto unscored = validate("{type: npy, x: " + dir.file("x.npy") +
+                                 ", y: " + dir.file("none.npy") + ", classes: 3}");
+  CHECK(unscored.code == 2);
+  CHECK_THAT(unscored.out, Contains("every label is -100 (an ignored sample): no sample has a "
+                                    "class to train on or score"));
 }

@@ -363,6 +363,17 @@ TEST_CASE("a file where the sweep needs a folder is named in plain words, with w
                                         "' is not a folder, and the sweep keeps its logs folder "
                                         "there.\n    move it aside and repeat the command\n");
   CHECK(fs::exists(tmp / "sw/trials/trial-000/summary.json"));
+  // A record that names no config is called damaged, not another sweep.
+  fs::remove(tmp / "sw/logs");
+  write_text(tmp / "sw/sweep.yaml", "nonsense: [\n");
+  CHECK(run_to_end(args, tmp / "5.log") == 2);
+  CHECK(read_text(tmp / "5.log") ==
+        "error: the sweep directory '" + tmp / "sw" +
+            "' has a sweep.yaml that names no config (it was edited or damaged), so its trials "
+            "cannot be matched to this sweep's.\n    restore " +
+            tmp / "sw/sweep.yaml" +
+            " (the sweep writes it as it starts), or use a new --out directory\n");
+  CHECK(fs::exists(tmp / "sw/trials/trial-000/summary.json"));
 }
 
 TEST_CASE("--parallel out of its range is refused; no more trials run at once than there are") {

@@ -266,8 +266,14 @@ std::string reuse_conflict(const std::string& dir, const std::string& record,
   if (!fs::exists(fs::path(dir) / "sweep.yaml")) return holds_other_files(dir);
   if (const std::string misplaced = misplaced_entry(dir); !misplaced.empty()) return misplaced;
   const std::string old_record = read_text(fs::path(dir) / "sweep.yaml");
-  if (const std::string d = first_difference(identity_lines(old_record), identity_lines(record));
-      !d.empty())
+  const std::vector<std::string> old_identity = identity_lines(old_record);
+  if (old_identity.empty() || old_identity.front().rfind("config: ", 0) != 0)
+    return "the sweep directory '" + dir + "' has a sweep.yaml that names no config (" +
+           (old_record.empty() ? std::string("it is empty") : "it was edited or damaged") +
+           "), so its trials cannot be matched to this sweep's.\n    restore " +
+           (fs::path(dir) / "sweep.yaml").string() +
+           " (the sweep writes it as it starts), or use a new --out directory";
+  if (const std::string d = first_difference(old_identity, identity_lines(record)); !d.empty())
     return another_sweep(dir, d);
   const std::string old_hash = recorded_hash(old_record);
   if (old_hash.empty() || old_hash == recorded_hash(record)) return "";

@@ -384,6 +384,28 @@ TEST_CASE("a run whose micro-batch auto chose resumes with that choice, whatever
   REQUIRE(first.code == 0);
   REQUIRE(first.out.find("micro_batch_size: auto: micro-batch 16 x accumulation 2") !=
           std::string::npos);
+  // A limit given now holds the kept choice too: refused, nothing changed.
+  const std::string records = [&] {
+    std::ifstream in(part / "metrics.jsonl");
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }();
+  // Its advice names the micro-batch to set: auto is already on.
+  const double at8 = plan_figure(config, "train.micro_batch_size=8", "total");
+  const int tight = static_cast<int>(std::ceil(at8 / 0.9)) + 1;
+  REQUIRE(tight * 0.9 < at16);
+  const auto refused = run_trainer("run --resume " + part.string() + " train.memory_limit_mib=" +
+                                       std::to_string(tight) + " train.max_steps=4",
+                                   true);
+  INFO(refused.out);
+  CHECK(refused.code == 2);
+  CHECK(refused.out.find("error: train.memory_limit_mib: ") != std::string::npos);
+  CHECK(refused.out.find("- train.micro_batch_size: 8 -> micro-batch 8 x accumulation 4") !=
+        std::string::npos);
+  CHECK(refused.out.find("train.micro_batch_size: auto ->") == std::string::npos);
+  {
+    std::ifstream in(part / "metrics.jsonl");
+    CHECK(std::string((std::istreambuf_iterator<char>(in)), {}) == records);
+  }
   // More memory now: auto alone would take the whole batch of 32 at once.
   const auto resumed = run_trainer(
       "run --resume " + part.string() + " train.memory_limit_mib=0 train.max_steps=4", true);
@@ -399,4 +421,46 @@ TEST_CASE("a run whose micro-batch auto chose resumes with that choice, whatever
     return std::string((std::istreambuf_iterator<char>(in)), {});
   };
   CHECK(text(part / "metrics.jsonl") == text(whole / "metrics.jsonl"));
+}
+
+TEST_CASE("the advice on memory rules out only what cannot help, and each option it gives works") {
+  const std::string cnn = "configs/fashion_mnist_cnn.yaml train.batch_size=2 ";
+  // Micro-batch 1 carries accumulation's gradient buffer; at micro-batch 2,
+  // with recompute, the CNN fits: recompute is advised, not ruled out.
+  const std::string tight = " train.memory_limit_mib=11 train.memory_headroom=0.05";
+  const auto refused = run_trainer("validate " + cnn + "train.micro_batch_size=auto" + tight, true);
+  INFO(refused.out);
+  CHECK(refused.code == 2);
+  CHECK(refused.out.find("cannot help") == std::string::npos);
+  CHECK(refused.out.find("model.recompute: [blocks or layers]") != std::string::npos);
+  CHECK(refused.out.find("less 5% headroom") != std::string::npos);
+  const fs::path dir = kRoot / "recomputed";
+  fs::remove_all(dir);
+  CHECK(run_trainer("run " + cnn +
+                    "train.micro_batch_size=auto 'model.recompute={every: 2}' "
+                    "train.max_steps=1 train.eval_batches=1" +
+                    tight + " --out " + dir.string())
+            .code == 0);
+  // Loader rings too large: no micro-batch fits, and data.prefetch still
+  // is an option, whose figure fits.
+  const std::string mlp = "configs/fashion_mnist_mlp.yaml train.batch_size=16 ";
+  const auto rings = run_trainer("plan " + mlp + "data.prefetch=64 train.memory_limit_mib=8", true);
+  INFO(rings.out);
+  const auto prefetch = rings.out.find("- data.prefetch: 2 -> ");
+  REQUIRE(prefetch != std::string::npos);
+  CHECK(rings.out.substr(prefetch, rings.out.find('\n', prefetch) - prefetch).find("not enough") ==
+        std::string::npos);
+  CHECK(run_trainer("validate " + mlp + "data.prefetch=2 train.memory_limit_mib=8").code == 0);
+  // With train.accumulation given, auto is offered in its place.
+  const auto fixed = run_trainer(
+      "validate " + write_config().string() + " train.accumulation=1 train.memory_limit_mib=" +
+          std::to_string(
+              static_cast<int>(std::ceil(
+                  plan_figure(write_config(), "train.micro_batch_size=8", "total") / 0.9)) +
+              1),
+      true);
+  INFO(fixed.out);
+  CHECK(fixed.code == 2);
+  CHECK(fixed.out.find("- train.micro_batch_size: auto, without train.accumulation -> "
+                       "micro-batch ") != std::string::npos);
 }

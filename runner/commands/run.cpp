@@ -179,6 +179,8 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
           "micro_batch_size: auto: micro-batch %lld x accumulation %lld, as the run chose\n",
           static_cast<long long>(session.batch.micro),
           static_cast<long long>(session.batch.accumulation));
+    // The kept choice is held to a limit given now, as any plan is.
+    if (config.train.memory_limit_mib > 0) train::enforce_memory_limit(session, backend);
   } else {
     train::FittedBatch fitted = train::fit_batch_to_memory(session, backend, capacity);
     session = std::move(fitted.session);

@@ -94,23 +94,32 @@ std::string mib_text(double bytes) {
   return text;
 }
 
-// What stays whatever the micro-batch: parameters, gradients, optimizer state.
-double persistent_bytes(const MemoryEstimate& e) {
-  return e.params + e.grads + e.optimizer;
+// What stays whatever the micro-batch: parameters, gradients and optimizer
+// state, the gradients without accumulation's buffer (a micro-batch of the
+// whole batch has none).
+double persistent_bytes(const MemoryEstimate& e, bool accumulates) {
+  return e.params + (accumulates ? e.grads / 2 : e.grads) + e.optimizer;
 }
 
-// What could make a plan fit whose micro-batch of 1 is `at_one`, against
-// `usable` bytes: recompute only helps when the activations are the excess.
-std::string advice_when_one_does_not_fit(const MemoryEstimate& at_one, double usable) {
-  if (persistent_bytes(at_one) > usable)
-    return "parameters, gradients and optimizer state alone need " +
-           mib_text(persistent_bytes(at_one)) +
-           " MiB whatever the micro-batch (the gradients with accumulation's buffer): "
-           "model.recompute "
-           "cannot help; use a smaller model, an optimizer with less state (adam keeps 2 tensors "
-           "per parameter, sgd 1 with momentum and none without), or more memory";
+// What could make a plan fit whose smallest micro-batch is `at_smallest`,
+// against `usable` bytes: recompute only helps when the activations are the
+// excess.
+std::string advice_when_one_does_not_fit(const MicroBatchChoice& at_smallest, double usable) {
+  const double persistent =
+      persistent_bytes(at_smallest.estimate, at_smallest.session.batch.accumulation > 1);
+  if (persistent > usable)
+    return "parameters, gradients and optimizer state alone need " + mib_text(persistent) +
+           " MiB whatever the micro-batch: model.recompute cannot help; use a smaller model, an "
+           "optimizer with less state (adam keeps 2 tensors per parameter, sgd 1 with momentum "
+           "and none without), or more memory";
   return "model.recompute: [blocks or layers] drops their activations after forward (`trainer "
-         "plan` shows the saving); or a smaller model, or more memory";
+         "plan` shows the saving), also at a larger micro-batch, which needs no accumulation "
+         "buffer; or a smaller model, or more memory";
+}
+
+// "10%": a fraction as the config gives it, rounded.
+std::string percent_text(double fraction) {
+  return std::to_string(std::lround(fraction * 100)) + "%";
 }
 
 }  // namespace
@@ -128,25 +137,32 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
   const double headroom = capacity * s.config.train.memory_headroom;
   if (e.total() + headroom <= capacity) return "fits";
   std::string text = "does not fit by " + mib_text(e.total() + headroom - capacity) +
-                     " MiB (with " +
-                     std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) +
-                     "% headroom). To make it fit:";
+                     " MiB (with " + percent_text(s.config.train.memory_headroom) +
+                     " headroom). To make it fit:";
   // Each option with the total the plan predicts for it.
   const MicroBatchChoice choice = fit_micro_batch(s, backend, capacity);
   if (!choice.fits) {
     const std::int64_t smallest = choice.session.batch.micro;
-    return text + "\n    - no micro-batch fits, not even " + std::to_string(smallest) +
-           (smallest > 1 ? " (the smallest the model takes)" : "") + ": " +
-           advice_when_one_does_not_fit(choice.estimate, capacity - headroom);
+    text += "\n    - no micro-batch fits, not even " + std::to_string(smallest) +
+            (smallest > 1 ? " (the smallest the model takes)" : "") + ": " +
+            advice_when_one_does_not_fit(choice, capacity - headroom);
+  } else {
+    // A run that chose auto already gets the micro-batch to set; one with
+    // train.accumulation given must drop it for auto.
+    const std::string setting =
+        s.config.train.micro_batch_auto
+            ? "train.micro_batch_size: " + std::to_string(choice.session.batch.micro)
+        : s.config.train.accumulation > 0
+            ? "train.micro_batch_size: auto, without train.accumulation"
+            : "train.micro_batch_size: auto";
+    text += "\n    - " + setting + " -> micro-batch " + std::to_string(choice.session.batch.micro) +
+            " x accumulation " + std::to_string(choice.session.batch.accumulation) + ", " +
+            mib_text(choice.estimate.total()) + " MiB (the global batch stays " +
+            std::to_string(s.batch.global) + ")";
+    text +=
+        "\n    - model.recompute: [blocks or layers] drops their activations after forward "
+        "(`trainer plan` shows the saving)";
   }
-  text += "\n    - train.micro_batch_size: auto -> micro-batch " +
-          std::to_string(choice.session.batch.micro) + " x accumulation " +
-          std::to_string(choice.session.batch.accumulation) + ", " +
-          mib_text(choice.estimate.total()) + " MiB (the global batch stays " +
-          std::to_string(s.batch.global) + ")";
-  text +=
-      "\n    - model.recompute: [blocks or layers] drops their activations after forward "
-      "(`trainer plan` shows the saving)";
   const auto option = [&](const std::string& setting, double total) {
     text += "\n    - " + setting + " -> " + mib_text(total) + " MiB" +
             (total + headroom <= capacity ? "" : " (not enough alone)");
@@ -220,18 +236,17 @@ void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
                 " MiB (train.memory_limit_mib)" + memory_share_note(s, choice.capacity)
           : "the " + mib_text(choice.capacity) + " MiB available";
   config::Diagnostics diags;
-  diags.add(
-      mark_of(s.config, "train.micro_batch_size"), "train.micro_batch_size",
-      "auto: even a micro-batch of " + std::to_string(choice.session.batch.micro) +
-          (choice.session.batch.micro > 1 ? " (the smallest the model takes)" : "") + " needs " +
-          mib_text(choice.estimate.total()) +
-          (detail == UnfitDetail::plan_printed
-               ? " MiB (itemised above), more than the "
-               : " MiB (`trainer plan` itemises it), more than the ") +
-          mib_text(usable) + " MiB usable of " + capacity + " less " +
-          std::to_string(static_cast<int>(s.config.train.memory_headroom * 100)) + "% headroom",
-      detail == UnfitDetail::plan_printed ? std::string()
-                                          : advice_when_one_does_not_fit(choice.estimate, usable));
+  diags.add(mark_of(s.config, "train.micro_batch_size"), "train.micro_batch_size",
+            "auto: even a micro-batch of " + std::to_string(choice.session.batch.micro) +
+                (choice.session.batch.micro > 1 ? " (the smallest the model takes)" : "") +
+                " needs " + mib_text(choice.estimate.total()) +
+                (detail == UnfitDetail::plan_printed
+                     ? " MiB (itemised above), more than the "
+                     : " MiB (`trainer plan` itemises it), more than the ") +
+                mib_text(usable) + " MiB usable of " + capacity + " less " +
+                percent_text(s.config.train.memory_headroom) + " headroom",
+            detail == UnfitDetail::plan_printed ? std::string()
+                                                : advice_when_one_does_not_fit(choice, usable));
   diags.throw_if_any();
 }
 

@@ -306,7 +306,8 @@ int run_command_line(int argc, char** argv) {
   CLI::App* run = add_config_command(app, "run", "Train the experiment", args, help_asked);
   run->add_option("--out", args.out_dir, "Run directory (default: <output.dir>/<name>/<time>)")
       ->check(kNonEmptyDirectory);
-  run->add_option("--resume", args.resume_dir, "Resume from this run directory's last checkpoint")
+  run->add_option("--resume", args.resume_dir,
+                  "Resume from this run directory's newest checkpoint that verifies")
       ->check(kExistingDirectory);
   run->get_option("config")->required(false);  // --resume DIR alone uses DIR/config.yaml
   CLI::App* validate = add_config_command(

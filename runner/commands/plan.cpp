@@ -108,11 +108,10 @@ int command_plan(const CommandArgs& args) {
   std::printf("  total               %10.2f MiB\n", mib(e.total()));
   const double capacity = train::memory_capacity(s, backend);
   if (capacity > 0)
-    std::printf(
-        "  %-19s %10.2f MiB: %s\n", config.train.memory_limit_mib > 0 ? "limit" : "available",
-        mib(capacity),
-        (train::fit_verdict(s, backend, e, capacity) + train::memory_share_note(s, capacity))
-            .c_str());
+    std::printf("  %-19s %10.2f MiB%s: %s\n",
+                config.train.memory_limit_mib > 0 ? "limit" : "available", mib(capacity),
+                train::memory_share_note(s, capacity).c_str(),
+                train::fit_verdict(s, backend, e, capacity).c_str());
   if (unfit) {
     std::fflush(stdout);  // the plan, then the error
     train::refuse_unfit_micro_batch(s, *unfit, train::UnfitDetail::plan_printed);

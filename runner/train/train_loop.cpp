@@ -412,7 +412,8 @@ nlohmann::json TrainLoop::summary(bool record) {
     log_->info("done: {} steps ({} in this session, {:.1f} s, {:.0f} samples/s)", step_,
                step_ - first_step_, wall, samples_per_s);
   } else {
-    log_->info("done: {} steps in {:.1f} s, {:.0f} samples/s", step_, wall, samples_per_s);
+    log_->info("done: {} step{} in {:.1f} s, {:.0f} samples/s", step_, step_ == 1 ? "" : "s", wall,
+               samples_per_s);
   }
   if (const int late = checkpoint::stop_requested();
       stopped_by_ == 0 && late != 0 && collective_.is_root())

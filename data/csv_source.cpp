@@ -100,10 +100,18 @@ std::string delimiter_hint(const std::string& first_line, std::size_t columns, c
 }
 
 // The file's text (gzip-compressed or not), without a UTF-8 byte order mark,
-// with old Mac line ends (CR alone) read as line ends.
+// with old Mac line ends (CR alone) read as line ends. A UTF-16 or UTF-32
+// file (as Excel's "Unicode text" saves) is refused by its byte order mark:
+// read as bytes, every other one would be a NUL inside the names and values.
 std::string csv_text(const std::string& path) {
   const std::vector<std::uint8_t> bytes = read_file_bytes(path);
   std::string text(bytes.begin(), bytes.end());
+  for (const std::string_view mark :
+       {std::string_view("\xFF\xFE", 2), std::string_view("\xFE\xFF", 2)})
+    if (text.starts_with(mark))
+      throw std::runtime_error(
+          "CSV file '" + path + "' is UTF-16 or UTF-32 text (its byte order mark, bytes 0-1, is " +
+          (mark[0] == '\xFF' ? "FF FE" : "FE FF") + "): save it as UTF-8 (or plain ASCII) CSV");
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   if (text.find('\n') == std::string::npos) std::replace(text.begin(), text.end(), '\r', '\n');
   return text;

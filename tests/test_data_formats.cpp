@@ -293,6 +293,15 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
     write_text(dir.file("huge.csv"), "a,b,label\n1,1e999,0\n");
     q.path = dir.file("huge.csv");
     CHECK_THROWS_WITH(open_csv(q), Contains("'1e999' is outside the float32 range"));
+    // UTF-16 (Excel's "Unicode text"): named, not read as names with NULs.
+    write_text(dir.file("utf16.csv"), std::string("\xFF\xFE"
+                                                  "a\0,\0l\0\n\0"
+                                                  "1\0,\0"
+                                                  "0\0\n\0",
+                                                  18));
+    q.path = dir.file("utf16.csv");
+    CHECK_THROWS_WITH(open_csv(q), Contains("is UTF-16 or UTF-32 text (its byte order mark, bytes "
+                                            "0-1, is FF FE): save it as UTF-8"));
     write_text(dir.file("edge.csv"), "a,b,label\n3.4028235e38,-3.4028235e38,0\n");
     q.path = dir.file("edge.csv");
     CHECK(

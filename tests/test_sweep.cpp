@@ -573,15 +573,23 @@ TEST_CASE("a trial log the sweep cannot write stops the sweep, naming it") {
   // refuses it even to root.
   TempDir tmp("sweep-log");
   write_text(tmp / "c.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [1e30]}}\n");
-  CHECK(run_to_end({"sweep", tmp / "c.yaml", "--out", tmp / "sw"}, tmp / "1.log") == 1);
+  const std::string out = tmp / "sw it's";  // a path a shell needs quoted
+  CHECK(run_to_end({"sweep", tmp / "c.yaml", "--out", out}, tmp / "1.log") == 1);
   CHECK(read_text(tmp / "1.log").find("trial-000 failed") != std::string::npos);
-  fs::remove(tmp / "sw/logs/trial-000.log");
-  fs::create_directory(tmp / "sw/logs/trial-000.log");
-  CHECK(run_to_end({"sweep", tmp / "c.yaml", "--out", tmp / "sw", "sweep.max_retries=1"},
-                   tmp / "2.log") == 1);
+  // The attempt's line is a command to paste: its paths quoted for the shell.
+  const std::string log = out + "/logs/trial-000.log";
+  const std::string quoted_out = "'" + tmp / "sw it'\\''s";
+  CHECK(read_text(log).rfind("sweep: attempt 1 of trial-000: trainer run " + quoted_out +
+                                 "/configs/trial-000.yaml' --out " + quoted_out +
+                                 "/trials/trial-000'\n",
+                             0) == 0);
+  fs::remove(log);
+  fs::create_directory(log);
+  CHECK(run_to_end({"sweep", tmp / "c.yaml", "--out", out, "sweep.max_retries=1"}, tmp / "2.log") ==
+        1);
   CHECK(read_text(tmp / "2.log")
-            .find("error: cannot write the trial's log '" + tmp / "sw/logs/trial-000.log" +
-                  "': Is a directory") != std::string::npos);
+            .find("error: cannot write the trial's log '" + log + "': Is a directory") !=
+        std::string::npos);
   CHECK(read_text(tmp / "2.log").find("trial-000 started") == std::string::npos);
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "ops/cpu/onednn.h"
@@ -76,11 +78,24 @@ std::string failure_of(const std::string& log_path, int status) {
 
 // Starts the trial's log for one attempt: what runs, so each attempt's
 // output (the log keeps them all) is told apart.
+// `word` as a POSIX shell reads it back: as it is when it holds only
+// characters the shell leaves alone, else in single quotes.
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_./=:,+@%-").find(c) != std::string_view::npos;
+  });
+  if (plain) return word;
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 void begin_attempt(const std::string& log_path, const TrialRecord& record,
                    const std::vector<std::string>& args) {
   std::ofstream log(log_path, std::ios::app);
   log << kAttemptLine << record.failures + 1 << " of " << record.trial.id << ": trainer";
-  for (const auto& a : args) log << ' ' << a;
+  for (const auto& a : args) log << ' ' << shell_word(a);  // a command to paste
   log << '\n';
   log.flush();
   if (!log)  // the trial's output would have nowhere to go

@@ -540,6 +540,17 @@ TEST_CASE("trainer validate refuses the sweep sections trainer sweep refuses") {
   CHECK(log.find("error: sweep.grid.train.batch_size: with train.batch_size=1024: the training "
                  "set's 512 samples do not fill one batch of 1024") != std::string::npos);
   CHECK(count(log, "error:") == 1);
+  // The config's own error is reported once, as its own, not again for
+  // every swept value that leaves it as it is.
+  std::string big_batch = tiny_experiment();
+  big_batch.replace(big_batch.find("batch_size: 32"), 14, "batch_size: 1024");
+  write_text(tmp / "c.yaml", big_batch + "sweep: {seeds: [1, 2], grid: {train.epochs: [1, 2]}}\n");
+  CHECK(run_to_end({"validate", tmp / "c.yaml"}, tmp / "v.log") == 2);
+  log = read_text(tmp / "v.log");
+  INFO(log);
+  CHECK(count(log, "error:") == 1);
+  CHECK(log.find("error: train.batch_size: the training set's 512 samples do not fill one batch "
+                 "of 1024") != std::string::npos);
 }
 
 TEST_CASE("every command refuses a sweep section trainer sweep refuses, not only validate") {
@@ -572,10 +583,11 @@ TEST_CASE("a trial log the sweep cannot write stops the sweep, naming it") {
   // its failure could not be read back. A folder where the log belongs
   // refuses it even to root.
   TempDir tmp("sweep-log");
-  write_text(tmp / "c.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [1e30]}}\n");
+  write_text(tmp / "c.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [1e30, 5e29]}}\n");
   const std::string out = tmp / "sw it's";  // a path a shell needs quoted
   CHECK(run_to_end({"sweep", tmp / "c.yaml", "--out", out}, tmp / "1.log") == 1);
   CHECK(read_text(tmp / "1.log").find("trial-000 failed") != std::string::npos);
+  CHECK(read_text(tmp / "1.log").find("trial-001 failed") != std::string::npos);
   // The attempt's line is a command to paste: its paths quoted for the shell.
   const std::string log = out + "/logs/trial-000.log";
   const std::string quoted_out = "'" + tmp / "sw it'\\''s";
@@ -583,14 +595,24 @@ TEST_CASE("a trial log the sweep cannot write stops the sweep, naming it") {
                                  "/configs/trial-000.yaml' --out " + quoted_out +
                                  "/trials/trial-000'\n",
                              0) == 0);
-  fs::remove(log);
-  fs::create_directory(log);
-  CHECK(run_to_end({"sweep", tmp / "c.yaml", "--out", out, "sweep.max_retries=1"}, tmp / "2.log") ==
-        1);
-  CHECK(read_text(tmp / "2.log")
-            .find("error: cannot write the trial's log '" + log + "': Is a directory") !=
+  // Side by side: trial-000 starts, trial-001's log cannot be written. The
+  // sweep stops trial-000 (or sees it fail) and records it before it ends.
+  const std::string second_log = out + "/logs/trial-001.log";
+  fs::remove(second_log);
+  fs::create_directory(second_log);
+  CHECK(
+      run_to_end({"sweep", tmp / "c.yaml", "--out", out, "--parallel", "2", "sweep.max_retries=1"},
+                 tmp / "2.log") == 1);
+  const std::string second = read_text(tmp / "2.log");
+  INFO(second);
+  CHECK(second.find("error: cannot write the trial's log '" + second_log + "': Is a directory") !=
         std::string::npos);
-  CHECK(read_text(tmp / "2.log").find("trial-000 started") == std::string::npos);
+  CHECK(second.find("trial-000 started") != std::string::npos);
+  CHECK(second.find("trial-001 started") == std::string::npos);
+  const std::string table = read_text(out + "/trials.csv");
+  INFO(table);
+  CHECK(table.find("running") == std::string::npos);
+  CHECK(table.find("trial-001,failed,1,") != std::string::npos);  // as it was
 }
 
 TEST_CASE("errors in the sweep section's values are reported where they are written, once") {

@@ -300,15 +300,18 @@ TEST_CASE(
   CHECK(spec.grid[2].second.size() == 1);
   CHECK(spec.seeds == std::vector<std::string>{"3", "4"});
   CHECK(sweep::expand_trials(spec).size() == 3 * 1 * 1 * 2);
-  // An integer is the number it equals; -0.0 is 0; a boolean is its truth
-  // however capitalised: each set of these is one trial.
+  // -0.0 is 0.0; a boolean is its truth however capitalised: each set of
+  // these is one trial. An integer stays apart from a decimal of its value,
+  // in either order (an integer setting refuses the decimal: checked, not
+  // dropped).
   const auto same = sweep::parse_sweep(
-      yaml("{grid: {optimizer.lr: [1, 1.0, 1e0], optimizer.weight_decay: [0, 0.0, 0e0, -0.0], "
-           "backend.autotune: [true, True, TRUE, false]}}"),
+      yaml("{grid: {optimizer.lr: [1, 1.0, 1e0], optimizer.weight_decay: [0.0, 0e0, -0.0], "
+           "backend.autotune: [true, True, TRUE, false], train.batch_size: [16.0, 16]}}"),
       {}, 0);
-  CHECK(same.grid[0].second == std::vector<std::string>{"1"});
-  CHECK(same.grid[1].second == std::vector<std::string>{"0"});
+  CHECK(same.grid[0].second == std::vector<std::string>{"1", "1.0"});
+  CHECK(same.grid[1].second == std::vector<std::string>{"0.0"});
   CHECK(same.grid[2].second == std::vector<std::string>{"true", "false"});
+  CHECK(same.grid[3].second == std::vector<std::string>{"16.0", "16"});
   // A quoted number is a string (a number field refuses it): not the number.
   CHECK(sweep::parse_sweep(yaml("{grid: {name: [2, \"2\"]}}"), {}, 0).grid[0].second.size() == 2);
   // Integers by their exact value, beyond a double's 2^53; 0x10 is no number

@@ -174,13 +174,14 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
                                               : std::nullopt;
   if (kept_accumulation && per_rank % *kept_accumulation == 0) {
     session = train::with_micro_batch(session, per_rank / *kept_accumulation);
+    // The kept choice is held to a limit given now, as any plan is.
+    if (config.train.memory_limit_mib > 0)
+      train::enforce_memory_limit(session, backend, train::MicroBatch::kept);
     if (job.is_root())
       std::printf(
           "micro_batch_size: auto: micro-batch %lld x accumulation %lld, as the run chose\n",
           static_cast<long long>(session.batch.micro),
           static_cast<long long>(session.batch.accumulation));
-    // The kept choice is held to a limit given now, as any plan is.
-    if (config.train.memory_limit_mib > 0) train::enforce_memory_limit(session, backend);
   } else {
     train::FittedBatch fitted = train::fit_batch_to_memory(session, backend, capacity);
     session = std::move(fitted.session);

@@ -7,6 +7,7 @@
 // 2), and the warnings about settings without effect either way. With --data it then reads every
 // sample of the training and evaluation data, as a run would, and reports each source with samples
 // that cannot be read.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -72,8 +73,9 @@ std::vector<SweptValue> swept_values(const sweep::SweepSpec& spec) {
 // sweep section (as `trainer sweep` applies it): a misspelt key or a value
 // out of range is reported at the section, as `trainer sweep` would refuse it.
 void check_swept_values(const CommandArgs& args, const std::vector<std::string>& mended_by,
-                        const sweep::SweepSpec& spec, config::Diagnostics& diags,
-                        std::vector<config::Diagnostic>& warnings) {
+                        const sweep::SweepSpec& spec,
+                        const std::vector<config::Diagnostic>& base_errors,
+                        config::Diagnostics& diags, std::vector<config::Diagnostic>& warnings) {
   std::set<std::string> seen;
   for (const SweptValue& sv : swept_values(spec)) {
     const std::string swept = sv.key + "=" + sv.value;
@@ -97,6 +99,12 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
         const bool at_swept_override =
             sv.mark.file == config::kCommandLine && d.mark.line == sv.mark.line;
         if (d.mark.file == config::kCommandLine && !at_swept_override) continue;
+        // The config's own error, reported once as that: not the value's.
+        const bool the_configs_own =
+            std::any_of(base_errors.begin(), base_errors.end(), [&](const config::Diagnostic& b) {
+              return b.key_path == d.key_path && b.message == d.message;
+            });
+        if (the_configs_own) continue;
         std::string same_for_every_value;
         config::Diagnostic out =
             sweep::swept_value_error(d, swept, {sv.mark, sv.key_path}, same_for_every_value);
@@ -114,6 +122,7 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
 void check_sweep_section(const CommandArgs& args, const config::Config& config,
                          const std::vector<std::string>& mended_by, config::Diagnostics& diags,
                          config::Diagnostics& warnings) {
+  const std::vector<config::Diagnostic> base_errors = diags.list();  // the config's own
   if (config.sweep.is_null()) return;
   sweep::SweepSpec spec;
   try {
@@ -124,7 +133,7 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
   }
   warnings = sweep::overrides_of_swept_keys(args.overrides, spec);
   std::vector<config::Diagnostic> value_warnings;
-  check_swept_values(args, mended_by, spec, diags, value_warnings);
+  check_swept_values(args, mended_by, spec, base_errors, diags, value_warnings);
   for (auto& w : sweep::swept_without_effect(spec, value_warnings)) warnings.add(std::move(w));
   sweep::check_objective_recorded(spec, config, args.config_path, diags);
 }

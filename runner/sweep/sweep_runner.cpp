@@ -18,7 +18,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <stdexcept>
 #include <string_view>
 #include <thread>
 
@@ -91,18 +90,19 @@ std::string shell_word(const std::string& word) {
   return quoted + "'";
 }
 
-void begin_attempt(const std::string& log_path, const TrialRecord& record,
-                   const std::vector<std::string>& args) {
+// Starts the attempt's part of the trial's log; the error that stops the
+// sweep when the log cannot be written ("" when it can): the trial's output
+// would have nowhere to go.
+std::string begin_attempt(const std::string& log_path, const TrialRecord& record,
+                          const std::vector<std::string>& args) {
   std::ofstream log(log_path, std::ios::app);
   log << kAttemptLine << record.failures + 1 << " of " << record.trial.id << ": trainer";
   for (const auto& a : args) log << ' ' << shell_word(a);  // a command to paste
   log << '\n';
   log.flush();
-  if (!log)  // the trial's output would have nowhere to go
-    throw std::runtime_error("cannot write the trial's log '" + log_path +
-                             "': " + std::strerror(errno) +
-                             ": make that folder writable (and give it room), or give the sweep "
-                             "another --out");
+  if (log) return "";
+  return "cannot write the trial's log '" + log_path + "': " + std::strerror(errno) +
+         ": make that folder writable (and give it room), or give the sweep another --out";
 }
 
 // Each trial runs this very binary: exec'd through /proc/self/exe, which
@@ -214,9 +214,13 @@ int run_sweep(const SweepJob& job) {
   const auto started = std::chrono::steady_clock::now();
   std::int64_t ended = 0;
 
+  // An error that ends the sweep: the trials running are stopped (they
+  // checkpoint) and recorded first, as on a signal.
+  std::string fatal;
   while (!queue.empty() || !running.empty()) {
     const int stop = checkpoint::stop_requested();
-    while (stop == 0 && !queue.empty() && static_cast<std::int64_t>(running.size()) < slots) {
+    while (stop == 0 && fatal.empty() && !queue.empty() &&
+           static_cast<std::int64_t>(running.size()) < slots) {
       // The first queued trial whose run directory no other process holds.
       const auto free_one = std::find_if(queue.begin(), queue.end(), [&](std::size_t i) {
         const std::string holder = train::held_by_another(records[i].run_dir, "run directory");
@@ -250,7 +254,8 @@ int run_sweep(const SweepJob& job) {
         args.insert(args.end(), {"--out", r.run_dir});
       }
       const std::string log_path = (dir / "logs" / (r.trial.id + ".log")).string();
-      begin_attempt(log_path, r, args);
+      fatal = begin_attempt(log_path, r, args);
+      if (!fatal.empty()) break;  // this trial stays as it was
       const pid_t pid = launch(args, log_path);
       if (pid < 0) {
         r.status = "failed";
@@ -267,7 +272,7 @@ int run_sweep(const SweepJob& job) {
       std::fflush(stdout);
       report();
     }
-    if (stop != 0 && !forwarded) {
+    if ((stop != 0 || !fatal.empty()) && !forwarded) {
       for (const auto& [pid, run] : running) kill(pid, SIGTERM);
       forwarded = true;
       queue.clear();
@@ -326,6 +331,10 @@ int run_sweep(const SweepJob& job) {
     report();
   }
   report();
+  if (!fatal.empty()) {
+    std::fprintf(stderr, "error: %s\n", fatal.c_str());
+    return 1;
+  }
   if (const int stop = checkpoint::stop_requested(); stop != 0) return 128 + stop;
   const bool ranked = objective_recorded(job.spec, records);
   std::vector<std::string> failed_for_good;

@@ -97,30 +97,26 @@ std::string number_identity(double value) {
 }
 
 // What a value (an override text) means, for telling values apart, as the
-// config reads scalars (config::classify): a number by its value, an integer
-// as the number it equals (1, 1.0 and 1e0 are one: a number setting takes
-// each; an integer beyond 2^53 by its exact value), a boolean by its truth
-// (true, True and TRUE), a string by its text whether quoted or not (cosine
-// and "cosine" are one), but a quoted number stays a string ("2" is not 2: a
-// number field refuses it); a list item by item.
+// config reads scalars (config::classify): an integer by its exact value, a
+// number by its value (0.1, 0.10 and 1e-1 are one, and so are 0.0 and -0.0)
+// but apart from an integer (an integer setting refuses 1.0, so 1 and 1.0
+// stay two values, whichever comes first), a boolean by its truth (true, True
+// and TRUE), a string by its text whether quoted or not (cosine and "cosine"
+// are one), but a quoted number stays a string ("2" is not 2: a number field
+// refuses it); a list item by item.
 std::string value_identity(const Node& node) {
   if (node.is_sequence()) {
     std::string out = "[";
     for (const auto& item : node.items()) out += value_identity(item) + ",";
     return out + "]";
   }
-  constexpr std::int64_t kExactInDouble = std::int64_t{1} << 53;
   switch (config::classify(node)) {
     case config::ScalarKind::null:
       return "null";
     case config::ScalarKind::boolean:
       return *config::as_bool(node) ? "boolean true" : "boolean false";
     case config::ScalarKind::integer:
-      if (const auto n = config::as_int(node)) {
-        if (*n >= -kExactInDouble && *n <= kExactInDouble)
-          return number_identity(static_cast<double>(*n));
-        return "integer " + std::to_string(*n);
-      }
+      if (const auto n = config::as_int(node)) return "integer " + std::to_string(*n);
       break;
     case config::ScalarKind::number:
       if (const auto n = config::as_number(node)) return number_identity(*n);

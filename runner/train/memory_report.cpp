@@ -122,6 +122,29 @@ std::string percent_text(double fraction) {
   return std::to_string(std::lround(fraction * 100)) + "%";
 }
 
+// "\n    - data.prefetch: 2 -> 6.55 MiB", "(not enough alone)" when the
+// total is over `usable`.
+std::string option_text(const std::string& setting, double total, double usable) {
+  return "\n    - " + setting + " -> " + mib_text(total) + " MiB" +
+         (total <= usable ? "" : " (not enough alone)");
+}
+
+// Fewer loader batches in flight, as an option, when they would save memory:
+// batches beyond two buy little overlap, and each is a batch of memory.
+std::string loader_option(const Session& s, Backend& backend, const MemoryEstimate& e,
+                          double usable) {
+  constexpr std::int64_t kFewBatchesInFlight = 2;
+  if (s.config.data.workers <= 0 ||
+      e.loader_slots + e.eval_loader_slots <= 2 * kFewBatchesInFlight ||
+      s.config.data.prefetch <= kFewBatchesInFlight)
+    return "";
+  Session fewer = s;
+  fewer.config.data.prefetch = kFewBatchesInFlight;
+  const double total = estimate_memory(fewer, backend).total();
+  if (total >= e.total()) return "";
+  return option_text("data.prefetch: " + std::to_string(kFewBatchesInFlight), total, usable);
+}
+
 }  // namespace
 
 std::string memory_share_note(const Session& s, double capacity) {
@@ -132,7 +155,7 @@ std::string memory_share_note(const Session& s, double capacity) {
 }
 
 std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate& e,
-                        double capacity) {
+                        double capacity, MicroBatch micro_batch) {
   if (capacity <= 0) return "capacity unknown";
   const double headroom = capacity * s.config.train.memory_headroom;
   if (e.total() + headroom <= capacity) return "fits";
@@ -140,6 +163,14 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
                      " MiB (with " + percent_text(s.config.train.memory_headroom) +
                      " headroom). To make it fit:";
   // Each option with the total the plan predicts for it.
+  if (micro_batch == MicroBatch::kept) {
+    text += "\n    - the resume keeps micro-batch " + std::to_string(s.batch.micro) +
+            " x accumulation " + std::to_string(s.batch.accumulation) +
+            ", as the run chose (its checkpoints' steps are of that accumulation): raise the "
+            "limit, or model.recompute: [blocks or layers] drops their activations after "
+            "forward (`trainer plan` shows the saving)";
+    return text + loader_option(s, backend, e, capacity - headroom);
+  }
   const MicroBatchChoice choice = fit_micro_batch(s, backend, capacity);
   if (!choice.fits) {
     const std::int64_t smallest = choice.session.batch.micro;
@@ -163,34 +194,22 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
         "\n    - model.recompute: [blocks or layers] drops their activations after forward "
         "(`trainer plan` shows the saving)";
   }
-  const auto option = [&](const std::string& setting, double total) {
-    text += "\n    - " + setting + " -> " + mib_text(total) + " MiB" +
-            (total + headroom <= capacity ? "" : " (not enough alone)");
-  };
-  // Batches in flight beyond two buy little overlap, and each is a batch of memory.
-  constexpr std::int64_t kFewBatchesInFlight = 2;
-  if (s.config.data.workers > 0 && e.loader_slots + e.eval_loader_slots > 2 * kFewBatchesInFlight &&
-      s.config.data.prefetch > kFewBatchesInFlight) {
-    Session fewer = s;
-    fewer.config.data.prefetch = kFewBatchesInFlight;
-    const double total = estimate_memory(fewer, backend).total();
-    if (total < e.total()) option("data.prefetch: " + std::to_string(kFewBatchesInFlight), total);
-  }
+  text += loader_option(s, backend, e, capacity - headroom);
   if ((s.config.precision.mode == "fp32" || s.config.precision.mode == "tf32") &&
       backend.supports_compute(DType::bf16)) {
     Session low = s;
     low.config.precision.mode = "bf16";
     build_model_graph(low);
     const double total = estimate_memory(low, backend).total();
-    if (total < e.total()) option("precision: bf16", total);
+    if (total < e.total()) text += option_text("precision: bf16", total, capacity - headroom);
   }
   return text;
 }
 
-void enforce_memory_limit(const Session& s, Backend& backend) {
+void enforce_memory_limit(const Session& s, Backend& backend, MicroBatch micro_batch) {
   const MemoryEstimate e = estimate_memory(s, backend);
   const double capacity = memory_capacity(s, backend);
-  const std::string verdict = fit_verdict(s, backend, e, capacity);
+  const std::string verdict = fit_verdict(s, backend, e, capacity, micro_batch);
   if (verdict == "fits") return;
   config::Diagnostics diags;
   diags.add(mark_of(s.config, "train.memory_limit_mib"), "train.memory_limit_mib",

@@ -51,10 +51,15 @@ int ranks_sharing_memory(const Session& s);
 // one rank's share, or "" for one rank.
 std::string memory_share_note(const Session& s, double capacity);
 
+// Whether the micro-batch may change to fit: chosen anew, or kept (a resume
+// of the micro-batch auto chose: its checkpoints' steps are of that
+// accumulation, and the resume refuses another).
+enum class MicroBatch { free, kept };
+
 // "fits" or "does not fit by N MiB", and what would make it fit, each option
 // with the memory the plan predicts for it.
 std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate& estimate,
-                        double capacity);
+                        double capacity, MicroBatch micro_batch = MicroBatch::free);
 
 // `train.micro_batch_size: auto`: the largest micro-batch dividing the per-rank
 // batch whose predicted memory, with the headroom, fits `capacity` (bytes, from
@@ -81,7 +86,8 @@ void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
 
 // With train.memory_limit_mib set: throws a ConfigError at that key, with the
 // fit verdict and its options, when the plan does not fit the limit.
-void enforce_memory_limit(const Session& s, Backend& backend);
+void enforce_memory_limit(const Session& s, Backend& backend,
+                          MicroBatch micro_batch = MicroBatch::free);
 
 // What to print when an allocation fails: the backend's figures, the plan
 // and the advice.

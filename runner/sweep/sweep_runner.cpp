@@ -75,8 +75,6 @@ std::string failure_of(const std::string& log_path, int status) {
   return how + (text.empty() ? "" : ": " + text);
 }
 
-// Starts the trial's log for one attempt: what runs, so each attempt's
-// output (the log keeps them all) is told apart.
 // `word` as a POSIX shell reads it back: as it is when it holds only
 // characters the shell leaves alone, else in single quotes.
 std::string shell_word(const std::string& word) {
@@ -90,9 +88,10 @@ std::string shell_word(const std::string& word) {
   return quoted + "'";
 }
 
-// Starts the attempt's part of the trial's log; the error that stops the
-// sweep when the log cannot be written ("" when it can): the trial's output
-// would have nowhere to go.
+// Starts the trial's log for one attempt: what runs (a command to paste), so
+// each attempt's output (the log keeps them all) is told apart. Returns the
+// error that stops the sweep when the log cannot be written ("" when it
+// can): the trial's output would have nowhere to go.
 std::string begin_attempt(const std::string& log_path, const TrialRecord& record,
                           const std::vector<std::string>& args) {
   std::ofstream log(log_path, std::ios::app);

@@ -94,6 +94,11 @@ std::string mib_text(double bytes) {
   return text;
 }
 
+// The recompute option, as every piece of advice words it.
+constexpr const char* kRecomputeAdvice =
+    "model.recompute: [blocks or layers] drops their activations after forward (`trainer plan` "
+    "shows the saving)";
+
 // What stays whatever the micro-batch: parameters, gradients and optimizer
 // state, the gradients without accumulation's buffer (a micro-batch of the
 // whole batch has none).
@@ -112,9 +117,9 @@ std::string advice_when_one_does_not_fit(const MicroBatchChoice& at_smallest, do
            " MiB whatever the micro-batch: model.recompute cannot help; use a smaller model, an "
            "optimizer with less state (adam keeps 2 tensors per parameter, sgd 1 with momentum "
            "and none without), or more memory";
-  return "model.recompute: [blocks or layers] drops their activations after forward (`trainer "
-         "plan` shows the saving), also at a larger micro-batch, which needs no accumulation "
-         "buffer; or a smaller model, or more memory";
+  return std::string(kRecomputeAdvice) +
+         ", also at a larger micro-batch, which needs no accumulation buffer; or a smaller "
+         "model, or more memory";
 }
 
 // "10%": a fraction as the config gives it, rounded.
@@ -167,8 +172,8 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
     text += "\n    - the resume keeps micro-batch " + std::to_string(s.batch.micro) +
             " x accumulation " + std::to_string(s.batch.accumulation) +
             ", as the run chose (its checkpoints' steps are of that accumulation): raise the "
-            "limit, or model.recompute: [blocks or layers] drops their activations after "
-            "forward (`trainer plan` shows the saving)";
+            "limit, or " +
+            kRecomputeAdvice;
     return text + loader_option(s, backend, e, capacity - headroom);
   }
   const MicroBatchChoice choice = fit_micro_batch(s, backend, capacity);
@@ -190,9 +195,7 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
             " x accumulation " + std::to_string(choice.session.batch.accumulation) + ", " +
             mib_text(choice.estimate.total()) + " MiB (the global batch stays " +
             std::to_string(s.batch.global) + ")";
-    text +=
-        "\n    - model.recompute: [blocks or layers] drops their activations after forward "
-        "(`trainer plan` shows the saving)";
+    text += std::string("\n    - ") + kRecomputeAdvice;
   }
   text += loader_option(s, backend, e, capacity - headroom);
   if ((s.config.precision.mode == "fp32" || s.config.precision.mode == "tf32") &&

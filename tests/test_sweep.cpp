@@ -576,6 +576,13 @@ TEST_CASE("every command refuses a sweep section trainer sweep refuses, not only
   // A sound section is no error: `run` trains the config's own values.
   write_text(tmp / "good.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [0.1, 0.2]}}\n");
   CHECK(run_to_end({"print-config", tmp / "good.yaml"}, tmp / "out.log") == 0);
+  // A run directory whose config an earlier trainer accepted resumes: the
+  // resume trains the config its run began with and does not use the section.
+  write_text(tmp / "plain.yaml", tiny_experiment());
+  CHECK(run_to_end({"run", tmp / "plain.yaml", "--out", tmp / "old"}, tmp / "out.log") == 0);
+  write_text(tmp / "old/config.yaml", read_text(tmp / "old/config.yaml") + "sweep: {bogus: 1}\n");
+  CHECK(run_to_end({"run", "--resume", tmp / "old", "train.epochs=4"}, tmp / "out.log") == 0);
+  CHECK(read_text(tmp / "out.log").find("error") == std::string::npos);
 }
 
 TEST_CASE("a trial log the sweep cannot write stops the sweep, naming it") {

@@ -92,7 +92,10 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       return 2;
     }
   }
-  const config::Config loaded = load_command_config(args.config_path, args.overrides);
+  // A resume trains the config its run began with, whose sweep section (read
+  // more loosely by an earlier trainer, perhaps) it does not use: not checked.
+  const config::Config loaded = resume ? config::load_config(args.config_path, args.overrides)
+                                       : load_command_config(args.config_path, args.overrides);
   if (!launched_as_rank()) {  // before starting ranks that could not use them
     config::Diagnostics diags;
     train::check_devices(loaded, diags);

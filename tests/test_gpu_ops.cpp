@@ -15,6 +15,7 @@
 #include <random>
 
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/linear_bias.h"
 #endif
 
@@ -307,5 +308,31 @@ TEST_CASE("every registered op has a CUDA kernel") {
     INFO("op " << name);
     CHECK(trainer::cuda_backend(0).has_kernel(name));
   }
+}
+// cuDNN's 4-d descriptors take int extents: a batch of 2^31 elements is
+// refused when the layer's kernel is made, in words, not by a cuDNN status.
+TEST_CASE("a convolution larger than cuDNN's 4-d tensors is refused in words") {
+  using trainer::cuda::require_int_extents;
+  CHECK_NOTHROW(require_int_extents(1, 1, 46340, 46340, "tensor"));
+  CHECK_NOTHROW(require_int_extents(32767, 8, 128, 64, "tensor"));
+  CHECK_THROWS_WITH(require_int_extents(32768, 8, 128, 64, "tensor"),
+                    Catch::Contains("tensor [32768, 8, 128, 64] is more than cuDNN's 4-d tensors "
+                                    "hold (2^31 - 1 elements)"));
+  CHECK_THROWS(require_int_extents(1, 1, std::int64_t{1} << 32, std::int64_t{1} << 32, "tensor"));
+  const trainer::OpDef* def = trainer::op_registry().find("conv2d");
+  REQUIRE(def != nullptr);
+  const trainer::Attrs attrs = trainer::testing::make_attrs(
+      *def, {{"out_channels", std::int64_t{8}}, {"kernel", Ints{3}}, {"padding", Ints{1}}});
+  const Shape input{32768, 8, 128, 64};
+  const auto sig = def->signature({input}, attrs);
+  trainer::KernelContext ctx;
+  ctx.op = def;
+  ctx.attrs = &attrs;
+  ctx.inputs = {input};
+  for (const auto& p : sig.params) ctx.param_decls.push_back({nullptr, p.shape, DType::f32});
+  ctx.output = sig.output;
+  ctx.training = true;
+  CHECK_THROWS_WITH(trainer::cuda_backend(0).make_kernel(ctx),
+                    Catch::Contains("more than cuDNN's 4-d tensors hold"));
 }
 #endif

@@ -203,12 +203,18 @@ class CudaBackend final : public Backend {
     return record_graph(ctx_.compute.get(), queue_work, why_not);
   }
 
+  // Pinned memory belongs to a context: this device's, not one opened on
+  // GPU 0 by a thread that never chose a device.
   void* allocate_host(std::size_t bytes) override {
+    ctx_.device.activate();
     void* p = nullptr;
     check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc");
     return p;
   }
-  void release_host(void* ptr) override { ignore_status(cudaFreeHost(ptr)); }
+  void release_host(void* ptr) override {  // from destructors: nothing thrown
+    ignore_status(cudaSetDevice(ctx_.device.index));
+    ignore_status(cudaFreeHost(ptr));
+  }
 
  private:
   // A staging buffer per input destination (the batch and its labels).

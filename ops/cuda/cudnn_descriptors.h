@@ -4,17 +4,37 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/unique_handle.h"
 
 namespace trainer::cuda {
 
+// cuDNN's 4-d descriptors take int extents and strides: a tensor of 2^31
+// elements or more is refused here, in words, rather than by a status.
+inline void require_int_extents(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
+                                const char* what) {
+  const std::int64_t most = std::numeric_limits<int>::max();
+  const auto extent_fits = [&](std::int64_t e) { return e > 0 && e <= most; };
+  const bool fits = extent_fits(n) && extent_fits(c) && extent_fits(h) && extent_fits(w) &&
+                    c <= most / (h * w) && n <= most / (c * h * w);
+  if (!fits)
+    throw std::runtime_error(std::string(what) + " [" + std::to_string(n) + ", " +
+                             std::to_string(c) + ", " + std::to_string(h) + ", " +
+                             std::to_string(w) +
+                             "] is more than cuDNN's 4-d tensors hold (2^31 - 1 elements); "
+                             "make the batch smaller (train.micro_batch_size or train.batch_size)");
+}
+
 // A dense NCHW tensor (float unless told).
 class TensorDescriptor {
  public:
   TensorDescriptor(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
                    cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+    require_int_extents(n, c, h, w, "tensor");
     cudnnTensorDescriptor_t d = nullptr;
     check(cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor");
     handle_ = Owned(d);
@@ -34,6 +54,7 @@ class FilterDescriptor {
  public:
   FilterDescriptor(std::int64_t k, std::int64_t c, std::int64_t h, std::int64_t w,
                    cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+    require_int_extents(k, c, h, w, "filter");
     cudnnFilterDescriptor_t d = nullptr;
     check(cudnnCreateFilterDescriptor(&d), "cudnnCreateFilterDescriptor");
     handle_ = Owned(d);

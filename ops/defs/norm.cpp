@@ -23,8 +23,9 @@ OpDef batchnorm() {
           .above(0),
       field("sync", FieldType::boolean,
             "SyncBN: in training, the batch statistics (and the sums of the backward) are "
-            "taken over the whole global batch, across all data-parallel ranks; the same as "
-            "false on one rank.")
+            "taken across all data-parallel ranks, over the micro-batch every rank runs at "
+            "once (under train.accumulation each micro-batch is normalised apart, as without "
+            "sync); the same as false on one rank.")
           .def("false"),
       field("activation", FieldType::enumeration,
             "Activation applied to the output in the same kernel: relu or none.")

@@ -24,6 +24,7 @@
 #include "runner/json_text.h"
 #include "runner/train/devices.h"
 #include "runner/train/run_dir.h"
+#include "runner/train/run_records.h"
 #include "runner/train/session.h"
 #include "runner/train/trainer.h"
 #include "runner/usage_error.h"

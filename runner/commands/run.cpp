@@ -25,6 +25,7 @@
 #include "runner/train/progress.h"
 #include "runner/train/run_dir.h"
 #include "runner/train/run_lock.h"
+#include "runner/train/run_records.h"
 #include "runner/train/session.h"
 #include "runner/train/session_checks.h"
 #include "runner/train/trainer.h"

@@ -20,7 +20,7 @@
 #include "runner/config/diagnostics.h"
 #include "runner/dist/launch_env.h"
 #include "runner/train/progress.h"
-#include "runner/train/run_dir.h"
+#include "runner/train/run_records.h"
 #include "runner/train/session.h"
 
 namespace trainer::dist {

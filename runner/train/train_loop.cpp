@@ -24,7 +24,7 @@
 #include "runner/json_text.h"
 #include "runner/train/loss_log.h"
 #include "runner/train/memory_report.h"
-#include "runner/train/run_dir.h"
+#include "runner/train/run_records.h"
 #include "runner/train/session_checks.h"
 #include "runner/train/trainer.h"
 

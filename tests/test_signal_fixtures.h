@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,15 +22,23 @@ namespace trainer::testing {
 constexpr std::uint64_t signal_bit(int sig) {
   return std::uint64_t{1} << (sig - 1);
 }
-constexpr std::uint64_t kStopSignals = signal_bit(SIGINT) | signal_bit(SIGTERM);
+// The signals a run takes as a stop (SIGHUP: when not ignored at its start).
+constexpr std::uint64_t kStopSignals =
+    signal_bit(SIGINT) | signal_bit(SIGTERM) | signal_bit(SIGHUP);
+
+// How TrainerChild starts the trainer, beyond the defaults.
+struct ChildStart {
+  int ignored_signal = 0;  // ignored from the start: SIGINT (`cmd &`), SIGHUP (`nohup`)
+  rlim_t file_size_limit = RLIM_INFINITY;  // `ulimit -f`, in bytes
+};
 
 // `trainer ARGS...` with output to `log_path`, started with no signal blocked
-// and SIGINT / SIGTERM at their defaults (or SIGINT ignored, as a shell does
-// for `cmd &`), whatever the test runner had.
+// and SIGINT / SIGTERM / SIGHUP at their defaults (but `start.ignored_signal`),
+// whatever the test runner had.
 class TrainerChild {
  public:
   TrainerChild(const std::vector<std::string>& args, const std::string& log_path,
-               bool ignore_sigint = false) {
+               ChildStart start = {}) {
     std::vector<std::string> copy = args;
     std::string binary = TRAINER_BINARY;
     std::vector<char*> argv = {binary.data()};
@@ -42,9 +51,10 @@ class TrainerChild {
       dup2(fd, 1);
       dup2(fd, 2);
     }
-    signal(SIGINT, ignore_sigint ? SIG_IGN : SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGXFSZ})
+      signal(sig, sig == start.ignored_signal ? SIG_IGN : SIG_DFL);
+    const rlimit file_size{start.file_size_limit, start.file_size_limit};
+    setrlimit(RLIMIT_FSIZE, &file_size);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -123,7 +133,7 @@ inline std::vector<ThreadMask> thread_masks(pid_t pid) {
   return threads;
 }
 
-// The threads that can take SIGINT or SIGTERM.
+// The threads that can take SIGINT, SIGTERM or SIGHUP.
 inline std::vector<std::string> threads_open_to_stop_signals(
     const std::vector<ThreadMask>& threads) {
   std::vector<std::string> open;

@@ -1,14 +1,17 @@
 // labels: cpu
-// SIGINT / SIGTERM never run a handler on a thread that executes kernels
-// (oneDNN 2.x JIT kernels point rsp into the heap: a signal frame there
-// corrupts it): while a run trains, every thread but the one signal watcher
-// blocks them and no handler is installed, and SIGTERM still finishes the
-// step, checkpoints and exits 143 with a run directory that resumes. Outside
-// training they act as the process's disposition says: `trainer time` dies of
-// SIGINT, SIGTERM (and SIGHUP, untouched) as if unblocked, and an inherited
-// ignored SIGINT stays ignored. A console that goes away (`| head -1`) does
-// not end a run: it trains to the end and records it. At a terminal the stop
-// is answered at once.
+// SIGINT / SIGTERM / SIGHUP never run a handler on a thread that executes
+// kernels (oneDNN 2.x JIT kernels point rsp into the heap: a signal frame
+// there corrupts it): while a run trains, every thread but the one signal
+// watcher blocks them and no handler is installed, and SIGTERM still
+// finishes the step, checkpoints and exits 143 with a run directory that
+// resumes; SIGHUP (a closed terminal) likewise, with 129, unless the run
+// started with it ignored (`nohup`). Outside training they act as the
+// process's disposition says: `trainer time` dies of each as if unblocked,
+// and an inherited ignored SIGINT stays ignored. A console that goes away
+// (`| head -1`) does not end a run: it trains to the end and records it; nor
+// does a file size limit (`ulimit -f`): the checkpoint it stops is an error
+// the run records, and the run resumes. At a terminal the stop is answered
+// at once.
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -31,7 +34,7 @@
 using namespace trainer::testing;
 namespace fs = std::filesystem;
 
-TEST_CASE("while a run trains, only the signal watcher thread takes SIGINT and SIGTERM") {
+TEST_CASE("while a run trains, only the signal watcher thread takes the stop signals") {
   TempDir tmp("stop-signal-threads");
   write_text(tmp / "tiny.yaml", tiny_experiment(4096));
   TrainerChild run({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=500",
@@ -42,7 +45,7 @@ TEST_CASE("while a run trains, only the signal watcher thread takes SIGINT and S
   INFO(read_text(tmp / "run.log"));
   REQUIRE(threads.size() >= 3);  // the main thread, a kernel worker, the watcher
   CHECK(threads_open_to_stop_signals(threads) == std::vector<std::string>{"stop-signals"});
-  // The main thread blocks those two and no other (SIGHUP, SIGPIPE are as they were).
+  // The main thread blocks those three and no other (SIGPIPE, SIGXFSZ are ignored).
   for (const auto& t : threads)
     if (t.tid == run.pid()) CHECK(t.blocked == kStopSignals);
   // No handler for them: none can run on a thread inside a kernel.
@@ -160,7 +163,7 @@ TEST_CASE("at a terminal a stop is answered at once, while a long evaluation goe
   CHECK(WEXITSTATUS(status) == 130);
 }
 
-TEST_CASE("outside training SIGINT and SIGTERM do what the process's disposition says") {
+TEST_CASE("outside training the stop signals do what the process's disposition says") {
   TempDir tmp("stop-signal-outside");
   write_text(tmp / "tiny.yaml", tiny_experiment());
   const std::vector<std::string> timing = {"time", tmp / "tiny.yaml", "--steps", "10000000",
@@ -176,7 +179,7 @@ TEST_CASE("outside training SIGINT and SIGTERM do what the process's disposition
     CHECK(WTERMSIG(*status) == sig);
   }
   // Started with SIGINT ignored (`trainer time ... &` in a script): ignored still.
-  TrainerChild timed(timing, tmp / "time.log", /*ignore_sigint=*/true);
+  TrainerChild timed(timing, tmp / "time.log", {.ignored_signal = SIGINT});
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   timed.signal_it(SIGINT);
   CHECK_FALSE(timed.wait_status(std::chrono::milliseconds(500)));
@@ -201,4 +204,52 @@ TEST_CASE("a run whose console goes away trains to the end and records it") {
   REQUIRE(fs::exists(tmp / "run/summary.json"));
   CHECK(summary_of(tmp / "run")["status"] == "complete");
   CHECK(steps_of(tmp / "run") == 48);
+}
+
+TEST_CASE("a closed terminal (SIGHUP) stops a run with a checkpoint; under nohup it is ignored") {
+  TempDir tmp("stop-signal-hangup");
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  TrainerChild run({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=500"},
+                   tmp / "run.log");
+  REQUIRE(wait_for_lines(tmp / "run/metrics.jsonl", 1, std::chrono::seconds(60)));
+  run.signal_it(SIGHUP);
+  REQUIRE(run.exit_code() == 128 + SIGHUP);
+  INFO(read_text(tmp / "run.log"));
+  const nlohmann::json stopped = summary_of(tmp / "run");
+  CHECK(stopped["status"] == "interrupted");
+  CHECK(stopped["signal"] == SIGHUP);
+  CHECK(fs::exists(tmp / "run/checkpoints/last/model.safetensors"));
+
+  TrainerChild ignoring({"run", tmp / "tiny.yaml", "--out", tmp / "nohup", "train.epochs=500"},
+                        tmp / "nohup.log", {.ignored_signal = SIGHUP});
+  REQUIRE(wait_for_lines(tmp / "nohup/metrics.jsonl", 1, std::chrono::seconds(60)));
+  ignoring.signal_it(SIGHUP);
+  CHECK_FALSE(ignoring.wait_status(std::chrono::milliseconds(1500)));
+  ignoring.signal_it(SIGTERM);
+  CHECK(ignoring.exit_code() == 143);
+}
+
+TEST_CASE("a file size limit a checkpoint meets is an error the run records; the run resumes") {
+  TempDir tmp("stop-signal-file-size");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // fc1 of 64 x 4096 floats: a 1 MiB weight, 2 MiB more of Adam's moments,
+  // against a limit of 512 KiB (it used to die of SIGXFSZ, unrecorded).
+  const std::vector<std::string> args = {"run", tmp / "tiny.yaml", "--out", tmp / "run",
+                                         "model.layers[1].out_features=4096"};
+  TrainerChild limited(args, tmp / "run.log", {.file_size_limit = 512 * 1024});
+  const int code = limited.exit_code();
+  const std::string log = read_text(tmp / "run.log");
+  INFO(log);
+  CHECK(code == 1);
+  CHECK(log.find("File too large") != std::string::npos);
+  const nlohmann::json failed = summary_of(tmp / "run");
+  CHECK(failed["status"] == "failed");
+  bool left_temporary = false;
+  for (const auto& entry : fs::directory_iterator(tmp / "run/checkpoints"))
+    left_temporary |= entry.path().extension() == ".tmp";
+  CHECK_FALSE(left_temporary);
+  TrainerChild resumed({"run", "--resume", tmp / "run"}, tmp / "resume.log");
+  INFO(read_text(tmp / "resume.log"));
+  CHECK(resumed.exit_code() == 0);
+  CHECK(summary_of(tmp / "run")["status"] == "complete");
 }

@@ -1,4 +1,4 @@
-// One watcher thread takes SIGINT and SIGTERM with sigwaitinfo; every other
+// One watcher thread takes SIGINT, SIGTERM and SIGHUP with sigwaitinfo; every other
 // thread blocks them, so no signal handler ever runs on a thread that executes
 // kernels (see stop_signal.h).
 #include "runner/checkpoint/stop_signal.h"
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -22,14 +23,26 @@ std::mutex g_forward_mutex;
 std::function<void(int)> g_forward;  // ForwardStopSignals' sender, under g_forward_mutex
 std::atomic<int> g_signal{0};        // the first one of the current scope
 std::atomic<bool> g_started{false};
-sigset_t g_mask_before;                // written once, before g_started is set
-void (*g_pipe_before)(int) = SIG_DFL;  // SIGPIPE's disposition, likewise
+sigset_t g_mask_before;  // written once, before g_started is set
 
+// Signals ignored from the watcher's start, with the dispositions they had
+// (written once, likewise): a console that goes away (SIGPIPE) and a file
+// size limit reached (SIGXFSZ, `ulimit -f`) make writes fail with an error
+// the run records, rather than end it unrecorded.
+constexpr int kIgnored[] = {SIGPIPE, SIGXFSZ};
+void (*g_ignored_before[std::size(kIgnored)])(int) = {};
+
+// SIGINT, SIGTERM and SIGHUP (a closed terminal or SSH session), unless
+// SIGHUP was ignored when the process started (`nohup`): a blocked signal
+// is queued even when ignored, and the watcher would take it.
 sigset_t stop_signal_set() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  struct sigaction hangup {};
+  if (sigaction(SIGHUP, nullptr, &hangup) == 0 && hangup.sa_handler != SIG_IGN)
+    sigaddset(&set, SIGHUP);
   return set;
 }
 
@@ -120,9 +133,8 @@ void start_stop_signal_watcher() {
   std::call_once(once, [] {
     const sigset_t set = stop_signal_set();
     pthread_sigmask(SIG_BLOCK, &set, &g_mask_before);
-    // A console that goes away (`trainer run ... | head`) must not end the
-    // run unrecorded: its writes fail instead, and training goes on.
-    g_pipe_before = std::signal(SIGPIPE, SIG_IGN);
+    for (std::size_t i = 0; i < std::size(kIgnored); ++i)
+      g_ignored_before[i] = std::signal(kIgnored[i], SIG_IGN);
     g_started = true;
     // Lives as long as the process: it only waits in sigwaitinfo and touches
     // atomics, so exit() needs nothing from it and it is not joined.
@@ -135,7 +147,8 @@ void start_stop_signal_watcher() {
 void restore_signal_mask_before_exec() {
   if (!g_started.load()) return;
   sigprocmask(SIG_SETMASK, &g_mask_before, nullptr);
-  std::signal(SIGPIPE, g_pipe_before);  // an ignored signal would stay ignored across exec
+  for (std::size_t i = 0; i < std::size(kIgnored); ++i)  // ignored stays ignored across exec
+    std::signal(kIgnored[i], g_ignored_before[i]);
 }
 
 StopSignals::StopSignals() : previous_mode_(enter(StopSignalMode::stop)) {}
@@ -160,6 +173,10 @@ ForwardStopSignals::~ForwardStopSignals() {
 
 int stop_requested() {
   return g_signal.load();
+}
+
+bool stopped_by_signal_code(int code) {
+  return code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP;
 }
 
 }  // namespace trainer::checkpoint

@@ -1,7 +1,7 @@
 // `trainer run CONFIG [KEY=VALUE ...] [--out DIR]`: trains the experiment.
 // `trainer run --resume RUN_DIR [CONFIG] [KEY=VALUE ...]` continues a run from
 // its newest good checkpoint (CONFIG defaults to RUN_DIR/config.yaml).
-// SIGINT / SIGTERM: the step finishes, a checkpoint is written, exit 130 / 143.
+// SIGINT / SIGTERM / SIGHUP: the step finishes, a checkpoint is written, exit 130 / 143 / 129.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -123,7 +123,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   // dropped with the training loop, before the communicator goes.)
   std::unique_ptr<graph::Program> program;
   dist::RankJob job(loaded);  // a rank of an mpirun/srun job, or a single process
-  // From here SIGINT / SIGTERM stop the run between steps (or before the
+  // From here SIGINT / SIGTERM / SIGHUP stop the run between steps (or before the
   // first, once its directory is complete), never in the middle of a write.
   checkpoint::StopSignals stop_signals;
   const config::Config& config = job.config();

@@ -293,7 +293,8 @@ int run_sweep(const SweepJob& job) {
     if (code == 0 && read_completed_run(job.spec, r)) {
       r.status = "done";
       r.error.clear();
-    } else if ((code == 130 || code == 143) && (forwarded || run_was_interrupted(r.run_dir))) {
+    } else if (checkpoint::stopped_by_signal_code(code) &&
+               (forwarded || run_was_interrupted(r.run_dir))) {
       // Stopped by the sweep's signal, or by one sent to the trial itself:
       // either way it checkpointed, and a repeated command resumes it.
       r.status = "interrupted";

@@ -253,3 +253,27 @@ TEST_CASE("a file size limit a checkpoint meets is an error the run records; the
   CHECK(resumed.exit_code() == 0);
   CHECK(summary_of(tmp / "run")["status"] == "complete");
 }
+
+TEST_CASE("a stop that comes while a checkpoint is written stops there, with no step more") {
+  TempDir tmp("stop-signal-during-checkpoint");
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  // Every checkpoint (every 7 steps) waits 2 s before it is written, as on
+  // slow storage: the stop comes while one is being written. It used to
+  // train one step more and write a second checkpoint for it.
+  setenv("TRAINER_INJECT_CHECKPOINT_DELAY", "2", 1);
+  TrainerChild run({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=500"},
+                   tmp / "run.log");
+  unsetenv("TRAINER_INJECT_CHECKPOINT_DELAY");
+  REQUIRE(
+      wait_for_text(tmp / "run.log", "TRAINER_INJECT_CHECKPOINT_DELAY", std::chrono::seconds(60)));
+  run.signal_it(SIGTERM);
+  REQUIRE(run.exit_code() == 143);
+  INFO(read_text(tmp / "run.log"));
+  const nlohmann::json stopped = summary_of(tmp / "run");
+  CHECK(stopped["status"] == "interrupted");
+  CHECK(stopped["steps"] == 7);
+  std::vector<std::string> checkpoints;
+  for (const auto& entry : fs::directory_iterator(tmp / "run/checkpoints"))
+    if (entry.path().filename() != "last") checkpoints.push_back(entry.path().filename());
+  CHECK(checkpoints == std::vector<std::string>{"step-00000007"});
+}

@@ -274,6 +274,15 @@ void TrainLoop::write_failure_summary(const std::string& error) {
   log_failure(run_dir_, error);
 }
 
+// A stop asked for while a checkpoint of a step before the last was written
+// (a large model's write takes seconds): that checkpoint is the stop's, with
+// no step more and no second checkpoint after it.
+bool TrainLoop::stop_asked_while_saving() {
+  if (step_ >= total_steps_ || early_stopped_) return false;
+  stopped_by_ = agreed_stop_signal(collective_);
+  return stopped_by_ != 0;
+}
+
 void TrainLoop::train_to_end() {
   if (replay_evaluation_at_checkpoint() && early_stopped_) return;
   std::int64_t resume_in_epoch = resumed_.epoch_step;
@@ -330,8 +339,10 @@ void TrainLoop::train_to_end() {
         save_checkpoint(epoch_, in_epoch);
         break;
       }
-      if (steps_due && in_epoch < steps_per_epoch_ && step_ < total_steps_)
+      if (steps_due && in_epoch < steps_per_epoch_ && step_ < total_steps_) {
         save_checkpoint(epoch_, in_epoch);
+        if (stop_asked_while_saving()) break;
+      }
       step_checkpoint_due = steps_due;
     }
     if (stopped_by_ != 0 || early_stopped_) break;
@@ -359,8 +370,10 @@ void TrainLoop::train_to_end() {
     const bool epochs_due =
         cfg_.checkpoint.every_epochs > 0 && epoch_ % cfg_.checkpoint.every_epochs == 0;
     if (step_ >= total_steps_ || epochs_due || step_checkpoint_due || early_stopped_ ||
-        keeps_best())
+        keeps_best()) {
       save_checkpoint(epoch_, 0);
+      if (stop_asked_while_saving()) break;
+    }
     if (early_stopped_) break;
   }
 }

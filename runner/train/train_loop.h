@@ -239,6 +239,9 @@ class TrainLoop {
   // The loop itself: steps, log points, evaluations and checkpoints to the end
   // (or to a stop signal).
   void train_to_end();
+  // After a checkpoint of a step before the last: whether a stop signal came
+  // meanwhile (agreed over the ranks; sets stopped_by_), so that it stops there.
+  bool stop_asked_while_saving();
   // summary.json for a run that stopped on an error: status "failed", the
   // error, and how far it got (the last checkpoint to resume from).
   void write_failure_summary(const std::string& error);

@@ -314,19 +314,36 @@ TEST_CASE("a checkpoint pruned while it is read: last and best follow the run, a
   CHECK(fs::path(read).filename() == "step-00000017");
   CHECK(reads == std::vector<std::string>{"step-00000016", "step-00000017"});
 
+  // Pruning removes the folder's files before the folder: a read that fails
+  // between the two, with a newer checkpoint written, follows it too.
+  reads.clear();
+  const auto emptied_for = [&](const std::string& newer) {
+    return [&reads, &checkpoints, newer](const std::string& path) {
+      reads.push_back(fs::path(path).filename().string());
+      if (reads.size() > 1) return;
+      fs::copy(path, checkpoints / newer);
+      fs::remove(fs::path(path) / "model.safetensors");
+      trainer::checkpoint::verify_checkpoint(path);  // throws: its files are gone
+    };
+  };
+  const std::string followed = store.read("last", "eval.loss", false, emptied_for("step-00000018"));
+  CHECK(fs::path(followed).filename() == "step-00000018");
+  CHECK(reads == std::vector<std::string>{"step-00000017", "step-00000018"});
+  fs::remove_all(checkpoints / "step-00000017");
+
   // A checkpoint named outright is that one or an error; so is a failure
   // that leaves the folder in place.
   reads.clear();
-  CHECK_THROWS_AS(store.read("step-00000017", "eval.loss", false, pruned_into("step-00000018")),
+  CHECK_THROWS_AS(store.read("step-00000018", "eval.loss", false, pruned_into("step-00000019")),
                   trainer::checkpoint::CheckpointError);
-  CHECK(reads == std::vector<std::string>{"step-00000017"});
+  CHECK(reads == std::vector<std::string>{"step-00000018"});
   const auto fails = [&](const std::string& path) {
     reads.push_back(fs::path(path).filename().string());
     throw trainer::checkpoint::CheckpointError(path + ": damaged");
   };
   reads.clear();
   CHECK_THROWS_WITH(store.read("last", "eval.loss", false, fails),
-                    Catch::Contains("step-00000018: damaged"));
+                    Catch::Contains("step-00000019: damaged"));
   CHECK(reads.size() == 1);
 }
 

@@ -556,6 +556,18 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
                         "; use last, best, one of those names or a checkpoint folder's path");
 }
 
+bool CheckpointStore::run_moved_on(const fs::path& path, const std::string& which,
+                                   const std::string& metric, bool maximize) const {
+  std::error_code error;
+  if (!fs::exists(path, error) && !error) return true;
+  // Pruning removes a folder's files before the folder itself.
+  try {
+    return find(which, metric, maximize) != path;
+  } catch (const std::exception&) {
+    return false;  // the error being reported is the read's
+  }
+}
+
 std::string CheckpointStore::read(const std::string& which, const std::string& metric,
                                   bool maximize,
                                   const std::function<void(const std::string&)>& read) const {
@@ -569,9 +581,8 @@ std::string CheckpointStore::read(const std::string& which, const std::string& m
       read(path);
       return path;
     } catch (...) {
-      std::error_code error;
-      const bool gone = !fs::exists(path, error) && !error;
-      if (!follows_the_run || attempt == kAttempts || !gone) throw;
+      if (!follows_the_run || attempt == kAttempts || !run_moved_on(path, which, metric, maximize))
+        throw;
     }
   }
 }

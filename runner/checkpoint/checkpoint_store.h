@@ -78,13 +78,18 @@ class CheckpointStore {
 
   // Calls `read` with the folder find() names and returns that folder. A run
   // still training prunes its older checkpoints as it goes: when `which` is
-  // "last" or "best" and the folder is gone by the time `read` fails, `read`
-  // is called again with the folder `which` names now. Any other failure, or
-  // one of a checkpoint named outright, is `read`'s own error.
+  // "last" or "best" and, by the time `read` fails, the folder is gone or
+  // `which` names another one (a folder being pruned loses its files first),
+  // `read` is called again with the folder `which` names now. Any other
+  // failure, or one of a checkpoint named outright, is `read`'s own error.
   std::string read(const std::string& which, const std::string& metric, bool maximize,
                    const std::function<void(const std::string& path)>& read) const;
 
  private:
+  // Whether the run went on past checkpoint `path` since find(which, ...)
+  // named it: the folder is gone, or `which` names another one now.
+  bool run_moved_on(const std::filesystem::path& path, const std::string& which,
+                    const std::string& metric, bool maximize) const;
   std::string dir_;
   // Checkpoints retention kept because their metric could not be read,
   // each warned of once.

@@ -176,12 +176,6 @@ TEST_CASE("a second process in a run directory is refused while the first runs")
                    std::to_string(first.pid()) + ")") != std::string::npos);
     CHECK(log.find("--resume") == std::string::npos);
   }
-  // .lock, left after every run with a pid in it, looks like a stale pid
-  // file: deleted while the run goes on, it still lets no second one in.
-  fs::remove(tmp / "run/.lock");
-  CHECK(run_to_end(resume_args(tmp / "run"), tmp / "second.log") == 2);
-  CHECK(read_text(tmp / "second.log").find("is in use by another trainer process") !=
-        std::string::npos);
   first.signal(SIGTERM);
   CHECK(first.wait() == 143);
   // Free again once the first has ended.

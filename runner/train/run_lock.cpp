@@ -1,4 +1,4 @@
-// The run directory lock: flock on <dir>/.lock and on <dir> itself.
+// The run directory lock: flock on <dir>/.lock.
 #include "runner/train/run_lock.h"
 
 #include <fcntl.h>
@@ -26,16 +26,6 @@ std::string holder_pid(int fd) {
   return pid;
 }
 
-// The pid <dir>/.lock holds, or "".
-std::string recorded_holder(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / kLockFileName).string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string pid = holder_pid(fd);
-  ::close(fd);
-  return pid;
-}
-
 std::string in_use_message(const std::string& dir, const std::string& what,
                            const std::string& pid) {
   return what + " " + dir + " is in use by another trainer process" +
@@ -44,44 +34,25 @@ std::string in_use_message(const std::string& dir, const std::string& what,
          "stop it), or use another directory";
 }
 
-// Whether another open description holds a lock on `path` (a file, or the
-// directory itself); takes nothing that stays.
-bool locked_elsewhere(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool locked = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);  // releases what this probe took
-  return locked;
-}
-
 }  // namespace
 
 std::string held_by_another(const std::string& dir, const std::string& what) {
   const std::string path = (std::filesystem::path(dir) / kLockFileName).string();
-  if (!locked_elsewhere(path) && !locked_elsewhere(dir)) return "";
-  return in_use_message(dir, what, recorded_holder(dir));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string message;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+    message = in_use_message(dir, what, holder_pid(fd));
+  ::close(fd);  // releases what this probe took
+  return message;
 }
 
 RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
-  // The directory itself is locked too: its .lock file, which stays after
-  // the run with a pid in it as a stale pid file would, may be deleted by
-  // hand while the run goes on. (Where directories take no lock, the file's
-  // lock alone holds.)
-  dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd_ >= 0 && ::flock(dir_fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    ::close(dir_fd_);
-    dir_fd_ = -1;
-    if (error == EWOULDBLOCK) throw UsageError(in_use_message(dir, what, recorded_holder(dir)));
-  }
   const std::string path = (std::filesystem::path(dir) / kLockFileName).string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    const int error = errno;
-    close_all();  // no destructor runs for a constructor that throws
+  if (fd_ < 0)
     throw std::runtime_error("cannot lock " + what + " " + dir + ": cannot open " + path + ": " +
-                             std::strerror(error));
-  }
+                             std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     if (error == ENOLCK || error == ENOSYS || error == EOPNOTSUPP || error == EINVAL) {
@@ -94,7 +65,8 @@ RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
       return;
     }
     const std::string pid = holder_pid(fd_);
-    close_all();
+    ::close(fd_);
+    fd_ = -1;
     if (error != EWOULDBLOCK)
       throw std::runtime_error("cannot lock " + what + " " + dir + ": " + std::strerror(error));
     throw UsageError(in_use_message(dir, what, pid));
@@ -105,26 +77,16 @@ RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
 }
 
 RunDirLock::~RunDirLock() {
-  close_all();
-}
-
-void RunDirLock::close_all() {  // releases the locks
-  if (fd_ >= 0) ::close(fd_);
-  if (dir_fd_ >= 0) ::close(dir_fd_);
-  fd_ = dir_fd_ = -1;
-  locked_ = false;
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 RunDirLock::RunDirLock(RunDirLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
-      dir_fd_(std::exchange(other.dir_fd_, -1)),
-      locked_(std::exchange(other.locked_, false)) {}
+    : fd_(std::exchange(other.fd_, -1)), locked_(std::exchange(other.locked_, false)) {}
 
 RunDirLock& RunDirLock::operator=(RunDirLock&& other) noexcept {
   if (this != &other) {
-    close_all();
+    if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
-    dir_fd_ = std::exchange(other.dir_fd_, -1);
     locked_ = std::exchange(other.locked_, false);
   }
   return *this;

@@ -1,9 +1,7 @@
 // RunDirLock: one trainer process at a time in a run (or sweep) directory.
-// It holds an exclusive lock on <dir>/.lock and on the directory itself (so
-// that deleting .lock lets no second process in) for its lifetime; the
-// system releases them when the process ends, however it ends, so a crash
-// never leaves a directory locked. The file holds the holder's pid for the
-// next one's message.
+// It holds an exclusive lock on <dir>/.lock for its lifetime; the system
+// releases it when the process ends, however it ends, so a crash never leaves
+// a directory locked. The file holds the holder's pid for the next one's message.
 #pragma once
 
 #include <string>
@@ -27,9 +25,7 @@ class RunDirLock {
   bool held() const { return locked_; }
 
  private:
-  void close_all();
-  int fd_ = -1;      // <dir>/.lock
-  int dir_fd_ = -1;  // <dir>, when its file system locks directories
+  int fd_ = -1;
   bool locked_ = false;
 };
 

@@ -78,7 +78,8 @@ std::int64_t Loader::ring_slots(const LoaderOptions& options, std::int64_t sampl
   if (options.workers == 0) return 1;  // next() frees the last batch before building one
   const std::int64_t batches =
       batches_of_shard(shard_size_of(options, samples), options.batch_size, options.drop_last);
-  return std::max<std::int64_t>(1, std::min(options.prefetch, batches));
+  // `prefetch` built ahead, and the one the step is using.
+  return std::max<std::int64_t>(1, std::min(options.prefetch + 1, batches));
 }
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Pipeline> pipeline,
@@ -360,9 +361,11 @@ double Loader::samples_per_second() const {
     seconds += t.seconds;
   }
   if (seconds <= 0) return 0;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const double parallel = static_cast<double>(std::clamp<std::int64_t>(options_.workers, 1, cores));
-  return parallel * rows / seconds;
+  // The batches built at once: a worker each, in the slots the step is not
+  // using. (Fill times are wall time: workers sharing cores fill slower.)
+  const std::int64_t building =
+      std::min(options_.workers, std::max<std::int64_t>(1, ring_size() - 1));
+  return static_cast<double>(std::max<std::int64_t>(1, building)) * rows / seconds;
 }
 
 double Loader::wait_seconds() const {

@@ -46,7 +46,7 @@ namespace trainer::data {
 struct LoaderOptions {
   std::int64_t batch_size = 64;
   std::int64_t workers = 2;   // 0: batches are built on the calling thread inside next()
-  std::int64_t prefetch = 4;  // batches in flight (ring size)
+  std::int64_t prefetch = 4;  // batches built ahead of the one the step uses (ring: one more)
   bool shuffle = true;
   bool drop_last = true;
   std::uint64_t seed = 0;
@@ -103,8 +103,9 @@ class Loader {
   static std::int64_t equal_shard_size(std::int64_t samples, std::int64_t world_size,
                                        bool drop_last);
   // The batch buffers a loader with `options` over `samples` samples holds:
-  // `prefetch` of them, but never more than an epoch has batches, and one when
-  // the batches are built on the calling thread (workers: 0).
+  // `prefetch` built ahead and the one handed out, but never more than an
+  // epoch has batches, and one when the batches are built on the calling
+  // thread (workers: 0).
   static std::int64_t ring_slots(const LoaderOptions& options, std::int64_t samples);
   std::int64_t samples_per_rank() const { return shard_size_; }
   // The real rows of batch `batch` of an epoch (batch_size but for the last

@@ -336,7 +336,7 @@ TEST_CASE("ring buffers come from the allocation hooks and are reused") {
   int allocations = 0, frees = 0;
   {
     auto o = options(8, 2);
-    o.prefetch = 2;
+    o.prefetch = 1;  // one built ahead, one in the step's hands: 2 slots
     o.allocate = [&](std::size_t bytes) {
       ++allocations;
       return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -378,7 +378,8 @@ TEST_CASE("a ring holds no more batches than an epoch has, and one without worke
       CHECK(batches.back().rows == 4);
     }
   }
-  o.prefetch = 2;
+  // `prefetch` built ahead, and the one the step uses.
+  o.prefetch = 1;
   CHECK(Loader::ring_slots(o, 20) == 2);
   o.workers = 0;
   CHECK(Loader::ring_slots(o, 20) == 1);

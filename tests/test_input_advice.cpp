@@ -35,8 +35,29 @@ TEST_CASE("a loader slower than twice the model's rate: raise the workers") {
   INFO(advice);
   CHECK(advice.rfind("input-bound: the step waited for data 25%", 0) == 0);
   CHECK(has(advice, "the loader delivers 15000 samples/s, the model consumes 10000"));
-  CHECK(has(advice, "raise data.workers from 2"));
+  // To twice the model's rate: 2 workers fill 15000, 3 fill 22500.
+  CHECK(has(advice, "raise data.workers from 2 to 3"));
   CHECK(has(input_wait_advice(waiting(15000, 0, 2, 16)), "set data.workers"));
+}
+
+TEST_CASE("compute threads that wait most of the time leave their cores to more workers") {
+  // 1 worker and 1 compute thread on 2 cores, the step waiting 94% of the
+  // time: the second core is nearly idle (a second worker trained 1.7x).
+  InputWait starved = waiting(4000, 1, 1, 2);
+  starved.wait_pct = 94;
+  const std::string advice = input_wait_advice(starved);
+  INFO(advice);
+  CHECK(has(advice, "raise data.workers from 1 to 2"));
+  // Without workers: as many as the cores the compute threads leave.
+  InputWait inline_built = waiting(4000, 0, 2, 2);
+  inline_built.wait_pct = 95;
+  CHECK(has(input_wait_advice(inline_built), "set data.workers: 2 (the compute threads wait"));
+  // More workers than data.prefetch lets build at once: prefetch is the knob.
+  InputWait capped = waiting(4000, 8, 1, 16);
+  capped.prefetch = 2;
+  CHECK(has(input_wait_advice(capped),
+            "only data.prefetch (2) of its 8 workers build batches at once: raise data.prefetch "
+            "from 2 to"));
 }
 
 TEST_CASE("a slow loader with every core busy: not more workers") {

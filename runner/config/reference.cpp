@@ -70,7 +70,8 @@ std::string config_reference_markdown() {
       "- Numbers must be finite (`.inf`, `1e400` and `.nan` are refused); integers must fit in "
       "64 bits.\n"
       "- A data source's sample may have at most 2^31 elements, and a batch of them at most "
-      "2^60.\n"
+      "2^60 (on a GPU, a tensor of a convolution or batchnorm at most 2^31 - 1, as cuDNN's "
+      "4-d tensors hold).\n"
       "- Relative data paths are relative to the YAML file that wrote them (to the working "
       "directory for command-line overrides).\n"
       "- `train.max_steps > 0` wins over `train.epochs`; one of them must be > 0.\n\n";

@@ -91,7 +91,9 @@ std::vector<SectionDef> build_sections() {
                  .at_least(0)
                  .at_most(256),
              [](Config& c, const FieldValue& v) { c.data.workers = int_of(v); }),
-           f(field("prefetch", T::integer, "Batches prepared ahead of the training step")
+           f(field("prefetch", T::integer,
+                   "Batches built ahead of the one the training step uses (the loader holds "
+                   "one more); at most this many workers build at once")
                  .def("4")
                  .at_least(1)
                  .at_most(1024)

@@ -2,6 +2,7 @@
 #include "runner/train/input_advice.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -11,12 +12,22 @@ std::string input_wait_advice(const InputWait& w) {
   const std::string cheaper =
       "make each sample cheaper to load (data stored at the training size: images resized "
       "beforehand, or arrays in NPY)";
+  // The compute threads wait with the step: in a window that waited most of
+  // the time, their cores are free for the loader's workers.
+  const double busy_compute =
+      static_cast<double>(w.compute_threads) * std::clamp(1.0 - w.wait_pct / 100.0, 0.0, 1.0);
   // Without workers every batch is built between the steps, however fast:
   // workers (on a core of their own) overlap it with them; prefetch does nothing.
   if (w.workers == 0) {
     std::string knob;
     if (w.cores <= 1)
       knob = "with one core there is none for a loader worker: " + cheaper;
+    else if (w.wait_pct >= 50)
+      knob = fmt::format(
+          "set data.workers: {} (the compute threads wait for data most of the time: their "
+          "cores are free for loading)",
+          std::clamp<std::int64_t>(std::llround(static_cast<double>(w.cores) - busy_compute), 1,
+                                   w.cores));
     else if (w.compute_threads >= w.cores)
       knob = fmt::format("set data.workers: 1 and backend.threads: {}", w.cores - 1);
     else
@@ -32,22 +43,37 @@ std::string input_wait_advice(const InputWait& w) {
   const double headroom =
       w.model_samples_per_s > 0 ? w.loader_samples_per_s / w.model_samples_per_s : 0.0;
   if (headroom < 2.0) {
-    // More workers help only while there are cores for them.
-    const std::int64_t spare = w.cores - w.workers - w.compute_threads;
+    // More workers help only while there are cores for them: those neither
+    // the building workers (no more than data.prefetch at once) nor the
+    // compute threads' busy share take.
+    const std::int64_t building = std::min(w.workers, w.prefetch);
+    const double idle_cores = static_cast<double>(w.cores - building) - busy_compute;
     std::string knob;
-    if (spare >= 1)
-      knob = fmt::format("raise data.workers from {}", w.workers);
-    else if (w.workers >= w.cores)
+    if (idle_cores >= 0.75) {
+      // As many as twice the model's rate asks for, within the idle cores.
+      const double wanted =
+          std::ceil(static_cast<double>(building) * 2.0 / std::max(headroom, 1e-9));
+      const std::int64_t more =
+          std::clamp<std::int64_t>(static_cast<std::int64_t>(wanted) - building, 1,
+                                   std::max<std::int64_t>(1, std::llround(idle_cores)));
+      knob = w.workers > w.prefetch
+                 ? fmt::format(
+                       "only data.prefetch ({}) of its {} workers build batches at once: "
+                       "raise data.prefetch from {} to {}",
+                       w.prefetch, w.workers, w.prefetch, std::min(w.workers, building + more))
+                 : fmt::format("raise data.workers from {} to {}", w.workers, w.workers + more);
+    } else if (w.workers >= w.cores) {
       knob = fmt::format("its {} workers already have all {} cores, more would not help: {}",
                          w.workers, w.cores, cheaper);
-    else if (w.compute_threads > 1)
+    } else if (w.compute_threads > 1) {
       knob = fmt::format(
-          "its {} workers and the {} compute threads have all {} cores: move cores from "
+          "its {} worker{} and the {} compute threads have all {} cores: move cores from "
           "backend.threads to data.workers, or {}",
-          w.workers, w.compute_threads, w.cores, cheaper);
-    else
+          w.workers, w.workers == 1 ? "" : "s", w.compute_threads, w.cores, cheaper);
+    } else {
       knob = fmt::format("its {} worker{} and the training thread have all {} cores: {}", w.workers,
                          w.workers == 1 ? "" : "s", w.cores, cheaper);
+    }
     return fmt::format(
         "input-bound: the step waited for data {:.0f}% of the time; the loader delivers {:.0f} "
         "samples/s, the model consumes {:.0f} samples/s: {}",

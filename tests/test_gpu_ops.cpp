@@ -318,7 +318,16 @@ TEST_CASE("a convolution larger than cuDNN's 4-d tensors is refused in words") {
   CHECK_THROWS_WITH(require_int_extents(32768, 8, 128, 64, "tensor"),
                     Catch::Contains("tensor [32768, 8, 128, 64] is more than cuDNN's 4-d tensors "
                                     "hold (2^31 - 1 elements)"));
+  CHECK_THROWS_WITH(require_int_extents(32768, 8, 128, 64, "tensor"),
+                    Catch::Contains("make the batch smaller"));
+  // A batch of one too large, or a filter: a smaller batch cannot help.
+  CHECK_THROWS_WITH(require_int_extents(1, 65536, 256, 256, "tensor"),
+                    Catch::Contains("make the layer smaller"));
+  CHECK_THROWS_WITH(require_int_extents(70000, 70000, 1, 1, "filter"),
+                    Catch::Contains("make the layer smaller"));
   CHECK_THROWS(require_int_extents(1, 1, std::int64_t{1} << 32, std::int64_t{1} << 32, "tensor"));
+  CHECK_THROWS_WITH(require_int_extents(0, 8, 4, 4, "tensor"),
+                    Catch::Contains("has an empty extent"));
   const trainer::OpDef* def = trainer::op_registry().find("conv2d");
   REQUIRE(def != nullptr);
   const trainer::Attrs attrs = trainer::testing::make_attrs(

@@ -254,6 +254,30 @@ TEST_CASE("a file size limit a checkpoint meets is an error the run records; the
   CHECK(summary_of(tmp / "run")["status"] == "complete");
 }
 
+TEST_CASE("an evaluation whose record a file size limit cuts is made once again on resume") {
+  TempDir tmp("stop-signal-file-size-eval");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // No periodic checkpoints; the events file meets the 24 KiB limit at an
+  // evaluation's record, after metrics.jsonl took it. The resume used to
+  // find that record counted and write it a second time.
+  const std::vector<std::string> settings = {"train.epochs=60", "checkpoint.every_steps=0",
+                                             "checkpoint.every_epochs=0",
+                                             "model.layers[1].out_features=2"};
+  std::vector<std::string> limited_args = {"run", tmp / "tiny.yaml", "--out", tmp / "run"};
+  limited_args.insert(limited_args.end(), settings.begin(), settings.end());
+  TrainerChild limited(limited_args, tmp / "run.log", {.file_size_limit = 24 * 1024});
+  REQUIRE(limited.exit_code() == 1);
+  INFO(read_text(tmp / "run.log"));
+  REQUIRE(read_text(tmp / "run.log").find("File too large") != std::string::npos);
+  TrainerChild resumed({"run", "--resume", tmp / "run"}, tmp / "resume.log");
+  REQUIRE(resumed.exit_code() == 0);
+  std::vector<std::string> straight_args = {"run", tmp / "tiny.yaml", "--out", tmp / "straight"};
+  straight_args.insert(straight_args.end(), settings.begin(), settings.end());
+  TrainerChild straight(straight_args, tmp / "straight.log");
+  REQUIRE(straight.exit_code() == 0);
+  CHECK(read_text(tmp / "run/metrics.jsonl") == read_text(tmp / "straight/metrics.jsonl"));
+}
+
 TEST_CASE("a stop that comes while a checkpoint is written stops there, with no step more") {
   TempDir tmp("stop-signal-during-checkpoint");
   write_text(tmp / "tiny.yaml", tiny_experiment(4096));
@@ -276,4 +300,34 @@ TEST_CASE("a stop that comes while a checkpoint is written stops there, with no 
   for (const auto& entry : fs::directory_iterator(tmp / "run/checkpoints"))
     if (entry.path().filename() != "last") checkpoints.push_back(entry.path().filename());
   CHECK(checkpoints == std::vector<std::string>{"step-00000007"});
+}
+
+TEST_CASE("a stop while a resume saves its replayed evaluation stops there too") {
+  TempDir tmp("stop-signal-during-replay");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::vector<std::string> keep_best = {"train.eval_every=5", "checkpoint.keep_best=1",
+                                              "checkpoint.metric=eval.loss", "checkpoint.mode=min",
+                                              "checkpoint.every_steps=0"};
+  // Stopped during the evaluation at step 5: saved before it, for the resume to make.
+  setenv("TRAINER_INJECT_EVAL_DELAY", "1", 1);
+  std::vector<std::string> args = {"run", tmp / "tiny.yaml", "--out", tmp / "run"};
+  args.insert(args.end(), keep_best.begin(), keep_best.end());
+  TrainerChild run(args, tmp / "run.log");
+  unsetenv("TRAINER_INJECT_EVAL_DELAY");
+  REQUIRE(wait_for_text(tmp / "run.log", "TRAINER_INJECT_EVAL_DELAY", std::chrono::seconds(60)));
+  run.signal_it(SIGTERM);
+  REQUIRE(run.exit_code() == 143);
+  REQUIRE(summary_of(tmp / "run")["steps"] == 5);
+  // The resume makes that evaluation and saves step 5 again with its metric;
+  // a stop during that save used to train step 6 and save it too.
+  setenv("TRAINER_INJECT_CHECKPOINT_DELAY", "2", 1);
+  TrainerChild resumed({"run", "--resume", tmp / "run"}, tmp / "resume.log");
+  unsetenv("TRAINER_INJECT_CHECKPOINT_DELAY");
+  REQUIRE(wait_for_text(tmp / "resume.log", "TRAINER_INJECT_CHECKPOINT_DELAY",
+                        std::chrono::seconds(60)));
+  resumed.signal_it(SIGTERM);
+  REQUIRE(resumed.exit_code() == 143);
+  INFO(read_text(tmp / "resume.log"));
+  CHECK(summary_of(tmp / "run")["steps"] == 5);
+  CHECK_FALSE(fs::exists(tmp / "run/checkpoints/step-00000006"));
 }

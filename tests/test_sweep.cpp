@@ -583,6 +583,13 @@ TEST_CASE("every command refuses a sweep section trainer sweep refuses, not only
   write_text(tmp / "old/config.yaml", read_text(tmp / "old/config.yaml") + "sweep: {bogus: 1}\n");
   CHECK(run_to_end({"run", "--resume", tmp / "old", "train.epochs=4"}, tmp / "out.log") == 0);
   CHECK(read_text(tmp / "out.log").find("error") == std::string::npos);
+  // Another config given to the resume, or an override of the section, is
+  // checked as everywhere.
+  CHECK(run_to_end({"run", "--resume", tmp / "old", tmp / "c.yaml", "train.epochs=5"},
+                   tmp / "out.log") == 2);
+  CHECK(read_text(tmp / "out.log").find("sweep.bogus: unknown key 'bogus'") != std::string::npos);
+  CHECK(run_to_end({"run", "--resume", tmp / "old", "train.epochs=5", "sweep.seeds=[1, x]"},
+                   tmp / "out.log") == 2);
 }
 
 TEST_CASE("a trial log the sweep cannot write stops the sweep, naming it") {

@@ -21,12 +21,19 @@ inline void require_int_extents(std::int64_t n, std::int64_t c, std::int64_t h, 
   const auto extent_fits = [&](std::int64_t e) { return e > 0 && e <= most; };
   const bool fits = extent_fits(n) && extent_fits(c) && extent_fits(h) && extent_fits(w) &&
                     c <= most / (h * w) && n <= most / (c * h * w);
-  if (!fits)
-    throw std::runtime_error(std::string(what) + " [" + std::to_string(n) + ", " +
-                             std::to_string(c) + ", " + std::to_string(h) + ", " +
-                             std::to_string(w) +
-                             "] is more than cuDNN's 4-d tensors hold (2^31 - 1 elements); "
-                             "make the batch smaller (train.micro_batch_size or train.batch_size)");
+  if (fits) return;
+  const std::string extents = std::string(what) + " [" + std::to_string(n) + ", " +
+                              std::to_string(c) + ", " + std::to_string(h) + ", " +
+                              std::to_string(w) + "]";
+  if (n < 1 || c < 1 || h < 1 || w < 1)
+    throw std::runtime_error(extents + " has an empty extent, which cuDNN's 4-d tensors refuse");
+  // A batch of one still too large: the layer itself is.
+  const bool one_fits = c <= most && h <= most && w <= most && c <= most / (h * w);
+  throw std::runtime_error(
+      extents + " is more than cuDNN's 4-d tensors hold (2^31 - 1 elements); " +
+      (std::string(what) == "tensor" && one_fits
+           ? "make the batch smaller (train.micro_batch_size or train.batch_size)"
+           : "make the layer smaller (its channels, or the image size)"));
 }
 
 // A dense NCHW tensor (float unless told).

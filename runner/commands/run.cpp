@@ -2,6 +2,7 @@
 // `trainer run --resume RUN_DIR [CONFIG] [KEY=VALUE ...]` continues a run from
 // its newest good checkpoint (CONFIG defaults to RUN_DIR/config.yaml).
 // SIGINT / SIGTERM / SIGHUP: the step finishes, a checkpoint is written, exit 130 / 143 / 129.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "runner/commands/command_config.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/load.h"
+#include "runner/config/overrides.h"
 #include "runner/config/validate_hooks.h"
 #include "runner/dist/launch_env.h"
 #include "runner/dist/local_launcher.h"
@@ -39,6 +41,18 @@ bool launched_as_rank() {
   } catch (const std::runtime_error&) {
     return true;  // a launcher's variables, if malformed: the rank job reports them
   }
+}
+
+// Whether `trainer run --resume DIR` trains DIR/config.yaml as the run kept
+// it: that file, and no override of its sweep section.
+bool resumes_own_config(const CommandArgs& args) {
+  std::error_code ec;
+  const auto own = std::filesystem::path(args.resume_dir) / "config.yaml";
+  if (!std::filesystem::equivalent(args.config_path, own, ec) || ec) return false;
+  return std::none_of(args.overrides.begin(), args.overrides.end(), [](const std::string& o) {
+    const std::string key = config::override_key(o);
+    return key == "sweep" || key.rfind("sweep.", 0) == 0 || key.rfind("sweep[", 0) == 0;
+  });
 }
 
 }  // namespace
@@ -93,10 +107,13 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
       return 2;
     }
   }
-  // A resume trains the config its run began with, whose sweep section (read
-  // more loosely by an earlier trainer, perhaps) it does not use: not checked.
-  const config::Config loaded = resume ? config::load_config(args.config_path, args.overrides)
-                                       : load_command_config(args.config_path, args.overrides);
+  // A resume of the config its run directory keeps does not check that
+  // config's sweep section, which an earlier trainer may have read more
+  // loosely (the resume does not use it); another config, or an override of
+  // the section, is checked as everywhere.
+  const config::Config loaded = resume && resumes_own_config(args)
+                                    ? config::load_config(args.config_path, args.overrides)
+                                    : load_command_config(args.config_path, args.overrides);
   if (!launched_as_rank()) {  // before starting ranks that could not use them
     config::Diagnostics diags;
     train::check_devices(loaded, diags);

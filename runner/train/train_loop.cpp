@@ -284,7 +284,10 @@ bool TrainLoop::stop_asked_while_saving() {
 }
 
 void TrainLoop::train_to_end() {
-  if (replay_evaluation_at_checkpoint() && early_stopped_) return;
+  if (replay_evaluation_at_checkpoint()) {
+    if (early_stopped_) return;
+    if (keeps_best() && stop_asked_while_saving()) return;  // saved again, with its metric
+  }
   std::int64_t resume_in_epoch = resumed_.epoch_step;
   while (step_ < total_steps_ || resume_in_epoch >= steps_per_epoch_) {
     std::int64_t in_epoch = resume_in_epoch;

@@ -197,9 +197,6 @@ class TrainLoop {
   // stop asked for during an evaluation before the last step saves the same
   // and sets stopped_by_ (the evaluation at the end of training finishes).
   void evaluate_keeping_training(std::int64_t epoch_step);
-  // The training since the last checkpoint, before the evaluation at
-  // `epoch_step` steps of this epoch (which a resume makes).
-  void save_before_evaluation(std::int64_t epoch_step);
   // train.early_stopping after an evaluation: counts it, and sets
   // early_stopped_ when the metric has not improved for `patience`
   // evaluations and `may_stop` (not at the last step).

@@ -101,17 +101,21 @@ bool TrainLoop::run_eval(std::int64_t at_step, bool may_stop) {
   return true;
 }
 
-void TrainLoop::save_before_evaluation(std::int64_t epoch_step) {
-  save_state(stopped_inside_epoch_ ? *stopped_inside_epoch_ : state_now(epoch_, epoch_step));
-}
-
 void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
+  // What a stopped or failed evaluation saves (a single process: with
+  // several ranks neither is saved): the state before it, whose record
+  // counts leave out any record of the evaluation, such as one written to
+  // metrics.jsonl before the events file refused it (a full disk), which the
+  // resume's evaluation writes again.
+  std::optional<checkpoint::TrainState> before;
+  if (world_ == 1 && !writes_nothing())
+    before = stopped_inside_epoch_ ? *stopped_inside_epoch_ : state_now(epoch_, epoch_step);
   try {
     // The ranks of a job stop together after a step; the end of training
     // has its evaluation to make, then nothing more.
     if (run_eval(step_, world_ == 1 && step_ < total_steps_)) return;
     stopped_by_ = checkpoint::stop_requested();
-    save_before_evaluation(epoch_step);
+    if (before) save_state(*before);
     log_->warn(
         "signal {} during the evaluation at step {}: the evaluation is left for the "
         "resume to make",
@@ -121,10 +125,10 @@ void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
   } catch (const std::exception& e) {
     // With several ranks the others wait in the evaluation's reductions: no
     // checkpoint can be agreed on.
-    if (world_ > 1 || writes_nothing()) throw;
+    if (!before) throw;
     log_->error("the evaluation at step {} failed: {}", step_, e.what());
     try {
-      save_before_evaluation(epoch_step);
+      save_state(*before);
     } catch (const std::exception& save_error) {
       log_->error("the training since the last checkpoint could not be saved: {}",
                   save_error.what());
@@ -132,13 +136,13 @@ void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
     }
     if (step_ < total_steps_)
       log_->error(
-          "the training up to step {} is kept in checkpoint {}: once the evaluation data "
-          "reads, `trainer run --resume` makes this evaluation again and goes on",
+          "the training up to step {} is kept in checkpoint {}: once what failed is put right, "
+          "`trainer run --resume` makes this evaluation again and goes on",
           step_, last_checkpoint_);
     else
       log_->error(
-          "the training up to step {} (its end) is kept in checkpoint {}: once the evaluation "
-          "data reads, `trainer eval` evaluates it",
+          "the training up to step {} (its end) is kept in checkpoint {}: once what failed is "
+          "put right, `trainer eval` evaluates it",
           step_, last_checkpoint_);
     throw;
   }

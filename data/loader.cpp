@@ -361,11 +361,12 @@ double Loader::samples_per_second() const {
     seconds += t.seconds;
   }
   if (seconds <= 0) return 0;
-  // The batches built at once: a worker each, in the slots the step is not
-  // using. (Fill times are wall time: workers sharing cores fill slower.)
-  const std::int64_t building =
-      std::min(options_.workers, std::max<std::int64_t>(1, ring_size() - 1));
-  return static_cast<double>(std::max<std::int64_t>(1, building)) * rows / seconds;
+  // The batches built at once while the step waits for one (the rate is
+  // asked for then): a worker each, in every slot of the ring, the one the
+  // step handed back included. (Fill times are wall time: workers sharing
+  // cores fill slower.)
+  const std::int64_t building = std::clamp<std::int64_t>(options_.workers, 1, ring_size());
+  return static_cast<double>(building) * rows / seconds;
 }
 
 double Loader::wait_seconds() const {

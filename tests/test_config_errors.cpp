@@ -414,21 +414,23 @@ TEST_CASE("keep_best by a train metric warns when checkpoints miss the logging b
             .warnings.empty());
 }
 
-TEST_CASE("more loader workers than data.prefetch lets build at once is a warning") {
+TEST_CASE("more loader workers than the loader builds batches at once is a warning") {
   const auto config = load_config(kGood + "minimal.yaml", {"data.workers=8"});
   REQUIRE(config.warnings.size() == 1);
   CHECK(format(config.warnings[0], "warning") ==
         "<command line>:1:14: warning: data.workers: 8 with data.prefetch: 4 (its default): no "
-        "more than 4 batches are built at once, so 4 of the workers would only wait\n    set "
-        "data.prefetch: 8 (each batch it adds is held in memory), or data.workers: 4");
+        "more than 5 batches are built at once (data.prefetch ahead of the step, and the one it "
+        "hands back), so 3 of the workers would only wait\n    set data.prefetch: 7 (each "
+        "batch it adds is held in memory), or data.workers: 5");
   const auto given = load_config(kGood + "minimal.yaml", {"data.workers=3", "data.prefetch=1"});
   REQUIRE(given.warnings.size() == 1);
   CHECK(given.warnings[0].key_path == "data.prefetch");
   CHECK(given.warnings[0].message ==
-        "1 with data.workers: 3: no more than 1 batch is built at once, so 2 of the workers "
-        "would only wait");
+        "1 with data.workers: 3: no more than 2 batches are built at once (data.prefetch ahead "
+        "of the step, and the one it hands back), so 1 of the workers would only wait");
+  CHECK(load_config(kGood + "minimal.yaml", {"data.workers=5"}).warnings.empty());
   CHECK(
-      load_config(kGood + "minimal.yaml", {"data.workers=8", "data.prefetch=8"}).warnings.empty());
+      load_config(kGood + "minimal.yaml", {"data.workers=2", "data.prefetch=1"}).warnings.empty());
 }
 
 TEST_CASE("settings of the evaluation warn when there is no evaluation set") {

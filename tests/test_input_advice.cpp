@@ -52,12 +52,13 @@ TEST_CASE("compute threads that wait most of the time leave their cores to more 
   InputWait inline_built = waiting(4000, 0, 2, 2);
   inline_built.wait_pct = 95;
   CHECK(has(input_wait_advice(inline_built), "set data.workers: 2 (the compute threads wait"));
-  // More workers than data.prefetch lets build at once: prefetch is the knob.
+  // More workers than the ring builds at once (prefetch 2 ahead, and the
+  // batch handed back): prefetch is the knob.
   InputWait capped = waiting(4000, 8, 1, 16);
   capped.prefetch = 2;
   CHECK(has(input_wait_advice(capped),
-            "only data.prefetch (2) of its 8 workers build batches at once: raise data.prefetch "
-            "from 2 to"));
+            "only 3 of its 8 workers build batches at once (data.prefetch: 2, and the batch the "
+            "step hands back): raise data.prefetch from 2 to"));
 }
 
 TEST_CASE("a slow loader with every core busy: not more workers") {

@@ -437,24 +437,27 @@ void collect_inert_settings(const Node& root, Config& config) {
              ", so keep_best cannot rank them",
          "make checkpoint.every_steps a multiple of train.log_every"});
   }
-  // Workers beyond data.prefetch would wait: no more batches are built at once.
-  if (config.data.workers > config.data.prefetch) {
+  // Workers beyond the batches the loader's ring builds at once would wait:
+  // data.prefetch ahead of the step, and the one the step hands back.
+  const std::int64_t building = config.data.prefetch + 1;
+  if (config.data.workers > building) {
     const Node* prefetch = find_dotted(root, "data.prefetch");
     const bool prefetch_given = prefetch && !prefetch->mark().is_default();
     const std::string workers = std::to_string(config.data.workers);
     const std::string batches = std::to_string(config.data.prefetch);
-    const std::string waiting = std::to_string(config.data.workers - config.data.prefetch);
     const std::string setting =
         prefetch_given ? batches + " with data.workers: " + workers
                        : workers + " with data.prefetch: " + batches + " (its default)";
     config.warnings.push_back(
         {mark_of(root, "data", prefetch_given ? "prefetch" : "workers"),
          prefetch_given ? "data.prefetch" : "data.workers",
-         setting + ": no more than " + batches +
-             (config.data.prefetch == 1 ? " batch is" : " batches are") + " built at once, so " +
-             waiting + " of the workers would only wait",
-         "set data.prefetch: " + workers + " (each batch it adds is held in memory), or " +
-             "data.workers: " + batches});
+         setting + ": no more than " + std::to_string(building) +
+             " batches are built at once (data.prefetch ahead of the step, and the one it hands "
+             "back), so " +
+             std::to_string(config.data.workers - building) + " of the workers would only wait",
+         "set data.prefetch: " + std::to_string(config.data.workers - 1) +
+             " (each batch it adds is held in memory), or data.workers: " +
+             std::to_string(building)});
   }
   // Settings of the evaluation, with no evaluation set.
   if (config.data.eval || config.data.split > 0) return;

@@ -93,7 +93,7 @@ std::vector<SectionDef> build_sections() {
              [](Config& c, const FieldValue& v) { c.data.workers = int_of(v); }),
            f(field("prefetch", T::integer,
                    "Batches built ahead of the one the training step uses (the loader holds "
-                   "one more); at most this many workers build at once")
+                   "one more, so at most one worker more than this builds at once)")
                  .def("4")
                  .at_least(1)
                  .at_most(1024)

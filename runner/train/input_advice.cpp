@@ -44,9 +44,11 @@ std::string input_wait_advice(const InputWait& w) {
       w.model_samples_per_s > 0 ? w.loader_samples_per_s / w.model_samples_per_s : 0.0;
   if (headroom < 2.0) {
     // More workers help only while there are cores for them: those neither
-    // the building workers (no more than data.prefetch at once) nor the
-    // compute threads' busy share take.
-    const std::int64_t building = std::min(w.workers, w.prefetch);
+    // the building workers nor the compute threads' busy share take. While
+    // the step waits, the ring's every slot is being built: data.prefetch
+    // ahead, and the one the step handed back.
+    const std::int64_t slots = w.prefetch + 1;
+    const std::int64_t building = std::min(w.workers, slots);
     const double idle_cores = static_cast<double>(w.cores - building) - busy_compute;
     std::string knob;
     if (idle_cores >= 0.75) {
@@ -56,11 +58,12 @@ std::string input_wait_advice(const InputWait& w) {
       const std::int64_t more =
           std::clamp<std::int64_t>(static_cast<std::int64_t>(wanted) - building, 1,
                                    std::max<std::int64_t>(1, std::llround(idle_cores)));
-      knob = w.workers > w.prefetch
+      knob = w.workers > slots
                  ? fmt::format(
-                       "only data.prefetch ({}) of its {} workers build batches at once: "
-                       "raise data.prefetch from {} to {}",
-                       w.prefetch, w.workers, w.prefetch, std::min(w.workers, building + more))
+                       "only {} of its {} workers build batches at once (data.prefetch: {}, "
+                       "and the batch the step hands back): raise data.prefetch from {} to {}",
+                       slots, w.workers, w.prefetch, w.prefetch,
+                       std::min(w.workers, building + more) - 1)
                  : fmt::format("raise data.workers from {} to {}", w.workers, w.workers + more);
     } else if (w.workers >= w.cores) {
       knob = fmt::format("its {} workers already have all {} cores, more would not help: {}",

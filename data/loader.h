@@ -108,6 +108,9 @@ class Loader {
   // thread (workers: 0).
   static std::int64_t ring_slots(const LoaderOptions& options, std::int64_t samples);
   std::int64_t samples_per_rank() const { return shard_size_; }
+  // The batch buffers of the ring (ring_slots of its options): all of them
+  // are being built at once while the step waits for one.
+  std::int64_t ring_size() const { return static_cast<std::int64_t>(ring_.size()); }
   // The real rows of batch `batch` of an epoch (batch_size but for the last
   // batch without drop_last; 0 past the end).
   std::int64_t rows_of_batch(std::int64_t batch) const;
@@ -142,7 +145,6 @@ class Loader {
   std::int64_t shard_size_ = 0, batches_per_epoch_ = 0;
 
   std::vector<std::unique_ptr<Slot>> ring_;
-  std::int64_t ring_size() const { return static_cast<std::int64_t>(ring_.size()); }
   std::vector<std::int64_t> order_;  // this epoch's permutation (dataset indices)
 
   mutable std::mutex mutex_;

@@ -420,14 +420,16 @@ TEST_CASE("more loader workers than the loader builds batches at once is a warni
   CHECK(format(config.warnings[0], "warning") ==
         "<command line>:1:14: warning: data.workers: 8 with data.prefetch: 4 (its default): no "
         "more than 5 batches are built at once (data.prefetch ahead of the step, and the one it "
-        "hands back), so 3 of the workers would only wait\n    set data.prefetch: 7 (each "
-        "batch it adds is held in memory), or data.workers: 5");
+        "hands back; fewer when an epoch has fewer batches), so 3 of the workers would only "
+        "wait\n    set data.prefetch: 7 (each batch it adds is held in memory), or data.workers: "
+        "5");
   const auto given = load_config(kGood + "minimal.yaml", {"data.workers=3", "data.prefetch=1"});
   REQUIRE(given.warnings.size() == 1);
   CHECK(given.warnings[0].key_path == "data.prefetch");
   CHECK(given.warnings[0].message ==
         "1 with data.workers: 3: no more than 2 batches are built at once (data.prefetch ahead "
-        "of the step, and the one it hands back), so 1 of the workers would only wait");
+        "of the step, and the one it hands back; fewer when an epoch has fewer batches), so 1 "
+        "of the workers would only wait");
   CHECK(load_config(kGood + "minimal.yaml", {"data.workers=5"}).warnings.empty());
   CHECK(
       load_config(kGood + "minimal.yaml", {"data.workers=2", "data.prefetch=1"}).warnings.empty());

@@ -52,6 +52,28 @@ TEST_CASE("compute threads that wait most of the time leave their cores to more 
   InputWait inline_built = waiting(4000, 0, 2, 2);
   inline_built.wait_pct = 95;
   CHECK(has(input_wait_advice(inline_built), "set data.workers: 2 (the compute threads wait"));
+  // Half the time waiting: half of the training thread's core is free.
+  InputWait half = waiting(4000, 1, 1, 2);
+  half.wait_pct = 55;
+  CHECK(has(input_wait_advice(half), "raise data.workers from 1 to 2"));
+  // Workers beyond what data.prefetch lets build: the advice sets both.
+  InputWait shallow = waiting(4000, 2, 1, 16);
+  shallow.wait_pct = 90;
+  shallow.prefetch = 1;
+  const std::string both = input_wait_advice(shallow);
+  INFO(both);
+  CHECK(has(both, "raise data.workers from 2 to "));
+  CHECK(has(both, " and data.prefetch: "));
+  InputWait many_cores = waiting(4000, 0, 1, 16);
+  many_cores.wait_pct = 95;
+  CHECK(has(input_wait_advice(many_cores), "set data.workers: 16 and data.prefetch: 15"));
+  // An epoch of 2 batches: both are built at once already.
+  InputWait short_epoch = waiting(4000, 2, 1, 16);
+  short_epoch.wait_pct = 90;
+  short_epoch.slots = 2;
+  const std::string capped_by_epoch = input_wait_advice(short_epoch);
+  CHECK(has(capped_by_epoch, "an epoch has 2 batches, all of them being built at once"));
+  CHECK_FALSE(has(capped_by_epoch, "raise"));
   // More workers than the ring builds at once (prefetch 2 ahead, and the
   // batch handed back): prefetch is the knob.
   InputWait capped = waiting(4000, 8, 1, 16);

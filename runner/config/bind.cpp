@@ -453,7 +453,7 @@ void collect_inert_settings(const Node& root, Config& config) {
          prefetch_given ? "data.prefetch" : "data.workers",
          setting + ": no more than " + std::to_string(building) +
              " batches are built at once (data.prefetch ahead of the step, and the one it hands "
-             "back), so " +
+             "back; fewer when an epoch has fewer batches), so " +
              std::to_string(config.data.workers - building) + " of the workers would only wait",
          "set data.prefetch: " + std::to_string(config.data.workers - 1) +
              " (each batch it adds is held in memory), or data.workers: " +

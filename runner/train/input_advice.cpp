@@ -8,6 +8,16 @@
 
 namespace trainer::train {
 
+namespace {
+
+// " and data.prefetch: N" when `workers` need a deeper ring than `prefetch`
+// gives them to build in (prefetch + 1 batches at once while the step waits).
+std::string prefetch_for(std::int64_t workers, std::int64_t prefetch) {
+  return workers > prefetch + 1 ? fmt::format(" and data.prefetch: {}", workers - 1) : "";
+}
+
+}  // namespace
+
 std::string input_wait_advice(const InputWait& w) {
   const std::string cheaper =
       "make each sample cheaper to load (data stored at the training size: images resized "
@@ -20,18 +30,20 @@ std::string input_wait_advice(const InputWait& w) {
   // workers (on a core of their own) overlap it with them; prefetch does nothing.
   if (w.workers == 0) {
     std::string knob;
-    if (w.cores <= 1)
+    if (w.cores <= 1) {
       knob = "with one core there is none for a loader worker: " + cheaper;
-    else if (w.wait_pct >= 50)
+    } else if (w.wait_pct >= 50) {
+      const std::int64_t workers = std::clamp<std::int64_t>(
+          std::llround(static_cast<double>(w.cores) - busy_compute), 1, w.cores);
       knob = fmt::format(
-          "set data.workers: {} (the compute threads wait for data most of the time: their "
+          "set data.workers: {}{} (the compute threads wait for data most of the time: their "
           "cores are free for loading)",
-          std::clamp<std::int64_t>(std::llround(static_cast<double>(w.cores) - busy_compute), 1,
-                                   w.cores));
-    else if (w.compute_threads >= w.cores)
+          workers, prefetch_for(workers, w.prefetch));
+    } else if (w.compute_threads >= w.cores) {
       knob = fmt::format("set data.workers: 1 and backend.threads: {}", w.cores - 1);
-    else
+    } else {
       knob = "set data.workers: 1 or more, to build batches while the step runs";
+    }
     return fmt::format(
         "input-bound: the step waited for data {:.0f}% of the time, its batches built on the "
         "training thread (data.workers: 0) at {:.0f} samples/s while the model consumes {:.0f} "
@@ -46,12 +58,15 @@ std::string input_wait_advice(const InputWait& w) {
     // More workers help only while there are cores for them: those neither
     // the building workers nor the compute threads' busy share take. While
     // the step waits, the ring's every slot is being built: data.prefetch
-    // ahead, and the one the step handed back.
-    const std::int64_t slots = w.prefetch + 1;
+    // ahead, and the one the step handed back (fewer when an epoch has fewer
+    // batches: then no setting adds any).
+    const std::int64_t deepest = w.prefetch + 1;
+    const std::int64_t slots = w.slots > 0 ? std::min(w.slots, deepest) : deepest;
+    const bool epoch_caps_ring = slots < deepest;
     const std::int64_t building = std::min(w.workers, slots);
     const double idle_cores = static_cast<double>(w.cores - building) - busy_compute;
     std::string knob;
-    if (idle_cores >= 0.75) {
+    if (idle_cores > 0.5 && !(epoch_caps_ring && w.workers >= slots)) {
       // As many as twice the model's rate asks for, within the idle cores.
       const double wanted =
           std::ceil(static_cast<double>(building) * 2.0 / std::max(headroom, 1e-9));
@@ -64,7 +79,13 @@ std::string input_wait_advice(const InputWait& w) {
                        "and the batch the step hands back): raise data.prefetch from {} to {}",
                        slots, w.workers, w.prefetch, w.prefetch,
                        std::min(w.workers, building + more) - 1)
-                 : fmt::format("raise data.workers from {} to {}", w.workers, w.workers + more);
+                 : fmt::format("raise data.workers from {} to {}{}", w.workers, w.workers + more,
+                               prefetch_for(w.workers + more, w.prefetch));
+    } else if (epoch_caps_ring && w.workers >= slots) {
+      knob = fmt::format(
+          "an epoch has {} batches, all of them being built at once: more workers would not "
+          "help: {}",
+          slots, cheaper);
     } else if (w.workers >= w.cores) {
       knob = fmt::format("its {} workers already have all {} cores, more would not help: {}",
                          w.workers, w.cores, cheaper);

@@ -14,8 +14,9 @@ struct InputWait {
   double model_samples_per_s = 0;    // what the step consumes, waiting excluded
   std::int64_t workers = 0;          // data.workers
   std::int64_t prefetch = 0;         // data.prefetch
+  std::int64_t slots = 0;            // the loader's ring: prefetch + 1, or an epoch's batches
   std::int64_t compute_threads = 0;  // CPU threads the step computes on (1 on a GPU)
-  std::int64_t cores = 0;            // hardware threads of the machine
+  std::int64_t cores = 0;            // the CPUs this process may use, its share under ranks
 };
 
 // One warning line, starting "input-bound:" (or "data wait" when the loader

@@ -53,7 +53,7 @@ MemoryEstimate estimate_memory(const Session& s, Backend& backend) {
   e.workspace = static_cast<double>(plan.workspace_bytes);
   const data::LoaderOptions train_options = loader_options(s, true, backend);
   e.loader_slots = s.train_data ? data::Loader::ring_slots(train_options, s.train_data->size())
-                                : train_options.prefetch;
+                                : train_options.prefetch + 1;
   e.loader = loader_ring_bytes(e.loader_slots, train_options.batch_size, s.sample_shape,
                                s.train_data ? s.train_data->target_shape() : Shape{});
   if (s.eval_data) {
@@ -135,7 +135,9 @@ std::string option_text(const std::string& setting, double total, double usable)
 }
 
 // Fewer loader batches in flight, as an option, when they would save memory:
-// batches beyond two buy little overlap, and each is a batch of memory.
+// batches beyond two ahead buy little overlap, and each is a batch of
+// memory. The workers beyond the three batches built at once then would only
+// wait: the option says so.
 std::string loader_option(const Session& s, Backend& backend, const MemoryEstimate& e,
                           double usable) {
   constexpr std::int64_t kFewBatchesInFlight = 2;
@@ -147,7 +149,12 @@ std::string loader_option(const Session& s, Backend& backend, const MemoryEstima
   fewer.config.data.prefetch = kFewBatchesInFlight;
   const double total = estimate_memory(fewer, backend).total();
   if (total >= e.total()) return "";
-  return option_text("data.prefetch: " + std::to_string(kFewBatchesInFlight), total, usable);
+  const std::int64_t busy_workers = kFewBatchesInFlight + 1;
+  return option_text("data.prefetch: " + std::to_string(kFewBatchesInFlight) +
+                         (s.config.data.workers > busy_workers
+                              ? " and data.workers: " + std::to_string(busy_workers)
+                              : ""),
+                     total, usable);
 }
 
 }  // namespace

@@ -191,11 +191,12 @@ class TrainLoop {
   // before the evaluation finished (a single process: nothing is recorded).
   bool run_eval(std::int64_t at_step, bool may_stop = false);
   // run_eval(step_) after `epoch_step` steps of this epoch. When the
-  // evaluation fails on a single process (its data unreadable midway), the
-  // training since the last checkpoint is saved first, the evaluation still
-  // to make (stopped_inside_epoch_ when set), and the error goes on up. A
-  // stop asked for during an evaluation before the last step saves the same
-  // and sets stopped_by_ (the evaluation at the end of training finishes).
+  // evaluation fails on a single process (its data unreadable midway, its
+  // record not written), the training since the last checkpoint is saved as
+  // it stood before the evaluation (stopped_inside_epoch_ when set), the
+  // evaluation still to make, and the error goes on up. A stop asked for
+  // during an evaluation before the last step saves the same and sets
+  // stopped_by_ (the evaluation at the end of training finishes).
   void evaluate_keeping_training(std::int64_t epoch_step);
   // train.early_stopping after an evaluation: counts it, and sets
   // early_stopped_ when the metric has not improved for `patience`

@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include <spdlog/pattern_formatter.h>
@@ -17,6 +16,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "ops/cpu/onednn.h"
+#include "runner/dist/launch_env.h"
 #include "runner/train/devices.h"
 #include "runner/train/input_advice.h"
 #include "runner/train/memory_report.h"
@@ -57,6 +58,17 @@ Scalars scalars_of(const nlohmann::json& record) {
     if (key != "step" && key != "epoch" && value.is_number())
       scalars.emplace_back(split + "/" + key, value.get<float>());
   return scalars;
+}
+
+// The cores this process may use (its affinity mask), shared with the other
+// ranks a launcher started on this machine.
+std::int64_t usable_cores_share() {
+  int local_ranks = 1;
+  try {
+    if (const auto env = dist::detect_launch_env()) local_ranks = std::max(1, env->local_world);
+  } catch (const std::exception&) {  // a malformed launcher variable: the job said so at start
+  }
+  return std::max(1, cpu::usable_cpus() / local_ranks);
 }
 
 }  // namespace
@@ -222,10 +234,10 @@ void TrainLoop::watch_input(double window_seconds, std::int64_t window_samples) 
         static_cast<double>(watched.samples) / std::max(1e-9, watched.seconds - watched.wait);
     w.workers = cfg_.data.workers;
     w.prefetch = cfg_.data.prefetch;
-    const std::int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+    w.slots = loader_.ring_size();
     const bool on_cpu = cfg_.devices.cpu || cfg_.devices.gpus.empty();
     w.compute_threads = on_cpu ? cpu_compute_threads(cfg_) : 1;
-    w.cores = cores;
+    w.cores = usable_cores_share();
     log_->warn("{}", input_wait_advice(w));
   }
 }

@@ -12,9 +12,9 @@ using trainer::train::InputWait;
 namespace {
 
 InputWait waiting(double loader_rate, std::int64_t workers, std::int64_t threads,
-                  std::int64_t cores) {
+                  std::int64_t cores, double wait_pct = 25) {
   InputWait w;
-  w.wait_pct = 25;
+  w.wait_pct = wait_pct;
   w.loader_samples_per_s = loader_rate;
   w.model_samples_per_s = 10000;
   w.workers = workers;
@@ -43,33 +43,26 @@ TEST_CASE("a loader slower than twice the model's rate: raise the workers") {
 TEST_CASE("compute threads that wait most of the time leave their cores to more workers") {
   // 1 worker and 1 compute thread on 2 cores, the step waiting 94% of the
   // time: the second core is nearly idle (a second worker trained 1.7x).
-  InputWait starved = waiting(4000, 1, 1, 2);
-  starved.wait_pct = 94;
+  InputWait starved = waiting(4000, 1, 1, 2, 94);
   const std::string advice = input_wait_advice(starved);
   INFO(advice);
   CHECK(has(advice, "raise data.workers from 1 to 2"));
   // Without workers: as many as the cores the compute threads leave.
-  InputWait inline_built = waiting(4000, 0, 2, 2);
-  inline_built.wait_pct = 95;
-  CHECK(has(input_wait_advice(inline_built), "set data.workers: 2 (the compute threads wait"));
+  CHECK(has(input_wait_advice(waiting(4000, 0, 2, 2, 95)),
+            "set data.workers: 2 (the compute threads wait"));
   // Half the time waiting: half of the training thread's core is free.
-  InputWait half = waiting(4000, 1, 1, 2);
-  half.wait_pct = 55;
-  CHECK(has(input_wait_advice(half), "raise data.workers from 1 to 2"));
+  CHECK(has(input_wait_advice(waiting(4000, 1, 1, 2, 55)), "raise data.workers from 1 to 2"));
   // Workers beyond what data.prefetch lets build: the advice sets both.
-  InputWait shallow = waiting(4000, 2, 1, 16);
-  shallow.wait_pct = 90;
+  InputWait shallow = waiting(4000, 2, 1, 16, 90);
   shallow.prefetch = 1;
   const std::string both = input_wait_advice(shallow);
   INFO(both);
   CHECK(has(both, "raise data.workers from 2 to "));
   CHECK(has(both, " and data.prefetch: "));
-  InputWait many_cores = waiting(4000, 0, 1, 16);
-  many_cores.wait_pct = 95;
-  CHECK(has(input_wait_advice(many_cores), "set data.workers: 16 and data.prefetch: 15"));
+  CHECK(has(input_wait_advice(waiting(4000, 0, 1, 16, 95)),
+            "set data.workers: 16 and data.prefetch: 15"));
   // An epoch of 2 batches: both are built at once already.
-  InputWait short_epoch = waiting(4000, 2, 1, 16);
-  short_epoch.wait_pct = 90;
+  InputWait short_epoch = waiting(4000, 2, 1, 16, 90);
   short_epoch.slots = 2;
   const std::string capped_by_epoch = input_wait_advice(short_epoch);
   CHECK(has(capped_by_epoch, "an epoch has 2 batches, all of them being built at once"));

@@ -205,6 +205,8 @@ class TrainLoop {
   // The state after `epoch_step` steps of `at_epoch` (== steps_per_epoch: its
   // evaluation is pending).
   checkpoint::TrainState state_now(std::int64_t at_epoch, std::int64_t epoch_step);
+  // The record files' lengths now (metrics.jsonl, timing.jsonl, events) into `st`.
+  void record_lengths_into(checkpoint::TrainState& st) const;
   void stamp_metric(checkpoint::TrainState& st) const;
   // A resume with no step to train: the run ended at its checkpoint (an
   // evaluation pending there was made and recorded before the run ended).

@@ -16,6 +16,13 @@
 
 namespace trainer::train::loop {
 
+void TrainLoop::record_lengths_into(checkpoint::TrainState& st) const {
+  st.metrics_bytes = metrics_.bytes_written();
+  st.timing_bytes = timing_.bytes_written();
+  st.events_bytes =
+      cfg_.output.tensorboard ? std::optional(events_.bytes_written()) : unwritten_events_bytes_;
+}
+
 checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t epoch_step) {
   settle_losses();
   sync_loss_scale();
@@ -68,10 +75,7 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
                          {"best_step", stop_best_step_},
                          {"bad", stop_bad_evals_}};
   st.last_train = last_train_;
-  st.metrics_bytes = metrics_.bytes_written();
-  st.timing_bytes = timing_.bytes_written();
-  st.events_bytes =
-      cfg_.output.tensorboard ? std::optional(events_.bytes_written()) : unwritten_events_bytes_;
+  record_lengths_into(st);
   stamp_metric(st);
   return st;
 }

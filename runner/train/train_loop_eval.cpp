@@ -103,19 +103,27 @@ bool TrainLoop::run_eval(std::int64_t at_step, bool may_stop) {
 
 void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
   // What a stopped or failed evaluation saves (a single process: with
-  // several ranks neither is saved): the state before it, whose record
-  // counts leave out any record of the evaluation, such as one written to
-  // metrics.jsonl before the events file refused it (a full disk), which the
-  // resume's evaluation writes again.
-  std::optional<checkpoint::TrainState> before;
-  if (world_ == 1 && !writes_nothing())
-    before = stopped_inside_epoch_ ? *stopped_inside_epoch_ : state_now(epoch_, epoch_step);
+  // several ranks neither is saved): the training since the last checkpoint,
+  // its record lengths those from before the evaluation, so that a record
+  // of it (one metrics.jsonl took before the events file refused it: a full
+  // disk) is not counted; the resume's evaluation writes it again.
+  const bool saves = world_ == 1 && !writes_nothing();
+  checkpoint::TrainState lengths_before;  // its record lengths alone
+  record_lengths_into(lengths_before);
+  const auto save_before = [&] {
+    if (stopped_inside_epoch_) return save_state(*stopped_inside_epoch_);  // lengths of its own
+    checkpoint::TrainState st = state_now(epoch_, epoch_step);
+    st.metrics_bytes = lengths_before.metrics_bytes;
+    st.timing_bytes = lengths_before.timing_bytes;
+    st.events_bytes = lengths_before.events_bytes;
+    save_state(st);
+  };
   try {
     // The ranks of a job stop together after a step; the end of training
     // has its evaluation to make, then nothing more.
     if (run_eval(step_, world_ == 1 && step_ < total_steps_)) return;
     stopped_by_ = checkpoint::stop_requested();
-    if (before) save_state(*before);
+    if (saves) save_before();
     log_->warn(
         "signal {} during the evaluation at step {}: the evaluation is left for the "
         "resume to make",
@@ -125,10 +133,10 @@ void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
   } catch (const std::exception& e) {
     // With several ranks the others wait in the evaluation's reductions: no
     // checkpoint can be agreed on.
-    if (!before) throw;
+    if (!saves) throw;
     log_->error("the evaluation at step {} failed: {}", step_, e.what());
     try {
-      save_state(*before);
+      save_before();
     } catch (const std::exception& save_error) {
       log_->error("the training since the last checkpoint could not be saved: {}",
                   save_error.what());

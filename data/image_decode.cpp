@@ -11,11 +11,13 @@
 #include <png.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <csetjmp>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string_view>
 
 #include "data/file_bytes.h"
 
@@ -281,6 +283,48 @@ std::vector<AxisTaps> resize_taps(std::int64_t in, std::int64_t out) {
   return taps;
 }
 
+// What a file that is neither PNG nor JPEG holds, told by its first bytes
+// (another image format, a web page saved in its place, unknown bytes), and
+// what to do about it.
+std::string not_png_or_jpeg(const std::vector<std::uint8_t>& bytes) {
+  const auto starts_with = [&](std::string_view magic, std::size_t at = 0) {
+    return bytes.size() >= at + magic.size() &&
+           std::memcmp(bytes.data() + at, magic.data(), magic.size()) == 0;
+  };
+  const char* format =
+      starts_with("GIF87a") || starts_with("GIF89a")  ? "a GIF"
+      : starts_with("BM")                             ? "a BMP"
+      : starts_with("RIFF") && starts_with("WEBP", 8) ? "a WebP"
+      : starts_with(std::string_view("II*\0", 4)) || starts_with(std::string_view("MM\0*", 4))
+          ? "a TIFF"
+      : starts_with("ftyp", 4) ? "an HEIF or AVIF"
+                               : nullptr;
+  if (format)
+    return std::string(format) +
+           " image, not a PNG or JPEG one: only PNG and JPEG images are read; convert it to PNG, "
+           "or remove it";
+  std::size_t text = 0;
+  while (text < bytes.size() && text < 64 &&
+         (std::isprint(bytes[text]) || std::isspace(bytes[text])))
+    ++text;
+  if (text == std::min<std::size_t>(bytes.size(), 64)) {
+    std::size_t first = 0;
+    while (first < text && std::isspace(bytes[first])) ++first;
+    if (first < text && bytes[first] == '<')
+      return "an HTML or XML text (a web page saved in the image's place?), not an image: copy "
+             "or download it again, or remove it";
+    return "a text file, not an image: copy or download it again, or remove it";
+  }
+  char hex[8];
+  std::string shown;
+  for (std::size_t i = 0; i < bytes.size() && i < 8; ++i) {
+    std::snprintf(hex, sizeof hex, "%s%02X", i ? " " : "", bytes[i]);
+    shown += hex;
+  }
+  return "neither a PNG nor a JPEG file (its first bytes are " + shown +
+         "): only PNG and JPEG images are read; convert it to PNG, or remove it";
+}
+
 }  // namespace
 
 Image decode_image(const std::string& path, std::int64_t channels) {
@@ -296,8 +340,11 @@ Image decode_image(const std::string& path, std::int64_t channels) {
     throw std::runtime_error("cannot decode image '" + path +
                              "': a gzip-compressed file, not a PNG or JPEG one: decompress it "
                              "(gunzip -c FILE > IMAGE)");
-  throw std::runtime_error("cannot decode image '" + path +
-                           "': neither a PNG nor a JPEG file (unknown magic bytes)");
+  if (bytes.empty())
+    throw std::runtime_error("cannot decode image '" + path +
+                             "': the file is empty (0 bytes), as an interrupted copy or download "
+                             "leaves it: copy it again, or remove it");
+  throw std::runtime_error("cannot decode image '" + path + "': " + not_png_or_jpeg(bytes));
 }
 
 void resize_to_chw(const Image& image, std::int64_t height, std::int64_t width, float* out) {

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "data/class_names.h"
 #include "data/image_decode.h"
@@ -478,7 +481,31 @@ TEST_CASE(
   write_text(dir.file("img/dog/d.png"), "garbage that is not a png");
   auto broken = open_image_folder(dir.file("img"), 4, 4, 3);
   CHECK_THROWS_WITH(sample_of(*broken, 3, &label),
-                    Contains(dir.file("img/dog/d.png")) && Contains("neither a PNG nor a JPEG"));
+                    Contains(dir.file("img/dog/d.png")) &&
+                        Contains("a text file, not an image: copy or download it again"));
+  // What the file holds instead, told by its first bytes.
+  const auto decode_error = [&](const std::vector<std::uint8_t>& content) {
+    write_bytes(dir.file("img/dog/d.png"), content);
+    try {
+      sample_of(*open_image_folder(dir.file("img"), 4, 4, 3), 3, &label);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto text_bytes = [](std::string_view text) {
+    return std::vector<std::uint8_t>(text.begin(), text.end());
+  };
+  CHECK_THAT(decode_error({}),
+             Contains("'" + dir.file("img/dog/d.png") + "': the file is empty (0 bytes)"));
+  CHECK_THAT(decode_error(text_bytes("GIF89a\x01\x00")),
+             Contains("a GIF image, not a PNG or JPEG one: only PNG and JPEG images are read; "
+                      "convert it to PNG"));
+  CHECK_THAT(decode_error(text_bytes("\n  <!DOCTYPE html><html><body>Not Found")),
+             Contains("an HTML or XML text (a web page saved in the image's place?)"));
+  CHECK_THAT(decode_error({0x00, 0x01, 0xFE, 0xFF, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60}),
+             Contains("neither a PNG nor a JPEG file (its first bytes are 00 01 FE FF 10 20 30 "
+                      "40)"));
   auto bytes = std::vector<std::uint8_t>{0xFF, 0xD8, 0xFF, 0xE0, 0, 16, 'J', 'F'};
   write_bytes(dir.file("img/dog/d.png"), bytes);
   CHECK_THROWS_WITH(sample_of(*open_image_folder(dir.file("img"), 4, 4, 3), 3, &label),

@@ -248,9 +248,9 @@ void Loader::fill(Slot& slot, std::int64_t epoch, std::int64_t batch,
       pipeline_->apply(buffers.raw.data(), raw_shape_, inputs + r * sample_numel_, options_.seed,
                        epoch, index, buffers.scratch);
     } catch (const std::exception& e) {
-      throw std::runtime_error("data loader: sample " + std::to_string(index) + " (epoch " +
-                               std::to_string(epoch) + ", batch " + std::to_string(batch) +
-                               ") of " + dataset_->describe() + ": " + e.what());
+      throw SampleReadError("data loader: sample " + std::to_string(index) + " (epoch " +
+                            std::to_string(epoch) + ", batch " + std::to_string(batch) + ") of " +
+                            dataset_->describe() + ": " + e.what());
     }
     if (regression_) {
       std::copy_n(buffers.target.data(), target_numel_, slot.view.labels.f32() + r * target_numel_);
@@ -347,7 +347,7 @@ const Batch* Loader::next() {
   });
   wait_seconds_ += std::chrono::duration<double>(Clock::now() - wait_begin).count();
   if (stopping_) return nullptr;
-  if (slot.state == Slot::State::failed) throw std::runtime_error(slot.error);
+  if (slot.state == Slot::State::failed) throw SampleReadError(slot.error);
   handed_out_ = &slot;
   ++next_deliver_;
   return &slot.view;

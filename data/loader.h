@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +77,14 @@ struct Cursor {
 
 inline constexpr std::int64_t kIgnoreLabel = -100;
 
+// A sample that could not be read or transformed (a damaged file, a value
+// out of range): the error of the batch that holds it, naming the sample and
+// its source. Nothing of that batch reached the caller.
+class SampleReadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Loader {
  public:
   // Throws std::invalid_argument for impossible options (batch_size < 1, rank
@@ -90,7 +99,8 @@ class Loader {
   // batch in flight. Must be called before the first next().
   void start_epoch(std::int64_t epoch, std::int64_t position = 0);
   // Blocks until the next batch in order is ready. nullptr at the end of the
-  // epoch. Rethrows a worker's error (message names the sample and source).
+  // epoch. Throws SampleReadError when a sample of the batch cannot be read
+  // (a worker's error, or the calling thread's with workers: 0).
   const Batch* next();
 
   Cursor cursor() const;  // the next batch next() would return

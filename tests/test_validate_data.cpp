@@ -6,6 +6,7 @@
 // labels: cpu
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -101,4 +102,56 @@ TEST_CASE("validate --data names the damaged images at their key; plain validate
   CHECK(contains(split.out, "error: data.train: 9 of 9 training samples cannot be read"));
   CHECK(
       contains(split.out, "error: data.split: 3 of 3 held-out evaluation samples cannot be read"));
+}
+
+// A damaged image a run meets before `validate --data` found it: the run
+// fails with the loader's error, but first keeps the training up to the step
+// whose batch cannot be read, so that the resume after the repair goes on
+// from there and ends with the weights of a run that never met it.
+TEST_CASE("a damaged image met mid-run keeps the steps before it; the repaired resume is exact") {
+  for (const char* workers : {"0", "2"}) {
+    INFO("data.workers=" << workers);
+    TempDir dir;
+    write_image_folder(dir.file("train"), 8);
+    const std::string config = dir.file("folder.yaml");
+    write_text(config,
+               "model:\n  layers:\n    - {type: flatten}\n    - {type: linear, out_features: 2}\n"
+               "data:\n  train: {type: image_folder, root: " +
+                   dir.file("train") +
+                   ", size: [3, 3]}\n"
+                   "train: {batch_size: 2, epochs: 2}\n");
+    const std::string overrides = std::string(" data.workers=") + workers;
+    const auto straight =
+        run_trainer("run " + config + overrides + " --out " + dir.file("straight") + " 2>&1", true);
+    REQUIRE(straight.code == 0);
+
+    write_image_folder(dir.file("train"), 8, {"b/4.png"});
+    const std::string failed_dir = dir.file("failed");
+    const auto failed =
+        run_trainer("run " + config + overrides + " --out " + failed_dir + " 2>&1", true);
+    INFO(failed.out);
+    CHECK(failed.code == 1);
+    CHECK(contains(failed.out, dir.file("train") + "/b/4.png"));
+    const auto summary = nlohmann::json::parse(read_file(failed_dir + "/summary.json"));
+    CHECK(summary["status"] == "failed");
+    const std::int64_t steps = summary["steps"].get<std::int64_t>();
+    REQUIRE(steps > 0);  // the damaged image is not in the first batch
+    const std::string kept = summary["last_checkpoint"].get<std::string>();
+    char step_folder[32];
+    std::snprintf(step_folder, sizeof step_folder, "step-%08lld", static_cast<long long>(steps));
+    CHECK(contains(kept, step_folder));
+    CHECK(contains(failed.out, "step " + std::to_string(steps + 1) +
+                                   " cannot read its batch; the training up to it is kept in "
+                                   "checkpoint " +
+                                   kept));
+    CHECK(contains(failed.out, "`trainer run --resume " + failed_dir + "` goes on from there"));
+
+    write_image_folder(dir.file("train"), 8);
+    const auto resumed = run_trainer("run --resume " + failed_dir + " 2>&1", true);
+    INFO(resumed.out);
+    REQUIRE(resumed.code == 0);
+    CHECK(contains(resumed.out, "resuming from " + kept));
+    CHECK(read_file(failed_dir + "/checkpoints/last/model.safetensors") ==
+          read_file(dir.file("straight") + "/checkpoints/last/model.safetensors"));
+  }
 }

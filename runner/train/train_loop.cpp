@@ -295,7 +295,13 @@ void TrainLoop::train_to_end() {
     if (in_epoch < steps_per_epoch_) loader_.start_epoch(epoch_, in_epoch * accumulation_);
     bool step_checkpoint_due = false;
     for (; in_epoch < steps_per_epoch_ && step_ < total_steps_;) {
-      train_micro_batches();
+      const data::Cursor step_start = loader_.cursor();
+      try {
+        train_micro_batches();
+      } catch (const data::SampleReadError&) {
+        if (loader_.cursor().position == step_start.position) keep_training_before(in_epoch);
+        throw;
+      }
       if (!update_in_step_) finish_step();
       if (inject_step_delay_s_ > 0)
         std::this_thread::sleep_for(std::chrono::duration<double>(inject_step_delay_s_));

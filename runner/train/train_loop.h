@@ -234,6 +234,11 @@ class TrainLoop {
   void save_checkpoint(std::int64_t at_epoch, std::int64_t epoch_step) {
     save_state(state_now(at_epoch, epoch_step));
   }
+  // The step's first batch holds a sample that cannot be read: none of the
+  // step ran, so the training up to it is saved (one rank; unless a
+  // checkpoint of this step exists) and the run then fails with the loader's
+  // error. A resume after the file's repair goes on from there.
+  void keep_training_before(std::int64_t epoch_step);
   // The run's summary, written to summary.json unless `record` is false.
   nlohmann::json summary(bool record = true);
   // The loop itself: steps, log points, evaluations and checkpoints to the end
@@ -357,6 +362,7 @@ class TrainLoop {
   std::int64_t step_ = 0, epoch_ = 0;
   int stopped_by_ = 0;
   std::string last_checkpoint_;
+  std::int64_t last_checkpoint_step_ = -1;  // the step of last_checkpoint_
   // The run ends inside an epoch (max_steps), or at an epoch's end off a log
   // boundary: the state a longer run resumed from there needs is the one
   // before the forced last record and evaluation.

@@ -134,6 +134,7 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
     std::vector<std::string> problems;
     last_checkpoint_ = store_.save(
         program_, st, retention_, [&](const std::string& problem) { problems.push_back(problem); });
+    last_checkpoint_step_ = st.step;
     progress_.clear();
     log_->info("checkpoint {}", last_checkpoint_);
     for (const std::string& problem : problems) log_->warn("{}", problem);
@@ -141,6 +142,31 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
   // The other ranks wait here, not in the next step's gradient reduction,
   // whose timeout is meant for hung ranks, not for slow storage.
   if (world_ > 1) collective_.wait_for_checkpoint();
+}
+
+void TrainLoop::keep_training_before(std::int64_t epoch_step) {
+  // With several ranks the others wait in this step's reduction: no
+  // checkpoint can be agreed on.
+  if (world_ > 1) return;
+  const std::string what_to_do =
+      "repair or remove the file the error below names (`trainer validate " + run_dir_ +
+      "/config.yaml --data` lists every sample that cannot be read), then `trainer run --resume " +
+      run_dir_ + "` goes on from there";
+  if (step_ == first_step_ || step_ == last_checkpoint_step_) {
+    if (step_ > 0)
+      log_->error("step {} cannot read its batch; the training up to it is in checkpoint {}: {}",
+                  step_ + 1, last_checkpoint_.empty() ? resumed_from_ : last_checkpoint_,
+                  what_to_do);
+    return;
+  }
+  try {
+    save_checkpoint(epoch_, epoch_step);
+  } catch (const std::exception& e) {
+    log_->error("the training since the last checkpoint could not be saved: {}", e.what());
+    return;  // the loader's error follows
+  }
+  log_->error("step {} cannot read its batch; the training up to it is kept in checkpoint {}: {}",
+              step_ + 1, last_checkpoint_, what_to_do);
 }
 
 }  // namespace trainer::train::loop

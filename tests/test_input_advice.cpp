@@ -139,3 +139,27 @@ TEST_CASE("batches built on the training thread: workers, never more prefetch") 
   CHECK(has(one, "none for a loader worker"));
   CHECK_FALSE(has(one, "prefetch"));
 }
+
+TEST_CASE("trainer time's prediction: the wait from the two rates, said as what a run would see") {
+  using trainer::train::predicted_wait_pct;
+  // Workers build while the step runs: a loader at half the step's rate
+  // leaves it waiting half the time; one as fast or faster, never.
+  CHECK(predicted_wait_pct(5000, 10000, true) == Approx(50));
+  CHECK(predicted_wait_pct(10000, 10000, true) == Approx(0));
+  CHECK(predicted_wait_pct(40000, 10000, true) == Approx(0));
+  // Without workers the batches are built between the steps: however fast.
+  CHECK(predicted_wait_pct(10000, 10000, false) == Approx(50));
+  CHECK(predicted_wait_pct(30000, 10000, false) == Approx(25));
+  CHECK(predicted_wait_pct(0, 10000, true) == 0);  // nothing measured
+
+  InputWait w = waiting(5000, 2, 2, 16, 50);
+  w.predicted = true;
+  const std::string advice = input_wait_advice(w);
+  INFO(advice);
+  CHECK(advice.rfind("input-bound: a run's step would wait for data about 50% of the time; ", 0) ==
+        0);
+  CHECK(has(advice, "raise data.workers from 2 to"));
+  w.workers = 0;
+  CHECK(input_wait_advice(w).rfind("input-bound: a run's step would wait for data about 50%", 0) ==
+        0);
+}

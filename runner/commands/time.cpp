@@ -1,23 +1,65 @@
 // `trainer time CONFIG [KEY=VALUE ...] [--steps N]`: runs N training steps on
 // one real batch and prints per-node forward and backward time, the whole
-// step, and the framework's overhead outside kernels.
+// step, and the framework's overhead outside kernels; then times the
+// configured loader on its own against the step.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
 
 #include "data/loader.h"
+#include "ops/cpu/onednn.h"
 #include "runner/commands.h"
 #include "runner/commands/command_config.h"
 #include "runner/config/load.h"
 #include "runner/graph/fusion.h"
 #include "runner/train/batch_fit.h"
 #include "runner/train/devices.h"
+#include "runner/train/input_advice.h"
+#include "runner/train/loader_rate.h"
 #include "runner/train/memory_report.h"
 #include "runner/train/session.h"
 #include "runner/train/trainer.h"
 
 namespace trainer {
+namespace {
+
+// The training loader timed on its own against the step's rate, and the
+// input-bound warning a run would give when the step would wait for it.
+void print_loader_rate(const train::Session& s, const config::Config& config, Backend& backend,
+                       double step_samples_per_s) {
+  const train::LoaderRate rate = train::measure_loader_rate(s, backend, 5.0);
+  const std::int64_t workers = config.data.workers;
+  const std::int64_t at_once = workers > 0 ? std::min(workers, rate.slots) : 1;
+  std::printf(
+      "\ndata loader: %.0f samples/s on its own (data.workers: %lld, %lld batch%s built at once; "
+      "%lld batches in %.1f s), %.2fx the %.0f samples/s the step consumes\n",
+      rate.samples_per_s, static_cast<long long>(workers), static_cast<long long>(at_once),
+      at_once > 1 ? "es" : "", static_cast<long long>(rate.batches), rate.seconds,
+      rate.samples_per_s / step_samples_per_s, step_samples_per_s);
+  train::InputWait w;
+  w.predicted = true;
+  w.wait_pct = train::predicted_wait_pct(rate.samples_per_s, step_samples_per_s, workers > 0);
+  w.loader_samples_per_s = rate.samples_per_s;
+  w.model_samples_per_s = step_samples_per_s;
+  w.workers = workers;
+  w.prefetch = config.data.prefetch;
+  w.slots = rate.slots;
+  const bool on_cpu = config.devices.cpu || config.devices.gpus.empty();
+  w.compute_threads = on_cpu ? train::cpu_compute_threads(config) : 1;
+  w.cores = cpu::usable_cpus();
+  if (w.wait_pct > 10.0) {
+    std::printf("%s\n", train::input_wait_advice(w).c_str());
+  } else if (on_cpu && workers + w.compute_threads > w.cores) {
+    std::printf(
+        "(in a run its %lld worker%s the %lld cores with %lld compute threads, and build slower "
+        "than here)\n",
+        static_cast<long long>(workers), workers == 1 ? " shares" : "s share",
+        static_cast<long long>(w.cores), static_cast<long long>(w.compute_threads));
+  }
+}
+
+}  // namespace
 
 int command_time(const CommandArgs& args) {
   const config::Config config = load_command_config(args.config_path, args.overrides);
@@ -121,6 +163,10 @@ int command_time(const CommandArgs& args) {
                 std::max(0.0, step_ms - parts_ms),
                 100.0 * std::max(0.0, step_ms - parts_ms) / step_ms);
   std::printf("whole steps ran %s\n", program->step_execution().c_str());
+  const double step_samples_per_s =
+      1000.0 * static_cast<double>(s.batch.micro * micro_batches) /
+      (static_cast<double>(micro_batches) * std::max(0.0, step_ms - optimizer_ms) + optimizer_ms);
+  print_loader_rate(s, config, backend, step_samples_per_s);
   return 0;
 }
 

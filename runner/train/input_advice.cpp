@@ -16,6 +16,13 @@ std::string prefetch_for(std::int64_t workers, std::int64_t prefetch) {
   return workers > prefetch + 1 ? fmt::format(" and data.prefetch: {}", workers - 1) : "";
 }
 
+// "the step waited for data N% of the time", or what a run's step would.
+std::string waited(const InputWait& w) {
+  return w.predicted
+             ? fmt::format("a run's step would wait for data about {:.0f}% of the time", w.wait_pct)
+             : fmt::format("the step waited for data {:.0f}% of the time", w.wait_pct);
+}
+
 }  // namespace
 
 std::string input_wait_advice(const InputWait& w) {
@@ -45,10 +52,9 @@ std::string input_wait_advice(const InputWait& w) {
       knob = "set data.workers: 1 or more, to build batches while the step runs";
     }
     return fmt::format(
-        "input-bound: the step waited for data {:.0f}% of the time, its batches built on the "
-        "training thread (data.workers: 0) at {:.0f} samples/s while the model consumes {:.0f} "
-        "samples/s: {}",
-        w.wait_pct, w.loader_samples_per_s, w.model_samples_per_s, knob);
+        "input-bound: {}, its batches built on the training thread (data.workers: 0) at {:.0f} "
+        "samples/s while the model consumes {:.0f} samples/s: {}",
+        waited(w), w.loader_samples_per_s, w.model_samples_per_s, knob);
   }
   // The loader's rate counts fill time only; below twice what the step
   // consumes, more workers (or fewer transforms) are what helps.
@@ -99,9 +105,9 @@ std::string input_wait_advice(const InputWait& w) {
                          w.workers == 1 ? "" : "s", w.cores, cheaper);
     }
     return fmt::format(
-        "input-bound: the step waited for data {:.0f}% of the time; the loader delivers {:.0f} "
-        "samples/s, the model consumes {:.0f} samples/s: {}",
-        w.wait_pct, w.loader_samples_per_s, w.model_samples_per_s, knob);
+        "input-bound: {}; the loader delivers {:.0f} samples/s, the model consumes {:.0f} "
+        "samples/s: {}",
+        waited(w), w.loader_samples_per_s, w.model_samples_per_s, knob);
   }
   const std::string head = fmt::format(
       "data wait {:.0f}% of the time, though the loader can fill {:.0f} samples/s, {:.0f}x the "
@@ -129,6 +135,16 @@ std::string input_wait_advice(const InputWait& w) {
   if (w.prefetch < 64)
     return head + fmt::format("batches arrive in bursts; raise data.prefetch from {}", w.prefetch);
   return head + "batches arrive in bursts (a slow file system or a few slow samples?)";
+}
+
+double predicted_wait_pct(double loader_samples_per_s, double model_samples_per_s,
+                          bool workers_build_ahead) {
+  if (loader_samples_per_s <= 0 || model_samples_per_s <= 0) return 0;
+  const double load = 1.0 / loader_samples_per_s, compute = 1.0 / model_samples_per_s;
+  // Workers build while the step runs: it waits for the part of a batch's
+  // load time its own time does not cover. Without, it waits for all of it.
+  const double wait = workers_build_ahead ? std::max(0.0, load - compute) : load;
+  return 100.0 * wait / (wait + compute);
 }
 
 }  // namespace trainer::train

@@ -24,6 +24,10 @@
 namespace trainer::data {
 namespace {
 
+// The most bytes deflate makes of one (zlib's bound: 258-byte matches coded
+// in 2 bits, about 1032:1).
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
+
 // The message for an image of more than kMaxImagePixels (width, height, limit).
 constexpr const char* kTooLarge =
     "%s gives %llu x %llu pixels, more than the %lld-pixel limit (a corrupt size field?)";
@@ -93,6 +97,22 @@ bool decode_png_into(PngRead* read, bool grey, std::vector<std::uint8_t>* pixels
     png_destroy_read_struct(&png, &info, nullptr);
     return false;
   }
+  // Deflate packs at most 1032 bytes into one: a size field that asks for
+  // more than the file could hold is damaged, refused before the pixels are
+  // allocated (a 68-byte file would otherwise ask for gigabytes).
+  const std::uint64_t stored =
+      std::uint64_t(*height) * (std::uint64_t{png_get_rowbytes(png, info)} + 1);
+  if (stored > std::uint64_t{kMaxDeflateRatio} * read->size) {
+    std::snprintf(read->message, sizeof read->message,
+                  "the IHDR chunk at byte offset 8 gives %ld x %ld pixels, %llu bytes of image "
+                  "data, more than the file's %llu bytes can hold even compressed %llu times",
+                  *width, *height, static_cast<unsigned long long>(stored),
+                  static_cast<unsigned long long>(read->size),
+                  static_cast<unsigned long long>(kMaxDeflateRatio));
+    read->stage = nullptr;  // a size the file cannot hold
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
   const int color_type = png_get_color_type(png, info);
   *colour = (color_type & PNG_COLOR_MASK_COLOR) != 0;
   png_set_strip_16(png);
@@ -134,6 +154,10 @@ Image decode_png(const std::string& path, const std::vector<std::uint8_t>& bytes
   long height = 0, width = 0;
   bool colour = false;
   if (!decode_png_into(&read, channels == 1, &out.pixels, &height, &width, &colour)) {
+    if (read.stage == nullptr)
+      throw std::runtime_error("cannot decode PNG image '" + path + "': " + read.message +
+                               ": a damaged size field, or a file cut short; copy it again, or "
+                               "remove it");
     if (read.message[0] == '\0') {
       char message[200];
       std::snprintf(message, sizeof message, kTooLarge, "the IHDR chunk at byte offset 8",
@@ -167,9 +191,11 @@ void jpeg_fail(j_common_ptr info) {
 }
 
 // Warnings are dropped (the data decides, not stderr), except the end of the
-// data before the end of the image: libjpeg would fill the rest with grey.
+// data before the end of the image, at the file's end or at a marker (a cut
+// file closed again): libjpeg would fill the rest with grey.
 void jpeg_warn(j_common_ptr info, int level) {
-  if (level < 0 && info->err->msg_code == JWRN_JPEG_EOF) info->err->error_exit(info);
+  if (level < 0 && (info->err->msg_code == JWRN_JPEG_EOF || info->err->msg_code == JWRN_HIT_MARKER))
+    info->err->error_exit(info);
 }
 
 // Plain C-style decoding: no object with a destructor lives in this frame, so
@@ -196,6 +222,23 @@ bool decode_jpeg_into(const std::uint8_t* data, std::size_t size, int channels,
                   static_cast<unsigned long long>(info.image_width),
                   static_cast<unsigned long long>(info.image_height),
                   static_cast<long long>(kMaxImagePixels));
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
+  // Huffman coding spends at least a bit on every block's DC coefficient: a
+  // frame header asking for more blocks than the file has bits is damaged,
+  // refused before libjpeg allocates for it. (Arithmetic coding can spend
+  // less: not checked.)
+  std::uint64_t blocks = 0;
+  for (int c = 0; c < info.num_components; ++c)
+    blocks += std::uint64_t{info.comp_info[c].width_in_blocks} * info.comp_info[c].height_in_blocks;
+  if (!info.arith_code && blocks > 8 * std::uint64_t{size}) {
+    std::snprintf(error->message, sizeof error->message,
+                  "the frame header (SOF) gives %u x %u pixels, %llu blocks of 8 x 8, more than "
+                  "the file's %llu bytes can code (a bit a block at least)",
+                  info.image_width, info.image_height, static_cast<unsigned long long>(blocks),
+                  static_cast<unsigned long long>(size));
+    error->stage = nullptr;  // a size the file cannot hold
     jpeg_destroy_decompress(&info);
     return false;
   }
@@ -232,6 +275,15 @@ Image decode_jpeg(const std::string& path, const std::vector<std::uint8_t>& byte
                     "it is a CMYK JPEG, and only grayscale and RGB JPEGs are read: re-encode it "
                     "as an RGB or grayscale JPEG or PNG");
     }
+    if (error.stage == nullptr)
+      throw std::runtime_error("cannot decode JPEG image '" + path + "': " + error.message +
+                               ": a damaged size field, or a file cut short; copy it again, or "
+                               "remove it");
+    if (error.code == JWRN_HIT_MARKER)
+      decode_failed("JPEG", path, error.stage, error.message,
+                    "its scan data stops before the end of the image, at a marker: the file was "
+                    "cut short (and closed again) or damaged; copy it again or remove it from "
+                    "the folder");
     if (error.code == JWRN_JPEG_EOF) {
       decode_failed("JPEG", path, error.stage, error.message,
                     "the data ends at byte offset " + std::to_string(bytes.size()) +

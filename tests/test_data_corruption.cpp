@@ -760,6 +760,57 @@ TEST_CASE("decoder and folder failures name the file, what failed and a fix") {
                           Contains("while reading its header chunks: the decoder reports") &&
                           Contains("re-encode it as an 8-bit RGB or grayscale PNG or JPEG"));
   }
+  SECTION("a size field larger than the file could hold is refused before the pixels") {
+    // A 16384 x 16384 image (768 MiB of RGB) claimed by a file of a few
+    // hundred bytes: no decoder allocation, an error naming the size.
+    Bytes png = png_bytes(8, 8, 3, Bytes(192, 5));
+    for (const std::size_t at : {16, 20}) {  // IHDR width, height (big-endian)
+      png[at] = 0;
+      png[at + 1] = 0;
+      png[at + 2] = 0x40;
+      png[at + 3] = 0;
+    }
+    fix_png_crcs(png);
+    write_bytes(dir.file("img/a/huge.png"), png);
+    CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3)->read(0, sample.data(), &label),
+                      Contains("'" + dir.file("img/a/huge.png") +
+                               "': the IHDR chunk at byte offset 8 gives 16384 x 16384 pixels") &&
+                          Contains("more than the file's " + std::to_string(png.size()) +
+                                   " bytes can hold even compressed 1032 times: a damaged size "
+                                   "field"));
+    std::filesystem::remove(dir.file("img/a/huge.png"));
+    Bytes jpeg = jpeg_bytes(8, 8, Bytes(192, 5), 75, true);
+    const std::uint8_t sof2[] = {0xFF, 0xC2};
+    const auto sof = std::search(jpeg.begin(), jpeg.end(), std::begin(sof2), std::end(sof2));
+    REQUIRE(sof != jpeg.end());
+    for (const std::size_t at : {5, 7}) {  // height, width (big-endian)
+      sof[at] = 0x40;
+      sof[at + 1] = 0;
+    }
+    write_bytes(dir.file("img/a/huge.jpg"), jpeg);
+    CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3)->read(0, sample.data(), &label),
+                      Contains("'" + dir.file("img/a/huge.jpg") +
+                               "': the frame header (SOF) gives 16384 x 16384 pixels") &&
+                          Contains("a damaged size field"));
+    std::filesystem::remove(dir.file("img/a/huge.jpg"));
+    // One colour, as small as each format makes it: still read.
+    write_bytes(dir.file("img/a/flat.png"), png_bytes(1024, 1024, 3, Bytes(3 << 20, 7)));
+    write_bytes(dir.file("img/b/flat.jpg"), jpeg_bytes(1024, 1024, Bytes(3 << 20, 7), 10, true));
+    const auto flat = open_image_folder(dir.file("img"), 4, 4, 3);
+    CHECK_NOTHROW(flat->read(0, sample.data(), &label));
+    CHECK_NOTHROW(flat->read(1, sample.data(), &label));
+  }
+  SECTION("JPEG scan data cut short and closed again with an end marker") {
+    Bytes rgb(64 * 64 * 3);
+    for (std::size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<std::uint8_t>(i * 37 % 251);
+    Bytes jpeg = jpeg_bytes(64, 64, rgb, 90);
+    jpeg.resize(jpeg.size() / 2);
+    jpeg.insert(jpeg.end(), {0xFF, 0xD9});
+    write_bytes(dir.file("img/a/cut.jpg"), jpeg);
+    CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3)->read(0, sample.data(), &label),
+                      Contains(dir.file("img/a/cut.jpg")) &&
+                          Contains("its scan data stops before the end of the image, at a marker"));
+  }
   SECTION("a CMYK JPEG") {
     write_bytes(dir.file("img/a/print.jpg"), cmyk_jpeg_bytes(8, 8, {10, 20, 30, 40}));
     CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3)->read(0, sample.data(), &label),

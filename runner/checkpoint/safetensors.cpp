@@ -63,7 +63,38 @@ std::uint64_t header_length(std::string_view head, std::uint64_t file_size,
   return n;
 }
 
+// A header nests three deep at most ({name: {shape: [...]}}): a deeper one is
+// refused before it is parsed, at the offset it goes deeper, since a JSON
+// document of a million nested arrays costs some 80 bytes a level to build.
+void check_nesting(std::string_view text, const std::string& path) {
+  constexpr int kMaxDepth = 3;
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxDepth)
+        fail(path, kHeaderOffset + i,
+             "the header nests deeper than a safetensors header does (an object of tensors, "
+             "each an object whose shape and data_offsets are lists of numbers): damaged, or "
+             "not a safetensors file");
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+}
+
 nlohmann::json parse_header(std::string_view text, const std::string& path) {
+  check_nesting(text, path);
   nlohmann::json header;
   // A name given twice would leave one of its entries unread.
   std::set<std::string> names;

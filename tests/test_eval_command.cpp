@@ -136,6 +136,23 @@ TEST_CASE("trainer eval batches as the run did: the micro-batch auto chose; no t
   CHECK(other.code == 0);
   CHECK_THAT(other.out, Catch::Contains("note: micro_batch_size: auto: train.batch_size is not the "
                                         "run's, so its choice does not apply"));
+  // A record edited or damaged so that its parts do not make the batch: a
+  // note naming manifest.json, and the config's own micro-batch (it was
+  // taken for the config's error at config.yaml).
+  const std::string manifest_path = tmp / "run/manifest.json";
+  const std::string manifest_text = read_text(manifest_path);
+  nlohmann::json damaged = nlohmann::json::parse(manifest_text);
+  damaged["batch"]["micro"] = 7;
+  write_text(manifest_path, damaged.dump());
+  const auto noted = run_trainer("eval " + (tmp / "run") + " --json", true);
+  CHECK(noted.code == 0);
+  CHECK_THAT(noted.out,
+             Catch::Contains("note: micro_batch_size: auto: " + manifest_path +
+                             " records a batch of micro-batch 7 x accumulation " +
+                             std::to_string(damaged["batch"]["accumulation"].get<int>()) +
+                             " x 1 rank(s), which is not its global batch 256 (the file was "
+                             "edited or damaged)"));
+  write_text(manifest_path, manifest_text);
   // One sample at a time through a batchnorm: evaluation uses its running
   // statistics, so the training-only refusal does not apply.
   const auto one = eval_json(tmp /

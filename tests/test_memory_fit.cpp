@@ -407,6 +407,30 @@ TEST_CASE("a run whose micro-batch auto chose resumes with that choice, whatever
     std::ifstream in(part / "metrics.jsonl");
     CHECK(std::string((std::istreambuf_iterator<char>(in)), {}) == records);
   }
+  // A batch record edited so that its parts do not make its whole: said,
+  // naming manifest.json, and auto chooses again (here 32 x 1, which the
+  // checkpoint's steps of 2 micro-batches refuse, naming the fix).
+  const auto text_of = [](const fs::path& file) {
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string manifest_text = text_of(part / "manifest.json");
+  nlohmann::json damaged = nlohmann::json::parse(manifest_text);
+  damaged["batch"]["accumulation"] = 5;
+  std::ofstream(part / "manifest.json") << damaged.dump();
+  const auto damaged_record = run_trainer(
+      "run --resume " + part.string() + " train.memory_limit_mib=0 train.max_steps=4", true);
+  INFO(damaged_record.out);
+  CHECK(damaged_record.code == 2);
+  CHECK(damaged_record.out.find(
+            "warning: " + (part / "manifest.json").string() +
+            " records a batch of micro-batch 16 x accumulation 5 x 1 rank(s), which is not its "
+            "global batch 32 (the file was edited or damaged): micro_batch_size: auto chooses "
+            "again") != std::string::npos);
+  CHECK(damaged_record.out.find("train.micro_batch_size=16 keeps the run's 2") !=
+        std::string::npos);
+  std::ofstream(part / "manifest.json") << manifest_text;
+  CHECK(text_of(part / "metrics.jsonl") == records);
   // More memory now: auto alone would take the whole batch of 32 at once.
   const auto resumed = run_trainer(
       "run --resume " + part.string() + " train.memory_limit_mib=0 train.max_steps=4", true);

@@ -41,14 +41,16 @@ void in_one_process(config::Config& config, const std::string& run_dir) {
   const train::BatchPlan run = train::plan_batches(config, ignored);
   std::int64_t micro = run.micro;
   if (config.train.micro_batch_auto) {
-    const auto recorded = train::recorded_batch(run_dir);
+    std::string problem;
+    const auto recorded = train::recorded_batch(run_dir, &problem);
     if (recorded && recorded->micro_batch_auto && recorded->global == run.global &&
         recorded->world == run.world)
       micro = recorded->micro;
     else
       std::fprintf(stderr,
                    "note: micro_batch_size: auto: %s; evaluating in micro-batches of %lld\n",
-                   recorded && recorded->micro_batch_auto
+                   !problem.empty() ? problem.c_str()
+                   : recorded && recorded->micro_batch_auto
                        ? "train.batch_size is not the run's, so its choice does not apply"
                        : "manifest.json does not record the run's choice",
                    static_cast<long long>(micro));

@@ -190,9 +190,14 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   // A resumed run whose micro-batch auto chose steps as before, whatever
   // memory there is now: its checkpoint's steps are of that accumulation.
   const std::int64_t per_rank = session.batch.micro * session.batch.accumulation;
+  std::string batch_record_problem;
   const std::optional<std::int64_t> kept_accumulation =
-      resume && config.train.micro_batch_auto ? train::recorded_auto_accumulation(args.resume_dir)
-                                              : std::nullopt;
+      resume && config.train.micro_batch_auto
+          ? train::recorded_auto_accumulation(args.resume_dir, &batch_record_problem)
+          : std::nullopt;
+  if (!batch_record_problem.empty() && job.is_root())
+    std::fprintf(stderr, "warning: %s: micro_batch_size: auto chooses again\n",
+                 batch_record_problem.c_str());
   if (kept_accumulation && per_rank % *kept_accumulation == 0) {
     session = train::with_micro_batch(session, per_rank / *kept_accumulation);
     // The kept choice is held to a limit given now, as any plan is.

@@ -347,7 +347,7 @@ void record_step_execution(const std::string& dir, const graph::Program& program
   write_manifest(dir, manifest);
 }
 
-std::optional<RecordedBatch> recorded_batch(const std::string& dir) {
+std::optional<RecordedBatch> recorded_batch(const std::string& dir, std::string* problem) {
   const nlohmann::json manifest = read_manifest(dir);
   const auto batch = manifest.find("batch");
   if (batch == manifest.end() || !batch->is_object()) return std::nullopt;
@@ -361,13 +361,25 @@ std::optional<RecordedBatch> recorded_batch(const std::string& dir) {
       return std::nullopt;
     *field = value->get<std::int64_t>();
   }
+  // An edited or damaged record: its parts do not make its whole.
+  if (recorded.global > std::numeric_limits<std::int64_t>::max() / recorded.world ||
+      recorded.micro > recorded.global || recorded.accumulation > recorded.global ||
+      recorded.micro * recorded.accumulation * recorded.world != recorded.global) {
+    if (problem)
+      *problem = fmt::format(
+          "{}/manifest.json records a batch of micro-batch {} x accumulation {} x {} rank(s), "
+          "which is not its global batch {} (the file was edited or damaged)",
+          dir, recorded.micro, recorded.accumulation, recorded.world, recorded.global);
+    return std::nullopt;
+  }
   const auto chosen = batch->find("micro_batch_auto");
   recorded.micro_batch_auto = chosen != batch->end() && chosen->is_boolean() && chosen->get<bool>();
   return recorded;
 }
 
-std::optional<std::int64_t> recorded_auto_accumulation(const std::string& dir) {
-  const auto batch = recorded_batch(dir);
+std::optional<std::int64_t> recorded_auto_accumulation(const std::string& dir,
+                                                       std::string* problem) {
+  const auto batch = recorded_batch(dir, problem);
   if (!batch || !batch->micro_batch_auto) return std::nullopt;
   return batch->accumulation;
 }

@@ -92,12 +92,15 @@ struct RecordedBatch {
   std::int64_t global = 0, micro = 0, accumulation = 1, world = 1;
   bool micro_batch_auto = false;  // micro and accumulation are what auto chose
 };
-std::optional<RecordedBatch> recorded_batch(const std::string& dir);
+// nullopt, with `problem` (when given) saying why, for a record whose parts
+// do not multiply to its global batch (edited or damaged).
+std::optional<RecordedBatch> recorded_batch(const std::string& dir, std::string* problem = nullptr);
 
 // The accumulation micro_batch_size: auto chose for the run in `dir`
 // (manifest.json "batch"), which a resume keeps whatever memory there is now
 // (the checkpoint's steps are of that many micro-batches); nullopt when the
 // run did not choose one so.
-std::optional<std::int64_t> recorded_auto_accumulation(const std::string& dir);
+std::optional<std::int64_t> recorded_auto_accumulation(const std::string& dir,
+                                                       std::string* problem = nullptr);
 
 }  // namespace trainer::train

@@ -232,20 +232,25 @@ TEST_CASE("a retried trial reports its latest attempt's error; max_retries may c
   CHECK(trial_state(dir)["trial-001"]["error"].get<std::string>().find("a/1.png") !=
         std::string::npos);
 
-  // Now another image is damaged; retries allowed on the command line: the
-  // same sweep directory, and the error of the attempt that just failed.
-  trainer::data::testing::write_image_folder(tmp / "other", 8, {"b/2.png"});
+  // Now other images are damaged, every one of class b (the retry resumes
+  // from the training kept before a/1.png's batch, and meets one of them in
+  // the steps still to train); retries allowed on the command line: the same
+  // sweep directory, and the error of the attempt that just failed.
+  trainer::data::testing::write_image_folder(
+      tmp / "other", 8,
+      {"b/0.png", "b/1.png", "b/2.png", "b/3.png", "b/4.png", "b/5.png", "b/6.png", "b/7.png"});
   std::vector<std::string> retry = args;
   retry.push_back("sweep.max_retries=1");
   REQUIRE(run_to_end(retry, tmp / "2.log") == 1);
   CHECK(read_text(tmp / "2.log").find("results in " + dir + "/results.md") != std::string::npos);
+  CHECK(read_text(tmp / "2.log").find("trial-001 started (resumed)") != std::string::npos);
   const auto state = trial_state(dir);
   CHECK(state["trial-000"]["status"] == "done");
   CHECK(state["trial-001"]["failures"] == 2);
   const std::string error = state["trial-001"]["error"].get<std::string>();
   INFO(error);
   CHECK(error.rfind("exit 1: ", 0) == 0);
-  CHECK(error.find("b/2.png") != std::string::npos);
+  CHECK(error.find("/other/b/") != std::string::npos);
   CHECK(error.find("a/1.png") == std::string::npos);
-  CHECK(read_text(dir + "/results.md").find("b/2.png") != std::string::npos);
+  CHECK(read_text(dir + "/results.md").find("/other/b/") != std::string::npos);
 }

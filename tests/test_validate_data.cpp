@@ -140,11 +140,15 @@ TEST_CASE("a damaged image met mid-run keeps the steps before it; the repaired r
     char step_folder[32];
     std::snprintf(step_folder, sizeof step_folder, "step-%08lld", static_cast<long long>(steps));
     CHECK(contains(kept, step_folder));
-    CHECK(contains(failed.out, "step " + std::to_string(steps + 1) +
-                                   " cannot read its batch; the training up to it is kept in "
-                                   "checkpoint " +
-                                   kept));
+    // One error line, the loader's, then where the training is kept (what a
+    // sweep records of a failed trial, and summary.json).
+    CHECK(contains(failed.out, "error: data loader: sample "));
+    CHECK(contains(failed.out, "; the training up to step " + std::to_string(steps) +
+                                   " is kept in checkpoint " + kept +
+                                   ": repair or remove that file (`trainer validate " + failed_dir +
+                                   "/config.yaml --data` lists every sample"));
     CHECK(contains(failed.out, "`trainer run --resume " + failed_dir + "` goes on from there"));
+    CHECK(contains(summary["error"].get<std::string>(), "is kept in checkpoint " + kept));
 
     write_image_folder(dir.file("train"), 8);
     const auto resumed = run_trainer("run --resume " + failed_dir + " 2>&1", true);

@@ -298,9 +298,9 @@ void TrainLoop::train_to_end() {
       const data::Cursor step_start = loader_.cursor();
       try {
         train_micro_batches();
-      } catch (const data::SampleReadError&) {
-        if (loader_.cursor().position == step_start.position) keep_training_before(in_epoch);
-        throw;
+      } catch (const data::SampleReadError& e) {
+        if (loader_.cursor().position != step_start.position) throw;
+        throw data::SampleReadError(e.what() + keep_training_before(in_epoch));
       }
       if (!update_in_step_) finish_step();
       if (inject_step_delay_s_ > 0)

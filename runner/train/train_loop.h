@@ -236,9 +236,10 @@ class TrainLoop {
   }
   // The step's first batch holds a sample that cannot be read: none of the
   // step ran, so the training up to it is saved (one rank; unless a
-  // checkpoint of this step exists) and the run then fails with the loader's
-  // error. A resume after the file's repair goes on from there.
-  void keep_training_before(std::int64_t epoch_step);
+  // checkpoint of this step exists). Returns what the loader's error goes on
+  // with: where the training is kept, and how to resume once the file is
+  // repaired (empty when nothing is kept).
+  std::string keep_training_before(std::int64_t epoch_step);
   // The run's summary, written to summary.json unless `record` is false.
   nlohmann::json summary(bool record = true);
   // The loop itself: steps, log points, evaluations and checkpoints to the end

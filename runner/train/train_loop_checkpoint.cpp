@@ -144,29 +144,27 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
   if (world_ > 1) collective_.wait_for_checkpoint();
 }
 
-void TrainLoop::keep_training_before(std::int64_t epoch_step) {
+std::string TrainLoop::keep_training_before(std::int64_t epoch_step) {
   // With several ranks the others wait in this step's reduction: no
   // checkpoint can be agreed on.
-  if (world_ > 1) return;
-  const std::string what_to_do =
-      "repair or remove the file the error below names (`trainer validate " + run_dir_ +
-      "/config.yaml --data` lists every sample that cannot be read), then `trainer run --resume " +
-      run_dir_ + "` goes on from there";
-  if (step_ == first_step_ || step_ == last_checkpoint_step_) {
-    if (step_ > 0)
-      log_->error("step {} cannot read its batch; the training up to it is in checkpoint {}: {}",
-                  step_ + 1, last_checkpoint_.empty() ? resumed_from_ : last_checkpoint_,
-                  what_to_do);
-    return;
-  }
+  if (world_ > 1) return "";
+  const auto resume_from = [&](const std::string& checkpoint, const char* kept) {
+    return fmt::format(
+        "; the training up to step {} is {}in checkpoint {}: repair or remove that file "
+        "(`trainer validate {}/config.yaml --data` lists every sample that cannot be read), then "
+        "`trainer run --resume {}` goes on from there",
+        step_, kept, checkpoint, run_dir_, run_dir_);
+  };
+  if (step_ == first_step_ || step_ == last_checkpoint_step_)
+    return step_ > 0 ? resume_from(last_checkpoint_.empty() ? resumed_from_ : last_checkpoint_, "")
+                     : "";
   try {
     save_checkpoint(epoch_, epoch_step);
   } catch (const std::exception& e) {
     log_->error("the training since the last checkpoint could not be saved: {}", e.what());
-    return;  // the loader's error follows
+    return "";
   }
-  log_->error("step {} cannot read its batch; the training up to it is kept in checkpoint {}: {}",
-              step_ + 1, last_checkpoint_, what_to_do);
+  return resume_from(last_checkpoint_, "kept ");
 }
 
 }  // namespace trainer::train::loop

@@ -747,6 +747,28 @@ TEST_CASE("extends given as an override is refused by every config command") {
   CHECK(printed.out.find("extends:") == std::string::npos);
 }
 
+TEST_CASE("a value an extending file or an override sets again is reported where it is set") {
+  TempDir dir("set_again");
+  const std::string base = dir.file(
+      "base.yaml",
+      kTinyExperiment + "sweep:\n  grid:\n    optimizer.lr: [0.1, 0.01]\n  seeds: [0, 1]\n");
+  const std::string child =
+      dir.file("child.yaml",
+               "extends: base.yaml\nsweep:\n  grid:\n    optimizer.lr: [abc, 0.1]\n"
+               "  seeds: [x, 1]\n");
+  const auto r = run("validate " + child, true);
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(child + ":4:5: error: sweep.grid.optimizer.lr: with optimizer.lr=abc") !=
+        std::string::npos);
+  CHECK(r.out.find(child + ":5:3: error: sweep.seeds: with seed=x") != std::string::npos);
+  CHECK(r.out.find("base.yaml:") == std::string::npos);
+  const auto overridden = run("validate " + base + " 'sweep.seeds=[x, 1]'", true);
+  INFO(overridden.out);
+  CHECK(overridden.out.find("<command line>:1:7: error: sweep.seeds: with seed=x") !=
+        std::string::npos);
+}
+
 TEST_CASE("a list index beyond any list is a config error (exit 2), also in a sweep") {
   TempDir dir("huge_index");
   const std::string config = dir.file("tiny.yaml", kTinyExperiment);

@@ -52,6 +52,9 @@ Node& Node::set(const std::string& key, Node value, Mark key_mark) {
   }
   for (std::size_t i = 0; i < keys_.size(); ++i) {
     if (keys_[i].first == key) {
+      // Where the new value is set (an extending file, an override) is
+      // where an error about it points.
+      keys_[i].second = key_mark.file.empty() ? value.mark() : std::move(key_mark);
       items_[i] = std::move(value);
       return items_[i];
     }

@@ -65,7 +65,8 @@ class Node {
   Node& value_at(std::size_t i) { return items_[i]; }
   const Node* find(const std::string& key) const;
   Node* find(const std::string& key);
-  // Sets or replaces `key` (replacing keeps the original position).
+  // Sets or replaces `key` (replacing keeps its place in the order; its mark
+  // becomes the new one, where errors about the new value point).
   Node& set(const std::string& key, Node value, Mark key_mark = {});
   bool erase(const std::string& key);
 

@@ -769,6 +769,23 @@ TEST_CASE("a value an extending file or an override sets again is reported where
         std::string::npos);
 }
 
+TEST_CASE("validate of a config the sweep mends warns that run refuses it alone") {
+  TempDir dir("mended_alone");
+  dir.file("base.yaml", kTinyExperiment + "sweep:\n  grid:\n    optimizer.lr: [0.1, 0.01]\n");
+  const std::string child = dir.file("child.yaml", "extends: base.yaml\noptimizer: {lr: abc}\n");
+  const auto validated = run("validate " + child, true);
+  INFO(validated.out);
+  CHECK(validated.code == 0);
+  CHECK(validated.out.find(child + ":2:17: warning: optimizer.lr: expected a number") !=
+        std::string::npos);
+  CHECK(validated.out.find("`trainer run` of this config refuses it; `trainer sweep` sets what "
+                           "it needs in every trial (optimizer.lr=0.1 in the first)") !=
+        std::string::npos);
+  const auto ran = run("run " + child + " --out " + dir.path("run"), true);
+  CHECK(ran.code == 2);
+  CHECK(ran.out.find(child + ":2:17: error: optimizer.lr: expected a number") != std::string::npos);
+}
+
 TEST_CASE("a list index beyond any list is a config error (exit 2), also in a sweep") {
   TempDir dir("huge_index");
   const std::string config = dir.file("tiny.yaml", kTinyExperiment);

@@ -219,6 +219,15 @@ int command_validate(const CommandArgs& args) {
     std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
   for (const auto& warning : sweep_warnings.list())
     std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
+  // The sweep's values mend these; `trainer run` of the config alone does
+  // not take them.
+  for (config::Diagnostic alone : base.alone_errors) {
+    alone.suggestion =
+        "`trainer run` of this config refuses it; `trainer sweep` sets what it "
+        "needs in every trial (" +
+        config::join(base.mended_by, " ") + " in the first)";
+    std::fprintf(stderr, "%s\n", config::format(alone, "warning").c_str());
+  }
   std::printf("ok\n");
   return 0;
 }

@@ -60,9 +60,11 @@ BaseConfig load_base_config(const std::string& path, const std::vector<std::stri
       // The first trial as the config's seed draws it, when that differs.
       const FirstTrial drawn =
           first_trial(overrides, grid_flags, merged, static_cast<std::uint64_t>(config.seed));
-      if (drawn.values == first.values) return {std::move(config), first.values};
+      if (drawn.values == first.values)
+        return {std::move(config), first.values, alone.diagnostics().list()};
       first = drawn;
-      return {config::load_config(path, first.overrides, first.origins), first.values};
+      return {config::load_config(path, first.overrides, first.origins), first.values,
+              alone.diagnostics().list()};
     } catch (const config::ConfigError&) {
       // Says where the values of the overrides after the command line's come from.
       std::fprintf(stderr,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runner/config/config.h"
+#include "runner/config/diagnostics.h"
 
 namespace trainer::sweep {
 
@@ -19,6 +20,9 @@ struct BaseConfig {
   // checks, applied after the command line's overrides; empty when it
   // passes alone.
   std::vector<std::string> mended_by;
+  // The config's errors without those values: what `trainer run` of it
+  // reports (empty when it passes alone).
+  std::vector<config::Diagnostic> alone_errors;
 };
 
 // The config at `path` with `overrides`; when it fails alone, with the first

@@ -605,7 +605,9 @@ TEST_CASE("a trial log the sweep cannot write stops the sweep, naming it") {
   // The attempt's line is a command to paste: its paths quoted for the shell.
   const std::string log = out + "/logs/trial-000.log";
   const std::string quoted_out = "'" + tmp / "sw it'\\''s";
-  CHECK(read_text(log).rfind("sweep: attempt 1 of trial-000: trainer run " + quoted_out +
+  // The binary as it ran (the quick start's build/trainer is on no PATH).
+  const std::string binary = fs::canonical(TRAINER_BINARY).string();
+  CHECK(read_text(log).rfind("sweep: attempt 1 of trial-000: " + binary + " run " + quoted_out +
                                  "/configs/trial-000.yaml' --out " + quoted_out +
                                  "/trials/trial-000'\n",
                              0) == 0);

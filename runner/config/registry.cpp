@@ -81,7 +81,8 @@ std::vector<SectionDef> build_sections() {
        "Where samples come from and how the loader feeds them.",
        {
            f(field("split", T::number,
-                   "Fraction of `train` held out for evaluation when `eval` is absent")
+                   "Fraction of `train` held out for evaluation when `eval` is absent (an error "
+                   "when `eval` is set)")
                  .def("0")
                  .at_least(0)
                  .at_most(0.9),
@@ -335,7 +336,9 @@ std::vector<SectionDef> build_sections() {
                  .def("false")
                  .only_while_positive("ema_decay"),
              [](Config& c, const FieldValue& v) { c.train.ema_warmup = bool_of(v); }),
-           f(field("eval_every", T::integer, "Evaluate every N steps (0: at the end of each epoch)")
+           f(field("eval_every", T::integer,
+                   "Evaluate also every N steps (0: only at the end of each epoch, which evaluates "
+                   "either way)")
                  .def("0")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.train.eval_every = int_of(v); }),

@@ -88,6 +88,16 @@ std::string shell_word(const std::string& word) {
   return quoted + "'";
 }
 
+// This very binary's path: /proc/self/exe's link text, less the " (deleted)"
+// it ends in once a rebuild replaced the file (which names nothing to exec).
+std::string own_binary() {
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  if (const std::string deleted = " (deleted)";
+      self.size() > deleted.size() && self.ends_with(deleted))
+    self.resize(self.size() - deleted.size());
+  return self;
+}
+
 // Starts the trial's log for one attempt: what runs (a command to paste), so
 // each attempt's output (the log keeps them all) is told apart. Returns the
 // error that stops the sweep when the log cannot be written ("" when it
@@ -95,7 +105,8 @@ std::string shell_word(const std::string& word) {
 std::string begin_attempt(const std::string& log_path, const TrialRecord& record,
                           const std::vector<std::string>& args) {
   std::ofstream log(log_path, std::ios::app);
-  log << kAttemptLine << record.failures + 1 << " of " << record.trial.id << ": trainer";
+  log << kAttemptLine << record.failures + 1 << " of " << record.trial.id << ": "
+      << shell_word(own_binary());
   for (const auto& a : args) log << ' ' << shell_word(a);  // a command to paste
   log << '\n';
   log.flush();
@@ -105,13 +116,9 @@ std::string begin_attempt(const std::string& log_path, const TrialRecord& record
 }
 
 // Each trial runs this very binary: exec'd through /proc/self/exe, which
-// stays it when a rebuild replaces the file (its link text then ends in
-// " (deleted)", which names nothing to exec).
+// stays it when a rebuild replaces the file.
 pid_t launch(const std::vector<std::string>& args, const std::string& log_path) {
-  std::string self = fs::read_symlink("/proc/self/exe").string();
-  if (const std::string deleted = " (deleted)";
-      self.size() > deleted.size() && self.ends_with(deleted))
-    self.resize(self.size() - deleted.size());
+  const std::string self = own_binary();
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid != 0) return pid;

@@ -114,7 +114,9 @@ void TrainLoop::resume_or_initialize() {
     throw UsageError(
         std::string("the run's checkpoint does not fit the model (and optimizer) this config "
                     "builds: ") +
-        e.what() + "\n  resume with the run's own config (trainer run --resume " + run_dir_ +
+        e.what() +
+        "\n  resume with the run's own config (its model and optimizer: trainer run --resume " +
+        run_dir_ +
         "; train.max_steps / train.epochs may grow); to train the changed model, start a "
         "new run (model.init_from: that file, with model.init_strict: false, starts it from the "
         "tensors that fit)");
@@ -183,8 +185,9 @@ void TrainLoop::resume_or_initialize() {
         std::to_string(st.accumulation) + "; this config gives seed " + std::to_string(cfg_.seed) +
         ", " + (st.batch_size > 0 ? "batch " + std::to_string(s_.batch.global) + ", " : "") +
         std::to_string(steps_per_epoch_) + " and " + std::to_string(accumulation_) +
-        ": resume with the run's own config.yaml (only train.max_steps / train.epochs may "
-        "grow)" +
+        ": resume with the run's own config.yaml (its seed, batch, data and accumulation; "
+        "train.max_steps / train.epochs may grow, and settings that change no step, such as "
+        "train.log_every or backend.threads, may change)" +
         keep_accumulation +
         (world_ > 1 && cfg_.data.drop_last && st.seed == cfg_.seed &&
                  st.accumulation == accumulation_

@@ -51,8 +51,8 @@ ArrayDataset::ArrayDataset(ArrayData data) : data_(std::move(data)) {
     if (label < 0 || (data_.num_classes > 0 && label >= data_.num_classes)) {
       throw std::runtime_error(
           "label " + std::to_string(label) + " of " + sample_origin(static_cast<std::int64_t>(i)) +
-          " is outside [0, " +
-          (data_.num_classes > 0 ? std::to_string(data_.num_classes) : std::string("inf")) + ")" +
+          (data_.num_classes > 0 ? " is outside [0, " + std::to_string(data_.num_classes) + ")"
+                                 : std::string(" is negative")) +
           (label < 0 ? " (and is not " + std::to_string(kIgnoreLabel) +
                            ", the label of an ignored sample): correct the label"
                      : ": correct the label, or set classes above " + std::to_string(label)));

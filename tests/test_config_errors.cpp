@@ -764,6 +764,19 @@ TEST_CASE("control bytes in a config are shown escaped, never raw") {
   CHECK(only_error(nul) == nul +
                                ":7:8: error: invalid YAML: a NUL byte (\\0); is this a binary "
                                "file?");
+  // UTF-16 text, with or without its byte order mark: said so, not a NUL byte.
+  const auto utf16 = [](const std::string& ascii, bool mark) {
+    std::string out = mark ? std::string("\xFF\xFE") : std::string();
+    for (const char c : ascii) out += std::string{c, '\0'};
+    return out;
+  };
+  for (const bool mark : {true, false}) {
+    const std::string wide = temp_config("wide.yaml", utf16(kMinimalText, mark));
+    CHECK(only_error(wide) == wide +
+                                  ":1:1: error: invalid YAML: the file is UTF-16 text (a config "
+                                  "is UTF-8): save it as UTF-8 (iconv -f UTF-16 -t UTF-8 "
+                                  "converts it)");
+  }
   // A byte that is not UTF-8 (Latin-1 text), which JSON records cannot hold.
   const std::string latin = temp_config("latin.yaml", kMinimalText + "name: caf\xE9\n");
   CHECK(only_error(latin) == latin +

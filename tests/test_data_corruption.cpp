@@ -495,6 +495,15 @@ TEST_CASE("corrupt size fields and values are errors naming the file") {
     CHECK_THROWS_WITH(open_npy(dir.file("x.npy"), dir.file("t.npy")),
                       Contains(dir.file("t.npy")) && Contains("empty target shape [0]"));
   }
+  SECTION("a negative label with the classes inferred is said to be negative") {
+    const float x[4] = {};
+    const std::int64_t y[2] = {0, -5};
+    write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(2, 2)", x, sizeof x));
+    write_bytes(dir.file("y.npy"), npy_bytes("<i8", "(2,)", y, sizeof y));
+    CHECK_THROWS_WITH(
+        open_npy(dir.file("x.npy"), dir.file("y.npy")),
+        Contains("label -5 of ") && Contains(" is negative (and is not -100") && !Contains("inf)"));
+  }
   SECTION("NPY int64 labels beyond 2^53 are compared as integers") {
     const float x[4] = {};
     const std::int64_t y[2] = {0, std::numeric_limits<std::int64_t>::max()};

@@ -546,6 +546,24 @@ TEST_CASE("--out with --resume is refused, unless it names the run directory its
   CHECK(run_to_end({"run", "--resume", run, "--out", run}, tmp / "s.log") == 0);
 }
 
+TEST_CASE("a resume whose config.yaml is gone, or whose lock file is a folder, says what to do") {
+  TempDir tmp("resume-no-config");
+  const std::string run = finished_run(tmp, "run");
+  fs::rename(run + "/config.yaml", tmp / "kept.yaml");
+  CHECK(run_to_end({"run", "--resume", run, "train.max_steps=60"}, tmp / "c.log") == 2);
+  CHECK(read_text(tmp / "c.log")
+            .find("error: --resume " + run + ": the run's " + run +
+                  "/config.yaml is gone\n    put it back") != std::string::npos);
+  CHECK(read_text(tmp / "c.log").find("trainer run CONFIG --resume " + run) != std::string::npos);
+  fs::rename(tmp / "kept.yaml", run + "/config.yaml");
+  fs::remove(run + "/.lock");
+  fs::create_directory(run + "/.lock");
+  CHECK(run_to_end({"run", "--resume", run, "train.max_steps=60"}, tmp / "l.log") != 0);
+  CHECK(read_text(tmp / "l.log")
+            .find(": Is a directory; it is the run's lock file, not a "
+                  "folder: move that folder away") != std::string::npos);
+}
+
 TEST_CASE("a max_steps run that stopped inside an epoch, resumed, keeps its last records") {
   // The checkpoint holds the state before the forced last record and
   // evaluation (a longer run resumed from it writes its own); with nothing

@@ -60,8 +60,19 @@ bool resumes_own_config(const CommandArgs& args) {
 int command_run(const CommandArgs& given, std::string* run_dir) {
   CommandArgs args = given;
   const bool resume = !args.resume_dir.empty();
-  if (resume && args.config_path.empty())
+  if (resume && args.config_path.empty()) {
     args.config_path = (std::filesystem::path(args.resume_dir) / "config.yaml").string();
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::path(args.resume_dir) / "config.sha256", ec) &&
+        !std::filesystem::exists(args.config_path, ec)) {
+      print_error_report("error: --resume " + args.resume_dir + ": the run's " + args.config_path +
+                         " is gone\n    put it back (manifest.json keeps every resolved config "
+                         "the run trained with, under `configs`), or name a config: trainer run "
+                         "CONFIG --resume " +
+                         args.resume_dir + "\n");
+      return 2;
+    }
+  }
   if (args.config_path.empty()) {
     print_error_report("error: trainer run needs a config file (or --resume RUN_DIR)\n");
     return 2;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string>
 #include <vector>
 
 namespace trainer::config {
@@ -28,13 +29,40 @@ std::string printable(const std::string& text) {
   return out;
 }
 
+// A line of a message longer than kLongestLine bytes (a 50 MB value or key
+// echoed) is cut to its first kKeptOfLine bytes, at a UTF-8 character's
+// start, and says how long it was: an error stays a few lines on a terminal.
+constexpr std::size_t kLongestLine = 4096;
+constexpr std::size_t kKeptOfLine = 200;
+
+std::string shortened(const std::string& text) {
+  std::string out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::size_t length = end - start;
+    if (length <= kLongestLine) {
+      out.append(text, start, length);
+    } else {
+      std::size_t cut = start + kKeptOfLine;
+      while (cut > start && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+      out.append(text, start, cut - start);
+      out += "... (" + std::to_string(length) + " bytes in all)";
+    }
+    if (end == text.size()) break;
+    out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format(const Diagnostic& d, const char* severity) {
-  std::string out = printable(to_string(d.mark)) + ": " + severity + ": ";
-  if (!d.key_path.empty()) out += printable(d.key_path) + ": ";
-  out += printable(d.message);
-  if (!d.suggestion.empty()) out += "\n    " + printable(d.suggestion);
+  std::string out = shortened(printable(to_string(d.mark))) + ": " + severity + ": ";
+  if (!d.key_path.empty()) out += shortened(printable(d.key_path)) + ": ";
+  out += shortened(printable(d.message));
+  if (!d.suggestion.empty()) out += "\n    " + shortened(printable(d.suggestion));
   return out;
 }
 

@@ -396,6 +396,15 @@ std::optional<std::pair<Mark, std::string>> find_unreadable_byte(const std::stri
                                                                  const std::string& file,
                                                                  int line_offset,
                                                                  int column_offset) {
+  // A UTF-16 file (an editor's "Unicode" on Windows): its byte order mark, or
+  // ASCII text with every other byte NUL.
+  const bool utf16 = text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF") ||
+                     (text.size() >= 4 && text[0] != '\0' && text[1] == '\0' && text[3] == '\0') ||
+                     (text.size() >= 4 && text[0] == '\0' && text[1] != '\0' && text[2] == '\0');
+  if (utf16 && line_offset == 0)
+    return std::pair{Mark{file, 1, 1},
+                     std::string("invalid YAML: the file is UTF-16 text (a config is UTF-8): save "
+                                 "it as UTF-8 (iconv -f UTF-16 -t UTF-8 converts it)")};
   if (const std::size_t at = text.find('\0'); at != std::string::npos)
     return std::pair{mark_at(text, at, file, line_offset, column_offset),
                      std::string("invalid YAML: a NUL byte (\\0); is this a binary file?")};

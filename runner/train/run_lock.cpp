@@ -52,7 +52,10 @@ RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw std::runtime_error("cannot lock " + what + " " + dir + ": cannot open " + path + ": " +
-                             std::strerror(errno));
+                             std::strerror(errno) +
+                             (errno == EISDIR ? "; it is the run's lock file, not a folder: "
+                                                "move that folder away"
+                                              : ""));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     if (error == ENOLCK || error == ENOSYS || error == EOPNOTSUPP || error == EINVAL) {

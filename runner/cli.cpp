@@ -174,6 +174,8 @@ std::string parse_failure(const CLI::App* app, const CLI::Error& e) {
         message.substr(19, equals - 19) + ": '" + message.substr(equals + 3) + "' is not a number";
   } else if (const auto missing = value_missing(message)) {
     message = *missing;
+  } else if (message.rfind("run_dir: ", 0) == 0) {  // eval's positional, as its usage names it
+    message = "RUN_DIR: " + message.substr(9);
   } else if (message.rfind(kNotExpected, 0) == 0 || message.rfind(kNotExpectedMany, 0) == 0) {
     const bool one = message.rfind(kNotExpected, 0) == 0;
     // CLI11 lists the extra words last first.

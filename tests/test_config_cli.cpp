@@ -201,7 +201,7 @@ TEST_CASE("usage errors exit 2, help exits 0") {
             .out.find("error: trainer eval needs a run directory: trainer eval "
                       "RUN_DIR [KEY=VALUE ...]\n") == 0);
   CHECK(run("eval does_not_exist", true)
-            .out.find("error: run_dir: no such directory 'does_not_exist'\n") == 0);
+            .out.find("error: RUN_DIR: no such directory 'does_not_exist'\n") == 0);
   CHECK(run("run --resume " + kGood + "mlp.yaml", true)
             .out.find("error: --resume: '" + kGood +
                       "mlp.yaml' is a file; give the run directory") == 0);

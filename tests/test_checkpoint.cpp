@@ -83,6 +83,14 @@ TEST_CASE("malformed safetensors files are errors naming the file and the offset
   bad_json[8] = 'x';
   CHECK(error_of(bad_json).find("ckpt/model.safetensors: offset ") == 0);
   CHECK(error_of(bad_json).find("not valid JSON") != std::string::npos);
+  // The parser's reason follows, without the bytes it read (not UTF-8 here).
+  std::string not_utf8 = good;
+  not_utf8[10] = '\xFF';  // inside the first name
+  const std::string reason = error_of(not_utf8);
+  CHECK(reason.find("offset 10: header is not valid JSON (syntax error while parsing object key - "
+                    "invalid string: ill-formed UTF-8 byte; expected string literal)") !=
+        std::string::npos);
+  CHECK(reason.find('\xFF') == std::string::npos);
   const std::string truncated = good.substr(0, good.size() - 4);
   const std::string message = error_of(truncated);
   CHECK(message.find("tensor 'fc1.weight'") != std::string::npos);

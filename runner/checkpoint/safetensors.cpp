@@ -109,7 +109,18 @@ nlohmann::json parse_header(std::string_view text, const std::string& path) {
   try {
     header = nlohmann::json::parse(text.begin(), text.end(), note_names);
   } catch (const nlohmann::json::parse_error& e) {
-    fail(path, kHeaderOffset + (e.byte > 0 ? e.byte - 1 : 0), "header is not valid JSON");
+    // The parser's reason, without its "[json.exception...] parse error at
+    // line 1, column N: " prefix (the offset says where).
+    std::string reason = e.what();
+    if (const std::size_t at = reason.find(": "); at != std::string::npos)
+      reason = reason.substr(at + 2);
+    // Nor the bytes it last read, which may be the ones that are not UTF-8.
+    if (const std::size_t read = reason.find("; last read: '"); read != std::string::npos) {
+      const std::size_t end = reason.find("'; ", read + 14);
+      reason.erase(read, end == std::string::npos ? std::string::npos : end + 1 - read);
+    }
+    fail(path, kHeaderOffset + (e.byte > 0 ? e.byte - 1 : 0),
+         "header is not valid JSON (" + reason + ")");
   }
   if (!header.is_object()) fail(path, kHeaderOffset, "header is not a JSON object");
   if (!repeated.empty()) fail(path, kHeaderOffset, "header names '" + repeated + "' twice");

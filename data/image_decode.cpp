@@ -11,7 +11,6 @@
 #include <png.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <csetjmp>
 #include <cstring>
@@ -270,15 +269,15 @@ Image decode_jpeg(const std::string& path, const std::vector<std::uint8_t>& byte
   bool colour = false;
   if (!decode_jpeg_into(bytes.data(), bytes.size(), static_cast<int>(channels), &out.pixels,
                         &height, &width, &colour, &error)) {
+    if (error.stage == nullptr)
+      throw std::runtime_error("cannot decode JPEG image '" + path + "': " + error.message +
+                               ": a damaged size field, or a file cut short; copy it again, or "
+                               "remove it");
     if (error.color_space == JCS_CMYK || error.color_space == JCS_YCCK) {
       decode_failed("JPEG", path, error.stage, error.message,
                     "it is a CMYK JPEG, and only grayscale and RGB JPEGs are read: re-encode it "
                     "as an RGB or grayscale JPEG or PNG");
     }
-    if (error.stage == nullptr)
-      throw std::runtime_error("cannot decode JPEG image '" + path + "': " + error.message +
-                               ": a damaged size field, or a file cut short; copy it again, or "
-                               "remove it");
     if (error.code == JWRN_HIT_MARKER)
       decode_failed("JPEG", path, error.stage, error.message,
                     "its scan data stops before the end of the image, at a marker: the file was "
@@ -349,20 +348,34 @@ std::string not_png_or_jpeg(const std::vector<std::uint8_t>& bytes) {
       : starts_with("RIFF") && starts_with("WEBP", 8) ? "a WebP"
       : starts_with(std::string_view("II*\0", 4)) || starts_with(std::string_view("MM\0*", 4))
           ? "a TIFF"
-      : starts_with("ftyp", 4) ? "an HEIF or AVIF"
-                               : nullptr;
+      : starts_with("ftyp", 4) &&
+              (starts_with("hei", 8) || starts_with("hev", 8) || starts_with("mif1", 8) ||
+               starts_with("msf1", 8) || starts_with("avi", 8))
+          ? "an HEIF or AVIF"
+          : nullptr;
   if (format)
     return std::string(format) +
            " image, not a PNG or JPEG one: only PNG and JPEG images are read; convert it to PNG, "
            "or remove it";
-  std::size_t text = 0;
-  while (text < bytes.size() && text < 64 &&
-         (std::isprint(bytes[text]) || std::isspace(bytes[text])))
-    ++text;
-  if (text == std::min<std::size_t>(bytes.size(), 64)) {
-    std::size_t first = 0;
-    while (first < text && std::isspace(bytes[first])) ++first;
-    if (first < text && bytes[first] == '<')
+  if (starts_with("ftyp", 4))
+    return "an MP4, MOV or other ISO media file (a video?), not an image: remove it";
+  // Text (after a UTF-8 byte order mark, if any): an SVG, a web page or XML,
+  // or other text.
+  const std::size_t bom = starts_with("\xEF\xBB\xBF") ? 3 : 0;
+  const std::size_t looked_at = std::min<std::size_t>(bytes.size(), bom + 512);
+  // No control byte but white space (UTF-8's bytes above 0x7F pass).
+  const auto texty = [](std::uint8_t b) {
+    return (b >= 0x20 && b != 0x7F) || b == '\t' || b == '\n' || b == '\r' || b == '\f';
+  };
+  std::size_t text = bom;
+  while (text < looked_at && texty(bytes[text])) ++text;
+  if (text == looked_at) {
+    const std::string_view head(reinterpret_cast<const char*>(bytes.data()) + bom, text - bom);
+    if (head.find("<svg") != std::string_view::npos)
+      return "an SVG (vector) image, not a PNG or JPEG one: only PNG and JPEG images are read; "
+             "convert it to PNG (rsvg-convert FILE -o IMAGE.png), or remove it";
+    const std::size_t first = head.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && head[first] == '<')
       return "an HTML or XML text (a web page saved in the image's place?), not an image: copy "
              "or download it again, or remove it";
     return "a text file, not an image: copy or download it again, or remove it";

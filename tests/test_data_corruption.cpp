@@ -802,6 +802,20 @@ TEST_CASE("decoder and folder failures name the file, what failed and a fix") {
                                "': the frame header (SOF) gives 16384 x 16384 pixels") &&
                           Contains("a damaged size field"));
     std::filesystem::remove(dir.file("img/a/huge.jpg"));
+    // A CMYK one too: the size is what is wrong with it, said with its name.
+    Bytes cmyk = cmyk_jpeg_bytes(8, 8, {10, 20, 30, 40});
+    const std::uint8_t sof0[] = {0xFF, 0xC0};
+    const auto cmyk_sof = std::search(cmyk.begin(), cmyk.end(), std::begin(sof0), std::end(sof0));
+    REQUIRE(cmyk_sof != cmyk.end());
+    for (const std::size_t at : {5, 7}) {
+      cmyk_sof[at] = 0x40;
+      cmyk_sof[at + 1] = 0;
+    }
+    write_bytes(dir.file("img/a/huge_cmyk.jpg"), cmyk);
+    CHECK_THROWS_WITH(open_image_folder(dir.file("img"), 4, 4, 3)->read(0, sample.data(), &label),
+                      Contains("'" + dir.file("img/a/huge_cmyk.jpg") +
+                               "': the frame header (SOF) gives 16384 x 16384 pixels"));
+    std::filesystem::remove(dir.file("img/a/huge_cmyk.jpg"));
     // One colour, as small as each format makes it: still read.
     write_bytes(dir.file("img/a/flat.png"), png_bytes(1024, 1024, 3, Bytes(3 << 20, 7)));
     write_bytes(dir.file("img/b/flat.jpg"), jpeg_bytes(1024, 1024, Bytes(3 << 20, 7), 10, true));

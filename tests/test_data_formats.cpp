@@ -503,6 +503,19 @@ TEST_CASE(
                       "convert it to PNG"));
   CHECK_THAT(decode_error(text_bytes("\n  <!DOCTYPE html><html><body>Not Found")),
              Contains("an HTML or XML text (a web page saved in the image's place?)"));
+  CHECK_THAT(
+      decode_error(text_bytes("\xEF\xBB\xBF<?xml version=\"1.0\"?>\n<svg width=\"8\">")),
+      Contains("an SVG (vector) image, not a PNG or JPEG one") && Contains("convert it to PNG"));
+  CHECK_THAT(decode_error(text_bytes("caf\xC3\xA9 au lait, not an image\n")),
+             Contains("a text file, not an image"));
+  CHECK_THAT(decode_error(text_bytes(std::string("\0\0\0\x18"
+                                                 "ftypmp42\0\0\0\0",
+                                                 16))),
+             Contains("an MP4, MOV or other ISO media file (a video?), not an image"));
+  CHECK_THAT(decode_error(text_bytes(std::string("\0\0\0\x18"
+                                                 "ftypheic\0\0\0\0",
+                                                 16))),
+             Contains("an HEIF or AVIF image, not a PNG or JPEG one"));
   CHECK_THAT(decode_error({0x00, 0x01, 0xFE, 0xFF, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60}),
              Contains("neither a PNG nor a JPEG file (its first bytes are 00 01 FE FF 10 20 30 "
                       "40)"));

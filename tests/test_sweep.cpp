@@ -532,7 +532,8 @@ TEST_CASE("trainer validate refuses the sweep sections trainer sweep refuses") {
       validate("sweep: {random: {trials: 0, params: {optimizer.lr: {uniform: [0.1, 0.2]}}}}\n", {});
   CHECK(code == 2);
   CHECK(count(log, "error:") == 1);
-  CHECK(log.find("sweep.random.trials: expected an integer >= 1") != std::string::npos);
+  CHECK(log.find("sweep.random.trials: expected an integer >= 1, found integer 0") !=
+        std::string::npos);
   // A swept value the data refuses (a batch its 512 samples cannot fill)
   // is refused as the sweep refuses it, at the value, not after an "ok".
   std::tie(code, log) = validate("sweep: {grid: {train.batch_size: [32, 1024]}}\n", {});

@@ -145,7 +145,7 @@ TEST_CASE("a damaged image met mid-run keeps the steps before it; the repaired r
     CHECK(contains(failed.out, "error: data loader: sample "));
     CHECK(contains(failed.out, "; the training up to step " + std::to_string(steps) +
                                    " is kept in checkpoint " + kept +
-                                   ": repair or remove that file (`trainer validate " + failed_dir +
+                                   ": restore that file as it was (`trainer validate " + failed_dir +
                                    "/config.yaml --data` lists every sample"));
     CHECK(contains(failed.out, "`trainer run --resume " + failed_dir + "` goes on from there"));
     CHECK(contains(summary["error"].get<std::string>(), "is kept in checkpoint " + kept));

@@ -52,10 +52,11 @@ void print_loader_rate(const train::Session& s, const config::Config& config, Ba
     std::printf("%s\n", train::input_wait_advice(w).c_str());
   } else if (on_cpu && workers + w.compute_threads > w.cores) {
     std::printf(
-        "(in a run its %lld worker%s the %lld cores with %lld compute threads, and build slower "
+        "(in a run its %lld worker%s the %lld cores with %lld compute threads, and %s slower "
         "than here)\n",
         static_cast<long long>(workers), workers == 1 ? " shares" : "s share",
-        static_cast<long long>(w.cores), static_cast<long long>(w.compute_threads));
+        static_cast<long long>(w.cores), static_cast<long long>(w.compute_threads),
+        workers == 1 ? "builds" : "build");
   }
 }
 

@@ -610,7 +610,8 @@ SweepSpec parse_sweep(const Node& section, const std::vector<std::string>& grid_
           double n = 0;
           if (rk == "trials") {
             if (!number(rv, n) || n < 1 || n != std::floor(n)) {
-              diags.add(rv.mark(), path + ".trials", "expected an integer >= 1");
+              diags.add(rv.mark(), path + ".trials",
+                        "expected an integer >= 1, found " + config::describe(rv));
             } else {
               const auto cap = static_cast<double>(kMaxTrials);
               spec.random_trials = static_cast<std::int64_t>(std::min(n, cap + 1));

@@ -362,9 +362,10 @@ std::optional<RecordedBatch> recorded_batch(const std::string& dir, std::string*
     *field = value->get<std::int64_t>();
   }
   // An edited or damaged record: its parts do not make its whole.
-  if (recorded.global > std::numeric_limits<std::int64_t>::max() / recorded.world ||
-      recorded.micro > recorded.global || recorded.accumulation > recorded.global ||
-      recorded.micro * recorded.accumulation * recorded.world != recorded.global) {
+  // (Divided, not multiplied: an edited value may be any 64-bit number.)
+  if (recorded.global % recorded.world != 0 ||
+      recorded.global / recorded.world % recorded.accumulation != 0 ||
+      recorded.global / recorded.world / recorded.accumulation != recorded.micro) {
     if (problem)
       *problem = fmt::format(
           "{}/manifest.json records a batch of micro-batch {} x accumulation {} x {} rank(s), "

@@ -150,9 +150,10 @@ std::string TrainLoop::keep_training_before(std::int64_t epoch_step) {
   if (world_ > 1) return "";
   const auto resume_from = [&](const std::string& checkpoint, const char* kept) {
     return fmt::format(
-        "; the training up to step {} is {}in checkpoint {}: repair or remove that file "
+        "; the training up to step {} is {}in checkpoint {}: restore that file as it was "
         "(`trainer validate {}/config.yaml --data` lists every sample that cannot be read), then "
-        "`trainer run --resume {}` goes on from there",
+        "`trainer run --resume {}` goes on from there (without it the training set is another: "
+        "the resume trains other samples, and is refused when an epoch's steps change)",
         step_, kept, checkpoint, run_dir_, run_dir_);
   };
   if (step_ == first_step_ || step_ == last_checkpoint_step_)

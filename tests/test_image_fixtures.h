@@ -136,6 +136,14 @@ inline void write_image_folder(const std::string& root, int per_class,
   }
 }
 
+// A config of a linear layer over the image folder `root` (write_image_folder's
+// 3x3 images of two classes), then `rest` (a train: section, ...).
+inline std::string linear_on_image_folder(const std::string& root, const std::string& rest) {
+  return "model:\n  layers:\n    - {type: flatten}\n    - {type: linear, out_features: 2}\n"
+         "data:\n  train: {type: image_folder, root: " +
+         root + ", size: [3, 3]}\n" + rest;
+}
+
 // root/<name>/<k>.png: `count` 3x3 RGB images of one class, image k of brightness
 // `value` + k % 7 (classes of well-apart values are easily told apart).
 inline void write_image_class(const std::string& root, const std::string& name, int value,

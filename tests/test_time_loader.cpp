@@ -11,18 +11,13 @@
 #include "test_data_fixtures.h"
 #include "test_image_fixtures.h"
 
-using trainer::data::testing::TempDir;
-using trainer::data::testing::write_image_folder;
-using trainer::data::testing::write_text;
+using namespace trainer::data::testing;
+using Catch::Contains;
 using trainer::testing::run_trainer;
 
 namespace {
 
 const std::string kGood = std::string(TRAINER_TEST_DATA_DIR) + "/configs/good/";
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // The loader's line: its rate, and that rate over the step's.
 struct LoaderLine {
@@ -50,7 +45,7 @@ TEST_CASE("trainer time: a loader far faster than the step is no warning") {
   const LoaderLine loader = loader_line(r.out);
   CHECK(loader.samples_per_s > 0);
   CHECK(loader.ratio > 2);
-  CHECK_FALSE(contains(r.out, "input-bound"));
+  CHECK_THAT(r.out, !Contains("input-bound"));
 }
 
 TEST_CASE("trainer time: a loader slower than the step predicts the run's input-bound warning") {
@@ -58,13 +53,8 @@ TEST_CASE("trainer time: a loader slower than the step predicts the run's input-
   TempDir dir;
   write_image_folder(dir.file("train"), 40);
   const std::string config = dir.file("folder.yaml");
-  write_text(config,
-             "model:\n  layers:\n    - {type: flatten}\n    - {type: linear, out_features: 2}\n"
-             "data:\n  train: {type: image_folder, root: " +
-                 dir.file("train") +
-                 ", size: [3, 3]}\n"
-                 "train: {batch_size: 8}\n"
-                 "backend: {threads: 1}\n");
+  write_text(config, linear_on_image_folder(dir.file("train"),
+                                            "train: {batch_size: 8}\nbackend: {threads: 1}\n"));
   for (const char* workers : {"0", "1"}) {
     INFO("data.workers=" << workers);
     const auto r =
@@ -74,6 +64,6 @@ TEST_CASE("trainer time: a loader slower than the step predicts the run's input-
     const LoaderLine loader = loader_line(r.out);
     CHECK(loader.samples_per_s > 0);
     CHECK(loader.ratio < 0.5);
-    CHECK(contains(r.out, "\ninput-bound: a run's step would wait for data about "));
+    CHECK_THAT(r.out, Contains("\ninput-bound: a run's step would wait for data about "));
   }
 }

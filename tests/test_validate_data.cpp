@@ -18,6 +18,7 @@
 #include "test_data_fixtures.h"
 #include "test_image_fixtures.h"
 
+using trainer::data::testing::linear_on_image_folder;
 using trainer::data::testing::TempDir;
 using trainer::data::testing::write_image_folder;
 using trainer::data::testing::write_text;
@@ -115,11 +116,7 @@ TEST_CASE("a damaged image met mid-run keeps the steps before it; the repaired r
     write_image_folder(dir.file("train"), 8);
     const std::string config = dir.file("folder.yaml");
     write_text(config,
-               "model:\n  layers:\n    - {type: flatten}\n    - {type: linear, out_features: 2}\n"
-               "data:\n  train: {type: image_folder, root: " +
-                   dir.file("train") +
-                   ", size: [3, 3]}\n"
-                   "train: {batch_size: 2, epochs: 2}\n");
+               linear_on_image_folder(dir.file("train"), "train: {batch_size: 2, epochs: 2}\n"));
     const std::string overrides = std::string(" data.workers=") + workers;
     const auto straight =
         run_trainer("run " + config + overrides + " --out " + dir.file("straight") + " 2>&1", true);
@@ -145,8 +142,8 @@ TEST_CASE("a damaged image met mid-run keeps the steps before it; the repaired r
     CHECK(contains(failed.out, "error: data loader: sample "));
     CHECK(contains(failed.out, "; the training up to step " + std::to_string(steps) +
                                    " is kept in checkpoint " + kept +
-                                   ": restore that file as it was (`trainer validate " + failed_dir +
-                                   "/config.yaml --data` lists every sample"));
+                                   ": restore that file as it was (`trainer validate " +
+                                   failed_dir + "/config.yaml --data` lists every sample"));
     CHECK(contains(failed.out, "`trainer run --resume " + failed_dir + "` goes on from there"));
     CHECK(contains(summary["error"].get<std::string>(), "is kept in checkpoint " + kept));
 

@@ -8,7 +8,11 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -48,4 +52,67 @@ TEST_CASE("a SIGTERM to a 2-rank run exits 143 and leaves a directory that resum
   INFO(read_text(tmp / "resume.log"));
   CHECK(resumed.exit_code() == 0);
   CHECK(nlohmann::json::parse(read_text(dir + "/summary.json"))["steps"] == steps + 2);
+}
+
+namespace {
+
+// The rank (OMPI_COMM_WORLD_RANK) of a process mpirun started; -1 if unknown.
+int rank_of(pid_t pid) {
+  const std::string environ = read_text("/proc/" + std::to_string(pid) + "/environ");
+  const std::string key = std::string("OMPI_COMM_WORLD_RANK=");
+  for (std::size_t at = 0; at < environ.size(); at = environ.find('\0', at) + 1) {
+    if (environ.compare(at, key.size(), key) == 0)
+      return std::atoi(environ.c_str() + at + key.size());
+    if (environ.find('\0', at) == std::string::npos) break;
+  }
+  return -1;
+}
+
+}  // namespace
+
+// A signal to the whole process group (a container stop, systemctl stop)
+// reaches mpirun too, which then exits 1 once the ranks stopped; a signal to
+// one rank alone stops the others on the same signal: either way the job
+// ends as a stop, with the code and the signal that was sent.
+TEST_CASE("a stop that reaches mpirun too, or one rank alone, ends the job as that stop") {
+  TempDir tmp("dist-stop-group");
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  const auto started = [&](const std::string& name) {
+    auto run = std::make_unique<TrainerChild>(
+        std::vector<std::string>{"run", tmp / "tiny.yaml", "devices.world_size=2",
+                                 "train.epochs=500", "--out", tmp / name},
+        tmp / (name + ".log"));
+    REQUIRE(wait_for_lines(tmp / (name + "/metrics.jsonl"), 1, std::chrono::seconds(60)));
+    return run;
+  };
+  {
+    const auto run = started("group");
+    const std::vector<pid_t> mpirun = child_processes(run->pid());
+    REQUIRE(mpirun.size() == 1);
+    const std::vector<pid_t> ranks = child_processes(mpirun[0]);
+    run->signal_it(SIGTERM);
+    kill(mpirun[0], SIGTERM);
+    for (const pid_t rank : ranks) kill(rank, SIGTERM);
+    const int code = run->exit_code();
+    INFO(read_text(tmp / "group.log"));
+    CHECK(code == 143);
+    const auto summary = nlohmann::json::parse(read_text(tmp / "group/summary.json"));
+    CHECK(summary["status"] == "interrupted");
+    CHECK(summary["signal"] == SIGTERM);
+  }
+  {
+    const auto run = started("one");
+    const std::vector<pid_t> mpirun = child_processes(run->pid());
+    REQUIRE(mpirun.size() == 1);
+    bool sent = false;
+    for (const pid_t rank : child_processes(mpirun[0]))
+      if (rank_of(rank) == 1) sent = kill(rank, SIGINT) == 0;
+    REQUIRE(sent);
+    const int code = run->exit_code();
+    INFO(read_text(tmp / "one.log"));
+    CHECK(code == 130);
+    const auto summary = nlohmann::json::parse(read_text(tmp / "one/summary.json"));
+    CHECK(summary["status"] == "interrupted");
+    CHECK(summary["signal"] == SIGINT);
+  }
 }

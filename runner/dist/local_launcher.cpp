@@ -150,16 +150,24 @@ class RunDirNote {
   RunDirNote(const RunDirNote&) = delete;
   RunDirNote& operator=(const RunDirNote&) = delete;
 
+  // Whether the root recorded this job as stopped by a signal: its
+  // summary.json, written since the launch, says "interrupted" (mpirun,
+  // signalled too, exits 1 whatever the ranks did).
+  bool root_recorded_stop() const {
+    const std::string dir = run_dir();
+    if (dir.empty() || !written_since_launch(std::filesystem::path(dir) / "summary.json"))
+      return false;
+    const nlohmann::json summary = nlohmann::json::parse(
+        std::ifstream(std::filesystem::path(dir) / "summary.json"), nullptr, false);
+    return summary.is_object() && summary.value("status", "") == "interrupted";
+  }
+
   void record_job_failure(const MpirunEnd& end) const {
-    std::ifstream in(path_);
-    std::string dir;
-    std::getline(in, dir);
+    const std::string dir = run_dir();
     if (dir.empty()) return;  // the root failed before it had a run directory: it said why
     const std::filesystem::path summary = std::filesystem::path(dir) / "summary.json";
     std::error_code ec;
-    if (std::filesystem::exists(summary, ec) &&
-        std::filesystem::last_write_time(summary, ec) >= started_ && !ec)
-      return;  // the root recorded it
+    if (written_since_launch(summary)) return;  // the root recorded it
     // An earlier session's record is kept inside the new one (a damaged one
     // parses as discarded, and is not).
     const nlohmann::json earlier =
@@ -172,6 +180,19 @@ class RunDirNote {
   }
 
  private:
+  // The run directory the root named (empty before it had one).
+  std::string run_dir() const {
+    std::ifstream in(path_);
+    std::string dir;
+    std::getline(in, dir);
+    return dir;
+  }
+  bool written_since_launch(const std::filesystem::path& file) const {
+    std::error_code ec;
+    return std::filesystem::exists(file, ec) &&
+           std::filesystem::last_write_time(file, ec) >= started_ && !ec;
+  }
+
   std::string path_;
   std::filesystem::file_time_type started_;
 };
@@ -236,8 +257,11 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
   const RunDirNote note;
   const MpirunEnd end = wait_for_mpirun(start_mpirun(cmd));
   const int stop = checkpoint::stop_requested();
-  // Ended by the stop sent on to the ranks (or to mpirun before they ran).
-  const bool ended_by_stop = stop != 0 && end.code == 128 + stop;
+  // Ended by the stop sent on to the ranks (or to mpirun before they ran),
+  // or by one that reached mpirun too (a signal to the process group, as a
+  // container stop sends it), which then exits 1 once the ranks stopped.
+  const bool ended_by_stop =
+      stop != 0 && (end.code == 128 + stop || (end.code != 0 && note.root_recorded_stop()));
   if (end.code != 0 && !ended_by_stop) note.record_job_failure(end);
   // mpirun reports the ranks' 128 + N as a failure of the job.
   if (ended_by_stop && !end.mpirun_killed)
@@ -245,7 +269,7 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
                  "note: the ranks stopped on signal %d, as asked: mpirun's report above of a "
                  "non-zero exit code is that stop, not a failure\n",
                  stop);
-  return end.code;
+  return ended_by_stop ? 128 + stop : end.code;
 }
 
 }  // namespace trainer::dist

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
@@ -38,9 +39,16 @@ namespace {
 int agreed_stop_signal(Collective& collective) {
   const int local = checkpoint::stop_requested();
   if (collective.world() <= 1) return local;
-  std::vector<double> any = {local != 0 ? 1.0 : 0.0};
-  collective.all_reduce_statistics(any);
-  return local != 0 ? local : (any[0] > 0 ? SIGTERM : 0);
+  // How many ranks were asked to stop, and by which signals: a rank that has
+  // none yet (the launcher's copy on its way, or a signal sent to one rank)
+  // stops on theirs when they agree on one, else on SIGTERM.
+  const double sig = local;
+  std::vector<double> asked = {local != 0 ? 1.0 : 0.0, sig, sig * sig};
+  collective.all_reduce_statistics(asked);
+  if (local != 0 || asked[0] == 0) return local;
+  const double mean = asked[1] / asked[0];
+  const bool one_signal = asked[2] * asked[0] == asked[1] * asked[1];
+  return one_signal ? static_cast<int>(std::lround(mean)) : SIGTERM;
 }
 
 // Steps (1-based) whose gradients are overwritten with inf, from the environment

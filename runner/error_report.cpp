@@ -1,15 +1,18 @@
 // Error reports on stderr, a line per write (error_report.h).
 #include "runner/error_report.h"
 
+#include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
 #include "runner/dist/launch_env.h"
+#include "runner/train/progress.h"
 
 namespace trainer {
 namespace {
@@ -36,6 +39,30 @@ void write_whole(int fd, iovec* parts, int count) {
   }
 }
 
+// In a rank of a job trainer's own launcher started (it names the file the
+// root writes its run directory to): the report's first line, after the
+// rank's mark, appended to that file's ".errors" companion, one write. The
+// launcher records the first of them when a rank's failure ends the job
+// before the root could record it. Allocates nothing (an out-of-memory
+// report passes here too).
+void keep_for_launcher(const std::string& mark, std::string_view report) {
+  const char* note = std::getenv(train::kRunDirNoteVariable);
+  if (!note || mark.empty()) return;
+  char path[4096];
+  if (std::snprintf(path, sizeof path, "%s%s", note, train::kRankErrorsSuffix) >=
+      static_cast<int>(sizeof path))
+    return;
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const std::string_view line = report.substr(0, report.find('\n'));
+  char newline[] = "\n";
+  iovec parts[] = {{const_cast<char*>(mark.data()), mark.size()},
+                   {const_cast<char*>(line.data()), line.size()},
+                   {newline, 1}};
+  write_whole(fd, parts, 3);
+  ::close(fd);
+}
+
 }  // namespace
 
 void print_error_report(std::string_view report) {
@@ -44,6 +71,7 @@ void print_error_report(std::string_view report) {
     mark = dist::rank_mark();
   } catch (const std::exception&) {
   }
+  keep_for_launcher(mark, report);
   std::fflush(stderr);  // what stdio holds goes first
   char newline[] = "\n";
   while (!report.empty()) {

@@ -681,7 +681,8 @@ TEST_CASE(
   const nlohmann::json summary = read_json(dir / "summary.json");
   CHECK(summary["status"] == "failed");
   CHECK_THAT(summary["error"].get<std::string>(),
-             Catch::Contains("a rank of the job was killed by signal 9"));
+             Catch::Contains("a rank of the job was killed by signal 9") &&
+                 Catch::Contains("trainer run --resume " + dir.string()));
   // What a resume goes on from, and the finished session's record.
   CHECK(summary["steps"].get<std::int64_t>() >= 3);
   CHECK(fs::exists(summary["last_checkpoint"].get<std::string>()));
@@ -718,8 +719,16 @@ TEST_CASE("a rank that fails alone: the launcher records the job's failure in su
   CHECK_THAT(r.out, Catch::Contains("[rank 1] error: "));  // where the summary points
   const nlohmann::json summary = read_json(dir / "summary.json");
   CHECK(summary["status"] == "failed");
-  CHECK_THAT(summary["error"].get<std::string>(),
-             Catch::Contains("a rank of the job failed (mpirun exit code"));
+  // The rank's own error, naming the file, and how to go on.
+  const std::string error = summary["error"].get<std::string>();
+  CHECK_THAT(error, Catch::Contains("a rank of the job failed (mpirun exit code") &&
+                        Catch::Contains(": [rank 1] error: data loader: ") &&
+                        Catch::Contains("1.png") &&
+                        Catch::Contains("trainer run --resume " + dir.string() +
+                                        " goes on from the last checkpoint"));
+  std::stringstream log;
+  log << std::ifstream(dir / "train.log").rdbuf();
+  CHECK_THAT(log.str(), Catch::Contains("[rank 1] error: data loader: "));
 }
 
 TEST_CASE("a resume the ranks refuse leaves the run's summary.json as it was") {

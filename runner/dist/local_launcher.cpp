@@ -111,22 +111,28 @@ struct MpirunEnd {
 
 // Why the job ended: mpirun itself killed, or from its exit code (128 + N
 // when a rank was killed by signal N: mpirun's own lines above name the rank).
-std::string job_failure(const MpirunEnd& end) {
+// `rank_error`: the first error line a rank reported ("[rank 1] error: ..."),
+// empty when none did; `dir`: the run directory, to resume.
+std::string job_failure(const MpirunEnd& end, const std::string& rank_error,
+                        const std::string& dir) {
   const int code = end.code;
   const std::string unrecorded = " and the job ended before the root rank could record it";
+  const std::string resume =
+      "; once that is put right, trainer run --resume " + dir + " goes on from the last checkpoint";
   if (end.mpirun_killed)
     return "mpirun, which ran the job's ranks, was killed by signal " + std::to_string(code - 128) +
-           " (" + strsignal(code - 128) + ")" + unrecorded +
-           "; the ranks stopped with it (trainer run --resume DIR goes on from the last "
-           "checkpoint)";
+           " (" + strsignal(code - 128) + ")" + unrecorded + "; the ranks stopped with it" + resume;
   if (code > 128 && code < 128 + NSIG) {
     const int sig = code - 128;
     return "a rank of the job was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) +
            ")" + (sig == SIGKILL ? ": the system's out-of-memory killer, or kill -9," : "") +
-           unrecorded + "; mpirun's message above names the rank";
+           unrecorded + "; mpirun's message above names the rank" + resume;
   }
   return "a rank of the job failed (mpirun exit code " + std::to_string(code) + ")" + unrecorded +
-         "; the rank's error is in the console output, after its [rank N] prefix";
+         (rank_error.empty()
+              ? "; the rank's error is in the console output, after its [rank N] prefix"
+              : ": " + rank_error) +
+         resume;
 }
 
 // The file the root rank names its run directory in (kRunDirNoteVariable),
@@ -141,11 +147,13 @@ class RunDirNote {
                   .string()),
         started_(std::filesystem::file_time_type::clock::now()) {
     std::filesystem::remove(path_);
+    std::filesystem::remove(path_ + train::kRankErrorsSuffix);
     setenv(train::kRunDirNoteVariable, path_.c_str(), 1);
   }
   ~RunDirNote() {
     std::error_code ec;
     std::filesystem::remove(path_, ec);
+    std::filesystem::remove(path_ + train::kRankErrorsSuffix, ec);
   }
   RunDirNote(const RunDirNote&) = delete;
   RunDirNote& operator=(const RunDirNote&) = delete;
@@ -173,13 +181,20 @@ class RunDirNote {
     const nlohmann::json earlier =
         nlohmann::json::parse(std::ifstream(summary), nullptr, /*allow_exceptions=*/false);
     std::filesystem::remove(summary, ec);
-    const std::string error = job_failure(end);
+    const std::string error = job_failure(end, first_rank_error(), dir);
     train::record_failure(dir, error, earlier.is_object() ? earlier : nlohmann::json());
     train::log_failure(dir, error);
     std::fprintf(stderr, "error: %s (recorded in %s)\n", error.c_str(), summary.c_str());
   }
 
  private:
+  // The first error line a rank reported (error_report.cpp), or "".
+  std::string first_rank_error() const {
+    std::ifstream in(path_ + train::kRankErrorsSuffix);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
   // The run directory the root named (empty before it had one).
   std::string run_dir() const {
     std::ifstream in(path_);

@@ -16,6 +16,9 @@ inline constexpr const char* kStdoutTerminalVariable = "TRAINER_STDOUT_TERMINAL"
 // rank writes its run directory's path into, so that the launcher can record
 // a job that mpirun ended before the root could (a rank that failed alone).
 inline constexpr const char* kRunDirNoteVariable = "TRAINER_RUN_DIR_NOTE";
+// Appended to that file's name: the file where each rank's error report
+// keeps its first line, "[rank N] error: ...", for the launcher to record.
+inline constexpr const char* kRankErrorsSuffix = ".errors";
 
 // Whether this process's stdout reaches a terminal. A rank's stdout is its
 // launcher's pipe or pty, which says nothing of where the output ends up:

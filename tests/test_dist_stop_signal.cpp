@@ -85,6 +85,15 @@ TEST_CASE("a stop that reaches mpirun too, or one rank alone, ends the job as th
     REQUIRE(wait_for_lines(tmp / (name + "/metrics.jsonl"), 1, std::chrono::seconds(60)));
     return run;
   };
+  // The launcher's exit code, and the run's record, of a stop by `sig`.
+  const auto ended_as_stop = [&](TrainerChild& run, const std::string& name, int sig) {
+    const int code = run.exit_code();
+    INFO(read_text(tmp / (name + ".log")));
+    CHECK(code == 128 + sig);
+    const auto summary = nlohmann::json::parse(read_text(tmp / (name + "/summary.json")));
+    CHECK(summary["status"] == "interrupted");
+    CHECK(summary["signal"] == sig);
+  };
   {
     const auto run = started("group");
     const std::vector<pid_t> mpirun = child_processes(run->pid());
@@ -93,12 +102,7 @@ TEST_CASE("a stop that reaches mpirun too, or one rank alone, ends the job as th
     run->signal_it(SIGTERM);
     kill(mpirun[0], SIGTERM);
     for (const pid_t rank : ranks) kill(rank, SIGTERM);
-    const int code = run->exit_code();
-    INFO(read_text(tmp / "group.log"));
-    CHECK(code == 143);
-    const auto summary = nlohmann::json::parse(read_text(tmp / "group/summary.json"));
-    CHECK(summary["status"] == "interrupted");
-    CHECK(summary["signal"] == SIGTERM);
+    ended_as_stop(*run, "group", SIGTERM);
   }
   {
     const auto run = started("one");
@@ -108,11 +112,6 @@ TEST_CASE("a stop that reaches mpirun too, or one rank alone, ends the job as th
     for (const pid_t rank : child_processes(mpirun[0]))
       if (rank_of(rank) == 1) sent = kill(rank, SIGINT) == 0;
     REQUIRE(sent);
-    const int code = run->exit_code();
-    INFO(read_text(tmp / "one.log"));
-    CHECK(code == 130);
-    const auto summary = nlohmann::json::parse(read_text(tmp / "one/summary.json"));
-    CHECK(summary["status"] == "interrupted");
-    CHECK(summary["signal"] == SIGINT);
+    ended_as_stop(*run, "one", SIGINT);
   }
 }

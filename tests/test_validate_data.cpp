@@ -152,6 +152,11 @@ TEST_CASE("a damaged image met mid-run keeps the steps before it; the repaired r
     INFO(resumed.out);
     REQUIRE(resumed.code == 0);
     CHECK(contains(resumed.out, "resuming from " + kept));
+    // The digest changed with the file: said, and that this resume is exact.
+    CHECK(contains(resumed.out,
+                   "A file the run stopped at, unable to read it, and restored since "
+                   "changes the digest too: it was never trained on, and the resume "
+                   "is the exact one"));
     CHECK(read_file(failed_dir + "/checkpoints/last/model.safetensors") ==
           read_file(dir.file("straight") + "/checkpoints/last/model.safetensors"));
   }

@@ -229,7 +229,9 @@ void TrainLoop::resume_or_initialize() {
         "(the same {} samples): the data changed since that checkpoint was written (a file "
         "replaced or edited, labels changed), so the resume trains on other data than the run "
         "did; restore that data to resume exactly, or start a new run from these weights "
-        "(model.init_from={}/model.safetensors)",
+        "(model.init_from={}/model.safetensors). A file the run stopped at, unable to read it, "
+        "and restored since changes the digest too: it was never trained on, and the resume is "
+        "the exact one",
         loaded->path, st.train_digest, digest, samples, loaded->path);
   warn_if_eval_data_changed(st, loaded->path);
   resumed_ = st;

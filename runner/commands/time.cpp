@@ -45,12 +45,11 @@ void print_loader_rate(const train::Session& s, const config::Config& config, Ba
   w.workers = workers;
   w.prefetch = config.data.prefetch;
   w.slots = rate.slots;
-  const bool on_cpu = config.devices.cpu || config.devices.gpus.empty();
-  w.compute_threads = on_cpu ? train::cpu_compute_threads(config) : 1;
+  w.compute_threads = train::step_compute_threads(config);
   w.cores = cpu::usable_cpus();
   if (w.wait_pct > 10.0) {
     std::printf("%s\n", train::input_wait_advice(w).c_str());
-  } else if (on_cpu && workers + w.compute_threads > w.cores) {
+  } else if (config.devices.on_cpu() && workers + w.compute_threads > w.cores) {
     std::printf(
         "(in a run its %lld worker%s the %lld cores with %lld compute threads, and %s slower "
         "than here)\n",

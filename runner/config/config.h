@@ -125,6 +125,8 @@ struct DevicesConfig {
   bool cpu = true;                 // `devices: cpu`
   std::vector<std::int64_t> gpus;  // `devices: [0, 1]`
   std::int64_t world_size = 1;     // CPU data-parallel ranks
+  // Training runs on the CPU: `devices: cpu`, or no GPU listed.
+  bool on_cpu() const { return cpu || gpus.empty(); }
 };
 
 struct BackendConfig {

@@ -229,7 +229,7 @@ MpirunEnd wait_for_mpirun(pid_t mpirun) {
 }  // namespace
 
 int requested_ranks(const config::Config& c) {
-  if (!c.devices.cpu && !c.devices.gpus.empty()) return static_cast<int>(c.devices.gpus.size());
+  if (!c.devices.on_cpu()) return static_cast<int>(c.devices.gpus.size());
   return static_cast<int>(std::max<std::int64_t>(1, c.devices.world_size));
 }
 

@@ -22,7 +22,7 @@ bool launcher_bound_gpu(const config::Config& c, const RankPlace& place) {
 
 config::Config rank_config(config::Config c, const RankPlace& place) {
   config::Diagnostics diags;
-  if (c.devices.cpu || c.devices.gpus.empty()) {
+  if (c.devices.on_cpu()) {
     if (c.devices.world_size > 1 && c.devices.world_size != place.world)
       diags.add(train::mark_of(c, "devices.world_size"), "devices.world_size",
                 "devices.world_size is " + std::to_string(c.devices.world_size) +

@@ -40,7 +40,7 @@ double env_number(const char* name, double fallback, double minimum) {
 }
 
 bool uses_gpus(const config::Config& c) {
-  return !c.devices.cpu && !c.devices.gpus.empty();
+  return !c.devices.on_cpu();
 }
 
 // How many GPUs this process sees (-1: no CUDA in this build).

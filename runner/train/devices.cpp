@@ -32,7 +32,7 @@ Backend& with_precision_checked(Backend& backend, const config::Config& config) 
 }  // namespace
 
 void check_devices(const config::Config& config, config::Diagnostics& diags) {
-  if (config.devices.cpu || config.devices.gpus.empty()) return;
+  if (config.devices.on_cpu()) return;
 #ifdef TRAINER_WITH_CUDA
   for (const std::int64_t gpu : config.devices.gpus)
     if (const std::string why = cuda::gpu_unavailable_reason(static_cast<int>(gpu)); !why.empty())
@@ -49,10 +49,13 @@ int cpu_compute_threads(const config::Config& config) {
                                     : cpu::default_cpu_threads();
 }
 
+int step_compute_threads(const config::Config& config) {
+  return config.devices.on_cpu() ? cpu_compute_threads(config) : 1;
+}
+
 Backend& select_backend(const config::Config& config) {
   cpu::set_cpu_threads(cpu_compute_threads(config));
-  if (config.devices.cpu || config.devices.gpus.empty())
-    return with_precision_checked(cpu_backend(), config);
+  if (config.devices.on_cpu()) return with_precision_checked(cpu_backend(), config);
   config::Diagnostics d;
   check_devices(config, d);
   d.throw_if_any();

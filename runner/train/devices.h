@@ -17,6 +17,10 @@ void check_devices(const config::Config& config, config::Diagnostics& diags);
 // cpu::default_cpu_threads() (OMP_NUM_THREADS, else the usable CPUs).
 int cpu_compute_threads(const config::Config& config);
 
+// The threads a training step computes on: cpu_compute_threads on the CPU,
+// the one host thread that drives a GPU.
+int step_compute_threads(const config::Config& config);
+
 // The backend for the first device of the config. Throws config::ConfigError
 // when the devices cannot be used here (check_devices).
 Backend& select_backend(const config::Config& config);

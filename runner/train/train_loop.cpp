@@ -138,7 +138,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
                  cfg_.checkpoint.mode == "max", cfg_.checkpoint.metric},
       timing_in_metrics_(!cfg_.deterministic),
       rank_buffers_(world_ > 1 ? rank_local_buffers(program) : std::vector<TensorRef>{}),
-      rank_buffers_each_step_(cfg_.devices.cpu || cfg_.devices.gpus.empty()),
+      rank_buffers_each_step_(cfg_.devices.on_cpu()),
       averaging_(cfg_.train.ema_decay > 0),
       scaler_(cfg_.precision.loss_scale, cfg_.precision.mode == "fp16"),
       inject_overflow_(injected_overflow_steps()),

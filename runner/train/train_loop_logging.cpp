@@ -235,8 +235,7 @@ void TrainLoop::watch_input(double window_seconds, std::int64_t window_samples) 
     w.workers = cfg_.data.workers;
     w.prefetch = cfg_.data.prefetch;
     w.slots = loader_.ring_size();
-    const bool on_cpu = cfg_.devices.cpu || cfg_.devices.gpus.empty();
-    w.compute_threads = on_cpu ? cpu_compute_threads(cfg_) : 1;
+    w.compute_threads = step_compute_threads(cfg_);
     w.cores = usable_cores_share();
     log_->warn("{}", input_wait_advice(w));
   }

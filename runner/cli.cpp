@@ -381,6 +381,12 @@ int run_command_line(int argc, char** argv) {
   CLI::App* version =
       app.add_subcommand("version", "Print version, commit, build type and backends");
 
+  // `--version` answers before CLI11 has read what follows it.
+  if (argc > 2 && std::string(argv[1]) == "--version") {
+    print_error_report("error: trainer --version takes no argument '" + std::string(argv[2]) +
+                       "'\n    trainer --help lists the commands\n");
+    return kUsageError;
+  }
   // A first word that is no command: CLI11 would only say one is required.
   if (argc > 1 && argv[1][0] == '-' && !help_asked && std::string(argv[1]) != "--version") {
     print_error_report("error: unknown option '" + std::string(argv[1]) +
@@ -396,7 +402,9 @@ int run_command_line(int argc, char** argv) {
       const std::string listed = config::join(names);
       const std::string near = config::nearest(word, names);
       print_error_report("error: unknown command '" + word + "'; the commands are: " + listed +
-                         "\n" + (near.empty() ? "" : "    did you mean '" + near + "'?\n"));
+                         "\n" +
+                         (near.empty() ? "    trainer --help says what each does\n"
+                                       : "    did you mean '" + near + "'?\n"));
       return kUsageError;
     }
   }

@@ -819,9 +819,16 @@ TEST_CASE("an unknown command is named, with the commands and the nearest") {
   CHECK(r.code == 2);
   CHECK(r.out ==
         "error: unknown command 'frobnicate'; the commands are: run, validate, "
-        "print-config, plan, time, sweep, lr-find, eval, doctor, schema, version\n");
+        "print-config, plan, time, sweep, lr-find, eval, doctor, schema, version\n"
+        "    trainer --help says what each does\n");
   CHECK(run("valdate x.yaml", true).out.find("    did you mean 'validate'?\n") !=
         std::string::npos);
+  // --version answers at once: what follows it would go unread.
+  const auto version = run("--version extra", true);
+  CHECK(version.code == 2);
+  CHECK(version.out.find("error: trainer --version takes no argument 'extra'") !=
+        std::string::npos);
+  CHECK(run("--version", true).code == 0);
 }
 
 TEST_CASE("a layer name that is not a string is described, not shown as ''") {

@@ -723,3 +723,20 @@ TEST_CASE("the manifest's commit is -dirty when the config file is not in it") {
   write_text(tmp / "repo/tiny.yaml", tiny_experiment() + "# edited\n");
   CHECK(commit_of("tiny.yaml", "edited") == clean + "-dirty");
 }
+
+TEST_CASE("summary.json names checkpoints by absolute paths, whatever --out was relative to") {
+  TempDir tmp("run-dir-relative-out");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string in_tmp = "cd " + std::string(tmp / "") + " && " + trainer_binary();
+  REQUIRE(run_command(in_tmp + " run tiny.yaml --out rel train.max_steps=8", true).code == 0);
+  const std::string run = fs::canonical(tmp / "rel").string();
+  CHECK(summary_of(run)["last_checkpoint"] == run + "/checkpoints/step-00000008");
+  // A resume from another folder, by another relative path.
+  REQUIRE(run_command("cd " + std::string(tmp / "rel/checkpoints") + " && " + trainer_binary() +
+                          " run --resume .. train.max_steps=14",
+                      true)
+              .code == 0);
+  const auto resumed = summary_of(run);
+  CHECK(resumed["resumed_from"] == run + "/checkpoints/step-00000008");
+  CHECK(resumed["last_checkpoint"] == run + "/checkpoints/step-00000014");
+}

@@ -295,6 +295,13 @@ std::vector<std::string> recorded_class_names(const std::string& dir) {
   }
 }
 
+std::string recorded_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec);
+  return ec ? path : absolute.lexically_normal().string();
+}
+
 void record_failure(const std::string& dir, const std::string& error,
                     const nlohmann::json& earlier) {
   std::error_code ec;
@@ -304,7 +311,7 @@ void record_failure(const std::string& dir, const std::string& error,
     const fs::path last = checkpoint::CheckpointStore(dir).find("last", "", false);
     const std::string name = last.filename().string();
     if (name.rfind("step-", 0) == 0) summary["steps"] = std::stoll(name.substr(5));
-    summary["last_checkpoint"] = last.string();
+    summary["last_checkpoint"] = recorded_path(last.string());
   } catch (const std::exception&) {  // none: nothing was kept
   }
   if (!earlier.is_null()) summary["earlier_summary"] = earlier;

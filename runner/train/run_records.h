@@ -65,6 +65,10 @@ RestoredStatistics restore_normalize_statistics(const std::string& dir, config::
 // empty when it recorded none.
 std::vector<std::string> recorded_class_names(const std::string& dir);
 
+// A checkpoint's path as summary.json records it: absolute, so that it
+// names the folder from wherever the record is read ("" stays "").
+std::string recorded_path(const std::string& path);
+
 // summary.json for a run that failed outside its training loop (which
 // records its own failures): status "failed", the error, and the training
 // its checkpoints keep (`steps` and `last_checkpoint` of the newest; steps 0

@@ -272,7 +272,7 @@ void TrainLoop::write_failure_summary(const std::string& error) {
                                   {"final_eval", last_eval_},
                                   {"best_eval", best_eval_},
                                   {"last_train", last_train_},
-                                  {"last_checkpoint", last_checkpoint_}};
+                                  {"last_checkpoint", recorded_path(last_checkpoint_)}};
   try {
     checkpoint::write_file_atomically(run_dir_ + "/summary.json", json_text(summary, 2) + "\n");
   } catch (const std::exception& e) {
@@ -413,10 +413,10 @@ nlohmann::json TrainLoop::summary(bool record) {
                             {"final_eval", last_eval_},
                             {"best_eval", best_eval_},
                             {"last_train", last_train_},
-                            {"last_checkpoint", last_checkpoint_},
+                            {"last_checkpoint", recorded_path(last_checkpoint_)},
                             {"step_execution", program_.step_execution()},
                             {"optimizer_update", update_placement_}};
-  if (!resumed_from_.empty()) summary["resumed_from"] = resumed_from_;
+  if (!resumed_from_.empty()) summary["resumed_from"] = recorded_path(resumed_from_);
   if (first_step_ > 0) summary["resumed_at_step"] = first_step_;
   if (scaler_.enabled()) {
     summary["loss_scale"] = scaler_.scale();

@@ -8,10 +8,12 @@
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ops/cpu/kernels.h"
+#include "ops/out_of_memory.h"
 #include "runner/graph/program.h"
 #include "tests/program_fixture.h"
 
@@ -235,4 +237,56 @@ TEST_CASE("an update set on the program runs at the end of every step and is rec
   // the steps that ran were recorded: the run's manifest says so.
   program->set_update(nullptr);
   CHECK(program->step_execution() == "recorded");
+}
+
+namespace {
+
+// The CPU kernels, but dropout's backward throws what `fail` throws (a
+// library's status mid-step, on a GPU).
+class FailingBackend final : public Backend {
+ public:
+  explicit FailingBackend(std::function<void()> fail) : Backend("failing") {
+    register_cpu_kernels(*this);
+    add_kernel("dropout", [fail](const KernelContext&) { return std::make_unique<Failing>(fail); });
+  }
+  void* allocate(std::size_t bytes) override { return cpu_backend().allocate(bytes); }
+  void release(void* ptr) override { cpu_backend().release(ptr); }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    cpu_backend().copy_to_device(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    cpu_backend().copy_to_host(dst, src, bytes);
+  }
+  VectorOps& vector_ops() override { return cpu_backend().vector_ops(); }
+
+ private:
+  class Failing final : public Kernel {
+   public:
+    explicit Failing(std::function<void()> fail) : fail_(std::move(fail)) {}
+    void forward(const KernelArgs&) override {}
+    void backward(const KernelArgs&) override { fail_(); }
+
+   private:
+    std::function<void()> fail_;
+  };
+};
+
+}  // namespace
+
+TEST_CASE("a kernel's library error during a step names its layer; typed errors pass as they are") {
+  FailingBackend failing(
+      [] { throw std::runtime_error("cudnnConvolutionBackwardData: CUDNN_STATUS_NOT_SUPPORTED"); });
+  auto program = compile_on(failing, false);
+  try {
+    program->train_step(1, -1);
+    FAIL("the step ran");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find(": layer 'drop' (dropout), backward: cudnnConvolutionBackwardData: "
+                    "CUDNN_STATUS_NOT_SUPPORTED") != std::string::npos);
+  }
+  FailingBackend out_of_memory([] { throw OutOfMemoryError("no room"); });
+  auto other = compile_on(out_of_memory, false);
+  CHECK_THROWS_MATCHES(other->train_step(1, -1), OutOfMemoryError,
+                       Catch::Matchers::Message("no room"));
 }

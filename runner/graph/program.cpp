@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <stdexcept>
+#include <typeinfo>
 
 #include "ops/out_of_memory.h"
 #include "runner/graph/init.h"
@@ -14,6 +15,12 @@ namespace {
 
 constexpr std::size_t align64(std::size_t n) {
   return (n + 63) / 64 * 64;
+}
+
+// "<file:line:col>: layer 'conv1' (conv2d)": which layer, and where the YAML
+// writes it, for an error a kernel of it raised.
+std::string layer_of(const Node& node) {
+  return config::to_string(node.mark) + ": layer '" + node.name + "' (" + node.op->name + ")";
 }
 
 }  // namespace
@@ -55,8 +62,7 @@ CompiledKernels compile_kernels(const TrainingGraph& tg, Backend& backend,
     } catch (const std::runtime_error& e) {
       // A kernel that refuses its layer (a shape, an algorithm, a mode its
       // backend lacks): say which layer, and where the YAML writes it.
-      throw std::runtime_error(config::to_string(node.mark) + ": layer '" + node.name + "' (" +
-                               node.op->name + "): " + e.what());
+      throw std::runtime_error(layer_of(node) + ": " + e.what());
     }
     out.saved_bytes[step.node] = out.kernels[step.node]->saved_bytes();
     out.workspace_bytes[step.node] = out.kernels[step.node]->workspace_bytes();
@@ -299,12 +305,8 @@ void Program::train_step(const StepValues& values) {
   set_step_values(values);
   run(train_recording_, [this] {
     for (Call& c : train_calls_) {
-      if (c.backward) {
-        c.kernel->backward(c.args);
-        if (after_backward_) after_backward_(c);
-      } else {
-        c.kernel->forward(c.args);
-      }
+      run_call(c);
+      if (c.backward && after_backward_) after_backward_(c);
     }
     if (grads_micro_span_) backend_.vector_ops().accumulate(grads_span_, grads_micro_span_);
     if (update_) update_();
@@ -319,8 +321,24 @@ void Program::eval_step(std::int64_t valid_rows) {
   if (bf16_copies_stale_) refresh_bf16_copies();
   set_step_values(StepValues{0, valid_rows});
   run(eval_recording_, [this] {
-    for (Call& c : eval_calls_) c.kernel->forward(c.args);
+    for (Call& c : eval_calls_) run_call(c);
   });
+}
+
+void Program::run_call(Call& c) {
+  try {
+    if (c.backward)
+      c.kernel->backward(c.args);
+    else
+      c.kernel->forward(c.args);
+  } catch (const std::runtime_error& e) {
+    // A status a library call returned mid-step (a plain runtime_error) names
+    // its layer, as a refusal at compile time does; typed errors (out of
+    // memory, a collective's timeout) go on as they are.
+    if (typeid(e) != typeid(std::runtime_error)) throw;
+    throw std::runtime_error(layer_of(tg_.graph.nodes[c.node]) + ", " +
+                             (c.backward ? "backward" : "forward") + ": " + e.what());
+  }
 }
 
 void Program::zero_gradients() {
@@ -334,10 +352,7 @@ void Program::train_step_timed(std::uint64_t step_seed,
   for (Call& c : train_calls_) {
     backend_.synchronize();
     const auto start = std::chrono::steady_clock::now();
-    if (c.backward)
-      c.kernel->backward(c.args);
-    else
-      c.kernel->forward(c.args);
+    run_call(c);
     backend_.synchronize();
     const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
     on_call(c, ms.count());

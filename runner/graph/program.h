@@ -145,6 +145,7 @@ class Program {
   TensorRef value_ref(ValueId v) const;
   void set_step_values(const StepValues& values);
   void run(Recording& recording, const std::function<void()>& queue_calls);
+  void run_call(Call& c);               // its kernel's forward or backward
   std::string recording_state() const;  // what the training recording is now
   void refresh_bf16_copies();
 

@@ -203,7 +203,9 @@ std::vector<SectionDef> build_sections() {
            f(field("warmup_steps", T::integer,
                    "Linear warm-up: step k < warmup_steps (from 0) uses lr * (k + 1) / "
                    "warmup_steps; the schedule's shape then spans the steps after it (`step` "
-                   "counts step_size from there; `multistep` milestones stay absolute steps)")
+                   "counts step_size from there; `multistep` milestones stay absolute steps, "
+                   "and those inside the warm-up all apply at its end: the rate rises to lr, "
+                   "then drops)")
                  .def("0")
                  .at_least(0)
                  .only_when("type", {"constant", "step", "multistep", "cosine", "linear"}),

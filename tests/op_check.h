@@ -140,6 +140,7 @@ struct OpCase {
   // their input's); the host tensors are in that storage order.
   TensorFormat format;
   bool short_batches = false;  // KernelContext::short_batches
+  bool deterministic = false;  // KernelContext::deterministic
 };
 
 // Device memory of one tensor, released on destruction.
@@ -206,6 +207,7 @@ class OpRun {
     ctx_.compute = c.compute;
     ctx_.collective = collective;
     ctx_.short_batches = c.short_batches;
+    ctx_.deterministic = c.deterministic;
     if (!(c.format == TensorFormat{})) {
       ctx_.input_formats.assign(c.inputs.size(), c.format);
       ctx_.output_format = c.format;

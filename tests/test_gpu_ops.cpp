@@ -93,6 +93,18 @@ TEST_CASE("CUDA linear fuses its bias and relu into the cuBLASLt GEMM") {
   }
 }
 
+// Under deterministic: true the bias gradient is the own fixed-order row
+// kernel's, whatever cuBLASLt offers (BGRADB's order is not documented).
+TEST_CASE("CUDA linear under deterministic sums its bias gradient outside the GEMM") {
+  OpCase c{"linear", {{"out_features", std::int64_t{24}}}, {{16, 40}}};
+  c.deterministic = true;
+  OpRun run(trainer::cuda_backend(0), c);
+  const std::string name = run.kernel().implementation();
+  INFO(name);
+  CHECK(name.find("dW gemm+db") == std::string::npos);
+  CHECK(name.find("gemm+bias") != std::string::npos);
+}
+
 // linear's bias gradient outside the GEMM (when cuBLASLt has no BGRADB
 // epilogue for a shape): rows and columns that are not multiples of the
 // kernel's 32 x 32 tile, against the sum in double; and the same bits twice.

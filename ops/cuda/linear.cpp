@@ -1,6 +1,7 @@
 // linear through cuBLASLt: y = x W^T + b with the bias fused as an epilogue,
 // dx = dy W, and dW = dy^T x with the bias gradient fused (BGRADB) where
-// cuBLASLt offers it, own row kernels otherwise. Row-major tensors are seen by
+// cuBLASLt offers it and the run is not deterministic, own row kernels
+// otherwise. Row-major tensors are seen by
 // cuBLAS (column-major) as their transposes. Algorithms are chosen once here.
 // Under bf16/fp16 mixed precision the GEMMs take 16-bit operands (x, dy and
 // the weights, narrowed into the workspace unless the weights arrive as their
@@ -208,8 +209,10 @@ class LinearKernel final : public Kernel {
     // forward adds it (and applies the activation) in the epilogue, and the
     // weight-gradient GEMM sums the bias gradient (BGRADB), at every
     // precision. Under 16-bit operands that sums the narrowed dy, as the CPU's
-    // bf16 backward-weights and autocast frameworks do.
-    const bool fuse_bias_grad = has_bias_;
+    // bf16 backward-weights and autocast frameworks do. Under `deterministic`
+    // the own row kernel sums it in a fixed order instead: cuBLASLt does not
+    // say that BGRADB's reduction gives the same bits every run.
+    const bool fuse_bias_grad = has_bias_ && !k.deterministic;
     cublasLtHandle_t lt = ctx.lt.get();
     // y^T [out, N] = W^T^T [out, in] . x^T [in, N]
     forward_ = plan_with_fallback(lt, compute, operands,

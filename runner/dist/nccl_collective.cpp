@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -27,7 +28,9 @@ namespace trainer::dist {
 namespace {
 
 void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + ": " +
+                             cudaGetErrorString(e));
 }
 
 void check_nccl(ncclResult_t r, const char* what) {
@@ -144,7 +147,8 @@ class NcclCollective final : public Collective {
       const cudaError_t e = cudaEventQuery(p.done);
       std::string failure;
       if (e != cudaSuccess && e != cudaErrorNotReady)
-        failure = std::string("the GPU reported ") + cudaGetErrorString(e);
+        failure =
+            std::string("the GPU reported ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess)
@@ -160,7 +164,9 @@ class NcclCollective final : public Collective {
         cudaEventDestroy(p.done);
         pending_.pop_front();
       } else {  // also when stopping: the comm is destroyed after the last reduction
-        changed_.wait_for(lock, std::chrono::microseconds(200));
+        // Soon for a reduction just queued, then less often (a twentieth of
+        // its wait so far, at most 10 ms): each poll is two driver calls.
+        changed_.wait_for(lock, std::chrono::duration<double>(std::clamp(waited / 20, 2e-4, 1e-2)));
       }
     }
   }

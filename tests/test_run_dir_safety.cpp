@@ -740,3 +740,25 @@ TEST_CASE("summary.json names checkpoints by absolute paths, whatever --out was 
   CHECK(resumed["resumed_from"] == run + "/checkpoints/step-00000008");
   CHECK(resumed["last_checkpoint"] == run + "/checkpoints/step-00000014");
 }
+
+TEST_CASE(
+    "a checkpoint moved elsewhere and linked back is resumed from; pruning removes the link") {
+  TempDir tmp("run-dir-linked-checkpoint");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string run = tmp / "run";
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", run, {"train.max_steps=14"}), tmp / "a.log") == 0);
+  const std::string moved = tmp / "other-disk/step-00000014";
+  fs::create_directories(tmp / "other-disk");
+  fs::rename(run + "/checkpoints/step-00000014", moved);
+  fs::create_directory_symlink(moved, run + "/checkpoints/step-00000014");
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=21"}), tmp / "b.log") == 0);
+  const std::string log = read_text(tmp / "b.log");
+  INFO(log);
+  CHECK(log.find("resuming from " + run + "/checkpoints/step-00000014: step 14") !=
+        std::string::npos);
+  // keep_last: 3, so two more checkpoints prune it: the link goes, what it
+  // led to stays.
+  REQUIRE(run_to_end(resume_args(run, {"train.max_steps=35"}), tmp / "c.log") == 0);
+  CHECK_FALSE(fs::exists(fs::symlink_status(run + "/checkpoints/step-00000014")));
+  CHECK(fs::exists(moved + "/model.safetensors"));
+}

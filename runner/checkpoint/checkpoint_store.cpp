@@ -33,7 +33,9 @@ constexpr const char* kStateKey = "trainer_state";
 // Complete checkpoints (step-N folders), newest first. A folder whose N is no
 // step a run can reach (more digits than int64 holds) is not one. A
 // step-N.old without its step-N is one: the checkpoint of step N, which a
-// process stopped while it replaced it (between two renames) left so.
+// process stopped while it replaced it (between two renames) left so. A
+// step-N that is a link to a folder (a checkpoint moved to another disk and
+// linked back) is one too; pruning it removes the link.
 std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
   std::vector<std::pair<std::int64_t, fs::path>> out;
   std::error_code ec;
@@ -41,8 +43,7 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& 
     std::string name = entry.path().filename().string();
     // An entry that cannot be looked at (a link that loops) is no checkpoint.
     std::error_code status;
-    if (!entry.is_directory(status) || entry.is_symlink(status) || name.rfind("step-", 0) != 0)
-      continue;
+    if (!entry.is_directory(status) || name.rfind("step-", 0) != 0) continue;
     if (name.ends_with(".old")) {
       name.resize(name.size() - 4);
       if (fs::is_directory(fs::symlink_status(dir / name, status))) continue;

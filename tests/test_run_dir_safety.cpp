@@ -762,3 +762,21 @@ TEST_CASE(
   CHECK_FALSE(fs::exists(fs::symlink_status(run + "/checkpoints/step-00000014")));
   CHECK(fs::exists(moved + "/model.safetensors"));
 }
+
+TEST_CASE("a run copied with links followed gets its `last` link back at the next checkpoint") {
+  TempDir tmp("run-dir-copied-last");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string original = tmp / "original", copy = tmp / "copy";
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", original, {"train.max_steps=14"}),
+                     tmp / "a.log") == 0);
+  // As cp -rL copies: `last` becomes a folder holding step 14's files.
+  REQUIRE(run_command("cp -rL " + original + " " + copy).code == 0);
+  REQUIRE_FALSE(fs::is_symlink(copy + "/checkpoints/last"));
+  REQUIRE(run_to_end(resume_args(copy, {"train.max_steps=21"}), tmp / "b.log") == 0);
+  const std::string log = read_text(tmp / "b.log");
+  INFO(log);
+  CHECK(log.find("was a copy of a checkpoint, not a link") != std::string::npos);
+  REQUIRE(fs::is_symlink(copy + "/checkpoints/last"));
+  CHECK(fs::read_symlink(copy + "/checkpoints/last") == "step-00000021");
+  CHECK_FALSE(fs::exists(fs::symlink_status(copy + "/checkpoints/last.tmp")));
+}

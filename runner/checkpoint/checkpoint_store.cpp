@@ -403,6 +403,35 @@ std::string write_safetensors(const std::string& path,
 
 }  // namespace
 
+namespace {
+
+// Points `last` in checkpoints folder `dir` at checkpoint `name`. A `last`
+// that is a folder holding a checkpoint is a stale copy (the run directory
+// was copied with links followed, as cp -rL or rsync -L copy): it is removed,
+// with a note. Any other folder there is the user's: an error, with the fix.
+void point_last_at(const fs::path& dir, const std::string& name,
+                   const std::function<void(const std::string&)>& warn) {
+  const fs::path last = dir / "last";
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(last, ec))) {
+    if (!fs::exists(last / kSumsFile, ec))
+      throw std::runtime_error(last.string() +
+                               " is a folder that holds no checkpoint: move it away, so that "
+                               "`last` can be the link to the newest checkpoint");
+    fs::remove_all(last, ec);
+    if (ec)
+      throw std::runtime_error(last.string() + ", a copy of a checkpoint, cannot be removed (" +
+                               ec.message() + "): remove it, so that `last` can be the link");
+    warn(last.string() +
+         " was a copy of a checkpoint, not a link (the run directory was copied with links "
+         "followed, as cp -rL or rsync -L copy): it is the link to " +
+         name + " again");
+  }
+  replace_symlink(last.string(), name);
+}
+
+}  // namespace
+
 std::string checkpoint_name(std::int64_t step) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
@@ -461,8 +490,10 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   std::error_code ec;
   fs::remove_all(old, ec);
   try {
-    replace_symlink((fs::path(dir_) / "last").string(), name);
+    point_last_at(dir_, name, warn);
   } catch (const std::exception& e) {
+    std::error_code left;
+    fs::remove(fs::path(dir_) / "last.tmp", left);
     warn(std::string("checkpoint ") + final_path.string() + " is saved, but " + e.what() +
          "; a resume finds the newest checkpoint without it");
   }

@@ -553,3 +553,29 @@ TEST_CASE("a train.log that cannot be written stops the run at its next log poin
   CHECK(log.find("error: cannot write " + run + "/train.log (") != std::string::npos);
   CHECK(summary_of(run)["status"] == "failed");
 }
+
+TEST_CASE("model.init_from a checkpoint's file whose SHA256SUMS disagrees is refused as damaged") {
+  TempDir tmp("init-from-damaged");
+  const std::string run = finished_run(tmp, "run");
+  const std::string weights = run + "/checkpoints/step-00000048/model.safetensors";
+  // One byte of a weight changed: still a valid file of finite values.
+  std::string bytes = read_text(weights);
+  bytes[bytes.size() - 2] ^= 0x01;
+  write_text(weights, bytes);
+  auto r = run_trainer("validate " + (tmp / "tiny.yaml") + " model.init_from=" + weights, true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out,
+             Contains("error: model.init_from: " + weights + ": checksum mismatch (") &&
+                 Contains("by the SHA256SUMS beside it): the file is truncated or corrupted"));
+  r = run_trainer(
+      "run " + (tmp / "tiny.yaml") + " model.init_from=" + weights + " --out " + (tmp / "warm"),
+      true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("checksum mismatch"));
+  CHECK_FALSE(fs::exists(tmp / "warm"));
+  // The same bytes copied away from their SHA256SUMS: nothing to check against.
+  const std::string copied = tmp / "copied.safetensors";
+  write_text(copied, bytes);
+  CHECK(run_trainer("validate " + (tmp / "tiny.yaml") + " model.init_from=" + copied, true).code ==
+        0);
+}

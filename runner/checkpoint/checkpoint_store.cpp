@@ -80,34 +80,41 @@ bool holds_set_aside(const fs::path& dir) {
   return false;
 }
 
-// Verifies SHA256SUMS and returns the model and state files, open (their
-// headers read), each hashed a piece at a time from the descriptor it is
-// then read from.
-std::pair<SafetensorsFile, SafetensorsFile> read_verified(const fs::path& dir) {
-  const std::string sums_path = (dir / kSumsFile).string();
-  const std::string sums = read_file_bytes(sums_path);
-  std::istringstream lines(sums);
+// The checksums SHA256SUMS in `dir` lists, by file name.
+std::map<std::string, std::string> listed_checksums(const fs::path& dir) {
+  std::istringstream lines(read_file_bytes((dir / kSumsFile).string()));
   std::string hex, name;
   std::map<std::string, std::string> expected;
   while (lines >> hex >> name) expected[name] = hex;
+  return expected;
+}
+
+// The file at `path`, open, once its SHA-256 (read a piece at a time from the
+// descriptor it is then read from) is `expected`; CheckpointError otherwise.
+PieceReader verified_file(const fs::path& path, const std::string& expected) {
+  PieceReader file(path.string());
+  train::Sha256 sha;
+  file.read(0, file.size(), kCheckpointPieceBytes, "the file",
+            [&](std::string_view piece, std::uint64_t) { sha.update(piece); });
+  const std::string actual = sha.hex();
+  if (actual != expected)
+    throw CheckpointError(file.path() + ": checksum mismatch (" + std::to_string(file.size()) +
+                          " bytes, SHA-256 " + actual.substr(0, 16) + "..., expected " +
+                          expected.substr(0, 16) + "... by the " + kSumsFile +
+                          " beside it): the file is truncated or corrupted");
+  return file;
+}
+
+// Verifies SHA256SUMS and returns the model and state files, open (their
+// headers read).
+std::pair<SafetensorsFile, SafetensorsFile> read_verified(const fs::path& dir) {
+  const auto expected = listed_checksums(dir);
   for (const char* file : {kModelFile, kStateFile})
     if (!expected.count(file))
-      throw CheckpointError(sums_path + ": no checksum for " + std::string(file));
-  const auto verified = [&](const char* name) {
-    PieceReader file((dir / name).string());
-    train::Sha256 sha;
-    file.read(0, file.size(), kCheckpointPieceBytes, "the file",
-              [&](std::string_view piece, std::uint64_t) { sha.update(piece); });
-    const std::string actual = sha.hex();
-    if (actual != expected[name])
-      throw CheckpointError(file.path() + ": checksum mismatch (" + std::to_string(file.size()) +
-                            " bytes, SHA-256 " + actual.substr(0, 16) + "..., expected " +
-                            expected[name].substr(0, 16) +
-                            "...): the file is truncated or corrupted");
-    return SafetensorsFile(std::move(file));
-  };
-  SafetensorsFile model = verified(kModelFile);
-  return {std::move(model), verified(kStateFile)};
+      throw CheckpointError((dir / kSumsFile).string() + ": no checksum for " + std::string(file));
+  SafetensorsFile model(verified_file(dir / kModelFile, expected.at(kModelFile)));
+  return {std::move(model),
+          SafetensorsFile(verified_file(dir / kStateFile, expected.at(kStateFile)))};
 }
 
 // The step a checkpoint folder's name gives ("step-00000120": 120), or
@@ -617,6 +624,15 @@ std::string CheckpointStore::read(const std::string& which, const std::string& m
         throw;
     }
   }
+}
+
+void check_listed_checksum(const std::string& file) {
+  const fs::path path(file);
+  std::error_code ec;
+  if (!fs::is_regular_file(path.parent_path() / kSumsFile, ec)) return;
+  const auto expected = listed_checksums(path.parent_path());
+  if (const auto it = expected.find(path.filename().string()); it != expected.end())
+    verified_file(path, it->second);
 }
 
 TrainState verify_checkpoint(const std::string& path) {

@@ -96,6 +96,11 @@ class CheckpointStore {
   std::set<std::string> kept_unread_;
 };
 
+// Throws CheckpointError when the SHA256SUMS beside `file` (a checkpoint's
+// model.safetensors or model_ema.safetensors, given to model.init_from) lists
+// it with another checksum; nothing when no SHA256SUMS there lists it.
+void check_listed_checksum(const std::string& file);
+
 // Checks one checkpoint folder and returns its state without touching a
 // program (throws CheckpointError naming the file and what is wrong).
 TrainState verify_checkpoint(const std::string& path);

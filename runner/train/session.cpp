@@ -16,6 +16,7 @@
 #include "data/registry.h"
 #include "data/sources.h"
 #include "data/split.h"
+#include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/weights.h"
 #include "runner/config/data_items.h"
 #include "runner/config/fields.h"
@@ -412,6 +413,8 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
   std::vector<checkpoint::TensorShape> params;
   for (const auto& p : s.graph.params) params.push_back({p.name, p.shape});
   try {
+    // A checkpoint's file: against its checksum first.
+    checkpoint::check_listed_checksum(s.init_from_file);
     // Its values are checked too, a piece at a time.
     const checkpoint::SafetensorsFile opened(s.init_from_file);
     const checkpoint::Safetensors& file = opened.contents();

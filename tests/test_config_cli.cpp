@@ -573,6 +573,16 @@ TEST_CASE(
         "'train.batch_size=128')\n"
         "    set train.batch_size to at most 64, or data.drop_last: false\n1 error\n");
   CHECK(run("validate " + config + " train.batch_size=128 data.drop_last=false").out == "ok\n");
+  // A batch beyond 10^9 is refused at once (its plan alone would take hours).
+  CHECK_THAT(run("validate " + config + " train.batch_size=274877906899", true).out,
+             Catch::Contains("error: train.batch_size: expected an integer >= 1 and <= "
+                             "1000000000, found integer 274877906899"));
+  // Kept short, it is the whole set at every step: trained, with a warning.
+  CHECK_THAT(run("validate " + config + " train.batch_size=128 data.drop_last=false", true).out,
+             Catch::Contains("warning: train.batch_size: 128 is more than the training set's 64 "
+                             "samples: with data.drop_last: false every step is the whole set as "
+                             "one short batch, in memory planned for 128 rows\n    set "
+                             "train.batch_size to 64 or less for the same steps in less memory\n"));
   // Over ranks the batch that fills a step is a multiple of them.
   CHECK_THAT(run("validate " + config + " train.batch_size=126 devices.world_size=3", true).out,
              Catch::Contains("set train.batch_size to at most 63 (a multiple of the 3 ranks), or "

@@ -307,15 +307,33 @@ TEST_CASE("the plan counts the loader batches an epoch can fill, and offers fewe
   CHECK(short_of_it.out.find(expected) != std::string::npos);
 }
 
-TEST_CASE("an allocation that fails prints the memory figures and the plan's advice") {
+TEST_CASE("a plan larger than the memory available is refused before the run allocates it") {
   const fs::path config = write_config();
-  const fs::path dir = kRoot / "oom";
+  const fs::path dir = kRoot / "beyond_available";
   fs::remove_all(dir);
   // Under a 4 GB address-space limit a micro-batch of 4096 (about 10 GiB of
   // activations) cannot be allocated.
   const auto r =
       run_command("ulimit -v 4000000; " + std::string(TRAINER_BINARY) + " run " + config.string() +
                   " --out " + dir.string() + " train.batch_size=4096 data.train.size=4096");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: train.batch_size: the memory plan needs ") != std::string::npos);
+  CHECK(r.out.find(" MiB available on cpu (train.memory_limit_mib, when set, is planned for "
+                   "instead): the run would fail allocating it") != std::string::npos);
+  CHECK(r.out.find("train.micro_batch_size: auto -> micro-batch") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir));
+}
+
+TEST_CASE("an allocation that fails prints the memory figures and the plan's advice") {
+  const fs::path config = write_config();
+  const fs::path dir = kRoot / "oom";
+  fs::remove_all(dir);
+  // A limit far above the 4 GB address-space limit: the plan is held to the
+  // limit, and the allocation fails.
+  const auto r = run_command(
+      "ulimit -v 4000000; " + std::string(TRAINER_BINARY) + " run " + config.string() + " --out " +
+      dir.string() + " train.batch_size=4096 data.train.size=4096 train.memory_limit_mib=100000");
   INFO(r.out);
   CHECK(r.code == 1);
   CHECK(r.out.find("error: out of host memory") != std::string::npos);

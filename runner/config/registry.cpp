@@ -298,7 +298,8 @@ std::vector<SectionDef> build_sections() {
            f(field("batch_size", T::integer,
                    "Global batch per optimizer step (over all ranks and accumulation)")
                  .def("128")
-                 .at_least(1),
+                 .at_least(1)
+                 .at_most(1e9),
              [](Config& c, const FieldValue& v) { c.train.batch_size = int_of(v); }),
            {field("micro_batch_size", T::integer,
                   "Samples per forward/backward pass per rank (0: batch_size / (accumulation * "

@@ -25,7 +25,10 @@ FittedBatch fit_batch_to_memory(const Session& s, Backend& backend, double capac
   } else {
     fitted.session = s;
   }
-  if (s.config.train.memory_limit_mib > 0) enforce_memory_limit(fitted.session, backend);
+  if (s.config.train.memory_limit_mib > 0)
+    enforce_memory_limit(fitted.session, backend);
+  else if (!s.config.train.micro_batch_auto)
+    refuse_beyond_available(fitted.session, backend);
   return fitted;
 }
 

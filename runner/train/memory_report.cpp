@@ -1,9 +1,11 @@
 // Memory prediction from the plan, the backend's figures, and fit advice.
 #include "runner/train/memory_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <vector>
 
 #include "data/loader.h"
 #include "runner/dist/launch_env.h"
@@ -230,6 +232,22 @@ void enforce_memory_limit(const Session& s, Backend& backend, MicroBatch micro_b
   diags.throw_if_any();
 }
 
+void refuse_beyond_available(const Session& s, Backend& backend) {
+  const double capacity = memory_capacity(s, backend);
+  if (capacity <= 0) return;  // not known
+  const MemoryEstimate e = estimate_memory(s, backend);
+  if (e.total() <= capacity) return;
+  config::Diagnostics diags;
+  diags.add(mark_of(s.config, "train.batch_size"), "train.batch_size",
+            "the memory plan needs " + mib_text(e.total()) +
+                " MiB (`trainer plan` itemises it), more than the " + mib_text(capacity) +
+                " MiB available on " + backend.name() + memory_share_note(s, capacity) +
+                " (train.memory_limit_mib, when set, is planned for instead): the run would "
+                "fail allocating it, or be killed using it; it " +
+                fit_verdict(s, backend, e, capacity));
+  diags.throw_if_any();
+}
+
 MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capacity) {
   const std::int64_t per_rank = s.batch.micro * s.batch.accumulation;
   MicroBatchChoice choice;
@@ -237,8 +255,16 @@ MicroBatchChoice fit_micro_batch(const Session& s, Backend& backend, double capa
   const double usable = choice.capacity * (1.0 - s.config.train.memory_headroom);
   std::exception_ptr refused;  // the model's error for the last micro-batch it refused
   bool planned = false;
-  for (std::int64_t micro = per_rank; micro >= 1; --micro) {
-    if (per_rank % micro != 0) continue;
+  // The divisors of per_rank, largest first: found up to its square root (a
+  // batch in the billions has at most a few thousand).
+  std::vector<std::int64_t> divisors;
+  for (std::int64_t d = 1; d <= per_rank / d; ++d)
+    if (per_rank % d == 0) {
+      divisors.push_back(d);
+      if (d != per_rank / d) divisors.push_back(per_rank / d);
+    }
+  std::sort(divisors.rbegin(), divisors.rend());
+  for (const std::int64_t micro : divisors) {
     try {
       choice.session = with_micro_batch(s, micro);
     } catch (const config::ConfigError&) {
@@ -282,7 +308,14 @@ void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
 std::string out_of_memory_report(const Session& s, Backend& backend) {
   const MemoryStats now = backend.memory_stats();
   const MemoryEstimate e = estimate_memory(s, backend);
-  const double capacity = memory_capacity(s, backend);
+  // The allocation failed: what this rank could have had (what it holds, and
+  // its share of what is free) counts, even under a larger limit.
+  double capacity = memory_capacity(s, backend);
+  if (const std::size_t available = backend.available_memory(); available > 0) {
+    const double could_have = static_cast<double>(available) / ranks_sharing_memory(s) +
+                              static_cast<double>(now.allocated);
+    capacity = capacity > 0 ? std::min(capacity, could_have) : could_have;
+  }
   char text[1024];
   std::snprintf(text, sizeof text,
                 "memory on %s: %.1f MiB allocated by the program (peak %.1f), %.1f MiB held by "

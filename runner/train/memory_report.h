@@ -84,6 +84,12 @@ enum class UnfitDetail { with_advice, plan_printed };
 void refuse_unfit_micro_batch(const Session& s, const MicroBatchChoice& choice,
                               UnfitDetail detail = UnfitDetail::with_advice);
 
+// Without a limit (train.memory_limit_mib: 0) or auto: refuses, with what
+// would make it fit, a plan larger than all the memory available now (the
+// run would fail allocating it, or on the CPU be killed once it touched it).
+// Nothing when the available memory is not known.
+void refuse_beyond_available(const Session& s, Backend& backend);
+
 // With train.memory_limit_mib set: throws a ConfigError at that key, with the
 // fit verdict and its options, when the plan does not fit the limit.
 void enforce_memory_limit(const Session& s, Backend& backend,

@@ -138,6 +138,20 @@ void warn_early_stopping_cannot_stop(const config::Config& config, const Session
                         : std::string()));
 }
 
+void warn_batch_beyond_set(const config::Config& config, const Session& s,
+                           config::Diagnostics& warnings) {
+  const std::int64_t samples = s.train_data->size();
+  if (config.data.drop_last || s.batch.global <= samples) return;
+  warnings.add(mark_of(config, "train.batch_size"), "train.batch_size",
+               std::to_string(s.batch.global) + " is more than the training set's " +
+                   counted(samples, "sample") +
+                   ": with data.drop_last: false every step is the whole set as one short batch, "
+                   "in memory planned for " +
+                   std::to_string(s.batch.global) + " rows",
+               "set train.batch_size to " + std::to_string(samples) +
+                   " or less for the same steps in less memory");
+}
+
 std::int64_t short_batch_rows(const config::Config& config, const Session& s) {
   if (config.data.drop_last) return 0;
   return data::Loader::equal_shard_size(s.train_data->size(), s.batch.world, false) % s.batch.micro;

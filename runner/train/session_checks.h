@@ -52,6 +52,12 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
 void warn_early_stopping_cannot_stop(const config::Config& config, const Session& s,
                                      config::Diagnostics& warnings);
 
+// A warning at train.batch_size when, with data.drop_last: false, the batch
+// is larger than the whole training set: every step is the set as one short
+// batch, in memory planned (and allocated) for the batch's rows.
+void warn_batch_beyond_set(const config::Config& config, const Session& s,
+                           config::Diagnostics& warnings);
+
 // The real rows of the short micro-batch each epoch of training ends with:
 // with data.drop_last: false the last micro-batch of a rank's shard holds
 // what is left of the shard, padded (every micro-batch is trained on, the

@@ -325,7 +325,8 @@ int run_command_line(int argc, char** argv) {
                      args, help_asked);
   CLI::App* time = add_config_command(app, "time", "Time forward/backward per layer and per step",
                                       args, help_asked);
-  time->add_option("--steps", args.steps, "Number of timed steps (default 20)")->check(kAtLeastOne);
+  time->add_option("--steps", args.steps, "Number of timed steps (default 20)")
+      ->check(count_check(1, 1000000, "a timing needs a few steps; trainer run trains"));
   CLI::App* sweep = add_config_command(
       app, "sweep", "Run the trials of the config's sweep: section (grid, random search, seeds)",
       args, help_asked);
@@ -344,8 +345,9 @@ int run_command_line(int argc, char** argv) {
       "Learning-rate range test: a short run with the rate rising exponentially; suggests a rate",
       args, help_asked);
   lr_find->add_option("--steps", args.steps, "Steps of the test (default 100)")
-      ->check(
-          count_check(10, std::nullopt, "the range test reads the loss over at least 10 steps"));
+      ->check(count_check(10, 1000000,
+                          "the range test reads the loss over 10 steps or more, and a "
+                          "few hundred are plenty"));
   const CLI::Validator non_empty_number(
       [](std::string& arg) {
         return arg.empty() ? std::string("an empty value; give a number, or leave the flag out")

@@ -172,7 +172,10 @@ TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("time " + kGood + "mlp.yaml --steps -3").code == 2);
   const auto zero_steps = run("time " + kGood + "mlp.yaml --steps 0", true);
   CHECK(zero_steps.code == 2);
-  CHECK(zero_steps.out.find("error: --steps: expected an integer >= 1, found '0'") == 0);
+  CHECK(zero_steps.out.find("error: --steps: expected an integer >= 1 and <= 1000000, found '0'") ==
+        0);
+  CHECK(run("time " + kGood + "mlp.yaml --steps 9223372036854775807", true)
+            .out.find("error: --steps: expected an integer >= 1 and <= 1000000") == 0);
   CHECK(run("sweep " + kGood + "mlp.yaml --parallel 1.5", true)
             .out.find("error: --parallel: expected an integer >= 1 and <= 1024, found '1.5'") == 0);
   // The parser's own errors in this tool's words, each with where the usage is.
@@ -1202,5 +1205,52 @@ TEST_CASE("in one rank of a job, every line of an error says which rank wrote it
     for (std::string line; std::getline(lines, line);) marked += "[rank 1] " + line + "\n";
     CHECK(in_rank == marked);
     CHECK_FALSE(alone.empty());
+  }
+}
+
+TEST_CASE("schedule settings the run's steps never reach are warned of at their keys") {
+  const auto warned = [&](const std::string& schedule) {
+    const auto r =
+        run("validate " + kGood + "mlp.yaml train.max_steps=4 'schedule=" + schedule + "'", true);
+    INFO(r.out);
+    CHECK(r.code == 0);
+    return r.out;
+  };
+  CHECK_THAT(warned("{type: cosine, warmup_steps: 4}"),
+             Catch::Contains("warning: schedule.warmup_steps: 4 covers all the run's 4 steps: "
+                             "the rate only rises, to 1 x optimizer.lr at the last step, and the "
+                             "cosine schedule never acts\n    set schedule.warmup_steps below 4"));
+  CHECK_THAT(warned("{type: constant, warmup_steps: 8}"),
+             Catch::Contains("warning: schedule.warmup_steps: 8 covers all the run's 4 steps: "
+                             "the rate only rises, to 0.5 x optimizer.lr at the last step\n"));
+  CHECK_THAT(warned("{type: step, step_size: 3, warmup_steps: 1}"),
+             Catch::Contains("warning: schedule.step_size: 3: the first decay would be at step 4 "
+                             "(after the warm-up), past the run's 4 steps (steps 0 to 3): the "
+                             "rate stays optimizer.lr\n    set schedule.step_size below 3"));
+  CHECK_THAT(warned("{type: multistep, milestones: [2, 4, 10]}"),
+             Catch::Contains("warning: schedule.milestones: 4, 10 are at or past the end of the "
+                             "run's 4 steps (steps 0 to 3): they never apply"));
+  // What the run reaches: no warning.
+  for (const char* reached :
+       {"{type: cosine, warmup_steps: 3}", "{type: constant, warmup_steps: 4}",
+        "{type: step, step_size: 2, warmup_steps: 1}", "{type: multistep, milestones: [1, 3]}"}) {
+    INFO(reached);
+    CHECK(warned(reached) == "ok\n");
+  }
+}
+
+TEST_CASE("a sweep that sets extends is refused at the swept key") {
+  TempDir dir("sweep_extends");
+  dir.file("base.yaml", kTinyExperiment);
+  dir.file("other.yaml", "extends: base.yaml\nseed: 5\n");
+  const std::string config =
+      dir.file("swept.yaml", "extends: base.yaml\nsweep:\n  grid:\n    extends: [other.yaml]\n");
+  for (const char* command : {"validate ", "sweep "}) {
+    const auto r = run(command + config, true);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::StartsWith(config + ":4:5: error: sweep.grid.extends: extends is read "
+                                                 "from the config file before any value is set, "
+                                                 "so a sweep cannot set it"));
   }
 }

@@ -51,8 +51,8 @@ TEST_CASE("a typo in a key is reported at the key with the nearest name") {
 TEST_CASE("a value of the wrong type is reported at the value") {
   CHECK(only_error(kBad + "wrong_type.yaml") ==
         kBad +
-            "wrong_type.yaml:8:15: error: train.batch_size: expected an integer >= 1, "
-            "found 'many'");
+            "wrong_type.yaml:8:15: error: train.batch_size: expected an integer >= 1 and <= "
+            "1000000000, found 'many'");
 }
 
 TEST_CASE("an out-of-range value names the range") {
@@ -629,11 +629,16 @@ TEST_CASE("a sample or batch too large to count is refused at its key") {
   CHECK(only_error(kGood + "minimal.yaml", {"data.train.shape=[3000000000,1,1]"})
             .find("data.train.shape: a sample of this shape has more than 2147483648") !=
         std::string::npos);
-  CHECK(only_error(kGood + "minimal.yaml", {"train.batch_size=4611686018427387904"}) ==
-        "<command line>:1:18: error: train.batch_size: a batch of 4611686018427387904 samples of "
-        "16 elements each holds more than 2^60 elements, the most a batch may hold (in override 1 "
-        "'train.batch_size=4611686018427387904')\n"
+  CHECK(only_error(kGood + "minimal.yaml",
+                   {"data.train.shape=[2147483648]", "train.batch_size=1000000000"}) ==
+        "<command line>:2:18: error: train.batch_size: a batch of 1000000000 samples of "
+        "2147483648 elements each holds more than 2^60 elements, the most a batch may hold (in "
+        "override 2 'train.batch_size=1000000000')\n"
         "    use a smaller batch_size");
+  CHECK(only_error(kGood + "minimal.yaml", {"train.batch_size=4611686018427387904"}) ==
+        "<command line>:1:18: error: train.batch_size: expected an integer >= 1 and <= "
+        "1000000000, found integer 4611686018427387904 (in override 1 "
+        "'train.batch_size=4611686018427387904')");
 }
 
 TEST_CASE("train.epochs and train.max_steps are bounded at the key") {

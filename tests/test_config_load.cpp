@@ -198,11 +198,12 @@ TEST_CASE("a section a child config leaves empty is an error; an empty eval drop
     FAIL("the emptied section was accepted");
   } catch (const trainer::config::ConfigError& e) {
     REQUIRE(e.diagnostics().size() == 1);
-    CHECK(format(e.diagnostics().list()[0]) ==
-          (dir / "emptied.yaml").string() +
-              ":2:1: error: train: no value for the whole section: every key of train that the "
-              "configs merged before it set would be put back to its default\n    remove 'train:' to "
-              "keep what they set, or write under it the keys to change");
+    CHECK(
+        format(e.diagnostics().list()[0]) ==
+        (dir / "emptied.yaml").string() +
+            ":2:1: error: train: no value for the whole section: every key of train that the "
+            "configs merged before it set would be put back to its default\n    remove 'train:' to "
+            "keep what they set, or write under it the keys to change");
   }
   // With a key, or as {}, it merges; in a config that extends none, `train:` is the defaults.
   std::ofstream(dir / "kept.yaml") << "extends: base.yaml\ntrain: {}\n";

@@ -182,8 +182,11 @@ TEST_CASE("trainer lr-find refuses a range, a step count or ranks it cannot test
        "error: lr-find: --min-lr 1e-31 and --max-lr 10000000000" + range},
       {"--min-lr 1e-30 --max-lr 1e31", "error: lr-find: --min-lr 1e-30 and --max-lr 1e+31" + range},
       {"--steps 5",
-       "--steps: expected an integer >= 10, found '5': the range test reads the "
-       "loss over at least 10 steps"},
+       "--steps: expected an integer >= 10 and <= 1000000, found '5': the range test reads the "
+       "loss over 10 steps or more"},
+      {"--steps 10000000000000",
+       "--steps: expected an integer >= 10 and <= 1000000, found "
+       "'10000000000000'"},
       {"devices.world_size=2", "one process"}};
   for (const auto& [flags, says] : refused) {
     INFO(flags);

@@ -586,14 +586,15 @@ TEST_CASE("a run that fails before training leaves summary.json saying why") {
   TempDir tmp("fail-before-training");
   // 40M x 64 weights (10 GiB, and as much again for gradients and moments)
   // under a 4 GB address space: refused when the program allocates, after
-  // the run directory was made.
+  // the run directory was made (the limit of 1 TB it is planned for passes
+  // the check against the memory available, which would refuse it sooner).
   std::string huge = tiny_experiment();
   huge.replace(huge.find("out_features: 32"), 16, "out_features: 40000000");
   write_text(tmp / "huge.yaml", huge);
-  const int code =
-      std::system(("bash -c 'ulimit -v 4000000; exec " + std::string(TRAINER_BINARY) + " run " +
-                   tmp / "huge.yaml" + " --out " + tmp / "run" + "' > " + tmp / "run.log" + " 2>&1")
-                      .c_str());
+  const int code = std::system(("bash -c 'ulimit -v 4000000; exec " + std::string(TRAINER_BINARY) +
+                                " run " + tmp / "huge.yaml" + " --out " + tmp / "run" +
+                                " train.memory_limit_mib=1000000' > " + tmp / "run.log" + " 2>&1")
+                                   .c_str());
   INFO(read_text(tmp / "run.log"));
   CHECK(WEXITSTATUS(code) == 1);
   REQUIRE(fs::exists(tmp / "run/summary.json"));

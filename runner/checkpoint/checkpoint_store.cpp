@@ -703,8 +703,9 @@ std::optional<LoadedCheckpoint> CheckpointStore::load_newest(
     throw CheckpointError("no checkpoint in " + dir_ +
                           " loads (the damaged ones are set aside as step-*.bad): the run cannot "
                           "continue in this directory. Put a good copy of a checkpoint back, or "
-                          "start again in a new directory (trainer run <run>/config.yaml --out "
-                          "NEW_DIR)");
+                          "start again in a new directory (trainer run " +
+                          (fs::path(dir_).parent_path() / "config.yaml").string() +
+                          " --out NEW_DIR)");
   return std::nullopt;
 }
 

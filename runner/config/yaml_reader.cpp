@@ -11,7 +11,9 @@
 #include <yaml-cpp/mark.h>
 #include <yaml-cpp/parser.h>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -509,9 +511,14 @@ Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostic
 }
 
 Node read_yaml_file(const std::string& path, const Mark& where, Diagnostics& diags, bool* ok) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    diags.add(where, "", "cannot read file '" + path + "'");
+    // The system's reason (permission denied), which the stream drops.
+    const int error = errno;
+    diags.add(where, "",
+              "cannot read file '" + path + "'" +
+                  (error != 0 ? ": " + std::string(std::strerror(error)) : std::string()));
     if (ok) *ok = false;
     return Node{};
   }

@@ -37,8 +37,9 @@ void throw_write_failed(const std::string& path, int error) {
   const bool full = error == ENOSPC || error == EDQUOT;
   throw std::runtime_error("cannot write " + path + ": " + std::strerror(error) + "; " +
                            (full ? "free space" : "make it writable") +
-                           " and resume the run (trainer run --resume DIR): it goes on from its "
-                           "last checkpoint and cuts this file back to it");
+                           " and resume the run (trainer run --resume " +
+                           std::filesystem::path(path).parent_path().string() +
+                           "): it goes on from its last checkpoint and cuts this file back to it");
 }
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append)

@@ -2,10 +2,12 @@
 #include "runner/train/session_checks.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/loader.h"
 #include "runner/config/diagnostics.h"
@@ -150,6 +152,52 @@ void warn_batch_beyond_set(const config::Config& config, const Session& s,
                    std::to_string(s.batch.global) + " rows",
                "set train.batch_size to " + std::to_string(samples) +
                    " or less for the same steps in less memory");
+}
+
+void warn_schedule_beyond_run(const config::Config& config, const Session& s,
+                              config::Diagnostics& warnings) {
+  const config::ScheduleConfig& schedule = config.schedule;
+  config::Diagnostics ignored;  // an uncountable run is an error of its own
+  const std::optional<std::int64_t> total =
+      total_steps(config, session_steps_per_epoch(config, s), ignored);
+  if (!total || *total <= 0) return;
+  const std::int64_t steps = *total, warmup = schedule.warmup_steps;
+  const std::string run = "the run's " + counted(steps, "step");
+  const std::string& type = schedule.type;
+  const bool warmed = type == "constant" || type == "step" || type == "multistep" ||
+                      type == "cosine" || type == "linear";
+  const bool decays = warmed && type != "constant";
+  if (warmed && (warmup > steps || (decays && warmup == steps))) {
+    char reached[32];
+    std::snprintf(reached, sizeof reached, "%.3g",
+                  static_cast<double>(steps) / static_cast<double>(warmup));
+    warnings.add(mark_of(config, "schedule.warmup_steps"), "schedule.warmup_steps",
+                 std::to_string(warmup) + " covers all " + run + ": the rate only rises, to " +
+                     reached + " x optimizer.lr at the last step" +
+                     (decays ? ", and the " + type + " schedule never acts" : std::string()),
+                 "set schedule.warmup_steps below " + std::to_string(steps) +
+                     " (a tenth of the run is usual)");
+    return;  // what follows is beyond the warm-up too
+  }
+  if (type == "step" && warmup + schedule.step_size >= steps)
+    warnings.add(mark_of(config, "schedule.step_size"), "schedule.step_size",
+                 std::to_string(schedule.step_size) + ": the first decay would be at step " +
+                     std::to_string(warmup + schedule.step_size) +
+                     (warmup > 0 ? " (after the warm-up)" : std::string()) + ", past " + run +
+                     " (steps 0 to " + std::to_string(steps - 1) + "): the rate stays optimizer.lr",
+                 "set schedule.step_size below " + std::to_string(steps - warmup));
+  if (type == "multistep") {
+    std::vector<std::string> beyond;
+    for (const std::int64_t m : schedule.milestones)
+      if (m >= steps) beyond.push_back(std::to_string(m));
+    if (!beyond.empty())
+      warnings.add(mark_of(config, "schedule.milestones"), "schedule.milestones",
+                   config::join(beyond) + (beyond.size() == 1 ? " is" : " are") +
+                       " at or past the end of " + run + " (steps 0 to " +
+                       std::to_string(steps - 1) +
+                       "): " + (beyond.size() == 1 ? "it never applies" : "they never apply"),
+                   "give milestones below " + std::to_string(steps));
+  }
 }
 
 std::int64_t short_batch_rows(const config::Config& config, const Session& s) {

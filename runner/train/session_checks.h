@@ -58,6 +58,13 @@ void warn_early_stopping_cannot_stop(const config::Config& config, const Session
 void warn_batch_beyond_set(const config::Config& config, const Session& s,
                            config::Diagnostics& warnings);
 
+// Warnings at the schedule's keys that the run's steps never reach: a
+// warm-up longer than the run (the rate never reaches optimizer.lr) or as
+// long (a decaying schedule never acts), a `step` decay or `multistep`
+// milestones at or after its last step.
+void warn_schedule_beyond_run(const config::Config& config, const Session& s,
+                              config::Diagnostics& warnings);
+
 // The real rows of the short micro-batch each epoch of training ends with:
 // with data.drop_last: false the last micro-batch of a rank's shard holds
 // what is left of the shard, padded (every micro-batch is trained on, the

@@ -114,7 +114,8 @@ void TrainLoop::check_log_written() const {
   if (const std::string failure = log_failure_->first(); !failure.empty())
     throw std::runtime_error("cannot write " + run_dir_ + "/train.log (" + failure +
                              "); free space (or make it writable) and resume the run (trainer run "
-                             "--resume DIR): it goes on from its last checkpoint");
+                             "--resume " +
+                             run_dir_ + "): it goes on from its last checkpoint");
 }
 
 void TrainLoop::log_window() {

@@ -411,26 +411,43 @@ int run_command_line(int argc, char** argv) {
     }
   }
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ExtrasError& e) {
-    // `--epochs 2`, as other tools take settings: the override it means.
+  // An option the command lacks, said before CLI11 reads the word after it
+  // as the config (`run --resume DIR --checkpoint NAME` said "config: no such
+  // file 'NAME'"); `--epochs 2`, as other tools take settings, with the
+  // override it means.
+  if (CLI::App* sub = argc > 1 && argv[1][0] != '-' ? app.get_subcommand(argv[1]) : nullptr;
+      sub && !help_asked)
     for (int i = 2; i < argc; ++i) {
       const std::string word = argv[i];
-      if (word.rfind("--", 0) != 0) continue;
-      const std::string given = word.substr(2, word.find('=') - 2);
-      const std::string key = config_key_named(given);
-      if (key.empty()) continue;
-      std::string value = word.find('=') != std::string::npos     ? word.substr(word.find('=') + 1)
-                          : i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1]
-                                                                  : "VALUE";
-      print_error_report("error: '" + word +
-                         "' is not an option; config values are set as KEY=VALUE after the "
-                         "config: " +
-                         key + "=" + value + "\n");
+      if (word == "--") break;
+      if (word.rfind("--", 0) != 0 || word.size() == 2) continue;
+      const std::string flag = word.substr(0, word.find('='));
+      if (sub->get_option_no_throw(flag)) continue;
+      if (const std::string key = config_key_named(flag.substr(2)); !key.empty()) {
+        const std::string value = word.find('=') != std::string::npos
+                                      ? word.substr(word.find('=') + 1)
+                                  : i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1]
+                                                                          : "VALUE";
+        print_error_report("error: '" + word +
+                           "' is not an option; config values are set as KEY=VALUE after the "
+                           "config: " +
+                           key + "=" + value + "\n");
+        return kUsageError;
+      }
+      const std::string name = sub->get_name();
+      print_error_report(
+          "error: trainer " + name + " has no option '" + flag + "'" +
+          (name == "run" && flag == "--checkpoint"
+               ? ": a resume goes on from the newest checkpoint that verifies (to go back to an "
+                 "older one, move the newer ones out of the run's checkpoints/); trainer eval "
+                 "takes --checkpoint"
+               : "") +
+          "\n    trainer " + name + " --help shows its usage\n");
       return kUsageError;
     }
-    return exit_for_parse_error(app, e);
+
+  try {
+    app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return exit_for_parse_error(app, e);
   }

@@ -125,6 +125,16 @@ TEST_CASE("a config key given as an option is refused with the override it means
   r = run("run " + kGood + "mlp.yaml --frobnicate", true);
   CHECK(r.code == 2);
   CHECK(r.out.find("error: trainer run has no option '--frobnicate'") == 0);
+  // After --resume DIR the word after an unknown option was taken for the
+  // config ("config: no such file 'step-00000002'").
+  trainer::testing::TempDir dir("option_after_resume");
+  r = run("run --resume " + dir.path().string() + " --checkpoint step-00000002", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: trainer run has no option '--checkpoint': a resume goes on from the "
+                   "newest checkpoint that verifies") == 0);
+  r = run("run --resume " + dir.path().string() + " --epochs 3", true);
+  CHECK(r.out.find("error: '--epochs' is not an option; config values are set as KEY=VALUE after "
+                   "the config: train.epochs=3") == 0);
 }
 
 TEST_CASE("a sweep with nothing to sweep is reported at the config file") {

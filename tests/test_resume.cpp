@@ -84,6 +84,15 @@ TEST_CASE("a run repeated from its config.yaml says what keeps it from repeating
   write_text(tmp / "copy.yaml", read_text(config));
   REQUIRE(run_to_end({"run", tmp / "copy.yaml", "--out", tmp / "copy"}, tmp / "copy.log") == 0);
   CHECK(read_text(tmp / "copy.log").find("will not repeat") == std::string::npos);
+  // A resume that changed the config: config.yaml repeats only its last part.
+  REQUIRE(run_to_end({"run", "--resume", tmp / "a", "train.max_steps=6", "optimizer.lr=0.02"},
+                     tmp / "resumed.log") == 0);
+  REQUIRE(run_to_end({"run", config, "--out", tmp / "after_resume"}, tmp / "after_resume.log") ==
+          0);
+  CHECK(read_text(tmp / "after_resume.log")
+            .find("warning: config.yaml: the run in " + tmp / "a" +
+                  " trained with 2 configs, a resume (or an edit before one) changing it") !=
+        std::string::npos);
 }
 
 TEST_CASE("train.eval_every evaluates once per step, also at the end of an epoch") {

@@ -90,6 +90,14 @@ std::vector<std::string> rerun_differences(const std::string& config_path, const
   };
   compare_data("train", session.train_data.get());
   compare_data("eval", session.eval_data.get());
+  // A resume that changed the config: config.yaml is the last of them.
+  if (const auto configs = manifest.find("configs");
+      configs != manifest.end() && configs->is_object() && configs->size() > 1)
+    differences.push_back(
+        "config.yaml: the run in " + run + " trained with " + std::to_string(configs->size()) +
+        " configs, a resume (or an edit before one) changing it (its manifest.json keeps each, "
+        "and under \"resumes\" when; train.log says from which step); config.yaml is the last, "
+        "and this run trains every step with it");
   if (const auto from = manifest.find("init_from");
       from != manifest.end() && from->is_object() && from->contains("sha256") &&
       (*from)["sha256"].is_string() && !session.init_from_file.empty()) {

@@ -488,6 +488,10 @@ TEST_CASE("a list index too large for any list is an error at the index, not an 
         "<command line>:1:13: error: model.layers[99999999999999999999].out_features: list "
         "index 99999999999999999999 is out of range (at most 1000000) (in override 1 "
         "'model.layers[99999999999999999999].out_features=1')");
+  CHECK(only_error(kGood + "minimal.yaml", {"model.layers[-1].out_features=5"}) ==
+        "<command line>:1:13: error: model.layers[-1].out_features: a list index counts from 0 at "
+        "the front: [-1] is not the last item; give its index ([2] for the third) (in override 1 "
+        "'model.layers[-1].out_features=5')");
 }
 
 TEST_CASE("an index into a list the config does not have is reported once, with how to add it") {

@@ -40,6 +40,10 @@ bool parse_path(const std::string& key, int line, std::vector<PathStep>& steps,
       const std::size_t open = i++;
       const std::size_t digits = i;
       while (i < key.size() && std::isdigit(static_cast<unsigned char>(key[i]))) ++i;
+      if (i == digits && i < key.size() && key[i] == '-')
+        return bad(open,
+                   "a list index counts from 0 at the front: [-1] is not the last item; give "
+                   "its index ([2] for the third)");
       if (i == digits || i >= key.size() || key[i] != ']')
         return bad(open, "expected a list index like [2]");
       std::size_t index = 0;

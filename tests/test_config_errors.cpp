@@ -292,6 +292,19 @@ TEST_CASE("a block definition's keys are checked, and a block no layer uses is a
   // Used by a layer (or by a block a layer uses): no warning.
   CHECK(load_config(kGood + "minimal.yaml", {res, "model.layers[1]={block: res, name: r}"})
             .warnings.empty());
+  // A parameter no layer of the block refers to: an instance setting it changes nothing.
+  const auto idle = load_config(
+      kGood + "minimal.yaml",
+      {"model.blocks.res={params: {ch: 4, unused: 3, quoted: 1}, layers: [{type: linear, "
+       "out_features: $ch, name: '$quoted'}]}",
+       "model.layers[1]={block: res, name: r, unused: 99}"});
+  REQUIRE(idle.warnings.size() == 2);
+  CHECK(
+      format(idle.warnings[0], "warning") ==
+      "<command line>:1:35: warning: model.blocks.res.params.unused: no layer of the block refers "
+      "to $unused, so setting it on an instance changes nothing\n"
+      "    use it in the block's layers (a value `$unused`), or remove it");
+  CHECK(idle.warnings[1].key_path == "model.blocks.res.params.quoted");
 }
 
 TEST_CASE("a layer whose output no later layer reads is a warning") {

@@ -166,7 +166,7 @@ TEST_CASE("at a terminal a stop is answered at once, while a long evaluation goe
 TEST_CASE("outside training the stop signals do what the process's disposition says") {
   TempDir tmp("stop-signal-outside");
   write_text(tmp / "tiny.yaml", tiny_experiment());
-  const std::vector<std::string> timing = {"time", tmp / "tiny.yaml", "--steps", "10000000",
+  const std::vector<std::string> timing = {"time", tmp / "tiny.yaml", "--steps", "1000000",
                                            "model.layers[1].out_features=512"};
   for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
     TrainerChild timed(timing, tmp / "time.log");

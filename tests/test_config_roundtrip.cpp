@@ -184,3 +184,26 @@ TEST_CASE("a config named '-' is printed quoted and loads back") {
   CHECK(again.name == "-");
   CHECK(again.output.dir == "- runs #1");
 }
+
+TEST_CASE("a printed config reads the same in YAML 1.1 tools: their booleans quoted, no octal") {
+  // PyYAML reads yes/no/on/off/y/n as booleans, and 010 as octal 8.
+  for (const std::string word : {"yes", "No", "ON", "off", "y", "N"}) {
+    INFO(word);
+    Node tree = Node::map({"<test>", 1, 1});
+    tree.set("name", Node::scalar(word, {}, true));
+    CHECK(to_yaml(tree) == "name: \"" + word + "\"\n");
+  }
+  const std::vector<std::pair<std::string, std::string>> integers = {
+      {"010", "10"}, {"-007", "-7"}, {"+010", "+10"}, {"00", "0"}, {"0", "0"}, {"100", "100"}};
+  for (const auto& [written, printed] : integers) {
+    INFO(written);
+    Node tree = Node::map({"<test>", 1, 1});
+    tree.set("seed", Node::scalar(written, {}, false));
+    const std::string text = to_yaml(tree);
+    CHECK(text == "seed: " + printed + "\n");
+    Diagnostics diags;
+    const Node again = parse_yaml(text, "<printed>", diags);
+    REQUIRE(diags.empty());
+    CHECK(as_int(*again.find("seed")) == as_int(*tree.find("seed")));
+  }
+}

@@ -89,16 +89,43 @@ bool core_schema_number(const std::string& s) {
   return s == ".nan" || s == ".NaN" || s == ".NAN";
 }
 
+// Strings that YAML 1.1 readers (PyYAML) read as booleans: yes, no, on,
+// off, y, n in their three cases. Quoted, as core_schema_number's are.
+bool yaml11_boolean(const std::string& s) {
+  for (const char* word : {"y", "yes", "n", "no", "on", "off"}) {
+    const std::string lower = word;
+    std::string title = lower, upper = lower;
+    title[0] = static_cast<char>(title[0] - 'a' + 'A');
+    std::transform(upper.begin(), upper.end(), upper.begin(),
+                   [](char c) { return static_cast<char>(c - 'a' + 'A'); });
+    if (s == lower || s == title || s == upper) return true;
+  }
+  return false;
+}
+
 // A string written plain reads back as the same string ("$x" plain would
-// read back as a block parameter).
+// read back as a block parameter), in other YAML tools too.
 bool plain_string(const std::string& s) {
   return safe_plain(s) && classify_plain(s) == ScalarKind::string && !core_schema_number(s) &&
-         s.front() != '$';
+         !yaml11_boolean(s) && s.front() != '$';
+}
+
+// An integer written with leading zeros ("010", which the config reads as
+// 10) without them: YAML 1.1 readers take "010" for octal 8.
+std::string integer_text(const std::string& s) {
+  const std::size_t digits = s.front() == '-' || s.front() == '+' ? 1 : 0;
+  std::size_t first = digits;
+  while (first + 1 < s.size() && s[first] == '0' &&
+         std::all_of(s.begin() + static_cast<long>(first), s.end(),
+                     [](char c) { return c >= '0' && c <= '9'; }))
+    ++first;
+  return s.substr(0, digits) + s.substr(first);
 }
 
 std::string scalar_text(const Node& n) {
   if (n.is_null()) return "null";
   if (n.quoted()) return plain_string(n.text()) ? n.text() : double_quoted(n.text());
+  if (classify_plain(n.text()) == ScalarKind::integer) return integer_text(n.text());
   // A block parameter, "${p}" written "$p": the same reference, and one that
   // a flow map {...} reads too.
   if (const std::string p = block_parameter_name(n.text()); !p.empty() && safe_plain("$" + p))

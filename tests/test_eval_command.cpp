@@ -110,6 +110,17 @@ TEST_CASE("trainer eval gives a checkpoint's recorded metrics again") {
   CHECK(from.code == 2);
   CHECK_THAT(from.out, Catch::Contains("trainer eval reads the weights of one of the run's "
                                        "checkpoints, not model.init_from"));
+  // A setting of training alone: the same evaluation, with a warning.
+  const auto trained =
+      run_trainer("eval " + (tmp / "run") + " optimizer.lr=5 train.epochs=7", true);
+  CHECK(trained.code == 0);
+  CHECK_THAT(trained.out,
+             Catch::Contains("warning: optimizer.lr=5: trainer eval does not train, so this "
+                             "changes nothing") &&
+                 Catch::Contains("warning: train.epochs=7: trainer eval does not train") &&
+                 Catch::Contains("on 128 samples"));
+  CHECK_THAT(run_trainer("eval " + (tmp / "run") + " data.eval.size=40", true).out,
+             !Catch::Contains("does not train"));
 }
 
 TEST_CASE("trainer eval batches as the run did: the micro-batch auto chose; no training checks") {

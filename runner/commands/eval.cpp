@@ -130,6 +130,23 @@ int command_eval(const CommandArgs& args) {
                    o.c_str());
       return 2;
     }
+  // Settings of training alone: an override of one changes nothing here.
+  for (const std::string& o : args.overrides) {
+    const std::string key = config::override_key(o);
+    const auto under = [&](const char* section) {
+      return key == section || key.rfind(std::string(section) + ".", 0) == 0;
+    };
+    if (under("optimizer") || under("schedule") || under("sweep") || under("train.epochs") ||
+        under("train.max_steps") || under("train.log_every") || under("train.accumulation") ||
+        under("train.clip_grad_norm") || under("train.eval_every") ||
+        under("train.early_stopping") || under("checkpoint.every_epochs") ||
+        under("checkpoint.every_steps") || under("checkpoint.keep_last") ||
+        under("checkpoint.keep_best"))
+      std::fprintf(stderr,
+                   "warning: %s: trainer eval does not train, so this changes nothing (it takes "
+                   "the data, devices, backend and precision, and train.eval_batches)\n",
+                   o.c_str());
+  }
   config::Config config = config::load_config(config_path.string(), args.overrides);
   print_config_warnings(config);
   in_one_process(config, args.run_dir);

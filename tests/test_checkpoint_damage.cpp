@@ -578,4 +578,11 @@ TEST_CASE("model.init_from a checkpoint's file whose SHA256SUMS disagrees is ref
   write_text(copied, bytes);
   CHECK(run_trainer("validate " + (tmp / "tiny.yaml") + " model.init_from=" + copied, true).code ==
         0);
+  // A checkpoint the run's retention pruned (it keeps steps 35, 42 and 48).
+  const std::string pruned = run + "/checkpoints/step-00000007/model.safetensors";
+  r = run_trainer("validate " + (tmp / "tiny.yaml") + " model.init_from=" + pruned, true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Contains("cannot read '" + pruned + "': no such file") &&
+                        Contains("a checkpoint of another run, which its checkpoint.keep_last / "
+                                 "keep_best may have pruned since"));
 }

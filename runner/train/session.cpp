@@ -326,8 +326,16 @@ std::string init_from_path(const config::Config& config) {
                                 "checkpoints/last/model.safetensors"
                               : "did you mean '" + weights + "'?");
   } else if (const std::string why = why_unreadable(path); !why.empty()) {
+    // A checkpoint of another run that its retention pruned since.
+    const bool pruned = !std::filesystem::exists(path, ec) &&
+                        path.parent_path().parent_path().filename() == "checkpoints" &&
+                        path.parent_path().filename().string().starts_with("step-");
     diags.add(from->mark(), "model.init_from", "cannot read '" + path.string() + "'" + why,
-              from_yaml && path.string().starts_with(yaml_folder)
+              pruned ? "a checkpoint of another run, which its checkpoint.keep_last / keep_best "
+                       "may have pruned since; a run that started from it records the file's "
+                       "SHA-256 in its manifest.json (init_from.sha256): put a file with that "
+                       "checksum back there, or name another checkpoint's weights"
+              : from_yaml && path.string().starts_with(yaml_folder)
                   ? "a relative path is taken from the folder of the YAML file that names it"
                   : "");
   }

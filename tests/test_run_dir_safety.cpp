@@ -781,3 +781,18 @@ TEST_CASE("a run copied with links followed gets its `last` link back at the nex
   CHECK(fs::read_symlink(copy + "/checkpoints/last") == "step-00000021");
   CHECK_FALSE(fs::exists(fs::symlink_status(copy + "/checkpoints/last.tmp")));
 }
+
+TEST_CASE("a run directory that cannot be made says why and what to choose, exit 2") {
+  TempDir tmp("run-dir-cannot-make");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  fs::create_symlink(tmp / "missing", tmp / "dangling");
+  auto r = run_command(
+      trainer_binary() + " run " + tmp / "tiny.yaml" + " --out " + tmp / "dangling", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("it is a link to " + tmp / "missing" +
+                   ", which is missing: create that folder, remove the link") != std::string::npos);
+  r = run_command(trainer_binary() + " run " + tmp / "tiny.yaml" + " output.dir=/proc/trainer-none",
+                  true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("a folder cannot be made there: choose another directory") != std::string::npos);
+}

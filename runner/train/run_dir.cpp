@@ -307,6 +307,15 @@ void check_output_directory_created(const fs::path& dir, const std::error_code& 
   if (error == std::errc::permission_denied || error == std::errc::read_only_file_system)
     throw UsageError(failed +
                      "\n    choose a directory this user may write (--out, or output.dir)");
+  std::error_code looked;
+  if (fs::is_symlink(fs::symlink_status(dir, looked)))
+    throw UsageError(failed + "\n    it is a link to " + fs::read_symlink(dir, looked).string() +
+                     ", which is missing: create that folder, remove the link, or choose "
+                     "another directory (--out, or output.dir)");
+  if (error == std::errc::no_such_file_or_directory)  // a file system that takes no folders there
+    throw UsageError(failed +
+                     "\n    a folder cannot be made there: choose another directory (--out, or "
+                     "output.dir)");
   throw std::runtime_error(failed);
 }
 

@@ -782,6 +782,11 @@ TEST_CASE("control bytes in a config are shown escaped, never raw") {
   CHECK(e.find('\x1b') == std::string::npos);
   CHECK(e.find('\x01') == std::string::npos);
   CHECK(e.find("\\x1b[31m") != std::string::npos);
+  // An invisible character in a key (a zero-width space pasted with it): shown.
+  const std::string invisible = temp_config("zw.yaml", kMinimalText + "seed\xe2\x80\x8b: 1\n");
+  CHECK(only_error(invisible) == invisible +
+                                     ":7:1: error: seed\\u200b: unknown key 'seed\\u200b'\n"
+                                     "    did you mean 'seed'?");
   const std::string nul = temp_config("nul2.yaml", kMinimalText + std::string("seed: 1\0x\n", 10));
   CHECK(only_error(nul) == nul +
                                ":7:8: error: invalid YAML: a NUL byte (\\0); is this a binary "

@@ -10,15 +10,37 @@ namespace trainer::config {
 
 namespace {
 
+// The code point of an invisible format character (zero-width spaces and
+// joiners, direction marks and overrides, word joiners, the byte order mark,
+// the soft hyphen) whose UTF-8 bytes start at text[i]; 0 for anything else.
+unsigned invisible_at(const std::string& text, std::size_t i) {
+  const auto at = [&](std::size_t k) {
+    return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u;
+  };
+  if (at(i) == 0xC2 && at(i + 1) == 0xAD) return 0x00AD;
+  if (at(i) != 0xE2 && at(i) != 0xEF) return 0;
+  const unsigned code = ((at(i) & 0x0Fu) << 12) | ((at(i + 1) & 0x3Fu) << 6) | (at(i + 2) & 0x3Fu);
+  if ((at(i + 1) & 0xC0) != 0x80 || (at(i + 2) & 0xC0) != 0x80) return 0;
+  const bool invisible = (code >= 0x200B && code <= 0x200F) || (code >= 0x202A && code <= 0x202E) ||
+                         (code >= 0x2060 && code <= 0x2064) || code == 0xFEFF;
+  return invisible ? code : 0;
+}
+
 // User text echoed in a message may hold control bytes (a NUL, an escape
-// sequence); they are shown as \xNN so the terminal shows what was written.
+// sequence); they are shown as \xNN so the terminal shows what was written,
+// and invisible format characters (a zero-width space in a key) as \uNNNN.
 // Line breaks the message itself contains are kept.
 std::string printable(const std::string& text) {
   static const char* hex = "0123456789abcdef";
   std::string out;
-  for (char c : text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
-    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+    if (const unsigned code = invisible_at(text, i); code != 0) {
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += hex[(code >> shift) & 15];
+      i += code == 0x00AD ? 1 : 2;
+    } else if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
       out += "\\x";
       out += hex[byte >> 4];
       out += hex[byte & 15];

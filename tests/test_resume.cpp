@@ -10,6 +10,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -469,6 +470,34 @@ TEST_CASE(
   REQUIRE(run_to_end({"run", "--resume", tmp / "cut"}, tmp / "r.log") == 0);
   CHECK(read_text(tmp / "full/metrics.jsonl") == read_text(tmp / "cut/metrics.jsonl"));
   CHECK(summary_of(tmp / "cut")["steps"] == 2560);
+}
+
+TEST_CASE("a stop signal's checkpoint goes once newer ones are saved: keep_last keeps the same") {
+  TempDir tmp("resume-stop-retention");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  // Checkpoints at the ends of the 3 epochs of 16 steps, the newest 2 kept.
+  const std::vector<std::string> overrides = {
+      "checkpoint.every_steps=0", "checkpoint.every_epochs=1", "checkpoint.keep_last=2"};
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", tmp / "full", overrides), tmp / "f.log") == 0);
+  // Stopped in the last epoch (after its record of step 35), then resumed.
+  setenv("TRAINER_INJECT_STEP_DELAY", "0.05", 1);
+  TrainerProcess child(run_args(tmp / "tiny.yaml", tmp / "cut", overrides), tmp / "c.log");
+  unsetenv("TRAINER_INJECT_STEP_DELAY");
+  REQUIRE(wait_for_text(tmp / "cut/metrics.jsonl", "\"step\":35", std::chrono::seconds(60)));
+  child.signal(SIGTERM);
+  REQUIRE(child.wait() == 143);
+  const std::int64_t stopped_at = summary_of(tmp / "cut")["steps"];
+  INFO("stopped at step " << stopped_at);
+  REQUIRE(stopped_at < 48);
+  REQUIRE(run_to_end({"run", "--resume", tmp / "cut"}, tmp / "r.log") == 0);
+  const auto kept = [](const std::string& run) {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(run + "/checkpoints"))
+      names.insert(e.path().filename().string());
+    return names;
+  };
+  CHECK(kept(tmp / "cut") == std::set<std::string>{"last", "step-00000032", "step-00000048"});
+  CHECK(kept(tmp / "cut") == kept(tmp / "full"));
 }
 
 TEST_CASE("a truncated checkpoint is reported with its path and the previous one is used") {

@@ -283,8 +283,25 @@ std::optional<double> metric_of(const fs::path& dir, const std::string& metric) 
   return std::nullopt;
 }
 
-// Deletes what `policy` no longer keeps. A checkpoint whose metric cannot be
-// read is kept, and warned of once (its path goes into `kept_unread`).
+// Whether the checkpoint in `dir` was saved off the schedule (TrainState::
+// unscheduled); false when its state cannot be read (it is then kept).
+bool unscheduled_of(const fs::path& dir) {
+  try {
+    const auto meta = read_safetensors_metadata((dir / kStateFile).string());
+    const auto it = meta.find(kStateKey);
+    if (it == meta.end()) return false;
+    const auto j = nlohmann::json::parse(it->second);
+    return j.contains("unscheduled") && j["unscheduled"] == true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Deletes what `policy` no longer keeps. keep_last counts the checkpoints of
+// the schedule; one saved off it (a stop signal's) is kept only while it is
+// the newest, so that an interrupted run keeps what a straight one does. A
+// checkpoint whose metric cannot be read is kept, and warned of once (its
+// path goes into `kept_unread`).
 void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
                      const std::function<void(const std::string&)>& warn,
                      std::set<std::string>& kept_unread) {
@@ -292,8 +309,12 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
   if (all.empty()) return;
   std::vector<bool> keep(all.size(), policy.keep_last == 0);
   keep[0] = true;
-  for (std::size_t i = 0; i < all.size() && static_cast<std::int64_t>(i) < policy.keep_last; ++i)
+  std::int64_t scheduled = 0;
+  for (std::size_t i = 0; i < all.size() && scheduled < policy.keep_last; ++i) {
+    if (i > 0 && unscheduled_of(all[i].second)) continue;
     keep[i] = true;
+    if (i > 0 || !unscheduled_of(all[i].second)) ++scheduled;
+  }
   if (policy.keep_best > 0) {
     std::vector<std::pair<double, std::size_t>> ranked;
     for (std::size_t i = 0; i < all.size(); ++i) {

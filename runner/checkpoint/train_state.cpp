@@ -273,6 +273,11 @@ TrainState read_state(const nlohmann::json& stored, const std::string& path) {
   s.timing_bytes = in.count(in.member(j, "timing_bytes", "timing_bytes"), "timing_bytes");
   if (j.contains("metric") && j["metric"].is_number()) s.metric = j["metric"].get<double>();
   if (j.contains("metric_name")) s.metric_name = in.text(j["metric_name"], "metric_name");
+  if (j.contains("unscheduled")) {
+    if (!j["unscheduled"].is_boolean())
+      in.fail("unscheduled", "is " + shown_json(j["unscheduled"]) + ", expected true or false");
+    s.unscheduled = j["unscheduled"].get<bool>();
+  }
   if (j.contains("events_bytes")) s.events_bytes = in.count(j["events_bytes"], "events_bytes");
   if (j.contains("optimizer")) s.optimizer = in.text(j["optimizer"], "optimizer");
   if (j.contains("batch_size")) {
@@ -341,6 +346,7 @@ nlohmann::json TrainState::to_json() const {
   }
   if (metric) j["metric"] = *metric;
   if (metric && !metric_name.empty()) j["metric_name"] = metric_name;
+  if (unscheduled) j["unscheduled"] = true;
   if (events_bytes) j["events_bytes"] = *events_bytes;
   if (!optimizer.empty()) j["optimizer"] = optimizer;
   if (batch_size > 0) j["batch_size"] = batch_size;

@@ -72,6 +72,10 @@ struct TrainState {
   std::string metric_name;
   // train.early_stopping: {best, best_step, bad} (null: nothing followed yet).
   nlohmann::json early_stopping;
+  // Saved off the checkpoint schedule (a stop signal, an evaluation that
+  // failed, a sample that could not be read): the retention removes it once
+  // a newer checkpoint is saved, and keep_last does not count it.
+  bool unscheduled = false;
 
   // Non-finite numbers (a diverged window's loss, an evaluation's) are
   // written as "NaN", "Infinity" and "-Infinity", and read back as they were.

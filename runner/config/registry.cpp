@@ -516,7 +516,9 @@ std::vector<SectionDef> build_sections() {
                  .def("1")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.checkpoint.every_epochs = int_of(v); }),
-           f(field("keep_last", T::integer, "Keep the N most recent checkpoints (0: keep all)")
+           f(field("keep_last", T::integer,
+                   "Keep the N most recent checkpoints (0: keep all); one a stop signal saved off "
+                   "the schedule is kept only while it is the newest, and not counted")
                  .def("2")
                  .at_least(0),
              [](Config& c, const FieldValue& v) { c.checkpoint.keep_last = int_of(v); }),

@@ -353,7 +353,7 @@ void TrainLoop::train_to_end() {
           (evaluated && keeps_best());
       if (step_ < total_steps_) stopped_by_ = agreed_stop_signal(collective_);
       if (stopped_by_ != 0) {
-        save_checkpoint(epoch_, in_epoch);
+        save_unscheduled(state_now(epoch_, in_epoch));
         break;
       }
       if (steps_due && in_epoch < steps_per_epoch_ && step_ < total_steps_) {

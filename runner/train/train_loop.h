@@ -234,6 +234,28 @@ class TrainLoop {
   void save_checkpoint(std::int64_t at_epoch, std::int64_t epoch_step) {
     save_state(state_now(at_epoch, epoch_step));
   }
+  // Whether checkpoint.every_steps / every_epochs (or keep_best, which saves
+  // at each evaluation) saves at `step`, the end of an epoch or not, with
+  // `epochs_done` epochs ended.
+  bool checkpoint_scheduled_at(std::int64_t step, bool epoch_end, std::int64_t epochs_done) const {
+    const config::CheckpointConfig& c = cfg_.checkpoint;
+    if (c.every_steps > 0 && step % c.every_steps == 0) return true;
+    if (epoch_end && c.every_epochs > 0 && epochs_done % c.every_epochs == 0) return true;
+    return keeps_best() &&
+           (epoch_end || (cfg_.train.eval_every > 0 && step % cfg_.train.eval_every == 0));
+  }
+  // A checkpoint saved because the run stops (a stop signal; the training
+  // before a failure): unless the schedule saves at its step too, it is off
+  // the schedule, and the retention removes it once a newer one is saved. (A
+  // run's last checkpoint, its result, is never off the schedule.)
+  void save_unscheduled(checkpoint::TrainState st) {
+    // At an epoch's end: its evaluation pending (epoch_step == steps per
+    // epoch), or made (the next epoch at its step 0).
+    const bool pending = st.epoch_step == steps_per_epoch_;
+    const bool epoch_end = pending || (st.epoch_step == 0 && st.step > 0);
+    st.unscheduled = !checkpoint_scheduled_at(st.step, epoch_end, st.epoch + (pending ? 1 : 0));
+    save_state(st);
+  }
   // The step's first batch holds a sample that cannot be read: none of the
   // step ran, so the training up to it is saved (one rank; unless a
   // checkpoint of this step exists). Returns what the loader's error goes on

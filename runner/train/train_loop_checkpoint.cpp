@@ -160,7 +160,7 @@ std::string TrainLoop::keep_training_before(std::int64_t epoch_step) {
     return step_ > 0 ? resume_from(last_checkpoint_.empty() ? resumed_from_ : last_checkpoint_, "")
                      : "";
   try {
-    save_checkpoint(epoch_, epoch_step);
+    save_unscheduled(state_now(epoch_, epoch_step));
   } catch (const std::exception& e) {
     log_->error("the training since the last checkpoint could not be saved: {}", e.what());
     return "";

@@ -111,12 +111,12 @@ void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
   checkpoint::TrainState lengths_before;  // its record lengths alone
   record_lengths_into(lengths_before);
   const auto save_before = [&] {
-    if (stopped_inside_epoch_) return save_state(*stopped_inside_epoch_);  // lengths of its own
+    if (stopped_inside_epoch_) return save_unscheduled(*stopped_inside_epoch_);  // its lengths
     checkpoint::TrainState st = state_now(epoch_, epoch_step);
     st.metrics_bytes = lengths_before.metrics_bytes;
     st.timing_bytes = lengths_before.timing_bytes;
     st.events_bytes = lengths_before.events_bytes;
-    save_state(st);
+    save_unscheduled(st);
   };
   try {
     // The ranks of a job stop together after a step; the end of training

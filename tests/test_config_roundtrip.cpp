@@ -186,12 +186,22 @@ TEST_CASE("a config named '-' is printed quoted and loads back") {
 }
 
 TEST_CASE("a printed config reads the same in YAML 1.1 tools: their booleans quoted, no octal") {
-  // PyYAML reads yes/no/on/off/y/n as booleans, and 010 as octal 8.
-  for (const std::string word : {"yes", "No", "ON", "off", "y", "N"}) {
-    INFO(word);
+  // PyYAML reads yes/no/on/off/y/n as booleans, 1_000, 0b101, 017 and
+  // 190:20:30 as numbers, 2024-01-01 as a date, and 010 as octal 8; the config
+  // reads all but 010 as strings, quoted in its file or not.
+  for (const std::string word : {"yes", "No", "ON", "off", "y", "N", "1_000", "0b101", "017",
+                                 "190:20:30", "2024-01-01", "1.5_0"})
+    for (const bool quoted : {true, false}) {
+      INFO(word << (quoted ? " quoted" : " plain"));
+      Node tree = Node::map({"<test>", 1, 1});
+      tree.set("name", Node::scalar(word, {}, quoted));
+      if (!quoted && classify(*tree.find("name")) != ScalarKind::string) continue;
+      CHECK(to_yaml(tree) == "name: \"" + word + "\"\n");
+    }
+  for (const std::string plain : {"abc", "runs/x", "1a", "2024-01"}) {
     Node tree = Node::map({"<test>", 1, 1});
-    tree.set("name", Node::scalar(word, {}, true));
-    CHECK(to_yaml(tree) == "name: \"" + word + "\"\n");
+    tree.set("name", Node::scalar(plain, {}, true));
+    CHECK(to_yaml(tree) == "name: " + plain + "\n");
   }
   const std::vector<std::pair<std::string, std::string>> integers = {
       {"010", "10"}, {"-007", "-7"}, {"+010", "+10"}, {"00", "0"}, {"0", "0"}, {"100", "100"}};

@@ -2,6 +2,7 @@
 #include "runner/config/emit.h"
 
 #include <algorithm>
+#include <regex>
 
 #include "data/utf8.h"
 #include "runner/config/scalar.h"
@@ -103,11 +104,21 @@ bool yaml11_boolean(const std::string& s) {
   return false;
 }
 
+// Strings that YAML 1.1 readers (PyYAML) read as numbers or dates, though
+// the config reads them as strings: 1_000, 0b101, 0o17's older 017, 190:20:30,
+// 2024-01-01. Quoted too.
+bool yaml11_number_or_date(const std::string& s) {
+  static const std::regex pattern(
+      "[-+]?(0b[01_]+|0[0-7_]+|[0-9][0-9_]*_[0-9_]*|[0-9][0-9_]*(:[0-5]?[0-9])+(\\.[0-9_]*)?|"
+      "[0-9_]*\\.[0-9_]*_[0-9_]*([eE][-+][0-9]+)?)|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ].*)?");
+  return std::regex_match(s, pattern);
+}
+
 // A string written plain reads back as the same string ("$x" plain would
 // read back as a block parameter), in other YAML tools too.
 bool plain_string(const std::string& s) {
   return safe_plain(s) && classify_plain(s) == ScalarKind::string && !core_schema_number(s) &&
-         !yaml11_boolean(s) && s.front() != '$';
+         !yaml11_boolean(s) && !yaml11_number_or_date(s) && s.front() != '$';
 }
 
 // An integer written with leading zeros ("010", which the config reads as
@@ -125,7 +136,16 @@ std::string integer_text(const std::string& s) {
 std::string scalar_text(const Node& n) {
   if (n.is_null()) return "null";
   if (n.quoted()) return plain_string(n.text()) ? n.text() : double_quoted(n.text());
-  if (classify_plain(n.text()) == ScalarKind::integer) return integer_text(n.text());
+  switch (classify_plain(n.text())) {
+    case ScalarKind::integer:
+      return integer_text(n.text());
+    case ScalarKind::string:  // written plain, read as a string: quoted where others read more
+      if (safe_plain(n.text()) && !plain_string(n.text()) && n.text().front() != '$')
+        return double_quoted(n.text());
+      break;
+    default:
+      break;
+  }
   // A block parameter, "${p}" written "$p": the same reference, and one that
   // a flow map {...} reads too.
   if (const std::string p = block_parameter_name(n.text()); !p.empty() && safe_plain("$" + p))

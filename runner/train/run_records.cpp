@@ -15,6 +15,7 @@
 #include "data/content_digest.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/durable_file.h"
+#include "runner/config/value_changes.h"
 #include "runner/json_text.h"
 #include "runner/train/devices.h"
 #include "runner/train/manifest_file.h"
@@ -90,14 +91,24 @@ std::vector<std::string> rerun_differences(const std::string& config_path, const
   };
   compare_data("train", session.train_data.get());
   compare_data("eval", session.eval_data.get());
-  // A resume that changed the config: config.yaml is the last of them.
+  // A resume that changed the config's values (not only how it is written):
+  // config.yaml is the last of the configs the run trained with.
   if (const auto configs = manifest.find("configs");
-      configs != manifest.end() && configs->is_object() && configs->size() > 1)
-    differences.push_back(
-        "config.yaml: the run in " + run + " trained with " + std::to_string(configs->size()) +
-        " configs, a resume (or an edit before one) changing it (its manifest.json keeps each, "
-        "and under \"resumes\" when; train.log says from which step); config.yaml is the last, "
-        "and this run trains every step with it");
+      configs != manifest.end() && configs->is_object() && configs->size() > 1) {
+    std::vector<std::string> texts;
+    for (const auto& [hash, text] : configs->items())
+      if (text.is_string()) texts.push_back(config::resolved_today(text.get<std::string>()));
+    const bool values_changed =
+        std::any_of(texts.begin(), texts.end(), [&](const std::string& text) {
+          return !config::value_changes(texts.front(), text).empty();
+        });
+    if (values_changed)
+      differences.push_back(
+          "config.yaml: the run in " + run + " trained with " + std::to_string(configs->size()) +
+          " configs, a resume (or an edit before one) changing it (its manifest.json keeps each, "
+          "and under \"resumes\" when; train.log says from which step); config.yaml is the "
+          "last, and this run trains every step with it");
+  }
   if (const auto from = manifest.find("init_from");
       from != manifest.end() && from->is_object() && from->contains("sha256") &&
       (*from)["sha256"].is_string() && !session.init_from_file.empty()) {

@@ -160,6 +160,9 @@ class Backend {
   // and ulimit -v's room; GPU: free memory); 0 when unknown. Reads system
   // files: for planning, not for every log line.
   virtual std::size_t available_memory() const { return 0; }
+  // The part of that the processes on this machine share (CPU: not a
+  // process's own ulimit -v room), which ranks on one machine divide.
+  virtual std::size_t shared_available_memory() const { return available_memory(); }
   // Host memory this backend copies from fastest (page-locked on CUDA, for the
   // loader's batch ring when data.pin_memory is on); 64-byte aligned malloc here.
   virtual void* allocate_host(std::size_t bytes);

@@ -422,7 +422,11 @@ int run_command_line(int argc, char** argv) {
       if (word == "--") break;
       if (word.rfind("--", 0) != 0 || word.size() == 2) continue;
       const std::string flag = word.substr(0, word.find('='));
-      if (sub->get_option_no_throw(flag)) continue;
+      if (const CLI::Option* option = sub->get_option_no_throw(flag)) {
+        // Its value follows as the next word (`--out --weird` names a folder).
+        if (word.find('=') == std::string::npos && option->get_items_expected_min() > 0) ++i;
+        continue;
+      }
       if (const std::string key = config_key_named(flag.substr(2)); !key.empty()) {
         const std::string value = word.find('=') != std::string::npos
                                       ? word.substr(word.find('=') + 1)

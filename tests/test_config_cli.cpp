@@ -595,7 +595,7 @@ TEST_CASE(
              Catch::Contains("warning: train.batch_size: 128 is more than the training set's 64 "
                              "samples: with data.drop_last: false every step is the whole set as "
                              "one short batch, in memory planned for 128 rows\n    set "
-                             "train.batch_size to 64 or less for the same steps in less memory\n"));
+                             "train.batch_size to at most 64 (the set's size)\n"));
   // Over ranks the batch that fills a step is a multiple of them.
   CHECK_THAT(run("validate " + config + " train.batch_size=126 devices.world_size=3", true).out,
              Catch::Contains("set train.batch_size to at most 63 (a multiple of the 3 ranks), or "

@@ -274,6 +274,16 @@ TEST_CASE("CPU ranks on one machine each plan for their share of its memory") {
   const auto unknown = run_command("PMI_RANK=0 PMI_SIZE=8 " + plan);
   INFO(unknown.out);
   CHECK(plan_line(unknown.out, "limit") == Approx(100));
+  // Without a limit: the machine's memory is shared, but each rank has a
+  // ulimit -v of its own whole (each process gets one).
+  const std::string free_plan = std::string(TRAINER_BINARY) + " plan " + write_config().string();
+  const auto machine_share = run_command(free_plan + " devices.world_size=2");
+  const auto capped_alone = run_command("ulimit -v 3000000; " + free_plan);
+  const auto capped_two = run_command("ulimit -v 3000000; " + free_plan + " devices.world_size=2");
+  INFO(capped_alone.out << capped_two.out);
+  const double room = plan_line(capped_alone.out, "available");
+  if (plan_line(machine_share.out, "available") > 1.2 * room)  // the share is not the smaller
+    CHECK(plan_line(capped_two.out, "available") == Approx(room).epsilon(0.05));
 }
 
 TEST_CASE("the plan counts the loader batches an epoch can fill, and offers fewer") {

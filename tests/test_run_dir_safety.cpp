@@ -762,6 +762,14 @@ TEST_CASE(
   REQUIRE(run_to_end(resume_args(run, {"train.max_steps=35"}), tmp / "c.log") == 0);
   CHECK_FALSE(fs::exists(fs::symlink_status(run + "/checkpoints/step-00000014")));
   CHECK(fs::exists(moved + "/model.safetensors"));
+  // Linked to a disk that is not there now: refused, not resumed from the one before.
+  fs::create_directory_symlink(tmp / "unmounted/step-00000042", run + "/checkpoints/step-00000042");
+  const auto gone = run_command(trainer_binary() + " run --resume " + run, true);
+  CHECK(gone.code != 0);
+  CHECK(gone.out.find(run + "/checkpoints/step-00000042 is a link to " +
+                      tmp / "unmounted/step-00000042" +
+                      ", which is missing (a disk not mounted?)") != std::string::npos);
+  CHECK(fs::is_symlink(run + "/checkpoints/step-00000042"));
 }
 
 TEST_CASE("a run copied with links followed gets its `last` link back at the next checkpoint") {

@@ -46,11 +46,11 @@ std::size_t resident_bytes() {
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-// What this process could still allocate: the least of MemAvailable, the
-// room left under its cgroups' memory limits (v1 or v2, nested ones included:
-// cgroup_memory.h) and under the address-space limit (ulimit -v). 0 when none
+// What the machine could still give this process and the others beside it:
+// the least of MemAvailable and the room left under its cgroups' memory
+// limits (v1 or v2, nested ones included: cgroup_memory.h). 0 when neither
 // is known.
-std::size_t available_bytes() {
+std::size_t machine_available_bytes() {
   std::optional<std::size_t> least;
   const auto consider = [&](std::size_t bytes) { least = least ? std::min(*least, bytes) : bytes; };
   std::ifstream meminfo("/proc/meminfo");
@@ -59,15 +59,27 @@ std::size_t available_bytes() {
   while (meminfo >> key >> kib >> unit)
     if (key == "MemAvailable:") consider(kib * 1024);
   if (const auto room = cgroup_memory_room()) consider(*room);
-  rlimit limit{};
-  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    std::ifstream statm("/proc/self/statm");
-    std::size_t pages = 0;
-    statm >> pages;
-    const std::size_t used = pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    consider(limit.rlim_cur > used ? limit.rlim_cur - used : 0);
-  }
   return least.value_or(0);
+}
+
+// The room left under this process's own address-space limit (ulimit -v);
+// 0 without one.
+std::size_t address_space_room() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0;
+  statm >> pages;
+  const std::size_t used = pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return limit.rlim_cur > used ? limit.rlim_cur - used : 1;  // 1: none left, but known
+}
+
+// What this process could still allocate: the machine's, and the room under
+// its own address-space limit. 0 when none is known.
+std::size_t available_bytes() {
+  const std::size_t machine = machine_available_bytes(), own = address_space_room();
+  if (machine == 0 || own == 0) return std::max(machine, own);
+  return std::min(machine, own);
 }
 
 class CpuBackend final : public Backend {
@@ -94,6 +106,7 @@ class CpuBackend final : public Backend {
     return stats;
   }
   std::size_t available_memory() const override { return available_bytes(); }
+  std::size_t shared_available_memory() const override { return machine_available_bytes(); }
   bool supports_compute(DType type) const override {
     // bf16 through oneDNN, whose bf16 kernels need AVX-512; fp16 emulated
     // (fp16 rounding around float32 kernels) everywhere.

@@ -238,6 +238,20 @@ void check_checkpoint_folder(const fs::path& dir) {
     throw CheckpointUnreadable(dir.string() + ": cannot look at it: " + ec.message());
   if (fs::is_directory(status)) {
     refuse_unlistable(dir);
+    // A checkpoint moved to another disk and linked back, that disk not there
+    // now: resuming from an older one would train its steps again and replace
+    // the link.
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      std::error_code looked;
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("step-", 0) == 0 && entry.is_symlink(looked) &&
+          !fs::exists(entry.path(), looked))
+        throw CheckpointUnreadable(
+            entry.path().string() + " is a link to " +
+            fs::read_symlink(entry.path(), looked).string() +
+            ", which is missing (a disk not mounted?): mount it, or remove the link to resume "
+            "from the checkpoint before it");
+    }
     if (!list_checkpoints(dir).empty() || holds_set_aside(dir)) return;
     if (const std::string written = checkpoint_on_record(dir.parent_path()); !written.empty())
       throw CheckpointError(dir.string() + " holds no checkpoint, but the run wrote checkpoints (" +

@@ -363,8 +363,10 @@ std::vector<SectionDef> build_sections() {
                  "Memory the job may use per device, in MiB: `run`, `time` and (on the CPU) "
                  "`validate` refuse a plan that does not fit it, and micro_batch_size: auto "
                  "fits it (0: what the device has available, free GPU memory or available "
-                 "RAM within the process's cgroup and ulimit -v, for `plan` and auto); CPU "
-                 "ranks on one machine share it, each planning for its share. The "
+                 "RAM within the process's cgroup and ulimit -v, for `plan` and auto, and "
+                 "which `run` and `time` refuse a plan larger than, loader batches on the host "
+                 "left out on a GPU); CPU ranks on one machine share it, each planning for its "
+                 "share (each has a ulimit -v of its own whole). The "
                  "plan counts the training's memory (parameters, gradients, optimizer state, "
                  "activations, workspace, loader buffers), not the process's libraries or "
                  "data read into memory; a checkpoint being written or loaded adds at most 16 MiB")

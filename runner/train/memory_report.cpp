@@ -80,11 +80,15 @@ int ranks_sharing_memory(const Session& s) {
 }
 
 double memory_capacity(const Session& s, const Backend& backend) {
-  const double capacity =
-      s.config.train.memory_limit_mib > 0
-          ? static_cast<double>(s.config.train.memory_limit_mib) * 1024.0 * 1024.0
-          : static_cast<double>(backend.available_memory());
-  return capacity / ranks_sharing_memory(s);
+  const int ranks = ranks_sharing_memory(s);
+  if (s.config.train.memory_limit_mib > 0)
+    return static_cast<double>(s.config.train.memory_limit_mib) * 1024.0 * 1024.0 / ranks;
+  // The ranks on one machine share its memory; a limit of each process's own
+  // (ulimit -v) each has whole.
+  const double own = static_cast<double>(backend.available_memory());
+  const double share = static_cast<double>(backend.shared_available_memory()) / ranks;
+  if (own <= 0 || share <= 0) return std::max(own, share);
+  return std::min(own, share);
 }
 
 namespace {
@@ -236,10 +240,13 @@ void refuse_beyond_available(const Session& s, Backend& backend) {
   const double capacity = memory_capacity(s, backend);
   if (capacity <= 0) return;  // not known
   const MemoryEstimate e = estimate_memory(s, backend);
-  if (e.total() <= capacity) return;
+  // On a GPU the loaders' batches are in host memory, not the device's.
+  const double needed =
+      s.config.devices.on_cpu() ? e.total() : e.total() - e.loader - e.eval_loader;
+  if (needed <= capacity) return;
   config::Diagnostics diags;
   diags.add(mark_of(s.config, "train.batch_size"), "train.batch_size",
-            "the memory plan needs " + mib_text(e.total()) +
+            "the memory plan needs " + mib_text(needed) +
                 " MiB (`trainer plan` itemises it), more than the " + mib_text(capacity) +
                 " MiB available on " + backend.name() + memory_share_note(s, capacity) +
                 " (train.memory_limit_mib, when set, is planned for instead): the run would "

@@ -326,18 +326,21 @@ std::string init_from_path(const config::Config& config) {
                                 "checkpoints/last/model.safetensors"
                               : "did you mean '" + weights + "'?");
   } else if (const std::string why = why_unreadable(path); !why.empty()) {
-    // A checkpoint of another run that its retention pruned since.
-    const bool pruned = !std::filesystem::exists(path, ec) &&
-                        path.parent_path().parent_path().filename() == "checkpoints" &&
-                        path.parent_path().filename().string().starts_with("step-");
+    // A checkpoint of another run that its retention pruned since: its
+    // step folder gone from a checkpoints folder that is there.
+    const std::filesystem::path step = path.parent_path();
+    const bool pruned = step.filename().string().starts_with("step-") &&
+                        step.parent_path().filename() == "checkpoints" &&
+                        !std::filesystem::exists(step, ec) &&
+                        std::filesystem::is_directory(step.parent_path(), ec);
     diags.add(from->mark(), "model.init_from", "cannot read '" + path.string() + "'" + why,
-              pruned ? "a checkpoint of another run, which its checkpoint.keep_last / keep_best "
-                       "may have pruned since; a run that started from it records the file's "
-                       "SHA-256 in its manifest.json (init_from.sha256): put a file with that "
-                       "checksum back there, or name another checkpoint's weights"
-              : from_yaml && path.string().starts_with(yaml_folder)
+              from_yaml && path.string().starts_with(yaml_folder)
                   ? "a relative path is taken from the folder of the YAML file that names it"
-                  : "");
+              : pruned ? "a checkpoint of another run, which its checkpoint.keep_last / "
+                         "keep_best may have pruned since; a run that started from it records "
+                         "the file's SHA-256 in its manifest.json (init_from.sha256): put a file "
+                         "with that checksum back there, or name another checkpoint's weights"
+                       : "");
   }
   diags.throw_if_any();
   return path.string();

@@ -150,8 +150,11 @@ void warn_batch_beyond_set(const config::Config& config, const Session& s,
                    ": with data.drop_last: false every step is the whole set as one short batch, "
                    "in memory planned for " +
                    std::to_string(s.batch.global) + " rows",
-               "set train.batch_size to " + std::to_string(samples) +
-                   " or less for the same steps in less memory");
+               "set train.batch_size to at most " +
+                   std::to_string(samples / s.batch.world * s.batch.world) +
+                   (s.batch.world > 1 ? " (the set's size, as a multiple of the " +
+                                            std::to_string(s.batch.world) + " ranks)"
+                                      : " (the set's size)"));
 }
 
 void warn_schedule_beyond_run(const config::Config& config, const Session& s,

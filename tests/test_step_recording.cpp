@@ -22,15 +22,11 @@ using namespace trainer::graph;
 
 namespace {
 
-// The CPU kernels and memory, with a recording that keeps the queued work and
-// runs it again at each replay (or refuses to record, with `refusal`, after
-// queueing the work once, as a capture that fails at its end does).
-class RecordingBackend final : public Backend {
+// The CPU kernels and memory, under another name: the backends below change
+// one thing each.
+class CpuLikeBackend : public Backend {
  public:
-  explicit RecordingBackend(std::string refusal = {})
-      : Backend("recording"), refusal_(std::move(refusal)) {
-    register_cpu_kernels(*this);
-  }
+  explicit CpuLikeBackend(const std::string& name) : Backend(name) { register_cpu_kernels(*this); }
   void* allocate(std::size_t bytes) override { return cpu_backend().allocate(bytes); }
   void release(void* ptr) override { cpu_backend().release(ptr); }
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
@@ -40,6 +36,15 @@ class RecordingBackend final : public Backend {
     cpu_backend().copy_to_host(dst, src, bytes);
   }
   VectorOps& vector_ops() override { return cpu_backend().vector_ops(); }
+};
+
+// A recording that keeps the queued work and runs it again at each replay
+// (or refuses to record, with `refusal`, after queueing the work once, as a
+// capture that fails at its end does).
+class RecordingBackend final : public CpuLikeBackend {
+ public:
+  explicit RecordingBackend(std::string refusal = {})
+      : CpuLikeBackend("recording"), refusal_(std::move(refusal)) {}
 
   std::unique_ptr<RecordedWork> record(const std::function<void()>& queue_work,
                                        std::string& why_not) override {
@@ -241,23 +246,13 @@ TEST_CASE("an update set on the program runs at the end of every step and is rec
 
 namespace {
 
-// The CPU kernels, but dropout's backward throws what `fail` throws (a
-// library's status mid-step, on a GPU).
-class FailingBackend final : public Backend {
+// Dropout's backward throws what `fail` throws (a library's status
+// mid-step, on a GPU).
+class FailingBackend final : public CpuLikeBackend {
  public:
-  explicit FailingBackend(std::function<void()> fail) : Backend("failing") {
-    register_cpu_kernels(*this);
+  explicit FailingBackend(std::function<void()> fail) : CpuLikeBackend("failing") {
     add_kernel("dropout", [fail](const KernelContext&) { return std::make_unique<Failing>(fail); });
   }
-  void* allocate(std::size_t bytes) override { return cpu_backend().allocate(bytes); }
-  void release(void* ptr) override { cpu_backend().release(ptr); }
-  void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
-    cpu_backend().copy_to_device(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
-    cpu_backend().copy_to_host(dst, src, bytes);
-  }
-  VectorOps& vector_ops() override { return cpu_backend().vector_ops(); }
 
  private:
   class Failing final : public Kernel {

@@ -239,13 +239,16 @@ void check_checkpoint_folder(const fs::path& dir) {
   if (fs::is_directory(status)) {
     refuse_unlistable(dir);
     // A checkpoint moved to another disk and linked back, that disk not there
-    // now: resuming from an older one would train its steps again and replace
-    // the link.
+    // now, newer than every checkpoint there is: resuming from an older one
+    // would train its steps again and replace the link. (A link that loops is
+    // passed over, as damage.)
+    const auto listed = list_checkpoints(dir);
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       std::error_code looked;
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("step-", 0) == 0 && entry.is_symlink(looked) &&
-          !fs::exists(entry.path(), looked))
+      if (!entry.is_symlink(looked)) continue;
+      const std::optional<std::int64_t> step = step_of_folder(entry.path());
+      if (!step || (!listed.empty() && listed.front().first >= *step)) continue;
+      if (fs::status(entry.path(), looked).type() == fs::file_type::not_found)
         throw CheckpointUnreadable(
             entry.path().string() + " is a link to " +
             fs::read_symlink(entry.path(), looked).string() +

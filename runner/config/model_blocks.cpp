@@ -20,20 +20,18 @@ void collect_used(const Node* layers, std::vector<std::string>& names) {
   }
 }
 
-// Whether `node` (a block's layers) refers to parameter `name` anywhere:
-// an unquoted `$name` or `${name}` value.
-bool refers_to(const Node& node, const std::string& name) {
+}  // namespace
+
+bool refers_to_parameter(const Node& node, const std::string& name) {
   if (node.is_scalar()) return !node.quoted() && block_parameter_name(node.text()) == name;
   if (node.is_sequence())
     return std::any_of(node.items().begin(), node.items().end(),
-                       [&](const Node& item) { return refers_to(item, name); });
+                       [&](const Node& item) { return refers_to_parameter(item, name); });
   if (node.is_map())
     for (std::size_t i = 0; i < node.size(); ++i)
-      if (refers_to(node.value_at(i), name)) return true;
+      if (refers_to_parameter(node.value_at(i), name)) return true;
   return false;
 }
-
-}  // namespace
 
 void check_model_blocks(const Node& model, Config& config, Diagnostics& diags) {
   const Node* blocks = model.find("blocks");
@@ -70,7 +68,7 @@ void check_model_blocks(const Node& model, Config& config, Diagnostics& diags) {
     // A parameter no layer refers to: setting it on an instance changes nothing.
     if (const Node* params = def.find("params"); params && params->is_map() && layers)
       for (std::size_t k = 0; k < params->size(); ++k)
-        if (const std::string& name = params->key_at(k); !refers_to(*layers, name))
+        if (const std::string& name = params->key_at(k); !refers_to_parameter(*layers, name))
           config.warnings.push_back(
               {params->key_mark_at(k), path + ".params." + name,
                "no layer of the block refers to $" + name +

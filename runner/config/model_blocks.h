@@ -17,6 +17,10 @@ namespace trainer::config {
 inline const std::vector<std::string> kBlockInstanceKeys = {"block", "name", "inputs", "repeat",
                                                             "first"};
 
+// Whether `node` (a block's layers) refers to parameter `name` anywhere: an
+// unquoted `$name` or `${name}` value, which the block's instances replace.
+bool refers_to_parameter(const Node& node, const std::string& name);
+
 // Errors for a definition with a key other than `layers` and `params`, with `params` not a map or
 // naming a parameter as an instance key, or with no layers; a warning in config.warnings for each
 // block that no layer of the model (or of a block it uses) names.

@@ -126,19 +126,6 @@ void report_unknown_key(Diagnostics& diags, const Mark& mark, const std::string&
                               : "valid keys: " + join(allowed));
 }
 
-// Whether `node` (a block's layers) uses parameter `name` as a value:
-// `$name` or `${name}`.
-bool uses_parameter(const Node& node, const std::string& name) {
-  if (node.is_scalar()) return node.text() == "$" + name || node.text() == "${" + name + "}";
-  if (node.is_sequence())
-    return std::any_of(node.items().begin(), node.items().end(),
-                       [&](const Node& item) { return uses_parameter(item, name); });
-  if (node.is_map())
-    for (std::size_t i = 0; i < node.size(); ++i)
-      if (uses_parameter(node.value_at(i), name)) return true;
-  return false;
-}
-
 // The keys `model:` takes; any other is reported.
 void check_model_keys(const Node& model, Diagnostics& diags) {
   static const std::vector<std::string> allowed = {
@@ -191,7 +178,7 @@ bool check_instance_keys(const Node& instance, const Node& definition, const std
     const std::string& key = instance.key_at(i);
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     known = false;
-    if (layers && uses_parameter(*layers, key)) {
+    if (layers && config::refers_to_parameter(*layers, key)) {
       diags.add(instance.key_mark_at(i), path + "." + key,
                 "unknown key '" + key + "': the block's layers use $" + key +
                     ", but the block does not declare it as a parameter",

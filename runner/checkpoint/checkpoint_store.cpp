@@ -279,24 +279,34 @@ void check_checkpoint_folder(const fs::path& dir) {
                           fix);
 }
 
+// The training state the checkpoint in `dir` recorded, its header alone
+// read; null for a damaged file. CheckpointUnreadable when the system refuses
+// to read it.
+nlohmann::json recorded_state(const fs::path& dir) {
+  try {
+    const auto meta = read_safetensors_metadata((dir / kStateFile).string());
+    const auto it = meta.find(kStateKey);
+    if (it == meta.end()) return nullptr;
+    const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+    return j.is_object() ? j : nullptr;
+  } catch (const CheckpointUnreadable&) {
+    throw;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 // The value of `metric` the checkpoint in `dir` recorded. A checkpoint of an
 // earlier version recorded no name: its value counts as the metric asked for.
 // Nothing for a damaged file; CheckpointUnreadable when the system refuses to
 // read it (its value is not known, not absent).
 std::optional<double> metric_of(const fs::path& dir, const std::string& metric) {
-  try {
-    const auto meta = read_safetensors_metadata((dir / kStateFile).string());
-    auto it = meta.find(kStateKey);
-    if (it == meta.end()) return std::nullopt;
-    const auto j = nlohmann::json::parse(it->second);
-    const bool same_metric =
-        metric.empty() || !j.contains("metric_name") || j["metric_name"] == nlohmann::json(metric);
-    if (same_metric && j.contains("metric") && j["metric"].is_number())
-      return j["metric"].get<double>();
-  } catch (const CheckpointUnreadable&) {
-    throw;
-  } catch (const std::exception&) {
-  }
+  const nlohmann::json j = recorded_state(dir);
+  if (j.is_null()) return std::nullopt;
+  const bool same_metric =
+      metric.empty() || !j.contains("metric_name") || j["metric_name"] == nlohmann::json(metric);
+  if (same_metric && j.contains("metric") && j["metric"].is_number())
+    return j["metric"].get<double>();
   return std::nullopt;
 }
 
@@ -304,12 +314,9 @@ std::optional<double> metric_of(const fs::path& dir, const std::string& metric) 
 // unscheduled); false when its state cannot be read (it is then kept).
 bool unscheduled_of(const fs::path& dir) {
   try {
-    const auto meta = read_safetensors_metadata((dir / kStateFile).string());
-    const auto it = meta.find(kStateKey);
-    if (it == meta.end()) return false;
-    const auto j = nlohmann::json::parse(it->second);
-    return j.contains("unscheduled") && j["unscheduled"] == true;
-  } catch (const std::exception&) {
+    const nlohmann::json j = recorded_state(dir);
+    return j.is_object() && j.contains("unscheduled") && j["unscheduled"] == true;
+  } catch (const CheckpointUnreadable&) {
     return false;
   }
 }

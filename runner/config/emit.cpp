@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <regex>
+#include <set>
 
 #include "data/utf8.h"
 #include "runner/config/scalar.h"
@@ -93,15 +94,9 @@ bool core_schema_number(const std::string& s) {
 // Strings that YAML 1.1 readers (PyYAML) read as booleans: yes, no, on,
 // off, y, n in their three cases. Quoted, as core_schema_number's are.
 bool yaml11_boolean(const std::string& s) {
-  for (const char* word : {"y", "yes", "n", "no", "on", "off"}) {
-    const std::string lower = word;
-    std::string title = lower, upper = lower;
-    title[0] = static_cast<char>(title[0] - 'a' + 'A');
-    std::transform(upper.begin(), upper.end(), upper.begin(),
-                   [](char c) { return static_cast<char>(c - 'a' + 'A'); });
-    if (s == lower || s == title || s == upper) return true;
-  }
-  return false;
+  static const std::set<std::string> words = {"y",  "Y",  "yes", "Yes", "YES", "n",   "N",   "no",
+                                              "No", "NO", "on",  "On",  "ON",  "off", "Off", "OFF"};
+  return words.count(s) != 0;
 }
 
 // Strings that YAML 1.1 readers (PyYAML) read as numbers or dates, though

@@ -147,6 +147,27 @@ TEST_CASE("a class count near the model's asks for the model's size first, and n
                       Contains("set the last layer's size to 4, or check that label"));
 }
 
+TEST_CASE("a model of more outputs than a training set's labels reach is offered classes:") {
+  TempDir dir;
+  write_bytes(dir.file("i.idx"), idx_bytes({4, 1, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  write_bytes(dir.file("l.idx"), idx_bytes({4}, {0, 1, 1, 0}));  // 2 classes, the model 3
+  const std::string inferred =
+      "{type: idx, images: " + dir.file("i.idx") + ", labels: " + dir.file("l.idx");
+  CHECK_THAT(validate_error(dir, inferred + "}"),
+             Contains("the last layer gives 3 outputs but the data has 2 classes (read off its "
+                      "largest label, as data.train has no `classes:`)") &&
+                 Contains("set the last layer's size to 2, or data.train.classes: 3 if the "
+                          "training set lacks some of the classes"));
+  // Declared classes are the user's word: only the model's size is offered.
+  const std::string declared = validate_error(dir, inferred + ", classes: 2}");
+  CHECK_THAT(declared, Contains("the last layer gives 3 outputs but the data has 2 classes\n") &&
+                           Contains("set the last layer's size to 2\n"));
+  const auto taken = trainer::testing::run_trainer(
+      "validate " + dir.file("labels.yaml") + " data.train.classes=3", true);
+  INFO(taken.out);
+  CHECK(taken.code == 0);
+}
+
 TEST_CASE("a label -100 is a sample in no class; another negative label is refused") {
   TempDir dir;
   const auto validate = [&](const std::string& train) {

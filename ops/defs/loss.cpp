@@ -12,7 +12,8 @@ OpDef cross_entropy() {
   d.doc = "Softmax cross-entropy of logits [N, K] against int64 labels [N], mean over rows.";
   d.attrs = {
       field("label_smoothing", FieldType::number,
-            "Mix the one-hot target with the uniform distribution: (1 - s) * onehot + s / K.")
+            "Mix the one-hot target with the uniform distribution: (1 - s) * onehot + s / K. "
+            "Evaluations report this same loss, smoothed (eval.loss).")
           .def("0")
           .at_least(0)
           .at_most(1),

@@ -657,12 +657,22 @@ class Builder {
                      : "end the model with a flatten (or global_avgpool) and a linear layer");
       return;
     }
-    if (input_.num_classes > 0 && graph_.values[prediction].shape.size() == 2 &&
-        graph_.values[prediction].shape[1] != input_.num_classes) {
+    if (input_.num_classes > 0 && logits.size() == 2 && logits[1] != input_.num_classes) {
+      const std::string outputs = std::to_string(logits[1]);
+      const std::string classes = std::to_string(input_.num_classes);
+      // A training set whose largest classes happen to be missing makes
+      // fewer classes than the model was written for.
+      const bool set_may_lack_classes = input_.classes_inferred && logits[1] > input_.num_classes;
       diags_.add(graph_.nodes.back().mark, "model.layers",
-                 "the last layer gives " + std::to_string(graph_.values[prediction].shape[1]) +
-                     " outputs but the data has " + std::to_string(input_.num_classes) + " classes",
-                 "set the last layer's size to " + std::to_string(input_.num_classes));
+                 "the last layer gives " + outputs + " outputs but the data has " + classes +
+                     " classes" +
+                     (set_may_lack_classes ? " (read off its largest label, as data.train has no "
+                                             "`classes:`)"
+                                           : ""),
+                 "set the last layer's size to " + classes +
+                     (set_may_lack_classes ? ", or data.train.classes: " + outputs +
+                                                 " if the training set lacks some of the classes"
+                                           : ""));
       return;
     }
     graph_.loss = add_node(*op, kLossName, std::move(attrs), {prediction, graph_.labels},

@@ -17,6 +17,7 @@ struct ModelInput {
   std::int64_t batch = 1;
   Shape sample_shape;            // one sample, without the batch dimension
   std::int64_t num_classes = 0;  // > 0: integer class labels; 0: regression targets
+  bool classes_inferred = false;  // num_classes read off the largest label, not declared
   Shape target_shape;            // regression: one target, without the batch dimension
 };
 

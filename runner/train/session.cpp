@@ -701,6 +701,7 @@ void build_model_graph(Session& s) {
   input.batch = s.batch.micro;
   input.sample_shape = s.sample_shape;
   input.num_classes = s.num_classes;
+  input.classes_inferred = s.train_data->classes_inferred();
   input.target_shape = s.train_data->target_shape();
   s.graph = graph::build_graph(s.config.model.node, input, diags);
   diags.throw_if_any();

@@ -36,19 +36,6 @@ namespace {
 
 constexpr int kUsageError = 2;
 
-// The config key whose last part is `name` ("epochs" -> "train.epochs";
-// "batch-size" as "batch_size"), when exactly one section has such a field;
-// "" otherwise.
-std::string config_key_named(std::string name) {
-  std::replace(name.begin(), name.end(), '-', '_');
-  std::vector<std::string> keys;
-  for (const config::SectionDef& section : config::config_sections())
-    for (const config::ConfigField& field : section.fields)
-      if (field.spec.name == name)
-        keys.push_back(section.path.empty() ? name : section.path + "." + name);
-  return keys.size() == 1 ? keys.front() : "";
-}
-
 // A KEY=VALUE where the config file goes: an override, when no file has that name.
 bool is_override(const std::string& arg) {
   return arg.find('=') != std::string::npos && !std::filesystem::exists(arg);
@@ -427,7 +414,7 @@ int run_command_line(int argc, char** argv) {
         if (word.find('=') == std::string::npos && option->get_items_expected_min() > 0) ++i;
         continue;
       }
-      if (const std::string key = config_key_named(flag.substr(2)); !key.empty()) {
+      if (const std::string key = config::config_key_named(flag.substr(2)); !key.empty()) {
         const std::string value = word.find('=') != std::string::npos
                                       ? word.substr(word.find('=') + 1)
                                   : i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1]

@@ -121,6 +121,18 @@ TEST_CASE("a config key given as an option is refused with the override it means
         "train.epochs=2\n");
   r = run("validate " + kGood + "mlp.yaml --batch-size=64", true);
   CHECK(r.out.find("train.batch_size=64\n") != std::string::npos);
+  // A whole key, and another tool's name for one.
+  r = run("validate " + kGood + "mlp.yaml --optimizer.lr=0.1", true);
+  CHECK(r.out.find("config: optimizer.lr=0.1\n") != std::string::npos);
+  r = run("validate " + kGood + "mlp.yaml --max_epochs 3", true);
+  CHECK(r.out.find("config: train.epochs=3\n") != std::string::npos);
+  // A layer's attribute under another tool's name is not also missing.
+  r = run(
+      "validate " + kGood + "mlp.yaml 'model.layers=[{type: flatten}, {type: linear, units: 10}]'",
+      true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: model.layers[1].units: unknown key 'units'") != std::string::npos);
+  CHECK(r.out.find("\n    did you mean 'out_features'?\n1 error\n") != std::string::npos);
   // No such key: no such option.
   r = run("run " + kGood + "mlp.yaml --frobnicate", true);
   CHECK(r.code == 2);

@@ -140,10 +140,7 @@ TEST_CASE("several errors in one file are all reported, in file order") {
       {9, 12, "data.workers", ""},
       {11, 13, "optimizer.momentum", ""},
       {12, 12, "precision.mode", "did you mean 'bf16'?"},
-      {14, 3, "train.pin_memory",
-       "valid keys: epochs, max_steps, batch_size, micro_batch_size, "
-       "accumulation, clip_grad_norm, ema_decay, ema_warmup, eval_every, log_every, "
-       "eval_batches, memory_limit_mib, memory_headroom, early_stopping"},
+      {14, 3, "train.pin_memory", "did you mean 'data.pin_memory'? (pin_memory goes under data:)"},
   };
   for (std::size_t i = 0; i < expected.size(); ++i) {
     INFO("diagnostic " << i << ": " << format(list[i]));
@@ -162,6 +159,25 @@ TEST_CASE("an unknown override key points at the override with a suggestion") {
   CHECK(only_error(kGood + "minimal.yaml", {"train.epocs=3"}) ==
         "<command line>:1:7: error: train.epocs: unknown key 'epocs' (in override 1 "
         "'train.epocs=3')\n    did you mean 'epochs'?");
+}
+
+TEST_CASE("keys and values as other tools write them are pointed to this config's") {
+  const auto suggestion = [](const std::string& override_text) {
+    const auto list = errors_of(kGood + "minimal.yaml", {override_text});
+    REQUIRE(list.size() == 1);
+    return list[0].suggestion;
+  };
+  // A key of another section, and another tool's name for one.
+  CHECK(suggestion("lr=0.1") == "did you mean 'optimizer.lr'? (lr goes under optimizer:)");
+  CHECK(suggestion("train.learning_rate=0.1") ==
+        "did you mean 'optimizer.lr'? (lr goes under optimizer:)");
+  CHECK(suggestion("train.seed=3") == "did you mean 'seed'? (seed goes at the top level)");
+  CHECK(suggestion("train.max_epochs=3") == "did you mean 'epochs'?");
+  CHECK(suggestion("data.num_workers=3") == "did you mean 'workers'?");
+  CHECK(suggestion("precision=float16") == "did you mean 'fp16'?");
+  CHECK(suggestion("schedule.type=cosine_annealing") == "did you mean 'cosine'?");
+  // A kind named where its settings go.
+  CHECK(suggestion("optimizer=adam") == "write the kind as its type: optimizer: {type: adam}");
 }
 
 TEST_CASE("a bad override value points at the value's column") {

@@ -58,8 +58,13 @@ void bind_section(const SectionDef& section, Node& node, Config& config, Diagnos
     }
     checked.erase(field.spec.name);
   }
-  const Attrs attrs =
-      read_fields(checked, field_specs(section), section.path, diags, special_names(section));
+  // A key of another section ("lr" at the top level) is pointed there.
+  const auto key_elsewhere = [&section](const std::string& key) {
+    const std::string full = config_key_named(key);
+    return full == join_key(section.path, key) ? std::string() : full;
+  };
+  const Attrs attrs = read_fields(checked, field_specs(section), section.path, diags,
+                                  special_names(section), key_elsewhere);
   for (const auto& field : section.fields)
     if (attrs.has(field.spec.name)) field.bind(config, attrs.values().at(field.spec.name));
   for (const auto& bind : keyword_binds) bind(config);

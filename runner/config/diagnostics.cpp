@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -136,7 +137,55 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
+std::string ours_for(const std::string& word) {
+  // Keys and values of PyTorch, Lightning, DeepSpeed, Hugging Face and Keras
+  // configs a user brings along; one entry per word.
+  static const std::map<std::string, std::string> kOurs = {
+      {"accumulate_grad_batches", "accumulation"},
+      {"bfloat16", "bf16"},
+      {"clip_grad", "clip_grad_norm"},
+      {"cosine_annealing", "cosine"},
+      {"cosineannealing", "cosine"},
+      {"cosineannealinglr", "cosine"},
+      {"filters", "out_channels"},
+      {"float", "fp32"},
+      {"float16", "fp16"},
+      {"float32", "fp32"},
+      {"gradient_accumulation_steps", "accumulation"},
+      {"gradient_clip_val", "clip_grad_norm"},
+      {"gradient_clipping", "clip_grad_norm"},
+      {"half", "fp16"},
+      {"kernel_size", "kernel"},
+      {"label_column", "label"},
+      {"learning_rate", "lr"},
+      {"max_epochs", "epochs"},
+      {"max_grad_norm", "clip_grad_norm"},
+      {"max_iters", "max_steps"},
+      {"multisteplr", "multistep"},
+      {"n_epochs", "epochs"},
+      {"num_epochs", "epochs"},
+      {"num_workers", "workers"},
+      {"one_cycle", "onecycle"},
+      {"onecyclelr", "onecycle"},
+      {"output_dir", "dir"},
+      {"pool_size", "kernel"},
+      {"prefetch_factor", "prefetch"},
+      {"steplr", "step"},
+      {"tensorfloat32", "tf32"},
+      {"train_batch_size", "batch_size"},
+      {"units", "out_features"},
+      {"warmup", "warmup_steps"},
+  };
+  std::string lower = word;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto it = kOurs.find(lower);
+  return it == kOurs.end() ? std::string() : it->second;
+}
+
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  if (const std::string ours = ours_for(word);
+      !ours.empty() && std::find(candidates.begin(), candidates.end(), ours) != candidates.end())
+    return ours;
   std::string best;
   std::size_t best_distance = std::string::npos;
   for (const auto& c : candidates) {

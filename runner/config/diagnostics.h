@@ -53,8 +53,15 @@ class ConfigError : public std::runtime_error {
 // names ("a, b, c").
 std::string join(const std::vector<std::string>& items, const std::string& separator = ", ");
 
-// The candidate nearest to `word` by edit distance, else the one candidate
-// `word` (3 or more characters) abbreviates, or "" when none is close enough.
+// The candidate nearest to `word`: the one other tools' name for it is
+// ("learning_rate", "kernel_size", "float16"; see ours_for), else the nearest
+// by edit distance, else the one candidate `word` (3 or more characters)
+// abbreviates, or "" when none is close enough.
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+
+// This program's word for a key or value as other training tools write it
+// ("max_epochs" -> "epochs", "cosine_annealing" -> "cosine"); "" when it has
+// none. Case is ignored.
+std::string ours_for(const std::string& word);
 
 }  // namespace trainer::config

@@ -343,17 +343,26 @@ Node default_node(const FieldSpec& spec) {
 }
 
 Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const std::string& key_path,
-                  Diagnostics& diags, const std::vector<std::string>& extra_allowed_keys) {
+                  Diagnostics& diags, const std::vector<std::string>& extra_allowed_keys,
+                  const std::function<std::string(const std::string&)>& key_elsewhere) {
   Attrs attrs;
   const bool usable = map.is_map() || map.is_null();
   if (!usable) {
-    diags.add(map.mark(), key_path, "expected a map of settings, found " + describe(map));
+    // `optimizer: adam`, as other tools name a choice.
+    const bool has_type = std::any_of(specs.begin(), specs.end(),
+                                      [](const FieldSpec& s) { return s.name == "type"; });
+    diags.add(map.mark(), key_path, "expected a map of settings, found " + describe(map),
+              has_type && map.is_scalar() && !map.text().empty()
+                  ? "write the kind as its type: " + key_path.substr(key_path.rfind('.') + 1) +
+                        ": {type: " + map.text() + "}"
+                  : "");
   }
   std::vector<std::string> valid;
   for (const auto& s : specs) valid.push_back(s.name);
   valid.insert(valid.end(), extra_allowed_keys.begin(), extra_allowed_keys.end());
 
   std::set<std::string> seen;
+  std::set<std::string> meant;  // what unknown keys were taken for: not also missing
   if (map.is_map()) {
     for (std::size_t i = 0; i < map.size(); ++i) {
       const std::string& key = map.key_at(i);
@@ -370,16 +379,24 @@ Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const st
           extra_allowed_keys.end())
         continue;
       const std::string near = nearest(key, valid);
+      meant.insert(near);
+      const std::string elsewhere = near.empty() && key_elsewhere ? key_elsewhere(key) : "";
+      const auto dot = elsewhere.rfind('.');
       diags.add(map.key_mark_at(i), join_key(key_path, key), "unknown key '" + key + "'",
-                near.empty()
-                    ? of_type(map, key_path, extra_allowed_keys) + "valid keys: " + join(valid)
-                    : "did you mean '" + near + "'?");
+                !near.empty() ? "did you mean '" + near + "'?"
+                : !elsewhere.empty()
+                    ? "did you mean '" + elsewhere + "'? (" + elsewhere.substr(dot + 1) + " goes " +
+                          (dot == std::string::npos ? std::string("at the top level")
+                                                    : "under " + elsewhere.substr(0, dot) + ":") +
+                          ")"
+                    : of_type(map, key_path, extra_allowed_keys) + "valid keys: " + join(valid));
     }
   }
 
   for (const auto& spec : specs) {
     if (seen.count(spec.name)) continue;
     if (spec.required) {
+      if (meant.count(spec.name)) continue;
       diags.add(map.mark(), join_key(key_path, spec.name),
                 "missing required key '" + spec.name + "' (" + field_type_name(spec) +
                     (spec.doc.empty() ? "" : ": " + spec.doc) + ")");

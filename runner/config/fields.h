@@ -4,6 +4,7 @@
 // at the offending value's mark; nothing throws.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,12 @@ namespace trainer::config {
 // parsed values with defaults (FieldSpec::default_yaml) filled in. Keys listed
 // in `extra_allowed_keys` are accepted and left to the caller. A null `map`
 // counts as an empty map. `key_path` prefixes every reported key ("optimizer",
-// "model.layers[2]"); it may be empty.
+// "model.layers[2]"); it may be empty. `key_elsewhere`, when given, names the
+// full key an unknown key with no near match here belongs to ("lr" at the top
+// level -> "optimizer.lr"), or "".
 Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const std::string& key_path,
-                  Diagnostics& diags, const std::vector<std::string>& extra_allowed_keys = {});
+                  Diagnostics& diags, const std::vector<std::string>& extra_allowed_keys = {},
+                  const std::function<std::string(const std::string&)>& key_elsewhere = {});
 
 // Parses one value against its spec. Returns false (and reports) when invalid.
 bool parse_field(const Node& value, const FieldSpec& spec, const std::string& key_path,

@@ -1,7 +1,10 @@
 // The declarations of every fixed config field: one line of spec and one binder each.
 #include "runner/config/registry.h"
 
+#include <algorithm>
+
 #include "ops/loss_scale_rule.h"
+#include "runner/config/diagnostics.h"
 
 namespace trainer::config {
 namespace {
@@ -650,6 +653,23 @@ std::vector<std::string> child_sections(const std::string& path) {
 std::string section_name(const std::string& path) {
   const auto dot = path.rfind('.');
   return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+std::string config_key_named(const std::string& name) {
+  std::string word = name;
+  std::replace(word.begin(), word.end(), '-', '_');
+  const auto dot = word.rfind('.');
+  const std::string path = dot == std::string::npos ? "" : word.substr(0, dot);
+  std::string field = dot == std::string::npos ? word : word.substr(dot + 1);
+  if (const std::string ours = ours_for(field); !ours.empty()) field = ours;
+  std::vector<std::string> keys;
+  for (const SectionDef& section : config_sections()) {
+    if (dot != std::string::npos && section.path != path) continue;
+    for (const ConfigField& f : section.fields)
+      if (f.spec.name == field)
+        keys.push_back(section.path.empty() ? field : section.path + "." + field);
+  }
+  return keys.size() == 1 ? keys.front() : "";
 }
 
 }  // namespace trainer::config

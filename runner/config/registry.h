@@ -59,4 +59,11 @@ std::vector<std::string> child_sections(const std::string& path);
 // The last component of a section path ("precision.loss_scale" -> "loss_scale").
 std::string section_name(const std::string& path);
 
+// The full key of the setting `name` means, as a user coming from another
+// tool may write it: a key path as it is ("optimizer.lr"), a field's own name
+// when exactly one section has it ("epochs" -> "train.epochs"), either in
+// another tool's word ("max_epochs", "learning_rate"; see ours_for) or with
+// dashes ("batch-size"); "" otherwise.
+std::string config_key_named(const std::string& name);
+
 }  // namespace trainer::config

@@ -91,6 +91,15 @@ TEST_CASE("malformed safetensors files are errors naming the file and the offset
                     "invalid string: ill-formed UTF-8 byte; expected string literal)") !=
         std::string::npos);
   CHECK(reason.find('\xFF') == std::string::npos);
+  // A number beyond a double's range is JSON no reader here can hold.
+  const std::string overflow_header =
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,1e999]}})";
+  std::string overflow(8, '\0');
+  overflow[0] = static_cast<char>(overflow_header.size());
+  overflow += overflow_header + std::string(4, '\0');
+  CHECK(error_of(overflow) ==
+        "ckpt/model.safetensors: offset 8: header holds what no JSON reader here can: number "
+        "overflow parsing '1e999'");
   const std::string truncated = good.substr(0, good.size() - 4);
   const std::string message = error_of(truncated);
   CHECK(message.find("tensor 'fc1.weight'") != std::string::npos);

@@ -564,9 +564,9 @@ TEST_CASE("model.init_from a checkpoint's file whose SHA256SUMS disagrees is ref
   write_text(weights, bytes);
   auto r = run_trainer("validate " + (tmp / "tiny.yaml") + " model.init_from=" + weights, true);
   CHECK(r.code == 2);
-  CHECK_THAT(r.out,
-             Contains("error: model.init_from: " + weights + ": checksum mismatch (") &&
-                 Contains("by the SHA256SUMS beside it): the file is truncated or corrupted"));
+  CHECK_THAT(r.out, Contains("error: model.init_from: " + weights + ": checksum mismatch (") &&
+                        Contains("by the SHA256SUMS beside it): the file (or that line of it) is "
+                                 "truncated or corrupted"));
   r = run_trainer(
       "run " + (tmp / "tiny.yaml") + " model.init_from=" + weights + " --out " + (tmp / "warm"),
       true);
@@ -585,4 +585,30 @@ TEST_CASE("model.init_from a checkpoint's file whose SHA256SUMS disagrees is ref
   CHECK_THAT(r.out, Contains("cannot read '" + pruned + "': no such file") &&
                         Contains("a checkpoint of another run, which its checkpoint.keep_last / "
                                  "keep_best may have pruned since"));
+}
+
+TEST_CASE(
+    "a checksum mismatch shows the digits that differ; a checksum no hash is names SHA256SUMS") {
+  TempDir tmp("sums-damaged");
+  const std::string run = finished_run(tmp, "run");
+  const std::string copy = copy_run(run, tmp / "copy");
+  const fs::path step = copy + "/checkpoints/step-00000048";
+  const std::string sums = read_text(step / "SHA256SUMS");
+  const std::size_t line = sums.find("  model.safetensors");
+  REQUIRE(line == 64);  // the model's line comes first
+  // One digit changed past the 16 the message shows by default.
+  std::string edited = sums;
+  edited[40] = edited[40] == '0' ? '1' : '0';
+  write_text(step / "SHA256SUMS", edited);
+  const std::string listed = edited.substr(0, 48), actual = sums.substr(0, 48);
+  CHECK_THAT(verify_error(step.string()),
+             Contains("checksum mismatch (") && Contains("SHA-256 " + actual + "..., expected " +
+                                                         listed + "... by the SHA256SUMS"));
+  // A line that is no hash: the SHA256SUMS file is what is damaged.
+  edited = sums;
+  edited[3] = 'x';
+  write_text(step / "SHA256SUMS", edited);
+  CHECK_THAT(verify_error(step.string()),
+             Contains(step.string() + "/SHA256SUMS: the checksum of model.safetensors is not 64 "
+                                      "lowercase hex digits: the SHA256SUMS file is damaged"));
 }

@@ -804,3 +804,26 @@ TEST_CASE("a run directory that cannot be made says why and what to choose, exit
   CHECK(r.code == 2);
   CHECK(r.out.find("a folder cannot be made there: choose another directory") != std::string::npos);
 }
+
+TEST_CASE("retention deletes only checkpoints; no run starts inside a run's checkpoints") {
+  TempDir tmp("foreign-in-checkpoints");
+  const std::string run = finished_run(tmp, "run");  // keeps steps 35, 42 and 48
+  // A folder named as a checkpoint, holding the user's file, older than all.
+  const fs::path stray = run + "/checkpoints/step-00000001";
+  fs::create_directories(stray);
+  write_text(stray / "notes.txt", "mine");
+  REQUIRE(run_to_end(resume_args(run, {"train.epochs=4"}), tmp / "r.log") == 0);
+  CHECK(read_text(stray / "notes.txt") == "mine");
+  const std::string log = read_text(tmp / "r.log");
+  INFO(log);
+  CHECK(log.find(stray.string() + " is kept: it holds 'notes.txt', which no checkpoint writes") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(run + "/checkpoints/step-00000035"));  // checkpoints still go
+
+  // A new run's --out inside them is refused before anything is made.
+  const std::string inside = run + "/checkpoints/step-00000002";
+  CHECK(run_to_end(run_args(tmp / "tiny.yaml", inside), tmp / "in.log") == 2);
+  CHECK(read_text(tmp / "in.log").find("it is inside the checkpoints of the run " + run) !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(inside));
+}

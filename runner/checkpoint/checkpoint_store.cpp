@@ -59,6 +59,22 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& 
   return out;
 }
 
+// The first entry of checkpoint folder `dir` that no checkpoint writes (a
+// user's notes, another run put there), quoted; "" when it holds only a
+// checkpoint's files. A link to a folder (a checkpoint moved to another
+// disk) is looked at only as the link, which is all pruning removes.
+std::string foreign_entry(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(dir, ec))) return "";
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool ours =
+        name == kModelFile || name == kStateFile || name == kAveragedModelFile || name == kSumsFile;
+    if (!ours) return "'" + name + "'";
+  }
+  return "";
+}
+
 // Renames a damaged checkpoint to <name>.bad (or .bad-2, ...: an earlier
 // one is never replaced) so that a new one may take its name. Returns the new
 // path, or "" when it could not be moved.
@@ -97,12 +113,24 @@ PieceReader verified_file(const fs::path& path, const std::string& expected) {
   file.read(0, file.size(), kCheckpointPieceBytes, "the file",
             [&](std::string_view piece, std::uint64_t) { sha.update(piece); });
   const std::string actual = sha.hex();
-  if (actual != expected)
-    throw CheckpointError(file.path() + ": checksum mismatch (" + std::to_string(file.size()) +
-                          " bytes, SHA-256 " + actual.substr(0, 16) + "..., expected " +
-                          expected.substr(0, 16) + "... by the " + kSumsFile +
-                          " beside it): the file is truncated or corrupted");
-  return file;
+  if (actual == expected) return file;
+  const bool listed_is_hash = expected.size() == actual.size() &&
+                              expected.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!listed_is_hash)
+    throw CheckpointError(path.parent_path().string() + "/" + kSumsFile + ": the checksum of " +
+                          path.filename().string() + " is not 64 lowercase hex digits: the " +
+                          kSumsFile + " file is damaged (the checkpoint cannot be verified)");
+  // Both shown far enough to differ: 16 digits, or to 8 past the first that differs.
+  const std::size_t differ = static_cast<std::size_t>(
+      std::mismatch(actual.begin(), actual.end(), expected.begin()).first - actual.begin());
+  const std::size_t shown = std::max<std::size_t>(16, differ + 8);
+  const auto cut = [&](const std::string& hex) {
+    return shown >= hex.size() ? hex : hex.substr(0, shown) + "...";
+  };
+  throw CheckpointError(file.path() + ": checksum mismatch (" + std::to_string(file.size()) +
+                        " bytes, SHA-256 " + cut(actual) + ", expected " + cut(expected) +
+                        " by the " + kSumsFile +
+                        " beside it): the file (or that line of it) is truncated or corrupted");
 }
 
 // Verifies SHA256SUMS and returns the model and state files, open (their
@@ -141,6 +169,10 @@ TrainState state_of(const Safetensors& state_file, const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw CheckpointError(path + ": " + kStateKey + " is not valid JSON (byte " +
                           std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::exception& e) {  // a number beyond a double's range
+    const std::string what = e.what();
+    throw CheckpointError(path + ": " + kStateKey + " holds what no JSON reader here can: " +
+                          what.substr(what.find("] ") + 2));
   }
   return TrainState::from_json(j, path);
 }
@@ -324,8 +356,9 @@ bool unscheduled_of(const fs::path& dir) {
 // Deletes what `policy` no longer keeps. keep_last counts the checkpoints of
 // the schedule; one saved off it (a stop signal's) is kept only while it is
 // the newest, so that an interrupted run keeps what a straight one does. A
-// checkpoint whose metric cannot be read is kept, and warned of once (its
-// path goes into `kept_unread`).
+// checkpoint whose metric cannot be read, or whose folder holds files no
+// checkpoint writes, is kept, and warned of once (its path goes into
+// `kept_unread`).
 void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
                      const std::function<void(const std::string&)>& warn,
                      std::set<std::string>& kept_unread) {
@@ -363,6 +396,13 @@ void apply_retention(const fs::path& dir, const RetentionPolicy& policy,
   bool removed = false;
   for (std::size_t i = 0; i < all.size(); ++i) {
     if (keep[i]) continue;
+    if (const std::string other = foreign_entry(all[i].second); !other.empty()) {
+      if (kept_unread.insert(all[i].second.string()).second)
+        warn(all[i].second.string() + " is kept: it holds " + other +
+             ", which no checkpoint writes (retention deletes only checkpoints); move it out "
+             "of the run's checkpoints/");
+      continue;
+    }
     std::error_code ec;
     fs::remove_all(all[i].second, ec);
     if (ec)  // a resume sets a torn one aside, by its checksums

@@ -91,8 +91,8 @@ class CheckpointStore {
   bool run_moved_on(const std::filesystem::path& path, const std::string& which,
                     const std::string& metric, bool maximize) const;
   std::string dir_;
-  // Checkpoints retention kept because their metric could not be read,
-  // each warned of once.
+  // Checkpoints retention kept because their metric could not be read or
+  // they hold files no checkpoint writes, each warned of once.
   std::set<std::string> kept_unread_;
 };
 

@@ -121,6 +121,10 @@ nlohmann::json parse_header(std::string_view text, const std::string& path) {
     }
     fail(path, kHeaderOffset + (e.byte > 0 ? e.byte - 1 : 0),
          "header is not valid JSON (" + reason + ")");
+  } catch (const nlohmann::json::exception& e) {  // a number beyond a double's range
+    const std::string what = e.what();
+    fail(path, kHeaderOffset,
+         "header holds what no JSON reader here can: " + what.substr(what.find("] ") + 2));
   }
   if (!header.is_object()) fail(path, kHeaderOffset, "header is not a JSON object");
   if (!repeated.empty()) fail(path, kHeaderOffset, "header names '" + repeated + "' twice");

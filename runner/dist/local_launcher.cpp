@@ -167,7 +167,7 @@ class RunDirNote {
       return false;
     const nlohmann::json summary = nlohmann::json::parse(
         std::ifstream(std::filesystem::path(dir) / "summary.json"), nullptr, false);
-    return summary.is_object() && summary.value("status", "") == "interrupted";
+    return summary.is_object() && summary.contains("status") && summary["status"] == "interrupted";
   }
 
   void record_job_failure(const MpirunEnd& end) const {

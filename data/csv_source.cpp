@@ -320,16 +320,21 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       // Compared before the cast: NaN or a value beyond int64 has no integer to cast to.
       // kIgnoreLabel (-100) is a sample the loss leaves out, in no class.
       const bool ignored = label == static_cast<double>(kIgnoreLabel);
-      if (!ignored && (!(label >= 0 && label < 0x1p63) || label != std::floor(label) ||
-                       (o.classes > 0 && label >= static_cast<double>(o.classes)))) {
+      const std::string at = "CSV file '" + o.path + "' line " + std::to_string(line_number) +
+                             ": label " + quote(cells[label_column]);
+      if (!ignored && label >= 0 && label != std::floor(label))
+        throw std::runtime_error(at +
+                                 " is not a whole number, so no class (for float targets set "
+                                 "regression: true on the source)");
+      if (!ignored && label >= 0x1p53)  // past where doubles hold every integer
+        throw std::runtime_error(at + " is too large to be a class (at most 2^53)");
+      if (!ignored && (!(label >= 0) || (o.classes > 0 && label >= static_cast<double>(o.classes))))
         throw std::runtime_error(
-            "CSV file '" + o.path + "' line " + std::to_string(line_number) + ": label " +
-            quote(cells[label_column]) + " is not a class in [0, " +
+            at + " is not a class in [0, " +
             (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ")" +
             (label < 0
                  ? " (nor " + std::to_string(kIgnoreLabel) + ", the label of an ignored sample)"
                  : std::string()));
-      }
       data.labels.push_back(static_cast<std::int64_t>(label));
       lines.push_back(line_number);
     }

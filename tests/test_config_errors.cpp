@@ -807,6 +807,14 @@ TEST_CASE("control bytes in a config are shown escaped, never raw") {
   CHECK(only_error(nul) == nul +
                                ":7:8: error: invalid YAML: a NUL byte (\\0); is this a binary "
                                "file?");
+  // A NUL written as YAML's escape: a path would be cut there.
+  const std::string nul_path =
+      temp_config("nul3.yaml", kMinimalText + "output: {dir: \"runs\\0x\"}\n");
+  CHECK_THAT(only_error(nul_path),
+             Catch::Contains("error: output.dir: the string holds a NUL byte (\\0) at "
+                             "character 4, which no name may hold"));
+  const std::string nul_base = temp_config("nul4.yaml", "extends: \"minimal.yaml\\0x\"\n");
+  CHECK_THAT(only_error(nul_base), Catch::Contains("error: extends: expected a file name"));
   // UTF-16 text, with or without its byte order mark: said so, not a NUL byte.
   const auto utf16 = [](const std::string& ascii, bool mark) {
     std::string out = mark ? std::string("\xFF\xFE") : std::string();

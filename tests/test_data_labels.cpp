@@ -196,6 +196,14 @@ TEST_CASE("a label -100 is a sample in no class; another negative label is refus
   CHECK(refused.code == 2);
   CHECK_THAT(refused.out, Contains("line 3: label '-1' is not a class in [0, inf) (nor -100, the "
                                    "label of an ignored sample)"));
+  // A label that is no class for another reason says which.
+  write_text(dir.file("c.csv"), "a,y\n1,0\n2,1.5\n");
+  CHECK_THAT(validate("{type: csv, path: " + dir.file("c.csv") + "}").out,
+             Contains("line 3: label '1.5' is not a whole number, so no class (for float targets "
+                      "set regression: true on the source)"));
+  write_text(dir.file("d.csv"), "a,y\n1,0\n2,9223372036854775807\n");
+  CHECK_THAT(validate("{type: csv, path: " + dir.file("d.csv") + "}").out,
+             Contains("line 3: label '9223372036854775807' is too large to be a class"));
 
   const std::int64_t none[4] = {-100, -100, -100, -100};
   write_bytes(dir.file("none.npy"), npy_bytes("<i8", "(4,)", none, sizeof none));

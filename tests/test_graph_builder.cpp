@@ -482,4 +482,14 @@ layers:
   const auto& d = b.diags.list()[0];
   CHECK(d.key_path == "model.blocks.inner.layers[0]");
   CHECK(d.message.find("the model expands to more than 100000 layers") != std::string::npos);
+  CHECK(d.suggestion == "lower the `repeat:` of the block instances");
+
+  // A plain list that long has no repeats to lower.
+  std::string flat = "layers:\n  - {type: flatten}\n";
+  for (int i = 0; i < 100000; ++i) flat += "  - {type: relu}\n";
+  auto plain = build(flat);
+  REQUIRE(plain.diags.size() == 1);
+  CHECK(plain.diags.list()[0].message.find("nested blocks") == std::string::npos);
+  CHECK(plain.diags.list()[0].suggestion ==
+        "a model of more layers than this is beyond what trainer compiles");
 }

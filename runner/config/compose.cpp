@@ -121,7 +121,8 @@ bool load_file(const std::string& path, const std::string& id, const Mark& where
     chain.push_back({id, path});
     bool all_ok = true;
     for (const Node* base : bases) {
-      if (!base->is_scalar() || classify(*base) != ScalarKind::string) {
+      if (!base->is_scalar() || classify(*base) != ScalarKind::string ||
+          base->text().find('\0') != std::string::npos) {
         diags.add(base->mark(), "extends", "expected a file name, found " + describe(*base));
         all_ok = false;
         continue;

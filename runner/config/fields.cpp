@@ -143,6 +143,14 @@ bool parse_string_element(const Node& node, const FieldSpec& spec, const std::st
               plain ? advice : "");
     return false;
   }
+  // No file name or label holds one: a path would be cut there by the system.
+  if (node.text().find('\0') != std::string::npos) {
+    diags.add(node.mark(), key_path,
+              "the string holds a NUL byte (\\0) at character " +
+                  std::to_string(node.text().find('\0')) + ", which no name may hold",
+              "remove it");
+    return false;
+  }
   out = node.text();
   return true;
 }

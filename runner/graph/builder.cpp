@@ -447,11 +447,15 @@ class Builder {
   ValueId add_node(const OpDef& op, const std::string& name, Attrs attrs,
                    const std::vector<ValueId>& inputs, const Mark& mark, const std::string& path) {
     if (graph_.nodes.size() >= kMaxLayers) {
+      // A layer of a block instance is named "<instance>.<layer>".
+      const bool in_block = name.find('.') != std::string::npos;
       if (!too_many_layers_)
         diags_.add(mark, path,
                    "the model expands to more than " + std::to_string(kMaxLayers) +
-                       " layers here (at '" + name + "'): nested blocks multiply their repeats",
-                   "lower the `repeat:` of the block instances");
+                       " layers here (at '" + name + "')" +
+                       (in_block ? ": nested blocks multiply their repeats" : ""),
+                   in_block ? "lower the `repeat:` of the block instances"
+                            : "a model of more layers than this is beyond what trainer compiles");
       too_many_layers_ = true;
       return kNoValue;
     }

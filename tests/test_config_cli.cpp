@@ -1276,3 +1276,31 @@ TEST_CASE("a sweep that sets extends is refused at the swept key") {
                                                  "so a sweep cannot set it"));
   }
 }
+
+TEST_CASE("a normalize for values in [0, 1] over bytes with no scale before it is a warning") {
+  trainer::testing::TempDir dir("normalize_unscaled");
+  const std::string csv = (dir.path() / "bytes.csv").string();
+  std::ofstream(csv) << "a,b,y\n255,3,0\n10,20,1\n";
+  const std::string config = (dir.path() / "bytes.yaml").string();
+  std::ofstream(config) << "name: bytes\ndata:\n  train: {type: csv, path: " << csv
+                        << "}\nmodel:\n  layers: [{type: linear, out_features: 2}]\n"
+                           "train: {batch_size: 2}\n";
+  const auto validate = [&](const std::string& transforms) {
+    return run("validate " + config + " 'data.transforms=" + transforms + "'", true);
+  };
+  auto r = validate("[{type: normalize, mean: [0.5, 0.5], std: [0.25, 0.25]}]");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("warning: data.transforms: normalize's mean and std are those of values in [0, "
+                   "1], but the training samples reach it as stored, up to 255 (no scale before "
+                   "it): it makes them up to 1018, and training may diverge\n    put {type: "
+                   "scale} before it") != std::string::npos);
+  // Scaled first, or statistics of the stored values themselves: nothing to say.
+  for (const char* sound :
+       {"[{type: scale}, {type: normalize, mean: [0.5, 0.5], std: [0.25, 0.25]}]",
+        "[{type: normalize, mean: [90, 8], std: [100, 9]}]", "[{type: normalize}]"}) {
+    r = validate(sound);
+    INFO(sound << ": " << r.out);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("normalize's mean") == std::string::npos);
+  }
+}

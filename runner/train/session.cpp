@@ -615,6 +615,7 @@ Session open_session(const config::Config& config, const std::vector<std::string
   if (s.trains) warn_checkpoint_ranking(config, s, warnings);
   if (s.trains) warn_batch_beyond_set(config, s, warnings);
   if (s.trains) warn_schedule_beyond_run(config, s, warnings);
+  if (s.trains) warn_normalize_unscaled(config, s, warnings);
   s.warnings = warnings.list();
   build_model_graph(s);
   return s;

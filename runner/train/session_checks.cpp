@@ -2,12 +2,15 @@
 #include "runner/train/session_checks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "data/loader.h"
 #include "runner/config/diagnostics.h"
@@ -155,6 +158,56 @@ void warn_batch_beyond_set(const config::Config& config, const Session& s,
                    (s.batch.world > 1 ? " (the set's size, as a multiple of the " +
                                             std::to_string(s.batch.world) + " ranks)"
                                       : " (the set's size)"));
+}
+
+void warn_normalize_unscaled(const config::Config& config, const Session& s,
+                             config::Diagnostics& warnings) {
+  const auto numbers = [](const Attrs& attrs, const std::string& name) {
+    std::vector<double> out;
+    if (!attrs.has(name)) return out;
+    const FieldValue& v = attrs.values().at(name);
+    if (const auto* list = std::get_if<std::vector<double>>(&v)) out = *list;
+    if (const auto* one = std::get_if<double>(&v)) out = {*one};
+    return out;
+  };
+  const config::TypedItem* unscaled = nullptr;
+  for (const config::TypedItem& item : config.data.transforms) {
+    if (item.type == "scale") return;  // scaled before any normalize that follows
+    if (item.type != "normalize") continue;
+    const std::vector<double> mean = numbers(item.attrs, "mean"), std = numbers(item.attrs, "std");
+    const auto within_one = [](const std::vector<double>& v) {
+      return !v.empty() &&
+             std::all_of(v.begin(), v.end(), [](double x) { return std::abs(x) <= 1; });
+    };
+    if (within_one(mean) && within_one(std)) unscaled = &item;
+    break;
+  }
+  if (!unscaled) return;
+  // The largest stored value of the first samples (read as the loader reads them).
+  const data::Dataset& train = *s.train_data;
+  std::vector<float> sample(static_cast<std::size_t>(numel(train.sample_shape())));
+  std::vector<float> target(
+      static_cast<std::size_t>(std::max<std::int64_t>(1, numel(train.target_shape()))));
+  float largest = 0;
+  try {
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(train.size(), 16); ++i) {
+      std::int64_t label = 0;
+      train.read(i, sample.data(), &label, target.data());
+      for (const float x : sample) largest = std::max(largest, std::abs(x));
+    }
+  } catch (const std::runtime_error&) {
+    return;  // a sample that cannot be read is reported where the data is checked
+  }
+  if (largest <= 2) return;
+  const std::vector<double> mean = numbers(unscaled->attrs, "mean");
+  const std::vector<double> std = numbers(unscaled->attrs, "std");
+  const double normalized = (largest - mean.front()) / std.front();
+  warnings.add(unscaled->mark, "data.transforms",
+               "normalize's mean and std are those of values in [0, 1], but the training "
+               "samples reach it as stored, up to " +
+                   fmt::format("{:g}", largest) + " (no scale before it): it makes them up to " +
+                   fmt::format("{:.0f}", normalized) + ", and training may diverge",
+               "put {type: scale} before it (PyTorch's ToTensor scales bytes to [0, 1] itself)");
 }
 
 void warn_schedule_beyond_run(const config::Config& config, const Session& s,

@@ -65,6 +65,13 @@ void warn_batch_beyond_set(const config::Config& config, const Session& s,
 void warn_schedule_beyond_run(const config::Config& config, const Session& s,
                               config::Diagnostics& warnings);
 
+// A warning at a normalize whose mean and std are those of values in [0, 1]
+// (as PyTorch's ToTensor makes them) when the training samples reach it as
+// stored, beyond 1 (bytes 0..255) with no scale before it: it would leave
+// them in the hundreds, and the run would diverge.
+void warn_normalize_unscaled(const config::Config& config, const Session& s,
+                             config::Diagnostics& warnings);
+
 // The real rows of the short micro-batch each epoch of training ends with:
 // with data.drop_last: false the last micro-batch of a rank's shard holds
 // what is left of the shard, padded (every micro-batch is trained on, the

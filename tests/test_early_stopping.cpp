@@ -94,6 +94,9 @@ TEST_CASE("early stopping ends training where the metric stopped improving") {
                      tmp / "delta.log") == 0);
   CHECK(summary_of(tmp / "delta")["early_stopped"]["step"] == 12);
   CHECK(summary_of(tmp / "delta")["early_stopped"]["best_step"] == 4);
+  CHECK_THAT(read_text(tmp / "delta/train.log"),
+             Catch::Contains("(step 4) by more than min_delta 1 in 2 evaluations"));
+  CHECK_THAT(read_text(tmp / "stop/train.log"), !Catch::Contains("min_delta"));
 
   // Stopped by max_steps before the early stop and resumed: the counters
   // come back from the checkpoint, so it stops at the same step with the

@@ -307,6 +307,14 @@ int command_eval(const CommandArgs& args) {
     std::printf("%s\n", json_text(record).c_str());
     return 0;
   }
+  // The run's train.eval_batches, for a run that evaluated part of the set
+  // as it trained: a figure of that part, said so.
+  if (const std::int64_t all = session.eval_data->size(); result.samples < all)
+    std::fprintf(stderr,
+                 "note: %lld of the %lld evaluation samples, as train.eval_batches %lld of the "
+                 "run's config takes; train.eval_batches=0 evaluates them all\n",
+                 static_cast<long long>(result.samples), static_cast<long long>(all),
+                 static_cast<long long>(session.config.train.eval_batches));
   std::string line = "eval: loss " + fmt::format("{:.6f}", result.loss);
   if (session.num_classes > 0) line += fmt::format(" accuracy {:.4f}", result.accuracy);
   if (session.num_classes > 5) line += fmt::format(" top5 {:.4f}", result.top5);

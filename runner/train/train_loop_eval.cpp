@@ -173,9 +173,12 @@ void TrainLoop::follow_early_stopping(std::int64_t at_step, bool may_stop) {
   }
   if (++stop_bad_evals_ < rule.patience || !may_stop) return;
   early_stopped_ = true;
-  log_->info("early stopping at step {}: {} has not improved on {:.6g} (step {}) in {} evaluations",
-             at_step, rule.metric, stop_best_.value_or(std::nan("")), stop_best_step_,
-             stop_bad_evals_);
+  log_->info(
+      "early stopping at step {}: {} has not improved on {:.6g} (step {}){} in {} evaluations",
+      at_step, rule.metric, stop_best_.value_or(std::nan("")), stop_best_step_,
+      rule.min_delta > 0 ? fmt::format(" by more than min_delta {:g}", rule.min_delta)
+                         : std::string(),
+      stop_bad_evals_);
 }
 
 }  // namespace trainer::train::loop

@@ -232,6 +232,7 @@ TEST_CASE("2 ranks x global batch 128 train like 1 rank x 128") {
   const auto job = read_json(two / "distributed.json");
   CHECK(job["world"] == 2);
   CHECK(job["collective"] == "mpi");
+  CHECK(job["nccl"].is_null());  // no NCCL in a CPU job
   CHECK(job["overlap_backward"] == true);
   CHECK(fs::exists(two / "ranks.jsonl"));
 

@@ -134,7 +134,7 @@ void RankJob::attach(graph::Program& program, const std::string& run_dir) {
       {"world", place_.world},
       {"launcher", env_ ? env_->launcher : "none"},
       {"collective", nccl_ ? "nccl" : "mpi"},
-      {"nccl", nccl_version()},
+      {"nccl", nccl_ ? nlohmann::json(nccl_version()) : nlohmann::json()},
       {"hosts", hosts},
       {"lr_scaling", config_.optimizer.lr_scaling},
       {"lr_base", lr_base_},

@@ -493,3 +493,27 @@ layers:
   CHECK(plain.diags.list()[0].suggestion ==
         "a model of more layers than this is beyond what trainer compiles");
 }
+
+TEST_CASE("past a layer that fails, later layers' references are checked too") {
+  auto b = build(R"(
+blocks:
+  res: {layers: [{type: relu, name: r}, {type: add, inputs: [r, inptu]}]}
+layers:
+  - {type: flatten}
+  - {type: linear, out_features: 16, inputs: [flaten]}
+  - {type: relu}
+  - {block: nope}
+  - {block: res, name: stage}
+  - {type: linear, out_features: 10, inputs: [relu9]}
+  - {type: linear, out_features: 10, inputs: [relu2]}
+)");
+  std::vector<std::string> keys;
+  for (const auto& d : b.diags.list()) keys.push_back(d.key_path + ": " + d.message);
+  CHECK(keys == std::vector<std::string>{
+                    "model.layers[1].inputs: no earlier layer named 'flaten' in this scope",
+                    "model.layers[3].block: no block named 'nope' in model.blocks",
+                    "model.layers[5].inputs: no earlier layer named 'relu9' in this scope",
+                });
+  // A name an unnamed layer may take (relu2: the relu before it and one more)
+  // is not reported: its layer's name depends on what failed.
+}

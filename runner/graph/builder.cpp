@@ -300,19 +300,66 @@ class Builder {
               ? expand_block_instance(layer, item_path, prefix, scope, previous, depth)
               : add_layer(layer, item_path, prefix, scope, previous);
       if (out == kNoValue) {
-        // No shapes past an error, but the later layers' own fields are
-        // checked still: every mistake reported at once.
+        // No shapes past an error, but the later layers' own fields and the
+        // names they refer to are checked still: every mistake reported at once.
         for (std::size_t j = i + 1; j < list.items().size(); ++j) {
           std::vector<const Node*> unknown_parameters;  // reported when the block is fixed
           const Node later = substitute(list.items()[j], params, &unknown_parameters);
-          if (unknown_parameters.empty())
-            check_layer_fields(later, path + "[" + std::to_string(j) + "]", diags_);
+          if (!unknown_parameters.empty()) continue;
+          const std::string later_path = path + "[" + std::to_string(j) + "]";
+          check_layer_fields(later, later_path, diags_);
+          check_later_references(list, j, later, later_path, scope);
         }
         return kNoValue;
       }
       previous = out;
     }
     return previous;
+  }
+
+  // Past a layer that failed: whether `layer` (item `index` of `list`) reads
+  // layers and names a block that can be there. The names layers before it
+  // may have are taken generously (every automatic name their types could
+  // give), so that only a name no layer could have is reported.
+  void check_later_references(const Node& list, std::size_t index, const Node& layer,
+                              const std::string& path, const Scope& scope) {
+    if (!layer.is_map()) return;
+    if (const Node* block = layer.find("block");
+        block && block->is_scalar() && !(blocks_ && blocks_->find(block->text()))) {
+      const std::vector<std::string> names =
+          blocks_ ? keys_of(*blocks_) : std::vector<std::string>{};
+      const std::string near = config::nearest(block->text(), names);
+      diags_.add(
+          block->mark(), path + ".block", "no block named '" + block->text() + "' in model.blocks",
+          near.empty()
+              ? (names.empty() ? "define it under model.blocks" : "defined blocks: " + join(names))
+              : "did you mean '" + near + "'?");
+    }
+    const Node* inputs = layer.find("inputs");
+    if (!inputs || !(inputs->is_scalar() || inputs->is_sequence())) return;
+    std::set<std::string> possible;
+    for (const auto& [name, value] : scope.values) possible.insert(name);
+    std::map<std::string, int> counts = scope.type_counts;
+    for (std::size_t k = 0; k < index; ++k) {
+      const Node& earlier = list.items()[k];
+      if (!earlier.is_map()) continue;
+      if (const Node* name = earlier.find("name"); name && name->is_scalar())
+        possible.insert(name->text());
+      const Node* type = earlier.find("block") ? earlier.find("block") : earlier.find("type");
+      if (type && type->is_scalar()) ++counts[type->text()];
+    }
+    for (const auto& [type, count] : counts)
+      for (int n = 1; n <= count + 1; ++n) possible.insert(type + std::to_string(n));
+    const std::vector<Node> names =
+        inputs->is_scalar() ? std::vector<Node>{*inputs} : inputs->items();
+    for (const Node& name : names) {
+      if (!name.is_scalar() || possible.count(name.text())) continue;
+      const std::string near =
+          config::nearest(name.text(), std::vector<std::string>(possible.begin(), possible.end()));
+      diags_.add(name.mark(), path + ".inputs",
+                 "no earlier layer named '" + name.text() + "' in this scope",
+                 near.empty() ? "" : "did you mean '" + near + "'?");
+    }
   }
 
   // `$name` references in a block's layers that name none of its parameters.

@@ -145,16 +145,17 @@ void check_sweep_section(const CommandArgs& args, const config::Config& config,
 // one a run records, and the ranks of a job compare).
 void check_every_sample(const config::Config& config, config::Diagnostics& diags) {
   constexpr std::size_t kListed = 10;
-  const train::Session session = train::prepare_session(config);
+  // The sets alone: a normalize computing its statistics would stop at the
+  // first sample it cannot read.
+  const train::SessionData sets = train::open_session_data(config);
   struct Part {
     std::string key, what;
     const data::Dataset* dataset;
   };
-  std::vector<Part> parts = {{"data.train", "training", session.train_data.get()}};
-  if (session.eval_data)
+  std::vector<Part> parts = {{"data.train", "training", sets.train.get()}};
+  if (sets.eval)
     parts.push_back({config.data.eval ? "data.eval" : "data.split",
-                     config.data.eval ? "evaluation" : "held-out evaluation",
-                     session.eval_data.get()});
+                     config.data.eval ? "evaluation" : "held-out evaluation", sets.eval.get()});
   const int threads = cpu::usable_cpus();
   const auto start = std::chrono::steady_clock::now();
   std::string summary, digests;
@@ -207,6 +208,12 @@ int command_validate(const CommandArgs& args) {
     session_warnings = config::run_validation_hooks(config);
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics().list()) diags.add(d);
+    // A sample the session could not read (computing normalize's
+    // statistics) is one of those --data lists: with the others.
+    if (args.read_data) try {
+        check_every_sample(config, diags);
+      } catch (const config::ConfigError&) {  // the data did not open: said above
+      }
   }
   config::Diagnostics sweep_warnings;
   check_sweep_section(args, config, base.mended_by, diags, sweep_warnings);

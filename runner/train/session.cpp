@@ -517,6 +517,31 @@ void check_split_leaves_both_parts(const config::Config& config, std::int64_t sa
 
 }  // namespace
 
+SessionData open_session_data(const config::Config& config,
+                              const std::vector<std::string>& class_names) {
+  Session s;  // the sets alone, for the checks that take a session
+  s.train_data = open_checked_source(config, training_source(config), "data.train");
+  if (const auto own = s.train_data->class_names();
+      !class_names.empty() && !own.empty() && own != class_names) {
+    try {
+      s.train_data = data::relabel_by_class_names(s.train_data, class_names);
+    } catch (const data::SourceFieldError& e) {
+      throw_at_field(config, "data.train", e, "");
+    }
+  }
+  if (config.data.eval) {
+    s.eval_data = open_checked_source(config, *config.data.eval, "data.eval");
+    match_eval_classes_by_name(config, s);
+  } else if (config.data.split > 0) {
+    check_split_leaves_both_parts(config, s.train_data->size());
+    auto [train, eval] = data::split_dataset(s.train_data, config.data.split,
+                                             static_cast<std::uint64_t>(config.seed));
+    s.train_data = train;
+    s.eval_data = eval;
+  }
+  return {std::move(s.train_data), std::move(s.eval_data)};
+}
+
 std::int64_t training_classes(const config::Config& config) {
   return open_source(config, training_source(config), "data.train")->num_classes();
 }
@@ -537,25 +562,9 @@ Session open_session(const config::Config& config, const std::vector<std::string
     const std::filesystem::path resolved = std::filesystem::canonical(path, ec);
     s.init_from_file = ec ? path : resolved.string();
   }
-  s.train_data = open_checked_source(config, training_source(config), "data.train");
-  if (const auto own = s.train_data->class_names();
-      !class_names.empty() && !own.empty() && own != class_names) {
-    try {
-      s.train_data = data::relabel_by_class_names(s.train_data, class_names);
-    } catch (const data::SourceFieldError& e) {
-      throw_at_field(config, "data.train", e, "");
-    }
-  }
-  if (config.data.eval) {
-    s.eval_data = open_checked_source(config, *config.data.eval, "data.eval");
-    match_eval_classes_by_name(config, s);
-  } else if (config.data.split > 0) {
-    check_split_leaves_both_parts(config, s.train_data->size());
-    auto [train, eval] = data::split_dataset(s.train_data, config.data.split,
-                                             static_cast<std::uint64_t>(config.seed));
-    s.train_data = train;
-    s.eval_data = eval;
-  }
+  SessionData sets = open_session_data(config, class_names);
+  s.train_data = std::move(sets.train);
+  s.eval_data = std::move(sets.eval);
   // A list's error is reported at the list that holds the transform: the
   // evaluation's own, when written, else the training list it follows.
   std::string list = "data.transforms";

@@ -83,6 +83,17 @@ Session prepare_session(const config::Config& config,
 Session prepare_eval_session(const config::Config& config,
                              const std::vector<std::string>& class_names = {});
 
+// The training and evaluation sets as a session opens them (classes matched
+// by name to `class_names` when given, the held-out split made), without
+// transforms, statistics or model: what reading every sample needs. Throws
+// as prepare_session does.
+struct SessionData {
+  std::shared_ptr<data::Dataset> train;
+  std::shared_ptr<data::Dataset> eval;  // null: no evaluation
+};
+SessionData open_session_data(const config::Config& config,
+                              const std::vector<std::string>& class_names = {});
+
 // The classes of the training data (0: regression targets), opening only its
 // source: no transforms, statistics or model. Throws as prepare_session does.
 std::int64_t training_classes(const config::Config& config);

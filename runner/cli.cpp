@@ -49,7 +49,7 @@ const CLI::Validator kNonEmptyDirectory(
                                "flag out for the default")
                          : std::string();
     },
-    "DIR");
+    "");  // shown as DIR by each option (TEXT:DIR reads as one that must exist)
 
 // A directory argument's check (--resume, eval's RUN_DIR): one that is there.
 const CLI::Validator kExistingDirectory(
@@ -294,7 +294,8 @@ int run_command_line(int argc, char** argv) {
 
   CLI::App* run = add_config_command(app, "run", "Train the experiment", args, help_asked);
   run->add_option("--out", args.out_dir, "Run directory (default: <output.dir>/<name>/<time>)")
-      ->check(kNonEmptyDirectory);
+      ->check(kNonEmptyDirectory)
+      ->type_name("DIR");
   run->add_option("--resume", args.resume_dir,
                   "Resume from this run directory's newest checkpoint that verifies")
       ->check(kExistingDirectory);
@@ -326,7 +327,8 @@ int run_command_line(int argc, char** argv) {
   sweep
       ->add_option("--out", args.out_dir,
                    "Sweep directory (default: <output.dir>/<name>/sweep-<hash>)")
-      ->check(kNonEmptyDirectory);
+      ->check(kNonEmptyDirectory)
+      ->type_name("DIR");
   CLI::App* lr_find = add_config_command(
       app, "lr-find",
       "Learning-rate range test: a short run with the rate rising exponentially; suggests a rate",
@@ -350,7 +352,8 @@ int run_command_line(int argc, char** argv) {
   lr_find
       ->add_option("--out", args.out_dir,
                    "Run directory (default: <output.dir>/<name>-lr-find/<time>)")
-      ->check(kNonEmptyDirectory);
+      ->check(kNonEmptyDirectory)
+      ->type_name("DIR");
   CLI::App* eval = app.add_subcommand(
       "eval", "Evaluate a run's checkpoint on its eval data (or other data, by override)");
   eval->add_option("run_dir", args.run_dir, "Run directory")->required()->check(kExistingDirectory);
@@ -366,7 +369,8 @@ int run_command_line(int argc, char** argv) {
   CLI::App* schema = app.add_subcommand(
       "schema", "Write schemas/trainer.schema.json and docs/config-reference.md under DIR");
   schema->add_option("--out", schema_out, "Output directory (default: the current directory)")
-      ->check(kNonEmptyDirectory);
+      ->check(kNonEmptyDirectory)
+      ->type_name("DIR");
   CLI::App* version =
       app.add_subcommand("version", "Print version, commit, build type and backends");
 

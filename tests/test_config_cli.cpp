@@ -1295,3 +1295,11 @@ TEST_CASE("a normalize for values in [0, 1] over bytes with no scale before it i
     CHECK(r.out.find("normalize's mean") == std::string::npos);
   }
 }
+
+TEST_CASE("--help shows a directory to create as DIR, one that must exist as TEXT:DIR") {
+  const auto help = run("run --help");
+  CHECK(help.out.find("  --out DIR ") != std::string::npos);
+  CHECK(help.out.find("  --resume TEXT:DIR ") != std::string::npos);
+  CHECK(run("run " + kGood + "minimal.yaml --out ''", true)
+            .out.find("error: --out: an empty directory name") == 0);
+}

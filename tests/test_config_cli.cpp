@@ -1296,7 +1296,7 @@ TEST_CASE("a normalize for values in [0, 1] over bytes with no scale before it i
   }
 }
 
-TEST_CASE("--help shows a directory to create as DIR, one that must exist as TEXT:DIR") {
+TEST_CASE("help shows a directory to create as DIR, one that must exist as TEXT:DIR") {
   const auto help = run("run --help");
   CHECK(help.out.find("  --out DIR ") != std::string::npos);
   CHECK(help.out.find("  --resume TEXT:DIR ") != std::string::npos);

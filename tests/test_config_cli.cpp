@@ -964,7 +964,8 @@ TEST_CASE("validate checks the sweep section like trainer sweep does") {
         std::string::npos);
   const std::string good =
       dir.file("good.yaml", kTinyExperiment + "sweep:\n  grid: {optimizer.lr: [0.1, 0.2]}\n");
-  CHECK(run("validate " + good, true).out == "ok\n");
+  // The trials it makes, counted.
+  CHECK(run("validate " + good, true).out == "ok: a sweep of 2 trials (trainer sweep runs them)\n");
 }
 
 TEST_CASE("a sweep larger than the cap is refused up front with the count") {

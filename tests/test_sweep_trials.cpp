@@ -132,7 +132,7 @@ TEST_CASE("validate reads a config with a sweep section as the sweep does") {
   INFO(r.out);
   CHECK(r.code == 0);
   // With the config's own error as a warning: `trainer run` of it refuses it.
-  CHECK(r.out.ends_with("\nok\n"));
+  CHECK(r.out.ends_with("\nok: a sweep of 4 trials (trainer sweep runs them)\n"));
   CHECK(r.out.find("sw.yaml:") != std::string::npos);
   CHECK(r.out.find(": warning: train.epochs: nothing to train") != std::string::npos);
   CHECK(r.out.find("`trainer run` of this config refuses it") != std::string::npos);
@@ -193,7 +193,7 @@ TEST_CASE("an override of a key the sweep varies is refused") {
   CHECK_THAT(validated.out, Catch::Contains("<command line>:2:1: warning: optimizer.lr: the sweep "
                                             "varies optimizer.lr (at " +
                                             (tmp / "tiny.yaml") + ":21:16)"));
-  CHECK_THAT(validated.out, Catch::EndsWith("ok\n"));
+  CHECK_THAT(validated.out, Catch::EndsWith("ok: a sweep of 2 trials (trainer sweep runs them)\n"));
 }
 
 TEST_CASE("--out naming a directory that holds something else is refused, leaving it as it was") {

@@ -118,24 +118,26 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
 // to `diags`), and the command line's overrides of keys it varies (warnings:
 // `trainer run` takes them; `trainer sweep` refuses them). `mended_by`: the
 // first trial's values the config needs to pass its checks (each swept value
-// is checked with them applied before it).
-void check_sweep_section(const CommandArgs& args, const config::Config& config,
-                         const std::vector<std::string>& mended_by, config::Diagnostics& diags,
-                         config::Diagnostics& warnings) {
+// is checked with them applied before it). Returns the sweep's trial count
+// (0: no sweep section, or one in error).
+std::uint64_t check_sweep_section(const CommandArgs& args, const config::Config& config,
+                                  const std::vector<std::string>& mended_by,
+                                  config::Diagnostics& diags, config::Diagnostics& warnings) {
   const std::vector<config::Diagnostic> base_errors = diags.list();  // the config's own
-  if (config.sweep.is_null()) return;
+  if (config.sweep.is_null()) return 0;
   sweep::SweepSpec spec;
   try {
     spec = sweep::parse_sweep(config.sweep, {}, static_cast<std::uint64_t>(config.seed));
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics().list()) diags.add(d);
-    return;
+    return 0;
   }
   warnings = sweep::overrides_of_swept_keys(args.overrides, spec);
   std::vector<config::Diagnostic> value_warnings;
   check_swept_values(args, mended_by, spec, base_errors, diags, value_warnings);
   for (auto& w : sweep::swept_without_effect(spec, value_warnings)) warnings.add(std::move(w));
   sweep::check_objective_recorded(spec, config, args.config_path, diags);
+  return sweep::trial_count(spec);
 }
 
 // Every sample of the training data and of the evaluation data (its own
@@ -216,7 +218,8 @@ int command_validate(const CommandArgs& args) {
       }
   }
   config::Diagnostics sweep_warnings;
-  check_sweep_section(args, config, base.mended_by, diags, sweep_warnings);
+  const std::uint64_t trials =
+      check_sweep_section(args, config, base.mended_by, diags, sweep_warnings);
   train::check_devices(config, diags);  // the GPUs it lists, on this machine
   diags.throw_if_any();
   if (args.read_data) check_every_sample(config, diags);  // the config is sound: read the data
@@ -235,7 +238,11 @@ int command_validate(const CommandArgs& args) {
         config::join(base.mended_by, " ") + " in the first)";
     std::fprintf(stderr, "%s\n", config::format(alone, "warning").c_str());
   }
-  std::printf("ok\n");
+  if (trials > 0)
+    std::printf("ok: a sweep of %llu trial%s (trainer sweep runs them)\n",
+                static_cast<unsigned long long>(trials), trials == 1 ? "" : "s");
+  else
+    std::printf("ok\n");
   return 0;
 }
 

@@ -516,10 +516,16 @@ TEST_CASE("corrupt size fields and values are errors naming the file") {
   }
   SECTION("CSV labels that are no integer, values beyond float32") {
     const std::string path = dir.file("a.csv");
-    for (const std::string label : {"nan", "inf", "-0.5", "9.3e18"}) {
+    for (const std::string label : {"nan", "-0.5"}) {
       write_text(path, "a,b\n1,0\n2," + label + "\n");
       CHECK_THROWS_WITH(open_csv({path}),
                         Contains(path) && Contains("line 3: label '" + label + "' is not a class"));
+    }
+    for (const std::string label : {"inf", "9.3e18"}) {
+      write_text(path, "a,b\n1,0\n2," + label + "\n");
+      CHECK_THROWS_WITH(
+          open_csv({path}),
+          Contains(path) && Contains("line 3: label '" + label + "' is too large to be a class"));
     }
     for (const std::string big : {"1e39", "1e999", "-1e999"}) {
       write_text(path, "a,b\n" + big + ",0\n");

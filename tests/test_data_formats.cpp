@@ -254,7 +254,7 @@ TEST_CASE("CSV: header, column selection by name, no header, regression, errors"
                                               "...' (1000000 bytes) twice (columns 2 and 3)"));
     write_text(dir.file("label.csv"), "a,c\n1,0.5\n");
     bad.path = dir.file("label.csv");
-    CHECK_THROWS_WITH(open_csv(bad), Contains("line 2: label '0.5' is not a class"));
+    CHECK_THROWS_WITH(open_csv(bad), Contains("line 2: label '0.5' is not a whole number"));
     o.label = "colour";
     CHECK_THROWS_WITH(open_csv(o), Contains("no column 'colour'") && Contains("w, h, kind, z"));
     bad.path = dir.file("none.csv");

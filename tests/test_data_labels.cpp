@@ -144,7 +144,9 @@ TEST_CASE("a class count near the model's asks for the model's size first, and n
   CHECK_THAT(out, Contains("the last layer gives 3 outputs but the data has 4 classes (its "
                            "largest label, 3, is at sample 2 of IDX labels '" +
                            dir.file("l.idx") + "' (byte offset 10))") &&
-                      Contains("set the last layer's size to 4, or check that label"));
+                      Contains("set the last layer's size to 4, or check that label (labels "
+                               "that count from 1, as 1..3, make one class more: class labels "
+                               "count from 0)"));
 }
 
 TEST_CASE("a model of more outputs than a training set's labels reach is offered classes:") {

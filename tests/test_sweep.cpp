@@ -473,6 +473,26 @@ TEST_CASE("a sweep directory refuses trials of a changed config and resumes an u
   CHECK(run_to_end(args, tmp / "5.log") == 0);
 }
 
+TEST_CASE("a sweep of a changed config in a new default directory notes the earlier one") {
+  TempDir tmp("sweep-default-dir");
+  write_text(tmp / "sw.yaml", tiny_experiment() + "sweep: {grid: {optimizer.lr: [0.01, 0.003]}}\n");
+  const std::vector<std::string> args = {"sweep", tmp / "sw.yaml", "train.max_steps=2",
+                                         "output.dir=" + (tmp / "runs")};
+  REQUIRE(run_to_end(args, tmp / "1.log") == 0);
+  CHECK(read_text(tmp / "1.log").find("note: a new sweep") == std::string::npos);
+  // The same config goes on in its own directory, without a note.
+  REQUIRE(run_to_end(args, tmp / "2.log") == 0);
+  CHECK(read_text(tmp / "2.log").find("note: a new sweep") == std::string::npos);
+  std::vector<std::string> changed = args;
+  changed.push_back("train.log_every=1");
+  REQUIRE(run_to_end(changed, tmp / "3.log") == 0);
+  const std::string log = read_text(tmp / "3.log");
+  INFO(log);
+  CHECK(log.find("note: a new sweep in " + tmp / "runs/") != std::string::npos);
+  CHECK(log.find("whose trials it does not take over; to go on with one: trainer sweep " +
+                 tmp / "sw.yaml" + " --out " + tmp / "runs/") != std::string::npos);
+}
+
 TEST_CASE("a sweep shows the config's warnings once, as validate does") {
   TempDir tmp("sweep-warnings");
   write_text(tmp / "tiny.yaml", kTinyLearningRateSweep);

@@ -214,6 +214,32 @@ void print_shared_warnings(const sweep::SweepSpec& spec,
     std::fprintf(stderr, "%s\n", config::format(w, "warning").c_str());
 }
 
+// A default sweep directory not there yet, beside others of the same name:
+// the config changed since those ran (their trials are not taken over), said
+// before the new sweep starts from its first trial.
+void note_earlier_sweeps(const std::string& dir, const std::string& config_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec)) return;
+  std::vector<std::pair<fs::file_time_type, std::string>> found;  // oldest first, once sorted
+  for (const auto& entry : fs::directory_iterator(fs::path(dir).parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    const fs::path record = entry.path() / "sweep.yaml";
+    if (name.rfind("sweep-", 0) == 0 && fs::exists(record, ec))
+      found.emplace_back(fs::last_write_time(record, ec), name);
+  }
+  if (found.empty()) return;
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> earlier;
+  for (const auto& [time, name] : found) earlier.push_back(name);
+  std::fprintf(stderr,
+               "note: a new sweep in %s: the config (or its sweep) differs from that of the "
+               "earlier sweep%s beside it (%s), whose trials it does not take over; to go on "
+               "with one: trainer sweep %s --out %s (which names what changed)\n",
+               dir.c_str(), earlier.size() == 1 ? "" : "s", config::join(earlier).c_str(),
+               config_path.c_str(), (fs::path(dir).parent_path() / earlier.back()).c_str());
+}
+
 }  // namespace
 
 int command_sweep(const CommandArgs& args) {
@@ -245,6 +271,7 @@ int command_sweep(const CommandArgs& args) {
     std::fprintf(stderr, "error: %s\n", conflict.c_str());
     return 2;
   }
+  if (args.out_dir.empty()) note_earlier_sweeps(job.dir, args.config_path);
   std::error_code created;
   std::filesystem::create_directories(job.dir, created);
   train::check_output_directory_created(job.dir, created, "sweep directory");

@@ -678,10 +678,13 @@ TEST_CASE(
   CHECK(validate("checkpoint.metric=eval.top5")
             .out.find("never records: top5 needs more than 5 classes, and the data has 3 (in "
                       "override 1 'checkpoint.metric=eval.top5')\n") != std::string::npos);
-  // A mode not written follows the metric: a loss ranks by its smallest.
-  CHECK(validate("checkpoint.metric=eval.loss").out == "ok\n");
-  const auto printed = run("print-config " + config + " checkpoint.metric=eval.loss");
-  CHECK(printed.out.find("  keep_last: 2\n  mode: min\n") != std::string::npos);
+  const auto loss_at_max = validate("checkpoint.metric=eval.loss");
+  CHECK(loss_at_max.code == 2);
+  CHECK(loss_at_max.out ==
+        "<command line>:1:19: error: checkpoint.mode: keep_best would keep the checkpoints of the "
+        "largest eval.loss (checkpoint.mode defaults to max) (in override 1 "
+        "'checkpoint.metric=eval.loss')\n"
+        "    set checkpoint.mode: min\n1 error\n");
   // A mode written against the default metric, at the mode.
   CHECK(validate("checkpoint.mode=min").out ==
         "<command line>:1:17: error: checkpoint.mode: keep_best would keep the checkpoints of the "
@@ -702,9 +705,15 @@ TEST_CASE(
             "(checkpoint.metric's default), which this run never records: it has no evaluation "
             "set (add data.eval, or data.split)\n"
             "    it records train.loss, train.accuracy\n1 error\n");
-  // Without keep_best, a metric written still ranks `eval --checkpoint best`,
-  // by the mode that follows it.
-  CHECK(validate("checkpoint.keep_best=0 checkpoint.metric=train.loss").out == "ok\n");
+  // Without keep_best, a metric written still ranks `eval --checkpoint best`:
+  // a loss at the default max would pick the worst checkpoint (a warning:
+  // nothing else ranks by it).
+  const auto unranked = validate("checkpoint.keep_best=0 checkpoint.metric=train.loss");
+  CHECK(unranked.code == 0);
+  CHECK(unranked.out ==
+        "<command line>:2:19: warning: checkpoint.mode: trainer eval --checkpoint best would "
+        "pick the checkpoint of the largest train.loss (checkpoint.mode defaults to max)\n"
+        "    set checkpoint.mode: min\nok\n");
   // A mode written with the default metric, which this run never records:
   // said at the mode.
   CHECK_THAT(validate("checkpoint.keep_best=0 checkpoint.mode=min").out,

@@ -198,10 +198,10 @@ TEST_CASE("early stopping settings that cannot work are config errors") {
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("error: train.early_stopping.metric") &&
                         Catch::Contains("did you mean 'eval.accuracy'?"));
-  // An accuracy followed with no mode written waits for it to rise.
-  r = run_trainer(
-      "print-config " + (tmp / "tiny.yaml") + " train.early_stopping.metric=eval.accuracy", true);
-  CHECK_THAT(r.out, Catch::Contains("    metric: eval.accuracy\n    patience: 0\n    mode: max\n"));
+  // An accuracy followed with the default mode (min) would wait for it to fall.
+  r = run_trainer(validate + "train.early_stopping.metric=eval.accuracy", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("set train.early_stopping.mode: max"));
   // A mode written against the default metric (eval.loss) would wait for it to rise.
   r = run_trainer(validate + "train.early_stopping.mode=max", true);
   CHECK(r.code == 2);

@@ -498,23 +498,6 @@ void mark_derived_values(Node& root) {
   data->set("eval_transforms", std::move(list), {kDerivedFile, 0, 0});
 }
 
-// A metric's `mode` left unwritten follows the metric: min for a loss, max
-// for an accuracy (as a sweep's objective does), so that `metric: eval.loss`
-// alone ranks by the smallest loss.
-void derive_metric_modes(Node& root, Config& config) {
-  const auto derive = [](Node* map, const std::string& metric, std::string& mode) {
-    Node* given = map && map->is_map() ? map->find("mode") : nullptr;
-    if (!given || !given->mark().is_default()) return;
-    mode = metric.ends_with(".loss") ? "min" : "max";
-    const Mark mark = given->mark();
-    map->set("mode", Node::scalar(mode, mark), mark);
-  };
-  derive(root.find("checkpoint"), config.checkpoint.metric, config.checkpoint.mode);
-  Node* train = root.find("train");
-  derive(train && train->is_map() ? train->find("early_stopping") : nullptr,
-         config.train.early_stopping.metric, config.train.early_stopping.mode);
-}
-
 Config bind_config(Node& root, Diagnostics& diags) {
   Config config;
   if (const Node* devices = root.find("devices"); devices && devices->is_scalar()) {
@@ -536,7 +519,6 @@ Config bind_config(Node& root, Diagnostics& diags) {
     }
   }
   bind_section(*find_section(""), root, config, diags);  // recurses into every section
-  derive_metric_modes(root, config);
   bind_model(root, config, diags);
   bind_data_items(root, config, diags);
   if (const Node* sweep = root.find("sweep")) config.sweep = *sweep;

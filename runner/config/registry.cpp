@@ -404,9 +404,7 @@ std::vector<SectionDef> build_sections() {
                  .def("eval.loss")
                  .only_while_positive("patience"),
              [](Config& c, const FieldValue& v) { c.train.early_stopping.metric = string_of(v); }),
-           f(field("mode", T::enumeration,
-                   "Whether a smaller or larger metric is better; not given: min for a loss, max "
-                   "for an accuracy")
+           f(field("mode", T::enumeration, "Whether a smaller or larger metric is better")
                  .def("min")
                  .one_of({"min", "max"})
                  .only_while_positive("patience"),
@@ -539,12 +537,10 @@ std::vector<SectionDef> build_sections() {
            f(field("metric", T::string,
                    "Metric that ranks checkpoints for keep_best and `trainer eval --checkpoint "
                    "best`: eval.loss, eval.accuracy, eval.top5 (more than 5 classes), train.loss "
-                   "or train.accuracy")
+                   "or train.accuracy; a loss wants mode: min")
                  .def("eval.accuracy"),
              [](Config& c, const FieldValue& v) { c.checkpoint.metric = string_of(v); }),
-           f(field("mode", T::enumeration,
-                   "Whether a larger or smaller metric is better; not given: min for a loss, max "
-                   "for an accuracy")
+           f(field("mode", T::enumeration, "Whether a larger or smaller metric is better")
                  .def("max")
                  .one_of({"max", "min"}),
              [](Config& c, const FieldValue& v) { c.checkpoint.mode = string_of(v); }),

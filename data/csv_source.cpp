@@ -327,7 +327,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
                                  " is not a whole number, so no class (for float targets set "
                                  "regression: true on the source)");
       if (!ignored && label >= 0x1p53)  // past where doubles hold every integer
-        throw std::runtime_error(at + " is too large to be a class (at most 2^53)");
+        throw std::runtime_error(at + " is too large to be a class (below 2^53)");
       if (!ignored && (!(label >= 0) || (o.classes > 0 && label >= static_cast<double>(o.classes))))
         throw std::runtime_error(
             at + " is not a class in [0, " +

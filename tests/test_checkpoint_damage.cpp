@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cctype>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -610,5 +612,11 @@ TEST_CASE(
   write_text(step / "SHA256SUMS", edited);
   CHECK_THAT(verify_error(step.string()),
              Contains(step.string() + "/SHA256SUMS: the checksum of model.safetensors is not 64 "
-                                      "lowercase hex digits: the SHA256SUMS file is damaged"));
+                                      "hex digits: the SHA256SUMS file is damaged"));
+  // Upper case, as some tools write it, is the same checksum.
+  edited = sums;
+  for (std::size_t i = 0; i < 64; ++i)
+    edited[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(edited[i])));
+  write_text(step / "SHA256SUMS", edited);
+  CHECK(verify_error(step.string()).empty());
 }

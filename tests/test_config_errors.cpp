@@ -176,8 +176,13 @@ TEST_CASE("keys and values as other tools write them are pointed to this config'
   CHECK(suggestion("data.num_workers=3") == "did you mean 'workers'?");
   CHECK(suggestion("precision=float16") == "did you mean 'fp16'?");
   CHECK(suggestion("schedule.type=cosine_annealing") == "did you mean 'cosine'?");
-  // A kind named where its settings go.
+  // A key of this very name in another section, before a near one here.
+  CHECK(suggestion("optimizer.epochs=3") ==
+        "did you mean 'train.epochs'? (epochs goes under train:)");
+  // A kind named where its settings go: the kind it is, or is nearest.
   CHECK(suggestion("optimizer=adam") == "write the kind as its type: optimizer: {type: adam}");
+  CHECK(suggestion("schedule=steplr") == "write the kind as its type: schedule: {type: step}");
+  CHECK(suggestion("schedule=5").empty());
 }
 
 TEST_CASE("a bad override value points at the value's column") {

@@ -147,8 +147,8 @@ TEST_CASE("trainer eval batches as the run did: the micro-batch auto chose; no t
   const auto part = run_trainer("eval " + (tmp / "run"), true);
   CHECK_THAT(part.out, Catch::Contains("note: " + std::to_string(again["samples"].get<int>()) +
                                        " of the 128 evaluation samples, as train.eval_batches 2 "
-                                       "of the run's config takes; train.eval_batches=0 "
-                                       "evaluates them all"));
+                                       "takes (the run's config, unless overridden); "
+                                       "train.eval_batches=0 evaluates them all"));
   // Another batch than the run's: its choice does not apply, and a note says so.
   const auto other = run_trainer("eval " + (tmp / "run") + " train.batch_size=128 --json", true);
   CHECK(other.code == 0);

@@ -492,6 +492,14 @@ layers:
   CHECK(plain.diags.list()[0].message.find("nested blocks") == std::string::npos);
   CHECK(plain.diags.list()[0].suggestion ==
         "a model of more layers than this is beyond what trainer compiles");
+  // Repeats that made most of them, the limit met past the block: the repeats.
+  std::string repeated = "blocks:\n  b: {layers: [";
+  for (int i = 0; i < 100; ++i) repeated += std::string(i ? ", " : "") + "{type: relu}";
+  repeated += "]}\nlayers:\n  - {type: flatten}\n  - {block: b, repeat: 999}\n";
+  for (int i = 0; i < 200; ++i) repeated += "  - {type: relu}\n";
+  auto blocks = build(repeated);
+  REQUIRE(blocks.diags.size() == 1);
+  CHECK(blocks.diags.list()[0].suggestion == "lower the `repeat:` of the block instances");
 }
 
 TEST_CASE("past a layer that fails, later layers' references are checked too") {
@@ -502,18 +510,46 @@ layers:
   - {type: flatten}
   - {type: linear, out_features: 16, inputs: [flaten]}
   - {type: relu}
-  - {block: nope}
   - {block: res, name: stage}
   - {type: linear, out_features: 10, inputs: [relu9]}
   - {type: linear, out_features: 10, inputs: [relu2]}
+  - {block: nope}
+  - {type: linear, out_features: 10, inputs: [relu9]}
 )");
   std::vector<std::string> keys;
   for (const auto& d : b.diags.list()) keys.push_back(d.key_path + ": " + d.message);
+  // A name an unnamed layer may take (relu2: the relu before it and one more)
+  // is not reported: its layer's name depends on what failed. Past a block
+  // that is none, no name can be known.
   CHECK(keys == std::vector<std::string>{
                     "model.layers[1].inputs: no earlier layer named 'flaten' in this scope",
-                    "model.layers[3].block: no block named 'nope' in model.blocks",
-                    "model.layers[5].inputs: no earlier layer named 'relu9' in this scope",
+                    "model.layers[4].inputs: no earlier layer named 'relu9' in this scope",
+                    "model.layers[6].block: no block named 'nope' in model.blocks",
                 });
-  // A name an unnamed layer may take (relu2: the relu before it and one more)
-  // is not reported: its layer's name depends on what failed.
+  // A layer type misspelt: the names after it are not known either (linear1
+  // would be the misspelt layer's).
+  auto typo = build(R"(
+layers:
+  - {type: flatten}
+  - {type: lineer, out_features: 16}
+  - {type: relu, inputs: linear1}
+)");
+  REQUIRE(typo.diags.size() == 1);
+  CHECK(typo.diags.list()[0].key_path == "model.layers[1].type");
+  // A name given by a block parameter is read with the parameter's value.
+  auto param = build(R"(
+blocks:
+  mlp:
+    params: {n: hidden}
+    layers:
+      - {type: linear, out_features: 8, inputs: [nothing]}
+      - {type: relu, name: $n}
+      - {type: linear, out_features: 8, inputs: [hidden]}
+layers:
+  - {type: flatten}
+  - {block: mlp, name: m}
+  - {type: linear, out_features: 10}
+)");
+  REQUIRE(param.diags.size() == 1);
+  CHECK(param.diags.list()[0].message == "no earlier layer named 'nothing' in this scope");
 }

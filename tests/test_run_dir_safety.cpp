@@ -826,4 +826,10 @@ TEST_CASE("retention deletes only checkpoints; no run starts inside a run's chec
   CHECK(read_text(tmp / "in.log").find("it is inside the checkpoints of the run " + run) !=
         std::string::npos);
   CHECK_FALSE(fs::exists(inside));
+  // Nor a sweep's.
+  CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--grid", "seed=1,2", "--out", inside},
+                   tmp / "sw.log") == 2);
+  CHECK(read_text(tmp / "sw.log").find("it is inside the checkpoints of the run " + run) !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(inside));
 }

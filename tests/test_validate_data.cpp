@@ -71,12 +71,18 @@ TEST_CASE("validate --data names the damaged images at their key; plain validate
   CHECK_FALSE(contains(deep.out, "\nok"));
   // A normalize computing its statistics meets the first damaged image
   // before the scan: every one is listed still.
-  const auto normalized = run_trainer(
-      "validate " + config + " --data 'data.transforms=[{type: normalize}]'", true);
+  const auto normalized =
+      run_trainer("validate " + config + " --data 'data.transforms=[{type: normalize}]'", true);
   INFO(normalized.out);
   CHECK(normalized.code == 2);
   CHECK(contains(normalized.out, "error: data.train: 1 of 12 training samples cannot be read"));
   CHECK(contains(normalized.out, "error: data.eval: 2 of 4 evaluation samples cannot be read"));
+  // An error that is not the data's reads no sample.
+  const auto model_error =
+      run_trainer("validate " + config + " --data model.layers[1].out_features=3", true);
+  CHECK(model_error.code == 2);
+  CHECK_FALSE(contains(model_error.out, "samples read"));
+  CHECK_FALSE(contains(model_error.out, "cannot be read"));
 
   write_image_folder(dir.file("train"), 6);
   write_image_folder(dir.file("test"), 2);

@@ -107,7 +107,9 @@ std::map<std::string, std::string> listed_checksums(const fs::path& dir) {
 
 // The file at `path`, open, once its SHA-256 (read a piece at a time from the
 // descriptor it is then read from) is `expected`; CheckpointError otherwise.
-PieceReader verified_file(const fs::path& path, const std::string& expected) {
+PieceReader verified_file(const fs::path& path, std::string expected) {
+  // As sha256sum -c reads it: either case.
+  for (char& c : expected) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   PieceReader file(path.string());
   train::Sha256 sha;
   file.read(0, file.size(), kCheckpointPieceBytes, "the file",
@@ -118,8 +120,8 @@ PieceReader verified_file(const fs::path& path, const std::string& expected) {
                               expected.find_first_not_of("0123456789abcdef") == std::string::npos;
   if (!listed_is_hash)
     throw CheckpointError(path.parent_path().string() + "/" + kSumsFile + ": the checksum of " +
-                          path.filename().string() + " is not 64 lowercase hex digits: the " +
-                          kSumsFile + " file is damaged (the checkpoint cannot be verified)");
+                          path.filename().string() + " is not 64 hex digits: the " + kSumsFile +
+                          " file is damaged (the checkpoint cannot be verified)");
   // Both shown far enough to differ: 16 digits, or to 8 past the first that differs.
   const std::size_t differ = static_cast<std::size_t>(
       std::mismatch(actual.begin(), actual.end(), expected.begin()).first - actual.begin());

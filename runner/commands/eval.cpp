@@ -311,8 +311,9 @@ int command_eval(const CommandArgs& args) {
   // as it trained: a figure of that part, said so.
   if (const std::int64_t all = session.eval_data->size(); result.samples < all)
     std::fprintf(stderr,
-                 "note: %lld of the %lld evaluation samples, as train.eval_batches %lld of the "
-                 "run's config takes; train.eval_batches=0 evaluates them all\n",
+                 "note: %lld of the %lld evaluation samples, as train.eval_batches %lld takes "
+                 "(the run's config, unless overridden); train.eval_batches=0 evaluates them "
+                 "all\n",
                  static_cast<long long>(result.samples), static_cast<long long>(all),
                  static_cast<long long>(session.config.train.eval_batches));
   std::string line = "eval: loss " + fmt::format("{:.6f}", result.loss);

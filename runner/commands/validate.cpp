@@ -210,9 +210,12 @@ int command_validate(const CommandArgs& args) {
     session_warnings = config::run_validation_hooks(config);
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics().list()) diags.add(d);
-    // A sample the session could not read (computing normalize's
-    // statistics) is one of those --data lists: with the others.
-    if (args.read_data) try {
+    // A sample the session could not read computing normalize's statistics
+    // (an error at the transforms) is one of those --data lists: with the others.
+    const bool at_transforms =
+        std::any_of(diags.list().begin(), diags.list().end(),
+                    [](const config::Diagnostic& d) { return d.key_path.ends_with("transforms"); });
+    if (args.read_data && at_transforms) try {
         check_every_sample(config, diags);
       } catch (const config::ConfigError&) {  // the data did not open: said above
       }

@@ -356,14 +356,20 @@ Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const st
   Attrs attrs;
   const bool usable = map.is_map() || map.is_null();
   if (!usable) {
-    // `optimizer: adam`, as other tools name a choice.
-    const bool has_type = std::any_of(specs.begin(), specs.end(),
-                                      [](const FieldSpec& s) { return s.name == "type"; });
+    // `optimizer: adam`, as other tools name a choice: the choice it is, or
+    // is nearest.
+    const auto type = std::find_if(specs.begin(), specs.end(),
+                                   [](const FieldSpec& s) { return s.name == "type"; });
+    const std::string kind =
+        type == specs.end() || !map.is_scalar() ? ""
+        : std::find(type->choices.begin(), type->choices.end(), map.text()) != type->choices.end()
+            ? map.text()
+            : nearest(map.text(), type->choices);
     diags.add(map.mark(), key_path, "expected a map of settings, found " + describe(map),
-              has_type && map.is_scalar() && !map.text().empty()
-                  ? "write the kind as its type: " + key_path.substr(key_path.rfind('.') + 1) +
-                        ": {type: " + map.text() + "}"
-                  : "");
+              kind.empty()
+                  ? ""
+                  : "write the kind as its type: " + key_path.substr(key_path.rfind('.') + 1) +
+                        ": {type: " + kind + "}");
   }
   std::vector<std::string> valid;
   for (const auto& s : specs) valid.push_back(s.name);
@@ -386,10 +392,13 @@ Attrs read_fields(const Node& map, const std::vector<FieldSpec>& specs, const st
       if (std::find(extra_allowed_keys.begin(), extra_allowed_keys.end(), key) !=
           extra_allowed_keys.end())
         continue;
-      const std::string near = nearest(key, valid);
-      meant.insert(near);
-      const std::string elsewhere = near.empty() && key_elsewhere ? key_elsewhere(key) : "";
+      // A key another section has by this very name is that one, before a
+      // near name here (optimizer.epochs is train.epochs, not eps).
+      const std::string elsewhere = key_elsewhere ? key_elsewhere(key) : "";
       const auto dot = elsewhere.rfind('.');
+      const bool exact_elsewhere = !elsewhere.empty() && elsewhere.substr(dot + 1) == key;
+      const std::string near = exact_elsewhere ? "" : nearest(key, valid);
+      meant.insert(near);
       diags.add(map.key_mark_at(i), join_key(key_path, key), "unknown key '" + key + "'",
                 !near.empty() ? "did you mean '" + near + "'?"
                 : !elsewhere.empty()

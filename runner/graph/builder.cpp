@@ -308,7 +308,7 @@ class Builder {
           if (!unknown_parameters.empty()) continue;
           const std::string later_path = path + "[" + std::to_string(j) + "]";
           check_layer_fields(later, later_path, diags_);
-          check_later_references(list, j, later, later_path, scope);
+          check_later_references(list, j, later, later_path, scope, params);
         }
         return kNoValue;
       }
@@ -320,9 +320,12 @@ class Builder {
   // Past a layer that failed: whether `layer` (item `index` of `list`) reads
   // layers and names a block that can be there. The names layers before it
   // may have are taken generously (every automatic name their types could
-  // give), so that only a name no layer could have is reported.
+  // give), so that only a name no layer could have is reported; when an
+  // earlier layer's name cannot be known (a type or block that is not one,
+  // a parameter that is not declared), no input is.
   void check_later_references(const Node& list, std::size_t index, const Node& layer,
-                              const std::string& path, const Scope& scope) {
+                              const std::string& path, const Scope& scope,
+                              const std::map<std::string, Node>& params) {
     if (!layer.is_map()) return;
     if (const Node* block = layer.find("block");
         block && block->is_scalar() && !(blocks_ && blocks_->find(block->text()))) {
@@ -341,12 +344,18 @@ class Builder {
     for (const auto& [name, value] : scope.values) possible.insert(name);
     std::map<std::string, int> counts = scope.type_counts;
     for (std::size_t k = 0; k < index; ++k) {
-      const Node& earlier = list.items()[k];
-      if (!earlier.is_map()) continue;
+      std::vector<const Node*> undeclared;
+      const Node earlier = substitute(list.items()[k], params, &undeclared);
+      if (!undeclared.empty() || !earlier.is_map()) return;
       if (const Node* name = earlier.find("name"); name && name->is_scalar())
         possible.insert(name->text());
-      const Node* type = earlier.find("block") ? earlier.find("block") : earlier.find("type");
-      if (type && type->is_scalar()) ++counts[type->text()];
+      const Node* block = earlier.find("block");
+      const Node* type = block ? block : earlier.find("type");
+      if (!type || !type->is_scalar()) return;
+      const bool known = block ? blocks_ && blocks_->find(type->text())
+                               : op_registry().find(type->text()) != nullptr;
+      if (!known) return;
+      ++counts[type->text()];
     }
     for (const auto& [type, count] : counts)
       for (int n = 1; n <= count + 1; ++n) possible.insert(type + std::to_string(n));
@@ -396,7 +405,8 @@ class Builder {
     if (const Node* name = layer.find("name")) {
       const std::string& text = name->text();
       if (!name->is_scalar() || text.empty() || text.find('.') != std::string::npos ||
-          text == kInputName || (scope.top_level && text == kLossName)) {
+          text.find('\0') != std::string::npos || text == kInputName ||
+          (scope.top_level && text == kLossName)) {
         diags_.add(name->mark(), path + ".name",
                    "expected a layer name without dots (and not 'input' or 'loss', which name "
                    "the batch and the loss), found " +
@@ -494,8 +504,7 @@ class Builder {
   ValueId add_node(const OpDef& op, const std::string& name, Attrs attrs,
                    const std::vector<ValueId>& inputs, const Mark& mark, const std::string& path) {
     if (graph_.nodes.size() >= kMaxLayers) {
-      // A layer of a block instance is named "<instance>.<layer>".
-      const bool in_block = name.find('.') != std::string::npos;
+      const bool in_block = blocks_expanded_;
       if (!too_many_layers_)
         diags_.add(mark, path,
                    "the model expands to more than " + std::to_string(kMaxLayers) +
@@ -603,6 +612,7 @@ class Builder {
                               : "did you mean '" + near + "'?");
       return kNoValue;
     }
+    blocks_expanded_ = true;  // their repeats may be what makes the model too large
     const std::string def_path = "model.blocks." + block_name->text();
     const Node* def_layers = def->is_map() ? def->find("layers") : nullptr;
     if (!def_layers || !def_layers->is_sequence()) {
@@ -923,6 +933,7 @@ class Builder {
   const ModelInput& input_;
   Diagnostics& diags_;
   const Node* blocks_ = nullptr;
+  bool blocks_expanded_ = false;  // a block instance was expanded
   Graph graph_;
 };
 

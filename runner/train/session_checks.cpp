@@ -174,12 +174,13 @@ void warn_normalize_unscaled(const config::Config& config, const Session& s,
   for (const config::TypedItem& item : config.data.transforms) {
     if (item.type == "scale") return;  // scaled before any normalize that follows
     if (item.type != "normalize") continue;
-    const std::vector<double> mean = numbers(item.attrs, "mean"), std = numbers(item.attrs, "std");
+    const std::vector<double> mean = numbers(item.attrs, "mean");
+    const std::vector<double> deviation = numbers(item.attrs, "std");
     const auto within_one = [](const std::vector<double>& v) {
       return !v.empty() &&
              std::all_of(v.begin(), v.end(), [](double x) { return std::abs(x) <= 1; });
     };
-    if (within_one(mean) && within_one(std)) unscaled = &item;
+    if (within_one(mean) && within_one(deviation)) unscaled = &item;
     break;
   }
   if (!unscaled) return;
@@ -200,8 +201,8 @@ void warn_normalize_unscaled(const config::Config& config, const Session& s,
   }
   if (largest <= 2) return;
   const std::vector<double> mean = numbers(unscaled->attrs, "mean");
-  const std::vector<double> std = numbers(unscaled->attrs, "std");
-  const double normalized = (largest - mean.front()) / std.front();
+  const std::vector<double> deviation = numbers(unscaled->attrs, "std");
+  const double normalized = (largest - mean.front()) / deviation.front();
   warnings.add(unscaled->mark, "data.transforms",
                "normalize's mean and std are those of values in [0, 1], but the training "
                "samples reach it as stored, up to " +

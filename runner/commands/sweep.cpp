@@ -271,11 +271,8 @@ int command_sweep(const CommandArgs& args) {
     std::fprintf(stderr, "error: %s\n", conflict.c_str());
     return 2;
   }
-  if (const std::string run = train::run_holding_checkpoints_around(job.dir); !run.empty()) {
-    std::fprintf(stderr,
-                 "error: --out %s: it is inside the checkpoints of the run %s, which that run's "
-                 "retention and resumes manage; give a directory outside it\n",
-                 job.dir.c_str(), run.c_str());
+  if (const std::string inside = train::refuse_inside_run_checkpoints(job.dir); !inside.empty()) {
+    std::fprintf(stderr, "error: %s\n", inside.c_str());
     return 2;
   }
   if (args.out_dir.empty()) note_earlier_sweeps(job.dir, args.config_path);

@@ -317,6 +317,17 @@ class Builder {
     return previous;
   }
 
+  // `block: NAME` of the layer at `path` names no block of model.blocks.
+  void report_unknown_block(const Node& block_name, const std::string& path) {
+    const std::vector<std::string> names = blocks_ ? keys_of(*blocks_) : std::vector<std::string>{};
+    const std::string near = config::nearest(block_name.text(), names);
+    diags_.add(block_name.mark(), path + ".block",
+               "no block named '" + block_name.text() + "' in model.blocks",
+               near.empty() ? (names.empty() ? "define it under model.blocks"
+                                             : "defined blocks: " + join(names))
+                            : "did you mean '" + near + "'?");
+  }
+
   // Past a layer that failed: whether `layer` (item `index` of `list`) reads
   // layers and names a block that can be there. The names layers before it
   // may have are taken generously (every automatic name their types could
@@ -328,16 +339,8 @@ class Builder {
                               const std::map<std::string, Node>& params) {
     if (!layer.is_map()) return;
     if (const Node* block = layer.find("block");
-        block && block->is_scalar() && !(blocks_ && blocks_->find(block->text()))) {
-      const std::vector<std::string> names =
-          blocks_ ? keys_of(*blocks_) : std::vector<std::string>{};
-      const std::string near = config::nearest(block->text(), names);
-      diags_.add(
-          block->mark(), path + ".block", "no block named '" + block->text() + "' in model.blocks",
-          near.empty()
-              ? (names.empty() ? "define it under model.blocks" : "defined blocks: " + join(names))
-              : "did you mean '" + near + "'?");
-    }
+        block && block->is_scalar() && !(blocks_ && blocks_->find(block->text())))
+      report_unknown_block(*block, path);
     const Node* inputs = layer.find("inputs");
     if (!inputs || !(inputs->is_scalar() || inputs->is_sequence())) return;
     std::set<std::string> possible;
@@ -602,14 +605,7 @@ class Builder {
     }
     const Node* def = blocks_ ? blocks_->find(block_name->text()) : nullptr;
     if (!def) {
-      const std::vector<std::string> names =
-          blocks_ ? keys_of(*blocks_) : std::vector<std::string>{};
-      const std::string near = config::nearest(block_name->text(), names);
-      diags_.add(block_name->mark(), path + ".block",
-                 "no block named '" + block_name->text() + "' in model.blocks",
-                 near.empty() ? (names.empty() ? "define it under model.blocks"
-                                               : "defined blocks: " + join(names))
-                              : "did you mean '" + near + "'?");
+      report_unknown_block(*block_name, path);
       return kNoValue;
     }
     blocks_expanded_ = true;  // their repeats may be what makes the model too large

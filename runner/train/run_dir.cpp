@@ -261,22 +261,20 @@ std::string run_dir_advice(const std::string& dir, bool eval) {
                     " (the run goes on from its newest good checkpoint)";
 }
 
-std::string run_holding_checkpoints_around(const std::string& path) {
+std::string refuse_inside_run_checkpoints(const std::string& out) {
   std::error_code ec;
-  for (fs::path at = fs::weakly_canonical(fs::absolute(path, ec), ec); at.has_relative_path();
+  for (fs::path at = fs::weakly_canonical(fs::absolute(out, ec), ec); at.has_relative_path();
        at = at.parent_path())
     if (at.filename() == "checkpoints" && fs::exists(at.parent_path() / "config.sha256", ec))
-      return at.parent_path().string();
+      return "--out " + out + ": it is inside the checkpoints of the run " +
+             at.parent_path().string() +
+             ", which that run's retention and resumes manage; give a directory outside it";
   return "";
 }
 
 std::string refuse_used_run_dir(const std::string& out) {
   std::error_code ec;
-  // Inside a run's checkpoints/: its retention and resumes take what is
-  // there for checkpoints.
-  if (const std::string run = run_holding_checkpoints_around(out); !run.empty())
-    return "--out " + out + ": it is inside the checkpoints of the run " + run +
-           ", which that run's retention and resumes manage; give a directory outside it";
+  if (const std::string inside = refuse_inside_run_checkpoints(out); !inside.empty()) return inside;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
     return "--out " + out + ": exists and is not a directory; give a directory for the run";
   if (!fs::is_directory(out, ec)) return "";

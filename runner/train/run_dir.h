@@ -35,10 +35,10 @@ std::string run_dir_advice(const std::string& dir, bool eval);
 // (unfinished_run_dir).
 std::string refuse_used_run_dir(const std::string& out);
 
-// The run directory whose checkpoints/ folder holds `path` (or is it), or "":
-// no run, sweep or trial goes there (retention and resumes would take what
-// it makes for checkpoints).
-std::string run_holding_checkpoints_around(const std::string& path);
+// Why `--out DIR` cannot be used when it is (or is inside) a run's
+// checkpoints/ folder, whose retention and resumes would take what a run or
+// sweep made there for checkpoints; "" when it is not.
+std::string refuse_inside_run_checkpoints(const std::string& out);
 
 // Throws when creating the output directory `dir` (`what`: "run directory",
 // "sweep directory") failed with `error`: a usage error naming the directory

@@ -218,7 +218,8 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
             (o.header && index ? " (with a header, columns go by name; header: false numbers "
                                  "them from 0)"
                                : "") +
-            delimiter_hint(first_line, columns, o.delimiter));
+            delimiter_hint(first_line, columns, o.delimiter),
+        name, names);
   };
   const std::size_t label_column = o.label.empty() ? columns - 1 : column_of(o.label, "label");
   std::vector<std::size_t> feature_columns;

@@ -21,10 +21,22 @@ class SourceFieldError : public std::runtime_error {
  public:
   SourceFieldError(std::string field, const std::string& message)
       : std::runtime_error(message), field_(std::move(field)) {}
+  // For a name the data does not have (a CSV column): the name given and the
+  // names there are, so the caller can suggest the nearest.
+  SourceFieldError(std::string field, const std::string& message, std::string given,
+                   std::vector<std::string> choices)
+      : std::runtime_error(message),
+        field_(std::move(field)),
+        given_(std::move(given)),
+        choices_(std::move(choices)) {}
   const std::string& field() const { return field_; }
+  const std::string& given() const { return given_; }
+  const std::vector<std::string>& choices() const { return choices_; }
 
  private:
   std::string field_;
+  std::string given_;
+  std::vector<std::string> choices_;
 };
 
 // IDX (MNIST / Fashion-MNIST), raw or .gz. Images: unsigned-byte IDX with >= 2

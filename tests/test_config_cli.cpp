@@ -422,6 +422,12 @@ TEST_CASE("a data setting the files do not fit is reported at that setting, exit
   CHECK(r.out.find(config +
                    ":4:46: error: data.train.label: cannot open the csv source: CSV file '" +
                    (dir / "train.csv").string() + "' has no column 'kind'") == 0);
+  CHECK(r.out.find("did you mean") == std::string::npos);  // nothing near 'kind'
+  // A misspelt column: the nearest one is offered.
+  r = run("validate " + config + " data.train.label=labl", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("has no column 'labl'; columns: a, b, label") != std::string::npos);
+  CHECK(r.out.find("\n    did you mean 'label'?\n") != std::string::npos);
   // Two samples: 0.1 of them holds out none.
   r = run("validate " + config + " data.train.label=label", true);
   CHECK(r.code == 2);

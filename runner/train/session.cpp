@@ -101,7 +101,9 @@ std::pair<std::string, config::Mark> key_of_named_file(const config::Config& con
                                  const data::SourceFieldError& e, const std::string& prefix) {
   const std::string field_key = key + "." + e.field();
   config::Diagnostics d;
-  d.add(written_mark_of(config, field_key), field_key, prefix + e.what());
+  const std::string nearest = config::nearest(e.given(), e.choices());
+  d.add(written_mark_of(config, field_key), field_key, prefix + e.what(),
+        nearest.empty() ? std::string() : "did you mean '" + nearest + "'?");
   throw config::ConfigError(d);
 }
 

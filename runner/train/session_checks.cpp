@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "data/attr_values.h"
 #include "data/loader.h"
 #include "runner/config/diagnostics.h"
 #include "runner/graph/builder.h"
@@ -162,20 +163,12 @@ void warn_batch_beyond_set(const config::Config& config, const Session& s,
 
 void warn_normalize_unscaled(const config::Config& config, const Session& s,
                              config::Diagnostics& warnings) {
-  const auto numbers = [](const Attrs& attrs, const std::string& name) {
-    std::vector<double> out;
-    if (!attrs.has(name)) return out;
-    const FieldValue& v = attrs.values().at(name);
-    if (const auto* list = std::get_if<std::vector<double>>(&v)) out = *list;
-    if (const auto* one = std::get_if<double>(&v)) out = {*one};
-    return out;
-  };
   const config::TypedItem* unscaled = nullptr;
   for (const config::TypedItem& item : config.data.transforms) {
     if (item.type == "scale") return;  // scaled before any normalize that follows
     if (item.type != "normalize") continue;
-    const std::vector<double> mean = numbers(item.attrs, "mean");
-    const std::vector<double> deviation = numbers(item.attrs, "std");
+    const std::vector<double> mean = data::numbers_or(item.attrs, "mean", {});
+    const std::vector<double> deviation = data::numbers_or(item.attrs, "std", {});
     const auto within_one = [](const std::vector<double>& v) {
       return !v.empty() &&
              std::all_of(v.begin(), v.end(), [](double x) { return std::abs(x) <= 1; });
@@ -200,8 +193,8 @@ void warn_normalize_unscaled(const config::Config& config, const Session& s,
     return;  // a sample that cannot be read is reported where the data is checked
   }
   if (largest <= 2) return;
-  const std::vector<double> mean = numbers(unscaled->attrs, "mean");
-  const std::vector<double> deviation = numbers(unscaled->attrs, "std");
+  const std::vector<double> mean = data::numbers_or(unscaled->attrs, "mean", {});
+  const std::vector<double> deviation = data::numbers_or(unscaled->attrs, "std", {});
   const double normalized = (largest - mean.front()) / deviation.front();
   warnings.add(unscaled->mark, "data.transforms",
                "normalize's mean and std are those of values in [0, 1], but the training "

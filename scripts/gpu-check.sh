@@ -174,6 +174,8 @@ library_path="$bundle/lib:${wheel_libs#:}:${LD_LIBRARY_PATH:-}$driver_libs"
 while [[ $library_path == *::* ]]; do library_path="${library_path//::/:}"; done
 export LD_LIBRARY_PATH="${library_path%:}"
 echo "$LD_LIBRARY_PATH" | tr ':' '\n' >"$out/library_path.txt"
+# The wheels' versions: which cuDNN, cuBLAS and NCCL the trainer loads here.
+py -m pip list 2>/dev/null | grep -iE "^(nvidia-|torch )" >"$out/wheels.txt"
 # Carried libraries built against a newer C library than this machine's
 # (libstdc++ from glibc 2.36 on a 2.35 machine would stop every binary
 # loading): the machine's own copy instead where it has one (every Python has

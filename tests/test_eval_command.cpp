@@ -7,7 +7,8 @@
 // an image folder standing in for training data that is gone is labelled by
 // the class names the run recorded, whatever classes it lacks; a run that
 // averaged its weights evaluates the averages; evaluation data changed since
-// the checkpoint is said to be; a checkpoint the
+// the checkpoint is said to be, and so is a checkpoint of another run whose
+// model differs; a checkpoint the
 // run prunes while it is read is followed to the newer one; bad input is a
 // clear error with the usual exit codes (2: usage or config, 1: a damaged
 // checkpoint).
@@ -105,6 +106,25 @@ TEST_CASE("trainer eval gives a checkpoint's recorded metrics again") {
   fs::remove(init);
   const auto tuned = eval_json(tmp / "tuned");
   CHECK(tuned["loss"].get<double>() == eval_records(tmp / "tuned").at(16)["loss"].get<double>());
+  // Another run's checkpoint: of the same model (model.init_from aside), as
+  // it is; of another (tanh for relu), said so, with the values that differ.
+  const std::string tuned_checkpoint = tmp / "tuned/checkpoints/step-00000016";
+  CHECK_THAT(run_trainer("eval " + (tmp / "run") + " --checkpoint " + tuned_checkpoint, true).out,
+             !Catch::Contains("warning"));
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "tanh", "train.epochs=1",
+                      "model.layers[2].type=tanh"},
+                     tmp / "tanh.log") == 0);
+  const auto crossed = run_trainer(
+      "eval " + (tmp / "run") + " --checkpoint " + (tmp / "tanh/checkpoints/step-00000016"), true);
+  CHECK(crossed.code == 0);
+  CHECK_THAT(crossed.out, Catch::Contains("is another run's, whose model differs from the one") &&
+                              Catch::Contains("(model.layers[2].type: tanh -> relu)"));
+  // With the model made that run's by override: the same model, no warning.
+  CHECK_THAT(run_trainer("eval " + (tmp / "run") + " model.layers[2].type=tanh --checkpoint " +
+                             (tmp / "tanh/checkpoints/step-00000016"),
+                         true)
+                 .out,
+             !Catch::Contains("warning"));
   // model.init_from given to eval would be silently unused: refused.
   const auto from = run_trainer("eval " + (tmp / "tuned") + " model.init_from=" + init, true);
   CHECK(from.code == 2);
@@ -415,6 +435,10 @@ TEST_CASE("trainer eval normalises with the run's statistics, in one process") {
                                                         "world_size: 1", "world_size: 2"),
                                                "micro_batch_size: 0", "micro_batch_size: 16"));
   CHECK(eval_json(tmp / "run")["loss"].get<double>() == Approx(recorded).epsilon(1e-6));
+  // Part of the set: train.eval_batches as given, on each of the run's ranks.
+  CHECK_THAT(run_trainer("eval " + (tmp / "run") + " train.eval_batches=2", true).out,
+             Catch::Contains("note: 64 of the 128 evaluation samples, as train.eval_batches 2 "
+                             "takes on each of the run's 2 ranks (the run's config"));
 
   // Transforms overridden before the normalize: the run's statistics are of
   // other samples, so they are computed again; after it, the run's still

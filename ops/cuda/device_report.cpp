@@ -10,6 +10,9 @@
 #include <stdexcept>
 
 #include "ops/cuda/context.h"
+#include "ops/cuda/cublaslt.h"
+#include "ops/cuda/cudnn_descriptors.h"
+#include "ops/cuda/cudnn_handle.h"
 #include "ops/version_code.h"
 
 namespace trainer::cuda {
@@ -21,6 +24,32 @@ std::string file_of(Function* function) {
   Dl_info info{};
   if (dladdr(reinterpret_cast<const void*>(function), &info) == 0 || !info.dli_fname) return {};
   return info.dli_fname;
+}
+
+// Empty when cuDNN and cuBLASLt start on the current GPU; otherwise why not.
+// cuDNN 9 loads its parts (graph, ops, cnn, engines, and NVRTC for runtime-
+// compiled engines) only when first used: a handle and one convolution's
+// algorithm query load them, so an install that lacks one shows here rather
+// than at a run's first step.
+std::string libraries_start_error() {
+  try {
+    const CudnnHandle cudnn(nullptr);
+    const TensorDescriptor x(1, 1, 4, 4), y(1, 1, 4, 4);
+    const FilterDescriptor w(1, 1, 1, 1);
+    const ConvolutionDescriptor conv(Conv2dGeometry{}, /*allow_tf32=*/false);
+    cudnnConvolutionFwdAlgoPerf_t found[1]{};
+    int count = 0;
+    check(cudnnGetConvolutionForwardAlgorithm_v7(cudnn.get(), x.get(), w.get(), conv.get(), y.get(),
+                                                 1, &count, found),
+          "cudnnGetConvolutionForwardAlgorithm_v7");
+    const LtHandle cublas;
+  } catch (const std::exception& e) {
+    cudaGetLastError();
+    return std::string("cuDNN or cuBLASLt cannot start on this GPU: ") + e.what() +
+           " (cuDNN 9 loads its parts on first use: check that every library file of the "
+           "install reported above is there, and that its version suits this CUDA)";
+  }
+  return {};
 }
 
 GpuReport query_gpu(int index, GpuQuery query) {
@@ -50,6 +79,7 @@ GpuReport query_gpu(int index, GpuQuery query) {
     cudaGetLastError();
   } else {
     gpu.memory_free = free_bytes;
+    gpu.error = libraries_start_error();
   }
   return gpu;
 }

@@ -20,6 +20,7 @@
 #include "runner/config/emit.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
+#include "runner/config/value_changes.h"
 #include "runner/graph/program.h"
 #include "runner/json_text.h"
 #include "runner/train/devices.h"
@@ -62,6 +63,40 @@ void in_one_process(config::Config& config, const std::string& run_dir) {
     config.train.micro_batch_auto = false;
     config.train.accumulation = 0;  // derived from the global batch
     config.train.eval_batches *= run.world;
+  }
+}
+
+// The model section of `c`, as YAML under its key, without the weights it
+// started from (which a checkpoint's replace).
+std::string model_yaml(const config::Config& c) {
+  config::Node root = config::Node::map({});
+  if (const config::Node* model = c.resolved.find("model")) {
+    config::Node copy = *model;
+    if (copy.is_map()) copy.erase("init_from");
+    root.set("model", std::move(copy));
+  }
+  return config::to_yaml(root);
+}
+
+// For a checkpoint in another run directory (--checkpoint OTHER/checkpoints/
+// step-N) whose config builds another model than `config` does: the values
+// that differ ("model.layers[2].type: gelu -> relu"), its run first; "" when
+// the models are the same, or the checkpoint is this run's or no run's.
+std::string other_run_model_changes(const std::string& checkpoint, const std::string& run_dir,
+                                    const config::Config& config) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path folder = fs::weakly_canonical(checkpoint, ec).parent_path();
+  if (ec || folder.filename() != "checkpoints") return {};
+  const fs::path other_run = folder.parent_path();
+  if (fs::equivalent(other_run, run_dir, ec) || !fs::is_regular_file(other_run / "config.yaml", ec))
+    return {};
+  try {
+    return config::value_changes(
+        model_yaml(config::load_config((other_run / "config.yaml").string(), {})),
+        model_yaml(config));
+  } catch (const std::exception&) {
+    return {};  // a config that no longer loads: nothing to compare
   }
 }
 
@@ -149,6 +184,7 @@ int command_eval(const CommandArgs& args) {
   }
   config::Config config = config::load_config(config_path.string(), args.overrides);
   print_config_warnings(config);
+  const std::int64_t eval_batches_per_rank = config.train.eval_batches;
   in_one_process(config, args.run_dir);
   const std::vector<config::TypedItem> written_transforms = config.data.transforms;
   // The run's own config, as it wrote it: its transforms, which its recorded
@@ -273,6 +309,13 @@ int command_eval(const CommandArgs& args) {
     throw UsageError(std::string("the checkpoint does not fit the model this config builds: ") +
                      e.what() + "\n  " + advice);
   }
+  if (const std::string changes = other_run_model_changes(path, args.run_dir, config);
+      !changes.empty())
+    std::fprintf(stderr,
+                 "warning: checkpoint %s is another run's, whose model differs from the one %s "
+                 "builds (%s): these figures are its weights in this model; to evaluate it as "
+                 "it trained, give its own run directory\n",
+                 path.c_str(), config_path.c_str(), changes.c_str());
   // The run's own evaluation data, changed since the checkpoint evaluated it:
   // these figures are not the run's (other data asked for by override is meant).
   if (const std::string digest = data::digest_text(session.eval_data->content_digest());
@@ -309,13 +352,19 @@ int command_eval(const CommandArgs& args) {
   }
   // The run's train.eval_batches, for a run that evaluated part of the set
   // as it trained: a figure of that part, said so.
-  if (const std::int64_t all = session.eval_data->size(); result.samples < all)
-    std::fprintf(stderr,
-                 "note: %lld of the %lld evaluation samples, as train.eval_batches %lld takes "
-                 "(the run's config, unless overridden); train.eval_batches=0 evaluates them "
-                 "all\n",
-                 static_cast<long long>(result.samples), static_cast<long long>(all),
-                 static_cast<long long>(session.config.train.eval_batches));
+  if (const std::int64_t all = session.eval_data->size(); result.samples < all) {
+    // A run of several ranks evaluated that many batches on each.
+    const std::int64_t ranks =
+        eval_batches_per_rank > 0 ? session.config.train.eval_batches / eval_batches_per_rank : 1;
+    std::fprintf(
+        stderr,
+        "note: %lld of the %lld evaluation samples, as train.eval_batches %lld takes%s "
+        "(the run's config, unless overridden); train.eval_batches=0 evaluates them "
+        "all\n",
+        static_cast<long long>(result.samples), static_cast<long long>(all),
+        static_cast<long long>(eval_batches_per_rank),
+        ranks > 1 ? (" on each of the run's " + std::to_string(ranks) + " ranks").c_str() : "");
+  }
   std::string line = "eval: loss " + fmt::format("{:.6f}", result.loss);
   if (session.num_classes > 0) line += fmt::format(" accuracy {:.4f}", result.accuracy);
   if (session.num_classes > 5) line += fmt::format(" top5 {:.4f}", result.top5);

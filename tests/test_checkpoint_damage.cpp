@@ -590,7 +590,8 @@ TEST_CASE("model.init_from a checkpoint's file whose SHA256SUMS disagrees is ref
 }
 
 TEST_CASE(
-    "a checksum mismatch shows the digits that differ; a checksum no hash is names SHA256SUMS") {
+    "a checksum mismatch shows the digits that differ; a checksum no hash is names SHA256SUMS; "
+    "sha256sum's binary form is read") {
   TempDir tmp("sums-damaged");
   const std::string run = finished_run(tmp, "run");
   const std::string copy = copy_run(run, tmp / "copy");
@@ -617,6 +618,13 @@ TEST_CASE(
   edited = sums;
   for (std::size_t i = 0; i < 64; ++i)
     edited[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(edited[i])));
+  write_text(step / "SHA256SUMS", edited);
+  CHECK(verify_error(step.string()).empty());
+  // Written by `sha256sum -b` ("HEX *NAME"): the same checksums.
+  edited = sums;
+  for (std::size_t at = 0; (at = edited.find("  ", at)) != std::string::npos; at += 2)
+    edited.replace(at, 2, " *");
+  REQUIRE(edited.find(" *model.safetensors") != std::string::npos);
   write_text(step / "SHA256SUMS", edited);
   CHECK(verify_error(step.string()).empty());
 }

@@ -180,10 +180,12 @@ TEST_CASE("transforms that make samples past the 2^31-element limit are refused 
   CHECK(r.out.find("error: data.transforms: they make the training samples [1, 100000, 100000], "
                    "more than 2147483648 (2^31) elements, the most supported") !=
         std::string::npos);
-  // At the limit itself: accepted.
-  CHECK(validate_minimal(
-            "data.transforms=[{type: random_crop, size: [32768, 65536], padding: 32768}]")
-            .code == 0);
+  // At the limit itself: not refused for it (only, on a machine of less than
+  // the 8 GiB a sample takes, by the memory plan).
+  const auto at_limit = validate_minimal(
+      "data.transforms=[{type: random_crop, size: [32768, 65536], padding: 32768}]");
+  CHECK(at_limit.out.find("the most supported") == std::string::npos);
+  CHECK((at_limit.code == 0 || at_limit.out.find("the memory plan needs") != std::string::npos));
 }
 
 TEST_CASE("usage errors exit 2, help exits 0") {

@@ -4,14 +4,17 @@
 // the ranks (mpirun, its child, is started with the signal mask trainer began
 // with, not trainer's), the ranks finish a step and checkpoint, and the launcher exits
 // 143, the code `trainer sweep` takes for an interrupted trial, leaving a
-// directory that resumes on 2 ranks.
+// directory that resumes on 2 ranks. A console that goes away does not end
+// the job.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -114,4 +117,27 @@ TEST_CASE("a stop that reaches mpirun too, or one rank alone, ends the job as th
     REQUIRE(sent);
     ended_as_stop(*run, "one", SIGINT);
   }
+}
+
+// mpirun aborts the job when a write to its own output fails: the launcher
+// reads mpirun's output and copies it, so a console that goes away (`| head`)
+// ends the copying, not the job.
+TEST_CASE("a 2-rank run whose console goes away trains to the end and records it") {
+  TempDir tmp("dist-console-gone");
+  // Long enough that head is gone while the job still writes.
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  const std::string dir = tmp / "run";
+  const auto r = run_command("sh -c '" + trainer_binary() + " run " + (tmp / "tiny.yaml") +
+                             " devices.world_size=2 train.max_steps=200 train.log_every=1 --out " +
+                             dir + " 2>&1 | head -2'");
+  CHECK(r.code == 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!std::filesystem::exists(dir + "/summary.json") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // A "running" summary is a resume's; this run records only its end.
+  REQUIRE(std::filesystem::exists(dir + "/summary.json"));
+  const auto summary = nlohmann::json::parse(read_text(dir + "/summary.json"));
+  CHECK(summary["status"] == "complete");
+  CHECK(summary["steps"] == 200);
 }

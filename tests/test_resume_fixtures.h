@@ -104,6 +104,10 @@ class TrainerProcess {
   TrainerProcess(const std::vector<std::string>& args, const std::string& log_path) {
     pid_ = fork();
     if (pid_ == 0) {
+      // Tests stop it with SIGINT, which a trainer ignored at its start keeps
+      // ignoring (as a shell script's background job): not so here, whatever
+      // this test process was started with.
+      ::signal(SIGINT, SIG_DFL);
       const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
         dup2(fd, 1);

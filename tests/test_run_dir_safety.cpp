@@ -17,10 +17,13 @@
 // directory holding a file of the user's is refused; a config path holding
 // line breaks is written on the one comment line config.yaml begins with;
 // the manifest's git commit says -dirty for a config file the commit lacks;
-// paths named in another encoding than UTF-8 make records that still parse.
+// paths named in another encoding than UTF-8 make records that still parse;
+// a run that lost config.sha256 alone is told the command that writes it; a
+// resumed session that trains says so in summary.json until it ends.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -832,4 +835,56 @@ TEST_CASE("retention deletes only checkpoints; no run starts inside a run's chec
   CHECK(read_text(tmp / "sw.log").find("it is inside the checkpoints of the run " + run) !=
         std::string::npos);
   CHECK_FALSE(fs::exists(inside));
+}
+
+TEST_CASE("a run that lost config.sha256 alone is told how to write it again, and then resumes") {
+  TempDir tmp("lost-config-sha256");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  const std::string dir = tmp / "run dir";  // a space: the command quotes the paths
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", dir, {"train.max_steps=8"}), tmp / "run.log") ==
+          0);
+  const std::string checksum = read_text(dir + "/config.sha256");
+  fs::remove(dir + "/config.sha256");
+  CHECK(run_to_end({"run", "--resume", dir, "train.max_steps=10"}, tmp / "resume.log") == 2);
+  const std::string log = read_text(tmp / "resume.log");
+  INFO(log);
+  const std::string lead = "write its checksum again and resume: ";
+  const auto at = log.find(lead);
+  REQUIRE(at != std::string::npos);
+  const std::string command = log.substr(at + lead.size(), log.find('\n', at) - at - lead.size());
+  REQUIRE(std::system(command.c_str()) == 0);
+  CHECK(read_text(dir + "/config.sha256") == checksum);
+  CHECK(run_to_end({"run", "--resume", dir, "train.max_steps=10"}, tmp / "again.log") == 0);
+}
+
+TEST_CASE("a resumed session that trains says so in summary.json until it records its end") {
+  TempDir tmp("summary-running");
+  write_text(tmp / "tiny.yaml", tiny_experiment(4096));
+  const std::string dir = tmp / "run";
+  REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", dir, {"train.max_steps=14"}), tmp / "run.log") ==
+          0);
+  REQUIRE(summary_of(dir)["status"] == "complete");
+  const std::size_t lines = read_lines(dir + "/metrics.jsonl").size();
+  {
+    // Killed outright while it trains on: nothing of the earlier end is left.
+    TrainerProcess resumed({"run", "--resume", dir, "train.max_steps=100000"}, tmp / "resume.log");
+    REQUIRE(wait_for_lines(dir + "/metrics.jsonl", lines + 2, std::chrono::seconds(60)));
+    resumed.signal(SIGKILL);
+    resumed.wait();
+  }
+  const nlohmann::json summary = summary_of(dir);
+  CHECK(summary["status"] == "running");
+  CHECK(summary["steps"] == 14);
+  CHECK(summary["resumed_at_step"] == 14);
+  CHECK(summary["last_checkpoint"].get<std::string>().ends_with("step-00000014"));
+  // The next resume goes on from the newest checkpoint and records its end.
+  std::int64_t newest = 0;
+  for (const auto& entry : fs::directory_iterator(dir + "/checkpoints"))
+    if (const std::string name = entry.path().filename().string(); name.starts_with("step-"))
+      newest = std::max<std::int64_t>(newest, std::stoll(name.substr(5)));
+  REQUIRE(newest >= 14);
+  CHECK(run_to_end({"run", "--resume", dir, "train.max_steps=" + std::to_string(newest + 3)},
+                   tmp / "again.log") == 0);
+  CHECK(summary_of(dir)["status"] == "complete");
+  CHECK(summary_of(dir)["steps"] == newest + 3);
 }

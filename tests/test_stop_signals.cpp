@@ -5,7 +5,8 @@
 // watcher blocks them and no handler is installed, and SIGTERM still
 // finishes the step, checkpoints and exits 143 with a run directory that
 // resumes; SIGHUP (a closed terminal) likewise, with 129, unless the run
-// started with it ignored (`nohup`). Outside training they act as the
+// started with it ignored (`nohup`), and SIGINT unless it started with that
+// ignored (a shell script's background job). Outside training they act as the
 // process's disposition says: `trainer time` dies of each as if unblocked,
 // and an inherited ignored SIGINT stays ignored. A console that goes away
 // (`| head -1`) does not end a run: it trains to the end and records it; nor
@@ -206,7 +207,9 @@ TEST_CASE("a run whose console goes away trains to the end and records it") {
   CHECK(steps_of(tmp / "run") == 48);
 }
 
-TEST_CASE("a closed terminal (SIGHUP) stops a run with a checkpoint; under nohup it is ignored") {
+TEST_CASE(
+    "a closed terminal (SIGHUP) stops a run with a checkpoint; under nohup it is ignored, "
+    "and so is a SIGINT ignored at the start") {
   TempDir tmp("stop-signal-hangup");
   write_text(tmp / "tiny.yaml", tiny_experiment(4096));
   TrainerChild run({"run", tmp / "tiny.yaml", "--out", tmp / "run", "train.epochs=500"},
@@ -227,6 +230,17 @@ TEST_CASE("a closed terminal (SIGHUP) stops a run with a checkpoint; under nohup
   CHECK_FALSE(ignoring.wait_status(std::chrono::milliseconds(1500)));
   ignoring.signal_it(SIGTERM);
   CHECK(ignoring.exit_code() == 143);
+
+  // Started with SIGINT ignored (a shell script's background job): a Ctrl-C
+  // meant for the script does not stop the run.
+  TrainerChild background(
+      {"run", tmp / "tiny.yaml", "--out", tmp / "background", "train.epochs=500"},
+      tmp / "background.log", {.ignored_signal = SIGINT});
+  REQUIRE(wait_for_lines(tmp / "background/metrics.jsonl", 1, std::chrono::seconds(60)));
+  background.signal_it(SIGINT);
+  CHECK_FALSE(background.wait_status(std::chrono::milliseconds(1500)));
+  background.signal_it(SIGTERM);
+  CHECK(background.exit_code() == 143);
 }
 
 TEST_CASE("a file size limit a checkpoint meets is an error the run records; the run resumes") {

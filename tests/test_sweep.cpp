@@ -1,6 +1,7 @@
 // labels: cpu
 // `trainer sweep`: a failing trial does not stop the sweep and is retried up
-// to max_retries (the tables count its failures); a sweep stopped in the
+// to max_retries (the tables count its failures), unless it failed on a
+// config error (exit 2), and the best trial is named; a sweep stopped in the
 // middle and run again finishes every trial exactly once (finished ones
 // skipped, the interrupted one resumed); a sweep directory refuses trials of
 // a changed config, and one whose trials.json is damaged goes on from its
@@ -37,6 +38,13 @@ nlohmann::json trial_state(const std::string& sweep_dir) {
 std::string status_of(const std::string& sweep_dir, const std::string& trial) {
   const auto state = trial_state(sweep_dir);
   return state.contains(trial) ? state[trial].value("status", "") : "";
+}
+
+// An objective as the sweep prints it.
+std::string fmt_objective(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
 }
 
 int count(const std::string& text, const std::string& word) {
@@ -150,6 +158,49 @@ TEST_CASE("a trial that fails does not stop the sweep, is retried, and is report
                   "results.md)\n    to try again: repeat the command with sweep.max_retries=2\n") !=
         std::string::npos);
   CHECK(count(read_text(tmp / "sw/logs/trial-000.log"), "run directory:") == 1);
+}
+
+TEST_CASE("a trial that fails on a config error is not retried; the best trial is named") {
+  TempDir tmp("sweep-config-error");
+  std::string rows = "a,b,c,y\n";
+  for (int i = 0; i < 64; ++i)
+    rows += std::to_string(i % 7) + "," + std::to_string(i % 5) + "," + std::to_string(i % 3) +
+            "," + std::to_string(i % 2) + "\n";
+  write_text(tmp / "a.csv", rows);
+  write_text(tmp / "b.csv", rows);
+  write_text(tmp / "c.yaml",
+             "data:\n  train: {type: csv, path: a.csv}\n  split: 0.25\n"
+             "model:\n  layers: [{type: linear, out_features: 2}]\n"
+             "train: {batch_size: 8, max_steps: 4000, log_every: 50}\n"
+             "sweep: {grid: {data.train.path: ['" +
+                 (tmp / "a.csv") + "', '" + (tmp / "b.csv") + "']}, max_retries: 2}\n");
+  // b.csv, there when every trial is checked, is gone before its trial
+  // starts: that trial's run exits 2, which a retry would only repeat.
+  int code = 0;
+  {
+    TrainerProcess sweep({"sweep", tmp / "c.yaml", "--out", tmp / "sw"}, tmp / "1.log");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < end &&
+           read_lines(tmp / "sw/trials/trial-000/metrics.jsonl").empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    fs::remove(tmp / "b.csv");
+    code = sweep.wait();
+  }
+  const std::string log = read_text(tmp / "1.log");
+  INFO(log);
+  CHECK(code == 1);
+  const auto state = trial_state(tmp / "sw");
+  REQUIRE(state["trial-000"]["status"] == "done");
+  CHECK(state["trial-001"]["status"] == "failed");
+  CHECK(state["trial-001"]["failures"] == 1);
+  CHECK(log.find("sweep: trial-001 failed on a config error (exit 2; the error is in "
+                 "results.md), which a retry repeats: not retried") != std::string::npos);
+  CHECK(log.find("no retries left") == std::string::npos);
+  // The one finished trial is the best, named with its objective and values.
+  CHECK(log.find("sweep: best trial-000: eval.accuracy " +
+                 fmt_objective(state["trial-000"]["objective"].get<double>()) +
+                 " (data.train.path=" + (tmp / "a.csv") + "); run directory " +
+                 (tmp / "sw/trials/trial-000")) != std::string::npos);
 }
 
 TEST_CASE("a sweep with a trial config that fails its field checks runs no trial") {

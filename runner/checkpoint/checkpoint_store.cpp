@@ -96,12 +96,13 @@ bool holds_set_aside(const fs::path& dir) {
   return false;
 }
 
-// The checksums SHA256SUMS in `dir` lists, by file name.
+// The checksums SHA256SUMS in `dir` lists, by file name ("HEX  NAME", or
+// "HEX *NAME" as `sha256sum -b` writes it).
 std::map<std::string, std::string> listed_checksums(const fs::path& dir) {
   std::istringstream lines(read_file_bytes((dir / kSumsFile).string()));
   std::string hex, name;
   std::map<std::string, std::string> expected;
-  while (lines >> hex >> name) expected[name] = hex;
+  while (lines >> hex >> name) expected[name.starts_with('*') ? name.substr(1) : name] = hex;
   return expected;
 }
 

@@ -32,17 +32,20 @@ sigset_t g_mask_before;  // written once, before g_started is set
 constexpr int kIgnored[] = {SIGPIPE, SIGXFSZ};
 void (*g_ignored_before[std::size(kIgnored)])(int) = {};
 
-// SIGINT, SIGTERM and SIGHUP (a closed terminal or SSH session), unless
-// SIGHUP was ignored when the process started (`nohup`): a blocked signal
-// is queued even when ignored, and the watcher would take it.
+// SIGTERM, SIGINT and SIGHUP (a closed terminal or SSH session), but not
+// SIGINT or SIGHUP when ignored as the process started (`nohup` ignores
+// SIGHUP; a shell script ignores SIGINT for the jobs it starts in the
+// background, so that Ctrl-C stops the script alone): a blocked signal is
+// queued even when ignored, and the watcher would take it.
 sigset_t stop_signal_set() {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  struct sigaction hangup {};
-  if (sigaction(SIGHUP, nullptr, &hangup) == 0 && hangup.sa_handler != SIG_IGN)
-    sigaddset(&set, SIGHUP);
+  for (const int sig : {SIGINT, SIGHUP}) {
+    struct sigaction inherited {};
+    if (sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler != SIG_IGN)
+      sigaddset(&set, sig);
+  }
   return set;
 }
 

@@ -94,6 +94,18 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
                          ": the run's creation stopped before it wrote config.sha256 (nothing was "
                          "trained): start the run again there, trainer run CONFIG --out " +
                          args.resume_dir + "\n");
+    else if (const std::filesystem::path dir(args.resume_dir);
+             std::filesystem::is_regular_file(dir / "config.yaml") &&
+             std::filesystem::is_directory(dir / "checkpoints"))
+      // A run's directory that lost config.sha256 alone (removed by hand, or
+      // by a copy that left it out): its config.yaml gives it again.
+      print_error_report(
+          "error: --resume " + args.resume_dir +
+          ": config.sha256 is missing, though the directory holds a run's config.yaml and "
+          "checkpoints\n    if config.yaml is the run's own, unedited, write its checksum "
+          "again and resume: tail -n +2 '" +
+          (dir / "config.yaml").string() + "' | sha256sum | cut -d' ' -f1 > '" +
+          (dir / "config.sha256").string() + "'\n");
     else if (const std::string advice = train::run_dir_advice(args.resume_dir, false);
              !advice.empty())
       print_error_report("error: --resume " + args.resume_dir + ": not a run directory: " + advice +

@@ -159,8 +159,7 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
     try {
       // Read as the base is: through the path as given (a link's folder).
       config::Config trial_config = config::load_config(config_path, overrides, origins);
-      const bool plans_memory =
-          trial_config.train.memory_limit_mib > 0 && trial_config.devices.gpus.empty();
+      const bool plans_memory = trial_config.devices.gpus.empty();
       std::string setting;
       for (const auto& o : trial.overrides)
         if (!sweep::unread_by_checks(o, plans_memory)) setting += o + "\n";

@@ -90,7 +90,7 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
       // The model's and the data's checks (layer types and shapes, the data
       // against the model and the batch), as `trainer sweep` runs them for
       // each trial, unless they never read the swept key (the learning rate).
-      const bool plans_memory = config.train.memory_limit_mib > 0 && config.devices.gpus.empty();
+      const bool plans_memory = config.devices.gpus.empty();
       if (!sweep::unread_by_checks(swept, plans_memory)) config::run_validation_hooks(config);
     } catch (const config::ConfigError& e) {
       for (const config::Diagnostic& d : e.diagnostics().list()) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/config/diagnostics.h"
 #include "runner/dist/launch_env.h"
+#include "runner/dist/output_forwarder.h"
 #include "runner/train/progress.h"
 #include "runner/train/run_records.h"
 #include "runner/train/session.h"
@@ -62,16 +64,20 @@ std::string find_on_path(const std::string& name) {
 
 // mpirun as a child with the signal mask this process started with, in a
 // process group of its own (the terminal's Ctrl-C reaches this process alone,
-// which sends it on to the ranks); it gets SIGTERM (and stops the ranks) if
-// this process dies first.
-pid_t start_mpirun(std::vector<std::string>& cmd) {
+// which sends it on to the ranks), its output through `output`; it gets
+// SIGTERM (and stops the ranks) if this process dies first.
+pid_t start_mpirun(std::vector<std::string>& cmd, OutputForwarder& output) {
   std::vector<char*> argv;
   for (auto& a : cmd) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("cannot start " + cmd[0] + ": " + std::strerror(errno));
-  if (pid > 0) return pid;
+  if (pid > 0) {
+    output.start();
+    return pid;
+  }
+  output.attach_child();
   checkpoint::restore_signal_mask_before_exec();
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -175,7 +181,7 @@ class RunDirNote {
     if (dir.empty()) return;  // the root failed before it had a run directory: it said why
     const std::filesystem::path summary = std::filesystem::path(dir) / "summary.json";
     std::error_code ec;
-    if (written_since_launch(summary)) return;  // the root recorded it
+    if (written_since_launch(summary) && !says_running(summary)) return;  // the root recorded it
     // An earlier session's record is kept inside the new one (a damaged one
     // parses as discarded, and is not).
     const nlohmann::json earlier =
@@ -188,6 +194,13 @@ class RunDirNote {
   }
 
  private:
+  // Whether summary.json says a session trains (a resume's, from its start):
+  // not how it ended.
+  static bool says_running(const std::filesystem::path& summary) {
+    const nlohmann::json record =
+        nlohmann::json::parse(std::ifstream(summary), nullptr, /*allow_exceptions=*/false);
+    return record.is_object() && record.value("status", "") == "running";
+  }
   // The first error line a rank reported (error_report.cpp), or "".
   std::string first_rank_error() const {
     std::ifstream in(path_ + train::kRankErrorsSuffix);
@@ -270,7 +283,9 @@ std::optional<int> launch_local_ranks(const config::Config& config) {
   std::fflush(stdout);
   std::fflush(stderr);
   const RunDirNote note;
-  const MpirunEnd end = wait_for_mpirun(start_mpirun(cmd));
+  OutputForwarder output;
+  const MpirunEnd end = wait_for_mpirun(start_mpirun(cmd, output));
+  output.finish(std::chrono::seconds(2));
   const int stop = checkpoint::stop_requested();
   // Ended by the stop sent on to the ranks (or to mpirun before they ran),
   // or by one that reached mpirun too (a signal to the process group, as a

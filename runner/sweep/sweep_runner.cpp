@@ -210,7 +210,8 @@ int run_sweep(const SweepJob& job) {
       std::max<std::int64_t>(1, static_cast<std::int64_t>(cores) / slots);
   std::vector<bool> slot_busy(static_cast<std::size_t>(slots), false);
   std::map<pid_t, Running> running;
-  std::set<std::size_t> waiting;  // trials told to wait for another process
+  std::set<std::size_t> waiting;           // trials told to wait for another process
+  std::vector<std::string> config_errors;  // trials that failed on one: not retried
   checkpoint::StopSignals stop_signals;
   bool forwarded = false;
   std::printf("sweep: %zu trials, %zu to run, %lld at once; results in %s\n", records.size(),
@@ -321,7 +322,11 @@ int run_sweep(const SweepJob& job) {
       ++r.failures;
       r.error = failure_of(log_path, status);
       r.status = "failed";
-      if (may_run(r) && !forwarded) queue.push_back(run.index);
+      // Exit 2, a config or usage error, comes again on every try.
+      if (code == 2)
+        config_errors.push_back(r.trial.id);
+      else if (may_run(r) && !forwarded)
+        queue.push_back(run.index);
     }
     ++ended;
     const auto to_go = static_cast<std::int64_t>(queue.size() + running.size());
@@ -344,10 +349,20 @@ int run_sweep(const SweepJob& job) {
   }
   if (const int stop = checkpoint::stop_requested(); stop != 0) return 128 + stop;
   const bool ranked = objective_recorded(job.spec, records);
+  if (const TrialRecord* best = best_trial(records, job.spec))
+    std::printf("sweep: best %s; run directory %s\n", best_trial_text(*best, job.spec).c_str(),
+                best->run_dir.c_str());
+  if (!config_errors.empty())
+    std::fprintf(stderr,
+                 "sweep: %s failed on a config error (exit 2; the error is in results.md), which "
+                 "a retry repeats: not retried\n    fix it, then repeat the command\n",
+                 config::join(config_errors).c_str());
   std::vector<std::string> failed_for_good;
   std::int64_t most_failures = 0;
   for (const auto& r : records) {
-    if (r.status != "failed" || may_run(r)) continue;
+    if (r.status != "failed" || may_run(r) ||
+        std::find(config_errors.begin(), config_errors.end(), r.trial.id) != config_errors.end())
+      continue;
     failed_for_good.push_back(r.trial.id);
     most_failures = std::max(most_failures, r.failures);
   }

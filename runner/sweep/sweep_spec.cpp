@@ -522,7 +522,7 @@ bool unread_by_checks(const std::string& override_text, bool plans_memory) {
                               "optimizer.beta2", "optimizer.eps", "optimizer.nesterov"})
     if (key == ignored) return true;
   // The rest of the optimizer and the schedule (whose cycled momentum needs
-  // a buffer) count only in the memory plan, checked against a limit.
+  // a buffer) count only in the memory plan.
   const bool optimizer_or_schedule =
       key.rfind("optimizer", 0) == 0 || key.rfind("schedule", 0) == 0;
   return optimizer_or_schedule && !plans_memory;

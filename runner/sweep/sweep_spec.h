@@ -112,8 +112,7 @@ std::vector<config::Diagnostic> swept_without_effect(
 // never read the setting `override_text` (KEY=VALUE) sets, so that values
 // differing only in it share one check (a learning-rate sweep opens the data
 // once): the optimizer's scalars, and the rest of the optimizer and the
-// schedule unless the checks plan memory against train.memory_limit_mib
-// (`plans_memory`).
+// schedule unless the checks plan memory (`plans_memory`: on the CPU).
 bool unread_by_checks(const std::string& override_text, bool plans_memory);
 
 // The command line's overrides (KEY=VALUE) that set a key the sweep varies:

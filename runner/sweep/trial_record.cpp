@@ -282,6 +282,22 @@ void save_trial_state(const std::string& path, const std::vector<TrialRecord>& r
   checkpoint::write_file_atomically(path, json_text(j, 2) + "\n");
 }
 
+const TrialRecord* best_trial(const std::vector<TrialRecord>& records, const SweepSpec& spec) {
+  const TrialRecord* best = nullptr;
+  for (const auto& r : records) {
+    if (r.status != "done" || !r.objective) continue;
+    if (!best ||
+        (spec.maximize ? *r.objective > *best->objective : *r.objective < *best->objective))
+      best = &r;
+  }
+  return best;
+}
+
+std::string best_trial_text(const TrialRecord& best, const SweepSpec& spec) {
+  return best.trial.id + ": " + spec.metric + " " + number_text(best.objective) + " (" +
+         config::join(best.trial.overrides, " ") + ")";
+}
+
 void write_trials_csv(const std::string& path, const std::vector<TrialRecord>& records) {
   const auto keys = swept_keys(records);
   std::string out = "trial,status,failures,objective,steps,early_stopped";

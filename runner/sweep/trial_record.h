@@ -47,6 +47,12 @@ std::vector<std::string> load_trial_state(const std::string& path,
                                           std::vector<TrialRecord>& records);
 void save_trial_state(const std::string& path, const std::vector<TrialRecord>& records);
 
+// The finished trial with the best objective (the first of equals), or null
+// when no finished trial recorded it; and its line on stdout: "trial-002:
+// eval.accuracy 0.7522 (optimizer.lr=0.05)".
+const TrialRecord* best_trial(const std::vector<TrialRecord>& records, const SweepSpec& spec);
+std::string best_trial_text(const TrialRecord& best, const SweepSpec& spec);
+
 // trials.csv (one row per trial, a column per swept key) and results.md (a
 // Markdown table sorted by the objective, best first; failures last with their
 // error; a line saying so when no finished trial recorded the objective).

@@ -195,6 +195,11 @@ std::string fit_verdict(const Session& s, Backend& backend, const MemoryEstimate
     text += "\n    - no micro-batch fits, not even " + std::to_string(smallest) +
             (smallest > 1 ? " (the smallest the model takes)" : "") + ": " +
             advice_when_one_does_not_fit(choice, capacity - headroom);
+    // Parameters, gradients and optimizer state alone beyond it: fewer
+    // loader batches or another precision cannot make it fit.
+    if (persistent_bytes(choice.estimate, choice.session.batch.accumulation > 1) >
+        capacity - headroom)
+      return text;
   } else {
     // A run that chose auto already gets the micro-batch to set; one with
     // train.accumulation given must drop it for auto.
@@ -244,8 +249,13 @@ void refuse_beyond_available(const Session& s, Backend& backend) {
   const double needed =
       s.config.devices.on_cpu() ? e.total() : e.total() - e.loader - e.eval_loader;
   if (needed <= capacity) return;
+  // The model's own tensors alone beyond it: the model is what is too
+  // large, whatever the batch.
+  const double usable = capacity * (1.0 - s.config.train.memory_headroom);
+  const std::string key =
+      persistent_bytes(e, s.batch.accumulation > 1) > usable ? "model" : "train.batch_size";
   config::Diagnostics diags;
-  diags.add(mark_of(s.config, "train.batch_size"), "train.batch_size",
+  diags.add(mark_of(s.config, key), key,
             "the memory plan needs " + mib_text(needed) +
                 " MiB (`trainer plan` itemises it), more than the " + mib_text(capacity) +
                 " MiB available on " + backend.name() + memory_share_note(s, capacity) +

@@ -1,12 +1,16 @@
 // Accuracy counting and the JSON-lines metrics file.
 #include "runner/train/metrics.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
+#include "runner/checkpoint/durable_file.h"
 #include "runner/json_text.h"
 
 namespace trainer::train {
@@ -42,12 +46,21 @@ void throw_write_failed(const std::string& path, int error) {
                            "): it goes on from its last checkpoint and cuts this file back to it");
 }
 
+void sync_record_file(const std::string& path) {
+  const checkpoint::FileDescriptor file(path, O_RDONLY);
+  if (!file || ::fsync(file.get()) != 0) throw_write_failed(path, errno != 0 ? errno : EIO);
+}
+
 MetricsWriter::MetricsWriter(const std::string& path, bool append)
     : path_(path), out_(path, append ? std::ios::app : std::ios::trunc) {
   // A failed open leaves its reason in errno (ENOSPC, EACCES, ...).
   if (!out_) throw_write_failed(path, errno != 0 ? errno : EIO);
   std::error_code ec;
   if (append) bytes_ = std::filesystem::file_size(path, ec);
+}
+
+void MetricsWriter::sync() const {
+  if (out_.is_open()) sync_record_file(path_);
 }
 
 void MetricsWriter::write(const nlohmann::json& record) {

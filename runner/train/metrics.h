@@ -30,6 +30,8 @@ class MetricsWriter {
   bool is_open() const { return out_.is_open(); }
   // The file's length so far (where a resumed run cuts it back to).
   std::uint64_t bytes_written() const { return bytes_; }
+  // What was written, on the disk (before a checkpoint records the length).
+  void sync() const;
 
  private:
   std::string path_;
@@ -40,5 +42,9 @@ class MetricsWriter {
 // Throws the error of a run-directory file that could not be written (a full
 // disk): its path, the reason from `error` (an errno) and what to do.
 [[noreturn]] void throw_write_failed(const std::string& path, int error);
+
+// fsyncs the run-directory file `path`, whose writer has flushed it;
+// throw_write_failed when that fails.
+void sync_record_file(const std::string& path);
 
 }  // namespace trainer::train

@@ -745,8 +745,9 @@ Session with_micro_batch(const Session& s, std::int64_t micro) {
 namespace {
 
 // `trainer validate` also opens the data and builds the model graph; on the
-// CPU it also plans the batch against train.memory_limit_mib as `run` does
-// (micro_batch_size: auto included; a GPU's plan needs the GPU).
+// CPU it also plans the batch as `run` does, against train.memory_limit_mib
+// or else the memory the machine has free (micro_batch_size: auto included; a
+// GPU's plan needs the GPU).
 const bool model_check_registered = [] {
   config::add_validation_hook(
       [](const config::Config& config, config::Diagnostics& diags, config::Diagnostics& warnings) {
@@ -754,7 +755,7 @@ const bool model_check_registered = [] {
           const Session session = prepare_session(config);
           for (const config::Diagnostic& warning : session.warnings) warnings.add(warning);
           check_init_from(session, diags);
-          if (config.train.memory_limit_mib > 0 && config.devices.gpus.empty()) {
+          if (config.devices.gpus.empty()) {
             Backend& backend = select_backend(config);
             fit_batch_to_memory(session, backend, memory_capacity(session, backend));
           }

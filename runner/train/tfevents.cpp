@@ -126,6 +126,10 @@ void EventsWriter::write_scalars(std::int64_t step, const Scalars& scalars) {
   write_record(scalars_event(seconds_since_epoch(), step, scalars));
 }
 
+void EventsWriter::sync() const {
+  if (out_.is_open()) sync_record_file(path_);
+}
+
 void EventsWriter::write_record(const std::string& event) {
   const std::string record = tfrecord(event);
   errno = 0;

@@ -36,6 +36,8 @@ class EventsWriter {
   void write_scalars(std::int64_t step, const Scalars& scalars);
   // The file's length so far (where a resumed run cuts it back to).
   std::uint64_t bytes_written() const { return bytes_; }
+  // What was written, on the disk (before a checkpoint records the length).
+  void sync() const;
 
  private:
   void write_record(const std::string& event);

@@ -176,6 +176,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   keeps_directory_ = options_.resume && (finished_ || resumed_.step > total_steps_);
   if (options_.before_writing && !keeps_directory_) options_.before_writing();
   open_metrics();
+  if (options_.resume && !keeps_directory_) record_session_running();
   const std::int64_t frozen = s.graph.frozen_parameter_count();
   log_->info(
       "model: {} parameters{}, {} nodes; arena {:.1f} MiB; batch {} = micro {} x accumulation {}",

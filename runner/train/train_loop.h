@@ -139,6 +139,8 @@ class TrainLoop {
   // that keep_best and early stopping compare with) measured other data.
   void warn_if_eval_data_changed(const checkpoint::TrainState& st, const std::string& path) const;
   void open_metrics();
+  // summary.json for a resumed session that trains, until it records its end.
+  void record_session_running() const;
   void prepare_optimizer();
   // The learning rate, momentum and Adam step of the update that ends the
   // step after `at_step`. Under loss scaling the update takes them from the

@@ -75,6 +75,11 @@ checkpoint::TrainState TrainLoop::state_now(std::int64_t at_epoch, std::int64_t 
                          {"best_step", stop_best_step_},
                          {"bad", stop_bad_evals_}};
   st.last_train = last_train_;
+  // The records up to here reach the disk before the checkpoint that counts
+  // their lengths: after a crash, a resume finds them whole.
+  metrics_.sync();
+  timing_.sync();
+  events_.sync();
   record_lengths_into(st);
   stamp_metric(st);
   return st;

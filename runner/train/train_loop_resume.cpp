@@ -19,6 +19,8 @@
 #include "data/content_digest.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/safetensors.h"
+#include "runner/json_text.h"
+#include "runner/train/run_records.h"
 #include "runner/train/tfevents.h"
 #include "runner/usage_error.h"
 
@@ -322,6 +324,23 @@ bool TrainLoop::replay_evaluation_at_checkpoint() {
   // its metric, as the run that went on saved it, for keep_best to rank.
   if (early_stopped_ || keeps_best()) save_checkpoint(epoch_, in_epoch);
   return true;
+}
+
+// Until this session records its end, summary.json says that it trains
+// rather than how the last session ended: one killed outright (SIGKILL, the
+// out-of-memory killer) records nothing, and a "complete" left from before
+// would name a checkpoint retention has since removed.
+void TrainLoop::record_session_running() const {
+  if (!collective_.is_root()) return;
+  nlohmann::json summary = {{"status", "running"},
+                            {"steps", resumed_.step},
+                            {"epochs", epoch_},
+                            {"resumed_at_step", resumed_.step}};
+  if (!resumed_from_.empty()) {
+    summary["resumed_from"] = recorded_path(resumed_from_);
+    summary["last_checkpoint"] = recorded_path(resumed_from_);
+  }
+  checkpoint::write_file_atomically(run_dir_ + "/summary.json", json_text(summary, 2) + "\n");
 }
 
 std::optional<nlohmann::json> TrainLoop::finished_summary(std::int64_t at_step) const {

@@ -183,9 +183,12 @@ class RunDirNote {
     std::error_code ec;
     if (written_since_launch(summary) && !says_running(summary)) return;  // the root recorded it
     // An earlier session's record is kept inside the new one (a damaged one
-    // parses as discarded, and is not).
-    const nlohmann::json earlier =
+    // parses as discarded, and is not); a resumed session's "running" holds
+    // the one before it.
+    nlohmann::json earlier =
         nlohmann::json::parse(std::ifstream(summary), nullptr, /*allow_exceptions=*/false);
+    if (earlier.is_object() && earlier.value("status", "") == "running")
+      earlier = earlier.value("earlier_summary", nlohmann::json());
     std::filesystem::remove(summary, ec);
     const std::string error = job_failure(end, first_rank_error(), dir);
     train::record_failure(dir, error, earlier.is_object() ? earlier : nlohmann::json());

@@ -340,6 +340,14 @@ void TrainLoop::record_session_running() const {
     summary["resumed_from"] = recorded_path(resumed_from_);
     summary["last_checkpoint"] = recorded_path(resumed_from_);
   }
+  // How the last session ended, kept for a failure recorded from outside
+  // (the launcher's, for a rank killed): that of the session before a
+  // running one that left no end.
+  std::ifstream in(run_dir_ + "/summary.json");
+  nlohmann::json earlier = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (earlier.is_object() && earlier.value("status", "") == "running")
+    earlier = earlier.value("earlier_summary", nlohmann::json());
+  if (earlier.is_object()) summary["earlier_summary"] = earlier;
   checkpoint::write_file_atomically(run_dir_ + "/summary.json", json_text(summary, 2) + "\n");
 }
 

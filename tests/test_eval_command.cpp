@@ -81,6 +81,21 @@ TEST_CASE("trainer eval gives a checkpoint's recorded metrics again") {
   const auto best = eval_json(tmp / "run --checkpoint best");
   CHECK(best["step"] == best_step);
   CHECK(best["loss"].get<double>() == records.at(best_step)["loss"].get<double>());
+  CHECK_THAT(run_trainer("eval " + (tmp / "run") + " --checkpoint best", true).out,
+             !Catch::Contains("was not kept"));
+  // The best evaluation's checkpoint not kept (only the newest is): `best`
+  // is the best of those kept, and a note says which was better.
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "newest", "checkpoint.every_steps=0",
+                      "checkpoint.every_epochs=1", "checkpoint.keep_last=1",
+                      "checkpoint.metric=eval.loss", "checkpoint.mode=max"},
+                     tmp / "newest.log") == 0);
+  const auto newest = run_trainer("eval " + (tmp / "newest") + " --checkpoint best", true);
+  CHECK(newest.code == 0);
+  CHECK_THAT(newest.out,
+             Catch::Contains("note: the run's best evaluation by eval.loss was at step " +
+                             std::to_string(best_step) + " (") &&
+                 Catch::Contains("whose checkpoint was not kept (checkpoint.keep_best: 0); this "
+                                 "is the best of those kept, step 48"));
   // A checkpoint folder's path works too.
   CHECK(eval_json((tmp / "run") + " --checkpoint " +
                   (tmp / "run/checkpoints/step-00000032"))["step"] == 32);

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -98,6 +100,39 @@ std::string other_run_model_changes(const std::string& checkpoint, const std::st
   } catch (const std::exception&) {
     return {};  // a config that no longer loads: nothing to compare
   }
+}
+
+// For --checkpoint best: when the run's best evaluation by
+// checkpoint.metric (an eval metric) is better than the checkpoint chosen,
+// whose own was not kept, a note naming it; "" otherwise.
+std::string best_not_kept_note(const std::string& run_dir, const config::Config& config,
+                               const checkpoint::TrainState& chosen) {
+  const std::string& metric = config.checkpoint.metric;
+  if (!metric.starts_with("eval.") || !chosen.metric ||
+      (!chosen.metric_name.empty() && chosen.metric_name != metric))
+    return {};
+  const std::string key = metric.substr(5);
+  const bool maximize = config.checkpoint.mode == "max";
+  std::optional<double> best;
+  std::int64_t best_step = 0;
+  std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    if (!record.is_object() || record.value("split", "") != "eval" || !record.contains(key) ||
+        !record[key].is_number())
+      continue;
+    const double value = record[key].get<double>();
+    if (!best || (maximize ? value > *best : value < *best)) {
+      best = value;
+      best_step = record.value("step", std::int64_t{0});
+    }
+  }
+  if (!best || !(maximize ? *best > *chosen.metric : *best < *chosen.metric)) return {};
+  return fmt::format(
+      "note: the run's best evaluation by {} was at step {} ({:.6g}), whose checkpoint was not "
+      "kept (checkpoint.keep_best: {}); this is the best of those kept, step {} ({:.6g}); "
+      "checkpoint.keep_best: 1 keeps the best one\n",
+      metric, best_step, *best, config.checkpoint.keep_best, chosen.step, *chosen.metric);
 }
 
 // The session of the run's config. When the training data cannot be opened
@@ -309,6 +344,8 @@ int command_eval(const CommandArgs& args) {
     throw UsageError(std::string("the checkpoint does not fit the model this config builds: ") +
                      e.what() + "\n  " + advice);
   }
+  if (args.checkpoint == "best")
+    std::fputs(best_not_kept_note(args.run_dir, config, state).c_str(), stderr);
   if (const std::string changes = other_run_model_changes(path, args.run_dir, config);
       !changes.empty())
     std::fprintf(stderr,

@@ -213,6 +213,26 @@ void print_shared_warnings(const sweep::SweepSpec& spec,
     std::fprintf(stderr, "%s\n", config::format(w, "warning").c_str());
 }
 
+// An objective of an evaluation metric ranks each trial by its best
+// evaluation: when no trial keeps a checkpoint of it, a note says so (the
+// weights of the best trial's best evaluation would be gone).
+void note_best_checkpoint_not_kept(const sweep::SweepSpec& spec,
+                                   const std::vector<config::Config>& trials) {
+  if (!spec.metric.starts_with("eval.") || trials.empty()) return;
+  for (const config::Config& trial : trials)
+    if ((trial.checkpoint.keep_best > 0 && trial.checkpoint.metric == spec.metric) ||
+        trial.checkpoint.keep_last == 0)
+      return;
+  std::fprintf(
+      stderr,
+      "note: the objective ranks each trial by its best %s, but the trials keep no "
+      "checkpoint of it (checkpoint.keep_best is 0, or ranks by another checkpoint.metric): "
+      "trainer eval TRIAL --checkpoint best "
+      "gives the best of those kept; checkpoint.keep_best=1 with checkpoint.metric=%s "
+      "keeps it\n",
+      spec.metric.c_str(), spec.metric.c_str());
+}
+
 // A default sweep directory not there yet, beside others of the same name:
 // the config changed since those ran (their trials are not taken over), said
 // before the new sweep starts from its first trial.
@@ -256,6 +276,7 @@ int command_sweep(const CommandArgs& args) {
   std::vector<config::Config> trial_configs;
   if (resolve_trial_configs(job, args.config_path, trial_configs)) return 2;
   print_shared_warnings(job.spec, trial_configs);
+  note_best_checkpoint_not_kept(job.spec, trial_configs);
   const std::string base_config = sweep::trial_base_config(config.resolved);
   const std::string record = sweep::sweep_record(job, base_config);
   // The default directory is named by what decides the trials (not the

@@ -8,7 +8,8 @@
 // the class names the run recorded, whatever classes it lacks; a run that
 // averaged its weights evaluates the averages; evaluation data changed since
 // the checkpoint is said to be, and so is a checkpoint of another run whose
-// model differs; a checkpoint the
+// model differs, and an evaluation of another held-out split than the run's;
+// a checkpoint the
 // run prunes while it is read is followed to the newer one; bad input is a
 // clear error with the usual exit codes (2: usage or config, 1: a damaged
 // checkpoint).
@@ -685,4 +686,22 @@ TEST_CASE("trainer eval says when the run's evaluation data changed since the ch
       run_trainer("eval " + (tmp / "run") + " data.eval.path=" + (tmp / "other.csv"), true);
   CHECK(other.code == 0);
   CHECK_THAT(other.out, !Catch::Contains(said));
+}
+
+TEST_CASE("trainer eval of a held-out split with another seed or split warns of trained samples") {
+  TempDir tmp("eval-split");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "--out", tmp / "run", "data.eval=null",
+                      "data.split=0.25", "train.epochs=1"},
+                     tmp / "run.log") == 0);
+  const auto own = run_trainer("eval " + (tmp / "run"), true);
+  CHECK(own.code == 0);
+  CHECK_THAT(own.out, !Catch::Contains("warning"));
+  for (const char* other : {"seed=5", "data.split=0.5"}) {
+    INFO(other);
+    const auto drawn = run_trainer("eval " + (tmp / "run") + " " + other, true);
+    CHECK(drawn.code == 0);
+    CHECK_THAT(drawn.out, Catch::Contains("this draws another part, which holds samples the run "
+                                          "trained on"));
+  }
 }

@@ -20,6 +20,7 @@
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/emit.h"
+#include "runner/config/fields.h"
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
 #include "runner/config/value_changes.h"
@@ -240,6 +241,18 @@ int command_eval(const CommandArgs& args) {
     return held_out;
   };
   const bool other_data = evaluated_data(config) != evaluated_data(own);
+  // The run held out part of its training data: another seed or split draws
+  // another part, much of which the run trained on.
+  if (!own.data.eval && own.data.split > 0 && !config.data.eval &&
+      (config.seed != own.seed || config.data.split != own.data.split))
+    std::fprintf(stderr,
+                 "warning: %s: the run evaluated on the part of its training data that data.split "
+                 "held out with its seed (%lld) and split (%s); this draws another part, which "
+                 "holds samples the run trained on, so the figures overstate how it does on "
+                 "unseen data; drop the seed and data.split overrides to score its own held-out "
+                 "part\n",
+                 config.seed != own.seed ? "seed" : "data.split", static_cast<long long>(own.seed),
+                 config::format_number(own.data.split).c_str());
   const train::RestoredStatistics restored =
       train::restore_normalize_statistics(args.run_dir, config, trained_with);
   for (const std::string& problem : restored.problems)

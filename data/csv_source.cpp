@@ -219,7 +219,9 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
                                  "them from 0)"
                                : "") +
             delimiter_hint(first_line, columns, o.delimiter),
-        name, names);
+        // A name near one of the header's, not a column number (nothing is
+        // near a number but another number).
+        name, o.header && !index ? names : std::vector<std::string>{});
   };
   const std::size_t label_column = o.label.empty() ? columns - 1 : column_of(o.label, "label");
   std::vector<std::size_t> feature_columns;

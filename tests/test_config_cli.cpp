@@ -1197,6 +1197,12 @@ TEST_CASE("a CSV without a header takes its columns by index, written as integer
   CHECK(r.code == 2);
   CHECK(r.out.find("has no column '2'; columns: a, b, y (with a header, columns go by name; "
                    "header: false numbers them from 0)") != std::string::npos);
+  CHECK(r.out.find("did you mean") == std::string::npos);  // no name is near a number
+  // Without a header, a column number out of range: nothing offered either.
+  r = run("validate " + config + " data.train.label=7", true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("has no column '7'; columns: 0, 1, 2") != std::string::npos);
+  CHECK(r.out.find("did you mean") == std::string::npos);
   // A delimiter of two characters is an error at the delimiter.
   r = run("validate " + config + " 'data.train.delimiter=;;'", true);
   CHECK(r.code == 2);

@@ -421,7 +421,17 @@ TEST_CASE("lr_scale sets the learning-rate factor of named layers; the longer na
   CHECK(errors.diags.list()[1].message.find("'flat' has no trainable parameters") == 0);
   CHECK(errors.diags.list()[2].message.find("'head' has no trainable parameters") == 0);
   CHECK(errors.diags.list()[3].message == "expected a number > 0, found integer 0");
+  CHECK(errors.diags.list()[3].suggestion == "to keep a layer as it is, list it in model.freeze");
   CHECK(build(model + "lr_scale: [stage1]\n").diags.size() == 1);
+  // A dotted name written as a path (an override model.lr_scale.stage1.block2=0.3)
+  // makes a map: the one key it meant is offered; a word, a number.
+  auto nested = build(model + "lr_scale: {stage1: {block2: 0.3}, head: abc}\n");
+  REQUIRE(nested.diags.size() == 2);
+  CHECK(nested.diags.list()[0].suggestion ==
+        "a name with a dot in it is one key: lr_scale: {stage1.block2: 0.3} (on the command "
+        "line, model.lr_scale='{stage1.block2: 0.3}')");
+  CHECK(nested.diags.list()[1].suggestion == "e.g. head: 0.1 (its learning rate x 0.1)");
+  CHECK(build(model + "lr_scale: {stage1.block2: 0.3}\n").diags.empty());
 }
 
 TEST_CASE("recompute marks named layers and blocks, or every N-th") {

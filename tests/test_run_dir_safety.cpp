@@ -840,7 +840,7 @@ TEST_CASE("retention deletes only checkpoints; no run starts inside a run's chec
 TEST_CASE("a run that lost config.sha256 alone is told how to write it again, and then resumes") {
   TempDir tmp("lost-config-sha256");
   write_text(tmp / "tiny.yaml", tiny_experiment());
-  const std::string dir = tmp / "run dir";  // a space: the command quotes the paths
+  const std::string dir = tmp / "run dir's";  // the command quotes the paths for sh
   REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", dir, {"train.max_steps=8"}), tmp / "run.log") ==
           0);
   const std::string checksum = read_text(dir + "/config.sha256");

@@ -88,8 +88,10 @@ std::string model_yaml(const config::Config& c) {
 std::string other_run_model_changes(const std::string& checkpoint, const std::string& run_dir,
                                     const config::Config& config) {
   namespace fs = std::filesystem;
+  // The path as given, not where its links lead: a checkpoint moved to
+  // another disk and linked back is still its run's.
   std::error_code ec;
-  const fs::path folder = fs::weakly_canonical(checkpoint, ec).parent_path();
+  const fs::path folder = fs::absolute(checkpoint, ec).lexically_normal().parent_path();
   if (ec || folder.filename() != "checkpoints") return {};
   const fs::path other_run = folder.parent_path();
   if (fs::equivalent(other_run, run_dir, ec) || !fs::is_regular_file(other_run / "config.yaml", ec))

@@ -35,6 +35,13 @@
 namespace trainer {
 namespace {
 
+// `text` as one word for sh: in single quotes, each ' in it as '\''.
+std::string shell_quoted(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 bool launched_as_rank() {
   try {
     return dist::detect_launch_env().has_value();
@@ -103,9 +110,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
           "error: --resume " + args.resume_dir +
           ": config.sha256 is missing, though the directory holds a run's config.yaml and "
           "checkpoints\n    if config.yaml is the run's own, unedited, write its checksum "
-          "again and resume: tail -n +2 '" +
-          (dir / "config.yaml").string() + "' | sha256sum | cut -d' ' -f1 > '" +
-          (dir / "config.sha256").string() + "'\n");
+          "again and resume: tail -n +2 " +
+          shell_quoted((dir / "config.yaml").string()) + " | sha256sum | cut -d' ' -f1 > " +
+          shell_quoted((dir / "config.sha256").string()) + "\n");
     else if (const std::string advice = train::run_dir_advice(args.resume_dir, false);
              !advice.empty())
       print_error_report("error: --resume " + args.resume_dir + ": not a run directory: " + advice +

@@ -162,7 +162,8 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
       const bool plans_memory = trial_config.devices.gpus.empty();
       std::string setting;
       for (const auto& o : trial.overrides)
-        if (!sweep::unread_by_checks(o, plans_memory)) setting += o + "\n";
+        if (const std::string read = sweep::setting_read_by_checks(o, plans_memory); !read.empty())
+          setting += read + "\n";
       auto checked = checked_settings.find(setting);
       if (checked == checked_settings.end())
         checked = checked_settings.emplace(setting, model_and_data_checks(trial_config)).first;
@@ -276,7 +277,6 @@ int command_sweep(const CommandArgs& args) {
   std::vector<config::Config> trial_configs;
   if (resolve_trial_configs(job, args.config_path, trial_configs)) return 2;
   print_shared_warnings(job.spec, trial_configs);
-  note_best_checkpoint_not_kept(job.spec, trial_configs);
   const std::string base_config = sweep::trial_base_config(config.resolved);
   const std::string record = sweep::sweep_record(job, base_config);
   // The default directory is named by what decides the trials (not the
@@ -315,6 +315,7 @@ int command_sweep(const CommandArgs& args) {
         {sweep::write_trial_config(job.dir, job.trials[i].id, job.config_path, trial.resolved),
          trial.backend.threads == 0, trial.devices.gpus == config.devices.gpus});
   }
+  note_best_checkpoint_not_kept(job.spec, trial_configs);
   const int code = sweep::run_sweep(job);
   std::printf("sweep directory: %s\n", job.dir.c_str());
   return code;

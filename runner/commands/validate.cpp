@@ -77,6 +77,7 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
                         const std::vector<config::Diagnostic>& base_errors,
                         config::Diagnostics& diags, std::vector<config::Diagnostic>& warnings) {
   std::set<std::string> seen;
+  std::set<std::string> checked_settings;  // what the checks read, each checked once
   for (const SweptValue& sv : swept_values(spec)) {
     const std::string swept = sv.key + "=" + sv.value;
     std::vector<std::string> overrides = args.overrides;
@@ -91,7 +92,9 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
       // against the model and the batch), as `trainer sweep` runs them for
       // each trial, unless they never read the swept key (the learning rate).
       const bool plans_memory = config.devices.gpus.empty();
-      if (!sweep::unread_by_checks(swept, plans_memory)) config::run_validation_hooks(config);
+      if (const std::string read = sweep::setting_read_by_checks(swept, plans_memory);
+          !read.empty() && checked_settings.insert(read).second)
+        config::run_validation_hooks(config);
     } catch (const config::ConfigError& e) {
       for (const config::Diagnostic& d : e.diagnostics().list()) {
         // The command line's own overrides are reported by the config's load;

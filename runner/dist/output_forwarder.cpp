@@ -70,11 +70,16 @@ void OutputForwarder::copy() {
   bool writable[2] = {true, true};  // ours still taken
   char buffer[64 * 1024];
   while (open[0] || open[1]) {
-    const auto deadline = deadline_.load();
-    if (deadline != 0 && std::chrono::steady_clock::now().time_since_epoch().count() >= deadline)
-      return;  // a process the child left behind holds its end: not waited for
     for (int i = 0; i < 2; ++i) sources[i].fd = open[i] ? (i == 0 ? out_[0] : err_[0]) : -1;
-    if (::poll(sources, 2, 100) < 0 && errno != EINTR) return;
+    const int ready = ::poll(sources, 2, 100);
+    if (ready < 0 && errno != EINTR) return;
+    // Nothing to read past the deadline: a process the child left behind
+    // holds its end open, and is not waited for. What was written is read
+    // first, however slowly ours takes it.
+    const auto deadline = deadline_.load();
+    if (ready == 0 && deadline != 0 &&
+        std::chrono::steady_clock::now().time_since_epoch().count() >= deadline)
+      return;
     for (int i = 0; i < 2; ++i) {
       if (!open[i] || sources[i].revents == 0) continue;
       const ssize_t n = ::read(sources[i].fd, buffer, sizeof buffer);

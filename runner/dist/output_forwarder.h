@@ -23,7 +23,7 @@ class OutputForwarder {
   // In the parent, after fork: closes the child's ends and starts copying.
   void start();
   // Once the child has ended: copies what is left, until every writer has
-  // closed its end or `grace` has passed, then stops.
+  // closed its end, or (once `grace` has passed) nothing is left to read.
   void finish(std::chrono::milliseconds grace);
 
  private:

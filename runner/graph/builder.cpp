@@ -893,11 +893,19 @@ class Builder {
     for (std::size_t e = 0; e < spec.size(); ++e) {
       const std::string& name = spec.key_at(e);
       const std::string key = "model.lr_scale." + name;
-      const std::optional<double> factor = config::as_number(spec.value_at(e));
+      const Node& value = spec.value_at(e);
+      const std::optional<double> factor = config::as_number(value);
       if (!factor || !(*factor > 0)) {
-        diags_.add(spec.value_at(e).mark(), key,
-                   "expected a number > 0, found " + config::describe(spec.value_at(e)),
-                   "to keep a layer as it is, list it in model.freeze");
+        // A map: a name with a dot written as a path (model.lr_scale.stage1.block2=0.3).
+        const std::string dotted =
+            value.is_map() && value.size() == 1 && value.value_at(0).is_scalar()
+                ? "{" + name + "." + value.key_at(0) + ": " + value.value_at(0).text() + "}"
+                : "";
+        diags_.add(value.mark(), key, "expected a number > 0, found " + config::describe(value),
+                   !dotted.empty() ? "a name with a dot in it is one key: lr_scale: " + dotted +
+                                         " (on the command line, model.lr_scale='" + dotted + "')"
+                   : factor ? "to keep a layer as it is, list it in model.freeze"
+                            : "e.g. " + name + ": 0.1 (its learning rate x 0.1)");
         continue;
       }
       const std::vector<int> named = nodes_named(name);

@@ -352,11 +352,20 @@ int run_sweep(const SweepJob& job) {
   if (const TrialRecord* best = best_trial(records, job.spec))
     std::printf("sweep: best %s; run directory %s\n", best_trial_text(*best, job.spec).c_str(),
                 best->run_dir.c_str());
-  if (!config_errors.empty())
+  if (!config_errors.empty()) {
+    // A repeated command runs them again only with retries left.
+    std::int64_t failures = 0;
+    for (const auto& r : records)
+      if (std::find(config_errors.begin(), config_errors.end(), r.trial.id) != config_errors.end())
+        failures = std::max(failures, r.failures);
     std::fprintf(stderr,
                  "sweep: %s failed on a config error (exit 2; the error is in results.md), which "
-                 "a retry repeats: not retried\n    fix it, then repeat the command\n",
-                 config::join(config_errors).c_str());
+                 "a retry repeats: not retried\n    fix it, then repeat the command%s\n",
+                 config::join(config_errors).c_str(),
+                 failures > job.spec.max_retries
+                     ? (" with sweep.max_retries=" + std::to_string(failures)).c_str()
+                     : "");
+  }
   std::vector<std::string> failed_for_good;
   std::int64_t most_failures = 0;
   for (const auto& r : records) {

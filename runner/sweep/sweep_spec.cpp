@@ -516,16 +516,27 @@ std::vector<config::Diagnostic> swept_without_effect(
   return out;
 }
 
-bool unread_by_checks(const std::string& override_text, bool plans_memory) {
+std::string setting_read_by_checks(const std::string& override_text, bool plans_memory) {
   const std::string key = config::override_key(override_text);
   for (const char* ignored : {"optimizer.lr", "optimizer.weight_decay", "optimizer.beta1",
                               "optimizer.beta2", "optimizer.eps", "optimizer.nesterov"})
-    if (key == ignored) return true;
-  // The rest of the optimizer and the schedule (whose cycled momentum needs
-  // a buffer) count only in the memory plan.
-  const bool optimizer_or_schedule =
-      key.rfind("optimizer", 0) == 0 || key.rfind("schedule", 0) == 0;
-  return optimizer_or_schedule && !plans_memory;
+    if (key == ignored) return {};
+  const bool in_optimizer = key.starts_with("optimizer."),
+             in_schedule = key.starts_with("schedule.");
+  if (!in_optimizer && !in_schedule) return override_text;
+  // The rest of the optimizer and the schedule count only in the memory
+  // plan, and there only by the state the optimizer keeps: its type, and
+  // whether SGD has momentum (its own, or the schedule's cycled momentum).
+  if (!plans_memory) return {};
+  if (key == "optimizer.momentum") {
+    const std::string value = override_text.substr(override_text.find('=') + 1);
+    char* end = nullptr;
+    const double momentum = std::strtod(value.c_str(), &end);
+    const bool zero = end != value.c_str() && *end == '\0' && momentum == 0;
+    return key + (zero ? "=0" : "=not 0");
+  }
+  if (in_schedule && key != "schedule.type" && key != "schedule.cycle_momentum") return {};
+  return override_text;
 }
 
 config::Diagnostics overrides_of_swept_keys(const std::vector<std::string>& overrides,

@@ -108,12 +108,14 @@ bool says_without_effect(const config::Diagnostic& warning);
 std::vector<config::Diagnostic> swept_without_effect(
     const SweepSpec& spec, const std::vector<config::Diagnostic>& warnings);
 
-// Whether the model's and the data's checks (config::run_validation_hooks)
-// never read the setting `override_text` (KEY=VALUE) sets, so that values
-// differing only in it share one check (a learning-rate sweep opens the data
-// once): the optimizer's scalars, and the rest of the optimizer and the
-// schedule unless the checks plan memory (`plans_memory`: on the CPU).
-bool unread_by_checks(const std::string& override_text, bool plans_memory);
+// What of the setting `override_text` (KEY=VALUE) the model's and the data's
+// checks (config::run_validation_hooks) read, so that values differing only
+// in what they do not read share one check (a learning-rate sweep opens the
+// data once): "" for the optimizer's scalars, and for the rest of the
+// optimizer and the schedule unless the checks plan memory (`plans_memory`:
+// on the CPU), which reads of them only the state the optimizer keeps (its
+// type, whether SGD has momentum); the override itself for anything else.
+std::string setting_read_by_checks(const std::string& override_text, bool plans_memory);
 
 // The command line's overrides (KEY=VALUE) that set a key the sweep varies:
 // every trial would replace their value, so `trainer sweep` refuses them

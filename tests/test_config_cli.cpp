@@ -188,6 +188,19 @@ TEST_CASE("transforms that make samples past the 2^31-element limit are refused 
   CHECK((at_limit.code == 0 || at_limit.out.find("the memory plan needs") != std::string::npos));
 }
 
+TEST_CASE("validate refuses a model whose own tensors outgrow the memory there is, at the model") {
+  // 2 x 10^9 features: 52 x 10^9 parameters, 208 GB of weights alone.
+  const auto r = validate_minimal(
+      "model.layers=[{type: flatten}, {type: linear, out_features: 2000000000}, {type: linear, "
+      "out_features: 10}]");
+  CHECK(r.code == 2);
+  CHECK(r.out.find(kGood + "minimal.yaml:3:3: error: model: the memory plan needs ") == 0);
+  CHECK(r.out.find("parameters, gradients and optimizer state alone need") != std::string::npos);
+  // Fewer loader batches or another precision cannot make it fit: not offered.
+  CHECK(r.out.find("data.prefetch") == std::string::npos);
+  CHECK(r.out.find("precision: bf16") == std::string::npos);
+}
+
 TEST_CASE("usage errors exit 2, help exits 0") {
   CHECK(run("").code == 2);
   CHECK(run("frobnicate").code == 2);

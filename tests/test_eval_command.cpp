@@ -697,6 +697,9 @@ TEST_CASE("trainer eval of a held-out split with another seed or split warns of 
   const auto own = run_trainer("eval " + (tmp / "run"), true);
   CHECK(own.code == 0);
   CHECK_THAT(own.out, !Catch::Contains("warning"));
+  // A smaller split of the same seed is a part of the run's own held-out part.
+  CHECK_THAT(run_trainer("eval " + (tmp / "run") + " data.split=0.125", true).out,
+             !Catch::Contains("warning"));
   for (const char* other : {"seed=5", "data.split=0.5"}) {
     INFO(other);
     const auto drawn = run_trainer("eval " + (tmp / "run") + " " + other, true);

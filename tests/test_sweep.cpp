@@ -196,16 +196,6 @@ TEST_CASE("a trial that fails on a config error is not retried; the best trial i
   CHECK(log.find("sweep: trial-001 failed on a config error (exit 2; the error is in "
                  "results.md), which a retry repeats: not retried") != std::string::npos);
   CHECK(log.find("no retries left") == std::string::npos);
-  // Ranked by their best evaluation, whose checkpoints they do not keep: said once.
-  CHECK(count(log,
-              "note: the objective ranks each trial by its best eval.accuracy, but the "
-              "trials keep no checkpoint of it") == 1);
-  // With checkpoint.keep_best on the objective's metric, nothing to say.
-  write_text(tmp / "b.csv", rows);
-  CHECK(run_to_end({"sweep", tmp / "c.yaml", "train.max_steps=2", "checkpoint.keep_best=1", "--out",
-                    tmp / "kept"},
-                   tmp / "kept.log") == 0);
-  CHECK(read_text(tmp / "kept.log").find("keep no checkpoint") == std::string::npos);
   // The one finished trial is the best, named with its objective and values.
   CHECK(log.find("sweep: best trial-000: eval.accuracy " +
                  fmt_objective(state["trial-000"]["objective"].get<double>()) +

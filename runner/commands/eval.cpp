@@ -243,10 +243,11 @@ int command_eval(const CommandArgs& args) {
     return held_out;
   };
   const bool other_data = evaluated_data(config) != evaluated_data(own);
-  // The run held out part of its training data: another seed or split draws
-  // another part, much of which the run trained on.
+  // The run held out part of its training data: another seed, or a larger
+  // split, draws another part, much of which the run trained on (a smaller
+  // split of the same seed is a part of the run's own).
   if (!own.data.eval && own.data.split > 0 && !config.data.eval &&
-      (config.seed != own.seed || config.data.split != own.data.split))
+      (config.seed != own.seed || config.data.split > own.data.split))
     std::fprintf(stderr,
                  "warning: %s: the run evaluated on the part of its training data that data.split "
                  "held out with its seed (%lld) and split (%s); this draws another part, which "

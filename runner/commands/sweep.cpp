@@ -214,26 +214,6 @@ void print_shared_warnings(const sweep::SweepSpec& spec,
     std::fprintf(stderr, "%s\n", config::format(w, "warning").c_str());
 }
 
-// An objective of an evaluation metric ranks each trial by its best
-// evaluation: when no trial keeps a checkpoint of it, a note says so (the
-// weights of the best trial's best evaluation would be gone).
-void note_best_checkpoint_not_kept(const sweep::SweepSpec& spec,
-                                   const std::vector<config::Config>& trials) {
-  if (!spec.metric.starts_with("eval.") || trials.empty()) return;
-  for (const config::Config& trial : trials)
-    if ((trial.checkpoint.keep_best > 0 && trial.checkpoint.metric == spec.metric) ||
-        trial.checkpoint.keep_last == 0)
-      return;
-  std::fprintf(
-      stderr,
-      "note: the objective ranks each trial by its best %s, but the trials keep no "
-      "checkpoint of it (checkpoint.keep_best is 0, or ranks by another checkpoint.metric): "
-      "trainer eval TRIAL --checkpoint best "
-      "gives the best of those kept; checkpoint.keep_best=1 with checkpoint.metric=%s "
-      "keeps it\n",
-      spec.metric.c_str(), spec.metric.c_str());
-}
-
 // A default sweep directory not there yet, beside others of the same name:
 // the config changed since those ran (their trials are not taken over), said
 // before the new sweep starts from its first trial.
@@ -315,7 +295,6 @@ int command_sweep(const CommandArgs& args) {
         {sweep::write_trial_config(job.dir, job.trials[i].id, job.config_path, trial.resolved),
          trial.backend.threads == 0, trial.devices.gpus == config.devices.gpus});
   }
-  note_best_checkpoint_not_kept(job.spec, trial_configs);
   const int code = sweep::run_sweep(job);
   std::printf("sweep directory: %s\n", job.dir.c_str());
   return code;

@@ -31,6 +31,8 @@ bool write_all(int fd, const char* bytes, std::size_t size) {
   return true;
 }
 
+constexpr std::chrono::seconds kMostPastDeadline(60);
+
 }  // namespace
 
 OutputForwarder::OutputForwarder() {
@@ -75,10 +77,12 @@ void OutputForwarder::copy() {
     if (ready < 0 && errno != EINTR) return;
     // Nothing to read past the deadline: a process the child left behind
     // holds its end open, and is not waited for. What was written is read
-    // first, however slowly ours takes it.
+    // first, however slowly ours takes it, up to a minute past the deadline
+    // (one left behind that writes on and on is not followed for ever).
     const auto deadline = deadline_.load();
-    if (ready == 0 && deadline != 0 &&
-        std::chrono::steady_clock::now().time_since_epoch().count() >= deadline)
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    if (deadline != 0 && now.count() >= deadline &&
+        (ready == 0 || now - std::chrono::steady_clock::duration(deadline) > kMostPastDeadline))
       return;
     for (int i = 0; i < 2; ++i) {
       if (!open[i] || sources[i].revents == 0) continue;

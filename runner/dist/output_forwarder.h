@@ -23,7 +23,8 @@ class OutputForwarder {
   // In the parent, after fork: closes the child's ends and starts copying.
   void start();
   // Once the child has ended: copies what is left, until every writer has
-  // closed its end, or (once `grace` has passed) nothing is left to read.
+  // closed its end, or (once `grace` has passed) nothing is left to read,
+  // and at most a minute past `grace`.
   void finish(std::chrono::milliseconds grace);
 
  private:

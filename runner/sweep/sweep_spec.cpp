@@ -521,12 +521,11 @@ std::string setting_read_by_checks(const std::string& override_text, bool plans_
   for (const char* ignored : {"optimizer.lr", "optimizer.weight_decay", "optimizer.beta1",
                               "optimizer.beta2", "optimizer.eps", "optimizer.nesterov"})
     if (key == ignored) return {};
-  const bool in_optimizer = key.starts_with("optimizer."),
-             in_schedule = key.starts_with("schedule.");
-  if (!in_optimizer && !in_schedule) return override_text;
-  // The rest of the optimizer and the schedule count only in the memory
-  // plan, and there only by the state the optimizer keeps: its type, and
-  // whether SGD has momentum (its own, or the schedule's cycled momentum).
+  // The schedule's warmup and decay steps are checked against the run's
+  // length; anything else but the optimizer is read as it is.
+  if (!key.starts_with("optimizer.")) return override_text;
+  // The rest of the optimizer counts only in the memory plan, and there only
+  // by the state the optimizer keeps: its type, and whether SGD has momentum.
   if (!plans_memory) return {};
   if (key == "optimizer.momentum") {
     const std::string value = override_text.substr(override_text.find('=') + 1);
@@ -535,7 +534,6 @@ std::string setting_read_by_checks(const std::string& override_text, bool plans_
     const bool zero = end != value.c_str() && *end == '\0' && momentum == 0;
     return key + (zero ? "=0" : "=not 0");
   }
-  if (in_schedule && key != "schedule.type" && key != "schedule.cycle_momentum") return {};
   return override_text;
 }
 

@@ -112,9 +112,10 @@ std::vector<config::Diagnostic> swept_without_effect(
 // checks (config::run_validation_hooks) read, so that values differing only
 // in what they do not read share one check (a learning-rate sweep opens the
 // data once): "" for the optimizer's scalars, and for the rest of the
-// optimizer and the schedule unless the checks plan memory (`plans_memory`:
-// on the CPU), which reads of them only the state the optimizer keeps (its
-// type, whether SGD has momentum); the override itself for anything else.
+// optimizer unless the checks plan memory (`plans_memory`: on the CPU),
+// which reads of it only the state it keeps (its type, whether SGD has
+// momentum); the override itself for anything else (the schedule's steps are
+// checked against the run's length).
 std::string setting_read_by_checks(const std::string& override_text, bool plans_memory);
 
 // The command line's overrides (KEY=VALUE) that set a key the sweep varies:

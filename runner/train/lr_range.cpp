@@ -11,16 +11,6 @@
 #include <fmt/format.h>
 
 namespace trainer::train {
-namespace {
-
-// Whether the lowest smoothed loss is at least kMinFall below the first: a
-// smaller dip is the noise of a range whose rates are all too low to train.
-constexpr double kMinFall = 0.05;
-bool fell_clearly(const RangeTestReading& r) {
-  return r.lowest && r.smoothed[*r.lowest] <= (1 - kMinFall) * r.smoothed.front();
-}
-
-}  // namespace
 
 RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points) {
   constexpr double kBeta = 0.98, kDivergence = 4.0;
@@ -47,7 +37,7 @@ RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points) {
     if (!r.lowest || smoothed < r.smoothed[*r.lowest]) r.lowest = at;
   }
   const std::size_t n = r.points.size();
-  if (n < kMinSuggestionPoints || !fell_clearly(r)) return r;
+  if (n < kMinSuggestionPoints) return r;
   // On the way down to the lowest loss: past it, a loss that rose and falls
   // again (batchnorm can pull a diverging network back) is no rate to train at.
   std::optional<double> steepest;
@@ -76,15 +66,6 @@ std::string why_no_suggestion(const RangeTestReading& r) {
   if (r.lowest && *r.lowest == 0)
     return "the smoothed loss never fell; lower --min-lr, raise --steps, or check the model and "
            "data";
-  if (!fell_clearly(r))
-    return fmt::format(
-        "the smoothed loss fell only {:.0f}% over the range ({:.4g} to {:.4g}, at rate {:.3g}), "
-        "no more than its noise: {}",
-        100 * (1 - r.smoothed[*r.lowest] / r.smoothed.front()), r.smoothed.front(),
-        r.smoothed[*r.lowest], r.points[*r.lowest].lr,
-        r.diverged_at ? "the range diverged soon after, so its rates are too high from the "
-                        "start; lower --min-lr"
-                      : "the rates that train lie above the range; raise --max-lr");
   // It fell, but only at the start: no stretch of falling loss to read a slope on.
   if (r.lowest)
     return fmt::format(

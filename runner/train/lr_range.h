@@ -33,8 +33,7 @@ struct RangeTestReading {
 // read (a step fp16 loss scaling skipped holds the rate) is passed over. The
 // suggestion lies before the lowest smoothed loss. None when the smoothed
 // loss never falls there (past the first tenth of the points, which the
-// moving average still settles in), when its lowest is less than 5% below
-// its first (noise, not a fall), or there are fewer than
+// moving average still settles in) or there are fewer than
 // kMinSuggestionPoints points.
 inline constexpr std::size_t kMinSuggestionPoints = 5;
 RangeTestReading read_range_test(const std::vector<RangeTestPoint>& points);

@@ -187,7 +187,7 @@ class RunDirNote {
     // the one before it.
     nlohmann::json earlier =
         nlohmann::json::parse(std::ifstream(summary), nullptr, /*allow_exceptions=*/false);
-    if (earlier.is_object() && earlier.value("status", "") == "running")
+    if (earlier.is_object() && earlier.contains("status") && earlier["status"] == "running")
       earlier = earlier.value("earlier_summary", nlohmann::json());
     std::filesystem::remove(summary, ec);
     const std::string error = job_failure(end, first_rank_error(), dir);
@@ -202,7 +202,7 @@ class RunDirNote {
   static bool says_running(const std::filesystem::path& summary) {
     const nlohmann::json record =
         nlohmann::json::parse(std::ifstream(summary), nullptr, /*allow_exceptions=*/false);
-    return record.is_object() && record.value("status", "") == "running";
+    return record.is_object() && record.contains("status") && record["status"] == "running";
   }
   // The first error line a rank reported (error_report.cpp), or "".
   std::string first_rank_error() const {

@@ -345,7 +345,7 @@ void TrainLoop::record_session_running() const {
   // running one that left no end.
   std::ifstream in(run_dir_ + "/summary.json");
   nlohmann::json earlier = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (earlier.is_object() && earlier.value("status", "") == "running")
+  if (earlier.is_object() && earlier.contains("status") && earlier["status"] == "running")
     earlier = earlier.value("earlier_summary", nlohmann::json());
   if (earlier.is_object()) summary["earlier_summary"] = earlier;
   checkpoint::write_file_atomically(run_dir_ + "/summary.json", json_text(summary, 2) + "\n");

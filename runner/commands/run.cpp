@@ -21,6 +21,7 @@
 #include "runner/dist/rank_agreement.h"
 #include "runner/dist/rank_job.h"
 #include "runner/error_report.h"
+#include "runner/shell_word.h"
 #include "runner/train/batch_fit.h"
 #include "runner/train/devices.h"
 #include "runner/train/memory_report.h"
@@ -34,13 +35,6 @@
 
 namespace trainer {
 namespace {
-
-// `text` as one word for sh: in single quotes, each ' in it as '\''.
-std::string shell_quoted(const std::string& text) {
-  std::string out = "'";
-  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 bool launched_as_rank() {
   try {
@@ -111,8 +105,8 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
           ": config.sha256 is missing, though the directory holds a run's config.yaml and "
           "checkpoints\n    if config.yaml is the run's own, unedited, write its checksum "
           "again and resume: tail -n +2 " +
-          shell_quoted((dir / "config.yaml").string()) + " | sha256sum | cut -d' ' -f1 > " +
-          shell_quoted((dir / "config.sha256").string()) + "\n");
+          shell_word((dir / "config.yaml").string()) + " | sha256sum | cut -d' ' -f1 > " +
+          shell_word((dir / "config.sha256").string()) + "\n");
     else if (const std::string advice = train::run_dir_advice(args.resume_dir, false);
              !advice.empty())
       print_error_report("error: --resume " + args.resume_dir + ": not a run directory: " + advice +

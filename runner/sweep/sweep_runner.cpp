@@ -24,6 +24,7 @@
 #include "ops/cpu/onednn.h"
 #include "runner/checkpoint/stop_signal.h"
 #include "runner/config/diagnostics.h"
+#include "runner/shell_word.h"
 #include "runner/sweep/trial_record.h"
 #include "runner/train/progress.h"
 #include "runner/train/run_lock.h"
@@ -73,19 +74,6 @@ std::string failure_of(const std::string& log_path, int status) {
     how = "exit " + std::to_string(WEXITSTATUS(status));
   }
   return how + (text.empty() ? "" : ": " + text);
-}
-
-// `word` as a POSIX shell reads it back: as it is when it holds only
-// characters the shell leaves alone, else in single quotes.
-std::string shell_word(const std::string& word) {
-  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) ||
-           std::string_view("_./=:,+@%-").find(c) != std::string_view::npos;
-  });
-  if (plain) return word;
-  std::string quoted = "'";
-  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
 }
 
 // This very binary's path: /proc/self/exe's link text, less the " (deleted)"

@@ -460,6 +460,14 @@ recompute: [stage1]
     CHECK(n.recompute == (in_stage1 && !instance_output));
   }
 
+  // every: 1 would keep every output and recompute nothing: refused.
+  const auto one = build(
+      "layers:\n  - {type: flatten}\n  - {type: linear, out_features: 10}\n"
+      "recompute: {every: 1}\n");
+  REQUIRE(one.diags.size() == 1);
+  CHECK(one.diags.list()[0].key_path == "model.recompute.every");
+  CHECK(one.diags.list()[0].message.find(">= 2") != std::string::npos);
+
   auto every = build(
       "layers:\n  - {type: flatten}\n  - {type: linear, out_features: 16}\n"
       "  - {type: relu}\n  - {type: linear, out_features: 10}\nrecompute: {every: 2}\n");

@@ -69,7 +69,7 @@ std::vector<SectionDef> build_sections() {
          "The network: `layers` (a list of `{type: <op>, ...}` or `{block: <name>, ...}` "
          "items), optional `blocks`, `loss` (a `{type: <loss>, ...}` map or a loss name; default "
          "`{type: cross_entropy}`) and `recompute` (activation checkpointing: layer or "
-         "block names, or `{every: N}`), `init_from` (start from a .safetensors file; "
+         "block names, or `{every: N}`, N >= 2), `init_from` (start from a .safetensors file; "
          "`init_strict: false` loads only the tensors that match), `freeze` (layer or block "
          "names whose parameters are not trained), `lr_scale` (layer or block name to a factor "
          "of its parameters' learning rate); validated by the graph builder"},

@@ -779,7 +779,8 @@ class Builder {
     const int model_nodes =
         static_cast<int>(graph_.nodes.size()) - (graph_.loss != kNoValue ? 1 : 0);
     if (spec.is_map()) {
-      const FieldSpec every = field("every", FieldType::integer, "").req().at_least(1);
+      // every: 1 keeps every output and recomputes nothing: refused, not ignored.
+      const FieldSpec every = field("every", FieldType::integer, "").req().at_least(2);
       const std::size_t before = diags_.size();
       const Attrs attrs = config::read_fields(spec, {every}, "model.recompute", diags_);
       if (diags_.size() != before) return;

@@ -223,24 +223,21 @@ TEST_CASE(
   CHECK(stopped["signal"] == SIGHUP);
   CHECK(fs::exists(tmp / "run/checkpoints/last/model.safetensors"));
 
-  TrainerChild ignoring({"run", tmp / "tiny.yaml", "--out", tmp / "nohup", "train.epochs=500"},
-                        tmp / "nohup.log", {.ignored_signal = SIGHUP});
-  REQUIRE(wait_for_lines(tmp / "nohup/metrics.jsonl", 1, std::chrono::seconds(60)));
-  ignoring.signal_it(SIGHUP);
-  CHECK_FALSE(ignoring.wait_status(std::chrono::milliseconds(1500)));
-  ignoring.signal_it(SIGTERM);
-  CHECK(ignoring.exit_code() == 143);
-
-  // Started with SIGINT ignored (a shell script's background job): a Ctrl-C
-  // meant for the script does not stop the run.
-  TrainerChild background(
-      {"run", tmp / "tiny.yaml", "--out", tmp / "background", "train.epochs=500"},
-      tmp / "background.log", {.ignored_signal = SIGINT});
-  REQUIRE(wait_for_lines(tmp / "background/metrics.jsonl", 1, std::chrono::seconds(60)));
-  background.signal_it(SIGINT);
-  CHECK_FALSE(background.wait_status(std::chrono::milliseconds(1500)));
-  background.signal_it(SIGTERM);
-  CHECK(background.exit_code() == 143);
+  // Started with `sig` ignored, a run keeps ignoring it while it trains:
+  // SIGHUP under `nohup`, and SIGINT in a shell script's background job (a
+  // Ctrl-C meant for the script does not stop the run).
+  const auto keeps_ignoring = [&](int sig, const std::string& name) {
+    INFO(name);
+    TrainerChild ignoring({"run", tmp / "tiny.yaml", "--out", tmp / name, "train.epochs=500"},
+                          tmp / (name + ".log"), {.ignored_signal = sig});
+    REQUIRE(wait_for_lines(tmp / (name + "/metrics.jsonl"), 1, std::chrono::seconds(60)));
+    ignoring.signal_it(sig);
+    CHECK_FALSE(ignoring.wait_status(std::chrono::milliseconds(1500)));
+    ignoring.signal_it(SIGTERM);
+    CHECK(ignoring.exit_code() == 143);
+  };
+  keeps_ignoring(SIGHUP, "nohup");
+  keeps_ignoring(SIGINT, "background");
 }
 
 TEST_CASE("a file size limit a checkpoint meets is an error the run records; the run resumes") {

@@ -340,12 +340,14 @@ int run_sweep(const SweepJob& job) {
   if (const TrialRecord* best = best_trial(records, job.spec))
     std::printf("sweep: best %s; run directory %s\n", best_trial_text(*best, job.spec).c_str(),
                 best->run_dir.c_str());
+  const auto failed_on_config = [&](const TrialRecord& r) {
+    return std::find(config_errors.begin(), config_errors.end(), r.trial.id) != config_errors.end();
+  };
   if (!config_errors.empty()) {
     // A repeated command runs them again only with retries left.
     std::int64_t failures = 0;
     for (const auto& r : records)
-      if (std::find(config_errors.begin(), config_errors.end(), r.trial.id) != config_errors.end())
-        failures = std::max(failures, r.failures);
+      if (failed_on_config(r)) failures = std::max(failures, r.failures);
     std::fprintf(stderr,
                  "sweep: %s failed on a config error (exit 2; the error is in results.md), which "
                  "a retry repeats: not retried\n    fix it, then repeat the command%s\n",
@@ -357,9 +359,7 @@ int run_sweep(const SweepJob& job) {
   std::vector<std::string> failed_for_good;
   std::int64_t most_failures = 0;
   for (const auto& r : records) {
-    if (r.status != "failed" || may_run(r) ||
-        std::find(config_errors.begin(), config_errors.end(), r.trial.id) != config_errors.end())
-      continue;
+    if (r.status != "failed" || may_run(r) || failed_on_config(r)) continue;
     failed_for_good.push_back(r.trial.id);
     most_failures = std::max(most_failures, r.failures);
   }

@@ -593,6 +593,56 @@ TEST_CASE("trainer eval where the training data is gone: the eval source stands 
                         Catch::Contains(at_line_of("test.csv", "data.eval.path")));
 }
 
+TEST_CASE("trainer eval where the training data is gone: the stand-in keeps the run's classes") {
+  TempDir tmp("eval-stand-in-classes");
+  // Labels read off the files (no `classes:`): 0..3 in training, 0..2 in the
+  // evaluation set, which lacks the largest class.
+  const auto write_csv = [&](const std::string& path, int rows, int classes) {
+    std::string text = "a,b,label\n";
+    for (int r = 0; r < rows; ++r)
+      text += std::to_string(r % 5 * 0.5) + "," + std::to_string(r % classes) + "," +
+              std::to_string(r % classes) + "\n";
+    write_text(path, text);
+  };
+  write_csv(tmp / "train.csv", 64, 4);
+  write_csv(tmp / "test.csv", 24, 3);
+  std::string config = tiny_experiment();
+  config = replaced(config, "  train: {type: synthetic, shape: [1, 8, 8], classes: 4, size: 512}",
+                    "  train: {type: csv, path: " + (tmp / "train.csv") + ", label: label}");
+  config = replaced(config, "  eval: {type: synthetic, shape: [1, 8, 8], classes: 4, size: 128}",
+                    "  eval: {type: csv, path: " + (tmp / "test.csv") + ", label: label}");
+  write_text(tmp / "csv.yaml", config);
+  REQUIRE(run_to_end({"run", tmp / "csv.yaml", "--out", tmp / "run", "train.max_steps=4",
+                      "train.batch_size=16"},
+                     tmp / "run.log") == 0);
+  const auto with_training_data = run_trainer("eval " + (tmp / "run") + " --json", true);
+  REQUIRE(with_training_data.code == 0);
+
+  std::filesystem::remove(tmp / "train.csv");
+  auto r = run_trainer("eval " + (tmp / "run") + " --json", true);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("data.eval gives the model's input shape and classes"));
+  const auto json = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  const auto expected =
+      nlohmann::json::parse(with_training_data.out.substr(with_training_data.out.find('{')));
+  CHECK(json["loss"].get<double>() == expected["loss"].get<double>());
+
+  // A run whose manifest does not say (an older trainer's): the error is the
+  // stand-in's, named by the key that mends it.
+  const std::string manifest_path = tmp / "run/manifest.json";
+  auto manifest = nlohmann::json::parse(read_text(manifest_path));
+  manifest["data"]["train"].erase("classes");
+  write_text(manifest_path, manifest.dump(2));
+  r = run_trainer("eval " + (tmp / "run"), true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("as data.eval has no `classes:`") &&
+                        Catch::Contains("or data.eval.classes: 4") &&
+                        !Catch::Contains("data.train.classes"));
+  r = run_trainer("eval " + (tmp / "run") + " data.eval.classes=4 --json", true);
+  CHECK(r.code == 0);
+}
+
 TEST_CASE("trainer eval where an image folder is gone: the run's class names label the stand-in") {
   TempDir tmp("eval-class-names");
   // Three classes of 3x3 RGB images told apart by their brightness; the

@@ -160,6 +160,12 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
                  first.key_path.c_str(), first.message.c_str());
     config.data.train = *config.data.eval;
     config.data.split = 0;
+    // An evaluation set may lack the largest classes: its labels alone would
+    // count fewer than the model was built for.
+    if (auto& attrs = config.data.train->attrs;
+        attrs.has("classes") && attrs.get_int("classes") == 0)
+      if (const std::int64_t classes = train::recorded_class_count(run_dir); classes > 0)
+        attrs.set("classes", classes);
     try {
       return train::prepare_eval_session(config, train::recorded_class_names(run_dir));
     } catch (const config::ConfigError& stand_in) {  // the eval data fails too: both, by name
@@ -170,6 +176,11 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
           d.key_path.replace(0, 10, "data.eval");
           d.mark = train::mark_of(as_written, d.key_path);
         }
+        // What the stand-in's errors say of data.train, they say of data.eval.
+        for (std::string* text : {&d.message, &d.suggestion})
+          for (std::size_t at = text->find("data.train"); at != std::string::npos;
+               at = text->find("data.train", at + 9))
+            text->replace(at, 10, "data.eval");
         both.add(std::move(d));
       }
       both.throw_if_any();

@@ -173,6 +173,9 @@ void record_program(const std::string& dir, const graph::Program& program, const
                           {"content_digest", data::digest_text(dataset.content_digest())}};
   };
   nlohmann::json data = {{"train", data_record(*session.train_data)}};
+  // The classes the model was built for (read off the labels when the source
+  // has no `classes:`): an evaluation whose training data is gone needs them.
+  if (session.num_classes > 0) data["train"]["classes"] = session.num_classes;
   if (session.eval_data) data["eval"] = data_record(*session.eval_data);
   // The run's start keeps its record; each resume's goes with that resume.
   if (const auto resumes = manifest.find("resumes");
@@ -312,6 +315,25 @@ std::vector<std::string> recorded_class_names(const std::string& dir) {
   } catch (const nlohmann::json::exception&) {
     return {};  // a damaged record: the classes are read from the data
   }
+}
+
+std::int64_t recorded_class_count(const std::string& dir) {
+  const nlohmann::json manifest = read_manifest(dir);
+  // The newest record: a resume's, or the run's start.
+  const nlohmann::json* data = nullptr;
+  if (const auto resumes = manifest.find("resumes");
+      resumes != manifest.end() && resumes->is_array() && !resumes->empty() &&
+      resumes->back().is_object() && resumes->back().contains("data"))
+    data = &resumes->back()["data"];
+  else if (manifest.contains("data"))
+    data = &manifest["data"];
+  if (!data || !data->is_object() || !data->contains("train")) return 0;
+  const nlohmann::json& train = (*data)["train"];
+  if (!train.is_object() || !train.contains("classes")) return 0;
+  const nlohmann::json& classes = train["classes"];
+  return classes.is_number_integer() && classes.get<std::int64_t>() > 0
+             ? classes.get<std::int64_t>()
+             : 0;
 }
 
 std::string recorded_path(const std::string& path) {

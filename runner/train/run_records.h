@@ -65,6 +65,10 @@ RestoredStatistics restore_normalize_statistics(const std::string& dir, config::
 // empty when it recorded none.
 std::vector<std::string> recorded_class_names(const std::string& dir);
 
+// The number of classes the run in `dir` built its model for (manifest.json
+// data.train.classes, of its newest session); 0 when it recorded none.
+std::int64_t recorded_class_count(const std::string& dir);
+
 // A checkpoint's path as summary.json records it: absolute, so that it
 // names the folder from wherever the record is read ("" stays "").
 std::string recorded_path(const std::string& path);

@@ -192,6 +192,14 @@ layers:
   CHECK(fuse_activations(gpu, relu_and_gelu_tanh) == 0);  // cuDNN's batchnorm: not fused
 
   check_trains_identically(separate, folded);
+  // The kernel says it applies the relu (the kernel column of `trainer time`).
+  const auto program = compile_test_program(folded, 3, 5, 5);
+  const auto kernel_of = [&](const char* name) {
+    const Graph& g = program->graph();
+    return program->implementation_of(static_cast<int>(node_named(g, name) - g.nodes.data()));
+  };
+  CHECK_THAT(kernel_of("bn1"), Catch::Contains("+relu"));
+  CHECK_THAT(kernel_of("fc"), !Catch::Contains("+relu"));
 }
 
 TEST_CASE("a residual add + relu folds on the CPU and trains bit-identically") {

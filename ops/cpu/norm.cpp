@@ -119,7 +119,7 @@ TrainingCalls training_calls(const dnnl::memory::desc& data, float eps, flags sc
                  DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
     bwd.arg(id, stat);
   calls.scratchpad = std::max(calls.scratchpad, add_scratchpad(bwd, bwd_pd));
-  calls.impl = impl_name(fwd_pd) + " [" + layout_name(data) + "]";
+  calls.impl = impl_name(fwd_pd) + (relu ? "+relu" : "") + " [" + layout_name(data) + "]";
   return calls;
 }
 
@@ -156,7 +156,7 @@ class BatchNormKernel final : public Kernel {
     for (int id : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE})
       eval_.arg(id, stat);
     reserve_scratchpad(add_scratchpad(eval_, eval_pd));
-    impl_ = impl_name(eval_pd);
+    impl_ = impl_name(eval_pd) + (relu_ ? "+relu" : "");
     x_in_ = Relayout::into(in, data_);
     y_out_ = Relayout::out_of(data_, out);
     y_buffer_ = bufs_.add(y_out_.bytes());

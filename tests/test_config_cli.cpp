@@ -1305,6 +1305,33 @@ TEST_CASE("a sweep that sets extends is refused at the swept key") {
   }
 }
 
+TEST_CASE("validate refuses an output.dir where a file stands, as run would") {
+  TempDir dir("validate_output_dir");
+  const std::string config = dir.file("tiny.yaml", kTinyExperiment);
+  const std::string file = dir.file("afile", "");
+  for (const std::string& out : {file, file + "/below"}) {
+    const auto r = run("validate " + config + " output.dir=" + out, true);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("error: output.dir: '" + file +
+                                      "' is a file, where the run directories"));
+  }
+  CHECK(run("validate " + config + " output.dir=" + dir.path() + "/new/folder", true).code == 0);
+}
+
+TEST_CASE("a sweep that sets output.dir is refused at the swept key") {
+  TempDir dir("sweep_output_dir");
+  const std::string config = dir.file(
+      "swept.yaml", std::string(kTinyExperiment) + "sweep:\n  grid:\n    output.dir: [x, y]\n");
+  for (const char* command : {"validate ", "sweep "}) {
+    const auto r = run(command + config, true);
+    INFO(r.out);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("error: sweep.grid.output.dir: every trial runs in the "
+                                      "sweep's own directory"));
+  }
+}
+
 TEST_CASE("a normalize for values in [0, 1] over bytes with no scale before it is a warning") {
   trainer::testing::TempDir dir("normalize_unscaled");
   const std::string csv = (dir.path() / "bytes.csv").string();

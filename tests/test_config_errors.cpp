@@ -212,6 +212,20 @@ TEST_CASE("a bad override value points at the value's column") {
         "    an override replaces list items but cannot add them; to add one, give the whole "
         "list: model.layers=[...]");
   CHECK(only_error(kGood + "minimal.yaml", {"devices=[0,"}).find("<command line>:1:") == 0);
+  // A '#' after a space would start a YAML comment: the value would lose its end.
+  CHECK(only_error(kGood + "minimal.yaml", {"output.dir=runs #2"}) ==
+        "<command line>:1:17: error: output.dir: '#2' would be read as a YAML comment (a '#' "
+        "after a space starts one), leaving 'runs' (in override 1 'output.dir=runs #2')\n"
+        "    quote the value in YAML inside the shell's quotes: 'output.dir=\"runs #2\"'");
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"output.dir=#2"}),
+             Catch::Contains("leaving no value"));
+  // Quoted, or a '#' inside a word: part of the value, as YAML reads it.
+  CHECK(load_config(kGood + "minimal.yaml", {"output.dir='runs #2'"}).output.dir == "runs #2");
+  CHECK(load_config(kGood + "minimal.yaml", {"output.dir=\"a \\\" #2\""}).output.dir == "a \" #2");
+  CHECK(load_config(kGood + "minimal.yaml", {"output.dir=runs#2"}).output.dir == "runs#2");
+  // A count that the compute threads' int could not hold.
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"backend.threads=4294967297"}),
+             Catch::Contains("backend.threads: expected an integer >= 0 and <= 4096"));
 }
 
 TEST_CASE("a list item reached with a dot is shown the bracketed index, by number or by name") {

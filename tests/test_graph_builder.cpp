@@ -178,6 +178,23 @@ TEST_CASE("a layer whose tensors would overflow element counts is refused at its
   CHECK(fine.diags.empty());
 }
 
+TEST_CASE("a layer giving more dimensions than a tensor may have is refused at its line") {
+  // The input is [4, 1, 8, 8]: the batch and 5 more is the most.
+  auto deep = build(
+      "layers:\n  - {type: reshape, name: deep, shape: [1, 1, 1, 1, 1, 64]}\n"
+      "  - {type: flatten}\n  - {type: linear, out_features: 10}\n");
+  REQUIRE(deep.diags.size() == 1);
+  CHECK(deep.diags.list()[0].mark.line == 2);
+  CHECK_THAT(deep.diags.list()[0].message,
+             Catch::Contains("layer 'deep' (reshape)") &&
+                 Catch::Contains("has 7 dimensions, more than the 6 a tensor may have"));
+  CHECK_THAT(deep.diags.list()[0].suggestion, Catch::Contains("5 sample dimensions or fewer"));
+  auto most = build(
+      "layers:\n  - {type: reshape, shape: [1, 1, 1, 1, 64]}\n  - {type: relu}\n"
+      "  - {type: flatten}\n  - {type: linear, out_features: 10}\n");
+  CHECK(most.diags.empty());
+}
+
 TEST_CASE("bad attribute values and unknown inputs are reported with suggestions") {
   auto b = build(R"(
 layers:
@@ -432,6 +449,27 @@ TEST_CASE("lr_scale sets the learning-rate factor of named layers; the longer na
         "line, model.lr_scale='{stage1.block2: 0.3}')");
   CHECK(nested.diags.list()[1].suggestion == "e.g. head: 0.1 (its learning rate x 0.1)");
   CHECK(build(model + "lr_scale: {stage1.block2: 0.3}\n").diags.empty());
+  // Factors float32 turns into 0 or infinity: the layer would never train, or diverge.
+  auto beyond = build(model + "lr_scale: {stage1: 1e-300, head: 1e300}\n");
+  REQUIRE(beyond.diags.size() == 2);
+  CHECK(beyond.diags.list()[0].message ==
+        "expected a factor from 1e-30 to 1e+30, found number 1e-300");
+  CHECK(beyond.diags.list()[1].key_path == "model.lr_scale.head");
+  CHECK(build(model + "lr_scale: {stage1: 1e-30, head: 1e30}\n").diags.empty());
+}
+
+TEST_CASE("layer attributes computed in float32 are refused beyond its range") {
+  for (const char* layer : {"{type: leaky_relu, slope: 1e39}", "{type: batchnorm, eps: 1e300}",
+                            "{type: layernorm, eps: 1e300}", "{type: batchnorm, eps: 1e-300}"}) {
+    INFO(layer);
+    auto b = build(std::string("layers:\n  - ") + layer +
+                   "\n  - {type: flatten}\n  - {type: linear, out_features: 10}\n");
+    REQUIRE(b.diags.size() == 1);
+    CHECK(b.diags.list()[0].mark.line == 2);
+  }
+  CHECK(build("layers:\n  - {type: leaky_relu, slope: 1e30}\n  - {type: flatten}\n"
+              "  - {type: linear, out_features: 10}\n")
+            .diags.empty());
 }
 
 TEST_CASE("recompute marks named layers and blocks, or every N-th") {

@@ -268,4 +268,9 @@ TEST_CASE("trainer lr-find fails like a run on an error that is not divergence")
   CHECK(r.out.find("35.png") != std::string::npos);
   CHECK(r.out.find("suggested") == std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp.file("find") + "/lr_find.json"));
+  // The run's advice to resume would not read the range: lr-find says to run again.
+  CHECK_THAT(r.out, Catch::Contains("trainer run --resume") &&
+                        Catch::Contains("lr-find failed before the end of its range, so there "
+                                        "is no reading: once the cause is mended, run lr-find "
+                                        "again with another --out"));
 }

@@ -479,6 +479,27 @@ TEST_CASE("a swept model key is checked against the model before any trial runs"
   CHECK(read_text(tmp / "2.log").find("lienar") != std::string::npos);
 }
 
+TEST_CASE("a swept `devices` is checked on this machine before any trial runs") {
+  // GPU 99 exists on no machine these tests run on (nor does any GPU without
+  // a CUDA build or a driver).
+  TempDir tmp("sweep-devices");
+  write_text(tmp / "tiny.yaml", tiny_experiment(64));
+  CHECK(run_to_end({"sweep", tmp / "tiny.yaml", "--grid", "devices=cpu,[99]", "--out", tmp / "sw"},
+                   tmp / "1.log") == 2);
+  const std::string log = read_text(tmp / "1.log");
+  INFO(log);
+  CHECK(log.find("--grid flag 1: error: sweep.grid.devices: with devices=[99]") !=
+        std::string::npos);
+  CHECK(log.find("sweep: 1 of 2 trials have config errors; none was run") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "sw/trials"));
+  write_text(tmp / "swept.yaml",
+             tiny_experiment(64) + "sweep:\n  grid:\n    devices: [cpu, [99]]\n");
+  CHECK(run_to_end({"validate", tmp / "swept.yaml"}, tmp / "2.log") == 2);
+  INFO(read_text(tmp / "2.log"));
+  CHECK(read_text(tmp / "2.log").find("error: sweep.grid.devices: with devices=[99]") !=
+        std::string::npos);
+}
+
 TEST_CASE("a sweep directory refuses trials of a changed config and resumes an unchanged one") {
   TempDir tmp("sweep-changed-config");
   write_text(tmp / "base.yaml", tiny_experiment());

@@ -41,8 +41,10 @@ void register_activation(OpRegistry& registry) {
   registry.add(std::move(gelu));
   registry.add(activation("silu", "x * sigmoid(x) (swish).", false, 5));
   OpDef leaky = activation("leaky_relu", "x if x > 0 else slope * x.", false, 1);
-  leaky.attrs = {
-      field("slope", FieldType::number, "Slope for negative inputs.").def("0.01").at_least(0)};
+  leaky.attrs = {field("slope", FieldType::number, "Slope for negative inputs.")
+                     .def("0.01")
+                     .at_least(0)
+                     .in_float32()};
   registry.add(std::move(leaky));
 }
 

@@ -20,7 +20,8 @@ OpDef batchnorm() {
           .at_most(1),
       field("eps", FieldType::number, "Added to the variance before the square root.")
           .def("1e-5")
-          .above(0),
+          .above(0)
+          .in_float32(),
       field("sync", FieldType::boolean,
             "SyncBN: in training, the batch statistics (and the sums of the backward) are "
             "taken across all data-parallel ranks, over the micro-batch every rank runs at "
@@ -61,7 +62,8 @@ OpDef layernorm() {
   d.attrs = {
       field("eps", FieldType::number, "Added to the variance before the square root.")
           .def("1e-5")
-          .above(0),
+          .above(0)
+          .in_float32(),
   };
   d.signature = [](const std::vector<Shape>& in, const Attrs&) {
     const Shape& x = in.at(0);

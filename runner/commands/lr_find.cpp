@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -29,6 +30,7 @@
 #include "runner/config/load.h"
 #include "runner/config/overrides.h"
 #include "runner/dist/launch_env.h"
+#include "runner/guarded_command.h"
 #include "runner/json_text.h"
 #include "runner/train/lr_range.h"
 #include "runner/train/trainer.h"
@@ -172,22 +174,35 @@ int command_lr_find(const CommandArgs& given) {
   args.overrides = kept_overrides(given.overrides, forced_settings);
   for (const std::string& forced : forced_settings) args.overrides.push_back(forced);
   std::string run_dir, stopped_by;
-  int code = 0;
-  try {
-    code = command_run(args, &run_dir);
-  } catch (const train::DivergedError& e) {
-    stopped_by = e.what();  // the range ends there
-  }
-  if (code > 128) {  // stopped by a signal: the range was not read
+  // Any other failure reported here, as the command line would, so that what
+  // lr-find adds to it comes after it.
+  const int code = run_guarded(
+      [&] {
+        try {
+          return command_run(args, &run_dir);
+        } catch (const train::DivergedError& e) {
+          stopped_by = e.what();  // the range ends there
+          return 0;
+        }
+      },
+      args.overrides);
+  // Stopped by a signal, or failed (a damaged sample) after a checkpoint the
+  // run's message offers to resume from: the range was not read, and a resume
+  // would finish the run without reading it.
+  std::error_code ec;
+  const bool stopped = code > 128;
+  if (stopped || (code != 0 && !run_dir.empty() &&
+                  std::filesystem::exists(run_dir + "/checkpoints/last", ec))) {
     // Again in a directory of its own: this one holds the stopped run.
     const std::string again =
         given.out_dir.empty()
             ? "run lr-find again"
             : "run lr-find again with another --out (or after removing " + given.out_dir + ")";
     std::fprintf(stderr,
-                 "lr-find was stopped before the end of its range, so there is no reading: %s "
-                 "(the `trainer run --resume` above would finish the run without reading the "
+                 "lr-find %s before the end of its range, so there is no reading: %s%s (the "
+                 "`trainer run --resume` above would finish the run without reading the "
                  "range)\n",
+                 stopped ? "was stopped" : "failed", stopped ? "" : "once the cause is mended, ",
                  again.c_str());
     return code;
   }

@@ -26,6 +26,7 @@
 #include "runner/sweep/sweep_dir.h"
 #include "runner/sweep/sweep_runner.h"
 #include "runner/sweep/sweep_spec.h"
+#include "runner/train/devices.h"
 #include "runner/train/run_dir.h"
 #include "runner/train/run_lock.h"
 #include "runner/train/sha256.h"
@@ -117,8 +118,8 @@ class TrialErrorReport {
   bool sweep_error_ = false;
 };
 
-// What the model's checks (layer types, attributes, shapes) and the data's
-// found: their errors (none when they pass), else their warnings.
+// What the model's checks (layer types, attributes, shapes), the data's and
+// the devices' found: their errors (none when they pass), else their warnings.
 struct CheckResult {
   std::optional<config::Diagnostics> errors;
   std::vector<config::Diagnostic> warnings;
@@ -126,7 +127,11 @@ struct CheckResult {
 
 CheckResult model_and_data_checks(const config::Config& config) {
   try {
-    return {std::nullopt, config::run_validation_hooks(config)};
+    std::vector<config::Diagnostic> warnings = config::run_validation_hooks(config);
+    config::Diagnostics devices;
+    train::check_devices(config, devices);  // the GPUs a trial lists, on this machine
+    if (!devices.empty()) return {devices, {}};
+    return {std::nullopt, std::move(warnings)};
   } catch (const config::ConfigError& e) {
     return {e.diagnostics(), {}};
   }

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -88,13 +89,18 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
     try {
       const config::Config config = config::load_config(args.config_path, overrides, origins);
       warnings.insert(warnings.end(), config.warnings.begin(), config.warnings.end());
-      // The model's and the data's checks (layer types and shapes, the data
-      // against the model and the batch), as `trainer sweep` runs them for
-      // each trial, unless they never read the swept key (the learning rate).
+      // The model's, the data's and the devices' checks (layer types and
+      // shapes, the data against the model and the batch, the GPUs listed), as
+      // `trainer sweep` runs them for each trial, unless they never read the
+      // swept key (the learning rate).
       const bool plans_memory = config.devices.gpus.empty();
       if (const std::string read = sweep::setting_read_by_checks(swept, plans_memory);
-          !read.empty() && checked_settings.insert(read).second)
+          !read.empty() && checked_settings.insert(read).second) {
         config::run_validation_hooks(config);
+        config::Diagnostics devices;
+        train::check_devices(config, devices);  // a swept `devices`, on this machine
+        devices.throw_if_any();
+      }
     } catch (const config::ConfigError& e) {
       for (const config::Diagnostic& d : e.diagnostics().list()) {
         // The command line's own overrides are reported by the config's load;
@@ -194,6 +200,21 @@ void check_every_sample(const config::Config& config, config::Diagnostics& diags
               seconds, digests.c_str());
 }
 
+// Where the run directories go (<output.dir>/<name>), as far as it exists: a
+// file there or above it would stop `trainer run` when it makes the run's
+// folder.
+void check_output_dir(const config::Config& config, config::Diagnostics& diags) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path path = fs::absolute(fs::path(config.output.dir) / config.name, ec).lexically_normal();
+  while (!ec && !fs::exists(path, ec) && path != path.parent_path()) path = path.parent_path();
+  if (ec || fs::is_directory(path, ec)) return;
+  diags.add(train::mark_of(config, "output.dir"), "output.dir",
+            "'" + path.string() + "' is a file, where the run directories (" +
+                (fs::path(config.output.dir) / config.name / "TIME").string() + ") need a folder",
+            "move the file aside, or choose another output.dir (or `trainer run --out DIR`)");
+}
+
 }  // namespace
 
 void print_config_warnings(const config::Config& config) {
@@ -227,6 +248,7 @@ int command_validate(const CommandArgs& args) {
   const std::uint64_t trials =
       check_sweep_section(args, config, base.mended_by, diags, sweep_warnings);
   train::check_devices(config, diags);  // the GPUs it lists, on this machine
+  check_output_dir(config, diags);
   diags.throw_if_any();
   if (args.read_data) check_every_sample(config, diags);  // the config is sound: read the data
   diags.throw_if_any();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <string_view>
 
 #include "runner/config/compose.h"
 #include "runner/config/registry.h"
@@ -114,6 +115,28 @@ void mark_all(Node& node, const Mark& mark) {
   for (Node& item : node.items()) mark_all(item, mark);
 }
 
+// Where a YAML comment starts in an override's value: a '#' after a space or
+// a tab, outside quotes; npos when there is none. On a command line it is
+// almost always part of the value (`output.dir=runs #2`), which the YAML
+// reader would cut off there.
+std::size_t comment_start(const std::string& value) {
+  char quote = 0;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (quote == '"' && c == '\\') {
+      ++i;  // an escaped character, a quote among them
+    } else if (quote) {
+      if (c == quote) quote = 0;  // '' inside single quotes closes and reopens: the same
+    } else if ((c == '"' || c == '\'') &&
+               (i == 0 || std::string_view(" \t[{,").find(value[i - 1]) != std::string::npos)) {
+      quote = c;  // a quoted scalar starts (inside a plain one a quote is a character)
+    } else if (c == '#' && (i == 0 || value[i - 1] == ' ' || value[i - 1] == '\t')) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
 void apply_one(Node& root, const std::string& text, int line, const std::optional<Mark>& origin,
                Diagnostics& diags) {
   // Other tools' prefixes: "+key=value" adds a key, "~key" deletes one.
@@ -150,9 +173,21 @@ void apply_one(Node& root, const std::string& text, int line, const std::optiona
     return;
   }
 
+  const std::string value_text = text.substr(eq + 1);
+  if (const std::size_t comment = comment_start(value_text); comment != std::string::npos) {
+    diags.add(
+        {kCommandLine, line, static_cast<int>(eq + comment) + 2}, key,
+        "'" + value_text.substr(comment) +
+            "' would be read as a YAML comment (a '#' after a space starts one), leaving " +
+            (value_text.find_first_not_of(" \t") == comment
+                 ? std::string("no value")
+                 : "'" + value_text.substr(0, value_text.find_last_not_of(" \t", comment - 1) + 1) +
+                       "'"),
+        "quote the value in YAML inside the shell's quotes: '" + key + "=\"" + value_text + "\"'");
+    return;
+  }
   bool ok = true;
-  Node value =
-      parse_yaml(text.substr(eq + 1), kCommandLine, diags, &ok, line - 1, static_cast<int>(eq) + 1);
+  Node value = parse_yaml(value_text, kCommandLine, diags, &ok, line - 1, static_cast<int>(eq) + 1);
   if (!ok) return;
   if (value.is_null()) value.set_mark({kCommandLine, line, static_cast<int>(eq) + 2});
   if (origin) mark_all(value, *origin);

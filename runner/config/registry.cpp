@@ -579,7 +579,8 @@ std::vector<SectionDef> build_sections() {
                    "CPU compute threads (0: OMP_NUM_THREADS when set, else every CPU this process "
                    "may run on, shared among the ranks of a node)")
                  .def("0")
-                 .at_least(0),
+                 .at_least(0)
+                 .at_most(4096),
              [](Config& c, const FieldValue& v) { c.backend.threads = int_of(v); }),
            f(field("autotune", T::boolean,
                    "Benchmark candidate algorithms once and keep the fastest (cuDNN)")

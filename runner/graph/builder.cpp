@@ -29,8 +29,13 @@ bool within_element_limit(const Shape& shape) {
   return true;
 }
 
-// "" when the op's output and parameters are within the limit; else which is not.
+// "" when the op's output has dimensions a tensor may have and it and the
+// parameters are within the limit; else which is not.
 std::string oversized_tensor(const OpSignature& sig) {
+  if (sig.output.size() > kMaxTensorRank)
+    return "output " + to_string(sig.output) + " has " + std::to_string(sig.output.size()) +
+           " dimensions, more than the " + std::to_string(kMaxTensorRank) +
+           " a tensor may have (the batch and " + std::to_string(kMaxTensorRank - 1) + " more)";
   if (!within_element_limit(sig.output)) return "output " + to_string(sig.output) + " is too large";
   for (const auto& p : sig.params)
     if (!within_element_limit(p.shape))
@@ -544,8 +549,11 @@ class Builder {
     }
     if (const std::string too_large = oversized_tensor(sig); !too_large.empty()) {
       diags_.add(mark, path, "layer '" + name + "' (" + op.name + "): " + too_large,
-                 "a tensor may hold at most 2^40 elements (4 TiB of float32); check the "
-                 "layer's sizes");
+                 sig.output.size() > kMaxTensorRank
+                     ? "give it " + std::to_string(kMaxTensorRank - 1) +
+                           " sample dimensions or fewer (drop extents of 1)"
+                     : "a tensor may hold at most 2^40 elements (4 TiB of float32); check the "
+                       "layer's sizes");
       return kNoValue;
     }
     // Names without dots in scopes without repeats cannot meet; should two
@@ -896,6 +904,15 @@ class Builder {
       const std::string key = "model.lr_scale." + name;
       const Node& value = spec.value_at(e);
       const std::optional<double> factor = config::as_number(value);
+      if (factor && *factor > 0 && !(*factor >= kFloat32Smallest && *factor <= kFloat32Largest)) {
+        // The optimizer multiplies in float32: 0 or infinity otherwise.
+        diags_.add(value.mark(), key,
+                   "expected a factor from " + config::format_number(kFloat32Smallest) + " to " +
+                       config::format_number(kFloat32Largest) + ", found " +
+                       config::describe(value),
+                   "the rate times the factor is computed in float32, which holds no other");
+        continue;
+      }
       if (!factor || !(*factor > 0)) {
         // A map: a name with a dot written as a path (model.lr_scale.stage1.block2=0.3).
         const std::string dotted =

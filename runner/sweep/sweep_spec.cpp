@@ -457,7 +457,8 @@ void check_swept_once(const std::vector<SweptPlace>& places, Diagnostics& diags)
 
 // The sweep's own settings are no trial's: the trials' configs have no sweep
 // section, so sweeping one would run the same trial again and again. Nor is
-// `extends`, which is written in a file, never set as an override.
+// output.dir (the trials run in the sweep's directory), nor `extends`, which
+// is written in a file, never set as an override.
 void check_swept_keys(const std::vector<SweptPlace>& places, Diagnostics& diags) {
   for (const SweptPlace& place : places) {
     if (place.key == "sweep" || place.key.rfind("sweep.", 0) == 0)
@@ -466,6 +467,12 @@ void check_swept_keys(const std::vector<SweptPlace>& places, Diagnostics& diags)
                     " is a setting of the sweep, not of its trials (their configs have "
                     "no sweep section): every trial would be the same",
                 "set it once under sweep:, and sweep trial settings only");
+    if (place.key == "output.dir")
+      diags.add(place.mark, place.where + "." + place.key,
+                "every trial runs in the sweep's own directory (SWEEP_DIR/trials/trial-NNN), "
+                "wherever output.dir points: every trial would be the same",
+                "choose where the sweep goes with `trainer sweep --out DIR` (or output.dir, "
+                "set once)");
     if (place.key == "extends" || place.key.rfind("extends[", 0) == 0)
       diags.add(place.mark, place.where + "." + place.key,
                 "extends is read from the config file before any value is set, so a sweep "

@@ -156,10 +156,9 @@ std::shared_ptr<data::Dataset> open_source(const config::Config& config,
   throw config::ConfigError(d);
 }
 
-// The most dimensions a sample may have: the backends' tensors have at most 6
-// (oneDNN's plain layouts, plain_md in ops/cpu/onednn.cpp), and the batch is
-// one of them. cuDNN's descriptors are 4-D, for the image layers alone.
-constexpr std::size_t kMaxSampleRank = 5;
+// The most dimensions a sample may have: the batch is one of a tensor's.
+// cuDNN's descriptors are 4-D, for the image layers alone.
+constexpr std::size_t kMaxSampleRank = kMaxTensorRank - 1;
 
 // Samples with more dimensions than that are refused at the source's `key`
 // (data.train, data.eval), naming its files and the sample shape: the model

@@ -227,7 +227,18 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   std::vector<std::size_t> feature_columns;
   if (o.features.empty()) {
     for (std::size_t c = 0; c < columns; ++c) {
-      if (c != label_column) feature_columns.push_back(c);
+      if (c == label_column) continue;
+      // A column without a name is most likely pandas' index (DataFrame.to_csv
+      // writes it so): the row numbers, which would tell the model the order
+      // the samples were written in.
+      if (o.header && names[c].find_first_not_of(" \t") == std::string::npos)
+        throw SourceFieldError(
+            "features", line_place(o.path, line_number) + ": column " + std::to_string(c + 1) +
+                            " has no name in the header, as pandas' DataFrame.to_csv writes its "
+                            "index (the row numbers): among the features it would give the "
+                            "model the order the rows were written in; write the file with "
+                            "to_csv(index=False), or list the columns to use in `features`");
+      feature_columns.push_back(c);
     }
   } else {
     for (const auto& name : o.features) {

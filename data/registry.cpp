@@ -101,7 +101,9 @@ SourceDef csv_source() {
       "A CSV file of numeric feature columns and one label column. Samples are [F]. Fields "
       "may be double-quoted (RFC 4180: a delimiter or \"\" inside), numbers read as Python "
       "reads them (a leading +, 1e-400 as 0); a field's quotes must close on its line. A "
-      "header of numbers only, some with a fraction (a data row read as names), is an error.";
+      "header of numbers only, some with a fraction (a data row read as names), is an error, "
+      "and so is a column the header leaves without a name (pandas' index, the row numbers) "
+      "unless `features` leaves it out.";
   d.fields = {
       field("path", FT::string, "Path of the CSV file.").req(),
       field("label", FT::string,

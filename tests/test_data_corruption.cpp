@@ -724,6 +724,23 @@ TEST_CASE("CSV columns named twice, or the label among the features, are errors"
   CHECK_THROWS_WITH(open_csv(o), Contains("`features` lists 'a' twice"));
 }
 
+TEST_CASE("a CSV column without a name (pandas' index) is not taken as a feature unasked") {
+  TempDir dir;
+  const std::string path = dir.file("indexed.csv");
+  write_text(path, ",a,b,label\n0,0.5,0.2,0\n1,0.1,0.2,1\n");
+  CsvOptions o{path};
+  o.label = "label";
+  CHECK_THROWS_WITH(open_csv(o), Contains(path) && Contains("line 1: column 1 has no name") &&
+                                     Contains("to_csv(index=False)"));
+  o.features = {"a", "b"};  // listed: the index is left out
+  CHECK(open_csv(o)->sample_shape() == trainer::Shape{2});
+  o.header = false;  // no header: columns are numbered, none is unnamed
+  o.label = "3";
+  o.features = {};
+  write_text(path, "0,0.5,0.2,0\n1,0.1,0.2,1\n");
+  CHECK(open_csv(o)->sample_shape() == trainer::Shape{3});
+}
+
 TEST_CASE("error wording: empty files and data, a non-boolean header value, a NUL byte") {
   TempDir dir;
   SECTION("an empty CIFAR file") {

@@ -475,29 +475,33 @@ TEST_CASE("the tables show a swept string's value, not its YAML quoting") {
   CHECK(csv.find(",\"data/with,comma.csv\",0.10,\"[3, 3]\",") != std::string::npos);
 }
 
-TEST_CASE("the checks of a trial read of the optimizer only what plans memory") {
+TEST_CASE(
+    "the checks of a trial read of the optimizer only what plans memory, of the seed the split") {
   using sweep::setting_read_by_checks;
   // Never read: the optimizer's scalars.
   for (const bool plans : {false, true}) {
-    CHECK(setting_read_by_checks("optimizer.lr=0.1", plans).empty());
-    CHECK(setting_read_by_checks("optimizer.weight_decay=0.01", plans).empty());
+    CHECK(setting_read_by_checks("optimizer.lr=0.1", {plans}).empty());
+    CHECK(setting_read_by_checks("optimizer.weight_decay=0.01", {plans}).empty());
     // Anything outside the optimizer and the schedule: as written.
-    CHECK(setting_read_by_checks("train.batch_size=64", plans) == "train.batch_size=64");
+    CHECK(setting_read_by_checks("train.batch_size=64", {plans}) == "train.batch_size=64");
   }
   // The schedule's values: read (its steps against the run's length).
   for (const bool plans : {false, true}) {
-    CHECK(setting_read_by_checks("schedule.warmup_steps=100", plans) ==
+    CHECK(setting_read_by_checks("schedule.warmup_steps=100", {plans}) ==
           "schedule.warmup_steps=100");
-    CHECK(setting_read_by_checks("schedule.type=onecycle", plans) == "schedule.type=onecycle");
+    CHECK(setting_read_by_checks("schedule.type=onecycle", {plans}) == "schedule.type=onecycle");
   }
   // Without a memory plan the rest of the optimizer is not read.
-  CHECK(setting_read_by_checks("optimizer.type=adam", false).empty());
+  CHECK(setting_read_by_checks("optimizer.type=adam", {false}).empty());
   // With one: the optimizer's type, and whether SGD has momentum.
-  CHECK(setting_read_by_checks("optimizer.type=adam", true) == "optimizer.type=adam");
-  CHECK(setting_read_by_checks("optimizer.momentum=0.9", true) ==
-        setting_read_by_checks("optimizer.momentum=0.95", true));
-  CHECK(setting_read_by_checks("optimizer.momentum=0", true) !=
-        setting_read_by_checks("optimizer.momentum=0.9", true));
-  CHECK(setting_read_by_checks("optimizer.momentum=0.0", true) ==
-        setting_read_by_checks("optimizer.momentum=0", true));
+  CHECK(setting_read_by_checks("optimizer.type=adam", {true}) == "optimizer.type=adam");
+  CHECK(setting_read_by_checks("optimizer.momentum=0.9", {true}) ==
+        setting_read_by_checks("optimizer.momentum=0.95", {true}));
+  CHECK(setting_read_by_checks("optimizer.momentum=0", {true}) !=
+        setting_read_by_checks("optimizer.momentum=0.9", {true}));
+  CHECK(setting_read_by_checks("optimizer.momentum=0.0", {true}) ==
+        setting_read_by_checks("optimizer.momentum=0", {true}));
+  // The seed: read where it picks the samples data.split holds out.
+  CHECK(setting_read_by_checks("seed=3", {true, false}).empty());
+  CHECK(setting_read_by_checks("seed=3", {false, true}) == "seed=3");
 }

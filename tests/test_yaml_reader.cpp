@@ -253,6 +253,14 @@ TEST_CASE("a second document is an error at the '---' that starts it") {
                                      "    remove this '---' line and what follows it, or put that "
                                      "in a file of its own");
   }
+  // No '---' line: a value that goes on past its end (an override's).
+  Diagnostics d;
+  parse_yaml("\"1\"\"6\"", "t.yaml", d);
+  REQUIRE(d.size() == 1);
+  CHECK(format(d.list()[0]) ==
+        "t.yaml:1:1: error: expected one YAML value, found more after its end\n"
+        "    a quoted string ends at its closing quote: quote the whole value, or remove what "
+        "follows it");
 }
 
 TEST_CASE("a list or map takes only its own core tag; another is an error at it") {

@@ -164,10 +164,10 @@ bool resolve_trial_configs(const sweep::SweepJob& job, const std::string& config
     try {
       // Read as the base is: through the path as given (a link's folder).
       config::Config trial_config = config::load_config(config_path, overrides, origins);
-      const bool plans_memory = trial_config.devices.gpus.empty();
+      const sweep::ChecksRead checks = sweep::checks_read(trial_config);
       std::string setting;
       for (const auto& o : trial.overrides)
-        if (const std::string read = sweep::setting_read_by_checks(o, plans_memory); !read.empty())
+        if (const std::string read = sweep::setting_read_by_checks(o, checks); !read.empty())
           setting += read + "\n";
       auto checked = checked_settings.find(setting);
       if (checked == checked_settings.end())

@@ -93,8 +93,7 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
       // shapes, the data against the model and the batch, the GPUs listed), as
       // `trainer sweep` runs them for each trial, unless they never read the
       // swept key (the learning rate).
-      const bool plans_memory = config.devices.gpus.empty();
-      if (const std::string read = sweep::setting_read_by_checks(swept, plans_memory);
+      if (const std::string read = sweep::setting_read_by_checks(swept, sweep::checks_read(config));
           !read.empty() && checked_settings.insert(read).second) {
         config::run_validation_hooks(config);
         config::Diagnostics devices;

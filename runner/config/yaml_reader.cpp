@@ -423,20 +423,21 @@ std::optional<std::pair<Mark, std::string>> find_unreadable_byte(const std::stri
 }
 
 // The mark of the '---' line that starts a second document: the first one
-// after a line with content (a document may open with one of its own).
-Mark second_document_marker(const std::string& text, const std::string& file, int line_offset,
-                            int column_offset) {
+// after a line with content (a document may open with one of its own);
+// nullopt when no line starts one.
+std::optional<Mark> second_document_marker(const std::string& text, const std::string& file,
+                                           int line_offset, int column_offset) {
   bool content = false;
   int line = 1;
   for (std::size_t start = 0; start < text.size(); ++line) {
     const std::size_t end = std::min(text.find('\n', start), text.size());
     const std::string_view row(text.data() + start, end - start);
     const bool marker = row.starts_with("---") && (row.size() == 3 || row[3] == ' ');
-    if (marker && content) return {file, line + line_offset, 1 + column_offset};
+    if (marker && content) return Mark{file, line + line_offset, 1 + column_offset};
     if (!marker && !row.empty() && row.front() != '#') content = true;
     start = end + 1;
   }
-  return {file, 1 + line_offset, 1 + column_offset};
+  return std::nullopt;
 }
 
 // What to look at for the YAML library's terser syntax errors on `line` (the
@@ -487,9 +488,14 @@ Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostic
     Diagnostics ignored;
     TreeBuilder second(text, file, ignored, line_offset, column_offset);
     if (parser.HandleNextDocument(second)) {
-      diags.add(second_document_marker(text, file, line_offset, column_offset), "",
-                "expected one YAML document, found a second one starting here",
-                "remove this '---' line and what follows it, or put that in a file of its own");
+      if (const auto marker = second_document_marker(text, file, line_offset, column_offset))
+        diags.add(*marker, "", "expected one YAML document, found a second one starting here",
+                  "remove this '---' line and what follows it, or put that in a file of its own");
+      else  // a value that goes on after its end: "1""6", a quoted string and more
+        diags.add({file, 1 + line_offset, 1 + column_offset}, "",
+                  "expected one YAML value, found more after its end",
+                  "a quoted string ends at its closing quote: quote the whole value, or remove "
+                  "what follows it");
       if (ok) *ok = false;
     }
   } catch (const YAML::DeepRecursion& e) {

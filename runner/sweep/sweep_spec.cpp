@@ -523,17 +523,24 @@ std::vector<config::Diagnostic> swept_without_effect(
   return out;
 }
 
-std::string setting_read_by_checks(const std::string& override_text, bool plans_memory) {
+ChecksRead checks_read(const config::Config& trial) {
+  return {trial.devices.gpus.empty(), !trial.data.eval && trial.data.split > 0};
+}
+
+std::string setting_read_by_checks(const std::string& override_text, ChecksRead checks) {
   const std::string key = config::override_key(override_text);
   for (const char* ignored : {"optimizer.lr", "optimizer.weight_decay", "optimizer.beta1",
                               "optimizer.beta2", "optimizer.eps", "optimizer.nesterov"})
     if (key == ignored) return {};
+  // The seed picks the samples data.split holds out; nothing else the checks
+  // read depends on it (the weights it draws are not built by them).
+  if (key == "seed" && !checks.seed_splits_data) return {};
   // The schedule's warmup and decay steps are checked against the run's
   // length; anything else but the optimizer is read as it is.
   if (!key.starts_with("optimizer.")) return override_text;
   // The rest of the optimizer counts only in the memory plan, and there only
   // by the state the optimizer keeps: its type, and whether SGD has momentum.
-  if (!plans_memory) return {};
+  if (!checks.plans_memory) return {};
   if (key == "optimizer.momentum") {
     const std::string value = override_text.substr(override_text.find('=') + 1);
     char* end = nullptr;

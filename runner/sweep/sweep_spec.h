@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "runner/config/config.h"
 #include "runner/config/diagnostics.h"
 #include "runner/config/node.h"
 
@@ -108,15 +109,22 @@ bool says_without_effect(const config::Diagnostic& warning);
 std::vector<config::Diagnostic> swept_without_effect(
     const SweepSpec& spec, const std::vector<config::Diagnostic>& warnings);
 
+// What decides which settings a trial's checks read.
+struct ChecksRead {
+  bool plans_memory = false;      // on the CPU: the memory plan counts the optimizer's state
+  bool seed_splits_data = false;  // data.split holds out samples that `seed` picks
+};
+ChecksRead checks_read(const config::Config& trial);
+
 // What of the setting `override_text` (KEY=VALUE) the model's and the data's
 // checks (config::run_validation_hooks) read, so that values differing only
 // in what they do not read share one check (a learning-rate sweep opens the
-// data once): "" for the optimizer's scalars, and for the rest of the
-// optimizer unless the checks plan memory (`plans_memory`: on the CPU),
-// which reads of it only the state it keeps (its type, whether SGD has
-// momentum); the override itself for anything else (the schedule's steps are
+// data once): "" for the optimizer's scalars, for the rest of the optimizer
+// unless the checks plan memory, which reads of it only the state it keeps
+// (its type, whether SGD has momentum), and for `seed` unless it splits the
+// data; the override itself for anything else (the schedule's steps are
 // checked against the run's length).
-std::string setting_read_by_checks(const std::string& override_text, bool plans_memory);
+std::string setting_read_by_checks(const std::string& override_text, ChecksRead checks);
 
 // The command line's overrides (KEY=VALUE) that set a key the sweep varies:
 // every trial would replace their value, so `trainer sweep` refuses them

@@ -95,8 +95,8 @@ TEST_CASE("trainer eval gives a checkpoint's recorded metrics again") {
   CHECK_THAT(newest.out,
              Catch::Contains("note: the run's best evaluation by eval.loss was at step " +
                              std::to_string(best_step) + " (") &&
-                 Catch::Contains("whose checkpoint was not kept (checkpoint.keep_best: 0); this "
-                                 "is the best of those kept, step 48"));
+                 Catch::Contains("whose weights no kept checkpoint holds (checkpoint.keep_best: "
+                                 "0); this is the best of those kept, step 48"));
   // A checkpoint folder's path works too.
   CHECK(eval_json((tmp / "run") + " --checkpoint " +
                   (tmp / "run/checkpoints/step-00000032"))["step"] == 32);

@@ -132,8 +132,9 @@ std::string best_not_kept_note(const std::string& run_dir, const config::Config&
   }
   if (!best || !(maximize ? *best > *chosen.metric : *best < *chosen.metric)) return {};
   return fmt::format(
-      "note: the run's best evaluation by {} was at step {} ({:.6g}), whose checkpoint was not "
-      "kept (checkpoint.keep_best: {}); this is the best of those kept, step {} ({:.6g}); "
+      "note: the run's best evaluation by {} was at step {} ({:.6g}), whose weights no kept "
+      "checkpoint holds (checkpoint.keep_best: {}); this is the best of those kept, step {} "
+      "({:.6g}); "
       "checkpoint.keep_best: 1 keeps the best one\n",
       metric, best_step, *best, config.checkpoint.keep_best, chosen.step, *chosen.metric);
 }

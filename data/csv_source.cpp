@@ -152,6 +152,8 @@ void check_unique_names(const std::string& path, const std::vector<std::string>&
                         std::int64_t line_number) {
   std::unordered_map<std::string_view, std::size_t> first_of;
   for (std::size_t c = 0; c < names.size(); ++c) {
+    // Columns without a name are not chosen by it (open_csv says what to do).
+    if (names[c].find_first_not_of(" \t") == std::string::npos) continue;
     const auto [at, added] = first_of.emplace(names[c], c);
     if (added) continue;
     bool fractional = false;
@@ -233,11 +235,16 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       // the samples were written in.
       if (o.header && names[c].find_first_not_of(" \t") == std::string::npos)
         throw SourceFieldError(
-            "features", line_place(o.path, line_number) + ": column " + std::to_string(c + 1) +
-                            " has no name in the header, as pandas' DataFrame.to_csv writes its "
-                            "index (the row numbers): among the features it would give the "
-                            "model the order the rows were written in; write the file with "
-                            "to_csv(index=False), or list the columns to use in `features`");
+            "features",
+            line_place(o.path, line_number) + ": column " + std::to_string(c + 1) +
+                " has no name in the header" +
+                (c == 0 ? ", as pandas' DataFrame.to_csv writes its index (the row numbers): "
+                          "among the features it would give the model the order the rows were "
+                          "written in; write the file with to_csv(index=False), or list the "
+                          "columns to use in `features`"
+                        : " (a delimiter too many at the end of the line?): name it, or list "
+                          "the columns to use in `features`") +
+                " ('' names it there, to keep it as a run before this check did)");
       feature_columns.push_back(c);
     }
   } else {

@@ -12,13 +12,10 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <functional>
 #include <iostream>
-#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -34,8 +31,6 @@
 
 namespace trainer {
 namespace {
-
-constexpr int kUsageError = 2;
 
 // A KEY=VALUE where the config file goes: an override, when no file has that name.
 bool is_override(const std::string& arg) {

@@ -16,8 +16,6 @@
 namespace trainer {
 namespace {
 
-constexpr int kUsageError = 2;
-
 // An allocation of host memory that failed outside the planned arena (which
 // reports its own figures): what ran out, and what to check. A constant:
 // reporting it must not need memory.

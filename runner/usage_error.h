@@ -7,6 +7,9 @@
 
 namespace trainer {
 
+// The exit code of a usage or configuration error (1: a runtime failure).
+inline constexpr int kUsageError = 2;
+
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -215,14 +215,27 @@ TEST_CASE("a bad override value points at the value's column") {
   // A '#' after a space would start a YAML comment: the value would lose its end.
   CHECK(only_error(kGood + "minimal.yaml", {"output.dir=runs #2"}) ==
         "<command line>:1:17: error: output.dir: '#2' would be read as a YAML comment (a '#' "
-        "after a space starts one), leaving 'runs' (in override 1 'output.dir=runs #2')\n"
-        "    quote the value in YAML inside the shell's quotes: 'output.dir=\"runs #2\"'");
+        "that starts a value or follows a space starts one), leaving 'runs' (in override 1 "
+        "'output.dir=runs #2')\n"
+        "    quote the value in YAML, inside the shell's quotes: 'output.dir=\"runs #2\"'");
   CHECK_THAT(only_error(kGood + "minimal.yaml", {"output.dir=#2"}),
              Catch::Contains("leaving no value"));
-  // Quoted, or a '#' inside a word: part of the value, as YAML reads it.
-  CHECK(load_config(kGood + "minimal.yaml", {"output.dir='runs #2'"}).output.dir == "runs #2");
-  CHECK(load_config(kGood + "minimal.yaml", {"output.dir=\"a \\\" #2\""}).output.dir == "a \" #2");
-  CHECK(load_config(kGood + "minimal.yaml", {"output.dir=runs#2"}).output.dir == "runs#2");
+  // A quote inside a plain value is a character: the '#' after it starts a comment.
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"output.dir=x 'y #z'"}),
+             Catch::Contains("'#z'' would be read as a YAML comment") &&
+                 Catch::Contains("quote the string that holds the '#' in YAML"));
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"devices=[0, 1] # two"}),
+             Catch::Contains("'# two' would be read as a YAML comment"));
+  // Quoted (a doubled quote, an escaped one, JSON's "key":"value"), or a '#'
+  // inside a word: part of the value, as YAML reads it.
+  const auto dir_of = [](const std::string& override_text) {
+    return load_config(kGood + "minimal.yaml", {override_text}).output.dir;
+  };
+  CHECK(dir_of("output.dir='runs #2'") == "runs #2");
+  CHECK(dir_of("output.dir='it''s #2'") == "it's #2");
+  CHECK(dir_of("output.dir=\"a \\\" #2\"") == "a \" #2");
+  CHECK(dir_of("output.dir=runs#2") == "runs#2");
+  CHECK(dir_of("output={\"dir\":\"a #2\",\"tensorboard\":false}") == "a #2");
   // A count that the compute threads' int could not hold.
   CHECK_THAT(only_error(kGood + "minimal.yaml", {"backend.threads=4294967297"}),
              Catch::Contains("backend.threads: expected an integer >= 0 and <= 4096"));

@@ -734,6 +734,17 @@ TEST_CASE("a CSV column without a name (pandas' index) is not taken as a feature
                                      Contains("to_csv(index=False)"));
   o.features = {"a", "b"};  // listed: the index is left out
   CHECK(open_csv(o)->sample_shape() == trainer::Shape{2});
+  o.features = {"", "a", "b"};  // or kept, by its empty name
+  CHECK(open_csv(o)->sample_shape() == trainer::Shape{3});
+  // Two levels of index: the same advice, not two columns of one name.
+  write_text(path, ",,a,label\n0,0,0.5,0\n0,1,0.1,1\n");
+  o.features = {};
+  CHECK_THROWS_WITH(open_csv(o), Contains("column 1 has no name") && Contains("to_csv"));
+  // Another column without a name: no talk of pandas.
+  write_text(path, "a,b,,label\n0.5,0.2,1,0\n0.1,0.2,1,1\n");
+  CHECK_THROWS_WITH(open_csv(o), Contains("column 3 has no name in the header (a delimiter too "
+                                          "many") &&
+                                     !Contains("pandas"));
   o.header = false;  // no header: columns are numbered, none is unnamed
   o.label = "3";
   o.features = {};

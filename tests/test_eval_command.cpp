@@ -569,7 +569,8 @@ TEST_CASE("trainer eval where the training data is gone: the eval source stands 
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("eval: the training data cannot be opened here "
                                     "(data.train.path: cannot open the csv source") &&
-                        Catch::Contains("data.eval gives the model's input shape and classes"));
+                        Catch::Contains("data.eval gives the model's input shape instead, and "
+                                        "the classes come from its `classes:`"));
   const auto json = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   CHECK(json["samples"] == 24);
   CHECK(json["loss"].get<double>() == records.at(8)["loss"].get<double>());
@@ -622,7 +623,8 @@ TEST_CASE("trainer eval where the training data is gone: the stand-in keeps the 
   auto r = run_trainer("eval " + (tmp / "run") + " --json", true);
   INFO(r.out);
   CHECK(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("data.eval gives the model's input shape and classes"));
+  CHECK_THAT(r.out, Catch::Contains("data.eval gives the model's input shape instead, and the "
+                                    "classes come from the run's manifest (4)"));
   const auto json = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   const auto expected =
       nlohmann::json::parse(with_training_data.out.substr(with_training_data.out.find('{')));

@@ -498,6 +498,15 @@ TEST_CASE("a swept `devices` is checked on this machine before any trial runs") 
   INFO(read_text(tmp / "2.log"));
   CHECK(read_text(tmp / "2.log").find("error: sweep.grid.devices: with devices=[99]") !=
         std::string::npos);
+  // The config's own devices: its error once, not each swept value's.
+  write_text(tmp / "own.yaml", tiny_experiment(64) +
+                                   "devices: [99]\nsweep:\n  grid:\n    train.batch_size: [16, "
+                                   "32]\n");
+  CHECK(run_to_end({"validate", tmp / "own.yaml"}, tmp / "3.log") == 2);
+  INFO(read_text(tmp / "3.log"));
+  CHECK(read_text(tmp / "3.log").find("error: devices:") != std::string::npos);
+  CHECK(read_text(tmp / "3.log").find("sweep.grid.train.batch_size") == std::string::npos);
+  CHECK(read_text(tmp / "3.log").find("1 error") != std::string::npos);
 }
 
 TEST_CASE("a sweep directory refuses trials of a changed config and resumes an unchanged one") {

@@ -242,7 +242,8 @@ TEST_CASE("a second document is an error at the '---' that starts it") {
   for (const auto& [text, line] : std::vector<std::pair<std::string, int>>{
            {"a: 1\n---\nb: 2\n", 2},
            {"# a comment\n---\na: 1\n---\n", 4},  // the first '---' opens the one document
-           {"a: 1\n--- # another\n", 2}}) {
+           {"a: 1\n--- # another\n", 2},
+           {"a: 1\n---\t\nb: 2\n", 2}}) {
     INFO(text);
     Diagnostics d;
     parse_yaml(text, "t.yaml", d);
@@ -253,14 +254,24 @@ TEST_CASE("a second document is an error at the '---' that starts it") {
                                      "    remove this '---' line and what follows it, or put that "
                                      "in a file of its own");
   }
-  // No '---' line: a value that goes on past its end (an override's).
-  Diagnostics d;
-  parse_yaml("\"1\"\"6\"", "t.yaml", d);
-  REQUIRE(d.size() == 1);
-  CHECK(format(d.list()[0]) ==
-        "t.yaml:1:1: error: expected one YAML value, found more after its end\n"
-        "    a quoted string ends at its closing quote: quote the whole value, or remove what "
-        "follows it");
+  // A '...' line ends the first document.
+  Diagnostics ended;
+  parse_yaml("a: 1\n...\nb: 2\n", "t.yaml", ended);
+  REQUIRE(ended.size() == 1);
+  CHECK(format(ended.list()[0]) ==
+        "t.yaml:2:1: error: expected one YAML document, found a second one after this end of the "
+        "first\n    remove this '...' line and what follows it, or put that in a file of its own");
+  // No such line: a value that goes on past its end (an override's).
+  for (const char* value : {"\"1\"\"6\"", "[a]b"}) {
+    INFO(value);
+    Diagnostics d;
+    parse_yaml(value, "t.yaml", d);
+    REQUIRE(d.size() == 1);
+    CHECK_THAT(format(d.list()[0]),
+               Catch::StartsWith("t.yaml:1:1: error: expected one YAML value, found more after "
+                                 "its end\n    a quoted string ends at its closing quote, a list "
+                                 "at its ']'"));
+  }
 }
 
 TEST_CASE("a list or map takes only its own core tag; another is an error at it") {

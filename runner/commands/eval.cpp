@@ -5,6 +5,7 @@
 // training data only for the model's input shape and classes, which the
 // config's eval source gives when the training data is gone.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -139,6 +140,28 @@ std::string best_not_kept_note(const std::string& run_dir, const config::Config&
       metric, best_step, *best, config.checkpoint.keep_best, chosen.step, *chosen.metric);
 }
 
+// `text` with each mention of config key `from` (as in "data.train.classes:
+// 4", not inside a file name such as "my.data.train.csv") made `to`.
+std::string key_mentions_replaced(std::string text, const std::string& from,
+                                  const std::string& to) {
+  const auto part_of_name = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '/' ||
+           c == '.';
+  };
+  for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+    const std::size_t end = at + from.size();
+    const bool key = (at == 0 || !part_of_name(text[at - 1])) &&
+                     (end == text.size() || text[end] == '.' || !part_of_name(text[end]));
+    if (key) {
+      text.replace(at, from.size(), to);
+      at += to.size();
+    } else {
+      at = end;
+    }
+  }
+  return text;
+}
+
 // The session of the run's config. When the training data cannot be opened
 // here (a run directory copied to a machine that holds only the test set) and
 // the config has an eval source of its own, the eval source stands in for it:
@@ -155,18 +178,22 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
     for (const auto& d : e.diagnostics().list())
       if (d.key_path.rfind("data.train", 0) != 0) throw;
     const config::Diagnostic& first = e.diagnostics().list().front();
-    std::fprintf(stderr,
-                 "eval: the training data cannot be opened here (%s: %s); data.eval gives the "
-                 "model's input shape and classes instead\n",
-                 first.key_path.c_str(), first.message.c_str());
     config.data.train = *config.data.eval;
     config.data.split = 0;
     // An evaluation set may lack the largest classes: its labels alone would
     // count fewer than the model was built for.
-    if (auto& attrs = config.data.train->attrs;
-        attrs.has("classes") && attrs.get_int("classes") == 0)
-      if (const std::int64_t classes = train::recorded_class_count(run_dir); classes > 0)
-        attrs.set("classes", classes);
+    std::string classes_from = "the source";
+    if (auto& attrs = config.data.train->attrs; attrs.has("classes")) {
+      const std::int64_t recorded = train::recorded_class_count(run_dir);
+      classes_from = attrs.get_int("classes") > 0 ? "its `classes:`"
+                     : recorded > 0 ? "the run's manifest (" + std::to_string(recorded) + ")"
+                                    : "its largest label";
+      if (attrs.get_int("classes") == 0 && recorded > 0) attrs.set("classes", recorded);
+    }
+    std::fprintf(stderr,
+                 "eval: the training data cannot be opened here (%s: %s); data.eval gives the "
+                 "model's input shape instead, and the classes come from %s\n",
+                 first.key_path.c_str(), first.message.c_str(), classes_from.c_str());
     try {
       return train::prepare_eval_session(config, train::recorded_class_names(run_dir));
     } catch (const config::ConfigError& stand_in) {  // the eval data fails too: both, by name
@@ -179,9 +206,7 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
         }
         // What the stand-in's errors say of data.train, they say of data.eval.
         for (std::string* text : {&d.message, &d.suggestion})
-          for (std::size_t at = text->find("data.train"); at != std::string::npos;
-               at = text->find("data.train", at + 9))
-            text->replace(at, 10, "data.eval");
+          *text = key_mentions_replaced(*text, "data.train", "data.eval");
         both.add(std::move(d));
       }
       both.throw_if_any();

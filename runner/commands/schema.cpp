@@ -9,6 +9,7 @@
 #include "runner/commands/config_commands.h"
 #include "runner/config/json_schema.h"
 #include "runner/config/reference.h"
+#include "runner/usage_error.h"
 
 namespace trainer {
 namespace {
@@ -38,8 +39,8 @@ bool write_file(const std::filesystem::path& path, const std::string& text) {
 }  // namespace
 
 int command_schema(const std::string& out_dir) {
+  // A --out folder that cannot be written: a usage error.
   const std::filesystem::path dir = out_dir.empty() ? "." : out_dir;
-  constexpr int kUsageError = 2;  // a --out folder that cannot be written
   if (!write_file(dir / "schemas" / "trainer.schema.json", config::config_json_schema_text()))
     return kUsageError;
   if (!write_file(dir / "docs" / "config-reference.md", config::config_reference_markdown()))

@@ -96,9 +96,11 @@ void check_swept_values(const CommandArgs& args, const std::vector<std::string>&
       if (const std::string read = sweep::setting_read_by_checks(swept, sweep::checks_read(config));
           !read.empty() && checked_settings.insert(read).second) {
         config::run_validation_hooks(config);
-        config::Diagnostics devices;
-        train::check_devices(config, devices);  // a swept `devices`, on this machine
-        devices.throw_if_any();
+        if (sv.key == "devices" || sv.key.starts_with("devices.")) {
+          config::Diagnostics devices;  // the GPUs a swept `devices` lists, on this machine
+          train::check_devices(config, devices);
+          devices.throw_if_any();
+        }
       }
     } catch (const config::ConfigError& e) {
       for (const config::Diagnostic& d : e.diagnostics().list()) {
@@ -199,19 +201,39 @@ void check_every_sample(const config::Config& config, config::Diagnostics& diags
               seconds, digests.c_str());
 }
 
-// Where the run directories go (<output.dir>/<name>), as far as it exists: a
-// file there or above it would stop `trainer run` when it makes the run's
-// folder.
-void check_output_dir(const config::Config& config, config::Diagnostics& diags) {
+// Where the run directories go (<output.dir>/<name>), as far as it exists:
+// a file there or above it, or a link to nothing, would stop `trainer run`
+// (without --out, which validate does not know of) when it makes the run's
+// folder. A warning: a run given --out goes elsewhere.
+void warn_run_dir_parent(const config::Config& config, std::vector<config::Diagnostic>& warnings) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path path = fs::absolute(fs::path(config.output.dir) / config.name, ec).lexically_normal();
-  while (!ec && !fs::exists(path, ec) && path != path.parent_path()) path = path.parent_path();
-  if (ec || fs::is_directory(path, ec)) return;
-  diags.add(train::mark_of(config, "output.dir"), "output.dir",
-            "'" + path.string() + "' is a file, where the run directories (" +
-                (fs::path(config.output.dir) / config.name / "TIME").string() + ") need a folder",
-            "move the file aside, or choose another output.dir (or `trainer run --out DIR`)");
+  // As the system walks it: "file/.." fails at the file.
+  fs::path path = fs::absolute(fs::path(config.output.dir) / config.name, ec);
+  std::vector<fs::path> walk;
+  for (fs::path p = path; !ec; p = p.parent_path()) {
+    walk.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  std::string problem;
+  for (auto it = walk.rbegin(); it != walk.rend() && problem.empty(); ++it) {
+    const fs::file_status link = fs::symlink_status(*it, ec);
+    if (ec || link.type() == fs::file_type::not_found) break;  // made by the run from here
+    const fs::file_status target = fs::status(*it, ec);
+    if (fs::is_symlink(link) && target.type() == fs::file_type::not_found)
+      problem = "is a link to nothing (" + fs::read_symlink(*it, ec).string() + ")";
+    else if (target.type() != fs::file_type::not_found && !fs::is_directory(target))
+      problem = "is a file";
+    if (!problem.empty()) path = *it;
+    ec.clear();
+  }
+  if (problem.empty()) return;
+  warnings.push_back(
+      {train::mark_of(config, "output.dir"), "output.dir",
+       "'" + path.lexically_normal().string() + "' " + problem + ", where the run directories (" +
+           (fs::path(config.output.dir) / config.name / "TIME").string() +
+           ") need a folder: `trainer run` without --out would stop there",
+       "move it aside, or choose another output.dir or name (or `trainer run --out DIR`)"});
 }
 
 }  // namespace
@@ -247,7 +269,7 @@ int command_validate(const CommandArgs& args) {
   const std::uint64_t trials =
       check_sweep_section(args, config, base.mended_by, diags, sweep_warnings);
   train::check_devices(config, diags);  // the GPUs it lists, on this machine
-  check_output_dir(config, diags);
+  warn_run_dir_parent(config, session_warnings);
   diags.throw_if_any();
   if (args.read_data) check_every_sample(config, diags);  // the config is sound: read the data
   diags.throw_if_any();

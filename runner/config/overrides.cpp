@@ -115,26 +115,69 @@ void mark_all(Node& node, const Mark& mark) {
   for (Node& item : node.items()) mark_all(item, mark);
 }
 
-// Where a YAML comment starts in an override's value: a '#' after a space or
-// a tab, outside quotes; npos when there is none. On a command line it is
-// almost always part of the value (`output.dir=runs #2`), which the YAML
-// reader would cut off there.
+// Whether `a` and `b` read alike (kinds, keys, scalar texts and quoting),
+// with `ordinary` in `b` standing for a '#'.
+bool same_value(const Node& a, const Node& b, const std::string& ordinary) {
+  const auto restored = [&](std::string text) {
+    for (std::size_t at = text.find(ordinary); at != std::string::npos;
+         at = text.find(ordinary, at + 1))
+      text.replace(at, ordinary.size(), "#");
+    return text;
+  };
+  if (a.kind() != b.kind() || a.size() != b.size()) return false;
+  if (a.is_scalar()) return a.quoted() == b.quoted() && a.text() == restored(b.text());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a.is_map() && a.key_at(i) != restored(b.key_at(i))) return false;
+    if (!same_value(a.value_at(i), b.value_at(i), ordinary)) return false;
+  }
+  return true;
+}
+
+// Where a YAML comment starts in an override's value, npos when none does: a
+// '#' at the start or after a space or a tab that the YAML reader reads as
+// one (the value reads otherwise, or not at all, with that '#' an ordinary
+// character). On a
+// command line it is almost always part of the value (`output.dir=runs #2`),
+// which the reader would cut off there.
 std::size_t comment_start(const std::string& value) {
-  char quote = 0;
-  for (std::size_t i = 0; i < value.size(); ++i) {
-    const char c = value[i];
-    if (quote == '"' && c == '\\') {
-      ++i;  // an escaped character, a quote among them
-    } else if (quote) {
-      if (c == quote) quote = 0;  // '' inside single quotes closes and reopens: the same
-    } else if ((c == '"' || c == '\'') &&
-               (i == 0 || std::string_view(" \t[{,").find(value[i - 1]) != std::string::npos)) {
-      quote = c;  // a quoted scalar starts (inside a plain one a quote is a character)
-    } else if (c == '#' && (i == 0 || value[i - 1] == ' ' || value[i - 1] == '\t')) {
-      return i;
-    }
+  const std::string ordinary = "\xEE\x80\x80";  // U+E000, a private-use character
+  if (value.find('#') == std::string::npos || value.find(ordinary) != std::string::npos)
+    return std::string::npos;
+  Diagnostics ignored;
+  bool ok = true;
+  const Node as_written = parse_yaml(value, kCommandLine, ignored, &ok);
+  if (!ok) return std::string::npos;  // the reader's own error says what is wrong
+  for (std::size_t at = value.find('#'); at != std::string::npos; at = value.find('#', at + 1)) {
+    if (at > 0 && value[at - 1] != ' ' && value[at - 1] != '\t') continue;
+    std::string plain = value;
+    plain.replace(at, 1, ordinary);
+    bool plain_ok = true;
+    const Node read = parse_yaml(plain, kCommandLine, ignored, &plain_ok);
+    // Text the reader cannot take where the comment was (after a flow map's
+    // end) is a comment too.
+    if (!plain_ok || !same_value(as_written, read, ordinary)) return at;
   }
   return std::string::npos;
+}
+
+// The error for an override's value `value` whose '#' at `comment` starts a
+// comment, with the override to give instead where one fits (a plain string
+// quoted; a value with quotes, lists or maps of its own is the user's to quote).
+void report_comment(const std::string& value, std::size_t comment, const std::string& key,
+                    const Mark& at, Diagnostics& diags) {
+  const std::size_t kept_end = value.find_last_not_of(" \t", comment == 0 ? 0 : comment - 1);
+  const bool nothing_kept = comment == 0 || kept_end == std::string::npos;
+  const bool plain_string = value.find_first_of("\"'[]{}\\") == std::string::npos;
+  diags.add(
+      at, key,
+      "'" + value.substr(comment) +
+          "' would be read as a YAML comment (a '#' that starts a value or follows a space "
+          "starts one), leaving " +
+          (nothing_kept ? std::string("no value") : "'" + value.substr(0, kept_end + 1) + "'"),
+      plain_string
+          ? "quote the value in YAML, inside the shell's quotes: '" + key + "=\"" + value + "\"'"
+          : "quote the string that holds the '#' in YAML (\"...\"), or leave the "
+            "comment out");
 }
 
 void apply_one(Node& root, const std::string& text, int line, const std::optional<Mark>& origin,
@@ -175,15 +218,8 @@ void apply_one(Node& root, const std::string& text, int line, const std::optiona
 
   const std::string value_text = text.substr(eq + 1);
   if (const std::size_t comment = comment_start(value_text); comment != std::string::npos) {
-    diags.add(
-        {kCommandLine, line, static_cast<int>(eq + comment) + 2}, key,
-        "'" + value_text.substr(comment) +
-            "' would be read as a YAML comment (a '#' after a space starts one), leaving " +
-            (value_text.find_first_not_of(" \t") == comment
-                 ? std::string("no value")
-                 : "'" + value_text.substr(0, value_text.find_last_not_of(" \t", comment - 1) + 1) +
-                       "'"),
-        "quote the value in YAML inside the shell's quotes: '" + key + "=\"" + value_text + "\"'");
+    report_comment(value_text, comment, key,
+                   {kCommandLine, line, static_cast<int>(eq + comment) + 2}, diags);
     return;
   }
   bool ok = true;

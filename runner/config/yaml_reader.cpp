@@ -422,18 +422,27 @@ std::optional<std::pair<Mark, std::string>> find_unreadable_byte(const std::stri
   return std::nullopt;
 }
 
-// The mark of the '---' line that starts a second document: the first one
-// after a line with content (a document may open with one of its own);
-// nullopt when no line starts one.
-std::optional<Mark> second_document_marker(const std::string& text, const std::string& file,
-                                           int line_offset, int column_offset) {
+// The mark of the '---' (or '...') line that starts a second document (or
+// ends the first): the first one after a line with content (a document may
+// open with '---' of its own); nullopt when no line is one.
+struct DocumentMarker {
+  Mark mark;
+  std::string text;  // "---" or "..."
+};
+std::optional<DocumentMarker> second_document_marker(const std::string& text,
+                                                     const std::string& file, int line_offset,
+                                                     int column_offset) {
   bool content = false;
   int line = 1;
   for (std::size_t start = 0; start < text.size(); ++line) {
     const std::size_t end = std::min(text.find('\n', start), text.size());
     const std::string_view row(text.data() + start, end - start);
-    const bool marker = row.starts_with("---") && (row.size() == 3 || row[3] == ' ');
-    if (marker && content) return Mark{file, line + line_offset, 1 + column_offset};
+    // "---" starts a document, "..." ends one: either, alone or before a blank.
+    const bool marker = (row.starts_with("---") || row.starts_with("...")) &&
+                        (row.size() == 3 || row[3] == ' ' || row[3] == '\t');
+    if (marker && content)
+      return DocumentMarker{{file, line + line_offset, 1 + column_offset},
+                            std::string(row.substr(0, 3))};
     if (!marker && !row.empty() && row.front() != '#') content = true;
     start = end + 1;
   }
@@ -488,14 +497,19 @@ Node parse_yaml(const std::string& raw_text, const std::string& file, Diagnostic
     Diagnostics ignored;
     TreeBuilder second(text, file, ignored, line_offset, column_offset);
     if (parser.HandleNextDocument(second)) {
-      if (const auto marker = second_document_marker(text, file, line_offset, column_offset))
-        diags.add(*marker, "", "expected one YAML document, found a second one starting here",
-                  "remove this '---' line and what follows it, or put that in a file of its own");
-      else  // a value that goes on after its end: "1""6", a quoted string and more
+      if (const auto marker = second_document_marker(text, file, line_offset, column_offset)) {
+        diags.add(marker->mark, "",
+                  "expected one YAML document, found a second one " +
+                      std::string(marker->text == "..." ? "after this end of the first"
+                                                        : "starting here"),
+                  "remove this '" + marker->text +
+                      "' line and what follows it, or put that in a file of its own");
+      } else {  // a value that goes on past its end: "1""6", [a]b, {a: 1} x
         diags.add({file, 1 + line_offset, 1 + column_offset}, "",
                   "expected one YAML value, found more after its end",
-                  "a quoted string ends at its closing quote: quote the whole value, or remove "
-                  "what follows it");
+                  "a quoted string ends at its closing quote, a list at its ']' and a map at its "
+                  "'}': quote the whole value, or remove what follows its end");
+      }
       if (ok) *ok = false;
     }
   } catch (const YAML::DeepRecursion& e) {

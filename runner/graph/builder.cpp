@@ -910,7 +910,8 @@ class Builder {
                    "expected a factor from " + config::format_number(kFloat32Smallest) + " to " +
                        config::format_number(kFloat32Largest) + ", found " +
                        config::describe(value),
-                   "the rate times the factor is computed in float32, which holds no other");
+                   "the optimizer multiplies the rate by the factor in float32: outside the "
+                   "range optimizer.lr takes, the layer's rate would come out 0 or infinite");
         continue;
       }
       if (!factor || !(*factor > 0)) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runner/config/config.h"
 #include "runner/config/diagnostics.h"
 #include "runner/config/emit.h"
 #include "runner/config/overrides.h"

@@ -24,9 +24,12 @@
 #include <utility>
 #include <vector>
 
-#include "runner/config/config.h"
 #include "runner/config/diagnostics.h"
 #include "runner/config/node.h"
+
+namespace trainer::config {
+struct Config;
+}  // namespace trainer::config
 
 namespace trainer::sweep {
 

@@ -319,21 +319,23 @@ std::vector<std::string> recorded_class_names(const std::string& dir) {
 
 std::int64_t recorded_class_count(const std::string& dir) {
   const nlohmann::json manifest = read_manifest(dir);
-  // The newest record: a resume's, or the run's start.
-  const nlohmann::json* data = nullptr;
+  // The newest record that says: a resume's, else the run's start (an older
+  // trainer's resume records none).
+  std::vector<const nlohmann::json*> records;
   if (const auto resumes = manifest.find("resumes");
-      resumes != manifest.end() && resumes->is_array() && !resumes->empty() &&
-      resumes->back().is_object() && resumes->back().contains("data"))
-    data = &resumes->back()["data"];
-  else if (manifest.contains("data"))
-    data = &manifest["data"];
-  if (!data || !data->is_object() || !data->contains("train")) return 0;
-  const nlohmann::json& train = (*data)["train"];
-  if (!train.is_object() || !train.contains("classes")) return 0;
-  const nlohmann::json& classes = train["classes"];
-  return classes.is_number_integer() && classes.get<std::int64_t>() > 0
-             ? classes.get<std::int64_t>()
-             : 0;
+      resumes != manifest.end() && resumes->is_array() && !resumes->empty())
+    records.push_back(&resumes->back());
+  records.push_back(&manifest);
+  for (const nlohmann::json* record : records) {
+    if (!record->is_object() || !record->contains("data")) continue;
+    const nlohmann::json& data = (*record)["data"];
+    if (!data.is_object() || !data.contains("train") || !data["train"].is_object()) continue;
+    const nlohmann::json& train = data["train"];
+    if (const auto classes = train.find("classes");
+        classes != train.end() && classes->is_number_integer() && classes->get<std::int64_t>() > 0)
+      return classes->get<std::int64_t>();
+  }
+  return 0;
 }
 
 std::string recorded_path(const std::string& path) {

@@ -66,7 +66,7 @@ RestoredStatistics restore_normalize_statistics(const std::string& dir, config::
 std::vector<std::string> recorded_class_names(const std::string& dir);
 
 // The number of classes the run in `dir` built its model for (manifest.json
-// data.train.classes, of its newest session); 0 when it recorded none.
+// data.train.classes, of the newest session that recorded it); 0 when none did.
 std::int64_t recorded_class_count(const std::string& dir);
 
 // A checkpoint's path as summary.json records it: absolute, so that it

@@ -247,6 +247,12 @@ TEST_CASE("trainer lr-find warns of no setting it gives itself") {
                                                "early_stopping: {patience: 3, metric: "
                                                "eval.accuracy, mode: max}}\n"),
              !Catch::Contains(": warning:"));
+  // Nor is a setting of the schedule it replaces (its own warning says so).
+  const std::string replaced =
+      output_of("schedule", synthetic +
+                                "train: {batch_size: 8}\nschedule: {type: cosine, "
+                                "max_lr: 5}\n");
+  CHECK_THAT(replaced, !Catch::Contains(": warning:"));
 }
 
 TEST_CASE("trainer lr-find fails like a run on an error that is not divergence") {

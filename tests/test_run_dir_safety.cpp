@@ -864,6 +864,8 @@ TEST_CASE("a resumed session that trains says so in summary.json until it record
   REQUIRE(run_to_end(run_args(tmp / "tiny.yaml", dir, {"train.max_steps=14"}), tmp / "run.log") ==
           0);
   REQUIRE(summary_of(dir)["status"] == "complete");
+  const auto epochs = summary_of(dir)["epochs"].get<std::int64_t>();
+  REQUIRE(epochs == 1);  // 14 steps of an epoch's 128
   const std::size_t lines = read_lines(dir + "/metrics.jsonl").size();
   {
     // Killed outright while it trains on: nothing of the earlier end is left.
@@ -876,6 +878,7 @@ TEST_CASE("a resumed session that trains says so in summary.json until it record
   CHECK(summary["status"] == "running");
   CHECK(summary["steps"] == 14);
   CHECK(summary["resumed_at_step"] == 14);
+  CHECK(summary["epochs"] == epochs);
   CHECK(summary["last_checkpoint"].get<std::string>().ends_with("step-00000014"));
   // The next resume goes on from the newest checkpoint and records its end.
   std::int64_t newest = 0;

@@ -98,6 +98,15 @@ nlohmann::json reading_json(const train::RangeTestReading& r, const std::string&
       {"stopped_by", stopped_by.empty() ? nlohmann::json() : nlohmann::json(stopped_by)}};
 }
 
+// Whether `key` is one of `settings` (KEY=VALUE) sets: the same key, or a key
+// under it (schedule.type under schedule).
+bool set_by(const std::string& key, const std::vector<std::string>& settings) {
+  return std::any_of(settings.begin(), settings.end(), [&](const std::string& setting) {
+    const std::string set = config::override_key(setting);
+    return key == set || key.starts_with(set + ".");
+  });
+}
+
 // The user's overrides that no forced setting replaces; warns of each one
 // that one does (the same key, or a key under it: schedule.type under
 // schedule), saying which flag sets it instead, where one does.
@@ -110,8 +119,7 @@ std::vector<std::string> kept_overrides(const std::vector<std::string>& override
     for (const std::string& forced : forced_settings) {
       const std::string forced_key = config::override_key(forced);
       // The name is the user's (an override's too), with "-lr-find" after it.
-      if (forced_key == "name") continue;
-      if (key != forced_key && !key.starts_with(forced_key + ".")) continue;
+      if (forced_key == "name" || !set_by(key, {forced})) continue;
       std::string instead;
       if (forced_key == "train.max_steps") instead = " (--steps sets it)";
       if (forced_key == "optimizer.lr") instead = " (--min-lr sets the first rate)";
@@ -169,7 +177,10 @@ int command_lr_find(const CommandArgs& given) {
   // The closing evaluation short, where there is one (without, the setting
   // would only be warned of as without effect).
   if (user.data.eval || user.data.split > 0) forced_settings.push_back("train.eval_batches=1");
-  print_config_warnings(user);
+  // The config's warnings, but of the settings lr-find replaces (said below).
+  for (const config::Diagnostic& warning : user.warnings)
+    if (!set_by(warning.key_path, forced_settings))
+      std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
   args.warnings_shown = true;
   args.overrides = kept_overrides(given.overrides, forced_settings);
   for (const std::string& forced : forced_settings) args.overrides.push_back(forced);

@@ -334,7 +334,8 @@ void TrainLoop::record_session_running() const {
   if (!collective_.is_root()) return;
   nlohmann::json summary = {{"status", "running"},
                             {"steps", resumed_.step},
-                            {"epochs", epoch_},
+                            // counted as the end counts them: one begun counts
+                            {"epochs", resumed_.epoch + (resumed_.epoch_step > 0 ? 1 : 0)},
                             {"resumed_at_step", resumed_.step}};
   if (!resumed_from_.empty()) {
     summary["resumed_from"] = recorded_path(resumed_from_);

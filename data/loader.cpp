@@ -248,9 +248,11 @@ void Loader::fill(Slot& slot, std::int64_t epoch, std::int64_t batch,
       pipeline_->apply(buffers.raw.data(), raw_shape_, inputs + r * sample_numel_, options_.seed,
                        epoch, index, buffers.scratch);
     } catch (const std::exception& e) {
-      throw SampleReadError("data loader: sample " + std::to_string(index) + " (epoch " +
-                            std::to_string(epoch) + ", batch " + std::to_string(batch) + ") of " +
-                            dataset_->describe() + ": " + e.what());
+      const std::string where = options_.evaluation ? "evaluation batch " + std::to_string(batch)
+                                                    : "epoch " + std::to_string(epoch) +
+                                                          ", batch " + std::to_string(batch);
+      throw SampleReadError("data loader: sample " + std::to_string(index) + " (" + where +
+                            ") of " + dataset_->describe() + ": " + e.what());
     }
     if (regression_) {
       std::copy_n(buffers.target.data(), target_numel_, slot.view.labels.f32() + r * target_numel_);

@@ -54,6 +54,7 @@ struct LoaderOptions {
   std::int64_t rank = 0;
   std::int64_t world_size = 1;
   bool equal_shards = true;  // false: no wrapped samples, each counted once over the ranks
+  bool evaluation = false;   // an evaluation's: errors name its batch without an epoch
   // Host buffer allocation for the ring. Default: 64-byte aligned malloc. The
   // CUDA build passes cudaHostAlloc / cudaFreeHost when pin_memory is on.
   bool pin_memory = false;

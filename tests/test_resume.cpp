@@ -649,7 +649,10 @@ TEST_CASE("an evaluation that fails keeps the training before it; the resume eva
     CHECK(log.find("the evaluation at step " + std::to_string(failed_at) + " failed: ") !=
           std::string::npos);
     CHECK(log.find("is kept in checkpoint " + kept) != std::string::npos);
+    // The unreadable image is named once, in the one error that says what was kept.
     CHECK(log.find(bad) != std::string::npos);
+    CHECK(log.find(bad, log.find(bad) + 1) == std::string::npos);
+    CHECK(log.find("(evaluation batch ") != std::string::npos);  // no epoch of its own
     REQUIRE(fs::exists(kept));
     CHECK(summary_of(tmp / "failed")["status"] == "failed");
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "data/loader.h"
 #include "runner/checkpoint/stop_signal.h"
 
 namespace trainer::train::loop {
@@ -134,24 +135,32 @@ void TrainLoop::evaluate_keeping_training(std::int64_t epoch_step) {
     // With several ranks the others wait in the evaluation's reductions: no
     // checkpoint can be agreed on.
     if (!saves) throw;
-    log_->error("the evaluation at step {} failed: {}", step_, e.what());
+    // A sample that cannot be read is said once, with what was kept and what
+    // to do (as one met in training is); any other failure is logged first.
+    const bool unreadable_sample = dynamic_cast<const data::SampleReadError*>(&e) != nullptr;
+    const std::string failed = fmt::format("the evaluation at step {} failed: {}", step_, e.what());
+    if (!unreadable_sample) log_->error("{}", failed);
     try {
       save_before();
     } catch (const std::exception& save_error) {
+      if (unreadable_sample) log_->error("{}", failed);
       log_->error("the training since the last checkpoint could not be saved: {}",
                   save_error.what());
       throw;
     }
-    if (step_ < total_steps_)
-      log_->error(
-          "the training up to step {} is kept in checkpoint {}: once what failed is put right, "
-          "`trainer run --resume` makes this evaluation again and goes on",
-          step_, last_checkpoint_);
-    else
-      log_->error(
-          "the training up to step {} (its end) is kept in checkpoint {}: once what failed is "
-          "put right, `trainer eval` evaluates it",
-          step_, last_checkpoint_);
+    const std::string kept =
+        step_ < total_steps_
+            ? fmt::format(
+                  "the training up to step {} is kept in checkpoint {}: once what failed "
+                  "is put right, `trainer run --resume` makes this evaluation again and "
+                  "goes on",
+                  step_, last_checkpoint_)
+            : fmt::format(
+                  "the training up to step {} (its end) is kept in checkpoint {}: once "
+                  "what failed is put right, `trainer eval` evaluates it",
+                  step_, last_checkpoint_);
+    if (unreadable_sample) throw data::SampleReadError(failed + "; " + kept);
+    log_->error("{}", kept);
     throw;
   }
 }

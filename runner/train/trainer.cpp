@@ -46,6 +46,7 @@ data::LoaderOptions eval_loader_options(const Session& s, Backend& backend,
                                         const Collective* collective) {
   data::LoaderOptions o = loader_options(s, false, backend, collective);
   o.equal_shards = false;
+  o.evaluation = true;
   return o;
 }
 

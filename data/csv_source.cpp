@@ -244,7 +244,12 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
                           "columns to use in `features`"
                         : " (a delimiter too many at the end of the line?): name it, or list "
                           "the columns to use in `features`") +
-                " ('' names it there, to keep it as a run before this check did)");
+                (std::count_if(names.begin(), names.end(),
+                               [](const std::string& n) {
+                                 return n.find_first_not_of(" \t") == std::string::npos;
+                               }) == 1
+                     ? " ('' names it there, to keep it as a run before this check did)"
+                     : ""));
       feature_columns.push_back(c);
     }
   } else {

@@ -226,6 +226,19 @@ TEST_CASE("a bad override value points at the value's column") {
                  Catch::Contains("quote the string that holds the '#' in YAML"));
   CHECK_THAT(only_error(kGood + "minimal.yaml", {"devices=[0, 1] # two"}),
              Catch::Contains("'# two' would be read as a YAML comment"));
+  // Right after a list's end or a quote, the reader takes a '#' for one too:
+  // the rest of the list would be gone without a word.
+  CHECK_THAT(
+      only_error(kGood + "minimal.yaml", {"data.transforms=[{type: scale}]#c, {type: normalize}"}),
+      Catch::Contains("'#c, {type: normalize}' would be read as a YAML comment"));
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"output.dir=\"x\"#c"}),
+             Catch::Contains("'#c' would be read as a YAML comment"));
+  // A comment that cuts a flow list short is named, not only the list's end.
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"data.transforms=[{type: scale} #c]"}),
+             Catch::Contains("'#c]' would be read as a YAML comment"));
+  // The suggestion quotes the value without the blanks around it.
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"output.dir= #x"}),
+             Catch::Contains("'output.dir=\"#x\"'"));
   // Quoted (a doubled quote, an escaped one, JSON's "key":"value"), or a '#'
   // inside a word: part of the value, as YAML reads it.
   const auto dir_of = [](const std::string& override_text) {
@@ -236,6 +249,7 @@ TEST_CASE("a bad override value points at the value's column") {
   CHECK(dir_of("output.dir=\"a \\\" #2\"") == "a \" #2");
   CHECK(dir_of("output.dir=runs#2") == "runs#2");
   CHECK(dir_of("output={\"dir\":\"a #2\",\"tensorboard\":false}") == "a #2");
+  CHECK(dir_of("output.dir=http://host/page#part") == "http://host/page#part");
   // A count that the compute threads' int could not hold.
   CHECK_THAT(only_error(kGood + "minimal.yaml", {"backend.threads=4294967297"}),
              Catch::Contains("backend.threads: expected an integer >= 0 and <= 4096"));

@@ -653,6 +653,7 @@ TEST_CASE("an evaluation that fails keeps the training before it; the resume eva
     CHECK(log.find(bad) != std::string::npos);
     CHECK(log.find(bad, log.find(bad) + 1) == std::string::npos);
     CHECK(log.find("(evaluation batch ") != std::string::npos);  // no epoch of its own
+    CHECK(log.find(", batch ") == std::string::npos);
     REQUIRE(fs::exists(kept));
     CHECK(summary_of(tmp / "failed")["status"] == "failed");
 

@@ -141,7 +141,8 @@ std::string best_not_kept_note(const std::string& run_dir, const config::Config&
 }
 
 // `text` with each mention of config key `from` (as in "data.train.classes:
-// 4", not inside a file name such as "my.data.train.csv") made `to`.
+// 4", not inside a name such as "my.data.train.csv", nor inside '...', where
+// messages quote files) made `to`.
 std::string key_mentions_replaced(std::string text, const std::string& from,
                                   const std::string& to) {
   const auto part_of_name = [](char c) {
@@ -150,7 +151,13 @@ std::string key_mentions_replaced(std::string text, const std::string& from,
   };
   for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
     const std::size_t end = at + from.size();
-    const bool key = (at == 0 || !part_of_name(text[at - 1])) &&
+    // Inside '...': an odd count of quotes before it, apostrophes ("layer's") aside.
+    bool quoted = false;
+    for (std::size_t i = 0; i < at; ++i)
+      if (text[i] == '\'' && !(i > 0 && std::isalpha(static_cast<unsigned char>(text[i - 1])) &&
+                               std::isalpha(static_cast<unsigned char>(text[i + 1]))))
+        quoted = !quoted;
+    const bool key = !quoted && (at == 0 || !part_of_name(text[at - 1])) &&
                      (end == text.size() || text[end] == '.' || !part_of_name(text[end]));
     if (key) {
       text.replace(at, from.size(), to);

@@ -177,9 +177,10 @@ int command_lr_find(const CommandArgs& given) {
   // The closing evaluation short, where there is one (without, the setting
   // would only be warned of as without effect).
   if (user.data.eval || user.data.split > 0) forced_settings.push_back("train.eval_batches=1");
-  // The config's warnings, but of the settings lr-find replaces (said below).
+  // The config's warnings, but of the settings lr-find replaces (it keeps
+  // the name, with "-lr-find" after it).
   for (const config::Diagnostic& warning : user.warnings)
-    if (!set_by(warning.key_path, forced_settings))
+    if (warning.key_path == "name" || !set_by(warning.key_path, forced_settings))
       std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
   args.warnings_shown = true;
   args.overrides = kept_overrides(given.overrides, forced_settings);

@@ -222,7 +222,9 @@ void warn_run_dir_parent(const config::Config& config, std::vector<config::Diagn
     const fs::file_status target = fs::status(*it, ec);
     if (fs::is_symlink(link) && target.type() == fs::file_type::not_found)
       problem = "is a link to nothing (" + fs::read_symlink(*it, ec).string() + ")";
-    else if (target.type() != fs::file_type::not_found && !fs::is_directory(target))
+    else if (ec)  // a loop of links, or no permission
+      problem = "cannot be followed (" + ec.message() + ")";
+    else if (!fs::is_directory(target))
       problem = "is a file";
     if (!problem.empty()) path = *it;
     ec.clear();
@@ -232,7 +234,8 @@ void warn_run_dir_parent(const config::Config& config, std::vector<config::Diagn
       {train::mark_of(config, "output.dir"), "output.dir",
        "'" + path.lexically_normal().string() + "' " + problem + ", where the run directories (" +
            (fs::path(config.output.dir) / config.name / "TIME").string() +
-           ") need a folder: `trainer run` without --out would stop there",
+           ") need a folder: `trainer " + (config.sweep.is_null() ? "run" : "sweep") +
+           "` without --out would stop there",
        "move it aside, or choose another output.dir or name (or `trainer run --out DIR`)"});
 }
 

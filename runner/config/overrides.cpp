@@ -133,29 +133,36 @@ bool same_value(const Node& a, const Node& b, const std::string& ordinary) {
   return true;
 }
 
-// Where a YAML comment starts in an override's value, npos when none does: a
-// '#' at the start or after a space or a tab that the YAML reader reads as
-// one (the value reads otherwise, or not at all, with that '#' an ordinary
-// character). On a
-// command line it is almost always part of the value (`output.dir=runs #2`),
-// which the reader would cut off there.
+// Where a YAML comment starts in an override's value, npos when none does:
+// a '#' that the YAML reader reads as one, since the value reads otherwise,
+// or only, with that '#' an ordinary character. On a command line it is
+// almost always part of the value (`output.dir=runs #2`), which the reader
+// would cut off there.
 std::size_t comment_start(const std::string& value) {
-  const std::string ordinary = "\xEE\x80\x80";  // U+E000, a private-use character
-  if (value.find('#') == std::string::npos || value.find(ordinary) != std::string::npos)
-    return std::string::npos;
+  if (value.find('#') == std::string::npos) return std::string::npos;
+  // A private-use character the value does not hold stands in for the '#'.
+  std::string ordinary;
+  for (unsigned low = 0x80; low <= 0xBF && ordinary.empty(); ++low) {
+    const std::string candidate = {'\xEE', '\x80', static_cast<char>(low)};  // U+E000..U+E03F
+    if (value.find(candidate) == std::string::npos) ordinary = candidate;
+  }
+  if (ordinary.empty()) return std::string::npos;
   Diagnostics ignored;
   bool ok = true;
   const Node as_written = parse_yaml(value, kCommandLine, ignored, &ok);
-  if (!ok) return std::string::npos;  // the reader's own error says what is wrong
   for (std::size_t at = value.find('#'); at != std::string::npos; at = value.find('#', at + 1)) {
-    if (at > 0 && value[at - 1] != ' ' && value[at - 1] != '\t') continue;
     std::string plain = value;
     plain.replace(at, 1, ordinary);
     bool plain_ok = true;
     const Node read = parse_yaml(plain, kCommandLine, ignored, &plain_ok);
     // Text the reader cannot take where the comment was (after a flow map's
-    // end) is a comment too.
-    if (!plain_ok || !same_value(as_written, read, ordinary)) return at;
+    // end) is a comment too. A value that does not read: a '#' that reads
+    // as ordinary mends it, or one after a blank (which always starts a
+    // comment) is named, as what most likely cut a flow list or map short.
+    const bool after_blank =
+        at == 0 || std::string_view(" \t\n").find(value[at - 1]) != std::string_view::npos;
+    if (ok ? !plain_ok || !same_value(as_written, read, ordinary) : plain_ok || after_blank)
+      return at;
   }
   return std::string::npos;
 }
@@ -165,19 +172,24 @@ std::size_t comment_start(const std::string& value) {
 // quoted; a value with quotes, lists or maps of its own is the user's to quote).
 void report_comment(const std::string& value, std::size_t comment, const std::string& key,
                     const Mark& at, Diagnostics& diags) {
-  const std::size_t kept_end = value.find_last_not_of(" \t", comment == 0 ? 0 : comment - 1);
-  const bool nothing_kept = comment == 0 || kept_end == std::string::npos;
-  const bool plain_string = value.find_first_of("\"'[]{}\\") == std::string::npos;
+  // The comment runs to its line's end; what is kept, blanks trimmed, before it.
+  const std::string cut = value.substr(comment, value.find('\n', comment) - comment);
+  const std::size_t kept_end =
+      comment == 0 ? std::string::npos : value.find_last_not_of(" \t\n", comment - 1);
+  const std::size_t first = value.find_first_not_of(" \t");
+  const std::size_t last = value.find_last_not_of(" \t");
+  const std::string trimmed = value.substr(first, last - first + 1);
+  const bool plain_string = trimmed.find_first_of("\"'[]{}\\\n") == std::string::npos;
   diags.add(
       at, key,
-      "'" + value.substr(comment) +
+      "'" + cut +
           "' would be read as a YAML comment (a '#' that starts a value or follows a space "
           "starts one), leaving " +
-          (nothing_kept ? std::string("no value") : "'" + value.substr(0, kept_end + 1) + "'"),
+          (kept_end == std::string::npos ? std::string("no value")
+                                         : "'" + value.substr(0, kept_end + 1) + "'"),
       plain_string
-          ? "quote the value in YAML, inside the shell's quotes: '" + key + "=\"" + value + "\"'"
-          : "quote the string that holds the '#' in YAML (\"...\"), or leave the "
-            "comment out");
+          ? "quote the value in YAML, inside the shell's quotes: '" + key + "=\"" + trimmed + "\"'"
+          : "quote the string that holds the '#' in YAML (\"...\"), or leave the comment out");
 }
 
 void apply_one(Node& root, const std::string& text, int line, const std::optional<Mark>& origin,
@@ -218,8 +230,11 @@ void apply_one(Node& root, const std::string& text, int line, const std::optiona
 
   const std::string value_text = text.substr(eq + 1);
   if (const std::size_t comment = comment_start(value_text); comment != std::string::npos) {
+    // Its column on the command line; a value of several lines, at its start.
+    const bool one_line = value_text.rfind('\n', comment) == std::string::npos;
     report_comment(value_text, comment, key,
-                   {kCommandLine, line, static_cast<int>(eq + comment) + 2}, diags);
+                   {kCommandLine, line, static_cast<int>(eq + (one_line ? comment : 0)) + 2},
+                   diags);
     return;
   }
   bool ok = true;

@@ -126,6 +126,47 @@ TEST_CASE("no corruption of a checkpoint crashes the reader") {
   CHECK(rejected > 500);
 }
 
+TEST_CASE("PyTorch's batchnorm step counter in a weights file is no mismatch") {
+  Safetensors file;
+  for (const char* name : {"bn.running_mean", "bn.num_batches_tracked", "fc.num_batches_tracked"})
+    file.tensors.push_back({name, std::string(name).ends_with("tracked") ? "I64" : "F32", {4}});
+  // Beside a batchnorm's running mean it is passed over; elsewhere it is extra.
+  const auto mismatches = mismatches_of(file, {{"bn.running_mean", {4}}}, "");
+  REQUIRE(mismatches.size() == 1);
+  CHECK(mismatches[0] == "fc.num_batches_tracked: in the file, not in the model");
+}
+
+TEST_CASE("model.init_from of this model's weights laid out or named otherwise says how") {
+  TempDir tmp("init-from-layout");
+  write_text(tmp / "tiny.yaml", tiny_experiment());
+  REQUIRE(run_to_end({"run", tmp / "tiny.yaml", "train.max_steps=1", "--out", tmp / "base"},
+                     tmp / "b.log") == 0);
+  const Safetensors weights = read_safetensors(tmp / "base/checkpoints/last/model.safetensors");
+  // Each way of writing it, and the advice it gets.
+  const auto advice_for = [&](const std::string& name, const Safetensors& file) {
+    write_text(tmp / name, encode_safetensors(file));
+    const auto config =
+        trainer::config::load_config(tmp / "tiny.yaml", {"model.init_from=" + tmp / name});
+    const trainer::train::Session session = trainer::train::prepare_session(config);
+    trainer::config::Diagnostics diags;
+    trainer::train::check_init_from(session, diags);
+    REQUIRE(diags.list().size() == 1);
+    return diags.list()[0].suggestion;
+  };
+  Safetensors transposed = weights;
+  for (auto& t : transposed.tensors)
+    if (t.shape.size() == 2) std::swap(t.shape[0], t.shape[1]);  // the bytes do not matter here
+  CHECK_THAT(advice_for("t.safetensors", transposed),
+             Catch::StartsWith("2 weight(s) are stored transposed, [in, out]"));
+  Safetensors wrapped = weights;
+  for (auto& t : wrapped.tensors) t.name = "module." + t.name;
+  CHECK_THAT(advice_for("m.safetensors", wrapped),
+             Catch::StartsWith("every name in the file starts with 'module.'"));
+  const Safetensors state = read_safetensors(tmp / "base/checkpoints/last/state.safetensors");
+  CHECK_THAT(advice_for("s.safetensors", state),
+             Catch::StartsWith("this is a checkpoint's state file"));
+}
+
 TEST_CASE("model.init_from loads matching weights and lists every mismatch") {
   TempDir tmp("init-from");
   write_text(tmp / "tiny.yaml", tiny_experiment());

@@ -236,6 +236,18 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   CHECK_THAT(r.out, Catch::Contains("is a file inside the checkpoint folder ") &&
                         Catch::Contains("give the folder: " + (tmp / "run") +
                                         "/checkpoints/step-00000016"));
+  // Weights from elsewhere, a folder or a file: what a checkpoint is, and the way round.
+  fs::create_directories(tmp / "elsewhere");
+  fs::copy_file(tmp / "run/checkpoints/step-00000016/model.safetensors",
+                tmp / "elsewhere/model.safetensors");
+  for (const std::string& given : {tmp / "elsewhere", tmp / "elsewhere/model.safetensors"}) {
+    r = run_trainer("eval " + (tmp / "run") + " --checkpoint " + given, true);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("'" + given + "' is a ") &&
+                          Catch::Contains("but no checkpoint: one is a folder of "
+                                          "model.safetensors, state.safetensors and SHA256SUMS") &&
+                          Catch::Contains("model.init_from"));
+  }
   // A typo in an override: the key and a suggestion.
   r = run_trainer("eval " + (tmp / "run") + " data.evl.size=3", true);
   CHECK(r.code == 2);

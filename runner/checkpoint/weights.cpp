@@ -99,9 +99,16 @@ std::vector<std::string> mismatches_of(const Safetensors& file,
       mismatches.push_back(w.name + ": shape " + shape_text(t->shape) + " in the file, " +
                            shape_text(w.shape) + " in the model");
   }
-  for (const auto& t : file.tensors)
+  for (const auto& t : file.tensors) {
+    // PyTorch's batchnorm counts its steps in X.num_batches_tracked, which
+    // no computation here reads (momentum is fixed): not a mismatch.
+    constexpr std::string_view kCounter = ".num_batches_tracked";
+    if (t.name.ends_with(kCounter) &&
+        names.count(t.name.substr(0, t.name.size() - kCounter.size()) + ".running_mean"))
+      continue;
     if (!names.count(t.name) && t.name.rfind(extra_prefix, 0) == 0)
       mismatches.push_back(t.name + ": in the file, not in the model");
+  }
   return mismatches;
 }
 

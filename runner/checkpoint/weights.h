@@ -43,7 +43,9 @@ struct TensorShape {
 
 // What keeps `file` from filling float32 tensors `wanted`: each one missing,
 // of another dtype or shape, and each tensor of the file whose name starts
-// with `extra_prefix` that is not wanted ("" checks every name).
+// with `extra_prefix` that is not wanted ("" checks every name), but
+// PyTorch's batchnorm step counter (X.num_batches_tracked beside a wanted
+// X.running_mean), which nothing here reads.
 std::vector<std::string> mismatches_of(const Safetensors& file,
                                        const std::vector<TensorShape>& wanted,
                                        const std::string& extra_prefix);

@@ -374,6 +374,42 @@ std::string other_type_advice(const Session& s, const checkpoint::Safetensors& f
          "t.float() for name, t in weights.items()})";
 }
 
+// What to do with a file that does not fit the model when its tensors are
+// recognisably this model's, laid out or named another way: a checkpoint's
+// state file, linear weights stored [in, out], names under a prefix
+// (DataParallel's "module."); "" when none of these.
+std::string fit_advice(const Session& s, const checkpoint::Safetensors& file) {
+  if (file.metadata.count("trainer_state") > 0)
+    return "this is a checkpoint's state file (optimizer state and the loop's): give the "
+           "model.safetensors beside it";
+  std::size_t transposed = 0;
+  for (const auto& p : s.graph.params)
+    if (const auto* t = file.find(p.name);
+        t && p.shape.size() == 2 && t->shape == Shape{p.shape[1], p.shape[0]})
+      ++transposed;
+  if (transposed > 0)
+    return std::to_string(transposed) +
+           " weight(s) are stored transposed, [in, out]: linear weights here are [out, in], as "
+           "PyTorch's are; transpose them when writing the file (e.g. w.T.copy())";
+  // One prefix before every name the model has (a wrapper's).
+  std::string prefix;
+  std::size_t prefixed = 0;
+  for (const auto& p : s.graph.params)
+    for (const auto& t : file.tensors) {
+      if (t.name.size() <= p.name.size() || !t.name.ends_with("." + p.name)) continue;
+      const std::string before = t.name.substr(0, t.name.size() - p.name.size());
+      if (prefix.empty()) prefix = before;
+      if (before == prefix) ++prefixed;
+      break;
+    }
+  if (!prefix.empty() && prefixed == s.graph.params.size())
+    return "every name in the file starts with '" + prefix +
+           "' (a wrapper's, as DataParallel's 'module.'): write it without, e.g. "
+           "{k.removeprefix('" +
+           prefix + "'): v for k, v in weights.items()}";
+  return "";
+}
+
 // model.init_strict: false loads the tensors that fit; one that loads none
 // (the file of another model), or that leaves a frozen layer at its random
 // initial weights, is a mistake.
@@ -435,11 +471,14 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
       std::string list;
       for (const auto& m : mismatches) list += "\n  " + m;
       const std::string stored_as = other_type_advice(s, file);
+      const std::string advice = fit_advice(s, file);
       diags.add(mark, "model.init_from",
                 path + ": " + std::to_string(mismatches.size()) +
                     " tensor(s) do not match the model:" + list,
-                stored_as.empty() ? "set model.init_strict: false to load only the tensors that fit"
-                                  : "convert the file to F32" + stored_as);
+                !stored_as.empty() ? "convert the file to F32" + stored_as
+                : !advice.empty()  ? advice
+                                   : "set model.init_strict: false to load only the tensors that "
+                                     "fit (the others keep their random initial values)");
       return;
     }
     if (!init_strict(s.config)) check_partial_init(s, file, path, mark, diags);

@@ -286,8 +286,8 @@ int run_command_line(int argc, char** argv) {
   eval->add_option("overrides", args.overrides,
                    "KEY=VALUE overrides of the run's config (train.eval_batches=10, devices=cpu)");
   eval->add_option("--checkpoint", args.checkpoint,
-                   "last (default), best (by checkpoint.metric), a name under checkpoints/ or a "
-                   "checkpoint folder")
+                   "last (default), best (by checkpoint.metric), a name under checkpoints/, a "
+                   "checkpoint folder, or a .safetensors file of weights alone")
       ->type_name("NAME");
   eval->add_flag("--json", args.json, "Print one JSON object instead of text");
   CLI::App* doctor =

@@ -236,18 +236,33 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   CHECK_THAT(r.out, Catch::Contains("is a file inside the checkpoint folder ") &&
                         Catch::Contains("give the folder: " + (tmp / "run") +
                                         "/checkpoints/step-00000016"));
-  // Weights from elsewhere, a folder or a file: what a checkpoint is, and the way round.
+  // Weights from elsewhere: their file is evaluated as it is, with the
+  // checkpoint's figures; their folder, or another file, is no checkpoint.
   fs::create_directories(tmp / "elsewhere");
   fs::copy_file(tmp / "run/checkpoints/step-00000016/model.safetensors",
                 tmp / "elsewhere/model.safetensors");
-  for (const std::string& given : {tmp / "elsewhere", tmp / "elsewhere/model.safetensors"}) {
+  const auto alone =
+      eval_json((tmp / "run") + " --checkpoint " + (tmp / "elsewhere/model.safetensors"));
+  CHECK(alone["step"].is_null());
+  CHECK(alone["loss"] == eval_json((tmp / "run") + " --checkpoint step-00000016")["loss"]);
+  write_text(tmp / "elsewhere/notes.txt", "weights");
+  for (const std::string& given : {tmp / "elsewhere", tmp / "elsewhere/notes.txt"}) {
     r = run_trainer("eval " + (tmp / "run") + " --checkpoint " + given, true);
     CHECK(r.code == 2);
     CHECK_THAT(r.out, Catch::Contains("'" + given + "' is a ") &&
                           Catch::Contains("but no checkpoint: one is a folder of "
                                           "model.safetensors, state.safetensors and SHA256SUMS") &&
-                          Catch::Contains("model.init_from"));
+                          Catch::Contains("--checkpoint FILE.safetensors"));
   }
+  // Weights of another model: what does not fit, and what to give.
+  auto other = trainer::checkpoint::read_safetensors(tmp / "elsewhere/model.safetensors");
+  for (auto& t : other.tensors) t.name = "module." + t.name;
+  write_text(tmp / "elsewhere/other.safetensors", trainer::checkpoint::encode_safetensors(other));
+  r = run_trainer(
+      "eval " + (tmp / "run") + " --checkpoint " + (tmp / "elsewhere/other.safetensors"), true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("does not fit the model") &&
+                        Catch::Contains("under its parameters' names"));
   // A typo in an override: the key and a suggestion.
   r = run_trainer("eval " + (tmp / "run") + " data.evl.size=3", true);
   CHECK(r.code == 2);

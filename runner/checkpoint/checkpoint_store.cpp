@@ -685,9 +685,8 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
         "'" + which + "' is " + (fs::is_directory(which, ec) ? "a folder" : "a file") +
         " but no checkpoint: one is a folder of model.safetensors, state.safetensors and " +
         kSumsFile +
-        " that a run wrote; to evaluate weights from elsewhere, run one step from them "
-        "(model.init_from=FILE.safetensors train.max_steps=1 optimizer.lr=1e-30: only "
-        "batchnorm's running statistics move) and evaluate that run");
+        " that a run wrote; weights alone are evaluated from their file (--checkpoint "
+        "FILE.safetensors)");
   throw CheckpointError("no checkpoint '" + which + "': " + here +
                         "; use last, best, one of those names or a checkpoint folder's path");
 }

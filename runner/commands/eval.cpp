@@ -18,6 +18,7 @@
 #include "data/content_digest.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/safetensors.h"
+#include "runner/checkpoint/weights.h"
 #include "runner/commands.h"
 #include "runner/commands/config_commands.h"
 #include "runner/config/emit.h"
@@ -169,6 +170,17 @@ std::string key_mentions_replaced(std::string text, const std::string& from,
   return text;
 }
 
+// Whether `given` (--checkpoint) names weights alone: a .safetensors file
+// with no SHA256SUMS beside it (a checkpoint's own files are named by their
+// folder).
+bool is_weights_file(const std::string& given) {
+  std::error_code ec;
+  const std::filesystem::path file(given);
+  return file.extension() == ".safetensors" && std::filesystem::is_regular_file(file, ec) &&
+         !std::filesystem::exists(std::filesystem::absolute(file, ec).parent_path() / "SHA256SUMS",
+                                  ec);
+}
+
 // The session of the run's config. When the training data cannot be opened
 // here (a run directory copied to a machine that holds only the test set) and
 // the config has an eval source of its own, the eval source stands in for it:
@@ -243,7 +255,7 @@ int command_eval(const CommandArgs& args) {
       std::fprintf(stderr,
                    "error: %s: trainer eval reads the weights of one of the run's checkpoints, "
                    "not model.init_from\n    choose the checkpoint with --checkpoint "
-                   "last|best|NAME|PATH\n",
+                   "last|best|NAME|PATH, or weights alone with --checkpoint FILE.safetensors\n",
                    o.c_str());
       return 2;
     }
@@ -359,14 +371,17 @@ int command_eval(const CommandArgs& args) {
     return 2;
   }
   const checkpoint::CheckpointStore store(args.run_dir);
-  std::string path;
-  try {  // before compiling: a usage error comes first
-    path = store.find(args.checkpoint, config.checkpoint.metric, config.checkpoint.mode == "max");
-  } catch (const checkpoint::CheckpointUnreadable& e) {  // there, but the system refuses it
-    throw checkpoint::CheckpointUnreadable("--checkpoint " + args.checkpoint + ": " + e.what());
-  } catch (const checkpoint::CheckpointError& e) {  // what --checkpoint names is not there
-    throw UsageError("--checkpoint " + args.checkpoint + ": " + e.what());
-  }
+  // Weights alone: a .safetensors file outside any checkpoint (another tool's
+  // export, or averaged weights copied out), evaluated as they are.
+  const bool weights_alone = is_weights_file(args.checkpoint);
+  std::string path = weights_alone ? args.checkpoint : "";
+  if (!weights_alone) try {  // before compiling: a usage error comes first
+      path = store.find(args.checkpoint, config.checkpoint.metric, config.checkpoint.mode == "max");
+    } catch (const checkpoint::CheckpointUnreadable& e) {  // there, but the system refuses it
+      throw checkpoint::CheckpointUnreadable("--checkpoint " + args.checkpoint + ": " + e.what());
+    } catch (const checkpoint::CheckpointError& e) {  // what --checkpoint names is not there
+      throw UsageError("--checkpoint " + args.checkpoint + ": " + e.what());
+    }
   Backend& backend = train::select_backend(config);
   // Not train::compile: its initial weights are all replaced by the
   // checkpoint's, strictly.
@@ -376,14 +391,18 @@ int command_eval(const CommandArgs& args) {
   try {
     // A run that averaged its weights evaluated the averages: so does this.
     // The run may still be training, and prune `path` meanwhile.
-    path = store.read(args.checkpoint, config.checkpoint.metric, config.checkpoint.mode == "max",
-                      [&](const std::string& found) {
-                        state = checkpoint::load_checkpoint_weights(program, found,
-                                                                    config.train.ema_decay > 0);
-                      });
+    if (weights_alone)
+      checkpoint::load_parameters(program, checkpoint::SafetensorsFile(path), path, true);
+    else
+      path = store.read(args.checkpoint, config.checkpoint.metric, config.checkpoint.mode == "max",
+                        [&](const std::string& found) {
+                          state = checkpoint::load_checkpoint_weights(program, found,
+                                                                      config.train.ema_decay > 0);
+                        });
   } catch (const checkpoint::CheckpointMismatch& e) {
     // Averaged weights asked for (train.ema_decay) that the run never kept.
-    const bool averaged = std::string(e.what()).find("\n  ema.") != std::string::npos;
+    const bool averaged =
+        !weights_alone && std::string(e.what()).find("\n  ema.") != std::string::npos;
     const bool model_overrides =
         std::any_of(args.overrides.begin(), args.overrides.end(),
                     [](const std::string& o) { return o.rfind("model.", 0) == 0; });
@@ -397,6 +416,9 @@ int command_eval(const CommandArgs& args) {
                " was edited by hand since the run wrote it (its sha256 is no longer "
                "config.sha256's): restore the run's own config (manifest.json keeps each config "
                "the run trained with, under configs)";
+    if (advice.empty() && weights_alone)
+      advice = "give weights of the model " + config_path.string() +
+               " builds, under its parameters' names (`trainer plan` lists them)";
     if (advice.empty())
       advice = "give one of this run's checkpoints (" +
                (fs::path(args.run_dir) / "checkpoints").string() +
@@ -436,7 +458,7 @@ int command_eval(const CommandArgs& args) {
   }
 
   nlohmann::json record = {{"checkpoint", path},
-                           {"step", state.step},
+                           {"step", weights_alone ? nlohmann::json() : nlohmann::json(state.step)},
                            {"loss", result.loss},
                            {"samples", result.samples}};
   if (session.num_classes > 0) {
@@ -465,9 +487,13 @@ int command_eval(const CommandArgs& args) {
   std::string line = "eval: loss " + fmt::format("{:.6f}", result.loss);
   if (session.num_classes > 0) line += fmt::format(" accuracy {:.4f}", result.accuracy);
   if (session.num_classes > 5) line += fmt::format(" top5 {:.4f}", result.top5);
-  std::printf("checkpoint %s (step %lld)\n%s on %lld samples\n", path.c_str(),
-              static_cast<long long>(state.step), line.c_str(),
-              static_cast<long long>(result.samples));
+  if (weights_alone)
+    std::printf("weights %s (no checkpoint: no step)\n%s on %lld samples\n", path.c_str(),
+                line.c_str(), static_cast<long long>(result.samples));
+  else
+    std::printf("checkpoint %s (step %lld)\n%s on %lld samples\n", path.c_str(),
+                static_cast<long long>(state.step), line.c_str(),
+                static_cast<long long>(result.samples));
   return 0;
 }
 

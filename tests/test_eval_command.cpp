@@ -262,7 +262,11 @@ TEST_CASE("trainer eval: bad input is a clear error") {
       "eval " + (tmp / "run") + " --checkpoint " + (tmp / "elsewhere/other.safetensors"), true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("does not fit the model") &&
-                        Catch::Contains("under its parameters' names"));
+                        Catch::Contains("every name in the file starts with 'module.'"));
+  // A release folder's SHA256SUMS beside weights alone makes no checkpoint of them.
+  write_text(tmp / "elsewhere/SHA256SUMS", "0  model.safetensors\n");
+  CHECK(eval_json((tmp / "run") + " --checkpoint " +
+                  (tmp / "elsewhere/model.safetensors"))["loss"] == alone["loss"]);
   // A typo in an override: the key and a suggestion.
   r = run_trainer("eval " + (tmp / "run") + " data.evl.size=3", true);
   CHECK(r.code == 2);

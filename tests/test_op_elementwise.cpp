@@ -271,6 +271,22 @@ TEST_CASE("cross_entropy: value, label smoothing, ignore_index, valid_rows, grad
   }
 }
 
+TEST_CASE("cross_entropy of very large logits keeps the loss") {
+  // Equal logits give log(K) however large they are (computed next to 1e20,
+  // log(K) was lost and the loss read 0).
+  const std::int64_t k = 5;
+  for (const double smoothing : {0.0, 0.1}) {
+    INFO("label_smoothing " << smoothing);
+    OpRun run(cpu_backend(), {"cross_entropy",
+                              {{"label_smoothing", smoothing}},
+                              {{2, k}, {2}},
+                              {DType::f32, DType::i64}});
+    for (float& v : run.inputs[0].f) v = 1e20f;
+    run.inputs[1].i = {3, 0};
+    CHECK(run.forward().f[0] == Approx(std::log(static_cast<double>(k))).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("cross_entropy rejects a label outside the classes") {
   OpRun run(cpu_backend(), {"cross_entropy", {}, {{2, 3}, {2}}, {DType::f32, DType::i64}});
   run.inputs[1].i = {1, 3};

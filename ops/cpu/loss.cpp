@@ -33,15 +33,17 @@ class CrossEntropyKernel final : public Kernel {
       check_label(label, r);
       const float* z = logits + r * classes_;
       const float zmax = *std::max_element(z, z + classes_);
-      double sum_exp = 0, sum_z = 0;
+      // Relative to the largest logit: large logits (1e20) would otherwise
+      // lose log(sum exp) next to them and the loss with it.
+      double sum_exp = 0, sum_below = 0;
       for (std::int64_t k = 0; k < classes_; ++k) {
-        sum_exp += std::exp(static_cast<double>(z[k] - zmax));
-        sum_z += z[k];
+        const double below = static_cast<double>(zmax) - z[k];
+        sum_exp += std::exp(-below);
+        sum_below += below;
       }
-      const double lse = zmax + std::log(sum_exp);
       // -sum_k target_k log softmax_k with target = (1-s) onehot + s/K
-      total +=
-          lse - (1 - smoothing_) * z[label] - smoothing_ * sum_z / static_cast<double>(classes_);
+      total += std::log(sum_exp) + (1 - smoothing_) * (static_cast<double>(zmax) - z[label]) +
+               smoothing_ * sum_below / static_cast<double>(classes_);
       ++counted;
     }
     a.output.f32()[0] = counted ? static_cast<float>(total / static_cast<double>(counted)) : 0.0f;

@@ -62,17 +62,19 @@ __device__ void ce_row(const float* logits, const long long* labels, const CeSha
   float m = -INFINITY;
   for (int k = lane; k < s.classes; k += 32) m = fmaxf(m, x[k]);
   m = warp_max(m);
-  float sum_exp = 0.0f, sum_x = 0.0f;
-  for (int k = lane; k < s.classes; k += 32) sum_exp += expf(x[k] - m), sum_x += x[k];
+  // Relative to the largest logit: large logits (1e20) would otherwise lose
+  // log(sum exp) next to them and the loss with it.
+  float sum_exp = 0.0f, sum_below = 0.0f;
+  for (int k = lane; k < s.classes; k += 32) sum_exp += expf(x[k] - m), sum_below += m - x[k];
   sum_exp = warp_sum(sum_exp);
-  sum_x = warp_sum(sum_x);
+  sum_below = warp_sum(sum_below);
   if (lane == 0) {
     const long long y = labels[r];
-    const float lse = m + logf(sum_exp);
+    const float log_sum = logf(sum_exp);
     float loss = NAN;
     if (y >= 0 && y < s.classes) {
-      const float nll = lse - x[y];
-      const float uniform = lse - sum_x / static_cast<float>(s.classes);  // mean of -log p
+      const float nll = log_sum + (m - x[y]);
+      const float uniform = log_sum + sum_below / static_cast<float>(s.classes);  // mean of -log p
       loss = (1.0f - s.smoothing) * nll + s.smoothing * uniform;
     }
     row_loss[r] = loss;

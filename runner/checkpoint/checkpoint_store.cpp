@@ -680,7 +680,7 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
                             "; give the folder: " + folder);
     }
   // Something is there, but not a checkpoint of this trainer's (weights from elsewhere).
-  if (which.find('/') != std::string::npos && fs::exists(which, ec))
+  if (fs::exists(which, ec))
     throw CheckpointError(
         "'" + which + "' is " + (fs::is_directory(which, ec) ? "a folder" : "a file") +
         " but no checkpoint: one is a folder of model.safetensors, state.safetensors and " +

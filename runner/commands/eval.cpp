@@ -171,14 +171,16 @@ std::string key_mentions_replaced(std::string text, const std::string& from,
 }
 
 // Whether `given` (--checkpoint) names weights alone: a .safetensors file
-// with no SHA256SUMS beside it (a checkpoint's own files are named by their
-// folder).
+// outside a checkpoint folder (one with a state.safetensors and SHA256SUMS:
+// its files are named by the folder). A release's SHA256SUMS alone is no
+// checkpoint.
 bool is_weights_file(const std::string& given) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  const std::filesystem::path file(given);
-  return file.extension() == ".safetensors" && std::filesystem::is_regular_file(file, ec) &&
-         !std::filesystem::exists(std::filesystem::absolute(file, ec).parent_path() / "SHA256SUMS",
-                                  ec);
+  const fs::path file(given);
+  if (file.extension() != ".safetensors" || !fs::is_regular_file(file, ec)) return false;
+  const fs::path folder = fs::absolute(file, ec).parent_path();
+  return !(fs::exists(folder / "SHA256SUMS", ec) && fs::exists(folder / "state.safetensors", ec));
 }
 
 // The session of the run's config. When the training data cannot be opened
@@ -417,6 +419,8 @@ int command_eval(const CommandArgs& args) {
                "config.sha256's): restore the run's own config (manifest.json keeps each config "
                "the run trained with, under configs)";
     if (advice.empty() && weights_alone)
+      advice = train::weights_fit_advice(session, checkpoint::SafetensorsFile(path).contents());
+    if (advice.empty() && weights_alone)
       advice = "give weights of the model " + config_path.string() +
                " builds, under its parameters' names (`trainer plan` lists them)";
     if (advice.empty())
@@ -428,6 +432,12 @@ int command_eval(const CommandArgs& args) {
   }
   if (args.checkpoint == "best")
     std::fputs(best_not_kept_note(args.run_dir, config, state).c_str(), stderr);
+  if (weights_alone && config.train.ema_decay > 0)
+    std::fprintf(stderr,
+                 "note: the run averaged its weights (train.ema_decay), and its evaluations "
+                 "scored the averages; these are %s as they are (a checkpoint's "
+                 "model_ema.safetensors holds its averages)\n",
+                 path.c_str());
   if (const std::string changes = other_run_model_changes(path, args.run_dir, config);
       !changes.empty())
     std::fprintf(stderr,
@@ -448,12 +458,13 @@ int command_eval(const CommandArgs& args) {
   const train::EvalResult result = train::evaluate(session, program, alone);
   if (!std::isfinite(result.loss)) {
     std::fprintf(stderr,
-                 "error: the evaluation loss of checkpoint %s is %s (over %lld samples): its "
+                 "error: the evaluation loss of %s %s is %s (over %lld samples): its "
                  "weights overflow on this data, or the data holds non-finite or very large "
-                 "values; check the evaluation data (trainer validate --data), or evaluate an "
-                 "earlier checkpoint (--checkpoint NAME)\n",
-                 path.c_str(), std::isnan(result.loss) ? "NaN" : "infinite",
-                 static_cast<long long>(result.samples));
+                 "values; check the evaluation data (trainer validate --data)%s\n",
+                 weights_alone ? "weights" : "checkpoint", path.c_str(),
+                 std::isnan(result.loss) ? "NaN" : "infinite",
+                 static_cast<long long>(result.samples),
+                 weights_alone ? "" : ", or evaluate an earlier checkpoint (--checkpoint NAME)");
     return 1;
   }
 

@@ -384,8 +384,8 @@ std::string fit_advice(const Session& s, const checkpoint::Safetensors& file) {
            "model.safetensors beside it";
   std::size_t transposed = 0;
   for (const auto& p : s.graph.params)
-    if (const auto* t = file.find(p.name);
-        t && p.shape.size() == 2 && t->shape == Shape{p.shape[1], p.shape[0]})
+    if (const auto* t = file.find(p.name); t && p.shape.size() == 2 && t->shape != p.shape &&
+                                           t->shape == Shape{p.shape[1], p.shape[0]})
       ++transposed;
   if (transposed > 0)
     return std::to_string(transposed) +
@@ -454,6 +454,12 @@ void check_partial_init(const Session& s, const checkpoint::Safetensors& file,
 
 }  // namespace
 
+std::string weights_fit_advice(const Session& s, const checkpoint::Safetensors& file) {
+  if (const std::string stored_as = other_type_advice(s, file); !stored_as.empty())
+    return "convert the file to F32" + stored_as;
+  return fit_advice(s, file);
+}
+
 void check_init_from(const Session& s, config::Diagnostics& diags) {
   if (s.init_from_file.empty()) return;
   const std::string path = init_from_path(s.config);
@@ -470,15 +476,13 @@ void check_init_from(const Session& s, config::Diagnostics& diags) {
     if (init_strict(s.config) && !mismatches.empty()) {
       std::string list;
       for (const auto& m : mismatches) list += "\n  " + m;
-      const std::string stored_as = other_type_advice(s, file);
-      const std::string advice = fit_advice(s, file);
+      const std::string advice = weights_fit_advice(s, file);
       diags.add(mark, "model.init_from",
                 path + ": " + std::to_string(mismatches.size()) +
                     " tensor(s) do not match the model:" + list,
-                !stored_as.empty() ? "convert the file to F32" + stored_as
-                : !advice.empty()  ? advice
-                                   : "set model.init_strict: false to load only the tensors that "
-                                     "fit (the others keep their random initial values)");
+                !advice.empty() ? advice
+                                : "set model.init_strict: false to load only the tensors that "
+                                  "fit (the others keep their random initial values)");
       return;
     }
     if (!init_strict(s.config)) check_partial_init(s, file, path, mark, diags);

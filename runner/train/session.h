@@ -11,6 +11,7 @@
 #include "data/transforms.h"
 #include "ops/collective.h"
 #include "ops/kernel.h"
+#include "runner/checkpoint/safetensors.h"
 #include "runner/config/config.h"
 #include "runner/config/diagnostics.h"
 #include "runner/graph/autodiff.h"
@@ -112,6 +113,11 @@ bool init_strict(const config::Config& config);
 // first value that is not finite, what `run` would refuse when it loads the
 // weights.
 void check_init_from(const Session& s, config::Diagnostics& diags);
+
+// What to do with weights `file` that do not fit s.graph strictly, when they
+// are recognisably its weights stored or named another way (another dtype,
+// transposed, under a prefix, a checkpoint's state file); "" otherwise.
+std::string weights_fit_advice(const Session& s, const checkpoint::Safetensors& file);
 
 // (Re)builds s.graph for s.batch.micro and s.config (compute types included).
 void build_model_graph(Session& s);

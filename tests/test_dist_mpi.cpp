@@ -617,7 +617,7 @@ TEST_CASE("ranks started by mpirun: world from the launcher, lr scaling applied 
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("optimizer.lr: the run trained at a base rate of 0.4 and goes "
                                     "on at 0.2 (optimizer.lr_scaling: linear scales it by the "
-                                    "number of ranks, now 1); to go on at the run's rate, resume "
+                                    "number of ranks, now 1); to go on at the run's rates, resume "
                                     "with optimizer.lr=0.4 optimizer.lr_scaling=none"));
   r = run_trainer("run --resume " + copy.string() +
                       " train.max_steps=3 optimizer.lr=0.4 optimizer.lr_scaling=none",

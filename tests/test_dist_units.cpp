@@ -187,6 +187,31 @@ TEST_CASE("lr scaling with the world size: none, linear, sqrt") {
   CHECK(dist::rank_config(c, {0, 4, 0, 4}).optimizer.lr == Approx(0.1));
 }
 
+TEST_CASE("lr_scaling scales the schedule's rates with the base rate, and a resume is told all") {
+  config::Config c;
+  c.optimizer.lr = 0.1;
+  c.optimizer.lr_scaling = "linear";
+  c.schedule.type = "cosine";
+  c.schedule.min_lr = 0.01;
+  config::Config r = dist::rank_config(c, {0, 2, 0, 2});
+  CHECK(r.schedule.min_lr == Approx(0.02));
+  // Resumed on 4 ranks, a 2-rank run's rates come back with these overrides.
+  r = dist::rank_config(c, {0, 4, 0, 4});
+  CHECK(dist::overrides_keeping_rates(r, 0.2) ==
+        "optimizer.lr=0.2 schedule.min_lr=0.02 optimizer.lr_scaling=none");
+  c.schedule = {};
+  c.schedule.type = "range_test";
+  c.schedule.max_lr = 1.0;
+  r = dist::rank_config(c, {0, 2, 0, 2});
+  CHECK(r.schedule.max_lr == Approx(2.0));
+  CHECK(dist::overrides_keeping_rates(r, 0.1) ==
+        "optimizer.lr=0.1 schedule.max_lr=1 optimizer.lr_scaling=none");
+  // Without lr_scaling the schedule's rates were never scaled: the base rate alone.
+  c.optimizer.lr_scaling = "none";
+  CHECK(dist::overrides_keeping_rates(dist::rank_config(c, {0, 2, 0, 2}), 0.3) ==
+        "optimizer.lr=0.3");
+}
+
 TEST_CASE("the config's world size must match the job's") {
   config::Config c;
   c.devices.world_size = 4;

@@ -186,7 +186,9 @@ std::vector<SectionDef> build_sections() {
                  .in_float32()
                  .only_when("type", {"adam", "adamw"}),
              [](Config& c, const FieldValue& v) { c.optimizer.eps = number_of(v); }),
-           f(field("lr_scaling", T::enumeration, "Scale lr with the number of data-parallel ranks")
+           f(field("lr_scaling", T::enumeration,
+                   "Scale the learning rates (lr, and the schedule's min_lr and max_lr) with the "
+                   "number of data-parallel ranks")
                  .def("none")
                  .one_of({"none", "linear", "sqrt"}),
              [](Config& c, const FieldValue& v) { c.optimizer.lr_scaling = string_of(v); }),

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "ops/cpu/onednn.h"
 #include "runner/config/diagnostics.h"
 #include "runner/train/session.h"
@@ -57,9 +59,24 @@ config::Config rank_config(config::Config c, const RankPlace& place) {
   }
   diags.throw_if_any();
   const double factor = lr_scale_factor(c.optimizer.lr_scaling, place.world);
+  // The whole schedule scales, as model.lr_scale scales a group's: its base
+  // rate, the floor of cosine and linear, the peak of onecycle and the end of
+  // range_test (0 stays "use optimizer.lr").
   c.optimizer.lr *= factor;
-  c.schedule.max_lr *= factor;  // onecycle peak (0 stays "use optimizer.lr")
+  c.schedule.min_lr *= factor;
+  c.schedule.max_lr *= factor;
   return c;
+}
+
+std::string overrides_keeping_rates(const config::Config& rank, double run_base_lr) {
+  std::string out = fmt::format("optimizer.lr={}", run_base_lr);
+  if (rank.optimizer.lr_scaling == "none") return out;
+  const double ratio = run_base_lr / rank.optimizer.lr;
+  if (rank.schedule.min_lr > 0)
+    out += fmt::format(" schedule.min_lr={:.12g}", rank.schedule.min_lr * ratio);
+  if (rank.schedule.max_lr > 0)
+    out += fmt::format(" schedule.max_lr={:.12g}", rank.schedule.max_lr * ratio);
+  return out + " optimizer.lr_scaling=none";
 }
 
 }  // namespace trainer::dist

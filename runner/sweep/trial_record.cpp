@@ -71,7 +71,6 @@ std::string steps_text(const TrialRecord& r) {
   return std::to_string(r.steps) + (r.early_stopped ? " (early stop)" : "");
 }
 
-// The run's summary.json when it says the run completed, else null.
 // The run's summary.json when it is an object of that `status` (a summary
 // without one counts as complete); null otherwise.
 nlohmann::json summary_of_status(const std::string& run_dir, const std::string& status) {

@@ -19,6 +19,7 @@
 #include "data/content_digest.h"
 #include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/safetensors.h"
+#include "runner/dist/rank_config.h"
 #include "runner/json_text.h"
 #include "runner/train/run_records.h"
 #include "runner/train/tfevents.h"
@@ -208,12 +209,12 @@ void TrainLoop::resume_or_initialize() {
     const bool scaled = cfg_.optimizer.lr_scaling != "none";
     log_->warn(
         "optimizer.lr: the run trained at a base rate of {} and goes on at {}{}; to go on at the "
-        "run's rate, resume with optimizer.lr={}{}",
+        "run's rates, resume with {}",
         st.base_lr, cfg_.optimizer.lr,
         scaled ? fmt::format(" (optimizer.lr_scaling: {} scales it by the number of ranks, now {})",
                              cfg_.optimizer.lr_scaling, world_)
                : std::string(),
-        st.base_lr, scaled ? " optimizer.lr_scaling=none" : "");
+        dist::overrides_keeping_rates(cfg_, st.base_lr));
   }
   // The same steps per epoch, another count: it resumes, on other samples.
   if (count_changed && collective_.is_root())

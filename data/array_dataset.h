@@ -22,6 +22,7 @@ struct ArrayData {
   std::vector<float> targets;        // [N, target_shape] (regression)
   std::int64_t num_classes = 0;      // 0: infer max label + 1 (classification; INT64_MAX at most)
   std::string description;           // files, for logs and errors
+  std::vector<std::string> feature_names;  // a CSV header's names of the features, in order
   // Where sample i's label is in the files ("element 4 of NPY file 'y.npy'"),
   // for errors; unset: "sample 4 of <description>".
   std::function<std::string(std::int64_t sample)> label_origin;
@@ -42,6 +43,7 @@ class ArrayDataset final : public Dataset {
   void read(std::int64_t index, float* sample, std::int64_t* label,
             float* target = nullptr) const override;
   std::string describe() const override { return data_.description; }
+  std::vector<std::string> feature_names() const override { return data_.feature_names; }
   std::int64_t max_label() const override { return max_label_; }
   bool classes_inferred() const override { return classes_inferred_; }
   std::string max_label_origin() const override;

@@ -367,6 +367,8 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   }
   if (features.empty()) throw std::runtime_error("CSV file '" + o.path + "' has no data rows");
   data.sample_shape = {static_cast<std::int64_t>(feature_columns.size())};
+  if (o.header)
+    for (const std::size_t c : feature_columns) data.feature_names.push_back(names[c]);
   data.samples = std::move(features);
   if (o.regression) data.target_shape = {1};
   data.num_classes = o.classes;

@@ -43,6 +43,9 @@ class Dataset {
   // The name of each class by label, where the source names them (image
   // folders: the class sub-folders); empty otherwise.
   virtual std::vector<std::string> class_names() const { return {}; }
+  // The name of each of a sample's features, in order, where the source names
+  // them (a CSV file's header); empty otherwise.
+  virtual std::vector<std::string> feature_names() const { return {}; }
   // A digest of what the dataset serves, to tell that the data changed under
   // a run (the manifest and every checkpoint record the training set's). The
   // default reads every sample and digests its values and label; in-memory

@@ -103,7 +103,10 @@ SourceDef csv_source() {
       "reads them (a leading +, 1e-400 as 0); a field's quotes must close on its line. A "
       "header of numbers only, some with a fraction (a data row read as names), is an error, "
       "and so is a column the header leaves without a name (pandas' index, the row numbers) "
-      "unless `features` leaves it out.";
+      "unless `features` leaves it out. Features are read in the file's order (or "
+      "`features`'), not by name: an evaluation file whose header has one of the training "
+      "file's features in another column is refused, with the `features` list that reads it "
+      "in the training's order.";
   d.fields = {
       field("path", FT::string, "Path of the CSV file.").req(),
       field("label", FT::string,

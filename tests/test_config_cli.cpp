@@ -419,6 +419,37 @@ TEST_CASE("a data file that cannot be opened is reported at the key that names i
   fs::remove_all(dir);
 }
 
+TEST_CASE("an evaluation CSV whose header orders the features otherwise is refused, exit 2") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_feature_order";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "train.csv") << "a,b,c,label\n1,2,3,0\n3,4,5,1\n";
+  std::ofstream(dir / "swapped.csv") << "b,a,c,label\n2,1,3,0\n";
+  std::ofstream(dir / "renamed.csv") << "x,y,z,label\n1,2,3,0\n";
+  std::ofstream(dir / "exp.yaml") << "model:\n"
+                                     "  layers: [{type: linear, out_features: 2}]\n"
+                                     "data:\n"
+                                     "  train: {type: csv, path: train.csv}\n"
+                                     "  eval: {type: csv, path: swapped.csv}\n"
+                                     "train: {batch_size: 1}\n";
+  const std::string config = (dir / "exp.yaml").string();
+  auto r = run("validate " + config, true);
+  CHECK(r.code == 2);
+  CHECK(r.out == config +
+                     ":5:9: error: data.eval: its CSV header has feature 'b' in column 1 of the "
+                     "features, where data.train's has it in column 2: features are read in the "
+                     "file's order, not by name, so the model would take one feature for "
+                     "another\n    list them in data.train's order: data.eval.features: [a, b, "
+                     "c]\n1 error\n");
+  // Following the advice reads the columns by name; names the training set
+  // lacks are columns named otherwise, read by place.
+  CHECK(run("validate " + config + " 'data.eval.features=[a, b, c]'", true).code == 0);
+  CHECK(
+      run("validate " + config + " data.eval.path=" + (dir / "renamed.csv").string(), true).code ==
+      0);
+}
+
 TEST_CASE("a data setting the files do not fit is reported at that setting, exit 2") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_data_setting";

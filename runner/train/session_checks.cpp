@@ -14,7 +14,9 @@
 
 #include "data/attr_values.h"
 #include "data/loader.h"
+#include "data/quote.h"
 #include "runner/config/diagnostics.h"
+#include "runner/config/emit.h"
 #include "runner/graph/builder.h"
 
 namespace trainer::train {
@@ -352,6 +354,36 @@ void check_eval_matches_train(const config::Config& config, const Session& s,
               "its targets are " + to_string(eval.target_shape()) + ", but data.train's are " +
                   to_string(train.target_shape()),
               "use an evaluation set of the same shape as the training set");
+  }
+  check_eval_feature_order(train.feature_names(), eval.feature_names(), mark, diags);
+}
+
+void check_eval_feature_order(const std::vector<std::string>& train,
+                              const std::vector<std::string>& eval, const config::Mark& mark,
+                              config::Diagnostics& diags) {
+  if (train.size() != eval.size()) return;
+  for (std::size_t at = 0; at < eval.size(); ++at) {
+    const auto in_train = std::find(train.begin(), train.end(), eval[at]);
+    if (in_train == train.end() || in_train == train.begin() + static_cast<std::ptrdiff_t>(at))
+      continue;
+    // A column both headers name, in another place: read by place, the model
+    // would take it for another feature.
+    constexpr std::size_t kListed = 50;
+    std::string order;
+    for (std::size_t i = 0; i < std::min(train.size(), kListed); ++i)
+      order += (i ? ", " : "") + config::scalar_to_yaml(config::Node::scalar(train[i], {}));
+    diags.add(
+        mark, "data.eval",
+        "its CSV header has feature " + data::quote(eval[at]) + " in column " +
+            std::to_string(at + 1) + " of the features, where data.train's has it in column " +
+            std::to_string(in_train - train.begin() + 1) +
+            ": features are read in the file's order, not by name, so the model would take "
+            "one feature for another",
+        train.size() <= kListed
+            ? "list them in data.train's order: data.eval.features: [" + order + "]"
+            : "write the evaluation file with data.train's order of columns (pandas: "
+              "df[train_columns].to_csv(...)), or list them in that order in data.eval.features");
+    return;
   }
 }
 

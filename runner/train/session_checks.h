@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ops/kernel.h"
 #include "runner/config/config.h"
@@ -44,6 +45,14 @@ void check_inferred_classes(const config::Config& config, const Session& s,
 // training set: the same sample shape after its transforms, and class labels
 // the model predicts (or regression targets of the same shape).
 void check_eval_matches_train(const config::Config& config, const Session& s,
+                              config::Diagnostics& diags);
+
+// An error at `mark` (data.eval) when a feature both sets name (CSV headers)
+// is in another column of the evaluation set's features: read by place, the
+// model would take it for another. Names the one set has and the other lacks
+// are no error (columns named otherwise, read by place).
+void check_eval_feature_order(const std::vector<std::string>& train,
+                              const std::vector<std::string>& eval, const config::Mark& mark,
                               config::Diagnostics& diags);
 
 // A warning at train.early_stopping.patience when the run evaluates too few

@@ -144,9 +144,18 @@ TEST_CASE("a class count near the model's asks for the model's size first, and n
   CHECK_THAT(out, Contains("the last layer gives 3 outputs but the data has 4 classes (its "
                            "largest label, 3, is at sample 2 of IDX labels '" +
                            dir.file("l.idx") + "' (byte offset 10))") &&
-                      Contains("set the last layer's size to 4, or check that label (labels "
-                               "that count from 1, as 1..3, make one class more: class labels "
-                               "count from 0)"));
+                      Contains("set the last layer's size to 4, or check that label (if the "
+                               "labels count from 1, as 1..3, they make one class more: class "
+                               "labels count from 0)"));
+  // One output for labels 0 and 1: PyTorch's binary way, which cross_entropy does not take.
+  write_bytes(dir.file("l.idx"), idx_bytes({4}, {0, 1, 1, 0}));
+  const auto binary = trainer::testing::run_trainer(
+      "validate " + dir.file("labels.yaml") + " model.layers[1].out_features=1", true);
+  CHECK(binary.code == 2);
+  CHECK_THAT(binary.out, Contains("the last layer gives 1 outputs but the data has 2 classes") &&
+                             Contains("set the last layer's size to 2: cross_entropy takes one "
+                                      "output per class, two for a binary classifier") &&
+                             !Contains("count from 1"));
 }
 
 TEST_CASE("a model of more outputs than a training set's labels reach is offered classes:") {

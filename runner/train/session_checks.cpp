@@ -281,11 +281,15 @@ void check_inferred_classes(const config::Config& config, const Session& s,
               "the last layer gives " + outputs + " outputs but the data has " + classes +
                   " classes (its largest label, " + std::to_string(largest) + ", is at " +
                   train.max_label_origin() + ")",
-              "set the last layer's size to " + classes + ", or check that label" +
-                  (s.num_classes == logits[1] + 1
-                       ? " (labels that count from 1, as 1.." + outputs +
-                             ", make one class more: class labels count from 0)"
-                       : std::string()));
+              logits[1] == 1 && s.num_classes == 2
+                  ? std::string("set the last layer's size to 2: cross_entropy takes one output "
+                                "per class, two for a binary classifier (not the one output of "
+                                "PyTorch's BCEWithLogitsLoss)")
+                  : "set the last layer's size to " + classes + ", or check that label" +
+                        (s.num_classes == logits[1] + 1
+                             ? " (if the labels count from 1, as 1.." + outputs +
+                                   ", they make one class more: class labels count from 0)"
+                             : std::string()));
     return;
   }
   diags.add(config.data.train->mark, "data.train",

@@ -4,12 +4,22 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ops/shape.h"
 
 namespace trainer::data {
+
+// A sample that could not be read or transformed (a damaged file, a value
+// out of range), naming the sample and its source: in the loader, the error
+// of the batch that holds it (nothing of that batch reached the caller); in
+// the transforms' statistics, the error of the sample they read.
+class SampleReadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class Dataset {
  public:

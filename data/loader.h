@@ -78,14 +78,6 @@ struct Cursor {
 
 inline constexpr std::int64_t kIgnoreLabel = -100;
 
-// A sample that could not be read or transformed (a damaged file, a value
-// out of range): the error of the batch that holds it, naming the sample and
-// its source. Nothing of that batch reached the caller.
-class SampleReadError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 class Loader {
  public:
   // Throws std::invalid_argument for impossible options (batch_size < 1, rank

@@ -289,7 +289,11 @@ ChannelStats stats_after(const Dataset& dataset, const std::vector<const Transfo
   for (std::int64_t i = 0; i < dataset.size(); ++i) {
     std::int64_t label = 0;
     a.resize(static_cast<std::size_t>(numel(shapes[0])));
-    dataset.read(i, a.data(), &label, target.data());
+    try {
+      dataset.read(i, a.data(), &label, target.data());
+    } catch (const std::runtime_error& e) {  // the data's error, not the transforms'
+      throw SampleReadError(e.what());
+    }
     for (std::size_t t = 0; t < prefix.size(); ++t) {
       b.resize(static_cast<std::size_t>(numel(shapes[t + 1])));
       prefix[t]->apply(a.data(), shapes[t], b.data(), unused);

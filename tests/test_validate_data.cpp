@@ -77,6 +77,16 @@ TEST_CASE("validate --data names the damaged images at their key; plain validate
   CHECK(normalized.code == 2);
   CHECK(contains(normalized.out, "error: data.train: 1 of 12 training samples cannot be read"));
   CHECK(contains(normalized.out, "error: data.eval: 2 of 4 evaluation samples cannot be read"));
+  CHECK(contains(normalized.out, "\n2 errors\n"));  // the statistics' error is one of those listed
+  // Without --data, the statistics' error is the data's, not the transforms'.
+  const auto first_only =
+      run_trainer("validate " + config + " 'data.transforms=[{type: normalize}]'", true);
+  CHECK(first_only.code == 2);
+  CHECK(contains(first_only.out, config +
+                                     ":6:10: error: data.train: normalize's statistics "
+                                     "cannot read a sample: cannot decode PNG image '" +
+                                     dir.file("train") + "/b/4.png'"));
+  CHECK_FALSE(contains(first_only.out, "data.transforms"));
   // An error that is not the data's reads no sample.
   const auto model_error =
       run_trainer("validate " + config + " --data model.layers[1].out_features=3", true);

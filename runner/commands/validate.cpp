@@ -257,13 +257,16 @@ int command_validate(const CommandArgs& args) {
   try {
     session_warnings = config::run_validation_hooks(config);
   } catch (const config::ConfigError& e) {
-    for (const auto& d : e.diagnostics().list()) diags.add(d);
     // A sample the session could not read computing normalize's statistics
-    // (an error at the transforms) is one of those --data lists: with the others.
-    const bool at_transforms =
-        std::any_of(diags.list().begin(), diags.list().end(),
-                    [](const config::Diagnostic& d) { return d.key_path.ends_with("transforms"); });
-    if (args.read_data && at_transforms) try {
+    // is one of those --data lists: listed with the others instead.
+    bool unread_sample = false;
+    for (const auto& d : e.diagnostics().list()) {
+      const bool unread =
+          d.key_path == "data.train" && d.message.starts_with(train::kStatisticsReadError);
+      if (!(args.read_data && unread)) diags.add(d);
+      unread_sample = unread_sample || unread;
+    }
+    if (args.read_data && unread_sample) try {
         check_every_sample(config, diags);
       } catch (const config::ConfigError&) {  // the data did not open: said above
       }

@@ -623,6 +623,11 @@ Session open_session(const config::Config& config, const std::vector<std::string
                                           false, s.train_data.get(), s.eval_data.get());
     s.train_pipeline = std::make_shared<const data::Pipeline>(std::move(train_pipe));
     s.eval_pipeline = std::make_shared<const data::Pipeline>(std::move(eval_pipe));
+  } catch (const data::SampleReadError& e) {  // normalize's statistics read data.train
+    diags.add(config.data.train->mark, "data.train", kStatisticsReadError + e.what(),
+              "repair or remove it; `trainer validate --data` lists every sample that cannot be "
+              "read");
+    diags.throw_if_any();
   } catch (const std::runtime_error& e) {
     diags.add(written_mark_of(config, list), list, e.what());
     diags.throw_if_any();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "data/dataset.h"
@@ -18,6 +19,11 @@
 #include "runner/graph/ir.h"
 
 namespace trainer::train {
+
+// How the error at data.train of a training sample that normalize's
+// statistics could not read begins (`validate --data` lists every such
+// sample instead).
+inline const std::string kStatisticsReadError = "normalize's statistics cannot read a sample: ";
 
 struct BatchPlan {
   std::int64_t global = 0;        // samples per optimizer step, all ranks

@@ -68,14 +68,25 @@ bool TrainLoop::run_eval(std::int64_t at_step, bool may_stop) {
   }();
   if (e.interrupted) return false;
   // Every rank has the same sums: every rank stops alike.
-  if (!std::isfinite(e.loss))
-    throw DivergedError(std::string("the evaluation loss is ") +
-                        (std::isnan(e.loss) ? "NaN" : "infinite") + " at step " +
-                        std::to_string(at_step) + " (over " + std::to_string(e.samples) +
-                        " samples): the weights have diverged, or the evaluation data holds "
-                        "values the model overflows on; lower optimizer.lr (or set "
-                        "train.clip_grad_norm), or check the evaluation data (trainer validate "
-                        "--data)");
+  if (!std::isfinite(e.loss)) {
+    const std::string what = std::string("the evaluation loss is ") +
+                             (std::isnan(e.loss) ? "NaN" : "infinite") + " at step " +
+                             std::to_string(at_step) + " (over " + std::to_string(e.samples) +
+                             " samples): ";
+    // Under fp16 the evaluation's forward pass overflows where an activation
+    // passes fp16's largest value, which no loss scale covers.
+    if (scaler_.enabled())
+      throw DivergedError(
+          what +
+          "under precision: fp16 an activation of the evaluation data passed 65504, fp16's "
+          "largest value (the loss scale covers gradients, not the forward pass), or the "
+          "weights diverged; use precision: bf16 (float32's range), normalise the inputs, or "
+          "lower optimizer.lr; check the evaluation data (trainer validate --data)");
+    throw DivergedError(what +
+                        "the weights have diverged, or the evaluation data holds values the "
+                        "model overflows on; lower optimizer.lr (or set train.clip_grad_norm), "
+                        "or check the evaluation data (trainer validate --data)");
+  }
   nlohmann::json record = {{"step", at_step},
                            {"epoch", epoch_},
                            {"split", "eval"},

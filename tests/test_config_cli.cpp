@@ -1398,6 +1398,33 @@ TEST_CASE("a normalize for values in [0, 1] over bytes with no scale before it i
   }
 }
 
+TEST_CASE("images reaching the model as stored bytes, neither scaled nor normalized, warn") {
+  namespace fs = std::filesystem;
+  const fs::path mlp = fs::path(TRAINER_TEST_DATA_DIR).parent_path().parent_path() /
+                       "configs/fashion_mnist_mlp.yaml";
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    WARN("Fashion-MNIST is not installed: validate cannot open the MLP's data");
+    return;
+  }
+  const std::string said =
+      "warning: data.transforms: the training samples reach the model as "
+      "stored, up to 255, with neither scale nor normalize";
+  for (const char* transforms : {"[]", "[{type: random_flip}]"}) {
+    const auto r = run("validate " + mlp.string() + " 'data.transforms=" + transforms + "'", true);
+    INFO(transforms << ": " << r.out);
+    CHECK(r.code == 0);
+    CHECK(r.out.find(said) != std::string::npos);
+    CHECK(r.out.find("add {type: scale}") != std::string::npos);
+  }
+  // Scaled (the shipped config), or normalized by the data's own statistics: nothing to say.
+  for (const char* sound : {"[{type: scale}]", "[{type: normalize}]"}) {
+    const auto r = run("validate " + mlp.string() + " 'data.transforms=" + sound + "'", true);
+    INFO(sound << ": " << r.out);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("reach the model as stored") == std::string::npos);
+  }
+}
+
 TEST_CASE("help shows a directory to create as DIR, one that must exist as TEXT:DIR") {
   const auto help = run("run --help");
   CHECK(help.out.find("  --out DIR ") != std::string::npos);

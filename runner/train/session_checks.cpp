@@ -163,8 +163,54 @@ void warn_batch_beyond_set(const config::Config& config, const Session& s,
                                       : " (the set's size)"));
 }
 
+namespace {
+
+// The largest magnitude among the first training samples (read as the loader
+// reads them); nullopt when one cannot be read (reported where the data is
+// checked).
+std::optional<float> largest_stored_value(const data::Dataset& train) {
+  std::vector<float> sample(static_cast<std::size_t>(numel(train.sample_shape())));
+  std::vector<float> target(
+      static_cast<std::size_t>(std::max<std::int64_t>(1, numel(train.target_shape()))));
+  float largest = 0;
+  try {
+    for (std::int64_t i = 0; i < std::min<std::int64_t>(train.size(), 16); ++i) {
+      std::int64_t label = 0;
+      train.read(i, sample.data(), &label, target.data());
+      for (const float x : sample) largest = std::max(largest, std::abs(x));
+    }
+  } catch (const std::runtime_error&) {
+    return std::nullopt;
+  }
+  return largest;
+}
+
+}  // namespace
+
 void warn_normalize_unscaled(const config::Config& config, const Session& s,
                              config::Diagnostics& warnings) {
+  const auto transforms_type = [&](const char* type) {
+    return std::any_of(config.data.transforms.begin(), config.data.transforms.end(),
+                       [&](const config::TypedItem& item) { return item.type == type; });
+  };
+  // Images (samples of two or more dimensions) as stored, bytes up to 255,
+  // with neither scale nor normalize: a network trains poorly, or not at all.
+  if (s.train_data->sample_shape().size() >= 2 && !transforms_type("scale") &&
+      !transforms_type("normalize")) {
+    const std::optional<float> largest = largest_stored_value(*s.train_data);
+    if (largest && *largest > 2)
+      warnings.add(written_mark_of(
+                       config, config.data.transforms.empty() ? "data.train" : "data.transforms"),
+                   "data.transforms",
+                   "the training samples reach the model as stored, up to " +
+                       fmt::format("{:g}", *largest) +
+                       ", with neither scale nor normalize: a network trains poorly on values "
+                       "that large, or not at all",
+                   "add {type: scale} (bytes to [0, 1], as PyTorch's ToTensor does) and "
+                   "{type: normalize} (its mean and std computed from the training set when not "
+                   "given)");
+    return;
+  }
   const config::TypedItem* unscaled = nullptr;
   for (const config::TypedItem& item : config.data.transforms) {
     if (item.type == "scale") return;  // scaled before any normalize that follows
@@ -179,22 +225,9 @@ void warn_normalize_unscaled(const config::Config& config, const Session& s,
     break;
   }
   if (!unscaled) return;
-  // The largest stored value of the first samples (read as the loader reads them).
-  const data::Dataset& train = *s.train_data;
-  std::vector<float> sample(static_cast<std::size_t>(numel(train.sample_shape())));
-  std::vector<float> target(
-      static_cast<std::size_t>(std::max<std::int64_t>(1, numel(train.target_shape()))));
-  float largest = 0;
-  try {
-    for (std::int64_t i = 0; i < std::min<std::int64_t>(train.size(), 16); ++i) {
-      std::int64_t label = 0;
-      train.read(i, sample.data(), &label, target.data());
-      for (const float x : sample) largest = std::max(largest, std::abs(x));
-    }
-  } catch (const std::runtime_error&) {
-    return;  // a sample that cannot be read is reported where the data is checked
-  }
-  if (largest <= 2) return;
+  const std::optional<float> stored = largest_stored_value(*s.train_data);
+  if (!stored || *stored <= 2) return;
+  const float largest = *stored;
   const std::vector<double> mean = data::numbers_or(unscaled->attrs, "mean", {});
   const std::vector<double> deviation = data::numbers_or(unscaled->attrs, "std", {});
   const double normalized = (largest - mean.front()) / deviation.front();

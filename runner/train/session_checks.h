@@ -77,7 +77,9 @@ void warn_schedule_beyond_run(const config::Config& config, const Session& s,
 // A warning at a normalize whose mean and std are those of values in [0, 1]
 // (as PyTorch's ToTensor makes them) when the training samples reach it as
 // stored, beyond 1 (bytes 0..255) with no scale before it: it would leave
-// them in the hundreds, and the run would diverge.
+// them in the hundreds, and the run would diverge. Also one when images
+// (samples of two or more dimensions) reach the model as stored, beyond 2,
+// with neither scale nor normalize.
 void warn_normalize_unscaled(const config::Config& config, const Session& s,
                              config::Diagnostics& warnings);
 

@@ -154,9 +154,13 @@ class Crop final : public Transform {
     }
   }
   bool random() const override { return random_; }
+  // The centre crop pads nothing: a sample smaller than the size is centred
+  // in zeros, whatever `padding` the training's crop has.
   std::string describe() const override {
-    return std::string(random_ ? "random_crop" : "center_crop") + "(" + std::to_string(height_) +
-           "x" + std::to_string(width_) + ", padding " + std::to_string(padding_) + ")";
+    if (!random_)
+      return "center_crop(" + std::to_string(height_) + "x" + std::to_string(width_) + ")";
+    return "random_crop(" + std::to_string(height_) + "x" + std::to_string(width_) + ", padding " +
+           std::to_string(padding_) + ")";
   }
 
  private:

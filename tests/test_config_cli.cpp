@@ -491,6 +491,18 @@ TEST_CASE("a data setting the files do not fit is reported at that setting, exit
                    "data.train (CSV file '" +
                    (dir / "train.csv").string() + "') gives regression targets [1]\n") == 0);
   CHECK(r.out.find("model.loss: {type: mse}") != std::string::npos);
+  // Integer targets for mse: how to store them, not a class count (its
+  // largest label, 4, makes 5 classes for the model's 2 outputs).
+  std::ofstream(dir / "counts.csv") << "a,b,label\n1,2,0\n3,4,4\n";
+  r = run("validate " + config + " data.train.path=" + (dir / "counts.csv").string() +
+              " data.train.label=label data.split=0 'model.loss={type: mse}'",
+          true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: model.loss.type: mse needs regression targets, but the data has class "
+                   "labels (integers)") != std::string::npos);
+  CHECK(r.out.find("a CSV: regression: true") != std::string::npos);
+  CHECK(r.out.find("makes 5 classes") == std::string::npos);
+  CHECK(r.out.find("\n1 error\n") != std::string::npos);
   // An evaluation image folder with a class the training folder lacks.
   for (const char* cls : {"train/ant", "train/bee", "eval/ant", "eval/dog"}) {
     fs::create_directories(dir / cls);

@@ -704,8 +704,9 @@ class Builder {
     const Node* type = spec.find("type");
     if (input_.num_classes > 0 && op->name == "mse") {
       diags_.add(type->mark(), "model.loss.type",
-                 "mse needs regression targets, but the data has class labels",
-                 "use cross_entropy");
+                 "mse needs regression targets, but the data has class labels (integers)",
+                 "use cross_entropy for classes; for numeric targets store them as floats (an "
+                 "NPY y of float32: y.astype('float32'); a CSV: regression: true)");
       return;
     }
     const std::size_t errors_before = diags_.size();

@@ -195,10 +195,11 @@ void warn_normalize_unscaled(const config::Config& config, const Session& s,
   };
   // Images (samples of two or more dimensions) as stored, bytes up to 255,
   // with neither scale nor normalize: a network trains poorly, or not at all.
+  // (Standardised values rarely pass 25; bytes of an image nearly always do.)
   if (s.train_data->sample_shape().size() >= 2 && !transforms_type("scale") &&
       !transforms_type("normalize")) {
     const std::optional<float> largest = largest_stored_value(*s.train_data);
-    if (largest && *largest > 2)
+    if (largest && *largest > 25)
       warnings.add(written_mark_of(
                        config, config.data.transforms.empty() ? "data.train" : "data.transforms"),
                    "data.transforms",

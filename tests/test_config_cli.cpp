@@ -24,6 +24,20 @@ trainer::testing::CommandResult run(const std::string& args, bool merge_stderr =
   return trainer::testing::run_trainer(args, merge_stderr);
 }
 
+// A fresh folder `name` in the temp directory holding train.csv (`train_csv`)
+// and exp.yaml: a linear layer of 2 outputs, then `data` (the lines from
+// "data:" on). Returns exp.yaml's path.
+std::filesystem::path linear_csv_experiment(const std::string& name, const std::string& train_csv,
+                                            const std::string& data) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.csv") << train_csv;
+  std::ofstream(dir / "exp.yaml") << "model:\n  layers: [{type: linear, out_features: 2}]\n"
+                                  << data;
+  return dir / "exp.yaml";
+}
+
 }  // namespace
 
 TEST_CASE("validate prints ok and exits 0 for a good config") {
@@ -368,17 +382,15 @@ TEST_CASE("print-config shows the loss a config without one uses, and layer defa
 
 TEST_CASE("a data file that cannot be opened is reported at the key that names it") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_data_file";
-  fs::create_directories(dir);
-  std::ofstream(dir / "train.csv") << "a,b,label\n1,2,0\n3,4,1\n";
-  std::ofstream(dir / "exp.yaml") << "model:\n"
-                                     "  layers: [{type: linear, out_features: 2}]\n"
-                                     "data:\n"
-                                     "  train: {type: csv, path: train.csv}\n"
-                                     "  eval:\n"
-                                     "    type: csv\n"
-                                     "    path: missing.csv\n";
-  const std::string config = (dir / "exp.yaml").string();
+  const fs::path exp =
+      linear_csv_experiment("trainer_test_cli_data_file", "a,b,label\n1,2,0\n3,4,1\n",
+                            "data:\n"
+                            "  train: {type: csv, path: train.csv}\n"
+                            "  eval:\n"
+                            "    type: csv\n"
+                            "    path: missing.csv\n");
+  const fs::path dir = exp.parent_path();
+  const std::string config = exp.string();
   // Written in the file: at the value of `path`.
   auto r = run("validate " + config, true);
   CHECK(r.code == 2);
@@ -421,19 +433,16 @@ TEST_CASE("a data file that cannot be opened is reported at the key that names i
 
 TEST_CASE("an evaluation CSV whose header orders the features otherwise is refused, exit 2") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_feature_order";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream(dir / "train.csv") << "a,b,c,label\n1,2,3,0\n3,4,5,1\n";
+  const fs::path exp =
+      linear_csv_experiment("trainer_test_cli_feature_order", "a,b,c,label\n1,2,3,0\n3,4,5,1\n",
+                            "data:\n"
+                            "  train: {type: csv, path: train.csv}\n"
+                            "  eval: {type: csv, path: swapped.csv}\n"
+                            "train: {batch_size: 1}\n");
+  const fs::path dir = exp.parent_path();
   std::ofstream(dir / "swapped.csv") << "b,a,c,label\n2,1,3,0\n";
   std::ofstream(dir / "renamed.csv") << "x,y,z,label\n1,2,3,0\n";
-  std::ofstream(dir / "exp.yaml") << "model:\n"
-                                     "  layers: [{type: linear, out_features: 2}]\n"
-                                     "data:\n"
-                                     "  train: {type: csv, path: train.csv}\n"
-                                     "  eval: {type: csv, path: swapped.csv}\n"
-                                     "train: {batch_size: 1}\n";
-  const std::string config = (dir / "exp.yaml").string();
+  const std::string config = exp.string();
   auto r = run("validate " + config, true);
   CHECK(r.code == 2);
   CHECK(r.out == config +
@@ -452,17 +461,14 @@ TEST_CASE("an evaluation CSV whose header orders the features otherwise is refus
 
 TEST_CASE("a data setting the files do not fit is reported at that setting, exit 2") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "trainer_test_cli_data_setting";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream(dir / "train.csv") << "a,b,label\n1,2,0\n3,4,1\n";
-  std::ofstream(dir / "exp.yaml") << "model:\n"
-                                     "  layers: [{type: linear, out_features: 2}]\n"
-                                     "data:\n"
-                                     "  train: {type: csv, path: train.csv, label: kind}\n"
-                                     "  split: 0.1\n"
-                                     "train: {batch_size: 1}\n";
-  const std::string config = (dir / "exp.yaml").string();
+  const fs::path exp =
+      linear_csv_experiment("trainer_test_cli_data_setting", "a,b,label\n1,2,0\n3,4,1\n",
+                            "data:\n"
+                            "  train: {type: csv, path: train.csv, label: kind}\n"
+                            "  split: 0.1\n"
+                            "train: {batch_size: 1}\n");
+  const fs::path dir = exp.parent_path();
+  const std::string config = exp.string();
   auto r = run("validate " + config, true);
   CHECK(r.code == 2);
   CHECK(r.out.find(config +

@@ -142,16 +142,6 @@ void check_model_keys(const Node& model, Diagnostics& diags) {
   }
 }
 
-// `model.loss` as a map {type: <loss>, ...}: as written, from the `loss: mse`
-// shorthand, or the default loss.
-Node loss_spec(const Node& model) {
-  const Node* loss = model.find("loss");
-  if (loss && !loss->is_scalar()) return *loss;
-  Node spec = Node::map(loss ? loss->mark() : model.mark());
-  spec.set("type", loss ? *loss : Node::scalar(config::kDefaultLoss, model.mark()));
-  return spec;
-}
-
 // The loss op `spec` names; null, with an error at its type, when it names none.
 const OpDef* find_loss_op(const Node& spec, Diagnostics& diags) {
   const Node* type = spec.is_map() ? spec.find("type") : nullptr;
@@ -962,6 +952,16 @@ class Builder {
 };
 
 }  // namespace
+
+// `model.loss` as a map {type: <loss>, ...}: as written, from the `loss: mse`
+// shorthand, or the default loss.
+config::Node loss_spec(const config::Node& model) {
+  const config::Node* loss = model.find("loss");
+  if (loss && !loss->is_scalar()) return *loss;
+  config::Node spec = config::Node::map(loss ? loss->mark() : model.mark());
+  spec.set("type", loss ? *loss : config::Node::scalar(config::kDefaultLoss, model.mark()));
+  return spec;
+}
 
 Graph build_graph(const config::Node& model, const ModelInput& input,
                   config::Diagnostics& diagnostics) {

@@ -298,10 +298,10 @@ void check_inferred_classes(const config::Config& config, const Session& s,
   const data::Dataset& train = *s.train_data;
   if (!train.classes_inferred() || s.num_classes <= 0) return;
   // Integer targets for mse: the model's loss error says how to store them.
-  if (const config::Node* loss = config.model.node.find("loss"))
-    if (const config::Node* type = loss->is_map() ? loss->find("type") : nullptr;
-        type && type->is_scalar() && type->text() == "mse")
-      return;
+  const config::Node loss = graph::loss_spec(config.model.node);
+  if (const config::Node* type = loss.find("type");
+      type && type->is_scalar() && type->text() == "mse")
+    return;
   graph::ModelInput input;
   input.batch = s.batch.micro;
   input.sample_shape = s.sample_shape;

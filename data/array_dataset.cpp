@@ -96,6 +96,12 @@ std::uint64_t ArrayDataset::content_digest() const {
       digest.add(shape.data(), shape.size() * sizeof(shape[0]));
     };
     add_shape(data_.sample_shape);
+    // Names only where there are some: the digests of unnamed data stay as
+    // they were before names were read.
+    for (const std::string& name : data_.class_names) {
+      digest.add(std::uint64_t{name.size()});
+      digest.add(name);
+    }
     std::visit([&](const auto& v) { digest.add(v.data(), v.size() * sizeof(v[0])); },
                data_.samples);
     add_shape(data_.target_shape);

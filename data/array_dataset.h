@@ -23,6 +23,10 @@ struct ArrayData {
   std::int64_t num_classes = 0;      // 0: infer max label + 1 (classification; INT64_MAX at most)
   std::string description;           // files, for logs and errors
   std::vector<std::string> feature_names;  // a CSV header's names of the features, in order
+  // The name of each class by label, where the labels were written as names
+  // (a CSV label column), and the source's key that reads them ("label").
+  std::vector<std::string> class_names;
+  std::string class_names_key;
   // Where sample i's label is in the files ("element 4 of NPY file 'y.npy'"),
   // for errors; unset: "sample 4 of <description>".
   std::function<std::string(std::int64_t sample)> label_origin;
@@ -44,6 +48,8 @@ class ArrayDataset final : public Dataset {
             float* target = nullptr) const override;
   std::string describe() const override { return data_.description; }
   std::vector<std::string> feature_names() const override { return data_.feature_names; }
+  std::vector<std::string> class_names() const override { return data_.class_names; }
+  std::string class_names_key() const override { return data_.class_names_key; }
   std::int64_t max_label() const override { return max_label_; }
   bool classes_inferred() const override { return classes_inferred_; }
   std::string max_label_origin() const override;

@@ -27,6 +27,7 @@ class RelabelledDataset final : public Dataset {
     return label_of_.empty() ? -1 : *std::max_element(label_of_.begin(), label_of_.end());
   }
   std::vector<std::string> class_names() const override { return names_; }
+  std::string class_names_key() const override { return base_->class_names_key(); }
   std::uint64_t content_digest() const override {
     ContentDigest digest;
     digest.add(base_->content_digest());
@@ -55,8 +56,8 @@ std::shared_ptr<Dataset> relabel_by_class_names(std::shared_ptr<const Dataset> e
     std::string list, known;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     for (const auto& t : train_names) known += (known.empty() ? "'" : ", '") + t + "'";
-    throw SourceFieldError("root",
-                           eval->describe() + " has class folder(s) " + list +
+    throw SourceFieldError(eval->class_names_key(),
+                           eval->describe() + " has class(es) " + list +
                                " that the training set does not have (its classes: " + known +
                                "); the model has no output for them: rename or remove them");
   }

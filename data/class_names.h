@@ -15,7 +15,7 @@ namespace trainer::data {
 
 // `eval` with each label replaced by the position of its class name in
 // `train_names`, and train_names.size() classes. `eval` must name its classes
-// (Dataset::class_names). Throws SourceFieldError("root", ...) naming the
+// (Dataset::class_names). Throws SourceFieldError(eval->class_names_key(), ...) naming the
 // classes of `eval` that `train_names` lacks.
 std::shared_ptr<Dataset> relabel_by_class_names(std::shared_ptr<const Dataset> eval,
                                                 const std::vector<std::string>& train_names);

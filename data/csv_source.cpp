@@ -1,5 +1,6 @@
-// CSV files: numeric feature columns and one label column, read once into
-// memory. Errors carry the file and the 1-based line number.
+// CSV files: numeric feature columns and one label column (class numbers,
+// class names or float targets), read once into memory. Errors carry the file
+// and the 1-based line number.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -13,10 +14,12 @@
 
 #include "data/array_dataset.h"
 #include "data/file_bytes.h"
+#include "data/file_signature.h"
 #include "data/finite_check.h"
 #include "data/loader.h"  // kIgnoreLabel
 #include "data/quote.h"
 #include "data/sources.h"
+#include "data/utf8.h"
 
 namespace trainer::data {
 namespace {
@@ -105,6 +108,10 @@ std::string delimiter_hint(const std::string& first_line, std::size_t columns, c
 // read as bytes, every other one would be a NUL inside the names and values.
 std::string csv_text(const std::string& path) {
   const std::vector<std::uint8_t> bytes = read_file_bytes(path);
+  // A binary file another source reads (an NPY array, an IDX file, an image).
+  if (const auto found = recognise_file(bytes); found && found->source != "csv")
+    throw std::runtime_error("CSV file '" + path + "' is " + found->what +
+                             ", not CSV text: " + found->advice);
   std::string text(bytes.begin(), bytes.end());
   for (const std::string_view mark :
        {std::string_view("\xFF\xFE", 2), std::string_view("\xFE\xFF", 2)})
@@ -166,6 +173,88 @@ void check_unique_names(const std::string& path, const std::vector<std::string>&
              ? "; or, if that line is a data row, set header: false (the file has no header line)"
              : ""));
   }
+}
+
+// Whether `cell` reads as a number as the cells are read: spaces around it
+// and a leading '+' allowed, a magnitude beyond float64's too (an error later).
+bool reads_as_number(std::string_view cell) {
+  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
+  while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '\r'))
+    cell.remove_suffix(1);
+  if (cell.size() > 1 && cell[0] == '+' && cell[1] != '-' && cell[1] != '+') cell.remove_prefix(1);
+  double value = 0;
+  const auto [ptr, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
+  return !cell.empty() && ptr == cell.data() + cell.size() &&
+         (ec == std::errc() || ec == std::errc::result_out_of_range);
+}
+
+// Class labels written as names ("cat", "dog") rather than numbers. Each name
+// is numbered by its place among the sorted names once all are read, as image
+// folders number their class folders (and scikit-learn's LabelEncoder its
+// classes).
+class LabelNames {
+ public:
+  // The name's number in the order first seen.
+  std::int64_t id_of(const std::string& name) {
+    const auto [at, added] = ids_.emplace(name, static_cast<std::int64_t>(seen_.size()));
+    if (added) {
+      seen_.push_back(name);
+      uses_.push_back(0);
+    }
+    ++uses_[static_cast<std::size_t>(at->second)];
+    return at->second;
+  }
+  std::size_t count() const { return seen_.size(); }
+  // How many labels the first name seen was given.
+  std::int64_t uses_of_first() const { return uses_.empty() ? 0 : uses_[0]; }
+  // The names in sorted order (bytes that are not UTF-8 as \xNN), with
+  // `labels` renumbered from the order first seen to places among them.
+  std::vector<std::string> sorted(std::vector<std::int64_t>& labels) const {
+    std::vector<std::size_t> order(seen_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return seen_[a] < seen_[b]; });
+    std::vector<std::int64_t> place(seen_.size());
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      place[order[i]] = static_cast<std::int64_t>(i);
+      names.push_back(with_invalid_utf8_escaped(seen_[order[i]]));
+    }
+    for (std::int64_t& label : labels) label = place[static_cast<std::size_t>(label)];
+    return names;
+  }
+
+ private:
+  std::unordered_map<std::string, std::int64_t> ids_;
+  std::vector<std::string> seen_;
+  std::vector<std::int64_t> uses_;
+};
+
+// Sets `data`'s classes from labels written as names: their sorted names,
+// and the labels renumbered to places among them. `classes`, when given, must
+// count them. Without a header, a first line whose label no other line has is
+// more likely the header than a class of one sample.
+void name_classes(const CsvOptions& o, const LabelNames& label_names,
+                  const std::string& first_label, ArrayData& data) {
+  if (!o.header && label_names.uses_of_first() == 1 && data.labels.size() > 1)
+    throw std::runtime_error("CSV file '" + o.path + "': " + first_label +
+                             " is a class name no other line has: if the first line names the "
+                             "columns, set header: true");
+  data.class_names = label_names.sorted(data.labels);
+  data.class_names_key = "label";
+  const auto count = static_cast<std::int64_t>(data.class_names.size());
+  if (o.classes > 0 && o.classes != count) {
+    std::string names;
+    for (std::size_t i = 0; i < data.class_names.size() && i < 20; ++i)
+      names += (i ? ", " : "") + quote(data.class_names[i]);
+    if (data.class_names.size() > 20) names += ", ...";
+    throw SourceFieldError("classes", "CSV file '" + o.path + "' names " + std::to_string(count) +
+                                          " classes in its labels (" + names + "), not " +
+                                          std::to_string(o.classes) +
+                                          ": named labels set the count themselves; remove "
+                                          "classes");
+  }
+  data.num_classes = count;
 }
 
 }  // namespace
@@ -277,6 +366,9 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   ArrayData data;
   std::vector<float> features;
   std::vector<std::int64_t> lines;  // of each class label, for errors
+  bool labels_named = false;        // class names rather than numbers
+  LabelNames label_names;
+  std::string first_label;  // "line 2's label 'cat'", for errors
   // A cell's value; `finite`: NaN and infinity are errors (features and
   // regression targets; a class label has its own check).
   auto parse = [&](const std::string& cell, std::size_t column, bool finite) {
@@ -339,39 +431,61 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     }
     for (std::size_t c : feature_columns)
       features.push_back(static_cast<float>(parse(cells[c], c, true)));
-    const double label = parse(cells[label_column], label_column, o.regression);
+    const std::string& label_cell = cells[label_column];
     if (o.regression) {
-      data.targets.push_back(static_cast<float>(label));
-    } else {
-      // Compared before the cast: NaN or a value beyond int64 has no integer to cast to.
-      // kIgnoreLabel (-100) is a sample the loss leaves out, in no class.
-      const bool ignored = label == static_cast<double>(kIgnoreLabel);
-      const std::string at = "CSV file '" + o.path + "' line " + std::to_string(line_number) +
-                             ": label " + quote(cells[label_column]);
-      if (!ignored && label >= 0 && label != std::floor(label))
-        throw std::runtime_error(at +
-                                 " is not a whole number, so no class (for float targets set "
-                                 "regression: true on the source)");
-      if (!ignored && label >= 0x1p53)  // past where doubles hold every integer
-        throw std::runtime_error(at + " is too large to be a class (below 2^53)");
-      if (!ignored && (!(label >= 0) || (o.classes > 0 && label >= static_cast<double>(o.classes))))
-        throw std::runtime_error(
-            at + " is not a class in [0, " +
-            (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ")" +
-            (label < 0
-                 ? " (nor " + std::to_string(kIgnoreLabel) + ", the label of an ignored sample)"
-                 : std::string()));
-      data.labels.push_back(static_cast<std::int64_t>(label));
-      lines.push_back(line_number);
+      data.targets.push_back(static_cast<float>(parse(label_cell, label_column, true)));
+      continue;
     }
+    const std::string at = "CSV file '" + o.path + "' line " + std::to_string(line_number) +
+                           ": label " + quote(label_cell);
+    // The first row decides whether the labels are class numbers or names.
+    if (lines.empty()) {
+      labels_named = !label_cell.empty() && !reads_as_number(label_cell);
+      first_label = "line " + std::to_string(line_number) + "'s label " + quote(label_cell);
+    }
+    const std::string all_one_way =
+        ": write the labels all as class numbers (0, 1, ...) or all as class names";
+    if (labels_named) {
+      if (label_cell.empty())
+        throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
+                                 ": the label is empty: give every sample its class name");
+      if (reads_as_number(label_cell))
+        throw std::runtime_error(at + " is a number, but " + first_label + " is a name" +
+                                 all_one_way);
+      data.labels.push_back(label_names.id_of(label_cell));
+      lines.push_back(line_number);
+      continue;
+    }
+    if (!label_cell.empty() && !reads_as_number(label_cell))
+      throw std::runtime_error(at + " is a name, but " + first_label + " is a number" +
+                               all_one_way);
+    const double label = parse(label_cell, label_column, false);
+    // Compared before the cast: NaN or a value beyond int64 has no integer to cast to.
+    // kIgnoreLabel (-100) is a sample the loss leaves out, in no class.
+    const bool ignored = label == static_cast<double>(kIgnoreLabel);
+    if (!ignored && label >= 0 && label != std::floor(label))
+      throw std::runtime_error(at +
+                               " is not a whole number, so no class (for float targets set "
+                               "regression: true on the source)");
+    if (!ignored && label >= 0x1p53)  // past where doubles hold every integer
+      throw std::runtime_error(at + " is too large to be a class (below 2^53)");
+    if (!ignored && (!(label >= 0) || (o.classes > 0 && label >= static_cast<double>(o.classes))))
+      throw std::runtime_error(
+          at + " is not a class in [0, " +
+          (o.classes > 0 ? std::to_string(o.classes) : std::string("inf")) + ")" +
+          (label < 0 ? " (nor " + std::to_string(kIgnoreLabel) + ", the label of an ignored sample)"
+                     : std::string()));
+    data.labels.push_back(static_cast<std::int64_t>(label));
+    lines.push_back(line_number);
   }
   if (features.empty()) throw std::runtime_error("CSV file '" + o.path + "' has no data rows");
+  if (labels_named) name_classes(o, label_names, first_label, data);
   data.sample_shape = {static_cast<std::int64_t>(feature_columns.size())};
   if (o.header)
     for (const std::size_t c : feature_columns) data.feature_names.push_back(names[c]);
   data.samples = std::move(features);
   if (o.regression) data.target_shape = {1};
-  data.num_classes = o.classes;
+  if (!labels_named) data.num_classes = o.classes;
   data.description = "CSV file '" + o.path + "'";
   data.label_origin = [path = o.path, lines = std::move(lines)](std::int64_t sample) {
     return "line " + std::to_string(lines[static_cast<std::size_t>(sample)]) + " of CSV file '" +

@@ -51,8 +51,11 @@ class Dataset {
   // reads every sample and names "sample <i> of <describe()>".
   virtual std::string max_label_origin() const;
   // The name of each class by label, where the source names them (image
-  // folders: the class sub-folders); empty otherwise.
+  // folders: the class sub-folders; a CSV label column of names); empty
+  // otherwise.
   virtual std::vector<std::string> class_names() const { return {}; }
+  // The source's key that gives the class names ("root", "label"), for errors.
+  virtual std::string class_names_key() const { return "root"; }
   // The name of each of a sample's features, in order, where the source names
   // them (a CSV file's header); empty otherwise.
   virtual std::vector<std::string> feature_names() const { return {}; }

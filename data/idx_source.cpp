@@ -7,6 +7,7 @@
 
 #include "data/array_dataset.h"
 #include "data/file_bytes.h"
+#include "data/file_signature.h"
 #include "data/sources.h"
 
 namespace trainer::data {
@@ -37,7 +38,8 @@ std::optional<Shape> idx_header(const std::string& path, std::span<const std::ui
     std::snprintf(hex, sizeof hex, "0x%08X", magic);
     throw std::runtime_error("'" + path + "' is not an IDX file: magic number " + hex +
                              " at byte 0 (expected 0x00000801 for labels or 0x00000803 "
-                             "for images)");
+                             "for images)" +
+                             other_format_note(bytes, "idx"));
   }
   if (type != 0x08) {
     char hex[8];

@@ -14,6 +14,7 @@
 
 #include "data/array_dataset.h"
 #include "data/file_bytes.h"
+#include "data/file_signature.h"
 #include "data/finite_check.h"
 #include "data/quote.h"
 #include "data/sources.h"
@@ -291,7 +292,8 @@ std::optional<HeaderPlace> header_place(const std::string& path, std::span<const
       bad_header(path,
                  "a zip archive (numpy.savez's .npz?), not a .npy file: save each array with "
                  "numpy.save (np.save('x.npy', data['x'])) and name those files");
-    bad_header(path, "not a .npy file (the magic \\x93NUMPY is missing at byte 0)");
+    bad_header(path, "not a .npy file (the magic \\x93NUMPY is missing at byte 0)" +
+                         other_format_note(b, "npy"));
   }
   if (b.size() < 10) return std::nullopt;
   HeaderPlace p;

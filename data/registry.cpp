@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <new>
 #include <stdexcept>
+#include <string_view>
 
 #include "data/attr_values.h"
 #include "data/quote.h"
@@ -106,11 +107,16 @@ SourceDef csv_source() {
       "unless `features` leaves it out. Features are read in the file's order (or "
       "`features`'), not by name: an evaluation file whose header has one of the training "
       "file's features in another column is refused, with the `features` list that reads it "
-      "in the training's order.";
+      "in the training's order. Class labels are numbers (0, 1, ...) or names (\"cat\", "
+      "\"dog\"), decided by the first row: names are numbered in sorted order (as image "
+      "folders' and scikit-learn's LabelEncoder), recorded in the run's manifest, and an "
+      "evaluation file of names is matched to the training file's by name (it may lack some; "
+      "one the training file lacks is an error).";
   d.fields = {
       field("path", FT::string, "Path of the CSV file.").req(),
       field("label", FT::string,
-            "Label column: a name (with a header) or a 0-based index (without); empty: the last.")
+            "Label column: a name (with a header) or a 0-based index (without); empty: the last. "
+            "Its values are class numbers or class names (or float targets, with regression).")
           .def("\"\"")
           .or_integers(),
       field("features", FT::string_list,
@@ -130,9 +136,21 @@ SourceDef csv_source() {
     o.features = strings_or(a, "features", {});
     o.header = bool_or(a, "header", true);
     const std::string delimiter = string_or(a, "delimiter", ",");
+    // `\t` unquoted or in single quotes is a backslash and a 't': YAML reads
+    // escapes in double quotes only.
+    const bool escape = delimiter.size() == 2 && delimiter[0] == '\\' &&
+                        std::string_view("tabfnrv").find(delimiter[1]) != std::string_view::npos;
     if (delimiter.size() != 1)
-      throw SourceFieldError("delimiter",
-                             "delimiter must be one character, got " + quote(delimiter));
+      throw SourceFieldError(
+          "delimiter", "delimiter must be one character, got " + quote(delimiter) +
+                           (escape ? ": a backslash and '" + delimiter.substr(1) +
+                                         "', as YAML reads an escape in double quotes only; write "
+                                         "delimiter: \"" +
+                                         delimiter +
+                                         "\" (on the command line, in single quotes: "
+                                         "'data.<source>.delimiter=\"" +
+                                         delimiter + "\"')"
+                                   : std::string()));
     if (delimiter == "\"" || delimiter == "\n" || delimiter == "\r")
       throw SourceFieldError("delimiter",
                              "delimiter " + quote(delimiter) + " cannot separate fields: it " +

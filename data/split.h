@@ -27,6 +27,7 @@ class SubsetDataset final : public Dataset {
   std::int64_t max_label() const override { return base_->max_label(); }
   std::string max_label_origin() const override { return base_->max_label_origin(); }
   std::vector<std::string> class_names() const override { return base_->class_names(); }
+  std::string class_names_key() const override { return base_->class_names_key(); }
   std::vector<std::string> feature_names() const override { return base_->feature_names(); }
   // The base's with the indices: another split of the same data differs.
   std::uint64_t content_digest() const override;

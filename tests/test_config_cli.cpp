@@ -459,6 +459,41 @@ TEST_CASE("an evaluation CSV whose header orders the features otherwise is refus
       0);
 }
 
+TEST_CASE(
+    "a CSV of class names trains, records its names, and evaluates a file of fewer classes by "
+    "name") {
+  namespace fs = std::filesystem;
+  // 'cat' sorts first: class 0; the evaluation file, all 'dog', has 'dog' as
+  // its own first class, which only the names map to the model's class 1.
+  const fs::path exp = linear_csv_experiment(
+      "trainer_test_cli_class_names",
+      "a,b,label\n2,0,dog\n-2,0,cat\n1,1,dog\n-1,1,cat\n3,-1,dog\n-3,-1,cat\n",
+      "data:\n"
+      "  train: {type: csv, path: train.csv}\n"
+      "  eval: {type: csv, path: eval.csv}\n"
+      "train: {batch_size: 2, epochs: 20}\n");
+  const fs::path dir = exp.parent_path();
+  std::ofstream(dir / "eval.csv") << "a,b,label\n2,1,dog\n1,0,dog\n";
+  auto r = run("run " + exp.string() + " --out " + (dir / "run").string(), true);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("eval  epoch 19 step 60: loss 0.0") != std::string::npos);
+  CHECK(r.out.find("accuracy 1.0000") != std::string::npos);
+  std::ifstream in(dir / "run" / "manifest.json");
+  const std::string manifest((std::istreambuf_iterator<char>(in)), {});
+  CHECK(manifest.find("\"class_names\": [\n    \"cat\",\n    \"dog\"\n  ]") != std::string::npos);
+  r = run("eval " + (dir / "run").string(), true);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("accuracy 1.0000 on 2 samples") != std::string::npos);
+  // A name the training file lacks has no output of the model.
+  std::ofstream(dir / "cow.csv") << "a,b,label\n2,1,cow\n";
+  r = run("eval " + (dir / "run").string() + " data.eval.path=" + (dir / "cow.csv").string(), true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: data.eval.label: CSV file '" + (dir / "cow.csv").string() +
+                   "' has class(es) 'cow' that the training set does not have (its classes: "
+                   "'cat', 'dog')") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a data setting the files do not fit is reported at that setting, exit 2") {
   namespace fs = std::filesystem;
   const fs::path exp =
@@ -525,7 +560,7 @@ TEST_CASE("a data setting the files do not fit is reported at that setting, exit
   CHECK(r.code == 2);
   CHECK(r.out.find((dir / "img.yaml").string() + ":5:36: error: data.eval.root: image folder '" +
                    (dir / "eval").string() +
-                   "' has class folder(s) 'dog' that the training set does not have") == 0);
+                   "' has class(es) 'dog' that the training set does not have") == 0);
   r = run("validate " + (dir / "img.yaml").string() + " data.eval.channels=2", true);
   CHECK(r.code == 2);
   CHECK(r.out.find("<command line>:1:20: error: data.eval.channels: cannot open the image_folder "
@@ -1270,6 +1305,15 @@ TEST_CASE("a CSV without a header takes its columns by index, written as integer
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("<command line>:1:22: error: data.train.delimiter: ") &&
                         Catch::Contains("delimiter must be one character, got ';;'"));
+  // A tab written as YAML reads it only in double quotes: how to write it.
+  r = run("validate " + config + " 'data.train.delimiter=\\t'", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("delimiter must be one character, got '\\t': a backslash and "
+                                    "'t', as YAML reads an escape in double quotes only; write "
+                                    "delimiter: \"\\t\" (on the command line, in single quotes: "
+                                    "'data.<source>.delimiter=\"\\t\"')"));
+  CHECK(run("validate " + config + " 'data.train.delimiter=\"\\t\"'", true)
+            .out.find("must be one character") == std::string::npos);
   // The quote character cannot be the delimiter.
   r = run("validate " + config + " \"data.train.delimiter='\\\"'\"", true);
   CHECK(r.code == 2);

@@ -788,8 +788,142 @@ TEST_CASE(
   write_bytes(dir.file("eval/dog/x.png"), png_bytes(1, 1, 1, {7}));
   CHECK_THROWS_WITH(
       relabel_by_class_names(open_image_folder(dir.file("eval"), 1, 1, 1), train->class_names()),
-      Contains("class folder(s) 'dog' that the training set does not have") &&
+      Contains("class(es) 'dog' that the training set does not have") &&
           Contains("'ant', 'bee', 'cat'"));
+}
+
+TEST_CASE(
+    "CSV labels written as class names are numbered in sorted order, named, and matched by "
+    "name in an evaluation file") {
+  TempDir dir;
+  write_text(dir.file("train.csv"), "a,b,y\n1,2,dog\n3,4,cat\n5,6, dog\n7,8,\"emu\"\n");
+  CsvOptions o;
+  o.path = dir.file("train.csv");
+  const auto train = open_csv(o);
+  CHECK(train->class_names() == std::vector<std::string>{"cat", "dog", "emu"});
+  CHECK(train->class_names_key() == "label");
+  CHECK(train->num_classes() == 3);
+  CHECK_FALSE(train->classes_inferred());
+  std::vector<std::int64_t> labels;
+  for (std::int64_t i = 0; i < train->size(); ++i) {
+    std::int64_t label = -1;
+    sample_of(*train, i, &label);
+    labels.push_back(label);
+  }
+  CHECK(labels == std::vector<std::int64_t>{1, 0, 1, 2});
+  CHECK(train->max_label_origin() == "line 5 of CSV file '" + dir.file("train.csv") + "'");
+
+  // An evaluation file naming fewer classes: its labels follow the training
+  // file's names.
+  write_text(dir.file("eval.csv"), "a,b,y\n1,2,emu\n3,4,dog\n");
+  CsvOptions e = o;
+  e.path = dir.file("eval.csv");
+  const auto eval = open_csv(e);
+  CHECK(eval->class_names() == std::vector<std::string>{"dog", "emu"});
+  const auto matched = relabel_by_class_names(eval, train->class_names());
+  std::int64_t label = -1;
+  sample_of(*matched, 0, &label);
+  CHECK(label == 2);
+  sample_of(*matched, 1, &label);
+  CHECK(label == 1);
+  write_text(dir.file("eval.csv"), "a,b,y\n1,2,cow\n");
+  try {
+    relabel_by_class_names(open_csv(e), train->class_names());
+    FAIL("an evaluation class the training file lacks was accepted");
+  } catch (const SourceFieldError& error) {
+    CHECK(error.field() == "label");
+    CHECK_THAT(error.what(), Contains("class(es) 'cow' that the training set does not have") &&
+                                 Contains("'cat', 'dog', 'emu'"));
+  }
+
+  // A renamed class is other data (a resume tells), though the numbers are the same.
+  write_text(dir.file("renamed.csv"), "a,b,y\n1,2,dug\n3,4,cat\n5,6, dug\n7,8,\"emu\"\n");
+  CsvOptions renamed = o;
+  renamed.path = dir.file("renamed.csv");
+  CHECK(open_csv(renamed)->content_digest() != train->content_digest());
+
+  SECTION("labels are all numbers or all names") {
+    write_text(dir.file("mixed.csv"), "a,y\n1,dog\n2,cat\n3,1\n");
+    o.path = dir.file("mixed.csv");
+    CHECK_THROWS_WITH(open_csv(o), Contains("line 4: label '1' is a number, but line 2's label "
+                                            "'dog' is a name: write the labels all as class "
+                                            "numbers (0, 1, ...) or all as class names"));
+    write_text(dir.file("mixed.csv"), "a,y\n1,0\n2,cat\n");
+    CHECK_THROWS_WITH(open_csv(o), Contains("line 3: label 'cat' is a name, but line 2's label "
+                                            "'0' is a number"));
+    write_text(dir.file("mixed.csv"), "a,y\n1,dog\n2,\n");
+    CHECK_THROWS_WITH(open_csv(o), Contains("line 3: the label is empty"));
+  }
+  SECTION("classes, when given, counts the names") {
+    o.classes = 4;
+    try {
+      open_csv(o);
+      FAIL("classes: 4 was accepted for 3 named classes");
+    } catch (const SourceFieldError& error) {
+      CHECK(error.field() == "classes");
+      CHECK_THAT(error.what(), Contains("names 3 classes in its labels ('cat', 'dog', 'emu'), "
+                                        "not 4"));
+    }
+    o.classes = 3;
+    CHECK(open_csv(o)->num_classes() == 3);
+  }
+  SECTION("without a header, a header line is not taken for a class of one sample") {
+    write_text(dir.file("headed.csv"), "0,1,y\n1,2,dog\n3,4,dog\n");
+    o.path = dir.file("headed.csv");
+    o.header = false;
+    CHECK_THROWS_WITH(open_csv(o), Contains("line 1's label 'y' is a class name no other line "
+                                            "has: if the first line names the columns, set "
+                                            "header: true"));
+    o.header = true;
+    CHECK(open_csv(o)->class_names() == std::vector<std::string>{"dog"});
+  }
+  SECTION("bytes of a name that are not UTF-8 are kept as \\xNN") {
+    write_text(dir.file("latin1.csv"), "a,y\n1,caf\xE9\n2,cat\n");
+    o.path = dir.file("latin1.csv");
+    CHECK(open_csv(o)->class_names() == std::vector<std::string>{"caf\\xE9", "cat"});
+  }
+}
+
+TEST_CASE("a data file of another format than its source reads names the source that reads it") {
+  TempDir dir;
+  const float values[4] = {1, 2, 3, 4};
+  write_bytes(dir.file("x.npy"), npy_bytes("<f4", "(2, 2)", values, sizeof values));
+  write_bytes(dir.file("images.idx"), idx_bytes({1, 2, 2}, {1, 2, 3, 4}));
+  write_bytes(dir.file("labels.idx"), idx_bytes({1}, {0}));
+  write_bytes(dir.file("image.png"), png_bytes(1, 1, 1, {7}));
+  write_text(dir.file("table.csv"), "a,b,label\n1,2,0\n");
+  write_text(dir.file("sheet.xlsx"), std::string("PK\x03\x04", 4) + std::string(40, '\0'));
+
+  CsvOptions csv;
+  csv.path = dir.file("x.npy");
+  CHECK_THROWS_WITH(open_csv(csv), Contains("CSV file '" + dir.file("x.npy") +
+                                            "' is an NPY array, not CSV text: read it with a "
+                                            "source of type: npy (x: ..., y: ...)"));
+  csv.path = dir.file("images.idx");
+  CHECK_THROWS_WITH(open_csv(csv), Contains("is an IDX file, not CSV text: read it with a source "
+                                            "of type: idx (images: ..., labels: ...)"));
+  csv.path = dir.file("image.png");
+  CHECK_THROWS_WITH(open_csv(csv), Contains("is a PNG image, not CSV text: read images with a "
+                                            "source of type: image_folder"));
+  csv.path = dir.file("sheet.xlsx");
+  CHECK_THROWS_WITH(open_csv(csv), Contains("is a zip archive (numpy.savez's .npz, or an Excel "
+                                            ".xlsx?), not CSV text: save each array with "
+                                            "numpy.save (type: npy), or the table as CSV text"));
+
+  CHECK_THROWS_WITH(open_npy(dir.file("table.csv"), dir.file("x.npy")),
+                    Contains("not a .npy file (the magic \\x93NUMPY is missing at byte 0) (it is "
+                             "text: read it with a source of type: csv (path: ...))"));
+  CHECK_THROWS_WITH(open_npy(dir.file("images.idx"), dir.file("x.npy")),
+                    Contains("(it is an IDX file: read it with a source of type: idx"));
+  CHECK_THROWS_WITH(open_idx(dir.file("x.npy"), dir.file("labels.idx")),
+                    Contains("is not an IDX file: magic number 0x934E554D at byte 0") &&
+                        Contains("(it is an NPY array: read it with a source of type: npy"));
+  CHECK_THROWS_WITH(open_idx(dir.file("images.idx"), dir.file("table.csv")),
+                    Contains("(it is text: read it with a source of type: csv"));
+  // Files of the reader's own format, and bytes of none, get no such note.
+  CHECK(open_csv({dir.file("table.csv")})->size() == 1);
+  write_bytes(dir.file("noise.bin"), std::vector<std::uint8_t>{0x01, 0x02, 0xFE, 0x00, 0x07});
+  CHECK_THROWS_WITH(open_npy(dir.file("noise.bin"), dir.file("x.npy")), !Contains("(it is"));
 }
 
 TEST_CASE("synthetic data is a pure function of (seed, index)") {

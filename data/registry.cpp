@@ -81,7 +81,8 @@ SourceDef npy_source() {
       "samples as [C, H, W]; tabular data is [N, features]. One-channel images saved as "
       "[N, H, W] give [H, W] samples, which the transforms read but a conv2d does not: save "
       "x[:, None] or start the model with a reshape layer (shape: [1, H, W]). "
-      "Transpose a channels-last [N, H, W, C] array before saving it: x.transpose(0, 3, 1, 2). "
+      "Transpose a channels-last [N, H, W, C] array before saving it: x.transpose(0, 3, 1, 2) "
+      "(samples [H, W, 3] or [H, W, 4] that a conv2d or pooling layer reads get a warning). "
       "Arrays are read in C order: one np.save wrote in Fortran order (a transposed 2-D array, "
       "x.T) is refused; save np.ascontiguousarray(x) instead.";
   d.fields = {field("x", FT::string, "Path of the samples array.").req(),

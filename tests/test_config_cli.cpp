@@ -14,6 +14,7 @@
 #include "run_command.h"
 #include "runner/config/reference.h"
 #include "temp_dir.h"
+#include "test_data_fixtures.h"
 
 namespace {
 
@@ -1485,6 +1486,40 @@ TEST_CASE("images reaching the model as stored bytes, neither scaled nor normali
     CHECK(r.code == 0);
     CHECK(r.out.find("reach the model as stored") == std::string::npos);
   }
+}
+
+TEST_CASE("channels-last NPY images that a convolution reads warn, with the transpose to apply") {
+  using trainer::data::testing::npy_bytes;
+  using trainer::data::testing::write_bytes;
+  const trainer::testing::TempDir dir("channels-last");
+  const std::vector<std::uint8_t> pixels(4 * 8 * 8 * 3, 7);
+  write_bytes(dir / "hwc.npy", npy_bytes("|u1", "(4, 8, 8, 3)", pixels.data(), pixels.size()));
+  write_bytes(dir / "chw.npy", npy_bytes("|u1", "(4, 3, 8, 8)", pixels.data(), pixels.size()));
+  const std::vector<std::int64_t> labels = {0, 1, 0, 1};
+  write_bytes(dir / "y.npy", npy_bytes("<i8", "(4,)", labels.data(), 8 * labels.size()));
+  std::ofstream(dir / "exp.yaml") << "model:\n"
+                                     "  layers:\n"
+                                     "    - {type: conv2d, out_channels: 2, kernel: 3}\n"
+                                     "    - {type: flatten}\n"
+                                     "    - {type: linear, out_features: 2}\n"
+                                     "data:\n"
+                                     "  train: {type: npy, x: hwc.npy, y: y.npy}\n"
+                                     "  transforms: [{type: scale}]\n"
+                                     "train: {batch_size: 2}\n";
+  auto r = run("validate " + (dir / "exp.yaml"), true);
+  CHECK(r.code == 0);
+  CHECK(r.out == dir / "exp.yaml" +
+                     ":7:10: warning: data.train: conv2d1 (conv2d) reads the samples, [8, 8, 3], "
+                     "as [C, H, W]: 8 channels of 8 x 3 pixels; they look channels-last [H, W, "
+                     "C], as NumPy image arrays often are\n    store the NPY x array as [N, C, H, "
+                     "W]: np.save(path, np.ascontiguousarray(x.transpose(0, 3, 1, 2)))\nok\n");
+  // Stored channels first, or read by no convolution: nothing to say.
+  r = run("validate " + (dir / "exp.yaml") + " data.train.x=" + (dir / "chw.npy"), true);
+  CHECK(r.out == "ok\n");
+  r = run("validate " + (dir / "exp.yaml") +
+              " 'model.layers=[{type: flatten}, {type: linear, out_features: 2}]'",
+          true);
+  CHECK(r.out == "ok\n");
 }
 
 TEST_CASE("help shows a directory to create as DIR, one that must exist as TEXT:DIR") {

@@ -674,8 +674,9 @@ Session open_session(const config::Config& config, const std::vector<std::string
   if (s.trains) warn_batch_beyond_set(config, s, warnings);
   if (s.trains) warn_schedule_beyond_run(config, s, warnings);
   if (s.trains) warn_normalize_unscaled(config, s, warnings);
-  s.warnings = warnings.list();
   build_model_graph(s);
+  if (s.trains) warn_channels_last(config, s, warnings);
+  s.warnings = warnings.list();
   return s;
 }
 

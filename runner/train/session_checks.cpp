@@ -240,6 +240,26 @@ void warn_normalize_unscaled(const config::Config& config, const Session& s,
                "put {type: scale} before it (PyTorch's ToTensor scales bytes to [0, 1] itself)");
 }
 
+void warn_channels_last(const config::Config& config, const Session& s,
+                        config::Diagnostics& warnings) {
+  const Shape& shape = s.sample_shape;  // as the model reads it, after the transforms
+  if (shape.size() != 3 || (shape[2] != 3 && shape[2] != 4) || shape[0] <= 4) return;
+  for (const graph::Node& node : s.graph.nodes) {
+    const std::string& op = node.op->name;
+    if (op != "conv2d" && op != "maxpool2d" && op != "avgpool2d") continue;
+    if (node.inputs.empty() || node.inputs[0] != s.graph.input) continue;
+    warnings.add(written_mark_of(config, "data.train"), "data.train",
+                 node.name + " (" + op + ") reads the samples, " + to_string(shape) +
+                     ", as [C, H, W]: " + std::to_string(shape[0]) + " channels of " +
+                     std::to_string(shape[1]) + " x " + std::to_string(shape[2]) +
+                     " pixels; they look channels-last [H, W, C], as NumPy image arrays often "
+                     "are",
+                 "store the NPY x array as [N, C, H, W]: np.save(path, "
+                 "np.ascontiguousarray(x.transpose(0, 3, 1, 2)))");
+    return;
+  }
+}
+
 void warn_schedule_beyond_run(const config::Config& config, const Session& s,
                               config::Diagnostics& warnings) {
   const config::ScheduleConfig& schedule = config.schedule;

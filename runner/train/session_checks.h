@@ -83,6 +83,13 @@ void warn_schedule_beyond_run(const config::Config& config, const Session& s,
 void warn_normalize_unscaled(const config::Config& config, const Session& s,
                              config::Diagnostics& warnings);
 
+// A warning at data.train when a conv2d or pooling layer reads the samples as
+// [C, H, W] but they look channels-last ([H, W, 3] or [H, W, 4], as image
+// arrays saved from NumPy often are): it would take the rows for channels.
+// Needs s.graph.
+void warn_channels_last(const config::Config& config, const Session& s,
+                        config::Diagnostics& warnings);
+
 // The real rows of the short micro-batch each epoch of training ends with:
 // with data.drop_last: false the last micro-batch of a rank's shard holds
 // what is left of the shard, padded (every micro-batch is trained on, the

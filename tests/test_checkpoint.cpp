@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runner/checkpoint/layer_renames.h"
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/train_state.h"
 #include "runner/checkpoint/weights.h"
@@ -165,6 +166,77 @@ TEST_CASE("model.init_from of this model's weights laid out or named otherwise s
   const Safetensors state = read_safetensors(tmp / "base/checkpoints/last/state.safetensors");
   CHECK_THAT(advice_for("s.safetensors", state),
              Catch::StartsWith("this is a checkpoint's state file"));
+  // An nn.Sequential's export: layers numbered by their place ("1" the
+  // first linear after the flatten, "4" the second).
+  Safetensors sequential = weights;
+  for (auto& t : sequential.tensors)
+    t.name = (t.name.starts_with("fc1.") ? "1." : "4.") + t.name.substr(4);
+  CHECK(advice_for("q.safetensors", sequential) ==
+        "the file holds this model's weights under other layer names (matched by their "
+        "tensors' shapes, in order): rename them when writing the file, e.g. names = {'1': "
+        "'fc1', '4': 'fc2'}; {names.get(k.rpartition('.')[0], k.rpartition('.')[0]) + '.' + "
+        "k.rpartition('.')[2]: v for k, v in weights.items()}");
+}
+
+TEST_CASE("a model's layers are matched to a file's layers of other names by their tensors") {
+  const auto file_of = [](const std::vector<std::pair<std::string, trainer::Shape>>& tensors) {
+    Safetensors file;
+    for (const auto& [name, shape] : tensors) file.tensors.push_back({name, "F32", shape});
+    return file;
+  };
+  const std::vector<TensorShape> model = {
+      {"a.weight", {4, 4}},     {"a.bias", {4}},         {"b.weight", {4, 4}},
+      {"b.bias", {4}},          {"bn.weight", {4}},      {"bn.bias", {4}},
+      {"bn.running_mean", {4}}, {"bn.running_var", {4}}, {"c.weight", {2, 4}}};
+  // Two layers of the same shapes take the file's in natural order: "2"
+  // before "10", whatever the file's (sorted) order.
+  const Safetensors numbered = file_of({{"10.bias", {4}},
+                                        {"10.weight", {4, 4}},
+                                        {"11.bias", {4}},
+                                        {"11.num_batches_tracked", {}},
+                                        {"11.running_mean", {4}},
+                                        {"11.running_var", {4}},
+                                        {"11.weight", {4}},
+                                        {"2.bias", {4}},
+                                        {"2.weight", {4, 4}},
+                                        {"20.weight", {2, 4}}});
+  auto renames = layer_renames(model, numbered);
+  REQUIRE(renames.size() == 4);
+  CHECK(renames[0].file_layer == "2");
+  CHECK(renames[0].model_layer == "a");
+  CHECK(renames[1].file_layer == "10");
+  CHECK(renames[2].file_layer == "11");
+  CHECK(renames[2].model_layer == "bn");
+  CHECK(renames[3].file_layer == "20");
+  // A layer under its own name keeps it, though another of its shapes comes first.
+  const Safetensors own = file_of({{"0.bias", {4}},
+                                   {"0.weight", {4, 4}},
+                                   {"b.bias", {4}},
+                                   {"b.weight", {4, 4}},
+                                   {"bn.bias", {4}},
+                                   {"bn.running_mean", {4}},
+                                   {"bn.running_var", {4}},
+                                   {"bn.weight", {4}},
+                                   {"c.weight", {2, 4}}});
+  renames = layer_renames(model, own);
+  REQUIRE(renames.size() == 1);
+  CHECK(renames[0].file_layer == "0");
+  CHECK(renames[0].model_layer == "a");
+  // A layer of the model with no layer of its shapes in the file, or a file
+  // of the model's own names: nothing to rename.
+  const Safetensors other = file_of({{"0.weight", {4, 4}}, {"0.bias", {4}}});
+  CHECK(layer_renames(model, other).empty());
+  Safetensors same;
+  for (const auto& t : model) same.tensors.push_back({t.name, "F32", t.shape});
+  CHECK(layer_renames(model, same).empty());
+  // Many layers: the first 8 shown, and how many there are.
+  std::vector<LayerRename> many;
+  for (int i = 0; i < 10; ++i) many.push_back({std::to_string(i), "l" + std::to_string(i)});
+  CHECK_THAT(layer_rename_advice(many),
+             Catch::Contains("'7': 'l7', ...}") &&
+                 Catch::Contains("(10 layers to rename; trainer plan lists the model's names in "
+                                 "order)") &&
+                 !Catch::Contains("'8'"));
 }
 
 TEST_CASE("model.init_from loads matching weights and lists every mismatch") {

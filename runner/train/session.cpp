@@ -17,6 +17,7 @@
 #include "data/sources.h"
 #include "data/split.h"
 #include "runner/checkpoint/checkpoint_store.h"
+#include "runner/checkpoint/layer_renames.h"
 #include "runner/checkpoint/weights.h"
 #include "runner/config/data_items.h"
 #include "runner/config/fields.h"
@@ -377,7 +378,8 @@ std::string other_type_advice(const Session& s, const checkpoint::Safetensors& f
 // What to do with a file that does not fit the model when its tensors are
 // recognisably this model's, laid out or named another way: a checkpoint's
 // state file, linear weights stored [in, out], names under a prefix
-// (DataParallel's "module."); "" when none of these.
+// (DataParallel's "module."), layers named otherwise (an nn.Sequential's "0",
+// "2"); "" when none of these.
 std::string fit_advice(const Session& s, const checkpoint::Safetensors& file) {
   if (file.metadata.count("trainer_state") > 0)
     return "this is a checkpoint's state file (optimizer state and the loop's): give the "
@@ -407,6 +409,11 @@ std::string fit_advice(const Session& s, const checkpoint::Safetensors& file) {
            "' (a wrapper's, as DataParallel's 'module.'): write it without, e.g. "
            "{k.removeprefix('" +
            prefix + "'): v for k, v in weights.items()}";
+  // Layers named otherwise (an nn.Sequential's "0", "2").
+  std::vector<checkpoint::TensorShape> params;
+  for (const auto& p : s.graph.params) params.push_back({p.name, p.shape});
+  if (const auto renames = checkpoint::layer_renames(params, file); !renames.empty())
+    return checkpoint::layer_rename_advice(renames);
   return "";
 }
 

@@ -12,6 +12,18 @@
 namespace trainer::data {
 namespace {
 
+// A transform's error about one of its keys; build_pipeline adds the item's
+// place (TransformError).
+class FieldError : public std::runtime_error {
+ public:
+  FieldError(std::string field, const std::string& message)
+      : std::runtime_error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
 // A sample seen as channels x inner values (see the layout note in the header).
 struct Planes {
   std::int64_t channels = 1;
@@ -85,11 +97,12 @@ class Normalize final : public Transform {
     const std::int64_t c = planes_of(in).channels;
     for (const auto* list : {&mean_, &std_}) {
       if (list->size() != 1 && static_cast<std::int64_t>(list->size()) != c) {
-        throw std::runtime_error(
+        throw FieldError(
+            list == &mean_ ? "mean" : "std",
             "transform 'normalize': mean and std need " +
-            (c == 1 ? std::string("1 value") : "1 or " + std::to_string(c) + " values") +
-            " (one per channel) for samples " + to_string(in) + ", got " +
-            std::to_string(list->size()) + channels_last_note(in));
+                (c == 1 ? std::string("1 value") : "1 or " + std::to_string(c) + " values") +
+                " (one per channel) for samples " + to_string(in) + ", got " +
+                std::to_string(list->size()) + channels_last_note(in));
       }
     }
     return in;
@@ -121,10 +134,10 @@ class Crop final : public Transform {
   Shape output_shape(const Shape& in) const override {
     const Planes p = image_planes(in, "random_crop");
     if (height_ > p.height + 2 * padding_ || width_ > p.width + 2 * padding_) {
-      throw std::runtime_error("transform 'random_crop': size [" + std::to_string(height_) + ", " +
-                               std::to_string(width_) + "] is larger than the padded " + "sample " +
-                               to_string(in) + " with padding " + std::to_string(padding_) +
-                               channels_last_note(in));
+      throw FieldError("size", "transform 'random_crop': size [" + std::to_string(height_) + ", " +
+                                   std::to_string(width_) + "] is larger than the padded " +
+                                   "sample " + to_string(in) + " with padding " +
+                                   std::to_string(padding_) + channels_last_note(in));
     }
     return with_spatial(in, height_, width_);
   }
@@ -377,76 +390,85 @@ Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
   Pipeline pipeline;
   if (!samples) samples = stats_source;
   Shape shape = samples ? samples->sample_shape() : Shape{};
-  for (const auto& [type, attrs] : items) {
-    std::unique_ptr<const Transform> t;
-    Attrs resolved = attrs;
-    if (type == "scale") {
-      const double factor = number_or(attrs, "factor", 255.0);
-      if (!(factor > 0)) throw std::runtime_error("transform 'scale': factor must be > 0");
-      t = std::make_unique<Scale>(factor);
-    } else if (type == "normalize") {
-      std::vector<double> mean = numbers_or(attrs, "mean", {});
-      std::vector<double> std = numbers_or(attrs, "std", {});
-      if (mean.empty() != std.empty()) {
-        throw std::runtime_error(
-            "transform 'normalize': give both mean and std, or neither "
-            "(to compute them from the training set)");
-      }
-      if (mean.empty()) {
-        if (!stats_source) {
+  for (std::size_t index = 0; index < items.size(); ++index) {
+    try {
+      const auto& [type, attrs] = items[index];
+      std::unique_ptr<const Transform> t;
+      Attrs resolved = attrs;
+      if (type == "scale") {
+        const double factor = number_or(attrs, "factor", 255.0);
+        if (!(factor > 0)) throw FieldError("factor", "transform 'scale': factor must be > 0");
+        t = std::make_unique<Scale>(factor);
+      } else if (type == "normalize") {
+        std::vector<double> mean = numbers_or(attrs, "mean", {});
+        std::vector<double> std = numbers_or(attrs, "std", {});
+        if (mean.empty() != std.empty()) {
           throw std::runtime_error(
-              "transform 'normalize' has no mean/std and no training set "
-              "to compute them from");
+              "transform 'normalize': give both mean and std, or neither "
+              "(to compute them from the training set)");
         }
-        std::vector<const Transform*> prefix;
-        for (const auto& done : pipeline.transforms_) {
-          if (!done->random()) prefix.push_back(done.get());
+        if (mean.empty()) {
+          if (!stats_source) {
+            throw std::runtime_error(
+                "transform 'normalize' has no mean/std and no training set "
+                "to compute them from");
+          }
+          std::vector<const Transform*> prefix;
+          for (const auto& done : pipeline.transforms_) {
+            if (!done->random()) prefix.push_back(done.get());
+          }
+          ChannelStats stats = stats_after(*stats_source, prefix);
+          mean = stats.mean;
+          std = stats.std;
+          resolved.set("mean", mean);
+          resolved.set("std", std);
         }
-        ChannelStats stats = stats_after(*stats_source, prefix);
-        mean = stats.mean;
-        std = stats.std;
-        resolved.set("mean", mean);
-        resolved.set("std", std);
+        for (double s : std) {
+          if (!(s > 0)) throw FieldError("std", "transform 'normalize': every std must be > 0");
+        }
+        t = std::make_unique<Normalize>(mean, std);
+      } else if (type == "random_crop") {
+        const std::vector<std::int64_t> size = ints_or(attrs, "size", {});
+        const std::int64_t padding = int_or(attrs, "padding", 0);
+        if (size.empty() || size.size() > 2 || size[0] < 1 || size.back() < 1 || padding < 0) {
+          throw FieldError("size",
+                           "transform 'random_crop': size must be one or two positive "
+                           "integers and padding >= 0");
+        }
+        const std::int64_t h = size[0], w = size.back();
+        if (training) {
+          t = std::make_unique<Crop>(h, w, padding, true);
+        } else if (shape.size() < 2 || shape[shape.size() - 2] != h || shape.back() != w) {
+          t = std::make_unique<Crop>(h, w, padding, false);  // centre of the padded sample
+        }
+      } else if (type == "random_flip") {
+        const double p = number_or(attrs, "p", 0.5);
+        if (p < 0 || p > 1) throw FieldError("p", "transform 'random_flip': p must be in [0, 1]");
+        if (training) t = std::make_unique<Flip>(p);
+      } else if (type == "random_translate") {
+        const std::int64_t max = int_or(attrs, "max", 2);
+        if (max < 0) throw FieldError("max", "transform 'random_translate': max must be >= 0");
+        if (training) t = std::make_unique<Translate>(max);
+      } else if (type == "random_erasing") {
+        const double p = number_or(attrs, "p", 0.5);
+        auto e = std::make_unique<Erase>(p, numbers_or(attrs, "scale", {0.02, 0.33}),
+                                         numbers_or(attrs, "ratio", {0.3, 3.3}),
+                                         number_or(attrs, "value", 0.0));
+        if (training) t = std::move(e);
+      } else {
+        throw FieldError("type", "unknown transform '" + type + "'; known: " + kKnownTransforms);
       }
-      for (double s : std) {
-        if (!(s > 0)) throw std::runtime_error("transform 'normalize': every std must be > 0");
-      }
-      t = std::make_unique<Normalize>(mean, std);
-    } else if (type == "random_crop") {
-      const std::vector<std::int64_t> size = ints_or(attrs, "size", {});
-      const std::int64_t padding = int_or(attrs, "padding", 0);
-      if (size.empty() || size.size() > 2 || size[0] < 1 || size.back() < 1 || padding < 0) {
-        throw std::runtime_error(
-            "transform 'random_crop': size must be one or two positive "
-            "integers and padding >= 0");
-      }
-      const std::int64_t h = size[0], w = size.back();
-      if (training) {
-        t = std::make_unique<Crop>(h, w, padding, true);
-      } else if (shape.size() < 2 || shape[shape.size() - 2] != h || shape.back() != w) {
-        t = std::make_unique<Crop>(h, w, padding, false);  // centre of the padded sample
-      }
-    } else if (type == "random_flip") {
-      const double p = number_or(attrs, "p", 0.5);
-      if (p < 0 || p > 1) throw std::runtime_error("transform 'random_flip': p must be in [0, 1]");
-      if (training) t = std::make_unique<Flip>(p);
-    } else if (type == "random_translate") {
-      const std::int64_t max = int_or(attrs, "max", 2);
-      if (max < 0) throw std::runtime_error("transform 'random_translate': max must be >= 0");
-      if (training) t = std::make_unique<Translate>(max);
-    } else if (type == "random_erasing") {
-      const double p = number_or(attrs, "p", 0.5);
-      auto e = std::make_unique<Erase>(p, numbers_or(attrs, "scale", {0.02, 0.33}),
-                                       numbers_or(attrs, "ratio", {0.3, 3.3}),
-                                       number_or(attrs, "value", 0.0));
-      if (training) t = std::move(e);
-    } else {
-      throw std::runtime_error("unknown transform '" + type + "'; known: " + kKnownTransforms);
+      pipeline.resolved_.emplace_back(type, std::move(resolved));
+      if (!t) continue;
+      if (!shape.empty()) shape = t->output_shape(shape);
+      pipeline.transforms_.push_back(std::move(t));
+    } catch (const SampleReadError&) {
+      throw;  // the data's, not the transform's
+    } catch (const FieldError& e) {
+      throw TransformError(index, e.field(), e.what());
+    } catch (const std::runtime_error& e) {
+      throw TransformError(index, "", e.what());
     }
-    pipeline.resolved_.emplace_back(type, std::move(resolved));
-    if (!t) continue;
-    if (!shape.empty()) shape = t->output_shape(shape);
-    pipeline.transforms_.push_back(std::move(t));
   }
   return pipeline;
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,21 @@ class Pipeline {
   std::vector<TransformSpec> resolved_;
 };
 
+// An error of the transform at `index` of its list (0-based), about its key
+// `field` ("size"; "" when about the transform as a whole), so that it is
+// reported at that key.
+class TransformError : public std::runtime_error {
+ public:
+  TransformError(std::size_t index, std::string field, const std::string& message)
+      : std::runtime_error(message), index_(index), field_(std::move(field)) {}
+  std::size_t index() const { return index_; }
+  const std::string& field() const { return field_; }
+
+ private:
+  std::size_t index_;
+  std::string field_;
+};
+
 // Builds a pipeline from transform items. `training` false (eval) drops the
 // random transforms, except that random_crop becomes a centre crop
 // (centre_crop_offset, into the padding when larger than the sample) unless the sample already has
@@ -77,7 +93,8 @@ class Pipeline {
 // resolved() items to the eval pipeline to reuse them. `samples` is the data the pipeline
 // transforms (its sample shape decides the eval crop; `stats_source` when null). Throws
 // std::runtime_error for an unknown type (listing the known ones) or a value that cannot work with
-// the samples.
+// the samples: a TransformError naming the item, except for a sample that
+// normalize's statistics cannot read (SampleReadError, the data's error).
 Pipeline build_pipeline(const std::vector<TransformSpec>& items, bool training,
                         const Dataset* stats_source, const Dataset* samples = nullptr);
 

@@ -734,12 +734,22 @@ TEST_CASE(
             ":2:10: error: train.batch_size: the training set's 64 samples do not fill one batch "
             "of 128, the default train.batch_size (data.drop_last: true drops a short one)\n"
             "    set train.batch_size to at most 64, or data.drop_last: false\n1 error\n");
-  // A transform of data.eval_transforms that does not fit: at that list, by its name.
+  // A transform that does not fit the samples: at its key, in the file.
+  std::ofstream(dir / "crop.yaml") << "extends: default_batch.yaml\n"
+                                      "data:\n"
+                                      "  transforms:\n"
+                                      "    - {type: scale}\n"
+                                      "    - {type: random_crop, size: 6}\n";
+  CHECK_THAT(run("validate " + (dir / "crop.yaml").string() + " train.batch_size=8", true).out,
+             Catch::StartsWith((dir / "crop.yaml").string() +
+                               ":5:7: error: data.transforms[1]: transform 'random_crop' needs "
+                               "image samples [C, H, W] or [H, W], got [4]"));
+  // A transform of data.eval_transforms that does not fit: at that item of the list.
   CHECK(run("validate " + defaulted +
                 " train.batch_size=8 'data.eval_transforms=[{type: random_crop, size: 6}]'",
             true)
             .out ==
-        "<command line>:2:22: error: data.eval_transforms: transform 'random_crop' needs "
+        "<command line>:2:23: error: data.eval_transforms[0]: transform 'random_crop' needs "
         "image samples [C, H, W] or [H, W], got [4] (in override 2 "
         "'data.eval_transforms=[{type: random_crop, size: 6}]')\n1 error\n");
   std::ofstream(defaulted, std::ios::app) << "devices: {world_size: 3}\n";

@@ -120,6 +120,37 @@ TEST_CASE("a channels-last sample ([H, W, 3]) is named as such in normalize and 
   CHECK_THROWS_WITH(one("random_crop", crop).output_shape({3, 8, 8}), !Contains("channels-last"));
 }
 
+TEST_CASE("a transform's error names its place in the list and the key it is about") {
+  const TinyDataset data;  // samples [2, 1, 2]
+  const auto error_of = [&](const std::vector<TransformSpec>& items) {
+    try {
+      build_pipeline(items, true, &data);
+    } catch (const TransformError& e) {
+      return std::make_pair(e.index(), e.field());
+    }
+    FAIL("no TransformError");
+    return std::make_pair(std::size_t{0}, std::string());
+  };
+  Attrs crop;
+  crop.set("size", std::vector<std::int64_t>{4, 4});
+  CHECK(error_of({{"scale", {}}, {"random_crop", crop}}) ==
+        std::make_pair(std::size_t{1}, std::string("size")));
+  Attrs mean;
+  mean.set("mean", std::vector<double>{0.5, 0.5, 0.5});
+  mean.set("std", std::vector<double>{0.5});
+  CHECK(error_of({{"normalize", mean}}) == std::make_pair(std::size_t{0}, std::string("mean")));
+  Attrs flip;
+  flip.set("p", 2.0);
+  CHECK(error_of({{"scale", {}}, {"scale", {}}, {"random_flip", flip}}) ==
+        std::make_pair(std::size_t{2}, std::string("p")));
+  CHECK(error_of({{"scale", {}}, {"sharpen", {}}}) ==
+        std::make_pair(std::size_t{1}, std::string("type")));
+  // About the transform as a whole: no key.
+  Attrs half;
+  half.set("mean", std::vector<double>{0.5});
+  CHECK(error_of({{"normalize", half}}) == std::make_pair(std::size_t{0}, std::string()));
+}
+
 TEST_CASE("normalize without mean/std computes them from the training set, after scale") {
   TinyDataset d;
   const ChannelStats raw = compute_channel_mean_std(d);

@@ -341,7 +341,7 @@ int command_eval(const CommandArgs& args) {
       // manifest.json) are not the config's fault: computed again instead.
       const auto& found = e.diagnostics().list();
       const auto transforms = std::find_if(found.begin(), found.end(), [](const auto& d) {
-        return d.key_path == "data.transforms";
+        return d.key_path.starts_with("data.transforms");  // the list, or one of its items
       });
       if (restored.filled == 0 || transforms == found.end()) throw;
       // Without them: when that passes, they were what did not fit.

@@ -635,6 +635,11 @@ Session open_session(const config::Config& config, const std::vector<std::string
               "repair or remove it; `trainer validate --data` lists every sample that cannot be "
               "read");
     diags.throw_if_any();
+  } catch (const data::TransformError& e) {  // at the item, and its key when known
+    const std::string key =
+        list + "[" + std::to_string(e.index()) + "]" + (e.field().empty() ? "" : "." + e.field());
+    diags.add(written_mark_of(config, key), key, e.what());
+    diags.throw_if_any();
   } catch (const std::runtime_error& e) {
     diags.add(written_mark_of(config, list), list, e.what());
     diags.throw_if_any();

@@ -183,6 +183,31 @@ bool is_weights_file(const std::string& given) {
   return !(fs::exists(folder / "SHA256SUMS", ec) && fs::exists(folder / "state.safetensors", ec));
 }
 
+// `overrides`, and data.split=0 when they give evaluation data (data.eval)
+// to a run that held part of its training data out for evaluation (data.split)
+// and set no split of their own: the data given is what is to be scored, and
+// a split beside data.eval is refused. Says so on stderr.
+std::vector<std::string> setting_split_aside(const config::Config& own,
+                                             std::vector<std::string> overrides) {
+  bool gives_eval = false;
+  for (const std::string& o : overrides) {
+    const std::string key = config::override_key(o);
+    if (key == "data.split" || key == "data") return overrides;
+    std::string value = o.substr(std::min(o.find('='), o.size() - 1) + 1);
+    value.erase(0, std::min(value.find_first_not_of(" \t"), value.size()));
+    const bool dropped =
+        value.empty() || value == "null" || value == "~" || value == "Null" || value == "NULL";
+    if (key.starts_with("data.eval.") || (key == "data.eval" && !dropped)) gives_eval = true;
+  }
+  if (!gives_eval || own.data.eval || own.data.split <= 0) return overrides;
+  std::fprintf(stderr,
+               "eval: data.eval is given, so the part of the training data that the run's "
+               "data.split (%s) held out is not evaluated (data.split=0)\n",
+               config::format_number(own.data.split).c_str());
+  overrides.push_back("data.split=0");
+  return overrides;
+}
+
 // The session of the run's config. When the training data cannot be opened
 // here (a run directory copied to a machine that holds only the test set) and
 // the config has an eval source of its own, the eval source stands in for it:
@@ -278,15 +303,15 @@ int command_eval(const CommandArgs& args) {
                    "the data, devices, backend and precision, and train.eval_batches)\n",
                    o.c_str());
   }
-  config::Config config = config::load_config(config_path.string(), args.overrides);
+  // The run's own config, as it wrote it: its transforms, which its recorded
+  // statistics follow, and the evaluation data it names.
+  const config::Config own = config::load_config(config_path.string(), {});
+  const std::vector<std::string> overrides = setting_split_aside(own, args.overrides);
+  config::Config config = config::load_config(config_path.string(), overrides);
   print_config_warnings(config);
   const std::int64_t eval_batches_per_rank = config.train.eval_batches;
   in_one_process(config, args.run_dir);
   const std::vector<config::TypedItem> written_transforms = config.data.transforms;
-  // The run's own config, as it wrote it: its transforms, which its recorded
-  // statistics follow, and the evaluation data it names.
-  const config::Config own =
-      args.overrides.empty() ? config : config::load_config(config_path.string(), {});
   const std::vector<config::TypedItem>& trained_with = own.data.transforms;
   // Whether the overrides ask for other evaluation data than the run's: another
   // eval source, or another held-out split of the training data.

@@ -809,6 +809,19 @@ TEST_CASE("a null data source type says it is empty and lists the types") {
         "    known data source types: idx, cifar, npy, csv, image_folder, synthetic");
 }
 
+TEST_CASE(
+    "an item without a type is told the one type its keys belong to, when one alone has them") {
+  CHECK(only_error(kGood + "minimal.yaml", {"data.eval={path: test.csv, label: y}"}) ==
+        "<command line>:1:11: error: data.eval.type: missing required key 'type' (the data "
+        "source) (in override 1 'data.eval={path: test.csv, label: y}')\n"
+        "    add type: csv (the one data source type with path and label)");
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"data.transforms=[{type: scale}, {p: 0.5}]"}),
+             Catch::EndsWith("\n    known transform types: scale, normalize, random_crop, "
+                             "random_flip, random_translate, random_erasing"));
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"data.transforms=[{padding: 4}]"}),
+             Catch::EndsWith("\n    add type: random_crop (the one transform type with padding)"));
+}
+
 TEST_CASE("a data source setting its other settings leave without effect is an error there") {
   const std::string model =
       "model:\n  layers:\n    - {type: flatten}\n    - {type: linear, out_features: 10}\n";

@@ -69,6 +69,26 @@ void check_settings_without_effect(const Node& node, const std::vector<FieldSpec
   }
 }
 
+// "add type: csv (the one data source with path and label)" when one type
+// alone has every key that `node` gives; nullopt otherwise.
+std::optional<std::string> type_of_keys(const Node& node, const std::vector<ItemDef>& defs,
+                                        const char* what) {
+  if (node.size() == 0) return std::nullopt;
+  std::vector<std::string> fitting;
+  for (const auto& def : defs) {
+    bool has_all = true;
+    for (std::size_t i = 0; i < node.size() && has_all; ++i)
+      has_all = std::any_of(def.fields->begin(), def.fields->end(),
+                            [&](const FieldSpec& f) { return f.name == node.key_at(i); });
+    if (has_all) fitting.push_back(*def.name);
+  }
+  if (fitting.size() != 1) return std::nullopt;
+  std::string keys;
+  for (std::size_t i = 0; i < node.size(); ++i)
+    keys += (i == 0 ? "" : i + 1 == node.size() ? " and " : ", ") + node.key_at(i);
+  return "add type: " + fitting.front() + " (the one " + what + " type with " + keys + ")";
+}
+
 std::optional<TypedItem> read_item(Node& node, const std::string& key_path, const char* what,
                                    const std::vector<ItemDef>& defs, Diagnostics& diags) {
   std::vector<std::string> names;
@@ -84,7 +104,8 @@ std::optional<TypedItem> read_item(Node& node, const std::string& key_path, cons
   if (!type) {
     diags.add(node.mark(), join_key(key_path, "type"),
               std::string("missing required key 'type' (the ") + what + ")",
-              "known " + std::string(what) + " types: " + join_names(names));
+              type_of_keys(node, defs, what)
+                  .value_or("known " + std::string(what) + " types: " + join_names(names)));
     return std::nullopt;
   }
   const auto def = std::find_if(defs.begin(), defs.end(),

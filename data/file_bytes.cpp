@@ -60,12 +60,15 @@ std::string gzip_damage(const char* message) {
 constexpr const char* kCopyAgain = "copy or download it again";
 
 // The error for a file (or its decompressed data, `what`) that does not fit in memory.
+std::string not_enough_memory_message(const std::string& path, std::size_t bytes,
+                                      const std::string& what) {
+  return "not enough memory to read data file '" + path + "' (" + std::to_string(bytes) + " bytes" +
+         what + "): free memory (other programs, a smaller data set) or use a machine with more";
+}
+
 [[noreturn]] void not_enough_memory(const std::string& path, std::size_t bytes,
                                     const std::string& what) {
-  throw std::runtime_error("not enough memory to read data file '" + path + "' (" +
-                           std::to_string(bytes) + " bytes" + what +
-                           "): free memory (other programs, a smaller data set) or use a "
-                           "machine with more");
+  throw std::runtime_error(not_enough_memory_message(path, bytes, what));
 }
 
 // The size a gzip stream's last trailer gives (modulo 2^32), capped at
@@ -288,16 +291,20 @@ void check_header_first(const std::string& path, const DeclaredSize& declared) {
   const std::optional<std::size_t> size = declared(prefix);
   struct stat status {};
   if (!size || *size == SIZE_MAX || fstat(fileno(file.get()), &status) != 0) return;
-  const auto file_size = static_cast<std::uint64_t>(status.st_size);
-  if (file_size <= *size) return;  // the format names what a short file lacks
-  throw std::runtime_error(
-      "data file '" + path + "' is " + std::to_string(file_size) + " bytes, more than the " +
-      std::to_string(*size) + " bytes its header declares: " + std::to_string(file_size - *size) +
-      " bytes after the data, from byte offset " + std::to_string(*size) +
-      ": a wrong extent in the header, or bytes appended to the file; " + kCopyAgain);
+  check_declared_size(path, static_cast<std::uint64_t>(status.st_size), *size);
 }
 
 }  // namespace
+
+void check_declared_size(const std::string& path, std::uint64_t file_size, std::size_t declared) {
+  if (file_size <= declared) return;  // the format names what a short file lacks
+  throw std::runtime_error("data file '" + path + "' is " + std::to_string(file_size) +
+                           " bytes, more than the " + std::to_string(declared) +
+                           " bytes its header declares: " + std::to_string(file_size - declared) +
+                           " bytes after the data, from byte offset " + std::to_string(declared) +
+                           ": a wrong extent in the header, or bytes appended to the file; " +
+                           kCopyAgain);
+}
 
 std::vector<std::uint8_t> read_file_bytes(const std::string& path, const DeclaredSize& declared) {
   check_regular_file(path);
@@ -314,6 +321,46 @@ std::vector<std::uint8_t> read_file_bytes(const std::string& path, const Declare
 std::vector<std::uint8_t> read_raw_file_bytes(const std::string& path) {
   check_regular_file(path);
   return raw_bytes(path);
+}
+
+FilePrefix read_file_prefix(const std::string& path, std::size_t size) {
+  check_regular_file(path);
+  FileHandle file(std::fopen(path.c_str(), "rb"));
+  if (!file) {
+    throw std::runtime_error("cannot open data file '" + path + "': " + std::strerror(errno));
+  }
+  struct stat status {};
+  if (fstat(fileno(file.get()), &status) != 0) {
+    throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));
+  }
+  FilePrefix prefix;
+  prefix.file_size = static_cast<std::uint64_t>(status.st_size);
+  prefix.bytes.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, prefix.file_size)));
+  prefix.bytes.resize(std::fread(prefix.bytes.data(), 1, prefix.bytes.size(), file.get()));
+  if (std::ferror(file.get())) {
+    throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));
+  }
+  return prefix;
+}
+
+void read_file_region(const std::string& path, std::uint64_t offset, void* out, std::size_t size) {
+  FileHandle file(std::fopen(path.c_str(), "rb"));
+  if (!file || fseeko(file.get(), static_cast<off_t>(offset), SEEK_SET) != 0) {
+    throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));
+  }
+  const std::size_t got = std::fread(out, 1, size, file.get());
+  if (got == size) return;
+  throw std::runtime_error("cannot read data file '" + path + "': " +
+                           (std::ferror(file.get())
+                                ? std::string(std::strerror(errno))
+                                : "it ended at byte offset " + std::to_string(offset + got) +
+                                      ", before the " + std::to_string(size) +
+                                      " bytes of data from byte offset " + std::to_string(offset) +
+                                      " (cut short while it was read?)"));
+}
+
+std::runtime_error not_enough_memory_for(const std::string& path, std::size_t bytes) {
+  return std::runtime_error(not_enough_memory_message(path, bytes, ""));
 }
 
 }  // namespace trainer::data

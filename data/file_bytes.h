@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,29 @@ std::vector<std::uint8_t> read_file_bytes(const std::string& path,
 // The bytes of `path` as they are on disk, never decompressed (image files,
 // whose formats compress on their own). Throws like read_file_bytes.
 std::vector<std::uint8_t> read_raw_file_bytes(const std::string& path);
+
+// The first `size` bytes of `path` as they are on disk (fewer when the file
+// is shorter), and the file's size: for a reader that takes a file's data
+// straight into the array it keeps (read_file_region) once its header is
+// checked. Throws like read_file_bytes.
+struct FilePrefix {
+  std::vector<std::uint8_t> bytes;
+  std::uint64_t file_size = 0;
+  bool gzip() const { return bytes.size() >= 2 && bytes[0] == 0x1F && bytes[1] == 0x8B; }
+};
+FilePrefix read_file_prefix(const std::string& path, std::size_t size);
+
+// Reads the `size` bytes of the uncompressed file `path` from byte `offset`
+// into `out`. Throws std::runtime_error naming the file when they cannot all
+// be read (a read error, or a file cut short since its size was taken).
+void read_file_region(const std::string& path, std::uint64_t offset, void* out, std::size_t size);
+
+// Refuses an uncompressed file of `file_size` bytes that is longer than the
+// `declared` bytes its header gives (a wrong extent, or bytes appended).
+void check_declared_size(const std::string& path, std::uint64_t file_size, std::size_t declared);
+
+// The error for data file `path` that does not fit in memory (`bytes` of it).
+std::runtime_error not_enough_memory_for(const std::string& path, std::size_t bytes);
 
 // A big-endian 32-bit unsigned integer at `offset` (IDX headers).
 inline std::uint32_t read_be32(std::span<const std::uint8_t> bytes, std::size_t offset) {

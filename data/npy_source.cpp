@@ -348,35 +348,63 @@ std::optional<std::size_t> npy_declared_size(const std::string& path,
   return count ? offset + *count * size : SIZE_MAX;
 }
 
-NpyArray read_npy(const std::string& path) {
-  NpyArray a;
-  a.path = path;
-  a.bytes = read_file_bytes(path, [&path](std::span<const std::uint8_t> prefix) {
-    return npy_declared_size(path, prefix);
-  });
-  const auto& b = a.bytes;
-  const HeaderPlace place = *header_place(path, b, true);
-  NpyHeader h = npy_header(path, b, place);
-  a.offset = place.start + place.length;
+// Sets `a`'s header fields from the header at the start of `b` (the whole
+// file when `complete`, else its first bytes), and checks them against the
+// file's `file_size` bytes (decompressed).
+void read_header(NpyArray& a, std::span<const std::uint8_t> b, bool complete,
+                 std::size_t file_size) {
+  const std::string& path = a.path;
+  const std::optional<HeaderPlace> place = header_place(path, b, complete);
+  if (!place) bad_header(path, "truncated at byte offset " + std::to_string(b.size()));
+  NpyHeader h = npy_header(path, b, *place);
+  a.offset = place->start + place->length;
   a.descr = h.descr;
   a.shape = std::move(h.shape);
   const std::size_t size = element_size(a.descr);
-  if (!element_count_within(a.shape, (b.size() - a.offset) / size)) {
-    bad_header(path, "truncated at byte offset " + std::to_string(b.size()) + ": shape " +
+  if (!element_count_within(a.shape, (file_size - a.offset) / size)) {
+    bad_header(path, "truncated at byte offset " + std::to_string(file_size) + ": shape " +
                          to_string(a.shape) + " of " + a.descr + " needs " +
                          bytes_needed(a.shape, size, a.offset));
   }
   // The data is the last thing in the file: more bytes mean a wrong 'shape' or
   // a damaged file (like IDX, which has no padding either).
   const std::size_t end = a.offset + static_cast<std::size_t>(a.count()) * size;
-  if (b.size() > end) {
-    throw std::runtime_error("NPY file '" + path + "' has " + std::to_string(b.size() - end) +
+  if (file_size > end) {
+    throw std::runtime_error("NPY file '" + path + "' has " + std::to_string(file_size - end) +
                              " bytes after the data, from byte offset " + std::to_string(end) +
                              ": shape " + to_string(a.shape) + " of " + a.descr +
                              " needs exactly " + std::to_string(end - a.offset) +
                              " bytes of data after the " + std::to_string(a.offset) +
                              "-byte header (a wrong 'shape' in the header?)");
   }
+}
+
+NpyArray read_npy(const std::string& path) {
+  NpyArray a;
+  a.path = path;
+  a.bytes = read_file_bytes(path, [&path](std::span<const std::uint8_t> prefix) {
+    return npy_declared_size(path, prefix);
+  });
+  read_header(a, a.bytes, true, a.bytes.size());
+  return a;
+}
+
+// An uncompressed NPY file of uint8 or float32 samples, its header read and
+// checked but its data not (`bytes` stays empty): open_npy reads the data
+// straight into the array the dataset keeps, one copy in memory where reading
+// the whole file first held two at the peak. nullopt for other files, which
+// read_npy reads whole.
+std::optional<NpyArray> read_npy_header(const std::string& path) {
+  FilePrefix prefix = read_file_prefix(path, kMaxHeaderBytes + 16);
+  if (prefix.gzip() || prefix.file_size > SIZE_MAX) return std::nullopt;
+  if (const auto declared = npy_declared_size(path, prefix.bytes);
+      declared && *declared != SIZE_MAX)
+    check_declared_size(path, prefix.file_size, *declared);  // as read_file_bytes checks it
+  NpyArray a;
+  a.path = path;
+  const auto file_size = static_cast<std::size_t>(prefix.file_size);
+  read_header(a, prefix.bytes, prefix.bytes.size() == file_size, file_size);
+  if (a.descr != "u1" && a.descr != "f4") return std::nullopt;
   return a;
 }
 
@@ -387,7 +415,8 @@ void check_finite(const NpyArray& a, const std::vector<float>& values, const std
   const std::optional<std::size_t> bad = first_non_finite(values.data(), values.size());
   if (!bad) return;
   const auto i = static_cast<std::int64_t>(*bad);
-  const double original = a.value(i);
+  // Without the file's bytes (float32 read straight into `values`), the value is as stored.
+  const double original = a.bytes.empty() ? values[*bad] : a.value(i);
   char number[32];
   std::snprintf(number, sizeof number, "%g", original);
   const std::string value = std::isfinite(original)
@@ -405,7 +434,8 @@ void check_finite(const NpyArray& a, const std::vector<float>& values, const std
 
 std::shared_ptr<Dataset> open_npy(const std::string& x_path, const std::string& y_path,
                                   std::int64_t classes) {
-  NpyArray x = read_npy(x_path);
+  const std::optional<NpyArray> x_header = read_npy_header(x_path);
+  NpyArray x = x_header ? *x_header : read_npy(x_path);
   NpyArray y = read_npy(y_path);
   if (x.shape[0] != y.shape[0]) {
     throw std::runtime_error("NPY files '" + x_path + "' and '" + y_path + "' hold " +
@@ -415,13 +445,33 @@ std::shared_ptr<Dataset> open_npy(const std::string& x_path, const std::string& 
   ArrayData data;
   data.sample_shape.assign(x.shape.begin() + 1, x.shape.end());
   if (data.sample_shape.empty()) data.sample_shape = {1};
+  const auto count = static_cast<std::size_t>(x.count());
+  // The samples as the dataset keeps them, from the file directly (x_header)
+  // or from its bytes read whole.
+  const auto fill = [&](void* out, std::size_t bytes) {
+    if (x_header)
+      read_file_region(x_path, x.offset, out, bytes);
+    else
+      std::memcpy(out, x.bytes.data() + x.offset, bytes);
+  };
   if (x.descr == "u1") {
-    const auto first = x.bytes.begin() + static_cast<std::ptrdiff_t>(x.offset);
-    data.samples = std::vector<std::uint8_t>(first, first + x.count());
+    std::vector<std::uint8_t> values;
+    try {
+      values.resize(count);
+    } catch (const std::bad_alloc&) {
+      throw not_enough_memory_for(x_path, count);
+    }
+    fill(values.data(), count);
+    data.samples = std::move(values);
   } else {
-    std::vector<float> values(static_cast<std::size_t>(x.count()));
+    std::vector<float> values;
+    try {
+      values.resize(count);
+    } catch (const std::bad_alloc&) {
+      throw not_enough_memory_for(x_path, count * sizeof(float));
+    }
     if (x.descr == "f4") {
-      std::memcpy(values.data(), x.bytes.data() + x.offset, values.size() * sizeof(float));
+      fill(values.data(), count * sizeof(float));
     } else {
       for (std::int64_t i = 0; i < x.count(); ++i) {
         values[static_cast<std::size_t>(i)] = static_cast<float>(x.value(i));

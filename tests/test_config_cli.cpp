@@ -744,6 +744,22 @@ TEST_CASE(
              Catch::StartsWith((dir / "crop.yaml").string() +
                                ":5:7: error: data.transforms[1]: transform 'random_crop' needs "
                                "image samples [C, H, W] or [H, W], got [4]"));
+  // The evaluation's list derived from data.transforms leaves the random
+  // transforms out: its error is at the item's place in data.transforms.
+  std::ofstream(dir / "eval_shape.yaml")
+      << "model:\n  layers: [{type: flatten}, {type: linear, out_features: 3}]\n"
+         "data:\n"
+         "  train: {type: synthetic, shape: [3, 4, 4], classes: 3, size: 64}\n"
+         "  eval: {type: synthetic, shape: [1, 4, 4], classes: 3, size: 64}\n"
+         "  transforms:\n"
+         "    - {type: random_flip}\n"
+         "    - {type: normalize, mean: [0, 0, 0], std: [1, 1, 1]}\n"
+         "train: {batch_size: 8}\n";
+  CHECK_THAT(run("validate " + (dir / "eval_shape.yaml").string(), true).out,
+             Catch::StartsWith((dir / "eval_shape.yaml").string() +
+                               ":8:31: error: data.transforms[1].mean: on data.eval's samples: "
+                               "transform 'normalize': mean and std need 1 value (one per "
+                               "channel) for samples [1, 4, 4], got 3"));
   // A transform of data.eval_transforms that does not fit: at that item of the list.
   CHECK(run("validate " + defaulted +
                 " train.batch_size=8 'data.eval_transforms=[{type: random_crop, size: 6}]'",

@@ -619,6 +619,7 @@ Session open_session(const config::Config& config, const std::vector<std::string
   // A list's error is reported at the list that holds the transform: the
   // evaluation's own, when written, else the training list it follows.
   std::string list = "data.transforms";
+  const std::vector<config::TypedItem>* building = &config.data.transforms;
   try {
     auto train_pipe =
         data::build_pipeline(specs_of(config.data.transforms), true, s.train_data.get());
@@ -626,6 +627,7 @@ Session open_session(const config::Config& config, const std::vector<std::string
     const config::Node* data = config.resolved.find("data");
     const config::Node* own = data ? data->find("eval_transforms") : nullptr;
     if (own && !own->mark().is_default()) list = "data.eval_transforms";
+    building = &config.data.eval_transforms;
     auto eval_pipe = data::build_pipeline(eval_specs(config.data.eval_transforms, train_pipe),
                                           false, s.train_data.get(), s.eval_data.get());
     s.train_pipeline = std::make_shared<const data::Pipeline>(std::move(train_pipe));
@@ -636,9 +638,23 @@ Session open_session(const config::Config& config, const std::vector<std::string
               "read");
     diags.throw_if_any();
   } catch (const data::TransformError& e) {  // at the item, and its key when known
+    // An item of the evaluation's list derived from data.transforms (its
+    // random transforms left out) is reported at its place there.
+    std::size_t index = e.index();
+    if (building == &config.data.eval_transforms && list == "data.transforms" &&
+        index < building->size()) {
+      const config::Mark& at = (*building)[index].mark;
+      for (std::size_t i = 0; i < config.data.transforms.size(); ++i) {
+        const config::Mark& item = config.data.transforms[i].mark;
+        if (item.file == at.file && item.line == at.line && item.column == at.column) index = i;
+      }
+    }
     const std::string key =
-        list + "[" + std::to_string(e.index()) + "]" + (e.field().empty() ? "" : "." + e.field());
-    diags.add(written_mark_of(config, key), key, e.what());
+        list + "[" + std::to_string(index) + "]" + (e.field().empty() ? "" : "." + e.field());
+    // The training samples passed the list: the evaluation's do not.
+    const bool eval_samples = building == &config.data.eval_transforms && config.data.eval;
+    diags.add(written_mark_of(config, key), key,
+              (eval_samples ? "on data.eval's samples: " : "") + std::string(e.what()));
     diags.throw_if_any();
   } catch (const std::runtime_error& e) {
     diags.add(written_mark_of(config, list), list, e.what());

@@ -200,15 +200,56 @@ TEST_CASE("a model's layers are matched to a file's layers of other names by the
                                         {"2.bias", {4}},
                                         {"2.weight", {4, 4}},
                                         {"20.weight", {2, 4}}});
-  auto renames = layer_renames(model, numbered);
-  REQUIRE(renames.size() == 4);
-  CHECK(renames[0].file_layer == "2");
-  CHECK(renames[0].model_layer == "a");
-  CHECK(renames[1].file_layer == "10");
-  CHECK(renames[2].file_layer == "11");
-  CHECK(renames[2].model_layer == "bn");
-  CHECK(renames[3].file_layer == "20");
-  // A layer under its own name keeps it, though another of its shapes comes first.
+  auto found = layer_renames(model, numbered);
+  REQUIRE(found.renames.size() == 4);
+  CHECK(found.renames[0].file_layer == "2");
+  CHECK(found.renames[0].model_layer == "a");
+  CHECK(found.renames[1].file_layer == "10");
+  CHECK(found.renames[2].file_layer == "11");
+  CHECK(found.renames[2].model_layer == "bn");
+  CHECK(found.renames[3].file_layer == "20");
+  // a and b share their shapes, but the file's names differ only in their
+  // numbers (an nn.Sequential's indices, in the order the layers run).
+  CHECK(found.paired_by_name_order.empty());
+  CHECK(found.other_file_layers.empty());
+  CHECK(layer_rename_advice(found) ==
+        "the file holds this model's weights under other layer names (matched by their "
+        "tensors' shapes, in order): rename them when writing the file, e.g. names = {'2': 'a', "
+        "'10': 'b', '11': 'bn', '20': 'c'}; {names.get(k.rpartition('.')[0], "
+        "k.rpartition('.')[0]) + '.' + k.rpartition('.')[2]: v for k, v in weights.items()}");
+  // Names of words: which of two same-shaped layers is which is a guess.
+  const Safetensors worded = file_of({{"up.weight", {4, 4}},
+                                      {"up.bias", {4}},
+                                      {"down.weight", {4, 4}},
+                                      {"down.bias", {4}},
+                                      {"norm.weight", {4}},
+                                      {"norm.bias", {4}},
+                                      {"norm.running_mean", {4}},
+                                      {"norm.running_var", {4}},
+                                      {"head.weight", {2, 4}}});
+  found = layer_renames(model, worded);
+  REQUIRE(found.renames.size() == 4);
+  CHECK(found.renames[0].file_layer == "down");  // first in the file's order, not the model's
+  CHECK(found.paired_by_name_order == std::vector<std::string>{"a"});
+  CHECK_THAT(layer_rename_advice(found),
+             Catch::EndsWith("; a has tensors of the same shapes as other layers, paired in the "
+                             "order of the file's names, which need not be the order they run "
+                             "in: check those pairs"));
+  // The same last part of the name pairs layers of the same shapes
+  // (torchvision's "layer2.0.bn1" for "stage2.bn1"), whatever the order.
+  const std::vector<TensorShape> block = {
+      {"stage.proj_bn.weight", {4}}, {"stage.bn1.weight", {4}}, {"stage.bn2.weight", {4}}};
+  const Safetensors torchvision = file_of({{"layer2.0.bn1.weight", {4}},
+                                           {"layer2.0.bn2.weight", {4}},
+                                           {"layer2.0.downsample.1.weight", {4}}});
+  found = layer_renames(block, torchvision);
+  REQUIRE(found.renames.size() == 3);
+  CHECK(found.renames[0].file_layer == "layer2.0.downsample.1");
+  CHECK(found.renames[1].file_layer == "layer2.0.bn1");
+  CHECK(found.renames[2].file_layer == "layer2.0.bn2");
+  CHECK(found.paired_by_name_order.empty());
+  // A layer under its own name keeps it, though another of its shapes comes
+  // first; a layer of the file no layer of the model takes is named.
   const Safetensors own = file_of({{"0.bias", {4}},
                                    {"0.weight", {4, 4}},
                                    {"b.bias", {4}},
@@ -217,26 +258,28 @@ TEST_CASE("a model's layers are matched to a file's layers of other names by the
                                    {"bn.running_mean", {4}},
                                    {"bn.running_var", {4}},
                                    {"bn.weight", {4}},
-                                   {"c.weight", {2, 4}}});
-  renames = layer_renames(model, own);
-  REQUIRE(renames.size() == 1);
-  CHECK(renames[0].file_layer == "0");
-  CHECK(renames[0].model_layer == "a");
+                                   {"c.weight", {2, 4}},
+                                   {"head.weight", {7, 4}}});
+  found = layer_renames(model, own);
+  REQUIRE(found.renames.size() == 1);
+  CHECK(found.renames[0].file_layer == "0");
+  CHECK(found.renames[0].model_layer == "a");
+  CHECK(found.paired_by_name_order.empty());
+  CHECK(found.other_file_layers == std::vector<std::string>{"head"});
+  CHECK_THAT(layer_rename_advice(found),
+             Catch::EndsWith("; the file's head is no layer of this model: load the rest with "
+                             "model.init_strict: false"));
   // A layer of the model with no layer of its shapes in the file, or a file
   // of the model's own names: nothing to rename.
   const Safetensors other = file_of({{"0.weight", {4, 4}}, {"0.bias", {4}}});
-  CHECK(layer_renames(model, other).empty());
+  CHECK(layer_renames(model, other).renames.empty());
   Safetensors same;
   for (const auto& t : model) same.tensors.push_back({t.name, "F32", t.shape});
-  CHECK(layer_renames(model, same).empty());
-  // Many layers: the first 8 shown, and how many there are.
-  std::vector<LayerRename> many;
-  for (int i = 0; i < 10; ++i) many.push_back({std::to_string(i), "l" + std::to_string(i)});
-  CHECK_THAT(layer_rename_advice(many),
-             Catch::Contains("'7': 'l7', ...}") &&
-                 Catch::Contains("(10 layers to rename; trainer plan lists the model's names in "
-                                 "order)") &&
-                 !Catch::Contains("'8'"));
+  CHECK(layer_renames(model, same).renames.empty());
+  // Many layers: every pair, so that the Python runs as it is.
+  LayerRenames many;
+  for (int i = 0; i < 30; ++i) many.renames.push_back({std::to_string(i), "l" + std::to_string(i)});
+  CHECK_THAT(layer_rename_advice(many), Catch::Contains("'28': 'l28', '29': 'l29'}; {names.get"));
 }
 
 TEST_CASE("model.init_from loads matching weights and lists every mismatch") {

@@ -412,8 +412,8 @@ std::string fit_advice(const Session& s, const checkpoint::Safetensors& file) {
   // Layers named otherwise (an nn.Sequential's "0", "2").
   std::vector<checkpoint::TensorShape> params;
   for (const auto& p : s.graph.params) params.push_back({p.name, p.shape});
-  if (const auto renames = checkpoint::layer_renames(params, file); !renames.empty())
-    return checkpoint::layer_rename_advice(renames);
+  if (const auto found = checkpoint::layer_renames(params, file); !found.renames.empty())
+    return checkpoint::layer_rename_advice(found);
   return "";
 }
 

@@ -44,7 +44,8 @@ class RelabelledDataset final : public Dataset {
 }  // namespace
 
 std::shared_ptr<Dataset> relabel_by_class_names(std::shared_ptr<const Dataset> eval,
-                                                const std::vector<std::string>& train_names) {
+                                                const std::vector<std::string>& train_names,
+                                                const std::string& named_by) {
   std::vector<std::int64_t> label_of;
   std::vector<std::string> missing;
   for (const std::string& name : eval->class_names()) {
@@ -57,8 +58,8 @@ std::shared_ptr<Dataset> relabel_by_class_names(std::shared_ptr<const Dataset> e
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     for (const auto& t : train_names) known += (known.empty() ? "'" : ", '") + t + "'";
     throw SourceFieldError(eval->class_names_key(),
-                           eval->describe() + " has class(es) " + list +
-                               " that the training set does not have (its classes: " + known +
+                           eval->describe() + " has class(es) " + list + " that " + named_by +
+                               " does not have (its classes: " + known +
                                "); the model has no output for them: rename or remove them");
   }
   return std::make_shared<RelabelledDataset>(std::move(eval), std::move(label_of), train_names);

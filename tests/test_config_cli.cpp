@@ -485,6 +485,26 @@ TEST_CASE(
   r = run("eval " + (dir / "run").string(), true);
   CHECK(r.code == 0);
   CHECK(r.out.find("accuracy 1.0000 on 2 samples") != std::string::npos);
+  // An evaluation file of numbers for a run of names: taken as places among
+  // the sorted names, with a warning (here they follow that order).
+  std::ofstream(dir / "numbers.csv") << "a,b,label\n2,1,1\n-1,0,0\n";
+  r = run("eval " + (dir / "run").string() + " data.eval.path=" + (dir / "numbers.csv").string(),
+          true);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("warning: data.eval: data.train names its classes and data.eval numbers "
+                   "them: the numbers are taken as places among the names in sorted order (cat "
+                   "0, dog 1), which nothing checks") != std::string::npos);
+  CHECK(r.out.find("accuracy 1.0000 on 2 samples") != std::string::npos);
+  // A resume numbers the names as the run did: a training file that names
+  // a class the run never had is refused, not numbered anew.
+  std::ofstream(dir / "more.csv") << "a,b,label\n2,0,dog\n-2,0,cat\n1,1,ant\n-1,1,cat\n";
+  r = run("run " + exp.string() + " --resume " + (dir / "run").string() +
+              " train.epochs=21 data.train.path=" + (dir / "more.csv").string(),
+          true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: data.train.label: CSV file '" + (dir / "more.csv").string() +
+                   "' has class(es) 'ant' that the run (its manifest.json) does not have (its "
+                   "classes: 'cat', 'dog')") != std::string::npos);
   // A name the training file lacks has no output of the model.
   std::ofstream(dir / "cow.csv") << "a,b,label\n2,1,cow\n";
   r = run("eval " + (dir / "run").string() + " data.eval.path=" + (dir / "cow.csv").string(), true);

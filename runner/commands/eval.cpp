@@ -386,6 +386,10 @@ int command_eval(const CommandArgs& args) {
       return computed;
     }
   }();
+  // The checks that bear on what is evaluated (the training-only ones are
+  // not made here).
+  for (const auto& warning : session.warnings)
+    std::fprintf(stderr, "%s\n", config::format(warning, "warning").c_str());
   if (!session.eval_data) {
     const std::string type = config.data.train ? config.data.train->type : "idx";
     const std::string example = type == "idx" ? "data.eval.images=... data.eval.labels=..."

@@ -150,8 +150,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     if (dist::requested_ranks(loaded) > 1 && !resume) {
       config::run_validation_hooks(loaded);
     } else if (dist::requested_ranks(loaded) > 1) {
-      const train::Session checked = train::prepare_session(
-          loaded, {}, !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
+      const train::Session checked =
+          train::prepare_session(loaded, train::recorded_class_names(args.resume_dir),
+                                 !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
       config::Diagnostics diags;
       train::check_init_from(checked, diags);
       diags.throw_if_any();
@@ -178,9 +179,12 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
                    "config's own values\n",
                    args.config_path.c_str());
   }
-  // A resume from a checkpoint takes its weights from there, not model.init_from.
+  // A resume from a checkpoint takes its weights from there, not model.init_from,
+  // and its classes as the run named them (the model's outputs are theirs):
+  // labels of names follow those, whatever names the data holds now.
   train::Session session = train::prepare_session(
-      config, {}, !resume || !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
+      config, resume ? train::recorded_class_names(args.resume_dir) : std::vector<std::string>{},
+      !resume || !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
   {  // weights that would not load: refused before the run directory exists
     config::Diagnostics diags;
     train::check_init_from(session, diags);

@@ -575,7 +575,8 @@ SessionData open_session_data(const config::Config& config,
   if (const auto own = s.train_data->class_names();
       !class_names.empty() && !own.empty() && own != class_names) {
     try {
-      s.train_data = data::relabel_by_class_names(s.train_data, class_names);
+      s.train_data =
+          data::relabel_by_class_names(s.train_data, class_names, "the run (its manifest.json)");
     } catch (const data::SourceFieldError& e) {
       throw_at_field(config, "data.train", e, "");
     }
@@ -702,6 +703,7 @@ Session open_session(const config::Config& config, const std::vector<std::string
   if (s.trains) warn_batch_beyond_set(config, s, warnings);
   if (s.trains) warn_schedule_beyond_run(config, s, warnings);
   if (s.trains) warn_normalize_unscaled(config, s, warnings);
+  warn_class_naming(config, s, warnings);
   build_model_graph(s);
   if (s.trains) warn_channels_last(config, s, warnings);
   s.warnings = warnings.list();

@@ -240,6 +240,29 @@ void warn_normalize_unscaled(const config::Config& config, const Session& s,
                "put {type: scale} before it (PyTorch's ToTensor scales bytes to [0, 1] itself)");
 }
 
+void warn_class_naming(const config::Config& config, const Session& s,
+                       config::Diagnostics& warnings) {
+  if (!config.data.eval || !s.eval_data) return;
+  const std::vector<std::string> train = s.train_data->class_names();
+  const std::vector<std::string> eval = s.eval_data->class_names();
+  if (train.empty() == eval.empty()) return;
+  const std::vector<std::string>& names = train.empty() ? eval : train;
+  std::string order;  // "bird 0, cat 1, dog 2"
+  for (std::size_t i = 0; i < names.size() && i < 6; ++i)
+    order += (i ? ", " : "") + names[i] + " " + std::to_string(i);
+  if (names.size() > 6) order += ", ...";
+  const std::string named = train.empty() ? "data.eval" : "data.train";
+  const std::string numbered = train.empty() ? "data.train" : "data.eval";
+  warnings.add(written_mark_of(config, "data.eval"), "data.eval",
+               named + " names its classes and " + numbered +
+                   " numbers them: the numbers are taken as places among the names in sorted "
+                   "order (" +
+                   order + "), which nothing checks",
+               "check that " + numbered +
+                   "'s numbers follow that order, or give both sets "
+                   "class names");
+}
+
 void warn_channels_last(const config::Config& config, const Session& s,
                         config::Diagnostics& warnings) {
   const Shape& shape = s.sample_shape;  // as the model reads it, after the transforms

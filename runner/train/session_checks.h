@@ -83,6 +83,13 @@ void warn_schedule_beyond_run(const config::Config& config, const Session& s,
 void warn_normalize_unscaled(const config::Config& config, const Session& s,
                              config::Diagnostics& warnings);
 
+// A warning at data.eval when one of the training and evaluation sets names
+// its classes (an image folder, a CSV of class names) and the other numbers
+// them: the numbers are taken as places among the names in sorted order,
+// which nothing checks.
+void warn_class_naming(const config::Config& config, const Session& s,
+                       config::Diagnostics& warnings);
+
 // A warning at data.train when a conv2d or pooling layer reads the samples as
 // [C, H, W] but they look channels-last ([H, W, 3] or [H, W, 4], as image
 // arrays saved from NumPy often are): it would take the rows for channels.

@@ -188,6 +188,18 @@ bool reads_as_number(std::string_view cell) {
          (ec == std::errc() || ec == std::errc::result_out_of_range);
 }
 
+// Whether `cell` is one of the words pandas reads as a missing value (its
+// default na_values that are not numbers: "NA", "N/A", "NULL", "None", ...).
+bool marks_missing(std::string_view cell) {
+  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
+  while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '\r'))
+    cell.remove_suffix(1);
+  for (const std::string_view word :
+       {"NA", "N/A", "n/a", "#N/A", "#N/A N/A", "#NA", "<NA>", "NULL", "null", "None"})
+    if (cell == word) return true;
+  return false;
+}
+
 // Class labels written as names ("cat", "dog") rather than numbers. Each name
 // is numbered by its place among the sorted names once all are read, as image
 // folders number their class folders (and scikit-learn's LabelEncoder its
@@ -207,8 +219,8 @@ class LabelNames {
   std::size_t count() const { return seen_.size(); }
   // How many labels the first name seen was given.
   std::int64_t uses_of_first() const { return uses_.empty() ? 0 : uses_[0]; }
-  // The names in sorted order (bytes that are not UTF-8 as \xNN), with
-  // `labels` renumbered from the order first seen to places among them.
+  // The names in sorted order, with `labels` renumbered from the order first
+  // seen to places among them.
   std::vector<std::string> sorted(std::vector<std::int64_t>& labels) const {
     std::vector<std::size_t> order(seen_.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -218,7 +230,7 @@ class LabelNames {
     std::vector<std::string> names;
     for (std::size_t i = 0; i < order.size(); ++i) {
       place[order[i]] = static_cast<std::int64_t>(i);
-      names.push_back(with_invalid_utf8_escaped(seen_[order[i]]));
+      names.push_back(seen_[order[i]]);
     }
     for (std::int64_t& label : labels) label = place[static_cast<std::size_t>(label)];
     return names;
@@ -232,14 +244,17 @@ class LabelNames {
 
 // Sets `data`'s classes from labels written as names: their sorted names,
 // and the labels renumbered to places among them. `classes`, when given, must
-// count them. Without a header, a first line whose label no other line has is
-// more likely the header than a class of one sample.
+// count them. Without a header, a first line whose features are their column
+// numbers (0, 1, 2: the names pandas gives a frame's columns) and whose label
+// no other line has is the header, not a class of one sample.
 void name_classes(const CsvOptions& o, const LabelNames& label_names,
-                  const std::string& first_label, ArrayData& data) {
-  if (!o.header && label_names.uses_of_first() == 1 && data.labels.size() > 1)
+                  const std::string& first_label, bool first_row_numbers_columns, ArrayData& data) {
+  if (!o.header && first_row_numbers_columns && label_names.uses_of_first() == 1 &&
+      data.labels.size() > 1)
     throw std::runtime_error("CSV file '" + o.path + "': " + first_label +
-                             " is a class name no other line has: if the first line names the "
-                             "columns, set header: true");
+                             " is a class name no other line has, and its features are their "
+                             "column numbers (as pandas names a frame's columns): if the first "
+                             "line names the columns, set header: true");
   data.class_names = label_names.sorted(data.labels);
   data.class_names_key = "label";
   const auto count = static_cast<std::int64_t>(data.class_names.size());
@@ -368,7 +383,8 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   std::vector<std::int64_t> lines;  // of each class label, for errors
   bool labels_named = false;        // class names rather than numbers
   LabelNames label_names;
-  std::string first_label;  // "line 2's label 'cat'", for errors
+  std::string first_label;                 // "line 2's label 'cat'", for errors
+  bool first_row_numbers_columns = false;  // its features read 0, 1, 2, ...
   // A cell's value; `finite`: NaN and infinity are errors (features and
   // regression targets; a class label has its own check).
   auto parse = [&](const std::string& cell, std::size_t column, bool finite) {
@@ -438,10 +454,17 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     }
     const std::string at = "CSV file '" + o.path + "' line " + std::to_string(line_number) +
                            ": label " + quote(label_cell);
+    if (marks_missing(label_cell))
+      throw std::runtime_error(at +
+                               " marks a missing value (as pandas reads it): give the "
+                               "sample its class, or drop the row");
     // The first row decides whether the labels are class numbers or names.
     if (lines.empty()) {
       labels_named = !label_cell.empty() && !reads_as_number(label_cell);
       first_label = "line " + std::to_string(line_number) + "'s label " + quote(label_cell);
+      first_row_numbers_columns =
+          std::all_of(feature_columns.begin(), feature_columns.end(),
+                      [&](std::size_t c) { return cells[c] == std::to_string(c); });
     }
     const std::string all_one_way =
         ": write the labels all as class numbers (0, 1, ...) or all as class names";
@@ -452,7 +475,9 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       if (reads_as_number(label_cell))
         throw std::runtime_error(at + " is a number, but " + first_label + " is a name" +
                                  all_one_way);
-      data.labels.push_back(label_names.id_of(label_cell));
+      // Bytes that are not UTF-8 as \xNN: the name the manifest and the
+      // evaluation's matching see, so the one that tells classes apart.
+      data.labels.push_back(label_names.id_of(with_invalid_utf8_escaped(label_cell)));
       lines.push_back(line_number);
       continue;
     }
@@ -479,7 +504,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     lines.push_back(line_number);
   }
   if (features.empty()) throw std::runtime_error("CSV file '" + o.path + "' has no data rows");
-  if (labels_named) name_classes(o, label_names, first_label, data);
+  if (labels_named) name_classes(o, label_names, first_label, first_row_numbers_columns, data);
   data.sample_shape = {static_cast<std::int64_t>(feature_columns.size())};
   if (o.header)
     for (const std::size_t c : feature_columns) data.feature_names.push_back(names[c]);

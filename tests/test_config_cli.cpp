@@ -1356,9 +1356,9 @@ TEST_CASE("a CSV without a header takes its columns by index, written as integer
   r = run("validate " + config + " 'data.train.delimiter=\\t'", true);
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("delimiter must be one character, got '\\t': a backslash and "
-                                    "'t', as YAML reads an escape in double quotes only; write "
-                                    "delimiter: \"\\t\" (on the command line, in single quotes: "
-                                    "'data.<source>.delimiter=\"\\t\"')"));
+                                    "'t', as YAML reads an escape in double quotes only; write a "
+                                    "tab as delimiter: \"\\t\" (on the command line in single "
+                                    "quotes, as in 'data.train.delimiter=\"\\t\"')"));
   CHECK(run("validate " + config + " 'data.train.delimiter=\"\\t\"'", true)
             .out.find("must be one character") == std::string::npos);
   // The quote character cannot be the delimiter.
@@ -1559,8 +1559,13 @@ TEST_CASE("channels-last NPY images that a convolution reads warn, with the tran
                      "as [C, H, W]: 8 channels of 8 x 3 pixels; they look channels-last [H, W, "
                      "C], as NumPy image arrays often are\n    store the NPY x array as [N, C, H, "
                      "W]: np.save(path, np.ascontiguousarray(x.transpose(0, 3, 1, 2)))\nok\n");
-  // Stored channels first, or read by no convolution: nothing to say.
+  // Stored channels first, far from square (16 planes of 8 x 3 as likely),
+  // or read by no convolution: nothing to say.
   r = run("validate " + (dir / "exp.yaml") + " data.train.x=" + (dir / "chw.npy"), true);
+  CHECK(r.out == "ok\n");
+  const std::vector<std::uint8_t> planes(4 * 16 * 8 * 3, 7);
+  write_bytes(dir / "planes.npy", npy_bytes("|u1", "(4, 16, 8, 3)", planes.data(), planes.size()));
+  r = run("validate " + (dir / "exp.yaml") + " data.train.x=" + (dir / "planes.npy"), true);
   CHECK(r.out == "ok\n");
   r = run("validate " + (dir / "exp.yaml") +
               " 'model.layers=[{type: flatten}, {type: linear, out_features: 2}]'",

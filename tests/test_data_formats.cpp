@@ -853,6 +853,13 @@ TEST_CASE(
                                             "'0' is a number"));
     write_text(dir.file("mixed.csv"), "a,y\n1,dog\n2,\n");
     CHECK_THROWS_WITH(open_csv(o), Contains("line 3: the label is empty"));
+    // A word for a missing value is no class, among names or numbers.
+    for (const char* rows : {"1,dog\n2,NA\n", "1,N/A\n2,dog\n", "1,0\n2,None\n"}) {
+      INFO(rows);
+      write_text(dir.file("mixed.csv"), std::string("a,y\n") + rows);
+      CHECK_THROWS_WITH(open_csv(o), Contains("marks a missing value (as pandas reads it): give "
+                                              "the sample its class, or drop the row"));
+    }
   }
   SECTION("classes, when given, counts the names") {
     o.classes = 4;
@@ -872,15 +879,21 @@ TEST_CASE(
     o.path = dir.file("headed.csv");
     o.header = false;
     CHECK_THROWS_WITH(open_csv(o), Contains("line 1's label 'y' is a class name no other line "
-                                            "has: if the first line names the columns, set "
-                                            "header: true"));
+                                            "has, and its features are their column numbers") &&
+                                       Contains("set header: true"));
     o.header = true;
     CHECK(open_csv(o)->class_names() == std::vector<std::string>{"dog"});
+    // A first sample of a class of its own is a sample like the others.
+    write_text(dir.file("rare.csv"), "5,6,bird\n1,2,dog\n3,4,dog\n");
+    o.path = dir.file("rare.csv");
+    o.header = false;
+    CHECK(open_csv(o)->class_names() == std::vector<std::string>{"bird", "dog"});
   }
   SECTION("bytes of a name that are not UTF-8 are kept as \\xNN") {
-    write_text(dir.file("latin1.csv"), "a,y\n1,caf\xE9\n2,cat\n");
+    write_text(dir.file("latin1.csv"), "a,y\n1,caf\xE9\n2,cat\n3,x\n4,\\xFF\n5,\xFF\n");
     o.path = dir.file("latin1.csv");
-    CHECK(open_csv(o)->class_names() == std::vector<std::string>{"caf\\xE9", "cat"});
+    // As written, a byte that is not UTF-8 and its \xNN are one name, sorted as written.
+    CHECK(open_csv(o)->class_names() == std::vector<std::string>{"\\xFF", "caf\\xE9", "cat", "x"});
   }
 }
 

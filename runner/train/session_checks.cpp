@@ -266,7 +266,11 @@ void warn_class_naming(const config::Config& config, const Session& s,
 void warn_channels_last(const config::Config& config, const Session& s,
                         config::Diagnostics& warnings) {
   const Shape& shape = s.sample_shape;  // as the model reads it, after the transforms
-  if (shape.size() != 3 || (shape[2] != 3 && shape[2] != 4) || shape[0] <= 4) return;
+  // Images nearly square ([32, 32, 3], [28, 24, 4]): a channels-first
+  // [16, 8, 3] (16 planes of 8 x 3) is as likely as not.
+  if (shape.size() != 3 || (shape[2] != 3 && shape[2] != 4) || shape[0] <= 4 || shape[1] <= 4 ||
+      2 * std::min(shape[0], shape[1]) <= std::max(shape[0], shape[1]))
+    return;
   for (const graph::Node& node : s.graph.nodes) {
     const std::string& op = node.op->name;
     if (op != "conv2d" && op != "maxpool2d" && op != "avgpool2d") continue;

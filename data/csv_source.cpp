@@ -175,12 +175,18 @@ void check_unique_names(const std::string& path, const std::vector<std::string>&
   }
 }
 
-// Whether `cell` reads as a number as the cells are read: spaces around it
-// and a leading '+' allowed, a magnitude beyond float64's too (an error later).
-bool reads_as_number(std::string_view cell) {
+// `cell` without the spaces, tabs and carriage return around it.
+std::string_view trimmed(std::string_view cell) {
   while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
   while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '\r'))
     cell.remove_suffix(1);
+  return cell;
+}
+
+// Whether `cell` reads as a number as the cells are read: spaces around it
+// and a leading '+' allowed, a magnitude beyond float64's too (an error later).
+bool reads_as_number(std::string_view cell) {
+  cell = trimmed(cell);
   if (cell.size() > 1 && cell[0] == '+' && cell[1] != '-' && cell[1] != '+') cell.remove_prefix(1);
   double value = 0;
   const auto [ptr, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
@@ -191,14 +197,15 @@ bool reads_as_number(std::string_view cell) {
 // Whether `cell` is one of the words pandas reads as a missing value (its
 // default na_values that are not numbers: "NA", "N/A", "NULL", "None", ...).
 bool marks_missing(std::string_view cell) {
-  while (!cell.empty() && (cell.front() == ' ' || cell.front() == '\t')) cell.remove_prefix(1);
-  while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '\r'))
-    cell.remove_suffix(1);
+  cell = trimmed(cell);
   for (const std::string_view word :
        {"NA", "N/A", "n/a", "#N/A", "#N/A N/A", "#NA", "<NA>", "NULL", "null", "None"})
     if (cell == word) return true;
   return false;
 }
+
+constexpr const char* kAllOneWay =
+    ": write the labels all as class numbers (0, 1, ...) or all as class names";
 
 // Class labels written as names ("cat", "dog") rather than numbers. Each name
 // is numbered by its place among the sorted names once all are read, as image
@@ -216,7 +223,6 @@ class LabelNames {
     ++uses_[static_cast<std::size_t>(at->second)];
     return at->second;
   }
-  std::size_t count() const { return seen_.size(); }
   // How many labels the first name seen was given.
   std::int64_t uses_of_first() const { return uses_.empty() ? 0 : uses_[0]; }
   // The names in sorted order, with `labels` renumbered from the order first
@@ -391,10 +397,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     double value = 0;
     // Spaces inside a quoted field (" 1 ") and a leading '+' (which
     // from_chars does not take), as Python and pandas read them.
-    std::string_view text = cell;
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r'))
-      text.remove_suffix(1);
+    std::string_view text = trimmed(cell);
     const bool plus = text.size() > 1 && text[0] == '+' && text[1] != '-' && text[1] != '+';
     const char* begin = text.data() + (plus ? 1 : 0);
     const char* end = text.data() + text.size();
@@ -466,15 +469,13 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
           std::all_of(feature_columns.begin(), feature_columns.end(),
                       [&](std::size_t c) { return cells[c] == std::to_string(c); });
     }
-    const std::string all_one_way =
-        ": write the labels all as class numbers (0, 1, ...) or all as class names";
     if (labels_named) {
       if (label_cell.empty())
         throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
                                  ": the label is empty: give every sample its class name");
       if (reads_as_number(label_cell))
         throw std::runtime_error(at + " is a number, but " + first_label + " is a name" +
-                                 all_one_way);
+                                 kAllOneWay);
       // Bytes that are not UTF-8 as \xNN: the name the manifest and the
       // evaluation's matching see, so the one that tells classes apart.
       data.labels.push_back(label_names.id_of(with_invalid_utf8_escaped(label_cell)));
@@ -482,8 +483,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
       continue;
     }
     if (!label_cell.empty() && !reads_as_number(label_cell))
-      throw std::runtime_error(at + " is a name, but " + first_label + " is a number" +
-                               all_one_way);
+      throw std::runtime_error(at + " is a name, but " + first_label + " is a number" + kAllOneWay);
     const double label = parse(label_cell, label_column, false);
     // Compared before the cast: NaN or a value beyond int64 has no integer to cast to.
     // kIgnoreLabel (-100) is a sample the loss leaves out, in no class.

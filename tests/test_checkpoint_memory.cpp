@@ -4,66 +4,16 @@
 // for byte.
 #include <catch2/catch.hpp>
 
-#include <malloc.h>
-
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <new>
 #include <string>
 
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/safetensors.h"
+#include "tests/heap_counter.h"
 #include "tests/program_fixture.h"
 #include "tests/temp_dir.h"
-
-// Every operator new of this test counts its block's bytes: the heap in use
-// and the most in use since the last reset_heap_peak().
-namespace {
-std::atomic<std::size_t> heap_in_use{0};
-std::atomic<std::size_t> heap_peak{0};
-
-void* counted_allocation(std::size_t bytes) {
-  void* p = std::malloc(bytes == 0 ? 1 : bytes);
-  if (!p) throw std::bad_alloc();
-  const std::size_t now = heap_in_use += malloc_usable_size(p);
-  std::size_t peak = heap_peak.load();
-  while (now > peak && !heap_peak.compare_exchange_weak(peak, now)) {
-  }
-  return p;
-}
-
-void counted_release(void* p) {
-  if (!p) return;
-  heap_in_use -= malloc_usable_size(p);
-  std::free(p);
-}
-
-void reset_heap_peak() {
-  heap_peak = heap_in_use.load();
-}
-}  // namespace
-
-void* operator new(std::size_t bytes) {
-  return counted_allocation(bytes);
-}
-void* operator new[](std::size_t bytes) {
-  return counted_allocation(bytes);
-}
-void operator delete(void* p) noexcept {
-  counted_release(p);
-}
-void operator delete[](void* p) noexcept {
-  counted_release(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  counted_release(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  counted_release(p);
-}
 
 namespace trainer::graph {
 namespace {
@@ -125,10 +75,9 @@ TEST_CASE("a checkpoint's files are written from the program's tensors in bounde
   testing::TempDir tmp("checkpoint-memory");
   checkpoint::CheckpointStore store(tmp.path().string());
   checkpoint::TrainState state = state_at(1);
-  reset_heap_peak();
-  const std::size_t before = heap_in_use.load();
+  const std::size_t before = reset_heap_peak();
   const std::string saved = store.save(*program, state, {}, fail_on_warning);
-  const std::size_t taken = heap_peak.load() - before;
+  const std::size_t taken = heap_peak() - before;
   INFO("heap taken by the save: " << taken / kMiB << " MiB");
   CHECK(taken < 24 * kMiB);
 
@@ -159,10 +108,9 @@ TEST_CASE("a resume reads a checkpoint's files into the program in bounded piece
 
   auto resumed = large_program(12);
   REQUIRE_FALSE(same_tensors(*resumed, *saved));
-  reset_heap_peak();
-  const std::size_t before = heap_in_use.load();
+  const std::size_t before = reset_heap_peak();
   const auto loaded = store.load_newest(*resumed, true, fail_on_warning);
-  const std::size_t taken = heap_peak.load() - before;
+  const std::size_t taken = heap_peak() - before;
   INFO("heap taken by the load: " << taken / kMiB << " MiB");
   CHECK(taken < 24 * kMiB);
   REQUIRE(loaded);

@@ -5,58 +5,12 @@
 // links: trainer_data
 #include <catch2/catch.hpp>
 
-#include <malloc.h>
-
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
 #include "data/sources.h"
 #include "test_data_fixtures.h"
-
-// Every operator new of this test counts its block's bytes: the heap in use
-// and the most in use since the last reset_heap_peak().
-namespace {
-std::atomic<std::size_t> heap_in_use{0};
-std::atomic<std::size_t> heap_peak{0};
-
-void* counted_allocation(std::size_t bytes) {
-  void* p = std::malloc(bytes == 0 ? 1 : bytes);
-  if (!p) throw std::bad_alloc();
-  const std::size_t now = heap_in_use += malloc_usable_size(p);
-  std::size_t peak = heap_peak.load();
-  while (now > peak && !heap_peak.compare_exchange_weak(peak, now)) {
-  }
-  return p;
-}
-
-void counted_release(void* p) {
-  if (!p) return;
-  heap_in_use -= malloc_usable_size(p);
-  std::free(p);
-}
-}  // namespace
-
-void* operator new(std::size_t bytes) {
-  return counted_allocation(bytes);
-}
-void* operator new[](std::size_t bytes) {
-  return counted_allocation(bytes);
-}
-void operator delete(void* p) noexcept {
-  counted_release(p);
-}
-void operator delete[](void* p) noexcept {
-  counted_release(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  counted_release(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  counted_release(p);
-}
+#include "tests/heap_counter.h"
 
 using namespace trainer::data;
 using namespace trainer::data::testing;
@@ -75,13 +29,12 @@ TEST_CASE("an NPY samples array of uint8 or float32 takes its own size in memory
       write_bytes(dir.file("x.npy"),
                   npy_bytes(floats ? "<f4" : "|u1", "(4096, 1024)", data.data(), data.size()));
     }
-    const std::size_t before = heap_in_use.load();
-    heap_peak = before;
+    const std::size_t before = reset_heap_peak();
     const auto dataset = open_npy(dir.file("x.npy"), dir.file("y.npy"));
     CHECK(dataset->size() == static_cast<std::int64_t>(kSamples));
     // The array, the labels (twice: file and int64s) and small change; reading
     // the file whole first would add the array's size again.
-    const std::size_t taken = heap_peak.load() - before;
+    const std::size_t taken = heap_peak() - before;
     CHECK(taken >= bytes);
     CHECK(taken < bytes + bytes / 4);
   }

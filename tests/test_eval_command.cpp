@@ -792,20 +792,17 @@ TEST_CASE("trainer eval of a held-out split with another seed or split warns of 
   }
   // Evaluation data of its own: scored instead of the held-out part, which
   // would be refused beside it.
-  const auto given = run_trainer("eval " + (tmp / "run") +
-                                     " 'data.eval={type: synthetic, shape: [1, 8, 8], classes: 4, "
-                                     "size: 96}'",
-                                 true);
+  const std::string own_data = "eval " + (tmp / "run") +
+                               " 'data.eval={type: synthetic, shape: [1, 8, 8], classes: 4, "
+                               "size: 96}'";
+  const auto given = run_trainer(own_data, true);
   CHECK(given.code == 0);
   CHECK_THAT(given.out, Catch::Contains("eval: data.eval is given, so the part of the training "
                                         "data that the run's data.split (0.25) held out is not "
                                         "evaluated (data.split=0)") &&
                             Catch::Contains(" on 96 samples"));
   // With a split of its own written, the two are refused together, as in a run.
-  const auto both = run_trainer("eval " + (tmp / "run") +
-                                    " 'data.eval={type: synthetic, shape: [1, 8, 8], classes: 4, "
-                                    "size: 96}' data.split=0.5",
-                                true);
+  const auto both = run_trainer(own_data + " data.split=0.5", true);
   CHECK(both.code == 2);
   CHECK_THAT(both.out, Catch::Contains("error: data.split: it holds part of data.train out for "
                                        "evaluation only when there is no data.eval"));

@@ -195,7 +195,8 @@ bool reads_as_number(std::string_view cell) {
 }
 
 // Whether `cell` is one of the words pandas reads as a missing value (its
-// default na_values that are not numbers: "NA", "N/A", "NULL", "None", ...).
+// default na_values that are not numbers: "NA", "N/A", "NULL", "None", ...):
+// among class numbers, a missing label; among names, maybe a class.
 bool marks_missing(std::string_view cell) {
   cell = trimmed(cell);
   for (const std::string_view word :
@@ -391,6 +392,7 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
   LabelNames label_names;
   std::string first_label;                 // "line 2's label 'cat'", for errors
   bool first_row_numbers_columns = false;  // its features read 0, 1, 2, ...
+  bool first_label_missing = false;        // pandas' word for a missing value
   // A cell's value; `finite`: NaN and infinity are errors (features and
   // regression targets; a class label has its own check).
   auto parse = [&](const std::string& cell, std::size_t column, bool finite) {
@@ -457,14 +459,11 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
     }
     const std::string at = "CSV file '" + o.path + "' line " + std::to_string(line_number) +
                            ": label " + quote(label_cell);
-    if (marks_missing(label_cell))
-      throw std::runtime_error(at +
-                               " marks a missing value (as pandas reads it): give the "
-                               "sample its class, or drop the row");
     // The first row decides whether the labels are class numbers or names.
     if (lines.empty()) {
       labels_named = !label_cell.empty() && !reads_as_number(label_cell);
       first_label = "line " + std::to_string(line_number) + "'s label " + quote(label_cell);
+      first_label_missing = marks_missing(label_cell);
       first_row_numbers_columns =
           std::all_of(feature_columns.begin(), feature_columns.end(),
                       [&](std::size_t c) { return cells[c] == std::to_string(c); });
@@ -474,14 +473,23 @@ std::shared_ptr<Dataset> open_csv(const CsvOptions& o) {
         throw std::runtime_error("CSV file '" + o.path + "' line " + std::to_string(line_number) +
                                  ": the label is empty: give every sample its class name");
       if (reads_as_number(label_cell))
-        throw std::runtime_error(at + " is a number, but " + first_label + " is a name" +
-                                 kAllOneWay);
+        throw std::runtime_error(at + " is a number, but " + first_label +
+                                 (first_label_missing
+                                      ? " marks a missing value (as pandas reads it): give that "
+                                        "sample its class, or drop the row"
+                                      : " is a name" + std::string(kAllOneWay)));
       // Bytes that are not UTF-8 as \xNN: the name the manifest and the
       // evaluation's matching see, so the one that tells classes apart.
       data.labels.push_back(label_names.id_of(with_invalid_utf8_escaped(label_cell)));
       lines.push_back(line_number);
       continue;
     }
+    // Among class numbers, pandas' words for a missing value ("NA", "None")
+    // are that; among names they may be classes ("None" of a finding).
+    if (marks_missing(label_cell))
+      throw std::runtime_error(at +
+                               " marks a missing value (as pandas reads it): give the "
+                               "sample its class, or drop the row");
     if (!label_cell.empty() && !reads_as_number(label_cell))
       throw std::runtime_error(at + " is a name, but " + first_label + " is a number" + kAllOneWay);
     const double label = parse(label_cell, label_column, false);

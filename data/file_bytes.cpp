@@ -4,7 +4,9 @@
 // checked as soon as it is out).
 #include "data/file_bytes.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -323,40 +325,64 @@ std::vector<std::uint8_t> read_raw_file_bytes(const std::string& path) {
   return raw_bytes(path);
 }
 
-FilePrefix read_file_prefix(const std::string& path, std::size_t size) {
+OpenDataFile::OpenDataFile(const std::string& path) : path_(path) {
   check_regular_file(path);
-  FileHandle file(std::fopen(path.c_str(), "rb"));
-  if (!file) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0)
     throw std::runtime_error("cannot open data file '" + path + "': " + std::strerror(errno));
-  }
   struct stat status {};
-  if (fstat(fileno(file.get()), &status) != 0) {
-    throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));
+  if (fstat(fd_, &status) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(error));
   }
-  FilePrefix prefix;
-  prefix.file_size = static_cast<std::uint64_t>(status.st_size);
-  prefix.bytes.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, prefix.file_size)));
-  prefix.bytes.resize(std::fread(prefix.bytes.data(), 1, prefix.bytes.size(), file.get()));
-  if (std::ferror(file.get())) {
-    throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));
-  }
-  return prefix;
+  size_ = static_cast<std::uint64_t>(status.st_size);
 }
 
-void read_file_region(const std::string& path, std::uint64_t offset, void* out, std::size_t size) {
-  FileHandle file(std::fopen(path.c_str(), "rb"));
-  if (!file || fseeko(file.get(), static_cast<off_t>(offset), SEEK_SET) != 0) {
-    throw std::runtime_error("cannot read data file '" + path + "': " + std::strerror(errno));
+OpenDataFile::~OpenDataFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+OpenDataFile::OpenDataFile(OpenDataFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_) {
+  other.fd_ = -1;
+}
+
+std::vector<std::uint8_t> OpenDataFile::prefix(std::size_t size) const {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(std::min<std::uint64_t>(size, size_)));
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::pread(fd_, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw std::runtime_error("cannot read data file '" + path_ + "': " + std::strerror(errno));
+    if (n == 0) break;  // shorter than it was: the format names what it lacks
+    got += static_cast<std::size_t>(n);
   }
-  const std::size_t got = std::fread(out, 1, size, file.get());
-  if (got == size) return;
-  throw std::runtime_error("cannot read data file '" + path + "': " +
-                           (std::ferror(file.get())
-                                ? std::string(std::strerror(errno))
-                                : "it ended at byte offset " + std::to_string(offset + got) +
-                                      ", before the " + std::to_string(size) +
-                                      " bytes of data from byte offset " + std::to_string(offset) +
-                                      " (cut short while it was read?)"));
+  bytes.resize(got);
+  return bytes;
+}
+
+bool OpenDataFile::gzip() const {
+  const std::vector<std::uint8_t> magic = prefix(2);
+  return gzip_magic(magic, 0);
+}
+
+void OpenDataFile::read_at(std::uint64_t offset, void* out, std::size_t size) const {
+  auto* to = static_cast<std::uint8_t*>(out);
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::pread(fd_, to + got, size - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw std::runtime_error("cannot read data file '" + path_ + "': " + std::strerror(errno));
+    if (n == 0)
+      throw std::runtime_error("cannot read data file '" + path_ + "': it ended at byte offset " +
+                               std::to_string(offset + got) + ", before the " +
+                               std::to_string(size) + " bytes of data from byte offset " +
+                               std::to_string(offset) + " (cut short while it was read?)");
+    got += static_cast<std::size_t>(n);
+  }
 }
 
 std::runtime_error not_enough_memory_for(const std::string& path, std::size_t bytes) {

@@ -37,21 +37,33 @@ std::vector<std::uint8_t> read_file_bytes(const std::string& path,
 // whose formats compress on their own). Throws like read_file_bytes.
 std::vector<std::uint8_t> read_raw_file_bytes(const std::string& path);
 
-// The first `size` bytes of `path` as they are on disk (fewer when the file
-// is shorter), and the file's size: for a reader that takes a file's data
-// straight into the array it keeps (read_file_region) once its header is
-// checked. Throws like read_file_bytes.
-struct FilePrefix {
-  std::vector<std::uint8_t> bytes;
-  std::uint64_t file_size = 0;
-  bool gzip() const { return bytes.size() >= 2 && bytes[0] == 0x1F && bytes[1] == 0x8B; }
-};
-FilePrefix read_file_prefix(const std::string& path, std::size_t size);
+// A data file held open, for a reader that checks its header and then takes
+// its data straight into the array it keeps: both reads are of the same open
+// file, so a file replaced on disk in between is not half one, half the other.
+class OpenDataFile {
+ public:
+  // Throws like read_file_bytes (missing, not a regular file, unreadable).
+  explicit OpenDataFile(const std::string& path);
+  ~OpenDataFile();
+  OpenDataFile(OpenDataFile&& other) noexcept;
+  OpenDataFile& operator=(OpenDataFile&&) = delete;
+  OpenDataFile(const OpenDataFile&) = delete;
+  OpenDataFile& operator=(const OpenDataFile&) = delete;
 
-// Reads the `size` bytes of the uncompressed file `path` from byte `offset`
-// into `out`. Throws std::runtime_error naming the file when they cannot all
-// be read (a read error, or a file cut short since its size was taken).
-void read_file_region(const std::string& path, std::uint64_t offset, void* out, std::size_t size);
+  std::uint64_t size() const { return size_; }
+  // The first `size` bytes as they are on disk (fewer when the file is shorter).
+  std::vector<std::uint8_t> prefix(std::size_t size) const;
+  bool gzip() const;
+  // Reads the `size` bytes from byte `offset` into `out`. Throws naming the
+  // file when they cannot all be read (a read error, or a file cut short since
+  // it was opened).
+  void read_at(std::uint64_t offset, void* out, std::size_t size) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
 
 // Refuses an uncompressed file of `file_size` bytes that is longer than the
 // `declared` bytes its header gives (a wrong extent, or bytes appended).

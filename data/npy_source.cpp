@@ -389,23 +389,27 @@ NpyArray read_npy(const std::string& path) {
   return a;
 }
 
-// An uncompressed NPY file of uint8 or float32 samples, its header read and
-// checked but its data not (`bytes` stays empty): open_npy reads the data
-// straight into the array the dataset keeps, one copy in memory where reading
-// the whole file first held two at the peak. nullopt for other files, which
-// read_npy reads whole.
-std::optional<NpyArray> read_npy_header(const std::string& path) {
-  FilePrefix prefix = read_file_prefix(path, kMaxHeaderBytes + 16);
-  if (prefix.gzip() || prefix.file_size > SIZE_MAX) return std::nullopt;
-  if (const auto declared = npy_declared_size(path, prefix.bytes);
-      declared && *declared != SIZE_MAX)
-    check_declared_size(path, prefix.file_size, *declared);  // as read_file_bytes checks it
+// An uncompressed NPY file of uint8 or float32 samples, held open with its
+// header read and checked but its data not (`bytes` stays empty): open_npy
+// reads the data straight into the array the dataset keeps, one copy in
+// memory where reading the whole file first held two at the peak. nullopt
+// for other files, which read_npy reads whole.
+struct NpyHeaderRead {
+  NpyArray array;
+  OpenDataFile file;
+};
+std::optional<NpyHeaderRead> read_npy_header(const std::string& path) {
+  OpenDataFile file(path);
+  if (file.gzip() || file.size() > SIZE_MAX) return std::nullopt;
+  const std::vector<std::uint8_t> prefix = file.prefix(kMaxHeaderBytes + 16);
+  if (const auto declared = npy_declared_size(path, prefix); declared && *declared != SIZE_MAX)
+    check_declared_size(path, file.size(), *declared);  // as read_file_bytes checks it
   NpyArray a;
   a.path = path;
-  const auto file_size = static_cast<std::size_t>(prefix.file_size);
-  read_header(a, prefix.bytes, prefix.bytes.size() == file_size, file_size);
+  const auto file_size = static_cast<std::size_t>(file.size());
+  read_header(a, prefix, prefix.size() == file_size, file_size);
   if (a.descr != "u1" && a.descr != "f4") return std::nullopt;
-  return a;
+  return NpyHeaderRead{std::move(a), std::move(file)};
 }
 
 // Every value of `values` (converted from `a`) is finite: NaN, infinity, or a
@@ -434,8 +438,8 @@ void check_finite(const NpyArray& a, const std::vector<float>& values, const std
 
 std::shared_ptr<Dataset> open_npy(const std::string& x_path, const std::string& y_path,
                                   std::int64_t classes) {
-  const std::optional<NpyArray> x_header = read_npy_header(x_path);
-  NpyArray x = x_header ? *x_header : read_npy(x_path);
+  std::optional<NpyHeaderRead> x_header = read_npy_header(x_path);
+  NpyArray x = x_header ? std::move(x_header->array) : read_npy(x_path);
   NpyArray y = read_npy(y_path);
   if (x.shape[0] != y.shape[0]) {
     throw std::runtime_error("NPY files '" + x_path + "' and '" + y_path + "' hold " +
@@ -450,7 +454,7 @@ std::shared_ptr<Dataset> open_npy(const std::string& x_path, const std::string& 
   // or from its bytes read whole.
   const auto fill = [&](void* out, std::size_t bytes) {
     if (x_header)
-      read_file_region(x_path, x.offset, out, bytes);
+      x_header->file.read_at(x.offset, out, bytes);
     else
       std::memcpy(out, x.bytes.data() + x.offset, bytes);
   };

@@ -111,7 +111,9 @@ SourceDef csv_source() {
       "\"dog\"), decided by the first row: names are numbered in sorted order (as image "
       "folders' and scikit-learn's LabelEncoder), recorded in the run's manifest, and an "
       "evaluation file of names is matched to the training file's by name (it may lack some; "
-      "one the training file lacks is an error).";
+      "one the training file lacks is an error); a resume and `trainer eval` number them as the "
+      "run's manifest recorded them. Among class numbers, pandas' words for a missing value "
+      "(NA, N/A, NULL, None, ...) are an error; among names they are classes.";
   d.fields = {
       field("path", FT::string, "Path of the CSV file.").req(),
       field("label", FT::string,
@@ -142,8 +144,8 @@ SourceDef csv_source() {
       throw SourceFieldError("delimiter",
                              "delimiter must be one character, got '\\t': a backslash and 't', "
                              "as YAML reads an escape in double quotes only; write a tab as "
-                             "delimiter: \"\\t\" (on the command line in single quotes, as in "
-                             "'data.train.delimiter=\"\\t\"')");
+                             "delimiter: \"\\t\" (on the command line in single quotes around the "
+                             "whole override: '...delimiter=\"\\t\"')");
     if (delimiter.size() != 1)
       throw SourceFieldError("delimiter",
                              "delimiter must be one character, got " + quote(delimiter));

@@ -820,6 +820,10 @@ TEST_CASE(
                              "random_flip, random_translate, random_erasing"));
   CHECK_THAT(only_error(kGood + "minimal.yaml", {"data.transforms=[{padding: 4}]"}),
              Catch::EndsWith("\n    add type: random_crop (the one transform type with padding)"));
+  // The type written as a key (scale is also a key of random_erasing).
+  CHECK_THAT(only_error(kGood + "minimal.yaml", {"data.transforms=[{scale: {factor: 255}}]"}),
+             Catch::EndsWith("\n    write the type as the value of `type`, with its settings "
+                             "beside it: {type: scale, ...}"));
 }
 
 TEST_CASE("a data source setting its other settings leave without effect is an error there") {

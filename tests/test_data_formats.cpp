@@ -853,13 +853,17 @@ TEST_CASE(
                                             "'0' is a number"));
     write_text(dir.file("mixed.csv"), "a,y\n1,dog\n2,\n");
     CHECK_THROWS_WITH(open_csv(o), Contains("line 3: the label is empty"));
-    // A word for a missing value is no class, among names or numbers.
-    for (const char* rows : {"1,dog\n2,NA\n", "1,N/A\n2,dog\n", "1,0\n2,None\n"}) {
+    // Among numbers, pandas' word for a missing value is that; among names,
+    // it may be a class ("None" of a finding).
+    for (const char* rows : {"1,0\n2,None\n", "1,NA\n2,1\n"}) {
       INFO(rows);
       write_text(dir.file("mixed.csv"), std::string("a,y\n") + rows);
       CHECK_THROWS_WITH(open_csv(o), Contains("marks a missing value (as pandas reads it): give "
-                                              "the sample its class, or drop the row"));
+                                              "th") &&
+                                         Contains("class, or drop the row"));
     }
+    write_text(dir.file("mixed.csv"), "a,y\n1,Severe\n2,None\n3,NA\n");
+    CHECK(open_csv(o)->class_names() == std::vector<std::string>{"NA", "None", "Severe"});
   }
   SECTION("classes, when given, counts the names") {
     o.classes = 4;

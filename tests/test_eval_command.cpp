@@ -25,6 +25,7 @@
 #include "run_command.h"
 #include "runner/checkpoint/checkpoint_store.h"
 #include "runner/checkpoint/safetensors.h"
+#include "runner/train/run_records.h"
 #include "test_image_fixtures.h"
 #include "test_resume_fixtures.h"
 
@@ -713,6 +714,12 @@ TEST_CASE("trainer eval where an image folder is gone: the run's class names lab
   CHECK(again["samples"] == 16);
   CHECK(again["accuracy"].get<double>() == final_eval["accuracy"].get<double>());
   CHECK(again["loss"].get<double>() == Approx(final_eval["loss"].get<double>()).epsilon(1e-6));
+
+  // A damaged record, a name twice, is not taken for the run's classes.
+  auto damaged = manifest;
+  damaged["class_names"] = nlohmann::json({"a", "a", "c"});
+  write_text(tmp / "run/manifest.json", damaged.dump(2) + "\n");
+  CHECK(trainer::train::recorded_class_names(tmp / "run").empty());
 }
 
 TEST_CASE("trainer eval of a run that averaged its weights evaluates the averages") {

@@ -217,7 +217,9 @@ std::vector<std::string> setting_split_aside(const config::Config& own,
 // still fit.
 train::Session session_for_eval(config::Config& config, const std::string& run_dir) {
   try {
-    return train::prepare_eval_session(config);
+    // Classes by name are numbered as the run numbered them (its outputs'),
+    // whatever names the training data holds now.
+    return train::prepare_eval_session(config, train::recorded_class_names(run_dir));
   } catch (const config::ConfigError& e) {
     if (!config.data.eval) throw;
     const config::Config as_written = config;  // its marks: data.eval's where the file has them
@@ -229,7 +231,11 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
     // An evaluation set may lack the largest classes: its labels alone would
     // count fewer than the model was built for.
     std::string classes_from = "the source";
-    if (auto& attrs = config.data.train->attrs; attrs.has("classes")) {
+    const std::vector<std::string> recorded_names = train::recorded_class_names(run_dir);
+    if (!recorded_names.empty()) {
+      classes_from =
+          "the run's manifest (its " + std::to_string(recorded_names.size()) + " class names)";
+    } else if (auto& attrs = config.data.train->attrs; attrs.has("classes")) {
       const std::int64_t recorded = train::recorded_class_count(run_dir);
       classes_from = attrs.get_int("classes") > 0 ? "its `classes:`"
                      : recorded > 0 ? "the run's manifest (" + std::to_string(recorded) + ")"
@@ -241,7 +247,7 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
                  "model's input shape instead, and the classes come from %s\n",
                  first.key_path.c_str(), first.message.c_str(), classes_from.c_str());
     try {
-      return train::prepare_eval_session(config, train::recorded_class_names(run_dir));
+      return train::prepare_eval_session(config, recorded_names);
     } catch (const config::ConfigError& stand_in) {  // the eval data fails too: both, by name
       config::Diagnostics both;
       for (const auto& d : e.diagnostics().list()) both.add(d);

@@ -70,10 +70,17 @@ void check_settings_without_effect(const Node& node, const std::vector<FieldSpec
 }
 
 // "add type: csv (the one data source with path and label)" when one type
-// alone has every key that `node` gives; nullopt otherwise.
+// alone has every key that `node` gives, or how to write a type given as a
+// key (`- scale: {factor: 255}`); nullopt otherwise.
 std::optional<std::string> type_of_keys(const Node& node, const std::vector<ItemDef>& defs,
                                         const char* what) {
   if (node.size() == 0) return std::nullopt;
+  // `- scale: {factor: 255}`: the type written as a key.
+  for (std::size_t i = 0; i < node.size(); ++i)
+    for (const auto& def : defs)
+      if (*def.name == node.key_at(i))
+        return "write the type as the value of `type`, with its settings beside it: {type: " +
+               *def.name + ", ...}";
   std::vector<std::string> fitting;
   for (const auto& def : defs) {
     bool has_all = true;

@@ -311,7 +311,12 @@ std::vector<std::string> recorded_class_names(const std::string& dir) {
   const auto recorded = manifest.find("class_names");
   if (recorded == manifest.end()) return {};
   try {
-    return recorded->get<std::vector<std::string>>();
+    auto names = recorded->get<std::vector<std::string>>();
+    // A damaged record (a name twice): the classes are read from the data.
+    auto sorted = names;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return {};
+    return names;
   } catch (const nlohmann::json::exception&) {
     return {};  // a damaged record: the classes are read from the data
   }

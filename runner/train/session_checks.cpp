@@ -247,6 +247,11 @@ void warn_class_naming(const config::Config& config, const Session& s,
   const std::vector<std::string> eval = s.eval_data->class_names();
   if (train.empty() == eval.empty()) return;
   const std::vector<std::string>& names = train.empty() ? eval : train;
+  // Folders named 0, 1, 2, ...: the numbers are the names.
+  bool names_are_numbers = true;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    names_are_numbers &= names[i] == std::to_string(i);
+  if (names_are_numbers) return;
   std::string order;  // "bird 0, cat 1, dog 2"
   for (std::size_t i = 0; i < names.size() && i < 6; ++i)
     order += (i ? ", " : "") + names[i] + " " + std::to_string(i);
@@ -266,10 +271,7 @@ void warn_class_naming(const config::Config& config, const Session& s,
 void warn_channels_last(const config::Config& config, const Session& s,
                         config::Diagnostics& warnings) {
   const Shape& shape = s.sample_shape;  // as the model reads it, after the transforms
-  // Images nearly square ([32, 32, 3], [28, 24, 4]): a channels-first
-  // [16, 8, 3] (16 planes of 8 x 3) is as likely as not.
-  if (shape.size() != 3 || (shape[2] != 3 && shape[2] != 4) || shape[0] <= 4 || shape[1] <= 4 ||
-      2 * std::min(shape[0], shape[1]) <= std::max(shape[0], shape[1]))
+  if (shape.size() != 3 || (shape[2] != 3 && shape[2] != 4) || shape[0] <= 4 || shape[1] <= 4)
     return;
   for (const graph::Node& node : s.graph.nodes) {
     const std::string& op = node.op->name;

@@ -216,10 +216,11 @@ std::vector<std::string> setting_split_aside(const config::Config& own,
 // the training classes) from the manifest, and the checkpoint's tensors must
 // still fit.
 train::Session session_for_eval(config::Config& config, const std::string& run_dir) {
+  // Classes by name are numbered as the run numbered them (its outputs'),
+  // whatever names the training data holds now.
+  const std::vector<std::string> recorded_names = train::recorded_class_names(run_dir);
   try {
-    // Classes by name are numbered as the run numbered them (its outputs'),
-    // whatever names the training data holds now.
-    return train::prepare_eval_session(config, train::recorded_class_names(run_dir));
+    return train::prepare_eval_session(config, recorded_names);
   } catch (const config::ConfigError& e) {
     if (!config.data.eval) throw;
     const config::Config as_written = config;  // its marks: data.eval's where the file has them
@@ -231,7 +232,6 @@ train::Session session_for_eval(config::Config& config, const std::string& run_d
     // An evaluation set may lack the largest classes: its labels alone would
     // count fewer than the model was built for.
     std::string classes_from = "the source";
-    const std::vector<std::string> recorded_names = train::recorded_class_names(run_dir);
     if (!recorded_names.empty()) {
       classes_from =
           "the run's manifest (its " + std::to_string(recorded_names.size()) + " class names)";

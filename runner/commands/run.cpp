@@ -138,6 +138,10 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
   const config::Config loaded = resume && resumes_own_config(args)
                                     ? config::load_config(args.config_path, args.overrides)
                                     : load_command_config(args.config_path, args.overrides);
+  // A resume's classes as the run named them (the model's outputs are
+  // theirs): labels of names follow those, whatever names the data holds now.
+  const std::vector<std::string> run_classes =
+      resume ? train::recorded_class_names(args.resume_dir) : std::vector<std::string>{};
   if (!launched_as_rank()) {  // before starting ranks that could not use them
     config::Diagnostics diags;
     train::check_devices(loaded, diags);
@@ -150,9 +154,8 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     if (dist::requested_ranks(loaded) > 1 && !resume) {
       config::run_validation_hooks(loaded);
     } else if (dist::requested_ranks(loaded) > 1) {
-      const train::Session checked =
-          train::prepare_session(loaded, train::recorded_class_names(args.resume_dir),
-                                 !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
+      const train::Session checked = train::prepare_session(
+          loaded, run_classes, !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
       config::Diagnostics diags;
       train::check_init_from(checked, diags);
       diags.throw_if_any();
@@ -180,10 +183,9 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
                    args.config_path.c_str());
   }
   // A resume from a checkpoint takes its weights from there, not model.init_from,
-  // and its classes as the run named them (the model's outputs are theirs):
-  // labels of names follow those, whatever names the data holds now.
+  // and its classes as the run named them (run_classes).
   train::Session session = train::prepare_session(
-      config, resume ? train::recorded_class_names(args.resume_dir) : std::vector<std::string>{},
+      config, run_classes,
       !resume || !checkpoint::CheckpointStore(args.resume_dir).holds_checkpoints());
   {  // weights that would not load: refused before the run directory exists
     config::Diagnostics diags;

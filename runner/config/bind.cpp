@@ -200,9 +200,7 @@ void bind_data_items(Node& root, Config& config, Diagnostics& diags) {
     if (!acts_on_eval_samples(item.type)) continue;
     derived.push_back(item);
     for (const auto& node : transforms->items())
-      if (node.mark().line == item.mark.line && node.mark().column == item.mark.column &&
-          node.mark().file == item.mark.file)
-        list.push_back(node);
+      if (node.mark() == item.mark) list.push_back(node);
   }
   // One derived before (a tree bound again after overrides, or a list that
   // mark_derived_values found to be the derived one) is derived again.

@@ -21,6 +21,8 @@ struct Mark {
   int column = 0;    // 1-based
   bool is_default() const { return file == kDefaultFile || file == kDerivedFile; }
   bool is_derived() const { return file == kDerivedFile; }
+  // The same place: file, line and column.
+  bool operator==(const Mark&) const = default;
 };
 
 // The file of a mark in a `trainer sweep --grid` flag; its line is the

@@ -490,8 +490,7 @@ bool from_sweep_section(const OverrideSource& source) {
 }
 
 bool points_at(const config::Diagnostic& d, const OverrideSource& source) {
-  return d.mark.file == source.mark.file && d.mark.line == source.mark.line &&
-         d.mark.column == source.mark.column;
+  return d.mark == source.mark;
 }
 
 bool says_without_effect(const config::Diagnostic& warning) {

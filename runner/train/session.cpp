@@ -645,10 +645,8 @@ Session open_session(const config::Config& config, const std::vector<std::string
     if (building == &config.data.eval_transforms && list == "data.transforms" &&
         index < building->size()) {
       const config::Mark& at = (*building)[index].mark;
-      for (std::size_t i = 0; i < config.data.transforms.size(); ++i) {
-        const config::Mark& item = config.data.transforms[i].mark;
-        if (item.file == at.file && item.line == at.line && item.column == at.column) index = i;
-      }
+      for (std::size_t i = 0; i < config.data.transforms.size(); ++i)
+        if (config.data.transforms[i].mark == at) index = i;
     }
     const std::string key =
         list + "[" + std::to_string(index) + "]" + (e.field().empty() ? "" : "." + e.field());

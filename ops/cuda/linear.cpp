@@ -15,6 +15,8 @@
 // erf gelu, or a shape cuBLASLt refuses) it runs as its own kernel after the
 // GEMM. The backward turns dy into the
 // pre-activation's gradient in the workspace first, then runs the GEMMs on it.
+// cuBLASLt's relu epilogue keeps a NaN where oneDNN's relu makes it 0: on the
+// GPU such a NaN reaches the loss, and the run stops on it.
 #include <cstdint>
 #include <memory>
 #include <stdexcept>

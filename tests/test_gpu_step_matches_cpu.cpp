@@ -95,10 +95,7 @@ Trained train_three_steps(Program& program) {
 }
 
 // max |a - b| over max |b|, or over `floor` where that is larger: the
-// difference relative to the tensor's scale. A gradient that is 0 in exact
-// arithmetic (conv1's bias, before a batchnorm that takes out every channel's
-// mean) holds rounding noise alone, which differs from one summation order to
-// another: it is measured against the largest gradient in the model.
+// difference relative to the tensor's scale.
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b,
                            double floor = 1e-12) {
   REQUIRE(a.size() == b.size());
@@ -108,6 +105,25 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
     scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
   }
   return diff / scale;
+}
+
+// The largest magnitude over all of `tensors`.
+double largest(const std::vector<std::vector<float>>& tensors) {
+  double most = 0;
+  for (const auto& t : tensors)
+    for (float v : t) most = std::max(most, std::fabs(static_cast<double>(v)));
+  return most;
+}
+
+// conv1's bias comes before a batchnorm, which takes out every channel's
+// mean: its gradient is 0 in exact arithmetic, and what each backend computes
+// is the rounding noise of its own summation order, as are the steps the
+// updates make from its initial 0. Its gradient and weights are measured
+// against the largest of the model's (on an H200: 3e-7 of the largest
+// gradient in float32, and 1.3e-8 of the largest weight in float32, 9e-5 in
+// bf16, after three steps).
+bool zero_in_exact_arithmetic(const std::string& parameter) {
+  return parameter == "conv1.bias";
 }
 
 // `x` rounded to bf16 (to nearest, ties to even), as its 16 bits.
@@ -140,27 +156,22 @@ TrainedOnBoth train_on_both(const std::string& precision, double loss_tolerance)
 
 }  // namespace
 
-// The largest magnitude over all of `tensors`.
-double largest(const std::vector<std::vector<float>>& tensors) {
-  double most = 0;
-  for (const auto& t : tensors)
-    for (float v : t) most = std::max(most, std::fabs(static_cast<double>(v)));
-  return most;
-}
-
 TEST_CASE("a float32 CUDA training step equals the CPU's") {
   const TrainedOnBoth both = train_on_both("fp32", 1e-5);
   const Program& named = *both.cpu;
-  // Noise in a zero gradient, and the steps it makes (lr 0.05 from weights
-  // that start at 0), against the model's scale: 1e-3 of it.
-  const double grad_floor = 1e-3 * largest(both.want.grads);
-  const double weight_floor = 1e-3 * largest(both.want.weights);
+  const double largest_grad = largest(both.want.grads);
+  const double largest_weight = largest(both.want.weights);
   std::size_t k = 0;
   for (const ParamStorage& p : named.params()) {
     if (!p.grad) continue;
     INFO("parameter " << p.param->name);
-    CHECK(relative_difference(both.got.grads[k], both.want.grads[k], grad_floor) < 1e-4);
-    CHECK(relative_difference(both.got.weights[k], both.want.weights[k], weight_floor) < 1e-5);
+    if (zero_in_exact_arithmetic(p.param->name)) {
+      CHECK(relative_difference(both.got.grads[k], both.want.grads[k], largest_grad) < 1e-5);
+      CHECK(relative_difference(both.got.weights[k], both.want.weights[k], largest_weight) < 1e-6);
+    } else {
+      CHECK(relative_difference(both.got.grads[k], both.want.grads[k]) < 1e-4);
+      CHECK(relative_difference(both.got.weights[k], both.want.weights[k]) < 1e-5);
+    }
     ++k;
   }
 }
@@ -168,12 +179,15 @@ TEST_CASE("a float32 CUDA training step equals the CPU's") {
 TEST_CASE("a bf16 CUDA training step equals the CPU's, and its weight copies stay current") {
   const TrainedOnBoth both = train_on_both("bf16", 1e-2);
   const Program& gpu_program = *both.gpu;
-  const double weight_floor = 1e-3 * largest(both.want.weights);
+  const double largest_weight = largest(both.want.weights);
   std::size_t copies = 0, k = 0;
   for (const ParamStorage& p : gpu_program.params()) {
     if (!p.grad) continue;
     INFO("parameter " << p.param->name);
-    CHECK(relative_difference(both.got.weights[k], both.want.weights[k], weight_floor) < 1e-2);
+    if (zero_in_exact_arithmetic(p.param->name))
+      CHECK(relative_difference(both.got.weights[k], both.want.weights[k], largest_weight) < 1e-3);
+    else
+      CHECK(relative_difference(both.got.weights[k], both.want.weights[k]) < 1e-2);
     if (p.bf16_copy) {
       ++copies;
       std::vector<std::uint16_t> copy(static_cast<std::size_t>(p.bf16_copy.numel()));

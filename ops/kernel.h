@@ -175,6 +175,12 @@ class Backend {
   // the caller then runs the work directly.
   virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& queue_work,
                                                std::string& why_not);
+  // Milliseconds the work `queue_work` queues takes to run, once what was
+  // queued before has finished: on the CPU the clock around the call (its
+  // kernels run as they are called); on a GPU the device's time from the first
+  // of that work to the last, without the host's time launching it, which a
+  // recorded step's replay does not spend either.
+  virtual double time_work_ms(const std::function<void()>& queue_work);
 
  private:
   std::string name_;

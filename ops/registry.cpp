@@ -1,5 +1,6 @@
 // The op registry and the backend kernel table.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -50,6 +51,15 @@ void Backend::release_host(void* ptr) {
 std::unique_ptr<RecordedWork> Backend::record(const std::function<void()>&, std::string& why_not) {
   why_not = "the " + name_ + " backend runs its kernels as they are called";
   return nullptr;
+}
+
+double Backend::time_work_ms(const std::function<void()>& queue_work) {
+  synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  queue_work();
+  synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 std::unique_ptr<Kernel> Backend::make_kernel(const KernelContext& ctx) const {

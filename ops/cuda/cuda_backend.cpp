@@ -18,6 +18,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/recorded_graph.h"
 #include "ops/cuda/vector_ops.h"
+#include "ops/cuda/work_timer.h"
 
 namespace trainer {
 namespace cuda {
@@ -202,6 +203,13 @@ class CudaBackend final : public Backend {
     ctx_.device.activate();
     return record_graph(ctx_.compute.get(), queue_work, why_not);
   }
+  // Every kernel queues on the compute stream: its device time, not the launches'.
+  double time_work_ms(const std::function<void()>& queue_work) override {
+    ctx_.device.activate();
+    ctx_.copy.synchronize();
+    if (!timer_) timer_ = std::make_unique<WorkTimer>();
+    return timer_->time_ms(ctx_.compute.get(), queue_work);
+  }
 
   // Pinned memory belongs to a context: this device's, not one opened on
   // GPU 0 by a thread that never chose a device.
@@ -228,6 +236,7 @@ class CudaBackend final : public Backend {
   CudaContext ctx_;
   std::map<void*, Staging> staging_;
   std::unique_ptr<VectorOps> vector_ops_;
+  std::unique_ptr<WorkTimer> timer_;  // made by the first timing
   AllocationCounter counter_;
   int major_ = 0, minor_ = 0;  // compute capability
 };

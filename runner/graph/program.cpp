@@ -2,7 +2,6 @@
 // and the fixed argument lists of every call.
 #include "runner/graph/program.h"
 
-#include <chrono>
 #include <stdexcept>
 #include <typeinfo>
 
@@ -349,14 +348,7 @@ void Program::train_step_timed(std::uint64_t step_seed,
                                const std::function<void(const Call&, double ms)>& on_call) {
   if (bf16_copies_stale_) refresh_bf16_copies();
   set_step_values(StepValues{step_seed, -1});
-  for (Call& c : train_calls_) {
-    backend_.synchronize();
-    const auto start = std::chrono::steady_clock::now();
-    run_call(c);
-    backend_.synchronize();
-    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-    on_call(c, ms.count());
-  }
+  for (Call& c : train_calls_) on_call(c, backend_.time_work_ms([&] { run_call(c); }));
 }
 
 std::string Program::implementation_of(int node) const {

@@ -124,7 +124,8 @@ class Program {
   // steps run again.
   std::string step_execution() const;
 
-  // Runs the training calls one at a time, reporting each call's duration.
+  // Runs the training calls one at a time, reporting each call's duration
+  // (Backend::time_work_ms: on a GPU its device time, without the launch).
   void train_step_timed(std::uint64_t step_seed,
                         const std::function<void(const Call&, double ms)>& on_call);
 

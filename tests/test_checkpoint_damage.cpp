@@ -6,7 +6,8 @@
 // their NaN weights are named rather than blamed on the next step; a state
 // edited past what a run can reach is a damaged checkpoint, set aside for the
 // previous one, while one this user may not read, or one written while it is
-// read, stops the resume, set aside for nothing; a checkpoints folder that is not a directory, or
+// read, stops the resume, set aside for nothing, and a checkpoints folder it
+// may not write stops it before its first step; a checkpoints folder that is not a directory, or
 // is gone from a run that wrote checkpoints, stops the resume instead of starting over; a damaged
 // manifest.json stops it before config.yaml is rewritten.
 #include <sys/stat.h>
@@ -442,6 +443,31 @@ TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set 
   CHECK_THAT(warm.out,
              Contains("cannot read '" + oldest + "/model.safetensors': Permission denied"));
   REQUIRE(chmod((oldest + "/model.safetensors").c_str(), 0644) == 0);
+}
+
+TEST_CASE("a checkpoints folder this user may not write stops the resume before its first step") {
+  TempDir tmp("unwritable");
+  const std::string run = finished_run(tmp, "run");
+  std::string as_user;  // as in the case above: root is not stopped by modes
+  if (geteuid() == 0) {
+    for (const auto& e : fs::recursive_directory_iterator(tmp.path()))
+      REQUIRE(lchown(e.path().c_str(), 65534, 65534) == 0);
+    REQUIRE(chown(tmp.path().c_str(), 65534, 65534) == 0);
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  const std::string folder = run + "/checkpoints";
+  REQUIRE(chmod(folder.c_str(), 0555) == 0);
+  const auto before = snapshot(run);
+  const CommandResult r =
+      run_command(as_user + trainer_binary() + " run --resume " + run + " train.epochs=4");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Contains("error: checkpoints cannot be written in " + folder +
+                             ": Permission denied (the run would train and then fail saving its "
+                             "first checkpoint)"));
+  CHECK(r.out.find("epoch 3 step") == std::string::npos);  // no step trained
+  CHECK(snapshot(run) == before);
+  REQUIRE(chmod(folder.c_str(), 0755) == 0);  // so that the folder can be removed
 }
 
 TEST_CASE("a checkpoint file rewritten between its checksum and its copy stops the resume") {

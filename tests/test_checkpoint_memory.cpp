@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <string>
@@ -138,6 +139,35 @@ TEST_CASE("a resume reads a checkpoint's files into the program in bounded piece
     CHECK_THAT(error_for_nan_at(16793599),
                Catch::Contains("tensor 'fc.weight' element 16793599 (at [4099, 4095]) is NaN"));
   }
+}
+
+TEST_CASE("a run knows the room its checkpoints take, and checks it before its first step") {
+  auto program = large_program(3);
+  testing::TempDir tmp("checkpoint-room");
+  checkpoint::CheckpointStore store(tmp.path().string());
+  store.check_writable();  // makes the folder
+  const std::uint64_t bytes = checkpoint::checkpoint_bytes(*program);
+  const std::string saved = store.save(*program, state_at(1), {}, fail_on_warning);
+  std::uint64_t written = 0;
+  for (const auto& e : std::filesystem::directory_iterator(saved)) written += e.file_size();
+  CHECK(bytes <= written);
+  CHECK(written - bytes < 64 * 1024);  // the headers and SHA256SUMS
+
+  // No room for one: refused; for fewer than those kept and one more: a warning.
+  const std::uint64_t free_bytes = std::filesystem::space(store.directory()).available;
+  CHECK_THROWS_WITH(store.check_room(free_bytes + (std::uint64_t{1} << 40), 2),
+                    Catch::Contains("the run would train and then fail saving its first "
+                                    "checkpoint") &&
+                        Catch::Contains(store.directory()));
+  CHECK_THAT(store.check_room(free_bytes / 3, 10),
+             Catch::Contains("has room for ") && Catch::Contains("this run keeps up to 10"));
+  CHECK(store.check_room(free_bytes / 3, 0).empty());  // keep_last: 0 keeps every one
+  CHECK(store.check_room(1, 10).empty());
+
+  // A folder that cannot be made is named before anything trains.
+  CHECK_THROWS_WITH(
+      checkpoint::CheckpointStore("/proc/no-such-run").check_writable(),
+      Catch::Contains("checkpoints cannot be written in /proc/no-such-run/checkpoints"));
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "runner/checkpoint/durable_file.h"
 #include "runner/checkpoint/safetensors.h"
 #include "runner/checkpoint/weights.h"
@@ -540,6 +542,48 @@ bool CheckpointStore::holds_checkpoints() const {
   return !list_checkpoints(dir_).empty();
 }
 
+void CheckpointStore::check_writable() const {
+  const auto refuse = [&](const std::error_code& ec) {
+    throw CheckpointError(
+        "checkpoints cannot be written in " + dir_ + ": " + ec.message() +
+        " (the run would train and then fail saving its first checkpoint); make the folder "
+        "writable (chmod u+w " +
+        dir_ +
+        "), or train in another run directory (a resume there: cp -r the run directory "
+        "and resume the copy)");
+  };
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) refuse(ec);
+  const fs::path probe = fs::path(dir_) / (".writable." + std::to_string(::getpid()));
+  fs::create_directory(probe, ec);
+  if (ec) refuse(ec);
+  fs::remove(probe, ec);
+}
+
+std::string CheckpointStore::check_room(std::uint64_t bytes, std::int64_t kept) const {
+  std::error_code ec;
+  const fs::space_info space = fs::space(dir_, ec);
+  if (ec || bytes == 0) return "";  // a file system that does not say: nothing to check
+  const auto mib = [](std::uint64_t b) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+    return std::string(text);
+  };
+  if (space.available < bytes)
+    throw CheckpointError("a checkpoint of this model takes " + mib(bytes) +
+                          " and the file system of " + dir_ + " has " + mib(space.available) +
+                          " free: the run would train and then fail saving its first checkpoint; "
+                          "free some space there, or train in a run directory on another disk");
+  const std::uint64_t fit = space.available / bytes;
+  if (kept <= 0 || fit >= static_cast<std::uint64_t>(kept) + 1) return "";
+  return "the file system of " + dir_ + " has room for " + std::to_string(fit) + " checkpoint" +
+         (fit == 1 ? "" : "s") + " of " + mib(bytes) + " (" + mib(space.available) +
+         " free), and this run keeps up to " + std::to_string(kept) +
+         " (checkpoint.keep_last + keep_best) with one more while it writes: a later checkpoint "
+         "would fail; free some space there, or lower checkpoint.keep_last";
+}
+
 std::string CheckpointStore::save(const graph::Program& program, const TrainState& state,
                                   const RetentionPolicy& policy,
                                   const std::function<void(const std::string&)>& warn) {
@@ -594,6 +638,14 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   }
   apply_retention(dir_, policy, warn, kept_unread_);
   return final_path.string();
+}
+
+std::uint64_t checkpoint_bytes(const graph::Program& program) {
+  std::uint64_t bytes = 0;
+  for (const auto& list : {parameter_tensors(program), optimizer_state_tensors(program),
+                           averaged_parameter_tensors(program)})
+    for (const NamedTensor& t : list) bytes += t.tensor.bytes();
+  return bytes;
 }
 
 TrainState load_checkpoint_weights(graph::Program& program, const std::string& path,

@@ -37,6 +37,17 @@ class CheckpointStore {
   // Whether any checkpoint folder is here (whole or not: a resume loads one
   // of them, or stops).
   bool holds_checkpoints() const;
+  // Makes the checkpoints folder if need be and writes (and removes) a folder
+  // in it, as a save does: a folder the process may not write (its mode, a
+  // read-only file system) is found before the first step, not at the first
+  // checkpoint. Throws CheckpointError naming the folder and what to do.
+  void check_writable() const;
+  // The room on the checkpoints folder's file system for checkpoints of
+  // `bytes` each: CheckpointError when not even one fits (the run would fail
+  // at its first checkpoint); a warning (returned; "" when none) when fewer
+  // than `kept` + 1 fit, the ones retention keeps and the one being written
+  // (0: retention keeps them all, no count to check).
+  std::string check_room(std::uint64_t bytes, std::int64_t kept) const;
 
   // Writes the program's tensors and `state` as checkpoint step-<state.step>,
   // points `last` at it and deletes what the policy no longer keeps (and the
@@ -113,5 +124,8 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
 
 // "step-00000120".
 std::string checkpoint_name(std::int64_t step);
+
+// The bytes a checkpoint of `program` takes: its tensors (the headers are small).
+std::uint64_t checkpoint_bytes(const graph::Program& program);
 
 }  // namespace trainer::checkpoint

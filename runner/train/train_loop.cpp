@@ -174,6 +174,15 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
   end_unrecorded_ =
       options_.resume && !resumed_from_.empty() && resumed_.step == total_steps_ && !finished_;
   keeps_directory_ = options_.resume && (finished_ || resumed_.step > total_steps_);
+  // Before anything in the directory changes: a refusal leaves it as it was.
+  if (collective.is_root() && !keeps_directory_) {
+    store_.check_writable();
+    const std::int64_t kept =
+        cfg_.checkpoint.keep_last > 0 ? cfg_.checkpoint.keep_last + cfg_.checkpoint.keep_best : 0;
+    if (const std::string warning = store_.check_room(checkpoint::checkpoint_bytes(program), kept);
+        !warning.empty())
+      log_->warn("{}", warning);
+  }
   if (options_.before_writing && !keeps_directory_) options_.before_writing();
   open_metrics();
   if (options_.resume && !keeps_directory_) record_session_running();

@@ -4,6 +4,9 @@
 // for byte.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -142,27 +145,53 @@ TEST_CASE("a resume reads a checkpoint's files into the program in bounded piece
 }
 
 TEST_CASE("a run knows the room its checkpoints take, and checks it before its first step") {
+  namespace fs = std::filesystem;
   auto program = large_program(3);
   testing::TempDir tmp("checkpoint-room");
   checkpoint::CheckpointStore store(tmp.path().string());
   store.check_writable();  // makes the folder
-  const std::uint64_t bytes = checkpoint::checkpoint_bytes(*program);
+  const checkpoint::CheckpointSize size = checkpoint::checkpoint_size(*program);
   const std::string saved = store.save(*program, state_at(1), {}, fail_on_warning);
-  std::uint64_t written = 0;
-  for (const auto& e : std::filesystem::directory_iterator(saved)) written += e.file_size();
-  CHECK(bytes <= written);
-  CHECK(written - bytes < 64 * 1024);  // the headers and SHA256SUMS
+  std::uint64_t written = 0, largest = 0;
+  for (const auto& e : fs::directory_iterator(saved)) {
+    written += e.file_size();
+    largest = std::max<std::uint64_t>(largest, e.file_size());
+  }
+  CHECK(size.total >= written);
+  CHECK(size.total - written < 64 * 1024);  // block rounding and header room
+  CHECK(size.largest_file <= largest);      // the tensors and their names
+  CHECK(largest - size.largest_file < 32 * 1024);
 
-  // No room for one: refused; for fewer than those kept and one more: a warning.
-  const std::uint64_t free_bytes = std::filesystem::space(store.directory()).available;
-  CHECK_THROWS_WITH(store.check_room(free_bytes + (std::uint64_t{1} << 40), 2),
+  // No room for one: refused; for fewer than those kept (beyond the one
+  // there) and one more: a warning.
+  const std::uint64_t free_bytes = fs::space(store.directory()).available;
+  const auto of = [](std::uint64_t total) { return checkpoint::CheckpointSize{total, 1}; };
+  CHECK_THROWS_WITH(store.check_room(of(free_bytes + (std::uint64_t{1} << 40)), 2),
                     Catch::Contains("the run would train and then fail saving its first "
                                     "checkpoint") &&
                         Catch::Contains(store.directory()));
-  CHECK_THAT(store.check_room(free_bytes / 3, 10),
-             Catch::Contains("has room for ") && Catch::Contains("this run keeps up to 10"));
-  CHECK(store.check_room(free_bytes / 3, 0).empty());  // keep_last: 0 keeps every one
-  CHECK(store.check_room(1, 10).empty());
+  CHECK_THAT(store.check_room(of(free_bytes / 3), 10),
+             Catch::Contains("has room for ") && Catch::Contains("this run keeps up to 10") &&
+                 Catch::Contains("1 there now"));
+  CHECK(store.check_room(of(free_bytes / 3), 0).empty());  // keep_last: 0 keeps every one
+  CHECK(store.check_room(of(1), 10).empty());
+  // Kept 2 with 1 there: 2 more are needed, and room for 2 is no warning.
+  CHECK(store.check_room(of(free_bytes / 4), 2).empty());
+
+  // An unfinished folder a killed process left is room the first save frees.
+  fs::copy(saved, fs::path(store.directory()) / "step-00000002.tmp", fs::copy_options::recursive);
+  const std::uint64_t left_free = fs::space(store.directory()).available;
+  CHECK_NOTHROW(store.check_room(of(left_free + written / 2), 0));
+  CHECK_THROWS(store.check_room(of(left_free + 2 * written), 0));
+
+  // A file over the file size limit (ulimit -f) is refused before training.
+  struct rlimit before {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
+  struct rlimit lower = before;
+  lower.rlim_cur = 1 << 20;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &lower) == 0);
+  CHECK_THROWS_WITH(store.check_room(size, 2), Catch::Contains("(ulimit -f)"));
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &before) == 0);
 
   // A folder that cannot be made is named before anything trains.
   CHECK_THROWS_WITH(

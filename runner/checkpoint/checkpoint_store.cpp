@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "runner/checkpoint/durable_file.h"
@@ -542,15 +543,43 @@ bool CheckpointStore::holds_checkpoints() const {
   return !list_checkpoints(dir_).empty();
 }
 
+namespace {
+
+std::string mib_text(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+// The bytes under `path` (a folder an earlier process left), 0 when unknown.
+std::uint64_t bytes_under(const fs::path& path) {
+  std::uint64_t bytes = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code size;
+    if (it->is_regular_file(size)) bytes += it->file_size(size);
+  }
+  return bytes;
+}
+
+}  // namespace
+
 void CheckpointStore::check_writable() const {
   const auto refuse = [&](const std::error_code& ec) {
+    // Where the folder really is, when a link leads there.
+    std::error_code resolved;
+    const fs::path real = fs::weakly_canonical(dir_, resolved);
+    const bool linked = !resolved && real != fs::absolute(dir_, resolved).lexically_normal();
+    const std::string where = dir_ + (linked ? " (a link to " + real.string() + ")" : "");
+    const std::string copy =
+        "; a resume can go on in a copy of the run directory on a writable disk: cp -rL RUN "
+        "NEW (-L copies what links lead to), then trainer run --resume NEW";
     throw CheckpointError(
-        "checkpoints cannot be written in " + dir_ + ": " + ec.message() +
-        " (the run would train and then fail saving its first checkpoint); make the folder "
-        "writable (chmod u+w " +
-        dir_ +
-        "), or train in another run directory (a resume there: cp -r the run directory "
-        "and resume the copy)");
+        "checkpoints cannot be written in " + where + ": " + ec.message() +
+        " (the run would train and then fail saving its first checkpoint)" +
+        (ec == std::errc::read_only_file_system
+             ? "; the file system there is mounted read-only" + copy
+             : "; make it writable (chmod -R u+w " + (linked ? real.string() : dir_) + ")" + copy));
   };
   std::error_code ec;
   fs::create_directories(dir_, ec);
@@ -561,27 +590,51 @@ void CheckpointStore::check_writable() const {
   fs::remove(probe, ec);
 }
 
-std::string CheckpointStore::check_room(std::uint64_t bytes, std::int64_t kept) const {
+std::string CheckpointStore::check_room(const CheckpointSize& size, std::int64_t kept) const {
+  if (size.total == 0) return "";
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      size.largest_file > limit.rlim_cur)
+    throw CheckpointError("a checkpoint of this model writes a file of " +
+                          mib_text(size.largest_file) +
+                          ", over this process's file size limit of " + mib_text(limit.rlim_cur) +
+                          " (ulimit -f): the run would train and then fail saving its first "
+                          "checkpoint; raise the limit (ulimit -f unlimited) and run again");
   std::error_code ec;
   const fs::space_info space = fs::space(dir_, ec);
-  if (ec || bytes == 0) return "";  // a file system that does not say: nothing to check
-  const auto mib = [](std::uint64_t b) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(b) / (1 << 20));
-    return std::string(text);
-  };
-  if (space.available < bytes)
-    throw CheckpointError("a checkpoint of this model takes " + mib(bytes) +
-                          " and the file system of " + dir_ + " has " + mib(space.available) +
-                          " free: the run would train and then fail saving its first checkpoint; "
-                          "free some space there, or train in a run directory on another disk");
-  const std::uint64_t fit = space.available / bytes;
-  if (kept <= 0 || fit >= static_cast<std::uint64_t>(kept) + 1) return "";
-  return "the file system of " + dir_ + " has room for " + std::to_string(fit) + " checkpoint" +
-         (fit == 1 ? "" : "s") + " of " + mib(bytes) + " (" + mib(space.available) +
-         " free), and this run keeps up to " + std::to_string(kept) +
-         " (checkpoint.keep_last + keep_best) with one more while it writes: a later checkpoint "
-         "would fail; free some space there, or lower checkpoint.keep_last";
+  if (ec) return "";  // a file system that does not say: nothing to check
+  // The unfinished folders a stopped process left go at the first save.
+  std::uint64_t unfinished = 0;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code status;
+    if (name.rfind("step-", 0) == 0 && name.ends_with(".tmp") && entry.is_directory(status))
+      unfinished += bytes_under(entry.path());
+  }
+  const std::uint64_t available = space.available + unfinished;
+  const std::string free_text = mib_text(available) + " free" +
+                                (unfinished > 0 ? " (" + mib_text(unfinished) +
+                                                      " of it in unfinished step-*.tmp folders "
+                                                      "the first save removes)"
+                                                : "");
+  constexpr std::uint64_t kRecords = 1 << 20;  // the run's records beside it
+  if (available < size.total + kRecords)
+    throw CheckpointError("a checkpoint of this model takes " + mib_text(size.total) +
+                          " and the file system of " + dir_ + " has " + free_text +
+                          ": the run would train and then fail saving its first checkpoint; free "
+                          "some space there, or give the run a directory on another disk");
+  if (kept <= 0) return "";
+  // The ones already there count towards what retention keeps.
+  const auto there = static_cast<std::int64_t>(list_checkpoints(dir_).size());
+  const std::int64_t more = std::max<std::int64_t>(1, kept + 1 - there);
+  const std::uint64_t fit = (available - kRecords) / size.total;
+  if (fit >= static_cast<std::uint64_t>(more)) return "";
+  return "the file system of " + dir_ + " has room for " + std::to_string(fit) +
+         " more checkpoint" + (fit == 1 ? "" : "s") + " of " + mib_text(size.total) + " (" +
+         free_text + "), and this run keeps up to " + std::to_string(kept) +
+         " (checkpoint.keep_last + keep_best; " + std::to_string(there) +
+         " there now) with one more while it writes: a later checkpoint would fail; free some "
+         "space there, or lower checkpoint.keep_last";
 }
 
 std::string CheckpointStore::save(const graph::Program& program, const TrainState& state,
@@ -640,12 +693,23 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   return final_path.string();
 }
 
-std::uint64_t checkpoint_bytes(const graph::Program& program) {
-  std::uint64_t bytes = 0;
-  for (const auto& list : {parameter_tensors(program), optimizer_state_tensors(program),
-                           averaged_parameter_tensors(program)})
-    for (const NamedTensor& t : list) bytes += t.tensor.bytes();
-  return bytes;
+CheckpointSize checkpoint_size(const graph::Program& program) {
+  CheckpointSize size;
+  // A file's header names each tensor, its dtype, shape and offsets (under
+  // 256 bytes each), then its metadata; each file ends on a 4 KiB block. The
+  // largest file counts its tensors alone: a limit below that fails for certain.
+  const auto add_file = [&](const std::vector<NamedTensor>& tensors, std::uint64_t metadata) {
+    if (tensors.empty()) return;
+    std::uint64_t bytes = 0;
+    for (const NamedTensor& t : tensors) bytes += t.tensor.bytes();
+    size.largest_file = std::max(size.largest_file, bytes);
+    size.total += (bytes + 8 + 256 * tensors.size() + metadata + 4095) / 4096 * 4096;
+  };
+  add_file(parameter_tensors(program), 64);
+  add_file(optimizer_state_tensors(program), 16 * 1024);  // the training state's JSON
+  add_file(averaged_parameter_tensors(program), 64);
+  size.total += 4096;  // SHA256SUMS
+  return size;
 }
 
 TrainState load_checkpoint_weights(graph::Program& program, const std::string& path,

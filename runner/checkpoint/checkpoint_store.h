@@ -30,6 +30,12 @@ struct LoadedCheckpoint {
   TrainState state;
 };
 
+// What a checkpoint of `program` takes on disk, its files' headers and block
+// rounding counted: in all, and the tensors of its largest file.
+struct CheckpointSize {
+  std::uint64_t total = 0, largest_file = 0;
+};
+
 class CheckpointStore {
  public:
   explicit CheckpointStore(const std::string& run_dir);
@@ -42,12 +48,15 @@ class CheckpointStore {
   // read-only file system) is found before the first step, not at the first
   // checkpoint. Throws CheckpointError naming the folder and what to do.
   void check_writable() const;
-  // The room on the checkpoints folder's file system for checkpoints of
-  // `bytes` each: CheckpointError when not even one fits (the run would fail
-  // at its first checkpoint); a warning (returned; "" when none) when fewer
-  // than `kept` + 1 fit, the ones retention keeps and the one being written
-  // (0: retention keeps them all, no count to check).
-  std::string check_room(std::uint64_t bytes, std::int64_t kept) const;
+  // The room for checkpoints of `size` on the checkpoints folder's file
+  // system, counting the unfinished step-*.tmp folders the first save
+  // removes as free: CheckpointError when not even one fits with 1 MiB for
+  // the run's records, or when its largest file is over the process's file
+  // size limit (ulimit -f): the run would fail at its first checkpoint. A
+  // warning (returned; "" when none) when fewer fit than retention keeps
+  // (`kept`, beyond those already there) and the one being written (0:
+  // retention keeps them all, no count to check).
+  std::string check_room(const CheckpointSize& size, std::int64_t kept) const;
 
   // Writes the program's tensors and `state` as checkpoint step-<state.step>,
   // points `last` at it and deletes what the policy no longer keeps (and the
@@ -125,7 +134,7 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
 // "step-00000120".
 std::string checkpoint_name(std::int64_t step);
 
-// The bytes a checkpoint of `program` takes: its tensors (the headers are small).
-std::uint64_t checkpoint_bytes(const graph::Program& program);
+// What a checkpoint of `program` will take (see CheckpointSize).
+CheckpointSize checkpoint_size(const graph::Program& program);
 
 }  // namespace trainer::checkpoint

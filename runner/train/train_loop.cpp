@@ -179,7 +179,7 @@ TrainLoop::TrainLoop(const Session& s, graph::Program& program, const std::strin
     store_.check_writable();
     const std::int64_t kept =
         cfg_.checkpoint.keep_last > 0 ? cfg_.checkpoint.keep_last + cfg_.checkpoint.keep_best : 0;
-    if (const std::string warning = store_.check_room(checkpoint::checkpoint_bytes(program), kept);
+    if (const std::string warning = store_.check_room(checkpoint::checkpoint_size(program), kept);
         !warning.empty())
       log_->warn("{}", warning);
   }

@@ -137,8 +137,17 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
           " lost its config.sha256: it was removed or replaced while the run trained, and "
           "with it the records this run appends to; start the run again in a new directory");
     std::vector<std::string> problems;
-    last_checkpoint_ = store_.save(
-        program_, st, retention_, [&](const std::string& problem) { problems.push_back(problem); });
+    try {
+      last_checkpoint_ = store_.save(program_, st, retention_, [&](const std::string& problem) {
+        problems.push_back(problem);
+      });
+    } catch (const std::runtime_error& e) {
+      // Its partial folder is gone and the ones before it stay: say how to go on.
+      throw std::runtime_error(std::string(e.what()) +
+                               "\n    the checkpoints before it are kept; once there is room "
+                               "(or the cause is fixed), trainer run --resume " +
+                               run_dir_ + " goes on from the newest");
+    }
     last_checkpoint_step_ = st.step;
     progress_.clear();
     log_->info("checkpoint {}", last_checkpoint_);

@@ -90,11 +90,21 @@ CLI::App* add_config_command(CLI::App& app, const std::string& name, const std::
   // An override in the config's place passes here and is placed (or refused)
   // after parsing; with --help the file is not looked at.
   const CLI::Validator file_or_override(
-      [help_asked](std::string& arg) {
+      [help_asked, name](std::string& arg) {
         std::error_code ec;
         if (help_asked || is_override(arg)) return std::string();
-        if (std::filesystem::is_directory(arg, ec))
-          return "'" + arg + "' is a directory; give the YAML file";
+        if (std::filesystem::is_directory(arg, ec)) {
+          // A run's directory (its config.yaml and config.sha256): what the user meant.
+          const std::filesystem::path config = std::filesystem::path(arg) / "config.yaml";
+          if (!std::filesystem::is_regular_file(config, ec) ||
+              !std::filesystem::exists(std::filesystem::path(arg) / "config.sha256", ec))
+            return "'" + arg + "' is a directory; give the YAML file";
+          return "'" + arg + "' is a run's directory; " +
+                 (name == "run"
+                      ? "trainer run --resume " + arg + " goes on with that run, and trainer run " +
+                            config.string() + " starts a new run of its config"
+                      : "its config is " + config.string());
+        }
         if (!std::filesystem::exists(arg, ec))
           return ec ? "cannot use '" + arg + "': " + ec.message() : "no such file '" + arg + "'";
         return CLI::ExistingFile(arg);
@@ -356,6 +366,11 @@ int run_command_line(int argc, char** argv) {
         return kUsageError;
       }
       const std::string name = sub->get_name();
+      std::vector<std::string> names;  // without their dashes, which every one shares
+      for (const CLI::Option* option : sub->get_options())
+        for (const std::string& long_name : option->get_lnames()) names.push_back(long_name);
+      const std::string nearest_name = config::nearest(flag.substr(2), names);
+      const std::string near = nearest_name.empty() ? "" : "--" + nearest_name;
       print_error_report(
           "error: trainer " + name + " has no option '" + flag + "'" +
           (name == "run" && flag == "--checkpoint"
@@ -363,7 +378,8 @@ int run_command_line(int argc, char** argv) {
                  "older one, move the newer ones out of the run's checkpoints/); trainer eval "
                  "takes --checkpoint"
                : "") +
-          "\n    trainer " + name + " --help shows its usage\n");
+          (near.empty() ? "" : "\n    did you mean '" + near + "'?") + "\n    trainer " + name +
+          " --help shows its usage\n");
       return kUsageError;
     }
 

@@ -159,6 +159,20 @@ TEST_CASE("a config key given as an option is refused with the override it means
   CHECK(r.code == 2);
   CHECK(r.out.find("error: trainer run has no option '--checkpoint': a resume goes on from the "
                    "newest checkpoint that verifies") == 0);
+  // A misspelt option: the nearest of the command's.
+  r = run("run --reusme " + dir.path().string(), true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: trainer run has no option '--reusme'\n    did you mean '--resume'?\n") ==
+        0);
+  // A run's directory given as the config: what to give instead.
+  std::ofstream(dir.path() / "config.yaml") << "";
+  std::ofstream(dir.path() / "config.sha256") << "";
+  r = run("run " + dir.path().string(), true);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: config: '" + dir.path().string() + "' is a run's directory; trainer " +
+                   "run --resume " + dir.path().string() + " goes on with that run, and trainer " +
+                   "run " + (dir.path() / "config.yaml").string() +
+                   " starts a new run of its config") == 0);
   r = run("run --resume " + dir.path().string() + " --epochs 3", true);
   CHECK(r.out.find("error: '--epochs' is not an option; config values are set as KEY=VALUE after "
                    "the config: train.epochs=3") == 0);

@@ -231,6 +231,12 @@ TEST_CASE("trainer eval: bad input is a clear error") {
   CHECK(r.code == 2);
   CHECK_THAT(r.out, Catch::Contains("no checkpoint 'step-00000099'") &&
                         Catch::Contains("holds step-00000016, step-00000014"));
+  // A weights file's path that is not there: said so, not taken for a name.
+  r = run_trainer("eval " + (tmp / "run") + " --checkpoint exported/none.safetensors", true);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("no such file or folder 'exported/none.safetensors' (nor a "
+                                    "checkpoint of that name: ") &&
+                        Catch::Contains("holds step-00000016, step-00000014"));
   // A file inside a checkpoint: the folder it belongs to.
   r = run_trainer("eval " + (tmp / "run") + " --checkpoint step-00000016/model.safetensors", true);
   CHECK(r.code == 2);

@@ -803,6 +803,10 @@ std::string CheckpointStore::find(const std::string& which, const std::string& m
         kSumsFile +
         " that a run wrote; weights alone are evaluated from their file (--checkpoint "
         "FILE.safetensors)");
+  // A path (a weights file's, a folder's) that is not there is said so first.
+  if (which.find('/') != std::string::npos || which.ends_with(".safetensors"))
+    throw CheckpointError("no such file or folder '" + which +
+                          "' (nor a checkpoint of that name: " + here + ")");
   throw CheckpointError("no checkpoint '" + which + "': " + here +
                         "; use last, best, one of those names or a checkpoint folder's path");
 }

@@ -572,6 +572,12 @@ TEST_CASE("a sweep of a changed config in a new default directory notes the earl
   CHECK(log.find("note: a new sweep in " + tmp / "runs/") != std::string::npos);
   CHECK(log.find("whose trials it does not take over; to go on with one: trainer sweep " +
                  tmp / "sw.yaml" + " --out " + tmp / "runs/") != std::string::npos);
+  // Another file of the same name: those sweeps are no earlier sweep of it.
+  write_text(tmp / "other.yaml", read_text(tmp / "sw.yaml"));
+  std::vector<std::string> other = args;
+  other[1] = tmp / "other.yaml";
+  REQUIRE(run_to_end(other, tmp / "4.log") == 0);
+  CHECK(read_text(tmp / "4.log").find("note: a new sweep") == std::string::npos);
 }
 
 TEST_CASE("a sweep shows the config's warnings once, as validate does") {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -219,18 +220,23 @@ void print_shared_warnings(const sweep::SweepSpec& spec,
     std::fprintf(stderr, "%s\n", config::format(w, "warning").c_str());
 }
 
-// A default sweep directory not there yet, beside others of the same name:
-// the config changed since those ran (their trials are not taken over), said
-// before the new sweep starts from its first trial.
+// A default sweep directory not there yet, beside others of the same config
+// file: the config changed since those ran (their trials are not taken
+// over), said before the new sweep starts from its first trial. Sweeps of
+// other files that share the config's name are no earlier sweep of it.
 void note_earlier_sweeps(const std::string& dir, const std::string& config_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(dir, ec)) return;
+  const std::string this_config = sweep::recorded_config_path(config_path);
   std::vector<std::pair<fs::file_time_type, std::string>> found;  // oldest first, once sorted
   for (const auto& entry : fs::directory_iterator(fs::path(dir).parent_path(), ec)) {
     const std::string name = entry.path().filename().string();
     const fs::path record = entry.path() / "sweep.yaml";
-    if (name.rfind("sweep-", 0) == 0 && fs::exists(record, ec))
+    if (name.rfind("sweep-", 0) != 0 || !fs::exists(record, ec)) continue;
+    std::ifstream in(record);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (sweep::config_path_of_record(text) == this_config)
       found.emplace_back(fs::last_write_time(record, ec), name);
   }
   if (found.empty()) return;

@@ -67,6 +67,16 @@ std::vector<std::string> identity_lines(const std::string& yaml) {
   return out;
 }
 
+}  // namespace
+
+std::string config_path_of_record(const std::string& sweep_yaml) {
+  for (const std::string& line : identity_lines(sweep_yaml))
+    if (line.rfind("config: ", 0) == 0) return normal_path(line.substr(8));
+  return "";
+}
+
+namespace {
+
 // The recorded config hash ("" in a sweep.yaml without one).
 std::string recorded_hash(const std::string& yaml) {
   std::istringstream in(yaml);

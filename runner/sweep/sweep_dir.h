@@ -32,6 +32,10 @@ std::string reuse_conflict(const std::string& dir, const std::string& record,
 // links (a ".." after one is kept as spelt).
 std::string recorded_config_path(const std::string& config_path);
 
+// The config path a sweep.yaml's text records (as recorded_config_path
+// spells it; "" when it records none).
+std::string config_path_of_record(const std::string& sweep_yaml);
+
 // "" when trial `trial_id` of the sweep in `dir` has not started, or its
 // config there (what its run trained, else what an earlier invocation gave
 // it) holds the values of `resolved`, this invocation's (the threads and GPU

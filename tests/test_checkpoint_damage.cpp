@@ -470,6 +470,19 @@ TEST_CASE("a checkpoints folder this user may not write stops the resume before 
   REQUIRE(chmod(folder.c_str(), 0755) == 0);  // so that the folder can be removed
 }
 
+TEST_CASE("a resume whose newest checkpoint was deleted says what it trains again") {
+  TempDir tmp("deleted-newest");
+  const std::string run = finished_run(tmp, "run");
+  fs::remove_all(run + "/checkpoints/step-00000048");
+  REQUIRE(resume(run, {"train.epochs=4"}, tmp / "resume.log") == 0);
+  CHECK_THAT(read_text(tmp / "resume.log"),
+             Contains("the run's last checkpoint, step-00000048 (summary.json), is gone from " +
+                      run + "/checkpoints: it resumes from step 42, the newest there"));
+  // Resumed again with every checkpoint in place: nothing said.
+  REQUIRE(resume(run, {"train.epochs=5"}, tmp / "again.log") == 0);
+  CHECK(read_text(tmp / "again.log").find("is gone from") == std::string::npos);
+}
+
 TEST_CASE("a checkpoint file rewritten between its checksum and its copy stops the resume") {
   TempDir tmp("changed-while-read");
   const std::string run = finished_run(tmp, "run");

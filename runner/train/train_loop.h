@@ -134,6 +134,7 @@ class TrainLoop {
 
  private:
   void resume_or_initialize();
+  void warn_if_newer_checkpoint_gone(std::int64_t loaded_step);
   // A resume whose evaluation data is not what the checkpoint's run evaluated
   // on: a warning, since the metrics before and after it (and the best so far
   // that keep_best and early stopping compare with) measured other data.

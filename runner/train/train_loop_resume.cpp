@@ -4,6 +4,7 @@
 #include "runner/train/train_loop.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -103,6 +104,34 @@ void drop_records_after(const std::string& path, std::int64_t step) {
 }
 
 }  // namespace
+
+// The run's summary.json names a newer checkpoint than the one loaded, and
+// that one is gone (deleted by hand; a damaged one set aside was said):
+// its steps are trained again and the records after the loaded one cut.
+void TrainLoop::warn_if_newer_checkpoint_gone(std::int64_t loaded_step) {
+  if (!collective_.is_root()) return;
+  std::ifstream in(run_dir_ + "/summary.json");
+  const nlohmann::json summary = nlohmann::json::parse(in, nullptr, false);
+  if (!summary.is_object() || !summary.contains("last_checkpoint") ||
+      !summary["last_checkpoint"].is_string())
+    return;
+  const std::filesystem::path last = summary["last_checkpoint"].get<std::string>();
+  const std::string name = last.filename().string();
+  std::int64_t step = 0;
+  if (name.rfind("step-", 0) != 0 ||
+      std::from_chars(name.data() + 5, name.data() + name.size(), step).ec != std::errc() ||
+      step <= loaded_step)
+    return;
+  std::error_code ec;
+  const std::filesystem::path folder = std::filesystem::path(store_.directory()) / name;
+  // There, or set aside as damaged (which load_newest said).
+  if (std::filesystem::exists(folder, ec) || std::filesystem::exists(folder.string() + ".bad", ec))
+    return;
+  log_->warn(
+      "the run's last checkpoint, {} (summary.json), is gone from {}: it resumes from step {}, "
+      "the newest there, and its records after that step are cut and those steps trained again",
+      name, store_.directory(), loaded_step);
+}
 
 // Resume: the newest checkpoint that verifies; bad ones are reported and
 // skipped (and set aside by the root). With several ranks, every rank must
@@ -237,6 +266,7 @@ void TrainLoop::resume_or_initialize() {
         "the exact one",
         loaded->path, st.train_digest, digest, samples, loaded->path);
   warn_if_eval_data_changed(st, loaded->path);
+  warn_if_newer_checkpoint_gone(st.step);
   resumed_ = st;
   resumed_from_ = loaded->path;
   log_->info("resuming from {}: step {}, epoch {}, {} of its {} steps done", loaded->path, st.step,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "data/content_digest.h"
+#include "ops/out_of_memory.h"
 
 namespace trainer::train::loop {
 
@@ -141,6 +142,8 @@ void TrainLoop::save_state(const checkpoint::TrainState& st) {
       last_checkpoint_ = store_.save(program_, st, retention_, [&](const std::string& problem) {
         problems.push_back(problem);
       });
+    } catch (const OutOfMemoryError&) {
+      throw;  // said with what to change, as any out of memory is
     } catch (const std::runtime_error& e) {
       // Its partial folder is gone and the ones before it stay: say how to go on.
       throw std::runtime_error(std::string(e.what()) +

@@ -113,6 +113,17 @@ bool holds_set_aside(const std::string& dir) {
   return false;
 }
 
+// Permissions do not stop root: as root, the files under `tmp` are handed
+// to user nobody and the returned prefix runs a command as that user ("" for
+// any other user).
+std::string as_user_the_modes_stop(const TempDir& tmp) {
+  if (geteuid() != 0) return "";
+  for (const auto& e : fs::recursive_directory_iterator(tmp.path()))
+    REQUIRE(lchown(e.path().c_str(), 65534, 65534) == 0);
+  REQUIRE(chown(tmp.path().c_str(), 65534, 65534) == 0);
+  return "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+}
+
 // A tiny run in `run`, output in tmp/p.log, checkpointing every 2 steps,
 // each checkpoint 1 s late; returned once the first one waits: the moment to
 // change the run directory under it.
@@ -379,15 +390,7 @@ TEST_CASE("a FIFO or a link loop in place of a run's file is refused, never open
 TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set aside") {
   TempDir tmp("unreadable");
   const std::string run = finished_run(tmp, "run");
-  // Permissions do not stop root: as root, the commands run as user nobody
-  // over files handed to it.
-  std::string as_user;
-  if (geteuid() == 0) {
-    for (const auto& e : fs::recursive_directory_iterator(tmp.path()))
-      REQUIRE(lchown(e.path().c_str(), 65534, 65534) == 0);
-    REQUIRE(chown(tmp.path().c_str(), 65534, 65534) == 0);
-    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
-  }
+  const std::string as_user = as_user_the_modes_stop(tmp);
   const std::string newest = run + "/checkpoints/step-00000048";
   REQUIRE(chmod(newest.c_str(), 0) == 0);
   const auto before = snapshot(run);
@@ -448,13 +451,7 @@ TEST_CASE("a checkpoint this user may not read stops the resume; nothing is set 
 TEST_CASE("a checkpoints folder this user may not write stops the resume before its first step") {
   TempDir tmp("unwritable");
   const std::string run = finished_run(tmp, "run");
-  std::string as_user;  // as in the case above: root is not stopped by modes
-  if (geteuid() == 0) {
-    for (const auto& e : fs::recursive_directory_iterator(tmp.path()))
-      REQUIRE(lchown(e.path().c_str(), 65534, 65534) == 0);
-    REQUIRE(chown(tmp.path().c_str(), 65534, 65534) == 0);
-    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
-  }
+  const std::string as_user = as_user_the_modes_stop(tmp);
   const std::string folder = run + "/checkpoints";
   REQUIRE(chmod(folder.c_str(), 0555) == 0);
   const auto before = snapshot(run);

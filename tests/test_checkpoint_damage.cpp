@@ -467,6 +467,37 @@ TEST_CASE("a checkpoints folder this user may not write stops the resume before 
   REQUIRE(chmod(folder.c_str(), 0755) == 0);  // so that the folder can be removed
 }
 
+TEST_CASE("a run's file or directory this user may not write stops the resume; nothing changes") {
+  TempDir tmp("unwritable-records");
+  const std::string run = finished_run(tmp, "run");
+  const std::string as_user = as_user_the_modes_stop(tmp);
+  const auto resumed = [&] {
+    return run_command(as_user + trainer_binary() + " run --resume " + run + " train.epochs=4");
+  };
+  const auto before = snapshot(run);
+  // A record file: it used to be found after config.yaml was rewritten and
+  // the other records cut back.
+  REQUIRE(chmod((run + "/metrics.jsonl").c_str(), 0444) == 0);
+  CommandResult r = resumed();
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Contains("the run directory " + run +
+                             " holds what this process may not write, and a resume writes it: "
+                             "metrics.jsonl (Permission denied); nothing was changed; give this "
+                             "user write access (chmod -R u+w " +
+                             run + "), or go on in a copy on a writable disk: cp -rL " + run));
+  CHECK(snapshot(run) == before);
+  REQUIRE(chmod((run + "/metrics.jsonl").c_str(), 0644) == 0);
+  // The directory itself (config.<hash>.yaml would be added there).
+  REQUIRE(chmod(run.c_str(), 0555) == 0);
+  r = resumed();
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Contains("and a resume writes it: the directory itself (Permission denied)"));
+  CHECK(snapshot(run) == before);
+  REQUIRE(chmod(run.c_str(), 0755) == 0);
+}
+
 TEST_CASE("a resume whose newest checkpoint was deleted says what it trains again") {
   TempDir tmp("deleted-newest");
   const std::string run = finished_run(tmp, "run");

@@ -251,6 +251,7 @@ int command_run(const CommandArgs& given, std::string* run_dir) {
     if (resume) {
       lock = train::RunDirLock(dir, "run directory");
       train::check_manifest(dir);  // a resume adds to it: damaged, nothing may change first
+      train::check_run_files_writable(dir);
     } else {
       dir = train::create_run_dir(config, args, backend.name(), session.init_from_file, lock);
     }

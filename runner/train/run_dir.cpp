@@ -2,10 +2,13 @@
 // before a new run takes it, and reopened by a resume.
 #include "runner/train/run_dir.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +22,7 @@
 #include "data/file_kind.h"
 #include "runner/build_info.h"
 #include "runner/checkpoint/durable_file.h"
+#include "runner/config/diagnostics.h"
 #include "runner/config/emit.h"
 #include "runner/config/value_changes.h"
 #include "runner/train/devices.h"
@@ -409,6 +413,41 @@ std::string precision_note(const config::Config& config) {
 
 void check_manifest(const std::string& dir) {
   manifest_to_resume(dir);
+}
+
+std::string unwritable_run_dir_advice(const std::string& dir) {
+  return "give this user write access (chmod -R u+w " + dir +
+         "), or go on in a copy on a writable disk: cp -rL " + dir +
+         " NEW (-L copies what links lead to), then trainer run --resume NEW";
+}
+
+void check_run_files_writable(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> refused;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::error_code status;
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file(status) || name == ".lock") continue;
+    if (::access(entry.path().c_str(), W_OK) != 0)
+      refused.push_back(name + " (" + std::strerror(errno) + ")");
+  }
+  // A file it adds (config.<hash>.yaml), and each one it replaces through a
+  // temporary file beside it.
+  const std::string probe = (fs::path(dir) / (".writable." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    refused.insert(refused.begin(),
+                   "the directory itself (" + std::string(std::strerror(errno)) + ")");
+  } else {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  if (refused.empty()) return;
+  throw std::runtime_error(
+      "the run directory " + dir +
+      " holds what this process may not write, and a resume writes it: " + config::join(refused) +
+      "; nothing was changed; " + unwritable_run_dir_advice(dir));
 }
 
 std::string reopen_run_dir(const std::string& dir, const config::Config& config,

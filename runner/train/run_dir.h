@@ -67,6 +67,16 @@ std::string precision_note(const config::Config& config);
 // it before anything in the directory changes.
 void check_manifest(const std::string& dir);
 
+// Throws, naming each one and what to do, when this process may not write
+// the directory `dir` or a file directly in it (its records, config.yaml,
+// the manifest, summary.json, train.log): a resume rewrites them, and checks
+// this before anything in the directory changes.
+void check_run_files_writable(const std::string& dir);
+
+// What to do about a run directory `dir` this process may not write: give
+// it write access, or go on in a copy (cp -rL: what links lead to copied).
+std::string unwritable_run_dir_advice(const std::string& dir);
+
 // `trainer run --resume DIR`: keeps the directory; when the config differs
 // from the recorded one (a longer max_steps), rewrites config.yaml and
 // config.sha256 and records the change; appends the resume to manifest.json.

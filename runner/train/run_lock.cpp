@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "runner/train/run_dir.h"
 #include "runner/usage_error.h"
 
 namespace trainer::train {
@@ -50,12 +51,16 @@ std::string held_by_another(const std::string& dir, const std::string& what) {
 RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
   const std::string path = (std::filesystem::path(dir) / kLockFileName).string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw std::runtime_error("cannot lock " + what + " " + dir + ": cannot open " + path + ": " +
-                             std::strerror(errno) +
-                             (errno == EISDIR ? "; it is the run's lock file, not a folder: "
-                                                "move that folder away"
-                                              : ""));
+  if (fd_ < 0) {
+    const int error = errno;
+    const bool unwritable = error == EROFS || error == EACCES || error == EPERM;
+    throw std::runtime_error(
+        "cannot lock " + what + " " + dir + ": cannot open " + path + ": " + std::strerror(error) +
+        (error == EISDIR ? "; it is the run's lock file, not a folder: move that folder away"
+         : unwritable && what == "run directory" ? "; " + unwritable_run_dir_advice(dir)
+         : unwritable ? "; give this user write access (chmod -R u+w " + dir + ")"
+                      : ""));
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     if (error == ENOLCK || error == ENOSYS || error == EOPNOTSUPP || error == EINVAL) {

@@ -415,28 +415,33 @@ void check_manifest(const std::string& dir) {
   manifest_to_resume(dir);
 }
 
-std::string unwritable_run_dir_advice(const std::string& dir) {
-  return "give this user write access (chmod -R u+w " + dir +
-         "), or go on in a copy on a writable disk: cp -rL " + dir +
-         " NEW (-L copies what links lead to), then trainer run --resume NEW";
+std::string unwritable_run_dir_advice(const std::string& dir, bool read_only) {
+  const std::string copy = "go on in a copy on a writable disk: cp -rL " + dir +
+                           " NEW (-L copies what links lead to), then trainer run --resume NEW";
+  return read_only ? "its file system is mounted read-only: " + copy
+                   : "give this user write access (chmod -R u+w " + dir + "), or " + copy;
 }
 
 void check_run_files_writable(const std::string& dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> refused;
+  bool read_only = false;  // the file system's doing, not the modes'
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::error_code status;
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file(status) || name == ".lock") continue;
-    if (::access(entry.path().c_str(), W_OK) != 0)
+    if (::access(entry.path().c_str(), W_OK) != 0) {
+      read_only |= errno == EROFS;
       refused.push_back(name + " (" + std::strerror(errno) + ")");
+    }
   }
   // A file it adds (config.<hash>.yaml), and each one it replaces through a
   // temporary file beside it.
   const std::string probe = (fs::path(dir) / (".writable." + std::to_string(::getpid()))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
+    read_only |= errno == EROFS;
     refused.insert(refused.begin(),
                    "the directory itself (" + std::string(std::strerror(errno)) + ")");
   } else {
@@ -447,7 +452,7 @@ void check_run_files_writable(const std::string& dir) {
   throw std::runtime_error(
       "the run directory " + dir +
       " holds what this process may not write, and a resume writes it: " + config::join(refused) +
-      "; nothing was changed; " + unwritable_run_dir_advice(dir));
+      "; nothing was changed; " + unwritable_run_dir_advice(dir, read_only));
 }
 
 std::string reopen_run_dir(const std::string& dir, const config::Config& config,

@@ -74,8 +74,9 @@ void check_manifest(const std::string& dir);
 void check_run_files_writable(const std::string& dir);
 
 // What to do about a run directory `dir` this process may not write: give
-// it write access, or go on in a copy (cp -rL: what links lead to copied).
-std::string unwritable_run_dir_advice(const std::string& dir);
+// it write access (unless its file system is `read_only`), or go on in a
+// copy (cp -rL: what links lead to copied).
+std::string unwritable_run_dir_advice(const std::string& dir, bool read_only);
 
 // `trainer run --resume DIR`: keeps the directory; when the config differs
 // from the recorded one (a longer max_steps), rewrites config.yaml and

@@ -57,7 +57,8 @@ RunDirLock::RunDirLock(const std::string& dir, const std::string& what) {
     throw std::runtime_error(
         "cannot lock " + what + " " + dir + ": cannot open " + path + ": " + std::strerror(error) +
         (error == EISDIR ? "; it is the run's lock file, not a folder: move that folder away"
-         : unwritable && what == "run directory" ? "; " + unwritable_run_dir_advice(dir)
+         : unwritable && what == "run directory"
+             ? "; " + unwritable_run_dir_advice(dir, error == EROFS)
          : unwritable ? "; give this user write access (chmod -R u+w " + dir + ")"
                       : ""));
   }

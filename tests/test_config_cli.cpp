@@ -1340,6 +1340,14 @@ TEST_CASE("an error at a section names the overrides that changed inside it") {
   CHECK(other.out.find("(override 2 'model.layers[3].out_features=5' changed it)") !=
         std::string::npos);
   CHECK(other.out.find("optimizer.lr=0.2") == std::string::npos);
+  // A key missing from a layer an override gave another type: that override.
+  const auto retyped = run("validate " + kGood + "mlp.yaml 'model.layers[1].type=conv2d'", true);
+  INFO(retyped.out);
+  CHECK(retyped.code == 2);
+  CHECK(retyped.out.find("error: model.layers[1].out_channels: missing required key "
+                         "'out_channels'") != std::string::npos);
+  CHECK(retyped.out.find("(override 1 'model.layers[1].type=conv2d' set model.layers[1].type)") !=
+        std::string::npos);
 }
 
 TEST_CASE("eval transforms: a shape they change is theirs; a random one is a warning") {

@@ -380,13 +380,25 @@ Diagnostics annotate_overrides(const Diagnostics& diags,
       d.message += " (in override " + std::to_string(d.mark.line) + " " +
                    quoted_override(overrides[static_cast<std::size_t>(d.mark.line) - 1]) + ")";
     } else {
-      // Reported where the file writes a section, which overrides changed inside.
+      // Reported where the file writes a section, which overrides changed
+      // inside; else in a map whose type an override set (a key missing
+      // from the layer it gave another type).
       std::string changed;
       for (std::size_t i = 0; i < overrides.size(); ++i)
         if (sets_part_of(overrides[i], d.key_path))
           changed += (changed.empty() ? "" : ", ") + std::to_string(i + 1) + " " +
                      quoted_override(overrides[i]);
-      if (!changed.empty()) d.message += " (override " + changed + " changed it)";
+      const std::size_t cut = d.key_path.rfind('.');
+      const std::string type_key =
+          cut == std::string::npos ? "" : d.key_path.substr(0, cut) + ".type";
+      std::size_t retyped = 0;  // 1-based: the override that set that map's type
+      for (std::size_t i = 0; i < overrides.size() && changed.empty(); ++i)
+        if (override_key(overrides[i]) == type_key) retyped = i + 1;
+      if (!changed.empty())
+        d.message += " (override " + changed + " changed it)";
+      else if (retyped > 0)
+        d.message += " (override " + std::to_string(retyped) + " " +
+                     quoted_override(overrides[retyped - 1]) + " set " + type_key + ")";
     }
     out.add(std::move(d));
   }

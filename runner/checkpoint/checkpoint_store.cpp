@@ -51,12 +51,7 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& 
       name.resize(name.size() - 4);
       if (fs::is_directory(fs::symlink_status(dir / name, status))) continue;
     }
-    const std::string digits = name.substr(5);
-    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
-    std::int64_t step = 0;
-    if (std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc())
-      continue;
-    out.emplace_back(step, entry.path());
+    if (const auto step = checkpoint_step(name)) out.emplace_back(*step, entry.path());
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   return out;
@@ -155,14 +150,7 @@ std::pair<SafetensorsFile, SafetensorsFile> read_verified(const fs::path& dir) {
 // nullopt for a folder named otherwise (one given to `eval` by its path).
 std::optional<std::int64_t> step_of_folder(fs::path dir) {
   if (dir.filename().empty()) dir = dir.parent_path();  // "step-00000120/"
-  const std::string name = dir.filename().string();
-  if (name.rfind("step-", 0) != 0) return std::nullopt;
-  const std::string digits = name.substr(5);
-  std::int64_t step = 0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
-  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size())
-    return std::nullopt;
-  return step;
+  return checkpoint_step(dir.filename().string());
 }
 
 TrainState state_of(const Safetensors& state_file, const std::string& path) {
@@ -691,6 +679,16 @@ std::string CheckpointStore::save(const graph::Program& program, const TrainStat
   }
   apply_retention(dir_, policy, warn, kept_unread_);
   return final_path.string();
+}
+
+std::optional<std::int64_t> checkpoint_step(const std::string& name) {
+  if (name.rfind("step-", 0) != 0) return std::nullopt;
+  const std::string digits = name.substr(5);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
+  std::int64_t step = 0;
+  if (std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc())
+    return std::nullopt;
+  return step;
 }
 
 CheckpointSize checkpoint_size(const graph::Program& program) {

@@ -133,6 +133,9 @@ TrainState load_checkpoint_weights(graph::Program& program, const std::string& p
 
 // "step-00000120".
 std::string checkpoint_name(std::int64_t step);
+// The step a checkpoint folder's name gives ("step-00000120": 120); nullopt
+// for another name, or digits beyond what int64 holds.
+std::optional<std::int64_t> checkpoint_step(const std::string& name);
 
 // What a checkpoint of `program` will take (see CheckpointSize).
 CheckpointSize checkpoint_size(const graph::Program& program);

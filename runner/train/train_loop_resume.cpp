@@ -4,7 +4,6 @@
 #include "runner/train/train_loop.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -117,11 +116,7 @@ void TrainLoop::warn_if_newer_checkpoint_gone(std::int64_t loaded_step) {
     return;
   const std::filesystem::path last = summary["last_checkpoint"].get<std::string>();
   const std::string name = last.filename().string();
-  std::int64_t step = 0;
-  if (name.rfind("step-", 0) != 0 ||
-      std::from_chars(name.data() + 5, name.data() + name.size(), step).ec != std::errc() ||
-      step <= loaded_step)
-    return;
+  if (const auto step = checkpoint::checkpoint_step(name); !step || *step <= loaded_step) return;
   std::error_code ec;
   const std::filesystem::path folder = std::filesystem::path(store_.directory()) / name;
   // There, or set aside as damaged (which load_newest said).
